@@ -1,0 +1,213 @@
+"""The `shipyard` command line: a thin layer over functions that tests call directly."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from shipyard.errors import ShipyardError
+from shipyard.matrix import Cell, expand, select
+from shipyard.validate import Spec, load_spec
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _spec(args: argparse.Namespace) -> Spec:
+    return load_spec(Path(args.root))
+
+
+# --- validate -----------------------------------------------------------------------------
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    spec = _spec(args)
+    cells = expand(spec.release)
+    console.print(f"[green]ok[/]: release.yaml and feature_status.yaml are valid "
+                  f"({len(spec.release.components)} components, {len(spec.release.variants)} variants, "
+                  f"{len(spec.features.features)} features, {len(cells)} cells)")
+    if spec.pending_tests:
+        console.print(f"[yellow]pending[/]: {len(spec.pending_tests)} test ids point at tests that do "
+                      f"not exist yet:")
+        for test_id in spec.pending_tests:
+            console.print(f"  {test_id}")
+    return 0
+
+
+# --- matrix -------------------------------------------------------------------------------
+
+def github_include(spec: Spec, cells: list[Cell]) -> dict[str, list[dict[str, str | None]]]:
+    """The GitHub Actions `strategy.matrix` object for these cells."""
+    release = spec.release
+    include = []
+    for cell in cells:
+        variant = release.variants[cell.variant]
+        if cell.package_type == "mobile":
+            os_name, runner = "linux", "ubuntu-22.04"
+        else:
+            platform = release.platforms[cell.platform]
+            os_name, runner = platform.os, platform.github_runner
+        include.append({
+            "id": cell.id, "component": cell.component, "variant": cell.variant,
+            "variant_tag": cell.variant_tag, "cuda": variant.cuda or "", "platform": cell.platform,
+            "os": os_name, "runner": runner, "python": cell.python or "",
+            "package_type": cell.package_type,
+        })
+    return {"include": include}
+
+
+def matrix_table(spec: Spec, cells: list[Cell]) -> Table:
+    """Counts of cells per platform (rows) and variant (columns), with totals."""
+    release = spec.release
+    variants = [v for v in release.variants if any(c.variant == v for c in cells)]
+    platforms = [p for p in [*release.platforms, *release.mobile_targets] if any(c.platform == p for c in cells)]
+    counts = Counter((c.variant, c.platform) for c in cells)
+    table = Table(title=f"{release.release.name} {release.release.version}: {len(cells)} cells")
+    table.add_column("platform")
+    for variant in variants:
+        table.add_column(variant, justify="right")
+    table.add_column("total", justify="right", style="bold")
+    for platform in platforms:
+        row = [counts[(v, platform)] for v in variants]
+        table.add_row(platform, *map(str, row), str(sum(row)))
+    per_variant = [sum(counts[(v, p)] for p in platforms) for v in variants]
+    table.add_row("total", *map(str, per_variant), str(len(cells)), style="bold")
+    return table
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    spec = _spec(args)
+    cells = select(expand(spec.release), variant=args.variant, platform=args.platform,
+                   package_type=args.package_type, component=args.component)
+    if args.format == "json":
+        print(json.dumps([{**c.selector_fields(), "id": c.id, "variant_tag": c.variant_tag,
+                           "python": c.python} for c in cells], indent=2))
+    elif args.format == "github":
+        print(json.dumps(github_include(spec, cells), separators=(",", ":")))
+    else:
+        console.print(matrix_table(spec, cells))
+        if args.cells:
+            for cell in cells:
+                console.print(f"  {cell.id}")
+    return 0
+
+
+# --- doctor & toolchains ---------------------------------------------------------------------
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from shipyard.doctor import diagnose
+    from shipyard.toolchains.discover import discover
+
+    spec = _spec(args)
+    inventory = discover()
+    rows = diagnose(spec.release, inventory, args.variant)
+    table = Table(title=f"doctor: host {inventory.host_platform}")
+    table.add_column("cell")
+    table.add_column("state")
+    table.add_column("toolchain, or what is missing and the fix", overflow="fold")
+    for row in rows:
+        state = "[green]ready[/]" if row.ready else "[red]missing[/]"
+        table.add_row(row.cell.id, state, row.detail)
+    console.print(table)
+    ready = sum(r.ready for r in rows)
+    console.print(f"{ready} of {len(rows)} cells ready on this host")
+    others = [c for c in select(expand(spec.release), variant=args.variant)
+              if c.platform != inventory.host_platform and c.package_type != "mobile"]
+    if others:
+        by_platform = Counter(c.platform for c in others)
+        console.print("not built on this host: " + ", ".join(
+            f"{n} {p} cells (GitHub {spec.release.platforms[p].github_runner} runners)"
+            for p, n in by_platform.items()))
+    return 0
+
+
+def cmd_toolchain_install(args: argparse.Namespace) -> int:
+    from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
+    from shipyard.toolchains.discover import toolchain_cache
+    from shipyard.validate import nearest
+
+    spec = _spec(args)
+    variant = spec.release.variants.get(args.name)
+    if variant is None:
+        cuda_variants = [n for n, v in spec.release.variants.items() if v.cuda]
+        hint = nearest(args.name, cuda_variants)
+        raise ShipyardError(f"no variant named {args.name!r} in release.yaml"
+                            + (f"; did you mean {hint!r}?" if hint else "")
+                            + f" (CUDA variants: {', '.join(cuda_variants)})")
+    if not variant.cuda:
+        raise ShipyardError(f"variant {args.name!r} needs no toolkit (it has no cuda version)")
+    toolkit = install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(),
+                                   progress=lambda step: console.print(f"  [cyan]•[/] {step}"))
+    console.print(f"[green]ready[/]: CUDA {toolkit.version} at {toolkit.root} "
+                  f"(nvcc {toolkit.nvcc}, host {toolkit.host_cxx}); verified archs "
+                  f"{';'.join(variant.archs)}")
+    return 0
+
+
+# --- schema ---------------------------------------------------------------------------------
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from shipyard.spec import FeatureFile, Release
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, model in (("release.schema.json", Release), ("feature_status.schema.json", FeatureFile)):
+        (out / name).write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        console.print(f"wrote {out / name}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shipyard", description=__doc__)
+    parser.add_argument("--root", default=".", help="folder holding release.yaml (default: .)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every external command")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check release.yaml and feature_status.yaml")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("matrix", help="print the build matrix")
+    p.add_argument("--format", choices=["table", "json", "github"], default="table")
+    p.add_argument("--variant")
+    p.add_argument("--platform")
+    p.add_argument("--package-type")
+    p.add_argument("--component")
+    p.add_argument("--cells", action="store_true", help="with --format table, list every cell id")
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("doctor", help="what this host can build, and the fix for what it cannot")
+    p.add_argument("--variant")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("toolchain", help="manage toolchains in shipyard's cache")
+    tsub = p.add_subparsers(dest="toolchain_command", required=True)
+    tp = tsub.add_parser("install", help="assemble a CUDA toolkit for a variant (cuda11, cuda12, cuda13)")
+    tp.add_argument("name")
+    tp.set_defaults(func=cmd_toolchain_install)
+
+    p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
+    p.add_argument("--out", default="schemas")
+    p.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except ShipyardError as exc:
+        err_console.print("[red]error[/]:", end=" ")
+        err_console.print(str(exc), markup=False, soft_wrap=True)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""The release description: pydantic models for release.yaml and feature_status.yaml.
+
+These models check each file on its own (types, required keys, unknown keys, formats).
+Checks that relate one part to another live in `validate.py`. Both files resolve once
+into these frozen objects; nothing downstream reads the YAML again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Annotated, Any, Literal
+
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from shipyard.cuda_archs import parse_arch_list
+
+ComponentKind = Literal["python-native", "python-pure", "native"]
+PackageType = Literal["wheel", "mobile", "conda", "docker"]
+Status = Literal["stable", "beta", "prototype"]
+STATUS_ORDER: dict[str, int] = {"stable": 0, "beta": 1, "prototype": 2}
+
+_NAME = r"^[a-z0-9][a-z0-9._-]*$"
+
+
+class Frozen(BaseModel):
+    """Base of every spec model: unknown keys are errors and objects are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+def _python_version(value: Any) -> Any:
+    # YAML reads 3.10 as the float 3.1: refuse numbers outright so the typo cannot pass.
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        raise ValueError(
+            f"Python version given as a number ({value!r}); YAML reads 3.10 as 3.1. "
+            f"Quote it: \"{value}\"")
+    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}", value):
+        raise ValueError(f"not a Python version like \"3.11\": {value!r}")
+    return value
+
+
+PythonVersion = Annotated[str, BeforeValidator(_python_version)]
+
+
+def _tuple_of_str(value: Any) -> Any:
+    # A selector may be one string or a list of strings; normalise to a tuple.
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    if isinstance(value, list):
+        return tuple(str(v) if not isinstance(v, float) else _python_version(v) for v in value)
+    if isinstance(value, float):
+        return (_python_version(value),)
+    raise ValueError(f"expected a name or a list of names, got {value!r}")
+
+
+Selector = Annotated[tuple[str, ...], BeforeValidator(_tuple_of_str)]
+
+
+def _version(value: Any) -> str:
+    text = str(value)
+    try:
+        Version(text)
+    except InvalidVersion as exc:
+        raise ValueError(f"not a PEP 440 version: {value!r}") from exc
+    return text
+
+
+class ReleaseInfo(Frozen):
+    name: str = Field(pattern=_NAME)
+    version: Annotated[str, BeforeValidator(_version)]
+    wheel_size_budget_mb: float = Field(gt=0)
+
+
+class NativeCore(Frozen):
+    """A Python-independent CMake project inside a component, built once per variant."""
+
+    source: str
+    prefix_define: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+
+
+class Component(Frozen):
+    name: str
+    path: str
+    kind: ComponentKind
+    import_name: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    package_types: tuple[PackageType, ...] = Field(min_length=1)
+    native_core: NativeCore | None = None
+    vendored_libraries: tuple[str, ...] = ()
+    console_scripts: tuple[str, ...] = ()
+    tests: str | None = None
+
+    @model_validator(mode="after")
+    def _python_needs_import_name(self) -> Component:
+        if self.kind != "native" and not self.import_name:
+            raise ValueError(f"component {self.name!r} is a Python package: set import_name")
+        return self
+
+    @property
+    def is_python(self) -> bool:
+        return self.kind != "native"
+
+
+class Variant(Frozen):
+    name: str
+    tag: str = Field(pattern=r"^(cpu|cu\d{3,4})$")
+    cuda: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    arch_list: str | None = None
+    host_gcc_max: int | None = Field(default=None, ge=4)
+    wheel_size_budget_mb: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _cuda_fields_together(self) -> Variant:
+        if self.cuda and not self.arch_list:
+            raise ValueError(f"CUDA variant {self.name!r} needs an arch_list such as \"7.5;8.0\"")
+        if not self.cuda and (self.arch_list or self.host_gcc_max):
+            raise ValueError(f"variant {self.name!r} sets arch_list/host_gcc_max but no cuda version")
+        if self.cuda:
+            expected = "cu" + self.cuda.replace(".", "")
+            if self.tag != expected:
+                raise ValueError(f"variant {self.name!r}: CUDA {self.cuda} has tag {expected!r}, "
+                                 f"not {self.tag!r}")
+        elif self.tag != "cpu":
+            raise ValueError(f"variant {self.name!r} has no cuda version, so its tag must be 'cpu'")
+        return self
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.cuda is not None
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return parse_arch_list(self.arch_list or "")
+
+
+class Platform(Frozen):
+    name: str
+    os: Literal["linux", "windows", "macos"]
+    arch: str
+    wheel_platform_tag: str
+    github_runner: str  # the runner label the release pipeline builds this platform on
+
+
+class MobileTarget(Frozen):
+    name: str
+    toolchain: Literal["android-ndk", "cross-gcc", "host"]
+    abi: str | None = None
+    triple: str | None = None
+    emulator: str | None = None
+    stands_in_for: str | None = None
+
+
+class Exclusion(Frozen):
+    """Cells matching every given selector (fnmatch globs) are removed from the matrix."""
+
+    component: Selector = ()
+    variant: Selector = ()
+    platform: Selector = ()
+    python: Selector = ()
+    package_type: Selector = ()
+    reason: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> Exclusion:
+        if not (self.component or self.variant or self.platform or self.python or self.package_type):
+            raise ValueError("an exclusion needs at least one of component, variant, platform, "
+                             "python, package_type")
+        return self
+
+    def matches(self, **fields: str) -> bool:
+        for key, patterns in self.selectors().items():
+            if patterns and not any(fnmatch.fnmatchcase(fields[key], p) for p in patterns):
+                return False
+        return True
+
+    def selectors(self) -> dict[str, tuple[str, ...]]:
+        return {"component": self.component, "variant": self.variant, "platform": self.platform,
+                "python": self.python, "package_type": self.package_type}
+
+
+_SECRET_KEYS = {"password", "token", "secret", "api_key", "apikey", "passwd"}
+
+
+class PublishTarget(Frozen):
+    """Where artifacts go. Credentials are named by environment variable, never inlined."""
+
+    name: str
+    kind: Literal["pypi", "conda", "docker"]
+    url: str
+    username_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    password_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    token_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_secrets(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in data:
+                if str(key).lower() in _SECRET_KEYS:
+                    raise ValueError(
+                        f"{key!r} holds a secret inline; release.yaml must never contain "
+                        f"credentials. Put it in an environment variable and name that "
+                        f"variable with {'token_env' if 'token' in str(key).lower() else 'password_env'}")
+        return data
+
+
+def _named(mapping_key: str) -> Any:
+    """A before-validator that copies each mapping key into its entry's `name`."""
+
+    def inject(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: ({**v, "name": k} if isinstance(v, dict) else v) for k, v in value.items()}
+        return value
+
+    inject.__name__ = f"name_{mapping_key}"
+    return inject
+
+
+class Release(Frozen):
+    schema_version: Literal[1]
+    release: ReleaseInfo
+    components: Annotated[dict[str, Component], BeforeValidator(_named("components"))]
+    variants: Annotated[dict[str, Variant], BeforeValidator(_named("variants"))]
+    platforms: Annotated[dict[str, Platform], BeforeValidator(_named("platforms"))]
+    mobile_targets: Annotated[dict[str, MobileTarget], BeforeValidator(_named("mobile_targets"))] = {}
+    pythons: tuple[PythonVersion, ...] = Field(min_length=1)
+    exclusions: tuple[Exclusion, ...] = ()
+    publish: Annotated[dict[str, PublishTarget], BeforeValidator(_named("publish"))] = {}
+
+    @field_validator("components", "variants", "platforms")
+    @classmethod
+    def _not_empty(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            raise ValueError("must name at least one entry")
+        return value
+
+    def variant_by_name(self, name: str) -> Variant:
+        return self.variants[name]
+
+    def wheel_size_budget_mb(self, variant: Variant) -> float:
+        return variant.wheel_size_budget_mb or self.release.wheel_size_budget_mb
+
+
+def _status_map(value: Any) -> Any:
+    # `status: beta` means every platform; a mapping gives one status per platform.
+    if isinstance(value, str):
+        return {"*": value}
+    return value
+
+
+class Feature(Frozen):
+    id: str = Field(pattern=r"^[a-z][a-z0-9-]*(\.[a-z0-9-]+)*$")
+    title: str = Field(min_length=3)
+    component: str
+    since: Annotated[str, BeforeValidator(_version)]
+    status: Annotated[dict[str, Status], BeforeValidator(_status_map)] = Field(min_length=1)
+    tests: tuple[str, ...] = Field(min_length=1)
+
+    def status_on(self, platform: str) -> Status | None:
+        """The feature's status on `platform`, or None when it does not exist there."""
+        return self.status.get(platform, self.status.get("*"))
+
+
+class FeatureFile(Frozen):
+    schema_version: Literal[1]
+    features: tuple[Feature, ...] = Field(min_length=1)

@@ -1,0 +1,195 @@
+"""Find what this host can build with: Pythons, compilers, CUDA toolkits, cross tools, Docker."""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform as host_platform
+import re
+import shutil
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from shipyard import command
+from shipyard.errors import ToolError
+
+
+def cache_root() -> Path:
+    """shipyard's cache: $SHIPYARD_CACHE, else ~/.cache/shipyard."""
+    return Path(os.environ.get("SHIPYARD_CACHE") or Path.home() / ".cache" / "shipyard")
+
+
+def toolchain_cache() -> Path:
+    return cache_root() / "toolchains"
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    version: str  # "3.11"
+    full_version: str  # "3.11.7"
+    path: Path
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A host C/C++ compiler pair (gcc-N / g++-N)."""
+
+    major: int
+    cc: Path
+    cxx: Path
+    version: str
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    """An nvcc with its headers, runtime libraries and a cuobjdump of the same generation."""
+
+    version: str  # "11.8"
+    root: Path
+    nvcc: Path
+    cuobjdump: Path | None
+    origin: str  # where it was found: CUDA_HOME, /usr/local, shipyard cache
+    identity: str
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Everything discovered on this host, found once per run."""
+
+    host_platform: str
+    interpreters: tuple[Interpreter, ...]
+    compilers: tuple[Compiler, ...]
+    cuda_toolkits: tuple[CudaToolkit, ...]
+    cross_compilers: dict[str, Path]  # triple -> g++
+    emulators: dict[str, Path]  # qemu-aarch64 -> path
+    wine: Path | None
+    docker_engine: str | None  # server version, when an engine answers
+    android_ndk: Path | None
+
+    def interpreter(self, version: str) -> Interpreter | None:
+        return next((i for i in self.interpreters if i.version == version), None)
+
+    def compiler_at_most(self, major: int | None) -> Compiler | None:
+        """The newest gcc not newer than `major` (any, when None)."""
+        fitting = [c for c in self.compilers if major is None or c.major <= major]
+        return max(fitting, key=lambda c: c.major) if fitting else None
+
+    def cuda_toolkit(self, version: str) -> CudaToolkit | None:
+        return next((t for t in self.cuda_toolkits if t.version == version), None)
+
+
+def this_platform() -> str:
+    system = {"Linux": "linux", "Windows": "windows", "Darwin": "macos"}.get(host_platform.system(), "?")
+    machine = host_platform.machine().lower()
+    arch = {"amd64": "amd64" if system == "windows" else "x86_64", "x86_64": "x86_64",
+            "aarch64": "arm64" if system == "macos" else "aarch64", "arm64": "arm64"}.get(machine, machine)
+    return f"{system}-{arch}"
+
+
+def find_interpreters() -> tuple[Interpreter, ...]:
+    """CPython 3.x from the pyenv versions folder and from PATH, newest patch per minor."""
+    found: dict[str, Interpreter] = {}
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    for bin_python in sorted(glob.glob(str(pyenv_root / "versions" / "*" / "bin" / "python3"))):
+        full = Path(bin_python).parent.parent.name
+        match = re.fullmatch(r"(3\.\d+)\.\d+", full)
+        if match:
+            _keep_newest(found, Interpreter(match.group(1), full, Path(bin_python)))
+    for minor in range(8, 20):
+        exe = shutil.which(f"python3.{minor}")
+        if exe and f"3.{minor}" not in found and ".pyenv/shims" not in exe:
+            found[f"3.{minor}"] = Interpreter(f"3.{minor}", f"3.{minor}", Path(exe))
+    return tuple(sorted(found.values(), key=lambda i: tuple(map(int, i.version.split(".")))))
+
+
+def _keep_newest(found: dict[str, Interpreter], candidate: Interpreter) -> None:
+    current = found.get(candidate.version)
+    key = lambda i: tuple(int(x) for x in i.full_version.split("."))  # noqa: E731
+    if current is None or key(candidate) > key(current):
+        found[candidate.version] = candidate
+
+
+def find_compilers() -> tuple[Compiler, ...]:
+    found = []
+    for major in range(4, 20):
+        cc, cxx = shutil.which(f"gcc-{major}"), shutil.which(f"g++-{major}")
+        if cc and cxx:
+            found.append(Compiler(major, Path(cc), Path(cxx), _gcc_version(Path(cxx))))
+    return tuple(found)
+
+
+def _gcc_version(cxx: Path) -> str:
+    try:
+        return command.run([cxx, "-dumpfullversion"], timeout=30).stdout.strip()
+    except ToolError:
+        return "?"
+
+
+def _nvcc_version(nvcc: Path) -> tuple[str, str] | None:
+    try:
+        out = command.run([nvcc, "--version"], timeout=60).stdout
+    except ToolError:
+        return None
+    match = re.search(r"release (\d+\.\d+)", out)
+    return (match.group(1), out.strip().splitlines()[-1]) if match else None
+
+
+def find_cuda_toolkits() -> tuple[CudaToolkit, ...]:
+    """Toolkits from shipyard's cache first (they carry a matching cuobjdump), then CUDA_HOME
+    and /usr/local/cuda-X.Y."""
+    from shipyard.toolchains.cuda_toolkit import find_installed_cuda_toolkits
+
+    found: dict[str, CudaToolkit] = {}
+    for installed in find_installed_cuda_toolkits(toolchain_cache()):
+        found.setdefault(installed.version, CudaToolkit(
+            installed.version, installed.root, installed.nvcc, installed.cuobjdump,
+            "shipyard cache", installed.identity))
+    roots = []
+    if os.environ.get("CUDA_HOME"):
+        roots.append((Path(os.environ["CUDA_HOME"]), "CUDA_HOME"))
+    roots += [(Path(p), "/usr/local") for p in sorted(glob.glob("/usr/local/cuda-*"))]
+    for root, origin in roots:
+        nvcc = root / "bin" / "nvcc"
+        if not nvcc.exists():
+            continue
+        version = _nvcc_version(nvcc)
+        if version is None or version[0] in found:
+            continue
+        cuobjdump = root / "bin" / "cuobjdump"
+        found[version[0]] = CudaToolkit(version[0], root, nvcc, cuobjdump if cuobjdump.exists() else None,
+                                        origin, version[1])
+    return tuple(found[v] for v in sorted(found, key=lambda v: tuple(map(int, v.split(".")))))
+
+
+def _docker_engine() -> str | None:
+    if not shutil.which("docker"):
+        return None
+    try:
+        return command.run(["docker", "version", "--format", "{{.Server.Version}}"], timeout=20).stdout.strip() or None
+    except ToolError:
+        return None
+
+
+@cache
+def discover() -> Inventory:
+    """Look at this host once; later calls return the same answer."""
+    cross = {}
+    for triple in ("aarch64-linux-gnu", "arm-linux-gnueabihf", "x86_64-w64-mingw32"):
+        exe = shutil.which(f"{triple}-g++")
+        if exe:
+            cross[triple] = Path(exe)
+    emulators = {name: Path(p) for name in ("qemu-aarch64", "qemu-arm") if (p := shutil.which(name))}
+    wine = next((Path(p) for p in ("/usr/lib/wine/wine64", shutil.which("wine64") or "") if p and Path(p).exists()), None)
+    ndk = os.environ.get("ANDROID_NDK_HOME")
+    return Inventory(
+        host_platform=this_platform(),
+        interpreters=find_interpreters(),
+        compilers=find_compilers(),
+        cuda_toolkits=find_cuda_toolkits(),
+        cross_compilers=cross,
+        emulators=emulators,
+        wine=wine,
+        docker_engine=_docker_engine(),
+        android_ndk=Path(ndk) if ndk and Path(ndk).is_dir() else None,
+    )

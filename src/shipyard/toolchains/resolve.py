@@ -1,0 +1,117 @@
+"""Decide, for one cell, which tools build it here, or what is missing and the exact fix."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from shipyard.matrix import Cell
+from shipyard.spec import Release
+from shipyard.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
+
+# Where cells that cannot build on this host are built instead.
+_RUNNERS = {
+    "windows": "GitHub's Windows runners (windows-2022) in the release pipeline (ci/)",
+    "macos": "GitHub's macOS runners (macos-14) in the release pipeline (ci/)",
+}
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The tools that build one cell, and an identity string for the build cache key."""
+
+    interpreter: Interpreter | None
+    compiler: Compiler | None
+    cuda: CudaToolkit | None
+    cuda_host_compiler: Compiler | None
+
+    @property
+    def identity(self) -> str:
+        parts = [
+            f"python={self.interpreter.full_version}" if self.interpreter else "python=none",
+            f"gcc={self.compiler.version}" if self.compiler else "gcc=none",
+            f"cuda={self.cuda.identity}" if self.cuda else "cuda=none",
+            f"cuda-host={self.cuda_host_compiler.version}" if self.cuda_host_compiler else "",
+        ]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Why a cell cannot build here, and what to do about it."""
+
+    what: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.what}. Fix: {self.fix}"
+
+
+def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | Missing:
+    """The toolchain for `cell` on this host, or the first thing missing with its fix."""
+    if cell.package_type == "mobile":
+        return _resolve_mobile(cell, release, inventory)
+    platform = release.platforms[cell.platform]
+    if cell.platform != inventory.host_platform:
+        where = _RUNNERS.get(platform.os, f"a {cell.platform} host")
+        return Missing(f"{cell.platform} cells do not build on this {inventory.host_platform} host",
+                       f"they build on {where}")
+    interpreter = inventory.interpreter(cell.python) if cell.python else None
+    if cell.python and interpreter is None:
+        return Missing(f"no Python {cell.python} interpreter",
+                       f"install it (pyenv install {cell.python}) or put python{cell.python} on PATH")
+    component = release.components[cell.component]
+    variant = release.variants[cell.variant]
+    if component.kind == "python-pure":
+        return Toolchain(interpreter, None, None, None)
+    compiler = inventory.compiler_at_most(None)
+    if compiler is None:
+        return Missing("no C++ compiler (g++-N)", "apt-get install -y g++")
+    if not variant.is_cuda:
+        return Toolchain(interpreter, compiler, None, None)
+    return _resolve_cuda(cell, release, inventory, interpreter, compiler)
+
+
+def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interpreter: Interpreter | None,
+                  compiler: Compiler) -> Toolchain | Missing:
+    variant = release.variants[cell.variant]
+    assert variant.cuda is not None
+    toolkit = inventory.cuda_toolkit(variant.cuda)
+    if toolkit is None:
+        if variant.cuda in ("10.2", "11.0"):
+            return Missing(
+                f"no CUDA {variant.cuda} toolkit, and none can be obtained on this machine "
+                f"(neither Debian nor PyPI carries a CUDA {variant.cuda} nvcc)",
+                f"build the {variant.name} cells where the toolkit is preinstalled: the release "
+                f"pipeline's CUDA {variant.cuda} builder image or a runner with CUDA_HOME="
+                f"/usr/local/cuda-{variant.cuda}")
+        return Missing(f"no CUDA {variant.cuda} toolkit",
+                       f"shipyard toolchain install {variant.name}   (or set CUDA_HOME to a CUDA "
+                       f"{variant.cuda} toolkit)")
+    if toolkit.cuobjdump is None:
+        return Missing(f"CUDA {variant.cuda} toolkit at {toolkit.root} has no cuobjdump for the arch check",
+                       f"shipyard toolchain install {variant.name}")
+    host = inventory.compiler_at_most(variant.host_gcc_max)
+    if host is None:
+        return Missing(f"CUDA {variant.cuda} needs a host gcc at most {variant.host_gcc_max}",
+                       f"apt-get install -y g++-{variant.host_gcc_max}")
+    return Toolchain(interpreter, compiler, toolkit, host)
+
+
+def _resolve_mobile(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | Missing:
+    target = release.mobile_targets[cell.platform]
+    if target.toolchain == "android-ndk":
+        if inventory.android_ndk is None:
+            return Missing(f"{cell.platform} needs the Android NDK",
+                           "install the Android NDK and set ANDROID_NDK_HOME (GitHub's Ubuntu "
+                           "runners have it)")
+        return Toolchain(None, inventory.compiler_at_most(None), None, None)
+    if target.toolchain == "cross-gcc":
+        assert target.triple is not None
+        if target.triple not in inventory.cross_compilers:
+            package = "g++-" + target.triple.replace("_", "-")
+            return Missing(f"no {target.triple} cross compiler", f"apt-get install -y {package}")
+        if target.emulator and target.emulator not in inventory.emulators:
+            return Missing(f"no {target.emulator} to run the {cell.platform} tests",
+                           "apt-get install -y qemu-user")
+    return Toolchain(None, inventory.compiler_at_most(None), None, None)
