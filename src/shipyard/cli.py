@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -150,6 +151,33 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- build --------------------------------------------------------------------------------
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from shipyard.build_report import live_progress, summary_table
+    from shipyard.wheel.pipeline import BuildRequest, build_variant
+
+    spec = _spec(args)
+    root = Path(args.root)
+    request = BuildRequest(
+        variant=args.variant, pythons=tuple(args.python or ()), components=tuple(args.component or ()),
+        skip_unavailable=args.skip_unavailable, container=args.container, run_tests=not args.no_tests,
+        dist=(Path(args.dist) if args.dist else root / "dist").resolve(),
+        state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
+        jobs=args.jobs)
+    with live_progress(err_console, f"build {args.variant}") as progress:
+        outcomes = build_variant(spec, request, progress)
+    console.print(summary_table(outcomes, f"{spec.release.release.name} {spec.release.release.version} "
+                                          f"variant {args.variant}"))
+    failed = [o for o in outcomes if o.result == "failed"]
+    for outcome in failed:
+        err_console.print(f"[red]failed[/] {outcome.cell.id}:", end=" ")
+        err_console.print(outcome.detail, markup=False, soft_wrap=True)
+    console.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} cells ok; manifest: "
+                  f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
+    return 1 if failed else 0
+
+
 # --- schema ---------------------------------------------------------------------------------
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -190,6 +218,20 @@ def build_parser() -> argparse.ArgumentParser:
     tp = tsub.add_parser("install", help="assemble a CUDA toolkit for a variant (cuda11, cuda12, cuda13)")
     tp.add_argument("name")
     tp.set_defaults(func=cmd_toolchain_install)
+
+    p = sub.add_parser("build", help="build, repair, check and test every wheel cell of a variant")
+    p.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
+    p.add_argument("--python", action="append", help="only this Python (repeatable), e.g. 3.11")
+    p.add_argument("--component", action="append", help="only this component (repeatable)")
+    p.add_argument("--skip-unavailable", action="store_true",
+                   help="report cells whose toolchain is missing as skipped instead of failing")
+    p.add_argument("--container", action="store_true",
+                   help="build native wheels with cibuildwheel in a local manylinux-style image")
+    p.add_argument("--no-tests", action="store_true", help="build and check only")
+    p.add_argument("--dist", help="output folder (default: <root>/dist)")
+    p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
+    p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1))
+    p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")

@@ -1,0 +1,59 @@
+"""nox sessions for shipyard. A declaration only: every session installs shipyard and calls it.
+
+Build sessions are generated from the variants in release.yaml (`build-cpu`, `build-cuda11`, …).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+import yaml
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["matrix"]
+
+ROOT = Path(__file__).parent
+RELEASE = yaml.safe_load((ROOT / "release.yaml").read_text())
+
+
+def _install_shipyard(session: nox.Session, *extras: str) -> None:
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+
+
+@nox.session(name="matrix")
+def matrix(session: nox.Session) -> None:
+    """Print the build matrix (pass `-- --format github` for a GitHub Actions matrix)."""
+    _install_shipyard(session)
+    session.run("shipyard", "matrix", *session.posargs)
+
+
+@nox.session(name="validate")
+def validate(session: nox.Session) -> None:
+    """Validate release.yaml and feature_status.yaml."""
+    _install_shipyard(session)
+    session.run("shipyard", "validate", *session.posargs)
+
+
+@nox.session(name="doctor")
+def doctor(session: nox.Session) -> None:
+    """For every cell this host can build: ready, or what is missing and the fix."""
+    _install_shipyard(session)
+    session.run("shipyard", "doctor", *session.posargs)
+
+
+@nox.session(name="tests")
+def tests(session: nox.Session) -> None:
+    """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one)."""
+    _install_shipyard(session, "test")
+    session.run("pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session(name="lint")
+def lint(session: nox.Session) -> None:
+    """ruff and mypy over shipyard's sources."""
+    _install_shipyard(session, "lint")
+    session.run("ruff", "check", "src", "tests", "noxfile.py")
+    session.run("mypy")

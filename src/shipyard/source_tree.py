@@ -1,0 +1,67 @@
+"""What a source tree is: its git commit, its commit time and a content hash of its files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard import command
+from shipyard.errors import ToolError
+
+# Build outputs that may sit inside a component folder and must not change its hash.
+_IGNORED_DIRS = {".git", "build", "dist", "_skbuild", "__pycache__", ".pytest_cache", ".nox",
+                 ".shipyard", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+
+
+@dataclass(frozen=True)
+class GitInfo:
+    sha: str  # "unknown" outside a git checkout
+    dirty: bool
+    commit_time: int  # seconds since the epoch; SOURCE_DATE_EPOCH for reproducible builds
+
+
+def git_info(root: Path) -> GitInfo:
+    """The checkout's HEAD commit; SOURCE_DATE_EPOCH (if set) wins over the commit time."""
+    try:
+        sha = command.run(["git", "-C", root, "rev-parse", "HEAD"], timeout=30).stdout.strip()
+        when = int(command.run(["git", "-C", root, "log", "-1", "--format=%ct"], timeout=30).stdout.strip())
+        status = command.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                             timeout=60).stdout
+    except (ToolError, ValueError):
+        sha, when, status = "unknown", 315532800, ""  # 1980-01-01: the earliest zip timestamp
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        when = int(os.environ["SOURCE_DATE_EPOCH"])
+    return GitInfo(sha=sha, dirty=bool(status.strip()), commit_time=when)
+
+
+def list_files(path: Path) -> list[Path]:
+    """Every source file under `path` (git's view when available: tracked + untracked, not ignored)."""
+    try:
+        out = command.run(["git", "-C", path, "ls-files", "-z", "--cached", "--others",
+                           "--exclude-standard", "--", "."], timeout=60).stdout
+        names = sorted({n for n in out.split("\0") if n})
+        files = [path / n for n in names if (path / n).is_file()]
+        if files or not any(path.iterdir()):
+            return files
+    except ToolError:
+        pass
+    found = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(d for d in dirnames if d not in _IGNORED_DIRS and not d.endswith(".egg-info"))
+        found += [Path(dirpath) / f for f in sorted(filenames)]
+    return found
+
+
+def hash_tree(path: Path) -> str:
+    """sha256 over every file's relative path, executable bit and bytes."""
+    digest = hashlib.sha256()
+    for file in list_files(path):
+        rel = file.relative_to(path).as_posix()
+        if any(part in _IGNORED_DIRS for part in rel.split("/")):
+            continue
+        digest.update(rel.encode() + b"\0")
+        digest.update(b"x" if os.access(file, os.X_OK) else b"-")
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()

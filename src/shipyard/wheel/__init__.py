@@ -1,0 +1,1 @@
+"""The wheel pipeline: build, repair and label, check, index, test, record."""

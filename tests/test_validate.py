@@ -1,0 +1,153 @@
+"""Each kind of broken input gives exactly one clear error naming file, line, key and value."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from shipyard.cli import main
+from shipyard.errors import SpecError
+from shipyard.validate import load_spec
+
+R, F = "release.yaml", "feature_status.yaml"
+
+
+def _one_error(spec_copy) -> str:
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_copy.root)
+    text = str(info.value)
+    lines = [line for line in text.splitlines()[1:] if line.strip()]
+    assert len(lines) == 1, f"expected exactly one error, got:\n{text}"
+    return lines[0].strip()
+
+
+def _line_of(spec_copy, name: str, needle: str) -> int:
+    for number, line in enumerate((spec_copy.root / name).read_text().splitlines(), start=1):
+        if needle in line:
+            return number
+    raise AssertionError(needle)
+
+
+def test_real_files_are_valid(repo):
+    spec = load_spec(repo)
+    assert spec.release.release.version == "1.7.0"
+    assert main(["--root", str(repo), "validate"]) == 0
+
+
+def test_bad_yaml_names_file_and_line(spec_copy):
+    spec_copy.edit(R, "pythons: [", "pythons: [[")
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_copy.root)
+    assert re.search(r"release\.yaml:\d+: not valid YAML", str(info.value))
+
+
+def test_duplicate_yaml_key(spec_copy):
+    spec_copy.edit(R, "  cpu:\n    tag: cpu\n", "  cpu:\n    tag: cpu\n    tag: cpu\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_copy.root)
+    line = _line_of(spec_copy, R, "    tag: cpu") + 1
+    assert f"release.yaml:{line}: duplicate key 'tag'" in str(info.value)
+
+
+def test_unknown_key_suggests_the_field(spec_copy):
+    spec_copy.edit(R, "    host_gcc_max: 11\n", "    host_gcc_max: 11\n    arch_lst: '8.0'\n")
+    error = _one_error(spec_copy)
+    line = _line_of(spec_copy, R, "arch_lst")
+    assert error.startswith(f"{spec_copy.root / R}:{line}: variants.cuda11.arch_lst: unknown key 'arch_lst'")
+    assert "did you mean 'arch_list'" in error
+
+
+def test_typo_in_variant_name_of_an_exclusion(spec_copy):
+    spec_copy.edit(R, "  - variant: cuda10.2\n", "  - variant: cuda10.3\n")
+    error = _one_error(spec_copy)
+    assert "exclusions.3.variant: matches no variant" in error
+    assert "(got 'cuda10.3')" in error and "did you mean 'cuda10.2'" in error
+
+
+def test_arch_not_supported_by_cuda_version(spec_copy):
+    spec_copy.edit(R, 'arch_list: "3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0"', 'arch_list: "3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0;10.0"')
+    error = _one_error(spec_copy)
+    line = _line_of(spec_copy, R, "8.6;9.0;10.0")
+    assert f"release.yaml:{line}: variants.cuda11.arch_list: arch 10.0 is not supported by CUDA 11.8" in error
+    assert "(got '10.0')" in error
+
+
+def test_feature_names_a_missing_component(spec_copy):
+    spec_copy.edit(F, "component: embervision\n", "component: embervison\n")
+    error = _one_error(spec_copy)
+    assert "feature_status.yaml" in error and "component: names no component" in error
+    assert "(got 'embervison')" in error and "did you mean 'embervision'" in error
+
+
+def test_duplicate_feature_ids(spec_copy):
+    spec_copy.edit(F, "  - id: ember.fft\n", "  - id: ember.kernels\n")
+    error = _one_error(spec_copy)
+    assert "duplicate feature id (first defined as features[0])" in error
+    assert "(got 'ember.kernels')" in error
+    # The second occurrence is the one reported.
+    second = [n for n, t in enumerate((spec_copy.root / F).read_text().splitlines(), 1) if t == "  - id: ember.kernels"][1]
+    assert f"feature_status.yaml:{second}:" in error
+
+
+def test_exclusion_that_matches_nothing(spec_copy):
+    spec_copy.edit(R, "exclusions:\n", "exclusions:\n  - component: emberaudio\n    package_type: mobile\n"
+                   "    reason: audio is not a mobile package\n")
+    error = _one_error(spec_copy)
+    assert "exclusions.0: this exclusion matches no cell of the matrix" in error
+
+
+def test_python_version_as_float(spec_copy):
+    spec_copy.edit(R, 'pythons: ["3.9", "3.10",', 'pythons: ["3.9", 3.10,')
+    error = _one_error(spec_copy)
+    assert "pythons.1: Python version given as a number (3.1)" in error
+    assert 'Quote it' in error
+
+
+def test_status_typo_suggests_valid_status(spec_copy):
+    spec_copy.edit(F, "    status: stable\n", "    status: stabel\n")
+    error = _one_error(spec_copy)
+    assert "must be one of stable, beta, prototype" in error and "did you mean 'stable'" in error
+
+
+def test_feature_platform_typo(spec_copy):
+    spec_copy.edit(F, "status: {windows-amd64: prototype}", "status: {windows-amd46: prototype}")
+    error = _one_error(spec_copy)
+    assert "names no platform or mobile target" in error and "did you mean 'windows-amd64'" in error
+
+
+def test_inline_secret_is_refused_and_never_echoed(spec_copy):
+    spec_copy.edit(R, "    token_env: SHIPYARD_CONDA_TOKEN\n",
+                   "    token_env: SHIPYARD_CONDA_TOKEN\n    token: s3cr3t-value\n")
+    error = _one_error(spec_copy)
+    assert "publish.conda-staging: 'token' holds a secret inline" in error
+    assert "s3cr3t-value" not in error
+
+
+def test_cuda_tag_must_match_version(spec_copy):
+    spec_copy.edit(R, "tag: cu118", "tag: cu117")
+    error = _one_error(spec_copy)
+    assert "variants.cuda11: variant 'cuda11': CUDA 11.8 has tag 'cu118', not 'cu117'" in error
+
+
+def test_test_id_naming_a_missing_test(spec_copy):
+    tests = spec_copy.root / "library" / "emberaudio" / "tests"
+    tests.mkdir()
+    (tests / "test_wav.py").write_text("def test_roundtrip():\n    pass\n")
+    spec_copy.edit(F, "library/emberaudio/tests/test_wav.py\n", "library/emberaudio/tests/test_wav.py::test_rountrip\n")
+    error = _one_error(spec_copy)
+    assert "no test 'test_rountrip' in library/emberaudio/tests/test_wav.py" in error
+
+
+def test_missing_test_file_is_pending_not_an_error(spec_copy):
+    spec_copy.edit(F, "library/emberaudio/tests/test_wav.py\n", "library/emberaudio/tests/test_not_written_yet.py\n")
+    spec = load_spec(spec_copy.root)
+    assert "library/emberaudio/tests/test_not_written_yet.py" in spec.pending_tests
+
+
+def test_cli_exits_non_zero_with_the_message(spec_copy, capsys):
+    spec_copy.edit(R, "kind: python-pure", "kind: python-puer")
+    assert main(["--root", str(spec_copy.root), "validate"]) == 2
+    err = capsys.readouterr().err
+    assert "components.emberaudio.kind: must be one of python-native, python-pure, native" in err
+    assert "did you mean 'python-pure'" in err
