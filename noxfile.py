@@ -44,6 +44,24 @@ def doctor(session: nox.Session) -> None:
     session.run("shipyard", "doctor", *session.posargs)
 
 
+def _build_session(variant: str, spec: dict) -> None:
+    cuda = f"CUDA {spec['cuda']} ({spec['tag']}, archs {spec['arch_list']})" if spec.get("cuda") else "CPU"
+
+    def session_func(session: nox.Session) -> None:
+        _install_shipyard(session)
+        # CUDA sessions assemble their toolkit first when this machine can (idempotent).
+        install = ["--install-toolchain"] if spec.get("cuda") else []
+        session.run("shipyard", "build", "--variant", variant, *install, *session.posargs)
+
+    session_func.__doc__ = (f"Build, check and test every {cuda} wheel for this host and every Python "
+                            f"(-- --python 3.11 --component ember --skip-unavailable --container).")
+    nox.session(name=f"build-{variant}")(session_func)
+
+
+for _variant, _spec in RELEASE["variants"].items():
+    _build_session(_variant, _spec)
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one)."""

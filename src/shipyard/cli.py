@@ -17,8 +17,10 @@ from shipyard.errors import ShipyardError
 from shipyard.matrix import Cell, expand, select
 from shipyard.validate import Spec, load_spec
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
+_WIDTH = None if sys.stdout.isatty() else 160
+console = Console(highlight=False, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 
 
 def _spec(args: argparse.Namespace) -> Spec:
@@ -43,7 +45,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 # --- matrix -------------------------------------------------------------------------------
 
-def github_include(spec: Spec, cells: list[Cell]) -> dict[str, list[dict[str, str | None]]]:
+def github_include(spec: Spec, cells: list[Cell]) -> dict[str, list[dict[str, str]]]:
     """The GitHub Actions `strategy.matrix` object for these cells."""
     release = spec.release
     include = []
@@ -166,6 +168,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
         jobs=args.jobs)
     with live_progress(err_console, f"build {args.variant}") as progress:
+        if args.install_toolchain:
+            _install_toolchain_if_obtainable(spec, args.variant, progress)
         outcomes = build_variant(spec, request, progress)
     console.print(summary_table(outcomes, f"{spec.release.release.name} {spec.release.release.version} "
                                           f"variant {args.variant}"))
@@ -176,6 +180,23 @@ def cmd_build(args: argparse.Namespace) -> int:
     console.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} cells ok; manifest: "
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
     return 1 if failed else 0
+
+
+def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> None:  # noqa: ANN001
+    """Assemble the variant's CUDA toolkit unless it is present or cannot be had here (10.2)."""
+    from shipyard.errors import ToolchainMissing
+    from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
+    from shipyard.toolchains.discover import discover, toolchain_cache
+
+    by_tag = {v.tag: v for v in spec.release.variants.values()}
+    variant = spec.release.variants.get(variant_name) or by_tag.get(variant_name)
+    if variant is None or not variant.cuda or discover().cuda_toolkit(variant.cuda):
+        return
+    try:
+        install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(), progress=progress)
+    except ToolchainMissing as exc:
+        progress(f"no toolkit installed: {exc}")
+    discover.cache_clear()
 
 
 # --- schema ---------------------------------------------------------------------------------
@@ -228,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--container", action="store_true",
                    help="build native wheels with cibuildwheel in a local manylinux-style image")
     p.add_argument("--no-tests", action="store_true", help="build and check only")
+    p.add_argument("--install-toolchain", action="store_true",
+                   help="first assemble the variant's CUDA toolkit if it is missing and obtainable here")
     p.add_argument("--dist", help="output folder (default: <root>/dist)")
     p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1))

@@ -43,7 +43,7 @@ def _redact(text: str, env: Mapping[str, str] | None) -> str:
 
 
 def run(
-    args: Sequence[str | os.PathLike[str]],
+    args: Sequence[object],
     *,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -59,7 +59,7 @@ def run(
     `extra_env` is merged over the current environment (or over `env` when given).
     `what` is a short human label used in the error message.
     """
-    argv = [os.fspath(a) for a in args]
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
     full_env = dict(os.environ if env is None else env)
     if extra_env:
         full_env.update(extra_env)

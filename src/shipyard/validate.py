@@ -59,7 +59,7 @@ class Spec:
 
     def features_for(self, component: str, platform: str) -> list[tuple[str, str, str]]:
         """(id, title, status) of the component's features that exist on `platform`."""
-        out = []
+        out: list[tuple[str, str, str]] = []
         for feature in self.features.features:
             status = feature.status_on(platform)
             if feature.component == component and status:
@@ -232,7 +232,7 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
         for platform in feature.status:
             if platform != "*" and platform not in platforms:
                 out.add(doc, ("features", i, "status", platform),
-                        f"names no platform or mobile target of release.yaml", value=platform,
+                        "names no platform or mobile target of release.yaml", value=platform,
                         suggestion=nearest(platform, platforms))
         for j, test_id in enumerate(feature.tests):
             state = _test_state(root, test_id)

@@ -54,7 +54,7 @@ def _needed(path: Path) -> list[str]:
         out = []
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
-                out += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+                out += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
         return out
 
 

@@ -23,6 +23,11 @@ def shipyard_cmake_defines(variant: Variant, toolchain: Toolchain) -> dict[str, 
     return defines
 
 
+# CMake pads a build-tree RPATH with placeholder bytes as long as the absolute build path,
+# then rewrites it at install: the padding would make binaries depend on where they built.
+REPRODUCIBLE_CMAKE_DEFINES = {"CMAKE_BUILD_WITH_INSTALL_RPATH": "ON"}
+
+
 def reproducible_env(source_root: Path, build_dir: Path, epoch: int, toolchain: Toolchain) -> dict[str, str]:
     """Environment for compilers: no absolute paths in binaries, fixed timestamps."""
     prefix_maps = f"-ffile-prefix-map={source_root}=. -ffile-prefix-map={build_dir}=build"
@@ -47,7 +52,7 @@ def build_native_core(component: Component, variant: Variant, toolchain: Toolcha
         shutil.rmtree(build_dir)
     if prefix.exists():
         shutil.rmtree(prefix)
-    defines = shipyard_cmake_defines(variant, toolchain)
+    defines = shipyard_cmake_defines(variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES
     env = reproducible_env(source_root, build_dir, epoch, toolchain)
     configure = ["cmake", "-S", source, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                  f"-DCMAKE_INSTALL_PREFIX={prefix}", *[f"-D{k}={v}" for k, v in defines.items()]]

@@ -11,6 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.utils import NormalizedName, canonicalize_name
+
 from shipyard.build_cache import BuildCache, cache_key
 from shipyard.errors import ShipyardError, ToolchainMissing
 from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
@@ -23,10 +25,15 @@ from shipyard.validate import Spec
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import build_requirements, ensure_build_env
 from shipyard.wheel.index import add_wheel, sha256_of, write_index
-from shipyard.wheel.native_core import build_native_core, reproducible_env, shipyard_cmake_defines
+from shipyard.wheel.native_core import (
+    REPRODUCIBLE_CMAKE_DEFINES,
+    build_native_core,
+    reproducible_env,
+    shipyard_cmake_defines,
+)
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import relabel_wheel, repair_wheel
-from shipyard.wheel.testing import TestRun, run_component_tests
+from shipyard.wheel.testing import TestRun, requires_dist, run_component_tests
 
 Progress = Callable[[str], None]
 
@@ -158,7 +165,8 @@ def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain])
             except ShipyardError as exc:
                 outcomes += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                 continue
-        workers = min(ctx.request.jobs, len(component_cells))
+        # A pure wheel is one artifact for every Python: build it once, the other cells hit the cache.
+        workers = 1 if component.kind == "python-pure" else min(ctx.request.jobs, len(component_cells))
         jobs_each = max(1, ctx.request.jobs // workers)
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], core_prefix, core_key,
@@ -234,7 +242,8 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
 def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
                project: Path, core_prefix: Path | None, jobs: int) -> Path:
     out = ctx.request.state / "raw" / cell.id
-    defines = shipyard_cmake_defines(ctx.variant, toolchain) if component.kind == "python-native" else {}
+    defines = (shipyard_cmake_defines(ctx.variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES
+               if component.kind == "python-native" else {})
     if core_prefix is not None and component.native_core is not None:
         defines[component.native_core.prefix_define] = str(core_prefix)
     build_dir = ctx.request.state / "build" / cell.id
@@ -252,7 +261,8 @@ def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str,
     assert component.import_name
     info = {"component": component.name, "version": ctx.spec.release.release.version,
             "variant": ctx.variant.name, "variant_tag": ctx.variant.tag, "cuda_version": ctx.variant.cuda,
-            "cuda_archs": list(ctx.variant.archs), "git_sha": ctx.git.sha, "python": cell.python,
+            "cuda_archs": list(ctx.variant.archs), "git_sha": ctx.git.sha,
+            "python": None if component.kind == "python-pure" else cell.python,
             "platform": cell.platform}
     features = [{"id": fid, "title": title, "status": status}
                 for fid, title, status in ctx.spec.features_for(component.name, cell.platform)]
@@ -284,7 +294,7 @@ def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
 # --- test -----------------------------------------------------------------------------------
 
 def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, Toolchain], variant_dir: Path) -> None:
-    local = {n.replace("_", "-") for n in ctx.spec.release.components}
+    local = {canonicalize_name(n) for n in ctx.spec.release.components}
     for outcome in outcomes:
         if outcome.wheel is None or outcome.result == "failed":
             continue
@@ -295,7 +305,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         toolchain = resolved[outcome.cell.id]
         assert toolchain.interpreter is not None
         tests_dir = ctx.root / component.path / component.tests
-        index_state = sorted(sha256_of(w) for w in variant_dir.glob("*/*.whl"))
+        index_state = sorted(sha256_of(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section={"wheel": sha256_of(outcome.wheel),
                         "index": index_state, "features": ctx.spec.features_for(component.name, outcome.cell.platform)},
                         toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
@@ -328,6 +338,24 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
                     if f["result"] == "failed"]
             outcome.result = "cached" if (entry is not None and outcome.result == "cached") else "passed"
             outcome.detail = "; ".join(soft)
+
+
+def _local_dependency_wheels(wheel: Path, variant_dir: Path, local: set[NormalizedName]) -> list[Path]:
+    """Wheels in the variant index that `wheel` can pull in (its local dependencies, transitively):
+    a change in them must re-run its tests, a change elsewhere need not."""
+    seen: set[str] = set()
+    todo = [wheel]
+    found: list[Path] = []
+    while todo:
+        current = todo.pop()
+        for requirement in requires_dist(current):
+            name = canonicalize_name(requirement.name)
+            if name in local and name not in seen:
+                seen.add(name)
+                deps = sorted((variant_dir / name).glob("*.whl"))
+                found += deps
+                todo += deps
+    return found
 
 
 # --- record ---------------------------------------------------------------------------------

@@ -36,8 +36,10 @@ def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path) -> Path:
     """auditwheel repair for Linux platform wheels (vendors libpng, libjpeg, …); pure wheels pass."""
     if is_pure(wheel) or not platform_tag.startswith(("manylinux", "musllinux")):
         return wheel
-    out_dir.mkdir(parents=True, exist_ok=True)
-    before = set(out_dir.glob("*.whl"))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    before: set[Path] = set()
     args = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "-w", out_dir]
     for lib in NEVER_VENDOR:
         args += ["--exclude", lib]

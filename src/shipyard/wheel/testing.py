@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
 
 from shipyard import command
 from shipyard.errors import ToolError
@@ -73,7 +73,7 @@ class TestRun:
         }
 
 
-def _requires_dist(wheel: Path) -> list[Requirement]:
+def requires_dist(wheel: Path) -> list[Requirement]:
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         lines = zf.read(name).decode("utf-8").splitlines()
@@ -110,7 +110,7 @@ def _test_requirements(tests_dir: Path) -> list[str]:
 
 def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
                         features: Sequence[tuple[str, str, str]], state: Path, work: Path,
-                        local_projects: set[str], timeout: float = 1800) -> TestRun:
+                        local_projects: set[NormalizedName], timeout: float = 1800) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
     `interpreter` and run `tests_dir` against it. `features` is (id, title, status)."""
     import time
@@ -121,7 +121,7 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     work.mkdir(parents=True)
     name, version, _, _ = parse_wheel_filename(wheel.name)
     expected = str(version)
-    runtime_deps = [str(r) for r in _requires_dist(wheel)
+    runtime_deps = [str(r) for r in requires_dist(wheel)
                     if canonicalize_name(r.name) not in local_projects and (r.marker is None or "extra" not in str(r.marker))]
     house = ensure_wheelhouse(interpreter, runtime_deps + _test_requirements(tests_dir), state)
     venv = work / "venv"

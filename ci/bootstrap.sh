@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Prepare a fresh Debian 12 machine for shipyard: the system packages its builds and tests
+# use, and a tools venv (.venv) holding nox. Idempotent: a second run installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  git cmake ninja-build g++ g++-11            # native builds; nvcc 11.8 needs gcc <= 11
+  libpng-dev libjpeg62-turbo-dev               # embervision links them; auditwheel vendors them
+  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user   # mobile cross builds and their tests
+  g++-mingw-w64-x86-64 wine64                  # Windows distributed path, tested under wine
+  docker.io debootstrap docker-registry apache2-utils       # images, the local registry, htpasswd
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The tools venv runs nox; nox then makes one venv per session with shipyard in it.
+python=""
+for candidate in /root/.pyenv/versions/3.11*/bin/python3 /root/.pyenv/versions/3.12*/bin/python3 python3; do
+  if command -v "$candidate" >/dev/null 2>&1; then python="$candidate"; break; fi
+done
+if [[ ! -x .venv/bin/nox ]]; then
+  echo "bootstrap: creating .venv with nox ($python)"
+  "$python" -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check "nox>=2024.4" "PyYAML>=6"
+fi
+echo "bootstrap: ready"

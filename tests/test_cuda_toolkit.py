@@ -1,0 +1,325 @@
+"""CUDA toolkits assembled into shipyard's toolchain cache: real .debs, real wheels, real nvcc.
+
+The slow tests install into $SHIPYARD_CACHE/toolchains when SHIPYARD_CACHE is set (so repeated
+runs download nothing), else into one temporary cache shared by the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from shipyard import command
+from shipyard.cuda_archs import gencode_flags, parse_arch_list, sm_name
+from shipyard.cuda_archs import supported_archs as arch_table
+from shipyard.errors import SpecError, ToolchainMissing, ToolError
+from shipyard.toolchains.cuda_toolkit import (
+    InstalledCudaToolkit,
+    cuda_sass_archs,
+    cuda_toolkit_recipes,
+    debian_mirror,
+    find_installed_cuda_toolkits,
+    install_cuda_toolkit,
+)
+
+ARCHS = {
+    "11.8": parse_arch_list("3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0"),
+    "12.4": parse_arch_list("5.0;6.0;7.0;7.5;8.0;8.6;9.0"),
+    "13.0": parse_arch_list("7.5;8.0;8.6;9.0;10.0;12.0"),
+}
+
+KERNEL = r"""
+#include <cuda_runtime.h>
+__global__ void scale(float* y, const float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + expf(x[i]);
+}
+extern "C" int ember_scale(float* y, const float* x, float a, int n) {
+  scale<<<(n + 255) / 256, 256>>>(y, x, a, n);
+  return (int)cudaGetLastError();
+}
+"""
+
+MAIN = r"""
+#include <cstdio>
+#include <cuda_runtime_api.h>
+extern "C" int ember_scale(float*, const float*, float, int);
+int main() {
+  int n = -1;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  std::printf("cudart %d: %s\n", CUDART_VERSION, cudaGetErrorName(err));
+  return 0;
+}
+"""
+
+debian_host = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.machine() != "x86_64" or not shutil.which("apt-get"),
+    reason="CUDA toolkits are assembled from Debian amd64 packages (needs x86_64 Debian with apt-get)")
+
+
+def _dead_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send apt's and pip's HTTP(S) to a closed local port: any download now fails."""
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _build(toolkit: InstalledCudaToolkit, archs: tuple[str, ...], work: Path, *, ccbin: bool = True) -> Path:
+    """Compile KERNEL for `archs`, link it with g++ into a library and an executable, run it."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "kernel.cu").write_text(KERNEL)
+    (work / "main.cpp").write_text(MAIN)
+    host = ["-ccbin", str(toolkit.host_cxx)] if ccbin else []
+    command.run([toolkit.nvcc, *host, "-Xcompiler", "-fPIC", *gencode_flags(archs),
+                 "-c", "kernel.cu", "-o", "kernel.o"], cwd=work, timeout=900)
+    command.run([toolkit.host_cxx, "-shared", "-o", "libkernel.so", "kernel.o",
+                 f"-L{toolkit.lib_dir}", "-lcudart", f"-Wl,-rpath,{toolkit.lib_dir}"], cwd=work)
+    command.run([toolkit.host_cxx, "main.cpp", "-o", "app", f"-I{toolkit.include_dir}", f"-L{work}",
+                 "-lkernel", f"-L{toolkit.lib_dir}", "-lcudart", f"-Wl,-rpath,{work}:{toolkit.lib_dir}"],
+                cwd=work)
+    ran = command.run([work / "app"], cwd=work)
+    assert ran.stdout.startswith("cudart "), ran.stdout
+    return work / "libkernel.so"
+
+
+@pytest.fixture(scope="session")
+def toolkit_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if os.environ.get("SHIPYARD_CACHE"):
+        from shipyard.toolchains.discover import toolchain_cache
+
+        return toolchain_cache()
+    return tmp_path_factory.mktemp("toolchains")
+
+
+@pytest.fixture(scope="session")
+def cuda11(toolkit_cache: Path) -> InstalledCudaToolkit:
+    return install_cuda_toolkit("11.8", ARCHS["11.8"], toolkit_cache)
+
+
+@pytest.fixture(scope="session")
+def cuda12(toolkit_cache: Path) -> InstalledCudaToolkit:
+    return install_cuda_toolkit("12.4", ARCHS["12.4"], toolkit_cache)
+
+
+@pytest.fixture(scope="session")
+def cuda13(toolkit_cache: Path) -> InstalledCudaToolkit:
+    home = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda-13.0")
+    if not (home / "bin" / "nvcc").exists() and not Path("/usr/local/cuda-13.0/bin/nvcc").exists():
+        pytest.skip("no CUDA 13.0 nvcc on this host (/usr/local/cuda-13.0 or CUDA_HOME)")
+    return install_cuda_toolkit("13.0", ARCHS["13.0"], toolkit_cache)
+
+
+# --- without downloads ------------------------------------------------------------------------------
+
+def test_recipe_arch_ranges_match_the_arch_table() -> None:
+    table = arch_table()
+    for recipe in cuda_toolkit_recipes():
+        archs = table[recipe.version]
+        assert (recipe.arch_min, recipe.arch_max) == (archs[0], archs[-1]), recipe.version
+
+
+def test_mirror_comes_from_the_machines_deb822_sources(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\n"
+        "# http://snapshot.debian.org/archive/debian/20250520T000000Z\n"
+        "URIs: http://mirror.example.org/debian/\n"
+        "Suites: bookworm bookworm-updates\n"
+        "Components: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        "\n"
+        "Types: deb\n"
+        "URIs: http://mirror.example.org/debian-security\n"
+        "Suites: bookworm-security\n"
+        "Components: main\n")
+    assert debian_mirror(tmp_path) == "http://mirror.example.org/debian"
+
+
+def test_mirror_skips_security_and_falls_back(tmp_path: Path) -> None:
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "security.sources").write_text(
+        "Types: deb\nURIs: http://deb.debian.org/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n")
+    assert debian_mirror(tmp_path) == "http://deb.debian.org/debian"
+    (tmp_path / "sources.list").write_text(
+        "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+        "http://ftp.example.net/debian bookworm main\n")
+    assert debian_mirror(tmp_path) == "http://ftp.example.net/debian"
+
+
+def test_unsupported_arch_is_refused_before_any_download(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainMissing, match=r"CUDA 11\.8 cannot compile SASS for 3\.0.*CUDA 10\.2"):
+        install_cuda_toolkit("11.8", ["3.0", "8.6"], tmp_path)
+    with pytest.raises(ToolchainMissing, match=r"cannot compile SASS for 10\.0.*3\.5-9\.0.*CUDA 13\.0"):
+        install_cuda_toolkit("11.8", ["8.6", "10.0"], tmp_path)
+    with pytest.raises(ToolchainMissing, match=r"CUDA 12\.4 cannot compile SASS for 3\.7"):
+        install_cuda_toolkit("12.4", ["3.7"], tmp_path)
+    with pytest.raises(SpecError, match="major.minor"):
+        install_cuda_toolkit("11.8", ["86"], tmp_path)
+    assert not (tmp_path / "cuda-11.8").exists() and not (tmp_path / "cuda-12.4").exists()
+
+
+@pytest.mark.parametrize("version", ["10.2", "11.0"])
+def test_unobtainable_toolkits_say_where_they_build(version: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    with pytest.raises(ToolchainMissing) as caught:
+        install_cuda_toolkit(version, ["7.5"], tmp_path)
+    message = str(caught.value)
+    assert f"CUDA {version}" in message and "cannot be obtained on this machine" in message
+    assert "CI runner or a builder image" in message and "CUDA_HOME" in message
+    assert not any(tmp_path.iterdir())
+
+
+def test_cuda_home_of_another_version_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not Path("/usr/local/cuda-13.0/bin/nvcc").exists():
+        pytest.skip("needs /usr/local/cuda-13.0")
+    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda-13.0")
+    with pytest.raises(ToolchainMissing, match=r"/usr/local/cuda-13\.0 holds CUDA 13\.0"):
+        install_cuda_toolkit("10.2", ["7.5"], tmp_path)
+
+
+def test_find_installed_skips_broken_entries(tmp_path: Path) -> None:
+    assert find_installed_cuda_toolkits(tmp_path) == []
+    (tmp_path / "cuda-11.8").mkdir()
+    (tmp_path / "cuda-11.8" / "toolchain.json").write_text("{not json")
+    (tmp_path / "cuda-12.4").mkdir()
+    (tmp_path / "cuda-12.4" / "toolchain.json").write_text(json.dumps({
+        "schema": 1, "version": "12.4", "nvcc": "bin/nvcc", "cuobjdump": "bin/cuobjdump",
+        "include_dir": "include", "lib_dir": "lib64", "host_cxx": "/usr/bin/g++-12",
+        "supported_archs": ["9.0"], "verified_archs": ["9.0"], "identity": "x", "components": []}))
+    assert find_installed_cuda_toolkits(tmp_path) == []
+
+
+def test_cuobjdump_needs_a_binary(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="no such file"):
+        cuda_sass_archs(tmp_path / "missing.so", Path("/bin/true"))
+
+
+# --- real installs ----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+@debian_host
+@pytest.mark.parametrize("version", ["11.8", "12.4", "13.0"])
+def test_toolkit_builds_exactly_the_listed_sass(version: str, request: pytest.FixtureRequest,
+                                                tmp_path: Path) -> None:
+    toolkit: InstalledCudaToolkit = request.getfixturevalue({"11.8": "cuda11", "12.4": "cuda12",
+                                                              "13.0": "cuda13"}[version])
+    archs = ARCHS[version]
+    assert set(archs) <= set(toolkit.verified_archs)
+    assert f"release {version}," in command.run([toolkit.nvcc, "--version"]).stdout
+    library = _build(toolkit, archs, tmp_path / "build")
+    assert cuda_sass_archs(library, toolkit.cuobjdump) == {sm_name(a) for a in archs}
+    # The entry is a CUDA_HOME: headers and libcudart where build systems look for them.
+    assert (toolkit.root / "include" / "cuda_runtime.h").is_file()
+    assert (toolkit.root / "lib64" / "libcudart.so").exists()
+    # nvcc's own view of what it compiles is what the project's arch table says.
+    assert toolkit.supported_archs == arch_table()[version]
+
+
+@pytest.mark.slow
+@debian_host
+@pytest.mark.parametrize("fixture", ["cuda11", "cuda12"])
+def test_assembled_nvcc_picks_its_own_host_compiler(fixture: str, request: pytest.FixtureRequest,
+                                                    tmp_path: Path) -> None:
+    # The system's default gcc (12) is newer than CUDA 11.8 accepts; without -ccbin the assembled
+    # nvcc still compiles, because its profile puts the recorded host compiler first.
+    toolkit: InstalledCudaToolkit = request.getfixturevalue(fixture)
+    library = _build(toolkit, ("8.0",), tmp_path / "build", ccbin=False)
+    assert cuda_sass_archs(library, toolkit.cuobjdump) == {"sm_80"}
+
+
+@pytest.mark.slow
+@debian_host
+def test_second_install_is_instant_and_offline(cuda11: InstalledCudaToolkit, toolkit_cache: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = cuda11.root / "toolchain.json"
+    before = manifest.stat().st_mtime_ns
+    _dead_network(monkeypatch)
+    steps: list[str] = []
+    start = time.monotonic()
+    again = install_cuda_toolkit("11.8", ARCHS["11.8"], toolkit_cache, progress=steps.append)
+    assert time.monotonic() - start < 5
+    assert again == cuda11
+    assert steps == [f"CUDA 11.8 already installed at {cuda11.root}"]
+    assert manifest.stat().st_mtime_ns == before
+
+
+@pytest.mark.slow
+@debian_host
+def test_new_arch_on_installed_toolkit_is_proved_offline(cuda11: InstalledCudaToolkit, toolkit_cache: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _dead_network(monkeypatch)
+    steps: list[str] = []
+    more = install_cuda_toolkit("11.8", ["8.9"], toolkit_cache, progress=steps.append)
+    assert "8.9" in more.verified_archs and set(ARCHS["11.8"]) <= set(more.verified_archs)
+    assert more.identity == cuda11.identity
+    assert [s.split(" (")[0] for s in steps] in (
+        ["verify sm_89"], [f"CUDA 11.8 already installed at {more.root}"])
+    installed = {t.version: t for t in find_installed_cuda_toolkits(toolkit_cache)}
+    assert installed["11.8"].verified_archs == more.verified_archs
+
+
+@pytest.mark.slow
+@debian_host
+def test_installed_toolkit_refuses_archs_it_cannot_compile(cuda11: InstalledCudaToolkit,
+                                                           toolkit_cache: Path) -> None:
+    with pytest.raises(ToolchainMissing, match=r"CUDA 11\.8 cannot compile SASS for 10\.0"):
+        install_cuda_toolkit("11.8", ["10.0"], toolkit_cache)
+    with pytest.raises(ToolchainMissing, match=r"CUDA 11\.8 cannot compile SASS for 3\.0"):
+        install_cuda_toolkit("11.8", ["3.0"], toolkit_cache)
+
+
+@pytest.mark.slow
+@debian_host
+def test_cuobjdump_of_another_generation_is_refused(cuda11: InstalledCudaToolkit,
+                                                    cuda13: InstalledCudaToolkit, tmp_path: Path) -> None:
+    new = _build(cuda13, ("9.0",), tmp_path / "cu13")
+    old = _build(cuda11, ("3.7",), tmp_path / "cu11")
+    with pytest.raises(ToolError, match="cuobjdump installed beside the nvcc"):
+        cuda_sass_archs(new, cuda11.cuobjdump)
+    with pytest.raises(ToolError, match="sm_37"):
+        cuda_sass_archs(old, cuda13.cuobjdump)
+    assert cuda_sass_archs(tmp_path / "cu11" / "app", cuda11.cuobjdump) == set()
+
+
+@pytest.mark.slow
+@debian_host
+def test_discovery_finds_the_installed_toolkits(cuda11: InstalledCudaToolkit, cuda12: InstalledCudaToolkit,
+                                                toolkit_cache: Path) -> None:
+    found = {t.version: t for t in find_installed_cuda_toolkits(toolkit_cache)}
+    assert found["11.8"].identity == cuda11.identity and found["12.4"].nvcc == cuda12.nvcc
+    assert cuda11.identity != cuda12.identity
+    assert any(c.startswith("deb:nvidia-cuda-toolkit=11.8.89~") for c in cuda11.components)
+    assert "wheel:nvidia-cuda-runtime-cu12==12.4.127" in cuda12.components
+
+
+@pytest.mark.slow
+@debian_host
+def test_failed_install_leaves_nothing_and_apt_untouched(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A "g++-11" that is really g++-12: nvcc 11.8 refuses it, so the proof fails after a real
+    # cold download, unpack and assembly.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "g++-11").symlink_to(shutil.which("g++-12") or pytest.skip("needs g++-12"))
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    apt_state = [Path("/etc/apt/sources.list.d"), Path("/var/lib/apt/lists")]
+    before = {p: sorted((c.name, c.stat().st_mtime_ns) for c in p.iterdir()) for p in apt_state if p.is_dir()}
+    cache = tmp_path / "cache"
+    steps: list[str] = []
+    with pytest.raises(ToolError, match=r"verify CUDA 11\.8: compile failed") as caught:
+        install_cuda_toolkit("11.8", ["8.0"], cache, progress=steps.append)
+    assert "gcc versions later than 11 are not supported" in caught.value.stderr
+    assert [s.split(":")[0].split(" (")[0] for s in steps] == [
+        "download debs", "download wheels", "unpack", "assemble", "verify sm_80"]
+    assert [p.name for p in cache.iterdir() if not p.name.endswith(".lock")] == []
+    after = {p: sorted((c.name, c.stat().st_mtime_ns) for c in p.iterdir()) for p in apt_state if p.is_dir()}
+    assert after == before

@@ -1,0 +1,208 @@
+"""The wheel pipeline end to end on the fixture release: real builds, auditwheel, pip, pytest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from shipyard.cli import main
+from shipyard.errors import ToolchainMissing
+from shipyard.validate import load_spec
+from shipyard.wheel.pipeline import BuildRequest, build_variant
+
+pytestmark = pytest.mark.slow
+
+FIXTURE = Path(__file__).parent / "fixtures" / "minirelease"
+PYTHONS = ("3.9", "3.13")
+GIT_ENV = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
+           "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@example.invalid",
+           "GIT_AUTHOR_DATE": "2020-10-27T12:00:00+00:00", "GIT_COMMITTER_DATE": "2020-10-27T12:00:00+00:00"}
+
+
+def make_checkout(dest: Path) -> Path:
+    """A git checkout of the fixture release; the same commit (sha and time) wherever it is."""
+    shutil.copytree(FIXTURE, dest, ignore=shutil.ignore_patterns("dist", ".shipyard", "__pycache__"))
+    env = {**os.environ, **GIT_ENV}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "fixture"]):
+        subprocess.run(["git", *args], cwd=dest, env=env, check=True)
+    return dest
+
+
+def request(root: Path, variant: str = "cpu", **kw) -> BuildRequest:
+    return BuildRequest(variant=variant, dist=root / "dist", state=root / ".shipyard", **kw)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def cpu_build(tmp_path_factory):
+    root = make_checkout(tmp_path_factory.mktemp("first") / "release")
+    spec = load_spec(root)
+    start = time.monotonic()
+    outcomes = build_variant(spec, request(root, pythons=PYTHONS))
+    return root, spec, outcomes, time.monotonic() - start
+
+
+def test_every_cell_builds_and_passes(cpu_build):
+    _, _, outcomes, _ = cpu_build
+    assert {o.cell.id: o.result for o in outcomes} == {
+        f"{c}-cpu-linux-x86_64-cp{p.replace('.', '')}-wheel": "passed"
+        for c in ("fixcext", "fixpure") for p in PYTHONS}
+
+
+def test_wheels_are_labelled_repaired_and_carry_build_info(cpu_build):
+    root, _, _, _ = cpu_build
+    folder = root / "dist" / "whl" / "cpu"
+    names = sorted(p.name for p in folder.glob("*/*.whl"))
+    assert names == ["fixcext-0.3.0+cpu-cp313-cp313-manylinux_2_31_x86_64.whl",
+                     "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl",
+                     "fixpure-0.3.0+cpu-py3-none-any.whl"]
+    wheel = folder / "fixcext" / "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        members = zf.namelist()
+        info = json.loads(zf.read("fixcext/_build_info.json"))
+        features = json.loads(zf.read("fixcext/_features.json"))
+        metadata = zf.read("fixcext-0.3.0+cpu.dist-info/METADATA").decode()
+    # auditwheel vendored libpng, and the core built once is inside.
+    assert any(m.startswith("fixcext.libs/libpng16") for m in members)
+    assert "fixcext/lib/libfixcore.so" in members
+    assert "Version: 0.3.0+cpu" in metadata
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert info == {"component": "fixcext", "version": "0.3.0", "variant": "cpu", "variant_tag": "cpu",
+                    "cuda_version": None, "cuda_archs": [], "git_sha": head, "python": "3.9",
+                    "platform": "linux-x86_64"}
+    assert {f["id"]: f["status"] for f in features["features"]} == {
+        "fix.sumsq": "stable", "fix.png": "stable", "fix.flaky-beta": "beta"}
+
+
+def test_index_has_sha256_on_every_link(cpu_build):
+    root, _, _, _ = cpu_build
+    project = root / "dist" / "whl" / "cpu" / "fixcext"
+    html = (project / "index.html").read_text()
+    data = json.loads((project / "index.json").read_text())
+    assert data["meta"]["api-version"] == "1.1" and len(data["files"]) == 2
+    for entry in data["files"]:
+        digest = sha256(project / entry["filename"])
+        assert entry["hashes"]["sha256"] == digest
+        assert f"#sha256={digest}" in html
+    root_index = json.loads((root / "dist" / "whl" / "cpu" / "index.json").read_text())
+    assert [p["name"] for p in root_index["projects"]] == ["fixcext", "fixpure"]
+
+
+def test_manifest_records_artifacts_features_and_tests(cpu_build):
+    root, _, _, _ = cpu_build
+    manifest = json.loads((root / "dist" / "manifest.json").read_text())
+    by_cell = {a["cell_id"]: a for a in manifest["artifacts"]}
+    record = by_cell["fixcext-cpu-linux-x86_64-cp313-wheel"]
+    assert record["sha256"] == sha256(root / "dist" / record["path"])
+    assert record["size"] == (root / "dist" / record["path"]).stat().st_size
+    assert record["python"] == "3.13" and record["variant"] == "cpu"
+    assert record["tests"]["installed"] == "0.3.0+cpu"
+    assert record["tests"]["features"]["fix.sumsq"] == {
+        "status": "stable", "result": "passed", "passed": 2, "failed": 0, "skipped": 0, "skip_reasons": []}
+
+
+def test_unchanged_rerun_is_cached_and_fast(cpu_build):
+    root, spec, _, _ = cpu_build
+    before = {p.name: sha256(p) for p in (root / "dist").rglob("*.whl")}
+    start = time.monotonic()
+    outcomes = build_variant(spec, request(root, pythons=PYTHONS))
+    seconds = time.monotonic() - start
+    assert {o.result for o in outcomes} == {"cached"}
+    assert seconds < 5, f"an unchanged re-run took {seconds:.1f}s"
+    assert {p.name: sha256(p) for p in (root / "dist").rglob("*.whl")} == before
+
+
+def test_a_source_change_rebuilds_only_its_component(cpu_build):
+    root, spec, _, _ = cpu_build
+    module = root / "library" / "fixpure" / "src" / "fixpure" / "__init__.py"
+    module.write_text(module.read_text() + "\n# changed\n")
+    outcomes = build_variant(spec, request(root, pythons=("3.9",)))
+    results = {o.cell.component: o.result for o in outcomes}
+    assert results == {"fixcext": "cached", "fixpure": "passed"}
+
+
+def test_two_clean_builds_are_byte_identical(cpu_build, tmp_path):
+    first_root, _, _, _ = cpu_build
+    second_root = make_checkout(tmp_path / "elsewhere")
+    build_variant(load_spec(second_root), request(second_root, pythons=("3.9",), components=("fixcext",)))
+    first = first_root / "dist" / "whl" / "cpu" / "fixcext" / "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
+    second = second_root / "dist" / "whl" / "cpu" / "fixcext" / first.name
+    assert sha256(first) == sha256(second)
+
+
+def test_beta_failure_is_recorded_and_stable_failure_blocks(tmp_path, monkeypatch):
+    root = make_checkout(tmp_path / "release")
+    spec = load_spec(root)
+    monkeypatch.setenv("FIXTURE_BREAK_BETA", "1")
+    [outcome] = build_variant(spec, request(root, pythons=("3.11",), components=("fixcext",)))
+    assert outcome.result == "passed"
+    assert outcome.detail == "fix.flaky-beta (beta) failed"
+    assert outcome.test_json["features"]["fix.flaky-beta"]["result"] == "failed"
+    monkeypatch.setenv("FIXTURE_BREAK_STABLE", "1")
+    shutil.rmtree(root / ".shipyard" / "cache")  # force the tests to run again
+    [outcome] = build_variant(spec, request(root, pythons=("3.11",), components=("fixcext",)))
+    assert outcome.result == "failed"
+    assert "stable feature fix.sumsq failed (1 test)" in outcome.detail
+
+
+def test_missing_toolkit_fails_with_the_doctors_message(tmp_path, capsys):
+    root = make_checkout(tmp_path / "release")
+    with pytest.raises(ToolchainMissing) as info:
+        build_variant(load_spec(root), request(root, "cuda10.2", pythons=("3.11",), run_tests=False))
+    text = str(info.value)
+    assert "fixcuda-cu102-linux-x86_64-cp311-wheel: no CUDA 10.2 toolkit, and none can be obtained" in text
+    assert "--skip-unavailable" in text
+    code = main(["--root", str(root), "build", "--variant", "cuda10.2", "--python", "3.11",
+                 "--component", "fixcuda", "--skip-unavailable", "--no-tests"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "fixcuda-cu102-linux-x86_64-cp311-wheel" in out and "skipped" in out
+
+
+def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path, capsys):
+    root = make_checkout(tmp_path / "release")
+    # CPU wheels first, so that the dist folder holds both variants side by side.
+    assert main(["--root", str(root), "build", "--variant", "cpu", "--python", "3.11", "--no-tests"]) == 0
+    code = main(["--root", str(root), "build", "--variant", "cuda11", "--python", "3.11", "--install-toolchain"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    wheel = root / "dist" / "whl" / "cu118" / "fixcuda" / "fixcuda-0.3.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        members = zf.namelist()
+        info = json.loads(zf.read("fixcuda/_build_info.json"))
+    assert info["cuda_version"] == "11.8" and info["cuda_archs"] == ["3.7", "5.0", "6.0", "7.0", "7.5", "8.0",
+                                                                      "8.6", "9.0"]
+    # cudart is vendored by auditwheel; the driver never is.
+    assert any(m.startswith("fixcuda.libs/libcudart") for m in members)
+    assert not any("libcuda.so" in m or "libcuda-" in m for m in members)
+    from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
+    from shipyard.toolchains.discover import discover
+
+    toolkit = discover().cuda_toolkit("11.8")
+    with zipfile.ZipFile(wheel) as zf:
+        so = next(m for m in members if m.startswith("fixcuda/_fixcuda"))
+        path = Path(zf.extract(so, tmp_path / "x"))
+    assert cuda_sass_archs(path, toolkit.cuobjdump) == {"sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80",
+                                                        "sm_86", "sm_90"}
+    # What a user gets from the cu118 index: the cu118 build, never a CPU one.
+    venv = tmp_path / "user"
+    python = discover().interpreter("3.11").path
+    subprocess.run([python, "-m", "venv", venv], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    index = (root / "dist" / "whl" / "cu118").as_uri()
+    subprocess.run([venv / "bin" / "pip", "install", "-q", "--index-url", index, "fixcext"], check=True, env=env)
+    version = subprocess.run([venv / "bin" / "python", "-c", "import importlib.metadata as m; print(m.version('fixcext'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert version == "0.3.0+cu118"
+    assert (root / "dist" / "whl" / "cpu" / "fixcext").is_dir()  # the CPU wheel existed all along
