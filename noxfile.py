@@ -62,6 +62,13 @@ for _variant, _spec in RELEASE["variants"].items():
     _build_session(_variant, _spec)
 
 
+@nox.session(name="bench-build")
+def bench_build(session: nox.Session) -> None:
+    """Build-time ratios: N Pythons vs one (core built once) against plain pip wheel; cached re-run."""
+    _install_shipyard(session)
+    session.run("python", "benchmarks/bench_build.py", *session.posargs)
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one)."""

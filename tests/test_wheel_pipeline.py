@@ -118,7 +118,7 @@ def test_unchanged_rerun_is_cached_and_fast(cpu_build):
     start = time.monotonic()
     outcomes = build_variant(spec, request(root, pythons=PYTHONS))
     seconds = time.monotonic() - start
-    assert {o.result for o in outcomes} == {"cached"}
+    assert {o.result for o in outcomes} == {"cached"}, [(o.cell.id, o.result, o.build.get("cached")) for o in outcomes]
     assert seconds < 5, f"an unchanged re-run took {seconds:.1f}s"
     assert {p.name: sha256(p) for p in (root / "dist").rglob("*.whl")} == before
 
@@ -206,3 +206,22 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
                              capture_output=True, text=True, check=True).stdout.strip()
     assert version == "0.3.0+cu118"
     assert (root / "dist" / "whl" / "cpu" / "fixcext").is_dir()  # the CPU wheel existed all along
+
+
+def test_container_build_gives_the_same_wheel_names(tmp_path):
+    from shipyard.docker_base import ensure_docker_engine
+
+    if not ensure_docker_engine():
+        pytest.fail("no Docker engine answers: .ci/run starts dockerd; locally run `dockerd &` first")
+    host_root = make_checkout(tmp_path / "host")
+    container_root = make_checkout(tmp_path / "container")
+    host = build_variant(load_spec(host_root), request(host_root, pythons=("3.11",), run_tests=False))
+    inside = build_variant(load_spec(container_root),
+                           request(container_root, pythons=("3.11",), run_tests=False, container=True))
+    assert [o.result for o in inside] == ["built", "built"], [o.detail for o in inside]
+    assert sorted(o.wheel.name for o in host) == sorted(o.wheel.name for o in inside) == [
+        "fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl", "fixpure-0.3.0+cpu-py3-none-any.whl"]
+    # The container's wheel is repaired on the host too: libpng is vendored the same way.
+    cext = next(o.wheel for o in inside if o.cell.component == "fixcext")
+    with zipfile.ZipFile(cext) as zf:
+        assert any(m.startswith("fixcext.libs/libpng16") for m in zf.namelist())

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from shipyard.cuda_archs import supported_archs
 from shipyard.errors import SpecError
 from shipyard.matrix import exclusion_hits
-from shipyard.spec import FeatureFile, Release
+from shipyard.spec import STATUS_ORDER, FeatureFile, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml
 
 _MISSING = object()
@@ -64,6 +64,19 @@ class Spec:
             status = feature.status_on(platform)
             if feature.component == component and status:
                 out.append((feature.id, feature.title, status))
+        return out
+
+
+    def gating_statuses(self, component: str, platform: str) -> dict[str, str]:
+        """Feature id -> the status that gates its tests on `platform`. A feature that does
+        not exist there (its tests may still run, e.g. Windows code under wine on Linux)
+        gates with its most lenient status elsewhere."""
+        out: dict[str, str] = {}
+        for feature in self.features.features:
+            if feature.component != component:
+                continue
+            here = feature.status_on(platform)
+            out[feature.id] = here or max(feature.status.values(), key=lambda s: STATUS_ORDER[s])
         return out
 
 

@@ -248,12 +248,34 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
         defines[component.native_core.prefix_define] = str(core_prefix)
     build_dir = ctx.request.state / "build" / cell.id
     environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
-    if ctx.request.container and component.kind == "python-native":
-        from shipyard.wheel.container import build_in_container
-
-        return build_in_container(ctx, cell, project, out, defines, environment)
+    if ctx.request.container:
+        return _container_build(ctx, cell, component, project, out, defines, environment)
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if component.kind == "python-native" else None, jobs=jobs)
+
+
+def _container_build(ctx: _Context, cell: Cell, component: Component, project: Path, out: Path,
+                     defines: dict[str, str], environment: dict[str, str]) -> Path:
+    """The same build through cibuildwheel in the local manylinux-style image (`--container`)."""
+    from shipyard.docker_base import build_manylinux_image, ensure_docker_engine
+    from shipyard.wheel.container import build_wheels_in_container, host_path
+
+    ensure_docker_engine(required=True)
+    if ctx.variant.is_cuda:
+        raise ShipyardError(f"{cell.id}: --container builds CPU cells only; the local image has no CUDA "
+                            f"toolkit (build CUDA cells on the host)")
+    image = build_manylinux_image([i for i in ctx.inventory.interpreters if i.version in ctx.spec.release.pythons],
+                                  progress=ctx.progress)
+    # Host paths (the prebuilt core) are seen under /host inside cibuildwheel's container.
+    settings = {f"cmake.define.{k}": host_path(Path(v)) if Path(v).is_absolute() and Path(v).exists() else v
+                for k, v in defines.items()}
+    env = {k: v for k, v in environment.items() if k not in ("CC", "CXX", "CFLAGS", "CXXFLAGS")}
+    wheels = build_wheels_in_container(project, out, pythons=[cell.python or ""], image=image, environment=env,
+                                       config_settings=settings, progress=ctx.progress,
+                                       pure=component.kind == "python-pure")
+    if len(wheels) != 1:
+        raise ShipyardError(f"{cell.id}: cibuildwheel made {len(wheels)} wheels, expected one")
+    return wheels[0]
 
 
 def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str, bytes]:
@@ -307,7 +329,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         tests_dir = ctx.root / component.path / component.tests
         index_state = sorted(sha256_of(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section={"wheel": sha256_of(outcome.wheel),
-                        "index": index_state, "features": ctx.spec.features_for(component.name, outcome.cell.platform)},
+                        "index": index_state, "gating": ctx.spec.gating_statuses(component.name, outcome.cell.platform)},
                         toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
         entry = ctx.cache.get(key)
         if entry is not None:
@@ -317,7 +339,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
             try:
                 run = run_component_tests(
                     wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
-                    tests_dir=tests_dir, features=ctx.spec.features_for(component.name, outcome.cell.platform),
+                    tests_dir=tests_dir, gating=ctx.spec.gating_statuses(component.name, outcome.cell.platform),
                     state=ctx.request.state, work=ctx.request.state / "test" / outcome.cell.id,
                     local_projects=local)
             except ShipyardError as exc:
@@ -329,7 +351,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
             if run.passed:
                 ctx.cache.put(key, [], {"kind": "test", "tests": outcome.test_json})
         assert outcome.test_json is not None
-        problems = outcome.test_json.get("problems") or []
+        problems: list[object] = list(outcome.test_json.get("problems") or [])  # type: ignore[arg-type]
         if problems:
             outcome.result = "failed"
             outcome.detail = "; ".join(str(p) for p in problems)

@@ -11,6 +11,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -52,17 +53,23 @@ def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path) -> Path:
     return made[0]
 
 
+# wheel's WheelFile reads SOURCE_DATE_EPOCH from the process environment (RECORD's timestamp
+# included), so concurrent packs must not interleave their settings.
+_EPOCH_LOCK = threading.Lock()
+
+
 @contextmanager
 def _source_date_epoch(epoch: int) -> Iterator[None]:
-    old = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["SOURCE_DATE_EPOCH"]
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = old
+    with _EPOCH_LOCK:
+        old = os.environ.get("SOURCE_DATE_EPOCH")
+        os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
+        try:
+            yield
+        finally:
+            if old is None:
+                del os.environ["SOURCE_DATE_EPOCH"]
+            else:
+                os.environ["SOURCE_DATE_EPOCH"] = old
 
 
 def _normalise_permissions(tree: Path) -> None:

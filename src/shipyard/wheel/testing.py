@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -109,10 +109,10 @@ def _test_requirements(tests_dir: Path) -> list[str]:
 
 
 def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
-                        features: Sequence[tuple[str, str, str]], state: Path, work: Path,
+                        gating: Mapping[str, str], state: Path, work: Path,
                         local_projects: set[NormalizedName], timeout: float = 1800) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
-    `interpreter` and run `tests_dir` against it. `features` is (id, title, status)."""
+    `interpreter` and run `tests_dir` against it. `gating` maps feature id -> status."""
     import time
 
     start = time.monotonic()
@@ -156,7 +156,7 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     if not report.is_file():
         problems.append(f"the tests did not run to completion: {log_tail[-1500:]}")
         return TestRun(installed, (), time.monotonic() - start, log_tail, tuple(problems))
-    outcomes = _feature_outcomes(json.loads(report.read_text()), features)
+    outcomes = _feature_outcomes(json.loads(report.read_text()), gating)
     for outcome in outcomes:
         if outcome.blocks_release:
             label = "tests without a feature marker" if outcome.id == UNMARKED else f"stable feature {outcome.id}"
@@ -164,8 +164,8 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     return TestRun(installed, outcomes, time.monotonic() - start, log_tail, tuple(problems))
 
 
-def _feature_outcomes(report: dict, features: Sequence[tuple[str, str, str]]) -> tuple[FeatureOutcome, ...]:
-    status_of = {fid: status for fid, _, status in features}
+def _feature_outcomes(report: dict, gating: Mapping[str, str]) -> tuple[FeatureOutcome, ...]:
+    status_of = dict(gating)
     tally: dict[str, dict[str, int]] = {fid: {"passed": 0, "failed": 0, "skipped": 0} for fid in status_of}
     reasons: dict[str, list[str]] = {}
     for entry in report["tests"].values():

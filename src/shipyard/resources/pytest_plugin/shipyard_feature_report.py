@@ -4,7 +4,7 @@ feature ids of its `feature` markers into the JSON file named by SHIPYARD_FEATUR
 import json
 import os
 
-_results = {}
+_results: dict = {}
 
 
 def pytest_configure(config):

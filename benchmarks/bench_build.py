@@ -1,0 +1,96 @@
+"""Build-time ratios, measured side by side in one run (run by `nox -s bench-build`).
+
+1. shipyard: building N Pythons of one variant vs building one (the native core is built
+   once and reused), against the same ratio for a plain per-Python `pip wheel` of the same
+   project (no reuse).
+2. An unchanged re-run of `shipyard build --variant cpu` (everything cached): shipyard's own
+   seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from shipyard import command
+from shipyard.toolchains.discover import discover
+from shipyard.validate import load_spec
+from shipyard.wheel.build_env import build_requirements, ensure_build_env
+from shipyard.wheel.pipeline import BuildRequest, build_variant
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed(fn) -> float:  # noqa: ANN001
+    start = time.monotonic()
+    fn()
+    return time.monotonic() - start
+
+
+def shipyard_build(spec, state: Path, dist: Path, component: str, pythons: tuple[str, ...]) -> float:  # noqa: ANN001
+    # Keep the build venvs (setup, like nox's own venvs); drop everything built.
+    for sub in ("cache", "build", "raw", "repaired", "labelled"):
+        shutil.rmtree(state / sub, ignore_errors=True)
+    shutil.rmtree(dist, ignore_errors=True)
+    request = BuildRequest(variant="cpu", pythons=pythons, components=(component,), run_tests=False,
+                           dist=dist, state=state)
+    return timed(lambda: build_variant(spec, request))
+
+
+def plain_builds(project: Path, state: Path, pythons: tuple[str, ...]) -> float:
+    inventory = discover()
+    envs = [ensure_build_env(inventory.interpreter(p), build_requirements(project), state) for p in pythons]
+    out = Path(tempfile.mkdtemp(prefix="bench-plain-"))
+    try:
+        def run() -> None:
+            for env in envs:
+                with tempfile.TemporaryDirectory() as build_dir:
+                    command.run([env.python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                                 "--quiet", "-w", out, f"--config-settings=build-dir={build_dir}", project],
+                                timeout=3600, what="pip wheel")
+        return timed(run)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--component", default="ember")
+    parser.add_argument("--skip-rerun", action="store_true", help="skip the unchanged re-run measurement")
+    args = parser.parse_args()
+    spec = load_spec(ROOT)
+    component = spec.release.components[args.component]
+    project = ROOT / component.path
+    all_pythons = tuple(p for p in spec.release.pythons if discover().interpreter(p))
+    one = ("3.11",) if "3.11" in all_pythons else all_pythons[:1]
+    work = Path(tempfile.mkdtemp(prefix="bench-build-"))
+    state, dist = work / "state", work / "dist"
+    print(f"bench-build: {args.component}, variant cpu, N = {len(all_pythons)} Pythons ({', '.join(all_pythons)})")
+    # Warm the build venvs first so neither side pays for them.
+    for python in all_pythons:
+        ensure_build_env(discover().interpreter(python), build_requirements(project), state)
+    ship_one = shipyard_build(spec, state, dist, args.component, one)
+    ship_all = shipyard_build(spec, state, dist, args.component, all_pythons)
+    plain_one = plain_builds(project, state, one)
+    plain_all = plain_builds(project, state, all_pythons)
+    print(f"  shipyard (core once):  1 Python {ship_one:7.1f} s   {len(all_pythons)} Pythons {ship_all:7.1f} s   "
+          f"ratio {ship_all / ship_one:5.2f}x  (target <= 1.3x, limit 1.5x)")
+    print(f"  plain pip wheel:       1 Python {plain_one:7.1f} s   {len(all_pythons)} Pythons {plain_all:7.1f} s   "
+          f"ratio {plain_all / plain_one:5.2f}x")
+    print(f"  shipyard {len(all_pythons)}-Python build vs plain: {ship_all / plain_all:5.2f}x the time")
+    shutil.rmtree(work, ignore_errors=True)
+    if not args.skip_rerun:
+        request = BuildRequest(variant="cpu", dist=ROOT / "dist", state=ROOT / ".shipyard")
+        first = timed(lambda: build_variant(spec, request))
+        rerun = timed(lambda: build_variant(spec, request))
+        print(f"  build-cpu (all components, all Pythons, tests): first run here {first:.1f} s, "
+              f"unchanged re-run {rerun:.2f} s of shipyard's own time (limit 5 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+#include "ember/distributed/errors.h"
+#include "ember/distributed/store.h"
+#include "store_wire.h"
+
+namespace ember::distributed {
+namespace {
+
+// Extra time a client allows beyond the server-side wait, for the answer to travel.
+constexpr Milliseconds kReplyGrace{5000};
+
+}  // namespace
+
+StoreClient::StoreClient(const std::string& host, uint16_t port, Milliseconds timeout)
+    : host_(host), port_(port), timeout_(timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  connect_locked(Clock::now() + timeout_);
+}
+
+void StoreClient::connect_locked(Deadline deadline) {
+  socket_ = Socket::connect(host_, port_, deadline,
+                            "store connect " + host_ + ":" + std::to_string(port_));
+}
+
+std::string StoreClient::local_address() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!socket_.valid()) connect_locked(Clock::now() + timeout_);
+  return socket_.local_address();
+}
+
+std::pair<uint16_t, std::string> StoreClient::call(const char* op, uint16_t code,
+                                                   const std::string& payload,
+                                                   Milliseconds wait_ms) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string request = wire::frame(code, payload);
+  // One retry on a fresh connection covers a server that dropped an idle connection;
+  // requests are idempotent except add, which is only retried if it was never sent.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Deadline deadline = Clock::now() + wait_ms + kReplyGrace;
+    if (!socket_.valid()) connect_locked(Clock::now() + timeout_);
+    bool sent = false;
+    try {
+      if (!socket_.send_all(request.data(), request.size(), deadline))
+        throw TimeoutError(op, "store request could not be sent before the timeout");
+      sent = true;
+      unsigned char header[wire::kHeaderSize];
+      if (!socket_.recv_all(header, sizeof(header), deadline))
+        throw TimeoutError(op, "store did not answer before the timeout");
+      auto h = wire::parse_header(header);
+      if (h.magic != wire::kMagic || h.version != wire::kVersion || h.length > wire::kMaxPayload)
+        throw DistributedError(op, "malformed reply from store");
+      std::string body(h.length, '\0');
+      if (h.length && !socket_.recv_all(&body[0], h.length, deadline))
+        throw TimeoutError(op, "store reply truncated by the timeout");
+      return {h.code, std::move(body)};
+    } catch (const TimeoutError&) {
+      socket_.close();  // the stream is out of sync now
+      throw;
+    } catch (const DistributedError& e) {
+      socket_.close();
+      bool retry = attempt == 0 && (!sent || code != static_cast<uint16_t>(wire::Op::kAdd));
+      if (!retry)
+        throw DistributedError(op, std::string("lost connection to store at ") + host_ + ":" +
+                                       std::to_string(port_) + " (" + e.what() + ")");
+    }
+  }
+  throw DistributedError(op, "unreachable");
+}
+
+namespace {
+
+void check_ok(const char* op, const std::pair<uint16_t, std::string>& reply) {
+  if (reply.first == static_cast<uint16_t>(wire::Status::kOk)) return;
+  if (reply.first == static_cast<uint16_t>(wire::Status::kError))
+    throw DistributedError(op, reply.second);
+  if (reply.first == static_cast<uint16_t>(wire::Status::kTimeout)) {
+    auto* p = reinterpret_cast<const unsigned char*>(reply.second.data());
+    std::string keys;
+    try {
+      wire::Reader r(p, reply.second.size());
+      uint32_t n = r.u32();
+      for (uint32_t i = 0; i < n; ++i) keys += (i ? ", " : "") + r.bytes(wire::kMaxKeySize);
+    } catch (const wire::MalformedMessage&) {
+    }
+    throw TimeoutError(op, "timed out waiting for keys [" + keys + "]");
+  }
+  throw DistributedError(op, "unexpected store status " + std::to_string(reply.first));
+}
+
+}  // namespace
+
+void StoreClient::set(const std::string& key, const std::string& value) {
+  std::string p;
+  wire::put_bytes(p, key);
+  wire::put_bytes(p, value);
+  check_ok("store.set", call("store.set", uint16_t(wire::Op::kSet), p, Milliseconds(0)));
+}
+
+std::string StoreClient::get(const std::string& key) { return get(key, timeout_); }
+
+std::string StoreClient::get(const std::string& key, Milliseconds timeout) {
+  std::string p;
+  wire::put_bytes(p, key);
+  wire::put_i64(p, timeout.count());
+  auto reply = call("store.get", uint16_t(wire::Op::kGet), p, timeout);
+  check_ok("store.get", reply);
+  wire::Reader r(reinterpret_cast<const unsigned char*>(reply.second.data()), reply.second.size());
+  return r.bytes(wire::kMaxPayload);
+}
+
+int64_t StoreClient::add(const std::string& key, int64_t delta) {
+  std::string p;
+  wire::put_bytes(p, key);
+  wire::put_i64(p, delta);
+  auto reply = call("store.add", uint16_t(wire::Op::kAdd), p, Milliseconds(0));
+  check_ok("store.add", reply);
+  wire::Reader r(reinterpret_cast<const unsigned char*>(reply.second.data()), reply.second.size());
+  return r.i64();
+}
+
+std::string StoreClient::compare_set(const std::string& key, const std::string& expected,
+                                     const std::string& desired) {
+  std::string p;
+  wire::put_bytes(p, key);
+  wire::put_bytes(p, expected);
+  wire::put_bytes(p, desired);
+  auto reply = call("store.compare_set", uint16_t(wire::Op::kCompareSet), p, Milliseconds(0));
+  check_ok("store.compare_set", reply);
+  wire::Reader r(reinterpret_cast<const unsigned char*>(reply.second.data()), reply.second.size());
+  return r.bytes(wire::kMaxPayload);
+}
+
+void StoreClient::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
+  std::string p;
+  wire::put_u32(p, static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) wire::put_bytes(p, k);
+  wire::put_i64(p, timeout.count());
+  check_ok("store.wait", call("store.wait", uint16_t(wire::Op::kWait), p, timeout));
+}
+
+bool StoreClient::check(const std::vector<std::string>& keys) {
+  std::string p;
+  wire::put_u32(p, static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) wire::put_bytes(p, k);
+  auto reply = call("store.check", uint16_t(wire::Op::kCheck), p, Milliseconds(0));
+  check_ok("store.check", reply);
+  wire::Reader r(reinterpret_cast<const unsigned char*>(reply.second.data()), reply.second.size());
+  return r.i64() != 0;
+}
+
+bool StoreClient::delete_key(const std::string& key) {
+  std::string p;
+  wire::put_bytes(p, key);
+  auto reply = call("store.delete_key", uint16_t(wire::Op::kDelete), p, Milliseconds(0));
+  check_ok("store.delete_key", reply);
+  wire::Reader r(reinterpret_cast<const unsigned char*>(reply.second.data()), reply.second.size());
+  return r.i64() != 0;
+}
+
+int64_t StoreClient::num_keys() {
+  auto reply = call("store.num_keys", uint16_t(wire::Op::kNumKeys), "", Milliseconds(0));
+  check_ok("store.num_keys", reply);
+  wire::Reader r(reinterpret_cast<const unsigned char*>(reply.second.data()), reply.second.size());
+  return r.i64();
+}
+
+}  // namespace ember::distributed

@@ -1,0 +1,6 @@
+#pragma once
+
+#define EMBER_VERSION_MAJOR 1
+#define EMBER_VERSION_MINOR 7
+#define EMBER_VERSION_PATCH 0
+#define EMBER_VERSION_STRING "1.7.0"

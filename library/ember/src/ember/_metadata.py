@@ -1,0 +1,45 @@
+"""Build metadata: what shipyard stamped into the wheel, and where the C++ API lives."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# Like torch.utils.cmake_prefix_path: pass as CMAKE_PREFIX_PATH (or use
+# -Dember_DIR=<this>/ember) so find_package(ember CONFIG) finds the wheel's libember.
+cmake_prefix_path = os.path.join(_PACKAGE_DIR, "share", "cmake")
+
+
+def _read_json(name: str) -> Dict[str, Any]:
+    path = os.path.join(_PACKAGE_DIR, name)
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def build_info() -> Dict[str, Any]:
+    """The wheel's ``_build_info.json`` (variant, cuda_version, cuda_archs, git_sha, python),
+    or ``{"variant": "unlabelled", ...}`` for a build that shipyard did not label."""
+    try:
+        return _read_json("_build_info.json")
+    except FileNotFoundError:
+        from . import _C
+
+        return {
+            "variant": "unlabelled",
+            "labelled": False,
+            "cuda_version": None,
+            "cuda_archs": list(_C.cuda_arch_list()),
+            "git_sha": None,
+            "python": None,
+        }
+
+
+def features() -> Any:
+    """The wheel's ``_features.json`` (feature ids and statuses), or an unlabelled marker."""
+    try:
+        return _read_json("_features.json")
+    except FileNotFoundError:
+        return {"labelled": False, "features": []}

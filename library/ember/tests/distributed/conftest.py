@@ -1,0 +1,87 @@
+"""Markers and the --feature selector for ember.distributed's tests, plus process helpers.
+
+The `feature`/`gpu` markers and `--feature` may already be registered by a conftest
+higher up (ember's tests folder); registering them again here is harmless.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from types import SimpleNamespace
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "dist_worker.py"
+
+
+def pytest_addoption(parser):
+    try:
+        parser.addoption("--feature", action="append", default=[], metavar="ID",
+                         help="only run tests marked @pytest.mark.feature(ID)")
+    except ValueError:
+        pass  # already added by ember's top-level tests conftest
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "feature(id): the feature id (feature_status.yaml) a test proves")
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
+
+
+def pytest_collection_modifyitems(config, items):
+    wanted = set(config.getoption("--feature", default=[]) or [])
+    if not wanted:
+        return
+    keep, drop = [], []
+    for item in items:
+        ids = {m.args[0] for m in item.iter_markers("feature") if m.args}
+        (keep if ids & wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_rank(scenario: str, rank: int, world: int, port: int, *extra: str) -> subprocess.Popen:
+    """Starts one rank of a dist_worker.py scenario as a real process."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, str(WORKER), scenario, str(rank), str(world), str(port), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(HERE))
+
+
+def result_of(proc: subprocess.Popen, timeout: float = 60) -> dict:
+    """Waits for a worker and returns the JSON it printed on its RESULT line."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"worker hung past {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise AssertionError(f"worker exited {proc.returncode} without a result\nstdout:\n{out}\nstderr:\n{err}")
+
+
+def run_group(scenario: str, world: int, *extra: str, timeout: float = 60) -> list:
+    port = free_port()
+    procs = [start_rank(scenario, r, world, port, *extra) for r in range(world)]
+    try:
+        return [result_of(p, timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+@pytest.fixture(scope="session")
+def procs():
+    """Process helpers (a fixture, since tests run with --import-mode=importlib)."""
+    return SimpleNamespace(free_port=free_port, start_rank=start_rank, result_of=result_of, run_group=run_group)

@@ -1,0 +1,206 @@
+"""One rank of a distributed test scenario, run as its own process by the tests.
+
+usage: dist_worker.py SCENARIO RANK WORLD PORT [ARGS...]
+Prints one line "RESULT <json>" that the test inspects.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import ember.distributed as dist
+from ember.distributed import rpc
+
+
+def report(**fields):
+    print("RESULT " + json.dumps(fields), flush=True)
+
+
+def error_fields(exc: BaseException) -> dict:
+    return {"error": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None),
+            "missing": getattr(exc, "missing_ranks", None),
+            "is_timeout": isinstance(exc, TimeoutError),
+            "is_distributed": isinstance(exc, dist.DistributedError)}
+
+
+def init(rank, world, port, timeout=20.0):
+    dist.init_process_group("tcp", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timeout)
+
+
+def rank_data(rank, n, dtype):
+    rng = np.random.default_rng(1000 + rank)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(n).astype(dtype)
+    return rng.integers(-1000, 1000, n).astype(dtype)
+
+
+def scenario_collectives(rank, world, port):
+    init(rank, world, port)
+    checks = 0
+    ops = {dist.ReduceOp.SUM: lambda s: s.sum(0), dist.ReduceOp.MAX: lambda s: s.max(0),
+           dist.ReduceOp.MIN: lambda s: s.min(0), dist.ReduceOp.AVG: None}
+    for dtype in (np.float32, np.float64, np.int32, np.int64):
+        for n in (1, 1000, 300_001):  # direct exchange, and the ring for the large one
+            everyone = np.stack([rank_data(r, n, dtype) for r in range(world)])
+            for op, ref in ops.items():
+                a = rank_data(rank, n, dtype)
+                dist.all_reduce(a, op)
+                if op == dist.ReduceOp.AVG:
+                    want = everyone.astype(np.float64).sum(0) / world if a.dtype.kind == "f" else np.fix(everyone.sum(0) / world)
+                else:
+                    want = ref(everyone)
+                if a.dtype.kind == "f":
+                    tol = 1e-4 if a.dtype == np.float32 else 1e-10
+                    np.testing.assert_allclose(a, want, rtol=tol, atol=tol)
+                else:
+                    np.testing.assert_array_equal(a, want)
+                checks += 1
+            gathered = dist.allgather(rank_data(rank, n, dtype))
+            np.testing.assert_array_equal(gathered, everyone)
+            out = [np.empty(n, dtype) for _ in range(world)]
+            dist.all_gather(out, rank_data(rank, n, dtype))
+            np.testing.assert_array_equal(np.stack(out), everyone)
+            for root in range(world):
+                b = rank_data(rank, n, dtype)
+                dist.broadcast(b, root)
+                np.testing.assert_array_equal(b, everyone[root])
+            chunks = [rank_data(rank * 31 + j, n, dtype) for j in range(world)]
+            out = np.empty(n, dtype)
+            dist.reduce_scatter(out, chunks, dist.ReduceOp.SUM)
+            want = sum(rank_data(r * 31 + rank, n, dtype).astype(np.float64 if np.dtype(dtype).kind == "f" else dtype)
+                       for r in range(world))
+            if out.dtype.kind == "f":
+                np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+            else:
+                np.testing.assert_array_equal(out, want)
+            checks += 4
+    # 2-D arrays keep their shape; point-to-point around a ring.
+    m = np.full((3, 4), rank, dtype=np.float64)
+    dist.all_reduce(m)
+    assert m.shape == (3, 4) and np.all(m == sum(range(world)))
+    token = np.array([rank * 10], dtype=np.int64)
+    incoming = np.empty(1, dtype=np.int64)
+    if rank % 2 == 0:
+        dist.send(token, (rank + 1) % world)
+        dist.recv(incoming, (rank - 1) % world)
+    else:
+        dist.recv(incoming, (rank - 1) % world)
+        dist.send(token, (rank + 1) % world)
+    assert incoming[0] == ((rank - 1) % world) * 10
+    dist.barrier()
+    report(rank=rank, world=dist.get_world_size(), checks=checks + 2)
+    dist.destroy_process_group()
+
+
+def scenario_victim(rank, world, port, victim):
+    """Everyone streams large allreduces until the test SIGKILLs rank `victim`."""
+    init(rank, world, port, timeout=30.0)
+    a = np.ones(4_000_000, dtype=np.float32)
+    last_ok = time.monotonic()
+    print("READY", flush=True)
+    try:
+        while True:
+            dist.all_reduce(a)
+            a[:] = 1
+            last_ok = time.monotonic()
+    except dist.DistributedError as exc:
+        fields = error_fields(exc)
+        fields["seconds_after_last_success"] = time.monotonic() - last_ok
+        try:
+            dist.barrier()
+        except dist.DistributedError as again:
+            fields["after_abort"] = str(again)
+        report(**fields)
+
+
+def scenario_absent(rank, world, port):
+    """The last rank joins the group but never enters the allreduce."""
+    init(rank, world, port, timeout=2.0)
+    if rank == world - 1:
+        time.sleep(4)
+        report(rank=rank, skipped=True)
+        return
+    start = time.monotonic()
+    try:
+        dist.all_reduce(np.ones(10, dtype=np.float64))
+        report(error=None)
+    except dist.DistributedError as exc:
+        report(elapsed=time.monotonic() - start, **error_fields(exc))
+
+
+def scenario_init_only(rank, world, port):
+    start = time.monotonic()
+    try:
+        init(rank, world, port, timeout=2.0)
+        report(error=None)
+    except dist.DistributedError as exc:
+        report(elapsed=time.monotonic() - start, **error_fields(exc))
+
+
+def scenario_join(rank, world, port, divide_initial):
+    """Uneven inputs: rank r has 5 - 2r batches; gradients are averaged inside join()."""
+    init(rank, world, port)
+    batches = [5, 3, 1][rank]
+    results = []
+    with dist.join(divide_by_initial_world_size=divide_initial == "1") as joined:
+        for step in range(batches):
+            grad = np.full(4, 10.0 * rank + step, dtype=np.float64)
+            dist.all_reduce(grad, dist.ReduceOp.AVG)
+            results.append(grad.tolist())
+            total = np.array([rank + 1], dtype=np.int64)
+            dist.all_reduce(total, dist.ReduceOp.MAX)
+            results.append(total.tolist())
+    report(rank=rank, results=results, shadowed=joined.shadowed)
+    dist.destroy_process_group()
+
+
+def scenario_rpc(rank, world, port):
+    import operator
+    import rpc_functions
+
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}", timeout=20)
+    out = {"rank": rank}
+    if rank == 0:
+        out["sync"] = rpc.rpc_sync("worker1", operator.add, args=(2, 3))
+        out["kwargs"] = rpc.rpc_sync("worker1", rpc_functions.scaled_sum, args=([1, 2, 3],), kwargs={"scale": 10})
+        out["where"] = rpc.rpc_sync(f"worker{world - 1}", rpc_functions.whoami)
+        futures = [rpc.rpc_async(f"worker{r % world}", rpc_functions.slow_square, args=(r,)) for r in range(6)]
+        out["async"] = [f.wait() for f in futures]
+        arr = rpc.rpc_sync("worker1", rpc_functions.array_mean, args=(np.arange(10.0),))
+        out["array_mean"] = float(arr)
+        rref = rpc.remote("worker1", rpc_functions.make_counter, args=(5,))
+        out["rref_owner"] = rref.owner().name
+        out["rref_value"] = rref.to_here()
+        out["rref_chain"] = rpc.rpc_sync("worker2", rpc_functions.fetch_and_add, args=(rref, 7))
+        try:
+            rpc.rpc_sync("worker1", rpc_functions.fail_deeply, args=("boom",))
+            out["remote_error"] = None
+        except ValueError as exc:
+            out["remote_error"] = str(exc)
+        try:
+            rpc.remote("worker2", rpc_functions.fail_deeply, args=("rref boom",)).to_here()
+            out["rref_error"] = None
+        except ValueError as exc:
+            out["rref_error"] = str(exc)
+        try:
+            rpc.rpc_sync("worker1", "rpc_functions.does_not_exist")
+        except AttributeError as exc:
+            out["missing_fn"] = str(exc)
+        try:
+            rpc.rpc_sync("worker1", rpc_functions.slow_square, args=(3,), kwargs={"delay": 3.0}, timeout=0.5)
+            out["timeout"] = None
+        except dist.DistributedTimeoutError as exc:
+            out["timeout"] = str(exc)
+    rpc.shutdown()
+    report(**out)
+
+
+SCENARIOS = {"collectives": scenario_collectives, "victim": scenario_victim, "absent": scenario_absent,
+             "init_only": scenario_init_only, "join": scenario_join, "rpc": scenario_rpc}
+
+if __name__ == "__main__":
+    name, rank, world, port, *extra = sys.argv[1:]
+    SCENARIOS[name](int(rank), int(world), int(port), *extra)

@@ -1,0 +1,43 @@
+"""The C++ API: a downstream CMake project finds the INSTALLED wheel's libember and runs."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import ember
+
+pytestmark = pytest.mark.feature("ember.cpp-api")
+
+SOURCE = Path(__file__).resolve().parent / "cpp_api"
+MISSING = [tool for tool in ("cmake", "g++") if shutil.which(tool) is None]
+
+
+def test_wheel_ships_the_cpp_api():
+    prefix = Path(ember.cmake_prefix_path)
+    package = prefix.parent.parent
+    assert (prefix / "ember" / "emberConfig.cmake").is_file()
+    assert (prefix / "ember" / "emberConfigVersion.cmake").is_file()
+    assert (package / "include" / "ember" / "kernels.h").is_file()
+    assert (package / "lib" / "libember.so").is_file()
+
+
+@pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)} on PATH")
+def test_cpp_program_builds_against_installed_wheel_and_runs(tmp_path):
+    build = tmp_path / "build"
+    env = dict(os.environ, CXX=shutil.which("g++"))
+    subprocess.run(["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                    f"-DCMAKE_PREFIX_PATH={ember.cmake_prefix_path}"],
+                   check=True, capture_output=True, text=True, env=env)
+    subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True,
+                   text=True, env=env)
+    exe = build / "ember_cpp_api_check"
+    result = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 failure(s)" in result.stdout
+    # The program uses the wheel's libember, not some other copy.
+    ldd = subprocess.run(["ldd", str(exe)], capture_output=True, text=True).stdout
+    lib = Path(ember.__file__).resolve().parent / "lib" / "libember.so"
+    assert str(lib) in ldd or os.path.realpath(str(lib)) in ldd

@@ -1,0 +1,56 @@
+"""Launcher options, resolved once into a frozen LaunchConfig."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+
+class UsageError(ValueError):
+    """Bad launcher options; ember-run exits with code 2."""
+
+
+def parse_nnodes(value: str) -> Tuple[int, int]:
+    """'N' -> (N, N); 'MIN:MAX' -> (MIN, MAX), with 1 <= MIN <= MAX."""
+    try:
+        parts = [int(p) for p in str(value).split(":")]
+    except ValueError:
+        raise UsageError(f"--nnodes must be N or MIN:MAX, got {value!r}") from None
+    if len(parts) == 1:
+        parts = parts * 2
+    if len(parts) != 2 or parts[0] < 1 or parts[0] > parts[1]:
+        raise UsageError(f"--nnodes must be N or MIN:MAX with 1 <= MIN <= MAX, got {value!r}")
+    return parts[0], parts[1]
+
+
+def parse_endpoint(value: str) -> Tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--rdzv-endpoint must be host:port, got {value!r}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    min_nodes: int
+    max_nodes: int
+    nproc_per_node: int
+    max_restarts: int
+    monitor_interval: float
+    rdzv_host: Optional[str]  # None with --standalone: a local store on a free port
+    rdzv_port: int
+    rdzv_id: str
+    rdzv_timeout: float
+    last_call: float
+    grace_period: float
+    command: Tuple[str, ...]  # the worker command line, interpreter included
+    run_as_module: bool = False
+
+    def __post_init__(self):
+        if self.nproc_per_node < 1:
+            raise UsageError("--nproc-per-node must be >= 1")
+        if self.max_restarts < 0:
+            raise UsageError("--max-restarts must be >= 0")
+        if self.monitor_interval <= 0:
+            raise UsageError("--monitor-interval must be > 0")
+        if not self.command:
+            raise UsageError("the training script (or -m module) is missing")

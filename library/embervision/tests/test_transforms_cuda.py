@@ -1,0 +1,42 @@
+"""CUDA transforms agree with the CPU ones (run only where a GPU is present)."""
+
+import numpy as np
+import pytest
+
+import embervision
+from embervision import transforms as T
+
+pytestmark = [
+    pytest.mark.feature("vision.transforms"),
+    pytest.mark.gpu,
+    pytest.mark.skipif(not embervision.cuda_available(),
+                       reason="no usable CUDA device (or embervision built without CUDA)"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+@pytest.mark.parametrize("interpolation", ["bilinear", "nearest"])
+@pytest.mark.parametrize("out_hw", [(17, 29), (120, 90)])
+def test_cuda_resize_matches_cpu(dtype, interpolation, out_hw):
+    x = np.random.default_rng(0).integers(0, 256, size=(4, 3, 48, 64)).astype(dtype)
+    cpu = T.resize(x, out_hw, interpolation=interpolation)
+    gpu = T.resize(x, out_hw, interpolation=interpolation, device="cuda")
+    assert gpu.dtype == cpu.dtype and gpu.shape == cpu.shape
+    if dtype == np.uint8:
+        # float weights on the device vs double on the host: rounding may differ by 1
+        assert np.abs(gpu.astype(int) - cpu).max() <= 1
+    else:
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_cuda_flips_match_cpu(dtype):
+    x = np.random.default_rng(1).integers(0, 256, size=(2, 3, 33, 47)).astype(dtype)
+    np.testing.assert_array_equal(T.hflip(x, device="cuda"), T.hflip(x))
+    np.testing.assert_array_equal(T.vflip(x, device="cuda"), T.vflip(x))
+
+
+def test_cuda_normalize_matches_cpu():
+    x = np.random.default_rng(2).random((2, 3, 20, 30), dtype=np.float32)
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    np.testing.assert_allclose(T.normalize(x, mean, std, device="cuda"), T.normalize(x, mean, std), rtol=1e-6)

@@ -1,0 +1,8 @@
+"""Mobile artifacts: ember-lite built, tested (natively or under qemu) and packaged for
+host, linux-aarch64, linux-armv7 and the Android ABIs."""
+
+from shipyard.mobile.build import MobileResult, build_mobile
+from shipyard.mobile.packaging import FeatureEntry
+from shipyard.mobile.targets import KNOWN_TARGETS, MobileTarget
+
+__all__ = ["KNOWN_TARGETS", "FeatureEntry", "MobileResult", "MobileTarget", "build_mobile"]

@@ -1,0 +1,45 @@
+"""`shipyard doctor`: ready cells name their tools; missing ones name the exact fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from shipyard.cli import main
+from shipyard.doctor import diagnose
+from shipyard.toolchains.discover import discover
+from shipyard.validate import load_spec
+
+
+def test_cpu_cells_of_this_host_are_ready(repo):
+    rows = diagnose(load_spec(repo).release, discover(), "cpu")
+    linux = [r for r in rows if r.cell.platform == "linux-x86_64"]
+    assert len(linux) == 20
+    assert all(r.ready for r in linux), [r.detail for r in linux if not r.ready]
+    assert "python 3.11" in next(r.detail for r in linux if r.cell.python == "3.11")
+
+
+def test_cuda10_2_says_no_toolkit_can_be_had_here(repo, capsys):
+    assert main(["--root", str(repo), "doctor", "--variant", "cuda10.2"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "0 of 20 cells ready" in out
+    assert "no CUDA 10.2 toolkit, and none can be obtained on this machine" in out
+    assert "CUDA_HOME=/usr/local/cuda-10.2" in out
+
+
+def test_android_targets_name_the_ndk(repo, monkeypatch):
+    monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
+    discover.cache_clear()
+    rows = diagnose(load_spec(repo).release, discover(), "cpu")
+    android = [r for r in rows if r.cell.platform.startswith("android")]
+    assert android and all(not r.ready and "ANDROID_NDK_HOME" in r.detail for r in android)
+    discover.cache_clear()
+
+
+@pytest.mark.slow
+def test_toolchain_install_then_doctor_shows_cuda11_ready(repo, capsys):
+    assert main(["--root", str(repo), "toolchain", "install", "cuda11"]) == 0
+    discover.cache_clear()
+    assert main(["--root", str(repo), "doctor", "--variant", "cuda11"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "20 of 20 cells ready" in out
+    assert "nvcc 11.8 (shipyard cache)" in out and "host g++-11" in out
