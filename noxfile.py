@@ -62,6 +62,39 @@ for _variant, _spec in RELEASE["variants"].items():
     _build_session(_variant, _spec)
 
 
+@nox.session(name="build-mobile")
+def build_mobile(session: nox.Session) -> None:
+    """Build, test (natively and under qemu) and package ember-lite for every mobile target."""
+    _install_shipyard(session)
+    session.run("shipyard", "build-mobile", *session.posargs)
+
+
+def _install_ember(session: nox.Session, *extra: str) -> None:
+    session.install("numpy", "threadpoolctl", *extra)
+    session.install("./library/ember", env={"CMAKE_BUILD_PARALLEL_LEVEL": "2"})
+
+
+@nox.session(name="bench-kernels")
+def bench_kernels(session: nox.Session) -> None:
+    """ember.fft vs numpy.fft and ember.matmul vs numpy.matmul, 1 thread and all threads, as ratios."""
+    _install_ember(session)
+    session.run("python", "benchmarks/bench_kernels.py", *session.posargs)
+
+
+@nox.session(name="bench-distributed")
+def bench_distributed(session: nox.Session) -> None:
+    """Allreduce bus bandwidth on loopback (4 processes, 1 MB and 64 MB) vs a raw-socket baseline."""
+    _install_ember(session)
+    session.run("python", "benchmarks/bench_distributed.py", *session.posargs)
+
+
+@nox.session(name="bench-mobile")
+def bench_mobile(session: nox.Session) -> None:
+    """ember-lite malloc calls and time per inference, with and without the caching allocator."""
+    _install_ember(session)
+    session.run("python", "benchmarks/bench_mobile.py", *session.posargs)
+
+
 @nox.session(name="bench-build")
 def bench_build(session: nox.Session) -> None:
     """Build-time ratios: N Pythons vs one (core built once) against plain pip wheel; cached re-run."""

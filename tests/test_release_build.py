@@ -44,7 +44,7 @@ def test_build_cpu_main_job(repo, capsys):
             assert record["tests"]["installed"] == "1.7.0+cpu"
             failed = {f: r for f, r in record["tests"]["features"].items() if r["result"] == "failed"}
             assert not {f for f, r in failed.items() if r["status"] == "stable"}, failed
-    ember = repo / "dist" / "whl" / "cpu" / "ember" / "ember-1.7.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl"
+    ember = repo / "dist" / "whl" / "cpu" / "ember" / "ember-1.7.0+cpu-cp311-cp311-manylinux_2_35_x86_64.whl"
     with zipfile.ZipFile(ember) as zf:
         names = set(zf.namelist())
         info = json.loads(zf.read("ember/_build_info.json"))

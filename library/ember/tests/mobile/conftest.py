@@ -18,7 +18,9 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-LIBRARY_DIR = Path(__file__).resolve().parents[3]
+# shipyard runs a copy of the tests and names the ember sources in SHIPYARD_COMPONENT_SOURCE.
+_COMPONENT = os.environ.get("SHIPYARD_COMPONENT_SOURCE")
+LIBRARY_DIR = Path(_COMPONENT).resolve().parent if _COMPONENT else Path(__file__).resolve().parents[3]
 SOURCE_DIR = Path(os.environ.get("EMBER_LITE_SOURCE_DIR", LIBRARY_DIR / "ember-lite"))
 CORE_DIR = Path(os.environ.get("EMBER_LITE_EMBER_CORE_DIR", LIBRARY_DIR / "ember" / "core"))
 

@@ -24,9 +24,20 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_collection_modifyitems(session, config, items):
+    # Tests of features that belong to another component (listed in SHIPYARD_OTHER_FEATURES)
+    # are that component's business: they are deselected here, not counted.
+    others = set(filter(None, os.environ.get("SHIPYARD_OTHER_FEATURES", "").split(",")))
+    keep, dropped = [], []
     for item in items:
         features = [m.args[0] for m in item.iter_markers("feature") if m.args]
+        if features and set(features) <= others:
+            dropped.append(item)
+            continue
+        keep.append(item)
         _results.setdefault(item.nodeid, {"outcome": "passed", "reason": ""})["features"] = features
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,0 +1,68 @@
+"""`shipyard build-mobile` on the real ember-lite, and ember-lite's own tests against the
+installed ember wheel (export from Python, run natively and under qemu, malformed files)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from shipyard.cli import main
+from shipyard.toolchains.discover import discover
+from shipyard.validate import load_spec
+from shipyard.wheel.pipeline import BuildRequest, build_variant
+from shipyard.wheel.testing import run_component_tests
+
+pytestmark = pytest.mark.slow
+
+
+def test_build_mobile_packages_host_and_arm_targets(repo, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
+    dist = tmp_path / "dist"
+    code = main(["--root", str(repo), "build-mobile", "--dist", str(dist), "--state", str(tmp_path / "state")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    for target in ("host", "linux-aarch64", "linux-armv7"):
+        package = dist / "mobile" / f"ember-lite-1.7.0-{target}.tar.gz"
+        with tarfile.open(package) as tar:
+            names = set(tar.getnames())
+            features = json.load(tar.extractfile(f"ember-lite-1.7.0-{target}/share/ember-lite/features.json"))
+        top = f"ember-lite-1.7.0-{target}"
+        assert {f"{top}/include/ember_lite.h", f"{top}/lib/libember_lite.so", f"{top}/lib/libember_lite.a",
+                f"{top}/lib/cmake/ember_lite/ember_liteConfig.cmake"} <= names
+        assert {f["id"]: f["status"] for f in features["features"]} == {
+            "mobile.runtime": "beta", "mobile.caching-allocator": "beta"}
+    # The Android ABIs are reported, with the NDK named as the fix.
+    assert out.count("install the Android NDK and set ANDROID_NDK_HOME") == 2
+    manifest = json.loads((dist / "manifest.json").read_text())
+    cells = {a["cell_id"]: a for a in manifest["artifacts"]}
+    record = cells["ember-lite-cpu-linux-armv7-mobile"]
+    assert record["tests"]["result"] == "passed" and record["tests"]["tests_run"] is True
+    assert record["sha256"] == hashlib.sha256((dist / record["path"]).read_bytes()).hexdigest()
+    # A second build from scratch gives the same bytes.
+    again = tmp_path / "again"
+    assert main(["--root", str(repo), "build-mobile", "--target", "linux-aarch64", "--dist", str(again),
+                 "--state", str(tmp_path / "state2")]) == 0
+    name = "mobile/ember-lite-1.7.0-linux-aarch64.tar.gz"
+    assert (again / name).read_bytes() == (dist / name).read_bytes()
+
+
+def test_ember_lite_tests_against_the_installed_wheel(repo):
+    spec = load_spec(repo)
+    request = BuildRequest(variant="cpu", pythons=("3.11",), components=("ember",), run_tests=False,
+                           dist=repo / "dist", state=repo / ".shipyard")
+    [outcome] = build_variant(spec, request)
+    assert outcome.result in ("built", "cached"), outcome.detail
+    run = run_component_tests(
+        wheel=outcome.wheel, variant_index=repo / "dist" / "whl" / "cpu", interpreter=discover().interpreter("3.11"),
+        tests_dir=repo / "library" / "ember" / "tests" / "mobile", gating=spec.gating_statuses("ember-lite", "host"),
+        source_dir=repo / "library" / "ember", state=repo / ".shipyard", work=repo / ".shipyard" / "test" / "mobile",
+        local_projects={"ember"})
+    assert run.passed, (run.problems, run.log_tail)
+    results = {f.id: f for f in run.features}
+    for feature in ("mobile.runtime", "mobile.caching-allocator"):
+        assert results[feature].failed == 0 and results[feature].passed > 0, results[feature]
+        assert results[feature].skipped == 0, results[feature].skip_reasons
