@@ -202,8 +202,9 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
     index = (root / "dist" / "whl" / "cu118").as_uri()
     subprocess.run([venv / "bin" / "pip", "install", "-q", "--index-url", index, "fixcext"], check=True, env=env)
-    version = subprocess.run([venv / "bin" / "python", "-c", "import importlib.metadata as m; print(m.version('fixcext'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    probe = "import importlib.metadata as m; print(m.version('fixcext'))"
+    version = subprocess.run([venv / "bin" / "python", "-c", probe], capture_output=True, text=True,
+                             check=True).stdout.strip()
     assert version == "0.3.0+cu118"
     assert (root / "dist" / "whl" / "cpu" / "fixcext").is_dir()  # the CPU wheel existed all along
 

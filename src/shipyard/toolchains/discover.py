@@ -180,7 +180,8 @@ def discover() -> Inventory:
         if exe:
             cross[triple] = Path(exe)
     emulators = {name: Path(p) for name in ("qemu-aarch64", "qemu-arm") if (p := shutil.which(name))}
-    wine = next((Path(p) for p in ("/usr/lib/wine/wine64", shutil.which("wine64") or "") if p and Path(p).exists()), None)
+    wine_candidates = ("/usr/lib/wine/wine64", shutil.which("wine64") or "")
+    wine = next((Path(p) for p in wine_candidates if p and Path(p).exists()), None)
     ndk = os.environ.get("ANDROID_NDK_HOME")
     return Inventory(
         host_platform=this_platform(),

@@ -123,7 +123,8 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     name, version, _, _ = parse_wheel_filename(wheel.name)
     expected = str(version)
     runtime_deps = [str(r) for r in requires_dist(wheel)
-                    if canonicalize_name(r.name) not in local_projects and (r.marker is None or "extra" not in str(r.marker))]
+                    if canonicalize_name(r.name) not in local_projects
+                    and (r.marker is None or "extra" not in str(r.marker))]
     house = ensure_wheelhouse(interpreter, runtime_deps + _test_requirements(tests_dir), state)
     venv = work / "venv"
     python = venv / "bin" / "python"
