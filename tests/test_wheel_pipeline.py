@@ -195,6 +195,14 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
         path = Path(zf.extract(so, tmp_path / "x"))
     assert cuda_sass_archs(path, toolkit.cuobjdump) == {"sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80",
                                                         "sm_86", "sm_90"}
+    # A list that misses the binary's archs is caught both ways, naming the wheel.
+    from shipyard.wheel import checks
+
+    failures = [str(f) for f in checks.check_cuda_archs(wheel, ("3.7", "5.0", "12.0"),
+                                                          lambda p: cuda_sass_archs(p, toolkit.cuobjdump))]
+    assert f"{wheel.name}: CUDA archs: missing SASS for sm_120" in failures
+    assert (f"{wheel.name}: CUDA archs: SASS for archs not in the list: sm_60, sm_70, sm_75, sm_80, sm_86, sm_90"
+            in failures)
     # What a user gets from the cu118 index: the cu118 build, never a CPU one.
     venv = tmp_path / "user"
     python = discover().interpreter("3.11").path
@@ -226,3 +234,32 @@ def test_container_build_gives_the_same_wheel_names(tmp_path):
     cext = next(o.wheel for o in inside if o.cell.component == "fixcext")
     with zipfile.ZipFile(cext) as zf:
         assert any(m.startswith("fixcext.libs/libpng16") for m in zf.namelist())
+
+
+def test_checks_name_the_wheel_and_the_rule(cpu_build):
+    from shipyard.wheel import checks
+
+    root, _, _, _ = cpu_build
+    raw = next((root / ".shipyard" / "raw" / "fixcext-cpu-linux-x86_64-cp39-wheel").glob("*.whl"))
+    [lib] = checks.check_shared_libraries(raw, "manylinux_2_31")
+    assert lib.wheel == raw.name and lib.rule == "unexpected shared library"
+    assert "needs libpng16.so.16, which is neither in the wheel nor allowed by manylinux_2_31" in lib.detail
+    final = root / "dist" / "whl" / "cpu" / "fixcext" / "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
+    assert checks.check_shared_libraries(final, "manylinux_2_31") == []
+    [tag] = checks.check_platform_tag(final, {"cp39-cp39-manylinux_2_17_x86_64"})
+    assert str(tag) == (f"{final.name}: platform tag: tags cp39-cp39-manylinux_2_31_x86_64; "
+                        f"expected cp39-cp39-manylinux_2_17_x86_64")
+    [cuda] = checks.check_cuda_archs(final, ("8.0",), lambda _: set())
+    assert cuda.rule == "CUDA archs" and "no CUDA device code" in cuda.detail
+
+
+def test_a_wheel_over_budget_fails_its_cell_and_is_not_published(tmp_path):
+    root = make_checkout(tmp_path / "release")
+    text = (root / "release.yaml").read_text().replace("wheel_size_budget_mb: 5", "wheel_size_budget_mb: 0.05")
+    (root / "release.yaml").write_text(text)
+    outcomes = build_variant(load_spec(root), request(root, pythons=("3.11",), components=("fixcext",)))
+    [outcome] = outcomes
+    assert outcome.result == "failed"
+    assert outcome.detail.startswith("fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl: size budget: ")
+    assert "over the budget of 0.05 MiB (release.yaml)" in outcome.detail
+    assert not list((root / "dist" / "whl" / "cpu").glob("*/*.whl"))
