@@ -43,16 +43,16 @@ def test_github_format_is_a_strategy_matrix(repo, capsys):
 def test_table_shows_counts_per_variant_and_platform(repo, capsys):
     assert main(["--root", str(repo), "matrix"]) == 0
     out = capsys.readouterr().out
-    assert "184 cells" in out
+    assert "185 cells" in out
     linux = next(line for line in out.splitlines() if "linux-x86_64" in line)
     assert [int(n) for n in linux.replace("│", " ").split()[1:]] == [20, 20, 20, 20, 20, 100]
     total = next(line for line in out.splitlines() if line.strip("│ ").startswith("total"))
-    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [59, 20, 35, 35, 35, 184]
+    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [60, 20, 35, 35, 35, 185]
 
 
 def test_json_format_filters(repo, capsys):
     assert main(["--root", str(repo), "matrix", "--format", "json", "--package-type", "mobile"]) == 0
     cells = json.loads(capsys.readouterr().out)
-    assert sorted(c["platform"] for c in cells) == ["android-arm64-v8a", "android-armeabi-v7a",
+    assert sorted(c["platform"] for c in cells) == ["android-arm64-v8a", "android-armeabi-v7a", "host",
                                                     "linux-aarch64", "linux-armv7"]
     assert all(c["python"] is None for c in cells)

@@ -217,8 +217,11 @@ def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) ->
 
     by_tag = {v.tag: v for v in spec.release.variants.values()}
     variant = spec.release.variants.get(variant_name) or by_tag.get(variant_name)
-    if variant is None or not variant.cuda or discover().cuda_toolkit(variant.cuda):
+    if variant is None or not variant.cuda:
         return
+    present = discover().cuda_toolkit(variant.cuda)
+    if present is not None and present.cuobjdump is not None:
+        return  # usable as it is (a toolkit without cuobjdump cannot pass the arch check)
     try:
         install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(), progress=progress)
     except ToolchainMissing as exc:
