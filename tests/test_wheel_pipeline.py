@@ -132,13 +132,31 @@ def test_a_source_change_rebuilds_only_its_component(cpu_build):
     assert results == {"fixcext": "cached", "fixpure": "passed"}
 
 
-def test_two_clean_builds_are_byte_identical(cpu_build, tmp_path):
-    first_root, _, _, _ = cpu_build
-    second_root = make_checkout(tmp_path / "elsewhere")
-    build_variant(load_spec(second_root), request(second_root, pythons=("3.9",), components=("fixcext",)))
-    first = first_root / "dist" / "whl" / "cpu" / "fixcext" / "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
-    second = second_root / "dist" / "whl" / "cpu" / "fixcext" / first.name
-    assert sha256(first) == sha256(second)
+def test_a_new_commit_that_leaves_the_sources_alone_rebuilds_nothing(cpu_build):
+    root, spec, _, _ = cpu_build
+    (root / "NOTES.md").write_text("release notes\n")
+    env = {**os.environ, **GIT_ENV, "GIT_COMMITTER_DATE": "2020-10-28T12:00:00+00:00"}
+    subprocess.run(["git", "add", "-A"], cwd=root, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "notes"], cwd=root, env=env, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    # Python 3.9 only: the previous test rebuilt (and tested) fixpure's change there alone.
+    outcomes = build_variant(spec, request(root, pythons=("3.9",)))
+    assert {o.result for o in outcomes} == {"cached"}, [(o.cell.id, o.result) for o in outcomes]
+    # The wheels are re-labelled with the new commit all the same.
+    wheel = root / "dist" / "whl" / "cpu" / "fixcext" / "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        assert json.loads(zf.read("fixcext/_build_info.json"))["git_sha"] == head
+
+
+def test_two_clean_builds_are_byte_identical(tmp_path):
+    roots = [make_checkout(tmp_path / "one" / "release"), make_checkout(tmp_path / "elsewhere" / "x" / "release")]
+    digests = []
+    for root in roots:
+        build_variant(load_spec(root), request(root, pythons=("3.9",), run_tests=False))
+        digests.append({p.name: sha256(p) for p in (root / "dist").rglob("*.whl")})
+    assert sorted(digests[0]) == ["fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl",
+                                  "fixpure-0.3.0+cpu-py3-none-any.whl"]
+    assert digests[0] == digests[1]
 
 
 def test_beta_failure_is_recorded_and_stable_failure_blocks(tmp_path, monkeypatch):

@@ -28,6 +28,18 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def content_identity(wheel: Path) -> str:
+    """sha256 over a wheel's payload (names and bytes), leaving out what a re-label changes on
+    every commit: the build info (git sha), RECORD and zip timestamps."""
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as zf:
+        for name in sorted(zf.namelist()):
+            if name.endswith(("/_build_info.json", ".dist-info/RECORD")):
+                continue
+            digest.update(name.encode() + b"\0" + hashlib.sha256(zf.read(name)).digest())
+    return digest.hexdigest()
+
+
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -24,7 +24,7 @@ from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import build_requirements, ensure_build_env
-from shipyard.wheel.index import add_wheel, sha256_of, write_index
+from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
@@ -180,7 +180,7 @@ def _ensure_core(ctx: _Context, component: Component, toolchain: Toolchain) -> t
     source = ctx.root / component.path / component.native_core.source
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
     key = cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
-                    toolchain=core_toolchain.identity, python=None, extra={"epoch": str(ctx.git.commit_time)})
+                    toolchain=core_toolchain.identity, python=None)
     entry = ctx.cache.get(key)
     if entry is None:
         ctx.progress(f"{component.name}: native core for {ctx.variant.tag} (once for every Python)")
@@ -213,8 +213,7 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
     key = cache_key(kind="wheel", sources=hash_tree(project), spec_section=_spec_section(ctx, component),
                     toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                     python=None if pure else cell.python,
-                    extra={"core": core_key or "", "container": str(ctx.request.container),
-                           "epoch": str(ctx.git.commit_time)})
+                    extra={"core": core_key or "", "container": str(ctx.request.container)})
     entry = ctx.cache.get(key)
     cached = entry is not None
     if entry is None:
@@ -329,10 +328,15 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         toolchain = resolved[outcome.cell.id]
         assert toolchain.interpreter is not None
         tests_dir = ctx.root / component.path / component.tests
-        index_state = sorted(sha256_of(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
-        key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section={"wheel": sha256_of(outcome.wheel),
-                        "index": index_state, "gating": ctx.spec.gating_statuses(component.name, outcome.cell.platform),
-                        "others": sorted(f.id for f in ctx.spec.features.features if f.component != component.name)},
+        # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
+        # timestamps) without changing what the tests exercise.
+        index_state = sorted(content_identity(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
+        test_inputs = {
+            "wheel": content_identity(outcome.wheel), "index": index_state,
+            "gating": ctx.spec.gating_statuses(component.name, outcome.cell.platform),
+            "others": sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
+        }
+        key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section=test_inputs,
                         toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
         entry = ctx.cache.get(key)
         if entry is not None:
