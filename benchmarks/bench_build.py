@@ -17,9 +17,12 @@ import time
 from pathlib import Path
 
 from shipyard import command
+from shipyard.matrix import expand
 from shipyard.toolchains.discover import discover
+from shipyard.toolchains.resolve import Missing, resolve
 from shipyard.validate import load_spec
 from shipyard.wheel.build_env import build_requirements, ensure_build_env
+from shipyard.wheel.native_core import shipyard_cmake_defines
 from shipyard.wheel.pipeline import BuildRequest, build_variant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,18 +34,21 @@ def timed(fn) -> float:  # noqa: ANN001
     return time.monotonic() - start
 
 
-def shipyard_build(spec, state: Path, dist: Path, component: str, pythons: tuple[str, ...]) -> float:  # noqa: ANN001
+def shipyard_build(spec, state: Path, dist: Path, component: str, pythons: tuple[str, ...],  # noqa: ANN001
+                   variant: str) -> float:
     # Keep the build venvs (setup, like nox's own venvs); drop everything built.
     for sub in ("cache", "build", "raw", "repaired", "labelled"):
         shutil.rmtree(state / sub, ignore_errors=True)
     shutil.rmtree(dist, ignore_errors=True)
-    request = BuildRequest(variant="cpu", pythons=pythons, components=(component,), run_tests=False,
+    request = BuildRequest(variant=variant, pythons=pythons, components=(component,), run_tests=False,
                            dist=dist, state=state)
     return timed(lambda: build_variant(spec, request))
 
 
-def plain_builds(project: Path, state: Path, pythons: tuple[str, ...]) -> float:
+def plain_builds(project: Path, state: Path, pythons: tuple[str, ...], defines: dict[str, str]) -> float:
+    """`pip wheel` per Python with the same CMake definitions, each compiling everything."""
     inventory = discover()
+    settings = [f"--config-settings=cmake.define.{k}={v}" for k, v in defines.items()]
     envs = [ensure_build_env(inventory.interpreter(p), build_requirements(project), state) for p in pythons]
     out = Path(tempfile.mkdtemp(prefix="bench-plain-"))
     try:
@@ -50,7 +56,8 @@ def plain_builds(project: Path, state: Path, pythons: tuple[str, ...]) -> float:
             for env in envs:
                 with tempfile.TemporaryDirectory() as build_dir:
                     command.run([env.python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                                 "--quiet", "-w", out, f"--config-settings=build-dir={build_dir}", project],
+                                 "--quiet", "-w", out, f"--config-settings=build-dir={build_dir}", *settings,
+                                 project],
                                 timeout=3600, what="pip wheel")
         return timed(run)
     finally:
@@ -60,6 +67,7 @@ def plain_builds(project: Path, state: Path, pythons: tuple[str, ...]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--component", default="ember")
+    parser.add_argument("--variant", default="cpu", help="variant name, e.g. cpu or cuda11")
     parser.add_argument("--skip-rerun", action="store_true", help="skip the unchanged re-run measurement")
     args = parser.parse_args()
     spec = load_spec(ROOT)
@@ -69,14 +77,22 @@ def main() -> int:
     one = ("3.11",) if "3.11" in all_pythons else all_pythons[:1]
     work = Path(tempfile.mkdtemp(prefix="bench-build-"))
     state, dist = work / "state", work / "dist"
-    print(f"bench-build: {args.component}, variant cpu, N = {len(all_pythons)} Pythons ({', '.join(all_pythons)})")
+    variant = spec.release.variants[args.variant]
+    cell = next(c for c in expand(spec.release) if c.variant == args.variant and c.component == args.component
+                and c.platform == discover().host_platform)
+    toolchain = resolve(cell, spec.release, discover())
+    if isinstance(toolchain, Missing):
+        raise SystemExit(f"bench-build: {cell.id}: {toolchain}")
+    defines = shipyard_cmake_defines(variant, toolchain)
+    print(f"bench-build: {args.component}, variant {args.variant}, N = {len(all_pythons)} Pythons "
+          f"({', '.join(all_pythons)})")
     # Warm the build venvs first so neither side pays for them.
     for python in all_pythons:
         ensure_build_env(discover().interpreter(python), build_requirements(project), state)
-    ship_one = shipyard_build(spec, state, dist, args.component, one)
-    ship_all = shipyard_build(spec, state, dist, args.component, all_pythons)
-    plain_one = plain_builds(project, state, one)
-    plain_all = plain_builds(project, state, all_pythons)
+    ship_one = shipyard_build(spec, state, dist, args.component, one, args.variant)
+    ship_all = shipyard_build(spec, state, dist, args.component, all_pythons, args.variant)
+    plain_one = plain_builds(project, state, one, defines)
+    plain_all = plain_builds(project, state, all_pythons, defines)
     print(f"  shipyard (core once):  1 Python {ship_one:7.1f} s   {len(all_pythons)} Pythons {ship_all:7.1f} s   "
           f"ratio {ship_all / ship_one:5.2f}x  (target <= 1.3x, limit 1.5x)")
     print(f"  plain pip wheel:       1 Python {plain_one:7.1f} s   {len(all_pythons)} Pythons {plain_all:7.1f} s   "

@@ -152,3 +152,13 @@ def test_cli_exits_non_zero_with_the_message(spec_copy, capsys):
     err = capsys.readouterr().err
     assert "components.emberaudio.kind: must be one of python-native, python-pure, native" in err
     assert "did you mean 'python-pure'" in err
+
+
+def test_schema_command_writes_json_schemas(tmp_path):
+    import json
+
+    assert main(["schema", "--out", str(tmp_path)]) == 0
+    release = json.loads((tmp_path / "release.schema.json").read_text())
+    features = json.loads((tmp_path / "feature_status.schema.json").read_text())
+    assert {"components", "variants", "platforms", "pythons", "exclusions", "publish"} <= set(release["properties"])
+    assert "features" in features["properties"]
