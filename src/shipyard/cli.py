@@ -215,8 +215,7 @@ def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) ->
     from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
     from shipyard.toolchains.discover import discover, toolchain_cache
 
-    by_tag = {v.tag: v for v in spec.release.variants.values()}
-    variant = spec.release.variants.get(variant_name) or by_tag.get(variant_name)
+    variant = spec.release.find_variant(variant_name)
     if variant is None or not variant.cuda:
         return
     present = discover().cuda_toolkit(variant.cuda)

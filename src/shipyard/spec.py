@@ -241,8 +241,11 @@ class Release(Frozen):
             raise ValueError("must name at least one entry")
         return value
 
-    def variant_by_name(self, name: str) -> Variant:
-        return self.variants[name]
+    def find_variant(self, name_or_tag: str) -> Variant | None:
+        """The variant named `name_or_tag` (cuda11) or tagged so (cu118), if any."""
+        if name_or_tag in self.variants:
+            return self.variants[name_or_tag]
+        return next((v for v in self.variants.values() if v.tag == name_or_tag), None)
 
     def wheel_size_budget_mb(self, variant: Variant) -> float:
         return variant.wheel_size_budget_mb or self.release.wheel_size_budget_mb

@@ -33,7 +33,7 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import relabel_wheel, repair_wheel
-from shipyard.wheel.testing import TestRun, requires_dist, run_component_tests
+from shipyard.wheel.testing import requires_dist, run_component_tests
 
 Progress = Callable[[str], None]
 
@@ -61,7 +61,6 @@ class CellOutcome:
     wheel: Path | None = None
     detail: str = ""
     build: dict[str, object] = field(default_factory=dict)
-    tests: TestRun | None = None
     test_json: dict[str, object] | None = None
 
     @property
@@ -101,12 +100,12 @@ def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell
 def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda _: None) -> list[CellOutcome]:
     """Build and test every selected wheel cell of one variant; merge the manifest."""
     release = spec.release
-    if request.variant not in release.variants:
-        by_tag = {v.tag: n for n, v in release.variants.items()}
-        if request.variant not in by_tag:
-            raise ShipyardError(f"no variant {request.variant!r} in release.yaml (variants: "
-                                f"{', '.join(release.variants)})")
-        request = BuildRequest(**{**request.__dict__, "variant": by_tag[request.variant]})
+    variant = release.find_variant(request.variant)
+    if variant is None:
+        raise ShipyardError(f"no variant {request.variant!r} in release.yaml (variants: "
+                            f"{', '.join(release.variants)})")
+    if variant.name != request.variant:
+        request = BuildRequest(**{**request.__dict__, "variant": variant.name})
     inventory = discover()
     cells = _cells(spec, request, inventory)
     if not cells:
@@ -167,10 +166,11 @@ def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain])
                 continue
         # A pure wheel is one artifact for every Python: build it once, the other cells hit the cache.
         workers = 1 if component.kind == "python-pure" else min(ctx.request.jobs, len(component_cells))
+        sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
         jobs_each = max(1, ctx.request.jobs // workers)
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], core_prefix, core_key,
-                                   jobs_each) for cell in component_cells]
+            futures = [pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core_prefix,
+                                   core_key, jobs_each) for cell in component_cells]
             outcomes += [f.result() for f in futures]
     return outcomes
 
@@ -195,22 +195,22 @@ def _ensure_core(ctx: _Context, component: Component, toolchain: Toolchain) -> t
     return entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key
 
 
-def _build_cell(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain,
+def _build_cell(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
                 core_prefix: Path | None, core_key: str | None, jobs: int) -> CellOutcome:
     start = time.monotonic()
     try:
-        return _build_cell_unchecked(ctx, cell, component, toolchain, core_prefix, core_key, jobs, start)
+        return _build_cell_unchecked(ctx, cell, component, toolchain, sources, core_prefix, core_key, jobs, start)
     except ShipyardError as exc:
         return CellOutcome(cell, "failed", time.monotonic() - start, detail=f"build: {exc}")
 
 
-def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain,
+def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
                           core_prefix: Path | None, core_key: str | None, jobs: int, start: float) -> CellOutcome:
     project = ctx.root / component.path
     assert toolchain.interpreter is not None
     env = ensure_build_env(toolchain.interpreter, build_requirements(project), ctx.request.state)
     pure = component.kind == "python-pure"
-    key = cache_key(kind="wheel", sources=hash_tree(project), spec_section=_spec_section(ctx, component),
+    key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
                     toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                     python=None if pure else cell.python,
                     extra={"core": core_key or "", "container": str(ctx.request.container)})
@@ -331,11 +331,10 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
         # timestamps) without changing what the tests exercise.
         index_state = sorted(content_identity(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
-        test_inputs = {
-            "wheel": content_identity(outcome.wheel), "index": index_state,
-            "gating": ctx.spec.gating_statuses(component.name, outcome.cell.platform),
-            "others": sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
-        }
+        gating = ctx.spec.gating_statuses(component.name, outcome.cell.platform)
+        others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
+        test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state, "gating": gating,
+                       "others": others}
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section=test_inputs,
                         toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
         entry = ctx.cache.get(key)
@@ -346,15 +345,13 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
             try:
                 run = run_component_tests(
                     wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
-                    tests_dir=tests_dir, gating=ctx.spec.gating_statuses(component.name, outcome.cell.platform),
-                    other_features=[f.id for f in ctx.spec.features.features if f.component != component.name],
+                    tests_dir=tests_dir, gating=gating, other_features=others,
                     source_dir=ctx.root / component.path,
                     state=ctx.request.state, work=ctx.request.state / "test" / outcome.cell.id,
                     local_projects=local)
             except ShipyardError as exc:
                 outcome.result, outcome.detail = "failed", f"test: {exc}"
                 continue
-            outcome.tests = run
             outcome.test_json = run.to_json()
             outcome.seconds += run.seconds
             if run.passed:
