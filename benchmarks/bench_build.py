@@ -21,7 +21,7 @@ from shipyard.matrix import expand
 from shipyard.toolchains.discover import discover
 from shipyard.toolchains.resolve import Missing, resolve
 from shipyard.validate import load_spec
-from shipyard.wheel.build_env import build_requirements, ensure_build_env
+from shipyard.wheel.build_env import ensure_build_env
 from shipyard.wheel.native_core import shipyard_cmake_defines
 from shipyard.wheel.pipeline import BuildRequest, build_variant
 
@@ -49,7 +49,7 @@ def plain_builds(project: Path, state: Path, pythons: tuple[str, ...], defines: 
     """`pip wheel` per Python with the same CMake definitions, each compiling everything."""
     inventory = discover()
     settings = [f"--config-settings=cmake.define.{k}={v}" for k, v in defines.items()]
-    envs = [ensure_build_env(inventory.interpreter(p), build_requirements(project), state) for p in pythons]
+    envs = [ensure_build_env(inventory.interpreter(p), project, state) for p in pythons]
     out = Path(tempfile.mkdtemp(prefix="bench-plain-"))
     try:
         def run() -> None:
@@ -88,7 +88,7 @@ def main() -> int:
           f"({', '.join(all_pythons)})")
     # Warm the build venvs first so neither side pays for them.
     for python in all_pythons:
-        ensure_build_env(discover().interpreter(python), build_requirements(project), state)
+        ensure_build_env(discover().interpreter(python), project, state)
     ship_one = shipyard_build(spec, state, dist, args.component, one, args.variant)
     ship_all = shipyard_build(spec, state, dist, args.component, all_pythons, args.variant)
     plain_one = plain_builds(project, state, one, defines)

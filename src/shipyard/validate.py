@@ -305,4 +305,4 @@ def load_spec(root: Path, release_file: str = "release.yaml",
         body = "\n".join(f"  {issue}" for issue in out.issues)
         raise SpecError(f"{count} problem{'s' if count > 1 else ''} in the release description:\n{body}")
     assert release is not None and features is not None
-    return Spec(root=root, release=release, features=features, pending_tests=tuple(pending))
+    return Spec(root=root.resolve(), release=release, features=features, pending_tests=tuple(pending))

@@ -1,7 +1,11 @@
-"""Per-interpreter build environments with the PEP 517 backends preinstalled.
+"""Per-interpreter build environments with a project's PEP 517 build requirements installed.
 
-Builds run with `--no-isolation` inside these, so a backend is installed once per Python
-instead of once per build (and the environment's contents are part of the cache key).
+Builds run with `--no-isolation` semantics inside these, so the backend is installed once per
+Python instead of once per build, and the environment's exact contents (`pip freeze`) are
+part of the cache key. Both the static requirements ([build-system].requires) and the ones
+the backend asks for at run time (its get_requires_for_build_wheel hook: scikit-build-core
+asks for cmake or ninja when the system has none new enough) are installed when the
+environment is made, so each build can skip the frontend's per-build dependency check.
 """
 
 from __future__ import annotations
@@ -9,8 +13,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from build import ProjectBuilder
 
 from shipyard import command
 from shipyard.toolchains.discover import Interpreter
@@ -38,19 +45,43 @@ def build_requirements(project: Path) -> tuple[str, ...]:
     return tuple(data.get("build-system", {}).get("requires", []))
 
 
-def ensure_build_env(interpreter: Interpreter, requirements: tuple[str, ...], state: Path) -> BuildEnv:
-    """A venv of `interpreter` holding `requirements` (created once, reused after)."""
-    wanted = tuple(sorted(set(BASE_REQUIREMENTS) | set(requirements)))
+def hook_runner(what: str, extra_env: Mapping[str, str] | None = None, timeout: float = 3600):  # noqa: ANN201
+    """A pyproject_hooks runner that runs backend hooks through shipyard's command wrapper."""
+    def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
+        command.run(cmd, cwd=cwd, extra_env={**(extra_env or {}), **(extra_environ or {})}, timeout=timeout,
+                    what=what)
+    return run
+
+
+def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> BuildEnv:
+    """A venv of `interpreter` holding everything `project` needs to build a wheel (made once,
+    reused after; a project with other requirements gets its own)."""
+    wanted = tuple(sorted(set(BASE_REQUIREMENTS) | set(build_requirements(project))))
     tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
     root = state / "envs" / f"build-{interpreter.full_version}-{tag}"
+    python = root / "bin" / "python"
     marker = root / "shipyard-freeze.txt"
     if not marker.is_file():
         if root.exists():
             shutil.rmtree(root)
         command.run([interpreter.path, "-m", "venv", root], what=f"venv for Python {interpreter.version}")
-        command.run([root / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                     *wanted], timeout=1200, what=f"build backends for Python {interpreter.version}")
-        freeze = command.run([root / "bin" / "python", "-m", "pip", "freeze", "--all"]).stdout
-        marker.write_text(freeze)
+        _pip_install(python, wanted, interpreter)
+    dynamic = root / "shipyard-dynamic" / hashlib.sha256((project / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    if not dynamic.is_file():
+        builder = ProjectBuilder(project, python_executable=str(python),
+                                 runner=hook_runner(f"build requirements of {project.name}"))
+        extra = sorted(builder.get_requires_for_build("wheel"))
+        if extra:
+            _pip_install(python, extra, interpreter)
+        dynamic.parent.mkdir(exist_ok=True)
+        dynamic.write_text("\n".join(extra) + "\n")
+        marker.unlink(missing_ok=True)  # the environment changed: freeze it again
+    if not marker.is_file():
+        marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
     identity = hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
     return BuildEnv(interpreter, root, wanted, identity)
+
+
+def _pip_install(python: Path, requirements: Sequence[str], interpreter: Interpreter) -> None:
+    command.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+                timeout=1200, what=f"build requirements for Python {interpreter.version}")

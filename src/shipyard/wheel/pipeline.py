@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from shipyard.toolchains.discover import Inventory, discover
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
 from shipyard.wheel import checks
-from shipyard.wheel.build_env import build_requirements, ensure_build_env
+from shipyard.wheel.build_env import ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
@@ -165,7 +166,9 @@ def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain])
                 outcomes += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                 continue
         # A pure wheel is one artifact for every Python: build it once, the other cells hit the cache.
-        workers = 1 if component.kind == "python-pure" else min(ctx.request.jobs, len(component_cells))
+        # One build more than there are cores: every build has serial stretches (interpreter
+        # start-up, CMake's configure, auditwheel) that another build's compiler can fill.
+        workers = 1 if component.kind == "python-pure" else min(ctx.request.jobs + 1, len(component_cells))
         sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
         jobs_each = max(1, ctx.request.jobs // workers)
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -208,7 +211,7 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
                           core_prefix: Path | None, core_key: str | None, jobs: int, start: float) -> CellOutcome:
     project = ctx.root / component.path
     assert toolchain.interpreter is not None
-    env = ensure_build_env(toolchain.interpreter, build_requirements(project), ctx.request.state)
+    env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
     pure = component.kind == "python-pure"
     key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
                     toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
@@ -248,6 +251,9 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
     if core_prefix is not None and component.native_core is not None:
         defines[component.native_core.prefix_define] = str(core_prefix)
     build_dir = ctx.request.state / "build" / cell.id
+    # A cell is only rebuilt when its inputs changed: start from an empty folder, so nothing
+    # from the last build (CMake's cached paths to an older core, stale objects) leaks in.
+    shutil.rmtree(build_dir, ignore_errors=True)
     environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
     if ctx.request.container:
         return _container_build(ctx, cell, component, project, out, defines, environment)

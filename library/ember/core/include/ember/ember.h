@@ -1,6 +1,7 @@
 // Umbrella header for ember's C++ API.
 #pragma once
 
+#include "ember/c_api.h"
 #include "ember/cuda.h"
 #include "ember/deterministic.h"
 #include "ember/fft.h"
