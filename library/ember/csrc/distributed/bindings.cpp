@@ -584,49 +584,36 @@ PyObject* group_allreduce(PyObject* self, PyObject* args, PyObject* kwargs) {
   return done(status);
 }
 
+using TransferFn = ember_dist_status (*)(ember_dist_group*, void*, size_t, int);
+
+// broadcast(tensor, root), send(tensor, dst), recv(tensor, src): the whole buffer, to or from a rank.
+PyObject* transfer(PyObject* self, PyObject* args, PyObject* kwargs, const char* format, const char* peer,
+                   bool writable, TransferFn fn) {
+  const char* kw[] = {"tensor", peer, nullptr};
+  PyObject* tensor;
+  int rank;
+  Tensor t;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, format, const_cast<char**>(kw), &tensor, &rank) ||
+      !t.get(tensor, "tensor", writable))
+    return nullptr;
+  ember_dist_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = fn(group_of(self), t.data(), t.nbytes(), rank);
+  Py_END_ALLOW_THREADS
+  return done(status);
+}
+
 PyObject* group_broadcast(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"tensor", "root", nullptr};
-  PyObject* tensor;
-  int root;
-  Tensor t;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oi:broadcast", const_cast<char**>(kw), &tensor, &root) ||
-      !t.get(tensor, "tensor", true))
-    return nullptr;
-  ember_dist_status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = ember_dist_group_broadcast(group_of(self), t.data(), t.nbytes(), root);
-  Py_END_ALLOW_THREADS
-  return done(status);
+  return transfer(self, args, kwargs, "Oi:broadcast", "root", true, ember_dist_group_broadcast);
 }
-
 PyObject* group_send(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"tensor", "dst", nullptr};
-  PyObject* tensor;
-  int dst;
-  Tensor t;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oi:send", const_cast<char**>(kw), &tensor, &dst) ||
-      !t.get(tensor, "tensor", false))
-    return nullptr;
-  ember_dist_status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = ember_dist_group_send(group_of(self), t.data(), t.nbytes(), dst);
-  Py_END_ALLOW_THREADS
-  return done(status);
+  return transfer(self, args, kwargs, "Oi:send", "dst", false,
+                  [](ember_dist_group* g, void* data, size_t bytes, int dst) {
+                    return ember_dist_group_send(g, data, bytes, dst);
+                  });
 }
-
 PyObject* group_recv(PyObject* self, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"tensor", "src", nullptr};
-  PyObject* tensor;
-  int src;
-  Tensor t;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Oi:recv", const_cast<char**>(kw), &tensor, &src) ||
-      !t.get(tensor, "tensor", true))
-    return nullptr;
-  ember_dist_status status;
-  Py_BEGIN_ALLOW_THREADS
-  status = ember_dist_group_recv(group_of(self), t.data(), t.nbytes(), src);
-  Py_END_ALLOW_THREADS
-  return done(status);
+  return transfer(self, args, kwargs, "Oi:recv", "src", true, ember_dist_group_recv);
 }
 
 PyObject* group_allgather(PyObject* self, PyObject* args, PyObject* kwargs) {
