@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,14 @@ def test_real_files_are_valid(repo):
     spec = load_spec(repo)
     assert spec.release.release.version == "1.7.0"
     assert main(["--root", str(repo), "validate"]) == 0
+
+
+def test_a_relative_root_resolves_to_an_absolute_one(repo, monkeypatch):
+    # Builds and test runs work in other folders: a relative root must not follow them there.
+    monkeypatch.chdir(repo / "library")
+    spec = load_spec(Path(".."))
+    assert spec.root == repo.resolve()
+    assert (spec.root / "library" / "ember" / "windows").is_dir()
 
 
 def test_bad_yaml_names_file_and_line(spec_copy):

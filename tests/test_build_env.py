@@ -1,0 +1,65 @@
+"""Build environments hold what a project's backend asks for at run time, not only its
+[build-system].requires, so each build can skip the frontend's per-build dependency check."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+
+import pytest
+from wheel.wheelfile import WheelFile
+
+from shipyard.toolchains.discover import discover
+from shipyard.wheel.build_env import ensure_build_env
+
+pytestmark = pytest.mark.slow
+
+
+def _dependency_wheel(folder):
+    """A one-module wheel, fixdep 1.0, that nothing else provides."""
+    path = folder / "fixdep-1.0-py3-none-any.whl"
+    with WheelFile(path, "w") as wf:
+        wf.writestr("fixdep/__init__.py", "VALUE = 42\n")
+        wf.writestr("fixdep-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fixdep\nVersion: 1.0\n")
+        wf.writestr("fixdep-1.0.dist-info/WHEEL",
+                    "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    return path
+
+
+def _project_asking_for(folder, requirement: str):
+    """A project whose in-tree backend asks for `requirement` in get_requires_for_build_wheel."""
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(textwrap.dedent("""\
+        [build-system]
+        requires = []
+        build-backend = "dynbackend"
+        backend-path = ["."]
+
+        [project]
+        name = "dynproject"
+        version = "0.1"
+        """))
+    (folder / "dynbackend.py").write_text(textwrap.dedent(f"""\
+        def get_requires_for_build_wheel(config_settings=None):
+            return [{requirement!r}]
+
+        def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+            raise NotImplementedError
+        """))
+    return folder
+
+
+def test_dynamic_build_requirements_are_installed_once(tmp_path):
+    interpreter = discover().interpreter("3.11")
+    if interpreter is None:
+        pytest.fail("Python 3.11 is not installed: run ci/bootstrap.sh")
+    wheel = _dependency_wheel(tmp_path)
+    project = _project_asking_for(tmp_path / "project", f"fixdep @ {wheel.as_uri()}")
+    env = ensure_build_env(interpreter, project, tmp_path / "state")
+    assert "fixdep @ file://" in (env.root / "shipyard-freeze.txt").read_text()
+    imported = subprocess.run([env.python, "-c", "import fixdep; print(fixdep.VALUE)"],
+                              capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "42"
+    # A second call finds everything in place: the same environment, the same identity.
+    again = ensure_build_env(interpreter, project, tmp_path / "state")
+    assert again.root == env.root and again.identity == env.identity
