@@ -1,18 +1,39 @@
 """Build environments hold what a project's backend asks for at run time, not only its
-[build-system].requires, so each build can skip the frontend's per-build dependency check."""
+[build-system].requires, so each build can skip the frontend's per-build dependency check;
+a failed build says what the compiler said."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 from wheel.wheelfile import WheelFile
 
+from shipyard.errors import ToolError
 from shipyard.toolchains.discover import discover
 from shipyard.wheel.build_env import ensure_build_env
+from shipyard.wheel.pep517 import build_wheel
 
 pytestmark = pytest.mark.slow
+
+FIXCEXT = Path(__file__).parent / "fixtures" / "minirelease" / "library" / "fixcext"
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory):
+    """One state folder for the module: both tests share Python 3.11's build environment."""
+    return tmp_path_factory.mktemp("state")
+
+
+@pytest.fixture(scope="module")
+def python311():
+    interpreter = discover().interpreter("3.11")
+    if interpreter is None:
+        pytest.fail("Python 3.11 is not installed: run ci/bootstrap.sh")
+    return interpreter
 
 
 def _dependency_wheel(folder):
@@ -49,17 +70,28 @@ def _project_asking_for(folder, requirement: str):
     return folder
 
 
-def test_dynamic_build_requirements_are_installed_once(tmp_path):
-    interpreter = discover().interpreter("3.11")
-    if interpreter is None:
-        pytest.fail("Python 3.11 is not installed: run ci/bootstrap.sh")
+def test_dynamic_build_requirements_are_installed_once(tmp_path, state, python311):
     wheel = _dependency_wheel(tmp_path)
     project = _project_asking_for(tmp_path / "project", f"fixdep @ {wheel.as_uri()}")
-    env = ensure_build_env(interpreter, project, tmp_path / "state")
+    env = ensure_build_env(python311, project, state)
     assert "fixdep @ file://" in (env.root / "shipyard-freeze.txt").read_text()
     imported = subprocess.run([env.python, "-c", "import fixdep; print(fixdep.VALUE)"],
                               capture_output=True, text=True, check=True)
     assert imported.stdout.strip() == "42"
     # A second call finds everything in place: the same environment, the same identity.
-    again = ensure_build_env(interpreter, project, tmp_path / "state")
+    again = ensure_build_env(python311, project, state)
     assert again.root == env.root and again.identity == env.identity
+
+
+def test_a_failed_build_shows_the_compiler_error(tmp_path, state, python311):
+    project = tmp_path / "fixcext"
+    shutil.copytree(FIXCEXT, project, ignore=shutil.ignore_patterns(".*", "tests"))
+    module = project / "csrc" / "module.c"
+    module.write_text(module.read_text() + "\nthis line is not C\n")
+    env = ensure_build_env(python311, project, state)
+    with pytest.raises(ToolError, match="build fixcext wheel for Python 3.11 failed") as caught:
+        build_wheel(project, env, tmp_path / "out", cmake_defines={}, extra_env={}, build_dir=None, jobs=2)
+    # The compiler reports on stdout (through ninja): the message must carry it, not only
+    # the backend's closing "CMake build failed".
+    assert "module.c" in str(caught.value) and "error: unknown type name" in str(caught.value)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))

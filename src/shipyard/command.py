@@ -1,6 +1,6 @@
 """The one wrapper through which shipyard calls external tools.
 
-It logs the command, times it, redacts secrets and raises ToolError with stderr on failure.
+It logs the command, times it, redacts secrets and raises ToolError with the tail of its output on failure.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def run(
     input_text: str | None = None,
     what: str | None = None,
 ) -> Completed:
-    """Run a command; raise ToolError (with its stderr) when it fails and `check` is set.
+    """Run a command; raise ToolError (with its output) when it fails and `check` is set.
 
     `extra_env` is merged over the current environment (or over `env` when given).
     `what` is a short human label used in the error message.
@@ -82,7 +82,7 @@ def run(
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise ToolError(f"{what or argv[0]}: timed out after {timeout:.0f}s: {shown}", cmd=argv,
-                        stderr=_redact(err, full_env)) from exc
+                        output=_redact(err, full_env)) from exc
     seconds = time.monotonic() - start
     stdout = _redact(proc.stdout or "", full_env)
     stderr = _redact(proc.stderr or "", full_env)
@@ -90,6 +90,6 @@ def run(
     if check and proc.returncode != 0:
         raise ToolError(
             f"{what or Path(argv[0]).name} failed (exit {proc.returncode}): {shown}",
-            cmd=argv, returncode=proc.returncode, stderr=stderr or stdout,
+            cmd=argv, returncode=proc.returncode, output=f"{stdout.rstrip()}\n{stderr}".strip(),
         )
     return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)

@@ -16,22 +16,22 @@ class SpecError(ShipyardError):
 
 
 class ToolError(ShipyardError):
-    """An external tool failed; carries the command and its stderr."""
+    """An external tool failed; carries the command and the tail of what it printed."""
 
     exit_code = 3
 
     def __init__(self, message: str, *, cmd: list[str] | None = None, returncode: int | None = None,
-                 stderr: str = "") -> None:
+                 output: str = "") -> None:
         super().__init__(message)
         self.cmd = cmd or []
         self.returncode = returncode
-        self.stderr = stderr
+        self.output = output  # stdout, then stderr: compilers and ninja report on stdout
 
     def __str__(self) -> str:
         text = super().__str__()
-        tail = self.stderr.strip().splitlines()[-25:]
+        tail = self.output.strip().splitlines()[-25:]
         if tail:
-            text += "\n  stderr (last lines):\n    " + "\n    ".join(tail)
+            text += "\n  output (last lines):\n    " + "\n    ".join(tail)
         return text
 
 

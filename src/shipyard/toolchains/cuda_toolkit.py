@@ -426,7 +426,8 @@ def cuda_sass_archs(binary: Path, cuobjdump: Path) -> set[str]:
             f"{cuobjdump} cannot read the device code in {binary} (exit {result.returncode}). A cuobjdump "
             "reads only fatbins its own toolkit generation can: use the cuobjdump installed beside the "
             "nvcc that built the binary (InstalledCudaToolkit.cuobjdump)",
-            cmd=list(result.args), returncode=result.returncode, stderr=result.stderr or result.stdout)
+            cmd=list(result.args), returncode=result.returncode,
+            output=f"{result.stdout.rstrip()}\n{result.stderr}".strip())
     return set(re.findall(r"\.(sm_\d+[a-z]?)\.cubin\s*$", result.stdout, flags=re.MULTILINE))
 
 
@@ -659,7 +660,7 @@ def _download_debs(source: DebianSource, apt_dir: Path, say: Progress) -> list[P
     except ToolError as exc:
         raise ToolError(f"download debs: {exc.args[0]}. Fix: check that {mirror} serves "
                         f"{source.suite}/{source.component} (the mirror comes from /etc/apt/sources.list.d)",
-                        cmd=exc.cmd, returncode=exc.returncode, stderr=exc.stderr) from exc
+                        cmd=exc.cmd, returncode=exc.returncode, output=exc.output) from exc
     debs = []
     for package in source.packages:
         found = sorted(debs_dir.glob(f"{package}_*.deb"))
@@ -824,10 +825,10 @@ def _prove(toolkit: InstalledCudaToolkit, archs: tuple[str, ...], work: Path, sa
             command.run(args, cwd=work, timeout=1800, what=f"verify CUDA {toolkit.version}: {step}")
         except ToolError as exc:
             raise ToolError(f"{exc.args[0]}. CUDA {toolkit.version} does not work for {';'.join(archs)}. "
-                            f"Fix: see stderr below (nvcc refusing the host compiler: install "
+                            f"Fix: see the output below (nvcc refusing the host compiler: install "
                             f"{toolkit.host_cxx.name}, the newest gcc it accepts; a missing header or "
                             "library: the wheel pins in shipyard/resources/cuda_toolkits.toml)",
-                            cmd=exc.cmd, returncode=exc.returncode, stderr=exc.stderr) from exc
+                            cmd=exc.cmd, returncode=exc.returncode, output=exc.output) from exc
     found = cuda_sass_archs(work / "libshipyard_proof.so", toolkit.cuobjdump)
     if found != expected:
         raise ToolError(f"verify CUDA {toolkit.version}: cuobjdump finds SASS for {sorted(found)} in the "
