@@ -32,6 +32,11 @@ class Completed:
     stderr: str
     seconds: float
 
+    @property
+    def output(self) -> str:
+        """stdout, then stderr: what a failure message shows (compilers and ninja report on stdout)."""
+        return f"{self.stdout.rstrip()}\n{self.stderr}".strip()
+
 
 def _redact(text: str, env: Mapping[str, str] | None) -> str:
     if not env:
@@ -87,9 +92,8 @@ def run(
     stdout = _redact(proc.stdout or "", full_env)
     stderr = _redact(proc.stderr or "", full_env)
     log.debug("done in %.1fs (exit %d): %s", seconds, proc.returncode, shown)
+    done = Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
     if check and proc.returncode != 0:
-        raise ToolError(
-            f"{what or Path(argv[0]).name} failed (exit {proc.returncode}): {shown}",
-            cmd=argv, returncode=proc.returncode, output=f"{stdout.rstrip()}\n{stderr}".strip(),
-        )
-    return Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
+        raise ToolError(f"{what or Path(argv[0]).name} failed (exit {proc.returncode}): {shown}",
+                        cmd=argv, returncode=proc.returncode, output=done.output)
+    return done

@@ -400,6 +400,6 @@ def build_manylinux_image(pythons: Sequence[InterpreterLike | PythonPrefix], *,
             extra_env={"DOCKER_BUILDKIT": "0"}, timeout=3600, check=False, what=f"docker build {tag}")
         if done.returncode != 0:
             # The failing step's own output is on stdout; stderr holds only docker's summary.
-            tail = "\n    ".join((done.stdout + done.stderr).strip().splitlines()[-40:])
+            tail = "\n    ".join(done.output.splitlines()[-40:])
             raise BuildError(f"building the manylinux image {tag} failed (exit {done.returncode}):\n    {tail}")
     return tag

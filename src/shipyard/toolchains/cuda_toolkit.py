@@ -426,8 +426,7 @@ def cuda_sass_archs(binary: Path, cuobjdump: Path) -> set[str]:
             f"{cuobjdump} cannot read the device code in {binary} (exit {result.returncode}). A cuobjdump "
             "reads only fatbins its own toolkit generation can: use the cuobjdump installed beside the "
             "nvcc that built the binary (InstalledCudaToolkit.cuobjdump)",
-            cmd=list(result.args), returncode=result.returncode,
-            output=f"{result.stdout.rstrip()}\n{result.stderr}".strip())
+            cmd=list(result.args), returncode=result.returncode, output=result.output)
     return set(re.findall(r"\.(sm_\d+[a-z]?)\.cubin\s*$", result.stdout, flags=re.MULTILINE))
 
 

@@ -173,8 +173,7 @@ def _run_cibuildwheel(project_dir: Path, wheelhouse: Path, identifiers: Sequence
                         "--output-dir", wheelhouse, "."],
                        cwd=project_dir, extra_env=extra, timeout=timeout, check=False,
                        what="cibuildwheel")
-    output = done.stdout + "\n" + done.stderr
-    if done.returncode == _PURE_WHEEL_EXIT and "pure Python wheel" in output:
+    if done.returncode == _PURE_WHEEL_EXIT and "pure Python wheel" in done.output:
         if progress:
             progress(f"{project_dir.name} is pure Python: building it with `python -m build` in {image}")
         return True

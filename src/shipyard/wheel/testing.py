@@ -155,7 +155,7 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
         result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_feature_report",
                               "--import-mode=importlib", "-q", "-rs", "-p", "no:cacheprovider"],
                              cwd=work, extra_env=env, timeout=timeout, check=False, what="component tests")
-        log_tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
+        log_tail = "\n".join(result.output.splitlines()[-30:])
     except ToolError as exc:
         log_tail = str(exc)
     if not report.is_file():

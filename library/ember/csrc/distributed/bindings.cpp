@@ -1,11 +1,9 @@
 // ember._distributed: Python bindings of the distributed core, over its C interface
 // (ember/distributed/c_api.h). This file is compiled once per Python, so it stays plain:
-// the CPython C API and that C header, no C++ standard library, no exceptions.
+// the CPython C API and C headers, no C++ standard library, no exceptions.
 // Every blocking call releases the GIL; failures become DistributedError /
 // DistributedTimeoutError carrying `op` and `missing_ranks`.
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
+#include "buffer.h"
 #include "ember/distributed/c_api.h"
 
 namespace {
@@ -172,46 +170,40 @@ bool as_reduce_op(PyObject* op, int* out) {
 class Tensor {
  public:
   bool get(PyObject* object, const char* name, bool writable) {
-    if (PyObject_GetBuffer(object, &view_, PyBUF_RECORDS_RO) != 0) return false;
-    held_ = true;
-    if (!PyBuffer_IsContiguous(&view_, 'C')) {
+    if (!buffer_.get(object)) return false;
+    if (!PyBuffer_IsContiguous(&buffer_.view(), 'C')) {
       PyErr_Format(PyExc_ValueError, "%s must be C-contiguous", name);
       return false;
     }
-    if (writable && view_.readonly) {
+    if (writable && buffer_.view().readonly) {
       PyErr_Format(PyExc_ValueError, "%s must be writable", name);
       return false;
     }
     return true;
   }
-  ~Tensor() {
-    if (held_) PyBuffer_Release(&view_);
+  void* data() const { return buffer_.view().buf; }
+  size_t nbytes() const { return static_cast<size_t>(buffer_.view().len); }
+  size_t count() const {
+    const Py_ssize_t itemsize = buffer_.view().itemsize;
+    return itemsize ? nbytes() / static_cast<size_t>(itemsize) : 0;
   }
-  void* data() const { return view_.buf; }
-  size_t nbytes() const { return static_cast<size_t>(view_.len); }
-  size_t count() const { return view_.itemsize ? nbytes() / static_cast<size_t>(view_.itemsize) : 0; }
 
-  // The element type from the PEP 3118 format numpy writes.
+  // The element type as the distributed core numbers it.
   bool dtype(int* out) const {
-    const char* f = view_.format ? view_.format : "B";
-    if (*f == '@' || *f == '=' || *f == '<') ++f;
-    const bool single = f[0] != '\0' && f[1] == '\0';
-    const Py_ssize_t size = view_.itemsize;
-    if (single && f[0] == 'f' && size == 4) *out = EMBER_DIST_FLOAT32;
-    else if (single && f[0] == 'd' && size == 8) *out = EMBER_DIST_FLOAT64;
-    else if (single && (f[0] == 'i' || f[0] == 'l') && size == 4) *out = EMBER_DIST_INT32;
-    else if (single && (f[0] == 'l' || f[0] == 'q') && size == 8) *out = EMBER_DIST_INT64;
-    else {
-      PyErr_Format(PyExc_TypeError, "unsupported dtype (buffer format '%s'; use float32, float64, int32 or int64)",
-                   view_.format ? view_.format : "B");
-      return false;
+    switch (buffer_.dtype()) {
+      case EMBER_FLOAT32: *out = EMBER_DIST_FLOAT32; return true;
+      case EMBER_FLOAT64: *out = EMBER_DIST_FLOAT64; return true;
+      case EMBER_INT32: *out = EMBER_DIST_INT32; return true;
+      case EMBER_INT64: *out = EMBER_DIST_INT64; return true;
+      default:
+        PyErr_Format(PyExc_TypeError, "unsupported dtype (buffer format '%s'; use float32, float64, int32 or int64)",
+                     buffer_.format());
+        return false;
     }
-    return true;
   }
 
  private:
-  Py_buffer view_{};
-  bool held_ = false;
+  ember_python::Buffer buffer_;
 };
 
 // --- StoreServer ------------------------------------------------------------------------
@@ -489,9 +481,6 @@ int client_set_timeout(PyObject* self, PyObject* value, void*) {
 }
 PyObject* client_host(PyObject* self, void*) { return PyUnicode_FromString(ember_dist_client_host(client_of(self))); }
 PyObject* client_port(PyObject* self, void*) { return PyLong_FromLong(ember_dist_client_port(client_of(self))); }
-
-#define EMBER_METHOD(name, fn, doc) \
-  { name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), METH_VARARGS | METH_KEYWORDS, doc }
 
 PyMethodDef client_methods[] = {
     EMBER_METHOD("set", client_set, "set(key, value): store bytes or str under key"),

@@ -3,11 +3,7 @@
 // (ember/c_api.h) with the GIL released; the checks and the dtype dispatch live in the core.
 // This file is compiled once per Python, so it stays plain: the CPython C API and that C
 // header, no C++ standard library, no exceptions.
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <string.h>
-
+#include "buffer.h"
 #include "ember/c_api.h"
 #include "ember/version.h"
 
@@ -27,47 +23,32 @@ PyObject* done(ember_status status) {
   Py_RETURN_NONE;
 }
 
-// An array argument seen through PEP 3118 (numpy arrays export a strided buffer) and
-// described as an ember_array. The view, and so the data, is held until the Array goes away.
+// An array argument described as an ember_array; the buffer, and so the data, is held
+// until the Array goes away.
 class Array {
  public:
   bool get(PyObject* object, const char* name) {
-    if (PyObject_GetBuffer(object, &view_, PyBUF_RECORDS_RO) != 0) return false;
-    held_ = true;
-    for (int d = 0; d < view_.ndim; ++d) {
-      shape_[d] = static_cast<int64_t>(view_.shape[d]);
-      strides_[d] = static_cast<int64_t>(view_.strides[d]);
+    if (!buffer_.get(object)) return false;
+    const Py_buffer& view = buffer_.view();
+    for (int d = 0; d < view.ndim; ++d) {
+      shape_[d] = static_cast<int64_t>(view.shape[d]);
+      strides_[d] = static_cast<int64_t>(view.strides[d]);
     }
-    array_.data = view_.buf;
-    array_.format = view_.format ? view_.format : "B";
-    array_.dtype = dtype_of(array_.format, view_.itemsize);
-    array_.ndim = view_.ndim;
+    array_.data = view.buf;
+    array_.format = buffer_.format();
+    array_.dtype = buffer_.dtype();
+    array_.ndim = view.ndim;
     array_.shape = shape_;
     array_.strides = strides_;
-    array_.itemsize = static_cast<int64_t>(view_.itemsize);
-    array_.writable = view_.readonly ? 0 : 1;
+    array_.itemsize = static_cast<int64_t>(view.itemsize);
+    array_.writable = view.readonly ? 0 : 1;
     array_.name = name;
     return true;
-  }
-  ~Array() {
-    if (held_) PyBuffer_Release(&view_);
   }
   const ember_array* ptr() const { return &array_; }
 
  private:
-  // PEP 3118 format codes, as numpy writes them, to ember's element types.
-  static ember_dtype dtype_of(const char* f, Py_ssize_t itemsize) {
-    if (*f == '@' || *f == '=' || *f == '<') ++f;
-    if (strcmp(f, "f") == 0 && itemsize == 4) return EMBER_FLOAT32;
-    if (strcmp(f, "d") == 0 && itemsize == 8) return EMBER_FLOAT64;
-    if (strcmp(f, "Zd") == 0 && itemsize == 16) return EMBER_COMPLEX128;
-    if ((strcmp(f, "l") == 0 || strcmp(f, "q") == 0) && itemsize == 8) return EMBER_INT64;
-    if ((strcmp(f, "i") == 0 || strcmp(f, "l") == 0) && itemsize == 4) return EMBER_INT32;
-    return EMBER_DTYPE_OTHER;
-  }
-
-  Py_buffer view_{};
-  bool held_ = false;
+  ember_python::Buffer buffer_;
   int64_t shape_[PyBUF_MAX_NDIM] = {};
   int64_t strides_[PyBUF_MAX_NDIM] = {};
   ember_array array_{};
@@ -318,9 +299,6 @@ PyObject* cuda_arch_list(PyObject*, PyObject*) {
   Py_XDECREF(sep);
   return list;
 }
-
-#define EMBER_METHOD(name, fn, doc) \
-  { name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(fn)), METH_VARARGS | METH_KEYWORDS, doc }
 
 PyMethodDef methods[] = {
     {"set_num_threads", set_num_threads, METH_O, "Threads used by ember's CPU kernels."},
