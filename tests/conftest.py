@@ -1,11 +1,18 @@
-"""Shared fixtures: a copy of the real release description that a test may break."""
+"""Shared fixtures: a copy of the real release description that a test may break, and the
+services the suite needs (a Docker engine), started here and stopped at the end, so that
+`nox -s tests` needs nothing started by hand."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from shipyard import docker_base
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,3 +42,34 @@ def spec_copy(tmp_path: Path) -> SpecCopy:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A Docker engine for the session: the running one, else a dockerd started here and
+    stopped at the end. A machine set up by ci/bootstrap.sh has docker.io; without it the
+    tests that need an engine fail with the fix, they are not skipped."""
+    if docker_base.ensure_docker_engine():
+        yield
+        return
+    if shutil.which("dockerd") is None or shutil.which("docker") is None:
+        pytest.fail(f"no Docker engine and no docker.io to start one: run ci/bootstrap.sh ({docker_base.ENGINE_FIX})")
+    log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
+    with log.open("w") as sink:
+        # A daemon outlives any one command, so it cannot go through command.run.
+        daemon = subprocess.Popen(["dockerd"], stdout=sink, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not docker_base.ensure_docker_engine():
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"dockerd did not come up:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait(timeout=30)

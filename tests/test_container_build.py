@@ -1,17 +1,15 @@
 """The container build path: a debootstrapped base, a manylinux-style image holding this
 host's Pythons, and cibuildwheel building wheels inside it whose names match a host build.
 
-Needs root, debootstrap, docker.io and the Debian mirror and PyPI; starts dockerd when no
-engine answers and stops it afterwards. The first run bootstraps (minutes); later runs reuse
-the images.
+Needs root, debootstrap, docker.io and the Debian mirror and PyPI; the session's
+`docker_engine` fixture (conftest.py) starts dockerd when no engine answers. The first run
+bootstraps (minutes); later runs reuse the images.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,42 +26,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TARGET = "3.11"
 IMAGE_PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
 EPOCH = "1700000000"
-
-
-def _engine_answers() -> bool:
-    return command.run(["docker", "info"], check=False, timeout=30).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A Docker engine for this module: the running one, else a dockerd started here and
-    stopped at the end."""
-    if shutil.which("docker") is None:
-        pytest.skip(f"no docker client: {docker_base.ENGINE_FIX}")
-    if _engine_answers():
-        yield
-        return
-    if shutil.which("dockerd") is None:
-        pytest.skip(f"no dockerd: {docker_base.ENGINE_FIX}")
-    log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
-    with log.open("w") as sink:
-        # A daemon outlives any one command, so it cannot go through command.run.
-        daemon = subprocess.Popen(["dockerd"], stdout=sink, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 90
-        while not _engine_answers():
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"dockerd did not come up:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield
-    finally:
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -5,39 +5,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
+from minirelease import GIT_ENV, make_checkout, request
 
 from shipyard.cli import main
 from shipyard.errors import ToolchainMissing
 from shipyard.validate import load_spec
-from shipyard.wheel.pipeline import BuildRequest, build_variant
+from shipyard.wheel.pipeline import build_variant
 
 pytestmark = pytest.mark.slow
 
-FIXTURE = Path(__file__).parent / "fixtures" / "minirelease"
 PYTHONS = ("3.9", "3.13")
-GIT_ENV = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
-           "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@example.invalid",
-           "GIT_AUTHOR_DATE": "2020-10-27T12:00:00+00:00", "GIT_COMMITTER_DATE": "2020-10-27T12:00:00+00:00"}
-
-
-def make_checkout(dest: Path) -> Path:
-    """A git checkout of the fixture release; the same commit (sha and time) wherever it is."""
-    shutil.copytree(FIXTURE, dest, ignore=shutil.ignore_patterns("dist", ".shipyard", "__pycache__"))
-    env = {**os.environ, **GIT_ENV}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "fixture"]):
-        subprocess.run(["git", *args], cwd=dest, env=env, check=True)
-    return dest
-
-
-def request(root: Path, variant: str = "cpu", **kw) -> BuildRequest:
-    return BuildRequest(variant=variant, dist=root / "dist", state=root / ".shipyard", **kw)
 
 
 def sha256(path: Path) -> str:
@@ -159,21 +142,6 @@ def test_two_clean_builds_are_byte_identical(tmp_path):
     assert digests[0] == digests[1]
 
 
-def test_beta_failure_is_recorded_and_stable_failure_blocks(tmp_path, monkeypatch):
-    root = make_checkout(tmp_path / "release")
-    spec = load_spec(root)
-    monkeypatch.setenv("FIXTURE_BREAK_BETA", "1")
-    [outcome] = build_variant(spec, request(root, pythons=("3.11",), components=("fixcext",)))
-    assert outcome.result == "passed"
-    assert outcome.detail == "fix.flaky-beta (beta) failed"
-    assert outcome.test_json["features"]["fix.flaky-beta"]["result"] == "failed"
-    monkeypatch.setenv("FIXTURE_BREAK_STABLE", "1")
-    shutil.rmtree(root / ".shipyard" / "cache")  # force the tests to run again
-    [outcome] = build_variant(spec, request(root, pythons=("3.11",), components=("fixcext",)))
-    assert outcome.result == "failed"
-    assert "stable feature fix.sumsq failed (1 test)" in outcome.detail
-
-
 def test_missing_toolkit_fails_with_the_doctors_message(tmp_path, capsys):
     root = make_checkout(tmp_path / "release")
     with pytest.raises(ToolchainMissing) as info:
@@ -235,11 +203,7 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
     assert (root / "dist" / "whl" / "cpu" / "fixcext").is_dir()  # the CPU wheel existed all along
 
 
-def test_container_build_gives_the_same_wheel_names(tmp_path):
-    from shipyard.docker_base import ensure_docker_engine
-
-    if not ensure_docker_engine():
-        pytest.fail("no Docker engine answers: .ci/run starts dockerd; locally run `dockerd &` first")
+def test_container_build_gives_the_same_wheel_names(tmp_path, docker_engine):
     host_root = make_checkout(tmp_path / "host")
     container_root = make_checkout(tmp_path / "container")
     host = build_variant(load_spec(host_root), request(host_root, pythons=("3.11",), run_tests=False))

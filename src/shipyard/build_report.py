@@ -40,8 +40,8 @@ def summary_table(outcomes: list[CellOutcome], title: str) -> Table:
     for outcome in outcomes:
         result = "skipped" if outcome.result == "unavailable" else outcome.result
         size = f"{outcome.size / 1048576:.2f} MiB" if outcome.size else "-"
-        note = outcome.detail.strip().splitlines()[0] if outcome.detail.strip() else ""
-        note = note if len(note) <= 90 else note[:87] + "..."
+        # In full: a skipped or failed feature must not hide behind an ellipsis.
+        note = "; ".join(line.strip() for line in outcome.detail.strip().splitlines() if line.strip())
         table.add_row(outcome.cell.id, f"[{_STYLE.get(result, 'white')}]{result}[/]",
                       f"{outcome.seconds:.1f}", size, note)
     return table

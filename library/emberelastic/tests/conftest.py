@@ -65,4 +65,4 @@ def finish(proc: subprocess.Popen, timeout: float = 60):
 @pytest.fixture
 def run():
     """Launcher helpers (a fixture, since tests run with --import-mode=importlib)."""
-    return SimpleNamespace(free_port=free_port, launch=launch, finish=finish)
+    return SimpleNamespace(free_port=free_port, launch=launch, finish=finish, worker=WORKER)

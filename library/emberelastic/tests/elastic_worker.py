@@ -54,5 +54,19 @@ elif mode == "sleep_until_two":
     if nodes == "1":
         time.sleep(120)
     record["rank_sum"] = allreduce_ranks()
+elif mode == "probe_master_port":
+    # Can anyone else take MASTER_PORT? It must already be held for us.
+    import socket
+
+    probe = socket.socket()
+    try:
+        probe.bind((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])))
+        record["bind"] = "free"
+    except OSError:
+        record["bind"] = "in use"
+    finally:
+        probe.close()
+    record["rank_sum"] = allreduce_ranks()
+    write(f"probe-{rank}.json", record)
 else:
     sys.exit(f"unknown mode {mode}")

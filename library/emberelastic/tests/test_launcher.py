@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -129,3 +130,43 @@ def test_node_joining_triggers_a_new_round(tmp_path, run):
     assert sorted(int(f["RANK"]) for f in finals.values()) == [0, 1]
     assert {f["EMBER_ELASTIC_RESTART_COUNT"] for f in finals.values()} == {"0"}  # joins are not failures
     assert "group changed" in results[0][2]
+
+
+
+def test_master_port_is_held_for_the_workers(tmp_path, run):
+    """The port handed to the workers as MASTER_PORT is bound, by the agent, from the moment
+    it is published: no other process can take it before the workers use it. (A port that
+    was found free and released again could be taken in that window, and the round hung.)"""
+    port = run.free_port()
+    nodes = [run.launch("--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                        "--rdzv-id", "held", "--rdzv-timeout", "30", mode="probe_master_port", out_dir=tmp_path)
+             for _ in range(2)]
+    results = [run.finish(n, timeout=60) for n in nodes]
+    assert [r[0] for r in results] == [0, 0], [r[2] for r in results]
+    probes = records(tmp_path, "probe-*.json")
+    assert len(probes) == 2
+    assert {p["bind"] for p in probes.values()} == {"in use"}, probes
+    assert {p["rank_sum"] for p in probes.values()} == {1}  # and the workers still formed their group
+
+def test_two_nodes_rendezvous_many_times_under_cpu_load(tmp_path, run):
+    """The two-node rendezvous, again and again with every core kept busy: each must finish,
+    well inside its timeout, with one group of four."""
+    rounds = int(os.environ.get("EMBER_ELASTIC_STRESS_ROUNDS", "8"))
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:
+        for i in range(rounds):
+            out = tmp_path / f"round{i}"
+            out.mkdir()
+            port = run.free_port()
+            nodes = [run.launch("--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                                "--rdzv-id", f"stress{i}", "--rdzv-timeout", "30", mode="env", out_dir=out)
+                     for _ in range(2)]
+            results = [run.finish(n, timeout=60) for n in nodes]
+            assert [r[0] for r in results] == [0, 0], (i, [r[2][-2000:] for r in results])
+            envs = records(out, "env-0-*.json")
+            assert sorted(int(e["RANK"]) for e in envs.values()) == [0, 1, 2, 3], i
+            assert {e["rank_sum"] for e in envs.values()} == {6}, i
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()

@@ -34,7 +34,7 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import relabel_wheel, repair_wheel
-from shipyard.wheel.testing import requires_dist, run_component_tests
+from shipyard.wheel.testing import FeatureGate, listed_tests, requires_dist, run_component_tests
 
 Progress = Callable[[str], None]
 
@@ -337,10 +337,15 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
         # timestamps) without changing what the tests exercise.
         index_state = sorted(content_identity(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
-        gating = ctx.spec.gating_statuses(component.name, outcome.cell.platform)
+        platform = outcome.cell.platform
+        gate = FeatureGate(
+            statuses=ctx.spec.gating_statuses(component.name, platform),
+            present=frozenset(fid for fid, _, _ in ctx.spec.features_for(component.name, platform)),
+            listed=listed_tests(((f.id, f.tests) for f in ctx.spec.features.features), tests_dir, ctx.root))
         others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
-        test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state, "gating": gating,
-                       "others": others}
+        test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state,
+                       "gating": dict(gate.statuses), "present": sorted(gate.present),
+                       "listed": {k: list(v) for k, v in gate.listed.items()}, "others": others}
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section=test_inputs,
                         toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
         entry = ctx.cache.get(key)
@@ -351,7 +356,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
             try:
                 run = run_component_tests(
                     wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
-                    tests_dir=tests_dir, gating=gating, other_features=others,
+                    tests_dir=tests_dir, gate=gate, other_features=others,
                     source_dir=ctx.root / component.path,
                     state=ctx.request.state, work=ctx.request.state / "test" / outcome.cell.id,
                     local_projects=local)
@@ -368,8 +373,11 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
             outcome.result = "failed"
             outcome.detail = "; ".join(str(p) for p in problems)
         else:
-            soft = [f"{fid} ({f['status']}) failed" for fid, f in outcome.test_json["features"].items()  # type: ignore[union-attr]
-                    if f["result"] == "failed"]
+            # What did not fully prove itself, in words: failures that do not block, and
+            # features whose tests were partly or wholly skipped.
+            soft = [f"{fid} ({f['status']}) {f.get('summary') or f['result']}"
+                    for fid, f in outcome.test_json["features"].items()  # type: ignore[union-attr]
+                    if f["result"] not in ("passed", "not-run") or (f["result"] == "not-run" and fid in gate.present)]
             outcome.result = "cached" if (entry is not None and outcome.result == "cached") else "passed"
             outcome.detail = "; ".join(soft)
 

@@ -1,8 +1,16 @@
 """Test a wheel as a user gets it: a fresh venv, `pip install` from the variant's index by
 name, then the component's own tests against the installed package, reported per feature.
 
-Gating: a failing test of a stable feature (or an unmarked test) fails the cell; beta and
-prototype failures are recorded with their status and do not.
+Gating:
+- pytest's own exit status is the first verdict: a run that was interrupted (a test module that
+  fails to import), errored or collected nothing fails the cell, whatever the tests that did run say;
+- a failing test of a stable feature (or of no feature at all) fails the cell; beta and prototype
+  failures are recorded with their status and do not;
+- a stable feature that exists on the cell's platform and ran no test (none collected, or every
+  one skipped) fails the cell: nothing proved it.
+
+A test belongs to the features whose `tests:` in feature_status.yaml list it (the authority),
+and to those its `@pytest.mark.feature` markers name.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import json
 import os
 import shutil
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -27,6 +35,11 @@ from shipyard.toolchains.discover import Interpreter
 UNMARKED = "(unmarked)"
 
 
+# pytest's exit statuses (pytest.ExitCode), by value: what the summary says when one ends a run.
+PYTEST_EXIT_MEANING = {0: "all tests passed", 1: "some tests failed", 2: "interrupted (a collection error)",
+                       3: "internal error", 4: "usage error", 5: "no tests collected"}
+
+
 @dataclass(frozen=True)
 class FeatureOutcome:
     id: str
@@ -35,18 +48,38 @@ class FeatureOutcome:
     failed: int
     skipped: int
     skip_reasons: tuple[str, ...] = ()
+    exists_here: bool = True  # the feature ships on the cell's platform (not only tested there)
 
     @property
     def result(self) -> str:
+        """failed / passed / partial (some tests skipped) / skipped (all) / not-run (none collected)."""
         if self.failed:
             return "failed"
         if self.passed:
-            return "passed"
+            return "partial" if self.skipped else "passed"
         return "skipped" if self.skipped else "not-run"
 
     @property
+    def summary(self) -> str:
+        """What was proven, in words: 'passed (8 of 12 skipped: no CUDA device)'."""
+        total = self.passed + self.failed + self.skipped
+        why = f": {'; '.join(self.skip_reasons)}" if self.skip_reasons else ""
+        match self.result:
+            case "failed":
+                return f"failed ({self.failed} of {total})"
+            case "partial":
+                return f"passed ({self.skipped} of {total} skipped{why})"
+            case "passed":
+                return f"passed ({total} of {total})"
+            case "skipped":
+                return f"skipped (all {total}{why})"
+        return "not-run (no test collected)"
+
+    @property
     def blocks_release(self) -> bool:
-        return self.failed > 0 and self.status == "stable"
+        if self.status != "stable":
+            return False
+        return self.failed > 0 or (self.exists_here and self.passed == 0)
 
 
 @dataclass(frozen=True)
@@ -67,8 +100,8 @@ class TestRun:
             "installed": self.installed,
             "seconds": round(self.seconds, 2),
             "problems": list(self.problems),
-            "features": {f.id: {"status": f.status, "result": f.result, "passed": f.passed,
-                                "failed": f.failed, "skipped": f.skipped,
+            "features": {f.id: {"status": f.status, "result": f.result, "summary": f.summary,
+                                "passed": f.passed, "failed": f.failed, "skipped": f.skipped,
                                 "skip_reasons": list(f.skip_reasons)} for f in self.features},
         }
 
@@ -108,12 +141,23 @@ def _test_requirements(tests_dir: Path) -> list[str]:
     return ["pytest>=7"] + [r for r in reqs if r]
 
 
+@dataclass(frozen=True)
+class FeatureGate:
+    """What the tests of one component cell are held to: the gating status of each feature,
+    which features ship on the cell's platform, and the YAML's tests of each feature (ids
+    relative to the component's tests folder: `test_x.py`, `test_x.py::test_y`, `sub/`)."""
+
+    statuses: Mapping[str, str]
+    present: frozenset[str]
+    listed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
 def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
-                        gating: Mapping[str, str], other_features: Sequence[str] = (), source_dir: Path,
+                        gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path,
                         state: Path, work: Path,
                         local_projects: set[NormalizedName], timeout: float = 1800) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
-    `interpreter` and run `tests_dir` against it. `gating` maps feature id -> status."""
+    `interpreter`, run `tests_dir` against it, and judge the run by `gate`."""
     import time
 
     start = time.monotonic()
@@ -146,40 +190,86 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     copied = work / "tests"
     shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     report = work / "feature-report.json"
+    listed = work / "feature-tests.json"
+    listed.write_text(json.dumps({k: list(v) for k, v in gate.listed.items()}, sort_keys=True))
     plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
     env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1",
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
+           "SHIPYARD_FEATURE_TESTS": str(listed), "SHIPYARD_TESTS_ROOT": str(copied),
            # For tests that build native code from sources (e.g. Windows executables under wine).
            "SHIPYARD_COMPONENT_SOURCE": str(source_dir)}
+    exit_status: int | None = None
     try:
         result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_feature_report",
                               "--import-mode=importlib", "-q", "-rs", "-p", "no:cacheprovider"],
                              cwd=work, extra_env=env, timeout=timeout, check=False, what="component tests")
+        exit_status = result.returncode
         log_tail = "\n".join(result.output.splitlines()[-30:])
     except ToolError as exc:
         log_tail = str(exc)
-    if not report.is_file():
+    if exit_status is None or not report.is_file():
         problems.append(f"the tests did not run to completion: {log_tail[-1500:]}")
         return TestRun(installed, (), time.monotonic() - start, log_tail, tuple(problems))
-    outcomes = _feature_outcomes(json.loads(report.read_text()), gating)
-    for outcome in outcomes:
-        if outcome.blocks_release:
-            label = "tests without a feature marker" if outcome.id == UNMARKED else f"stable feature {outcome.id}"
-            problems.append(f"{label} failed ({outcome.failed} test{'s' if outcome.failed > 1 else ''})")
+    data = json.loads(report.read_text())
+    outcomes = _feature_outcomes(data, gate)
+    problems += verdict_problems(exit_status, data, outcomes, log_tail)
     return TestRun(installed, outcomes, time.monotonic() - start, log_tail, tuple(problems))
 
 
-def _feature_outcomes(report: dict, gating: Mapping[str, str]) -> tuple[FeatureOutcome, ...]:
-    status_of = dict(gating)
-    tally: dict[str, dict[str, int]] = {fid: {"passed": 0, "failed": 0, "skipped": 0} for fid in status_of}
+def verdict_problems(exit_status: int, report: Mapping[str, object], outcomes: Sequence[FeatureOutcome],
+                     log_tail: str) -> list[str]:
+    """Why a component's test run fails its cell (empty when it does not)."""
+    problems: list[str] = []
+    tests = report.get("tests") or {}
+    assert isinstance(tests, dict)
+    failed_tests = sum(1 for e in tests.values() if e["outcome"] in ("failed", "error"))
+    # Exit status 1 means "tests failed": those failures are judged one by one, by feature.
+    # Any other non-zero status means pytest did not do its job and nothing it says is proof.
+    if exit_status != 0 and not (exit_status == 1 and failed_tests):
+        meaning = PYTEST_EXIT_MEANING.get(exit_status, "unknown status")
+        errors = report.get("collection_errors") or []
+        assert isinstance(errors, list)
+        detail = "; ".join(str(e) for e in errors)[:1500] if errors else log_tail[-1500:]
+        problems.append(f"pytest exited {exit_status} ({meaning}): {detail}")
+    for outcome in outcomes:
+        if not outcome.blocks_release:
+            continue
+        if outcome.id == UNMARKED:
+            problems.append(f"tests of no feature failed ({outcome.failed} of "
+                            f"{outcome.passed + outcome.failed + outcome.skipped})")
+        elif outcome.failed:
+            problems.append(f"stable feature {outcome.id} failed ({outcome.failed} "
+                            f"test{'s' if outcome.failed > 1 else ''})")
+        else:
+            problems.append(f"stable feature {outcome.id} ran no test: {outcome.summary}")
+    return problems
+
+
+def _feature_outcomes(report: Mapping[str, object], gate: FeatureGate) -> tuple[FeatureOutcome, ...]:
+    tally: dict[str, dict[str, int]] = {fid: {"passed": 0, "failed": 0, "skipped": 0} for fid in gate.statuses}
     reasons: dict[str, list[str]] = {}
-    for entry in report["tests"].values():
+    tests = report.get("tests") or {}
+    assert isinstance(tests, dict)
+    for entry in tests.values():
         outcome = "failed" if entry["outcome"] in ("failed", "error") else entry["outcome"]
         for fid in entry.get("features") or [UNMARKED]:
             tally.setdefault(fid, {"passed": 0, "failed": 0, "skipped": 0})[outcome] += 1
             if outcome == "skipped" and entry.get("reason"):
                 reasons.setdefault(fid, []).append(entry["reason"])
-    # Unknown or unmarked feature ids gate like stable ones: nobody declared them lesser.
-    return tuple(FeatureOutcome(fid, status_of.get(fid, "stable"), t["passed"], t["failed"], t["skipped"],
-                                tuple(sorted(set(reasons.get(fid, [])))))
+    # Unknown or unmarked feature ids gate like stable ones when they fail: nobody declared them lesser.
+    return tuple(FeatureOutcome(fid, gate.statuses.get(fid, "stable"), t["passed"], t["failed"], t["skipped"],
+                                tuple(sorted(set(reasons.get(fid, [])))), exists_here=fid in gate.present)
                  for fid, t in tally.items())
+
+
+def listed_tests(features: Iterable[tuple[str, Sequence[str]]], tests_dir: Path, root: Path
+                 ) -> dict[str, tuple[str, ...]]:
+    """The YAML's test ids that fall under `tests_dir`, made relative to it, each with the
+    features that list it. `features` gives (feature id, test ids relative to `root`)."""
+    prefix = tests_dir.resolve().relative_to(root.resolve()).as_posix().rstrip("/") + "/"
+    out: dict[str, list[str]] = {}
+    for fid, tests in features:
+        for test_id in tests:
+            if test_id.startswith(prefix):
+                out.setdefault(test_id[len(prefix):], []).append(fid)
+    return {k: tuple(sorted(set(v))) for k, v in sorted(out.items())}

@@ -63,6 +63,7 @@ class ElasticAgent:
                 self.rdzv.wait_for_exits(self._nodes_seen, timeout=10)
         except DistributedError:
             pass
+        self.rdzv.close_worker_store()
         self.store.close()
 
     _nodes_seen = 1
@@ -80,6 +81,7 @@ class ElasticAgent:
                  f"restart {info.restart_count}")
             self.workers.start(info)
             outcome = self._monitor(info)
+            self.rdzv.close_worker_store()
             if outcome == "succeeded":
                 return EXIT_SUCCESS
             if outcome == "failed":

@@ -8,7 +8,6 @@ every agent re-forms the group in the next round.
 """
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -32,12 +31,6 @@ class RoundInfo:
     master_port: int
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 def open_store(host: Optional[str], port: int, timeout: float) -> TCPStore:
     """Hosts the store if this node can bind host:port, else connects to whoever does."""
     if host is None:  # standalone
@@ -57,6 +50,9 @@ class Rendezvous:
         self.min_nodes, self.max_nodes = min_nodes, max_nodes
         self.nproc = nproc_per_node
         self.timeout, self.last_call = timeout, last_call
+        # The store the workers of the current round form their group through; served by the
+        # agent of node 0 for the whole round (MASTER_ADDR/MASTER_PORT).
+        self.worker_store: Optional[TCPStore] = None
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -134,14 +130,25 @@ class Rendezvous:
         restart_count = self.store.add(self.key("failures"), 0)
         master_key = self.key(f"r{r}/master")
         if slot == 0:
+            # Serve the round's store here, on a port the kernel picks and that stays bound. A
+            # port found free, released and bound again by rank 0 later can be taken in between
+            # (or met by a peer's connect to itself), and the round then hangs until its timeout.
+            self.close_worker_store()
             host = self.store.client.local_address()
-            self.store.set(master_key, f"{host}:{_free_port()}")
+            self.worker_store = TCPStore(host, 0, is_master=True, timeout=self.timeout)
+            self.store.set(master_key, f"{host}:{self.worker_store.port}")
         master_host, _, master_port = self.store.get(master_key).decode().rpartition(":")
         return RoundInfo(round=r, group_rank=slot, num_nodes=num_nodes, rank_offset=sum(nprocs[:slot]),
                          world_size=sum(nprocs), restart_count=restart_count,
                          master_addr=master_host, master_port=int(master_port))
 
     # ---- end of a round ----------------------------------------------------------------
+    def close_worker_store(self) -> None:
+        """Stops serving the round's store (its workers are gone or done)."""
+        if self.worker_store is not None:
+            self.worker_store.close()
+            self.worker_store = None
+
     def mark_done(self, info: RoundInfo) -> None:
         self.store.set(self.key(f"r{info.round}/done/{info.group_rank}"), "1")
 

@@ -47,6 +47,8 @@ class WorkerGroup:
             "TORCHELASTIC_RESTART_COUNT": str(info.restart_count),
             "MAX_RESTARTS": str(self.max_restarts),
             "EMBER_ELASTIC_RUN_ID": self.run_id,
+            # The agent of node 0 serves MASTER_PORT; rank 0 must connect, not bind it.
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
             "PYTHONUNBUFFERED": "1",
         })
         return env

@@ -74,7 +74,14 @@ Socket Socket::connect(const std::string& host, uint16_t port, Deadline deadline
   std::string last_error;
   while (true) {
     Socket s = connect_once(host, port, remaining_ms(deadline, 2000), &last_error);
-    if (s.valid()) return s;
+    if (s.valid() && s.connected_to_itself()) {
+      // Nobody listens yet, and this socket would hold the port the server is about to bind
+      // (a plain close would leave it in TIME_WAIT).
+      s.close_abortive();
+      last_error = "nothing listening (the connect met its own socket)";
+    } else if (s.valid()) {
+      return s;
+    }
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, remaining_ms(deadline))));
     backoff_ms = std::min(backoff_ms * 2, 200);

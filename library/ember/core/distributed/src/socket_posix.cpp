@@ -152,6 +152,24 @@ std::string Socket::local_address() const {
   return buf;
 }
 
+void Socket::close_abortive() noexcept {
+  if (handle_ == kInvalid) return;
+  linger no_linger{};
+  no_linger.l_onoff = 1;
+  no_linger.l_linger = 0;
+  setsockopt(fd_of(handle_), SOL_SOCKET, SO_LINGER, reinterpret_cast<const char*>(&no_linger), sizeof(no_linger));
+  close();
+}
+
+bool Socket::connected_to_itself() const {
+  sockaddr_in local{}, peer{};
+  socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+  if (getsockname(fd_of(handle_), reinterpret_cast<sockaddr*>(&local), &local_len) < 0 ||
+      getpeername(fd_of(handle_), reinterpret_cast<sockaddr*>(&peer), &peer_len) < 0)
+    return false;
+  return local.sin_port == peer.sin_port && local.sin_addr.s_addr == peer.sin_addr.s_addr;
+}
+
 void Socket::set_nonblocking() { make_nonblocking(fd_of(handle_)); }
 
 void Socket::set_nodelay() {

@@ -57,6 +57,12 @@ def _parse_init_method(init_method: str, rank: int, world_size: int):
     return host, port, rank, world_size
 
 
+def _agent_hosts_store() -> bool:
+    """Under ember-run the launcher already serves the group's store on MASTER_PORT (as
+    torchelastic's TORCHELASTIC_USE_AGENT_STORE): rank 0 connects instead of binding it."""
+    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+
+
 def init_process_group(backend: str = "tcp", init_method: Optional[str] = None,
                        timeout: Timeout = DEFAULT_TIMEOUT, world_size: int = -1, rank: int = -1,
                        store: Optional[TCPStore] = None) -> None:
@@ -72,7 +78,8 @@ def init_process_group(backend: str = "tcp", init_method: Optional[str] = None,
             raise RuntimeError("the default process group is already initialized")
         if store is None:
             host, port, rank, world_size = _parse_init_method(init_method or "env://", rank, world_size)
-            store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=timeout)
+            store = TCPStore(host, port, world_size, is_master=(rank == 0 and not _agent_hosts_store()),
+                             timeout=timeout)
         elif rank < 0 or world_size < 1:
             raise ValueError("rank and world_size must be given with an explicit store")
         prefix = f"pg/{_groups_created}"

@@ -61,6 +61,11 @@ class EMBER_DIST_API Socket {
 
   uint16_t local_port() const;
   std::string local_address() const;
+  // True when a connect() to a port nobody listens on met itself: TCP's simultaneous open
+  // lets a client whose ephemeral port equals the target port connect to its own socket.
+  bool connected_to_itself() const;
+  // Closes with a reset instead of a FIN: nothing lingers in TIME_WAIT on the local port.
+  void close_abortive() noexcept;
   void set_nonblocking();
   void set_nodelay();
   void set_buffer_sizes(int bytes);
