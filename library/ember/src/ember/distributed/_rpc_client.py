@@ -125,6 +125,7 @@ class _Connection:
         except Exception:
             pass
         self._fail_all(why)
+        self.close()  # the peer may be draining until we hang up
 
     def _fail_all(self, why: str) -> None:
         with self.lock:
