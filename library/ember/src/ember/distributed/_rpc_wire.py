@@ -66,11 +66,12 @@ def accept_handshake(sock: socket.socket, secret: bytes, timeout: float) -> None
     try:
         server_nonce = secrets.token_bytes(NONCE_SIZE)
         sock.sendall(MAGIC + server_nonce)
-        answer = recv_exact(sock, len(MAGIC) + NONCE_SIZE + DIGEST_SIZE)
-        if answer is None or not answer.startswith(MAGIC):
+        if recv_exact(sock, len(MAGIC)) != MAGIC:  # a stranger is turned away at its first bytes
             raise AuthenticationError("rpc: the peer did not speak the ember RPC handshake")
-        client_nonce = answer[len(MAGIC):len(MAGIC) + NONCE_SIZE]
-        proof = answer[len(MAGIC) + NONCE_SIZE:]
+        answer = recv_exact(sock, NONCE_SIZE + DIGEST_SIZE)
+        if answer is None:
+            raise AuthenticationError("rpc: the peer hung up during the handshake")
+        client_nonce, proof = answer[:NONCE_SIZE], answer[NONCE_SIZE:]
         if not hmac.compare_digest(proof, _mac(secret, b"client", server_nonce, client_nonce)):
             raise AuthenticationError("rpc: the peer's handshake does not prove the group's secret")
         sock.sendall(_mac(secret, b"server", client_nonce, server_nonce))
