@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from shipyard import command
-from shipyard.cuda_archs import gencode_flags, parse_arch_list, sm_name
+from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, ptx_arch, sm_name
 from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
 from shipyard.toolchains.cuda_toolkit import (
     InstalledCudaToolkit,
+    cuda_device_code,
     cuda_sass_archs,
     cuda_toolkit_recipes,
     debian_mirror,
@@ -71,13 +72,15 @@ def _dead_network(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def _build(toolkit: InstalledCudaToolkit, archs: tuple[str, ...], work: Path, *, ccbin: bool = True) -> Path:
-    """Compile KERNEL for `archs`, link it with g++ into a library and an executable, run it."""
+def _build(toolkit: InstalledCudaToolkit, archs: tuple[str, ...], work: Path, *, ccbin: bool = True,
+           ptx: bool = False) -> Path:
+    """Compile KERNEL for `archs` (with `ptx`, plus the highest arch's PTX), link it with g++ into a
+    library and an executable, run it."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "kernel.cu").write_text(KERNEL)
     (work / "main.cpp").write_text(MAIN)
     host = ["-ccbin", str(toolkit.host_cxx)] if ccbin else []
-    command.run([toolkit.nvcc, *host, "-Xcompiler", "-fPIC", *gencode_flags(archs),
+    command.run([toolkit.nvcc, *host, "-Xcompiler", "-fPIC", *gencode_flags(archs, ptx=ptx),
                  "-c", "kernel.cu", "-o", "kernel.o"], cwd=work, timeout=900)
     command.run([toolkit.host_cxx, "-shared", "-o", "libkernel.so", "kernel.o",
                  f"-L{toolkit.lib_dir}", "-lcudart", f"-Wl,-rpath,{toolkit.lib_dir}"], cwd=work)
@@ -203,6 +206,47 @@ def test_cuobjdump_needs_a_binary(tmp_path: Path) -> None:
         cuda_sass_archs(tmp_path / "missing.so", Path("/bin/true"))
 
 
+def test_ptx_goes_with_the_highest_arch_by_number() -> None:
+    assert ptx_arch(parse_arch_list("7.5;8.0;8.6;9.0;10.0;12.0")) == "12.0"  # 12.0 > 9.0, not by text
+    assert ptx_arch(("9.0", "3.7")) == "9.0"
+    assert gencode_flags(("8.6", "10.0"), ptx=True)[-2:] == ["-gencode", "arch=compute_100,code=compute_100"]
+    assert "compute_86,code=compute_86" not in " ".join(gencode_flags(("8.6", "10.0"), ptx=True))
+    with pytest.raises(ValueError, match="empty arch list"):
+        ptx_arch(())
+
+
+def _wheel_with_fatbin(tmp_path: Path) -> Path:
+    """A wheel holding one ELF library with a .nv_fatbin section (what the arch check looks for)."""
+    import zipfile
+
+    (tmp_path / "empty.c").write_text("int fixture_symbol;\n")
+    (tmp_path / "blob").write_bytes(b"\0" * 16)
+    command.run(["gcc", "-shared", "-o", "libdev.so", "empty.c"], cwd=tmp_path)
+    command.run(["objcopy", "--add-section", ".nv_fatbin=blob", "libdev.so"], cwd=tmp_path)
+    wheel = tmp_path / "devpkg-1.0+cu118-cp311-cp311-manylinux_2_35_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.write(tmp_path / "libdev.so", "devpkg/libdev.so")
+    return wheel
+
+
+@pytest.mark.parametrize(("sass", "ptx", "expected"), [
+    ("sm_80 sm_90", "sm_90", []),
+    ("sm_80 sm_90", "", ["CUDA +PTX: missing PTX for sm_90, the highest arch of the list; embed it "
+                         "(-gencode arch=compute_90,code=compute_90) so that newer GPUs can JIT-compile the kernels"]),
+    ("sm_80 sm_90", "sm_80 sm_90", ["CUDA +PTX: PTX for sm_80: only the highest arch of the list (sm_90) ships PTX"]),
+    ("sm_80 sm_86 sm_90", "sm_90", ["CUDA archs: SASS for archs not in the list: sm_86"]),
+    ("sm_90", "sm_90", ["CUDA archs: missing SASS for sm_80"]),
+])
+def test_arch_check_wants_the_sass_list_plus_one_ptx(tmp_path: Path, sass: str, ptx: str,
+                                                      expected: list[str]) -> None:
+    from shipyard.wheel import checks
+
+    wheel = _wheel_with_fatbin(tmp_path)
+    found = DeviceCode(frozenset(sass.split()), frozenset(ptx.split()))
+    failures = [str(f) for f in checks.check_cuda_archs(wheel, ("8.0", "9.0"), lambda _: found)]
+    assert failures == [f"{wheel.name}: {line}" for line in expected]
+
+
 # --- real installs ----------------------------------------------------------------------------------
 
 @pytest.mark.slow
@@ -215,8 +259,10 @@ def test_toolkit_builds_exactly_the_listed_sass(version: str, request: pytest.Fi
     archs = ARCHS[version]
     assert set(archs) <= set(toolkit.verified_archs)
     assert f"release {version}," in command.run([toolkit.nvcc, "--version"]).stdout
-    library = _build(toolkit, archs, tmp_path / "build")
-    assert cuda_sass_archs(library, toolkit.cuobjdump) == {sm_name(a) for a in archs}
+    library = _build(toolkit, archs, tmp_path / "build", ptx=True)
+    # This toolkit's cuobjdump sees the SASS of every arch and the one PTX of the highest.
+    assert cuda_device_code(library, toolkit.cuobjdump) == DeviceCode(
+        frozenset(sm_name(a) for a in archs), frozenset({sm_name(ptx_arch(archs))}))
     # The entry is a CUDA_HOME: headers and libcudart where build systems look for them.
     assert (toolkit.root / "include" / "cuda_runtime.h").is_file()
     assert (toolkit.root / "lib64" / "libcudart.so").exists()

@@ -82,6 +82,14 @@ def test_arch_not_supported_by_cuda_version(spec_copy):
     assert "(got '10.0')" in error
 
 
+def test_explicit_ptx_suffix_is_refused_because_ptx_is_implicit(spec_copy):
+    spec_copy.edit(R, '8.6;9.0"', '8.6;9.0+PTX"')
+    error = _one_error(spec_copy)
+    line = _line_of(spec_copy, R, "8.6;9.0+PTX")
+    assert (f"release.yaml:{line}: variants.cuda11.arch_list: write 9.0: PTX is implicit, shipyard embeds it "
+            "for the highest arch of every CUDA variant") in error
+
+
 def test_feature_names_a_missing_component(spec_copy):
     spec_copy.edit(F, "component: embervision\n", "component: embervison\n")
     error = _one_error(spec_copy)

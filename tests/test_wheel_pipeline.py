@@ -172,22 +172,27 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
     # cudart is vendored by auditwheel; the driver never is.
     assert any(m.startswith("fixcuda.libs/libcudart") for m in members)
     assert not any("libcuda.so" in m or "libcuda-" in m for m in members)
-    from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
+    from shipyard.toolchains.cuda_toolkit import cuda_device_code
     from shipyard.toolchains.discover import discover
 
     toolkit = discover().cuda_toolkit("11.8")
     with zipfile.ZipFile(wheel) as zf:
         so = next(m for m in members if m.startswith("fixcuda/_fixcuda"))
         path = Path(zf.extract(so, tmp_path / "x"))
-    assert cuda_sass_archs(path, toolkit.cuobjdump) == {"sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80",
-                                                        "sm_86", "sm_90"}
-    # A list that misses the binary's archs is caught both ways, naming the wheel.
+    code = cuda_device_code(path, toolkit.cuobjdump)
+    assert code.sass == {"sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"}
+    assert code.ptx == {"sm_90"}  # the implicit +PTX of the highest arch, for GPUs newer than 9.0
+    # A list that misses the binary's archs is caught both ways, naming the wheel, and so is
+    # PTX that is not for the list's highest arch.
     from shipyard.wheel import checks
 
     failures = [str(f) for f in checks.check_cuda_archs(wheel, ("3.7", "5.0", "12.0"),
-                                                          lambda p: cuda_sass_archs(p, toolkit.cuobjdump))]
+                                                          lambda p: cuda_device_code(p, toolkit.cuobjdump))]
     assert f"{wheel.name}: CUDA archs: missing SASS for sm_120" in failures
     assert (f"{wheel.name}: CUDA archs: SASS for archs not in the list: sm_60, sm_70, sm_75, sm_80, sm_86, sm_90"
+            in failures)
+    assert any(f.startswith(f"{wheel.name}: CUDA +PTX: missing PTX for sm_120") for f in failures)
+    assert (f"{wheel.name}: CUDA +PTX: PTX for sm_90: only the highest arch of the list (sm_120) ships PTX"
             in failures)
     # What a user gets from the cu118 index: the cu118 build, never a CPU one.
     venv = tmp_path / "user"
@@ -219,6 +224,7 @@ def test_container_build_gives_the_same_wheel_names(tmp_path, docker_engine):
 
 
 def test_checks_name_the_wheel_and_the_rule(cpu_build):
+    from shipyard.cuda_archs import DeviceCode
     from shipyard.wheel import checks
 
     root, _, _, _ = cpu_build
@@ -231,7 +237,7 @@ def test_checks_name_the_wheel_and_the_rule(cpu_build):
     [tag] = checks.check_platform_tag(final, {"cp39-cp39-manylinux_2_17_x86_64"})
     assert str(tag) == (f"{final.name}: platform tag: tags cp39-cp39-manylinux_2_31_x86_64; "
                         f"expected cp39-cp39-manylinux_2_17_x86_64")
-    [cuda] = checks.check_cuda_archs(final, ("8.0",), lambda _: set())
+    [cuda] = checks.check_cuda_archs(final, ("8.0",), lambda _: DeviceCode())
     assert cuda.rule == "CUDA archs" and "no CUDA device code" in cuda.detail
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
@@ -25,10 +26,43 @@ def sm_name(arch: str) -> str:
     return f"sm_{major}{minor}"
 
 
-def gencode_flags(archs: tuple[str, ...]) -> list[str]:
-    """nvcc flags for SASS of exactly these archs (no PTX)."""
+def ptx_arch(archs: tuple[str, ...]) -> str:
+    """The arch whose PTX a build embeds besides the SASS: the highest of the list ('9.0').
+
+    This is the implicit form of PyTorch's `8.6+PTX`: release.yaml lists SASS archs only,
+    and a GPU newer than all of them JIT-compiles this PTX (library/README.md).
+    """
+    if not archs:
+        raise ValueError("an empty arch list has no highest arch to embed PTX for")
+    return max(archs, key=lambda arch: tuple(int(part) for part in arch.split(".")))
+
+
+def gencode_flags(archs: tuple[str, ...], ptx: bool = False) -> list[str]:
+    """nvcc flags for SASS of exactly these archs, and with `ptx` the PTX of the highest one."""
     flags = []
     for arch in archs:
         digits = arch.replace(".", "")
         flags += ["-gencode", f"arch=compute_{digits},code=sm_{digits}"]
+    if ptx:
+        digits = ptx_arch(archs).replace(".", "")
+        flags += ["-gencode", f"arch=compute_{digits},code=compute_{digits}"]
     return flags
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """What a binary's fatbins hold, as cuobjdump names it: SASS {'sm_80'} and PTX {'sm_90'}."""
+
+    sass: frozenset[str] = frozenset()
+    ptx: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.sass or self.ptx)
+
+    def __or__(self, other: DeviceCode) -> DeviceCode:
+        return DeviceCode(self.sass | other.sass, self.ptx | other.ptx)
+
+
+def expected_device_code(archs: tuple[str, ...]) -> DeviceCode:
+    """The release rule for an arch list: SASS for each arch, PTX for the highest only."""
+    return DeviceCode(frozenset(sm_name(a) for a in archs), frozenset({sm_name(ptx_arch(archs))}))

@@ -174,7 +174,10 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
                     suggestion=nearest(variant.cuda, known))
             continue
         for arch in variant.archs:
-            if arch not in known[variant.cuda]:
+            if arch.upper().endswith("+PTX"):
+                out.add(doc, loc, f"write {arch[:-4]}: PTX is implicit, shipyard embeds it for the highest arch "
+                        "of every CUDA variant (library/README.md)", value=arch)
+            elif arch not in known[variant.cuda]:
                 valid = known[variant.cuda]
                 out.add(doc, loc, f"arch {arch} is not supported by CUDA {variant.cuda} "
                         f"(supported: {valid[0]} to {valid[-1]}); remove it or change the CUDA version",

@@ -94,3 +94,24 @@ def test_gpu_index_add_and_determinism(rng):
             ember.index_add(x, 0, idx, src, device="cuda")
     finally:
         ember.set_deterministic(False)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_empty_arrays_launch_no_kernel():
+    # A grid of zero blocks is an invalid launch: every op must return before launching.
+    empty = np.empty((0, 5))
+    for name, ref in (("add", np.add), ("mul", np.multiply)):
+        assert getattr(ember, name)(empty, empty, device="cuda").shape == ref(empty, empty).shape
+    assert ember.exp(np.empty(0), device="cuda").shape == (0,)
+    np.testing.assert_array_equal(ember.sum(empty, axis=0, device="cuda"), np.zeros(5))  # sum of nothing
+    assert ember.sum(empty, axis=1, device="cuda").shape == (0,)
+    with pytest.raises(ValueError, match="no identity"):
+        ember.max(empty, axis=0, device="cuda")
+    np.testing.assert_array_equal(ember.matmul(np.empty((3, 0)), np.empty((0, 4)), device="cuda"), np.zeros((3, 4)))
+    assert ember.matmul(np.empty((0, 3)), np.ones((3, 4)), device="cuda").shape == (0, 4)
+    x = np.ones((4, 2))
+    np.testing.assert_array_equal(
+        ember.index_add(x, 0, np.empty(0, dtype=np.int64), np.empty((0, 2)), device="cuda"), x)
+    # the device is still healthy: a sticky launch error would fail the next real op
+    np.testing.assert_array_equal(ember.add(np.ones(3), np.ones(3), device="cuda"), 2 * np.ones(3))

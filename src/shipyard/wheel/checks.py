@@ -16,7 +16,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from packaging.utils import parse_wheel_filename
 
-from shipyard.cuda_archs import sm_name
+from shipyard.cuda_archs import DeviceCode, expected_device_code, ptx_arch, sm_name
 
 
 @dataclass(frozen=True)
@@ -101,22 +101,40 @@ def check_shared_libraries(wheel: Path, policy: str) -> list[CheckFailure]:
 
 
 def check_cuda_archs(wheel: Path, archs: tuple[str, ...],
-                     sass_archs: Callable[[Path], set[str]]) -> list[CheckFailure]:
-    """The fatbins hold SASS for every arch in the list and for no other."""
-    expected = {sm_name(a) for a in archs}
-    found: set[str] = set()
+                     device_code: Callable[[Path], DeviceCode]) -> list[CheckFailure]:
+    """The fatbins hold SASS for exactly the arch list, and PTX for its highest arch only.
+
+    The PTX is PyTorch's `+PTX`: it lets a GPU newer than every listed arch JIT-compile the
+    kernels. It is implicit: release.yaml lists SASS archs, the highest also ships as PTX.
+    """
+    expected = expected_device_code(archs)
+    ptx = sm_name(ptx_arch(archs))
+    found = DeviceCode()
     with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
         for member in _elf_members(zf):
             path = Path(zf.extract(member, tmp))
             if _has_fatbin(path):
-                found |= sass_archs(path)
+                found |= device_code(path)
     if not found:
         return [CheckFailure(wheel.name, "CUDA archs", "no CUDA device code (.nv_fatbin) in any binary")]
+
+    def listed(names: frozenset[str]) -> str:
+        return ", ".join(sorted(names, key=lambda n: int(re.sub(r"\D", "", n))))
+
     failures = []
-    if expected - found:
+    if expected.sass - found.sass:
         failures.append(CheckFailure(wheel.name, "CUDA archs",
-                                     f"missing SASS for {', '.join(sorted(expected - found))}"))
-    if found - expected:
+                                     f"missing SASS for {listed(expected.sass - found.sass)}"))
+    if found.sass - expected.sass:
         failures.append(CheckFailure(wheel.name, "CUDA archs",
-                                     f"SASS for archs not in the list: {', '.join(sorted(found - expected))}"))
+                                     f"SASS for archs not in the list: {listed(found.sass - expected.sass)}"))
+    if ptx not in found.ptx:
+        failures.append(CheckFailure(wheel.name, "CUDA +PTX",
+                                     f"missing PTX for {ptx}, the highest arch of the list; embed it "
+                                     f"(-gencode arch=compute_{ptx[3:]},code=compute_{ptx[3:]}) so that newer "
+                                     "GPUs can JIT-compile the kernels"))
+    if found.ptx - expected.ptx:
+        failures.append(CheckFailure(wheel.name, "CUDA +PTX",
+                                     f"PTX for {listed(found.ptx - expected.ptx)}: only the highest arch of the "
+                                     f"list ({ptx}) ships PTX"))
     return failures

@@ -313,10 +313,10 @@ def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
     if component.kind == "python-native" and platform.os == "linux":
         failures += checks.check_shared_libraries(wheel, checks.policy_of(platform.wheel_platform_tag))
         if ctx.variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
-            from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
+            from shipyard.toolchains.cuda_toolkit import cuda_device_code
 
             cuobjdump = toolchain.cuda.cuobjdump
-            failures += checks.check_cuda_archs(wheel, ctx.variant.archs, lambda p: cuda_sass_archs(p, cuobjdump))
+            failures += checks.check_cuda_archs(wheel, ctx.variant.archs, lambda p: cuda_device_code(p, cuobjdump))
     return failures
 
 

@@ -1,6 +1,7 @@
 # CUDA without CMake's CUDA language: nvcc (SHIPYARD_NVCC) compiles each .cu to an object
 # with one -gencode per arch of SHIPYARD_CUDA_ARCHS, so the fatbin holds SASS for exactly
-# those archs; the ordinary C++ linker links it with the CUDA runtime.
+# those archs, plus PTX for the highest of them (PyTorch's "+PTX"): a GPU newer than every
+# listed arch JIT-compiles that PTX. The ordinary C++ linker links it with the CUDA runtime.
 
 foreach(var SHIPYARD_NVCC SHIPYARD_CUDA_HOME SHIPYARD_CUDA_ARCHS)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
@@ -15,17 +16,24 @@ endif()
 string(REPLACE " " ";" _ember_archs "${SHIPYARD_CUDA_ARCHS}")
 set(EMBER_CUDA_GENCODE)
 set(EMBER_CUDA_ARCH_NAMES)
+set(_ember_ptx_arch "")
 foreach(arch IN LISTS _ember_archs)
   if(arch STREQUAL "")
     continue()
   endif()
   if(NOT arch MATCHES "^([0-9]+)\\.([0-9]+)$")
-    message(FATAL_ERROR "SHIPYARD_CUDA_ARCHS: cannot read arch '${arch}' (want e.g. 8.6)")
+    message(FATAL_ERROR "SHIPYARD_CUDA_ARCHS: cannot read arch '${arch}' (want e.g. 8.6; PTX for the "
+                        "highest arch is added by itself, so no '+PTX')")
   endif()
   set(_sm "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
   list(APPEND EMBER_CUDA_GENCODE "-gencode" "arch=compute_${_sm},code=sm_${_sm}")
   list(APPEND EMBER_CUDA_ARCH_NAMES "sm_${_sm}")
+  if(_ember_ptx_arch STREQUAL "" OR arch VERSION_GREATER _ember_ptx_arch)
+    set(_ember_ptx_arch "${arch}")
+  endif()
 endforeach()
+string(REPLACE "." "" _sm "${_ember_ptx_arch}")
+list(APPEND EMBER_CUDA_GENCODE "-gencode" "arch=compute_${_sm},code=compute_${_sm}")
 list(JOIN EMBER_CUDA_ARCH_NAMES "," EMBER_CUDA_ARCH_STRING)
 
 # Keep only the prefix-map flags of the C++ flags: they make the object reproducible.

@@ -176,9 +176,12 @@ __global__ void index_add_kernel(T* out, int64_t cols, const int64_t* index, con
   }
 }
 
+// Every host wrapper returns before allocating or launching when there is no element to
+// compute: a grid of zero blocks is an invalid launch configuration, not a no-op.
 template <typename T>
 void binary_impl(BinaryOp op, const T* a, const T* b, T* out, int64_t n) {
   require_device();
+  if (n <= 0) return;
   DeviceBuffer<T> da(a, n), db(b, n), dout(n);
   binary_kernel<<<blocks_for(n, 256), 256>>>(static_cast<int>(op), da.get(), db.get(), dout.get(), n);
   check_launch("binary kernel");
@@ -188,6 +191,7 @@ void binary_impl(BinaryOp op, const T* a, const T* b, T* out, int64_t n) {
 template <typename T>
 void unary_impl(UnaryOp op, const T* x, T* out, int64_t n) {
   require_device();
+  if (n <= 0) return;
   DeviceBuffer<T> dx(x, n), dout(n);
   unary_kernel<<<blocks_for(n, 256), 256>>>(static_cast<int>(op), dx.get(), dout.get(), n);
   check_launch("unary kernel");
@@ -197,7 +201,12 @@ void unary_impl(UnaryOp op, const T* x, T* out, int64_t n) {
 template <typename T, bool IsMax>
 void reduce_impl(const T* x, T* out, int64_t outer, int64_t len, int64_t inner) {
   require_device();
-  if (len <= 0) throw std::invalid_argument("ember.cuda: empty reduction");
+  if (outer * inner <= 0) return;  // no output element
+  if (len <= 0) {
+    if (IsMax) throw std::invalid_argument("ember.cuda: max of an empty axis has no identity");
+    std::fill(out, out + outer * inner, T(0));  // the sum of nothing, as numpy gives it
+    return;
+  }
   DeviceBuffer<T> dx(x, outer * len * inner), dout(outer * inner);
   if (inner == 1 && outer <= 65535) {
     const int threads = 256;
@@ -214,6 +223,11 @@ void reduce_impl(const T* x, T* out, int64_t outer, int64_t len, int64_t inner) 
 template <typename T>
 void matmul_impl(const T* a, const T* b, T* out, int64_t m, int64_t k, int64_t n) {
   require_device();
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    std::fill(out, out + m * n, T(0));  // (m x 0) @ (0 x n): zeros, no kernel
+    return;
+  }
   DeviceBuffer<T> da(a, m * k), db(b, k * n), dc(m * n);
   dim3 block(kTile, kTile);
   dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
@@ -229,6 +243,7 @@ void index_add_impl(T* out, int64_t rows, int64_t cols, const int64_t* index, co
   require_device();
   for (int64_t i = 0; i < nidx; ++i)
     if (index[i] < 0 || index[i] >= rows) throw std::out_of_range("index_add: index out of range");
+  if (nidx * cols <= 0) return;  // nothing to add: out is unchanged
   DeviceBuffer<T> dout(out, rows * cols), dsrc(source, nidx * cols);
   DeviceBuffer<int64_t> didx(index, nidx);
   index_add_kernel<<<blocks_for(nidx * cols, 256), 256>>>(dout.get(), cols, didx.get(), dsrc.get(), nidx);

@@ -1,31 +1,46 @@
 """RPC between named workers: functions travel by qualified name, arguments by pickle.
 
-Each worker runs a small TCP server (one thread per connection, calls run on a thread
+Each worker runs a small TCP server (one thread per connection, calls run on a handler
 pool) and registers ``name -> address`` in the rendezvous store. Errors raised by the
 callee are re-raised by the caller as the same exception type, with the remote
 traceback text in the message.
+
+Trust: the server listens on the interface this worker reaches the store through
+(loopback for a loopback init method), and every connection must first pass a mutual HMAC
+handshake over a secret that rank 0 draws and hands out through the store during the
+rendezvous, then deletes (``_rpc_wire``). Nothing is unpickled before that. The store is
+the root of trust: whoever can read it during the rendezvous is a member of the group.
+Traffic is authenticated at connection set-up, not encrypted.
+
+RRefs are counted: the owner keeps a value while some worker holds a live ``RRef`` to it
+(one registration per holding worker), and frees it once the last one is collected.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import importlib
 import itertools
+import logging
 import os
 import pickle
+import queue
 import socket
-import struct
 import sys
 import threading
-import traceback
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Union
 
+from ember.distributed import _rpc_wire as wire
 from ember.distributed import collectives
-from ember.distributed.errors import DistributedError, DistributedTimeoutError
+from ember.distributed._rpc_client import Future, RemoteError, _Connection, _describe_error  # noqa: F401 (API)
+from ember.distributed._rpc_pool import HandlerPool, blocking
+from ember.distributed.errors import DistributedError
 from ember.distributed.store import TCPStore, Timeout, seconds
 
-_FRAME = struct.Struct("<Q")
-_MAX_FRAME = 1 << 31
 _DEFAULT_RPC_TIMEOUT = 60.0
+_DEFAULT_MAX_MESSAGE_SIZE = 1 << 30
+_POOL_SIZE = 8
+_SECRET_KEY = "rpc/secret"
+_log = logging.getLogger("ember.distributed.rpc")
 
 
 class WorkerInfo(NamedTuple):
@@ -33,8 +48,13 @@ class WorkerInfo(NamedTuple):
     id: int
 
 
-class RemoteError(DistributedError):
-    """A remote exception whose type could not be rebuilt locally."""
+class DebugInfo(NamedTuple):
+    """Counters of this worker's agent (``debug_info()``)."""
+    owned_rrefs: int            # values this worker keeps for live RRefs
+    held_rrefs: int             # distinct RRefs this worker holds
+    refused_handshakes: int     # connections that did not prove the secret (nothing of theirs was unpickled)
+    refused_messages: int       # frames over max_message_size (the connection is closed)
+    handler_threads: int        # threads of the handler pool (more than 8 only while handlers wait)
 
 
 def _qualified_name(fn: Union[Callable, str]) -> Tuple[str, str]:
@@ -60,87 +80,15 @@ def _resolve(module: str, qualname: str) -> Callable:
     return obj
 
 
-def _send_frame(sock: socket.socket, lock: threading.Lock, message: Any) -> None:
-    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    with lock:
-        sock.sendall(_FRAME.pack(len(payload)) + payload)
-
-
-def _recv_exact(sock: socket.socket, size: int) -> Optional[bytes]:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _recv_frame(sock: socket.socket) -> Optional[Any]:
-    header = _recv_exact(sock, _FRAME.size)
-    if header is None:
-        return None
-    (size,) = _FRAME.unpack(header)
-    if size > _MAX_FRAME:
-        raise DistributedError(f"rpc: frame of {size} bytes exceeds the limit")
-    payload = _recv_exact(sock, size)
-    return None if payload is None else pickle.loads(payload)
-
-
-def _describe_error(exc: BaseException) -> dict:
-    try:
-        pickled = pickle.dumps(exc)
-        pickle.loads(pickled)
-    except Exception:
-        pickled = None
-    return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
-            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-            "pickled": pickled}
-
-
-def _rebuild_error(info: dict, worker: str) -> BaseException:
-    text = (f"{info['message']}\n\nRemote traceback (on worker {worker!r}):\n{info['traceback']}")
-    if info["pickled"] is not None:
-        try:
-            original = pickle.loads(info["pickled"])
-            rebuilt = type(original)(text)
-            rebuilt.remote_traceback = info["traceback"]
-            return rebuilt
-        except Exception:
-            pass
-    error = RemoteError(f"{info['type']}: {text}")
-    error.remote_traceback = info["traceback"]
-    return error
-
-
-class Future:
-    """Result of ``rpc_async``: ``wait()``/``result()`` return the value or raise the remote error."""
-
-    def __init__(self, inner: concurrent.futures.Future, what: str, timeout: float):
-        self._inner, self._what, self._timeout = inner, what, timeout
-
-    def done(self) -> bool:
-        return self._inner.done()
-
-    def result(self, timeout: Optional[Timeout] = None) -> Any:
-        limit = self._timeout if timeout is None else seconds(timeout)
-        try:
-            return self._inner.result(timeout=limit if limit > 0 else None)
-        except concurrent.futures.TimeoutError:
-            raise DistributedTimeoutError(f"{self._what}: no answer within {limit:g} s") from None
-
-    wait = result
-
-    def add_done_callback(self, fn: Callable[["Future"], None]) -> None:
-        self._inner.add_done_callback(lambda _inner: fn(self))
-
-
 class RRef:
-    """A reference to a value held by its owner worker; ``to_here()`` fetches a copy."""
+    """A reference to a value held by its owner worker; ``to_here()`` fetches a copy.
 
-    def __init__(self, owner: str, rref_id: str):
-        self._owner, self._id = owner, rref_id
+    Pickling an RRef (to pass it to another worker) registers one more holder with the
+    owner before the message leaves; the receiving worker takes that registration over.
+    """
+
+    def __init__(self, agent: "_Agent", owner: str, rref_id: str):
+        self._agent, self._owner, self._id = agent, owner, rref_id
 
     def owner(self) -> WorkerInfo:
         return _agent_or_raise().worker_info(self._owner)
@@ -157,102 +105,72 @@ class RRef:
     local_value = to_here
 
     def __reduce__(self):
-        return (RRef, (self._owner, self._id))
+        self._agent.register_holder(self._owner, self._id)
+        return (_adopt_rref, (self._owner, self._id))
+
+    def __del__(self):
+        # Runs wherever the collector runs: only a queue put, which is safe in any thread.
+        self._agent.release_later(self._owner, self._id, held=True)
 
     def __repr__(self) -> str:
         return f"RRef(owner={self._owner!r}, id={self._id!r})"
 
 
-class _Connection:
-    """A client connection to one peer; a reader thread completes futures by request id."""
+def _adopt_rref(owner: str, rref_id: str) -> RRef:
+    return _agent_or_raise().adopt(owner, rref_id)
 
-    def __init__(self, agent: "_Agent", peer: str, address: Tuple[str, int]):
-        self.peer = peer
-        self.sock = socket.create_connection(address, timeout=agent.timeout)
-        self.sock.settimeout(None)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.lock = threading.Lock()
-        self.pending: Dict[int, concurrent.futures.Future] = {}
-        self.closed = False
-        threading.Thread(target=self._read, name=f"rpc-client-{peer}", daemon=True).start()
 
-    def submit(self, request_id: int, message: tuple, future: concurrent.futures.Future) -> None:
-        with self.lock:
-            if self.closed:
-                raise DistributedError(f"rpc: connection to worker {self.peer!r} is closed")
-            self.pending[request_id] = future
-        try:
-            self._send((request_id,) + message)
-        except OSError as err:
-            self._fail_all(f"rpc: sending to worker {self.peer!r} failed: {err}")
+class _Owned:
+    __slots__ = ("value", "holders")
 
-    def _send(self, message: tuple) -> None:
-        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        with self.lock:
-            self.sock.sendall(_FRAME.pack(len(payload)) + payload)
-
-    def _read(self) -> None:
-        try:
-            while True:
-                reply = _recv_frame(self.sock)
-                if reply is None:
-                    break
-                request_id, ok, value = reply
-                with self.lock:
-                    future = self.pending.pop(request_id, None)
-                if future is None:
-                    continue
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(_rebuild_error(value, self.peer))
-        except Exception:
-            pass
-        self._fail_all(f"rpc: lost the connection to worker {self.peer!r}")
-
-    def _fail_all(self, why: str) -> None:
-        with self.lock:
-            self.closed = True
-            pending, self.pending = self.pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(DistributedError(why))
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
+    def __init__(self) -> None:
+        self.value: concurrent.futures.Future = concurrent.futures.Future()
+        self.holders = 1
 
 
 class _Agent:
     def __init__(self, name: str, rank: int, world_size: int, store: TCPStore, timeout: float,
-                 owns_store: bool):
+                 owns_store: bool, max_message_size: int):
         self.name, self.rank, self.world_size = name, rank, world_size
         self.store, self.timeout, self._owns_store = store, timeout, owns_store
-        self._listener = socket.create_server(("", 0))
+        self.max_message_size = max_message_size
+        self.secret = b""
+        self._have_secret = threading.Event()
+        # The interface the store is reached through: loopback for a loopback init method.
+        self.host = store.client.local_address()
+        self._listener = socket.create_server((self.host, 0))
         self._listener.settimeout(0.2)
         self._stopping = threading.Event()
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="rpc")
-        self._owned: Dict[str, concurrent.futures.Future] = {}
+        self._pool = HandlerPool(_POOL_SIZE, "rpc")
+        self._owned: Dict[str, _Owned] = {}
         self._owned_lock = threading.Lock()
+        self._held: Dict[str, int] = {}   # rref id -> live RRef objects here (one registration)
+        self._held_lock = threading.Lock()
+        self._releases: "queue.SimpleQueue[Optional[Tuple[str, str, bool]]]" = queue.SimpleQueue()
+        self.refused_handshakes = self.refused_messages = 0
         self._connections: Dict[str, _Connection] = {}
         self._connections_lock = threading.Lock()
-        self._server_sockets = []
+        self._server_sockets: list = []
         self._ids = itertools.count(1)
-        self._accept_thread = threading.Thread(target=self._accept, name="rpc-accept", daemon=True)
-        self._accept_thread.start()
-
         self._workers: Dict[str, Tuple[int, Tuple[str, int]]] = {}
         self._ready = threading.Event()
+        threading.Thread(target=self._accept, name="rpc-accept", daemon=True).start()
+        threading.Thread(target=self._release_loop, name="rpc-release", daemon=True).start()
 
     def rendezvous(self) -> None:
-        """Publishes this worker's address and waits for every other worker's."""
+        """Agrees on the secret, publishes this worker's address and waits for every other worker's."""
         store, rank = self.store, self.rank
-        host = store.client.local_address()
-        store.set(f"rpc/worker/{rank}", f"{self.name}\n{host}\n{self._listener.getsockname()[1]}")
+        if rank == 0:
+            store.set(_SECRET_KEY, wire.new_secret().hex())
+        self.secret = bytes.fromhex(store.get(_SECRET_KEY, self.timeout).decode())
+        self._have_secret.set()
+        port = self._listener.getsockname()[1]
+        store.set(f"rpc/worker/{rank}", f"{self.name}\n{self.host}\n{port}")
         store.wait([f"rpc/worker/{r}" for r in range(self.world_size)], self.timeout)
+        if rank == 0:
+            # Every worker has read it (each published its address after reading): a
+            # process that reaches the store later finds no secret to learn.
+            store.delete_key(_SECRET_KEY)
         for r in range(self.world_size):
             peer_name, peer_host, peer_port = store.get(f"rpc/worker/{r}").decode().split("\n")
             if peer_name in self._workers:
@@ -265,34 +183,68 @@ class _Agent:
     def _accept(self) -> None:
         while not self._stopping.is_set():
             try:
-                conn, _ = self._listener.accept()
+                conn, peer = self._listener.accept()
             except socket.timeout:
                 continue
             except OSError:
                 return
-            conn.settimeout(None)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._server_sockets.append(conn)
-            threading.Thread(target=self._serve, args=(conn,), name="rpc-serve", daemon=True).start()
+            threading.Thread(target=self._serve, args=(conn, peer), name="rpc-serve", daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _refuse(self, peer: Tuple[str, int], why: str) -> None:
+        _log.warning("rpc: worker %r refused a connection from %s:%d: %s", self.name, peer[0], peer[1], why)
+
+    def _serve(self, conn: socket.socket, peer: Tuple[str, int]) -> None:
+        # A peer may connect while this worker still waits for the secret.
+        if not self._have_secret.wait(self.timeout) or self._stopping.is_set():
+            conn.close()
+            return
+        try:
+            wire.accept_handshake(conn, self.secret, self.timeout)
+        except (wire.AuthenticationError, OSError) as err:
+            self.refused_handshakes += 1
+            self._refuse(peer, str(err))
+            conn.close()
+            return
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         send_lock = threading.Lock()
         try:
             while True:
-                message = _recv_frame(conn)
+                message = wire.receive(conn, self.max_message_size)
                 if message is None:
                     return
-                request_id, kind = message[0], message[1]
-                if kind == "remote":
-                    # Registered before the call runs, so a fetch that follows on this
-                    # connection always finds the slot.
-                    with self._owned_lock:
-                        self._owned[message[2]] = concurrent.futures.Future()
-                self._executor.submit(self._handle, conn, send_lock, request_id, kind, message[2:])
+                self._dispatch(conn, send_lock, message)
+                del message  # an RRef in it must not outlive the call because this loop waits
+        except wire.FrameTooLarge as err:
+            self.refused_messages += 1
+            self._refuse(peer, str(err))
+            try:
+                wire.send(conn, send_lock, wire.encode((0, False, str(err)), self.max_message_size))
+            except OSError:
+                pass
+            wire.drain_and_close(conn)
         except (OSError, EOFError, pickle.UnpicklingError, DistributedError):
             return
         finally:
             conn.close()
+
+    def _dispatch(self, conn: socket.socket, send_lock: threading.Lock, message: tuple) -> None:
+        request_id, kind = message[0], message[1]
+        # Reference counting is handled here, in order per connection, and never waits on
+        # the pool: a holder's registration always lands before its own release.
+        if kind == "addref":
+            ok = self.count_holder(message[2], +1)
+            self._reply(conn, send_lock, (request_id, ok, None if ok else _describe_error(
+                DistributedError(f"rpc: worker {self.name!r} owns no RRef {message[2]!r}"))))
+            return
+        if kind == "release":
+            self.count_holder(message[2], -1)
+            return
+        if kind == "remote":
+            # Registered before the call runs, so a fetch that follows always finds the slot.
+            with self._owned_lock:
+                self._owned[message[2]] = _Owned()
+        self._pool.submit(self._handle, conn, send_lock, request_id, kind, message[2:])
 
     def _handle(self, conn, send_lock, request_id, kind, args) -> None:
         try:
@@ -301,11 +253,13 @@ class _Agent:
                 reply = (request_id, True, _resolve(module, qualname)(*fn_args, **fn_kwargs))
             elif kind == "remote":
                 rref_id, module, qualname, fn_args, fn_kwargs = args
-                slot = self._owned[rref_id]
+                with self._owned_lock:
+                    slot = self._owned.get(rref_id)
+                value: concurrent.futures.Future = slot.value if slot else concurrent.futures.Future()
                 try:
-                    slot.set_result(_resolve(module, qualname)(*fn_args, **fn_kwargs))
+                    value.set_result(_resolve(module, qualname)(*fn_args, **fn_kwargs))
                 except BaseException as exc:
-                    slot.set_exception(exc)
+                    value.set_exception(exc)
                     raise
                 reply = (request_id, True, None)
             elif kind == "fetch":
@@ -314,11 +268,15 @@ class _Agent:
                 raise DistributedError(f"rpc: unknown request kind {kind!r}")
         except BaseException as exc:
             reply = (request_id, False, _describe_error(exc))
+        self._reply(conn, send_lock, reply)
+
+    def _reply(self, conn, send_lock, reply: tuple) -> None:
         try:
             try:
-                _send_frame(conn, send_lock, reply)
-            except (pickle.PicklingError, TypeError, AttributeError) as exc:
-                _send_frame(conn, send_lock, (request_id, False, _describe_error(exc)))
+                frame = wire.encode(reply, self.max_message_size)
+            except Exception as exc:  # unpicklable, too large, or an RRef whose owner is unreachable
+                frame = wire.encode((reply[0], False, _describe_error(exc)), self.max_message_size)
+            wire.send(conn, send_lock, frame)
         except OSError:
             pass
 
@@ -328,7 +286,61 @@ class _Agent:
         if slot is None:
             raise DistributedError(f"rpc: worker {self.name!r} owns no RRef {rref_id!r}")
         limit = self.timeout if timeout is None else seconds(timeout)
-        return slot.result(timeout=limit)
+        with blocking():
+            return slot.value.result(timeout=limit)
+
+    # ---- RRef reference counts -------------------------------------------------------
+    def count_holder(self, rref_id: str, delta: int) -> bool:
+        """Owner side: one holder more or less; the value goes when none is left."""
+        with self._owned_lock:
+            slot = self._owned.get(rref_id)
+            if slot is None:
+                return False
+            slot.holders += delta
+            if slot.holders <= 0:
+                del self._owned[rref_id]
+        return True
+
+    def register_holder(self, owner: str, rref_id: str) -> None:
+        """One more registration for an RRef about to be pickled; confirmed before it travels."""
+        if owner == self.name:
+            self.count_holder(rref_id, +1)
+        else:
+            self.request(owner, ("addref", rref_id), None).result()
+
+    def adopt(self, owner: str, rref_id: str) -> RRef:
+        """An RRef arriving here with one registration (pickled, or just created by remote())."""
+        with self._held_lock:
+            already = self._held.get(rref_id, 0)
+            self._held[rref_id] = already + 1
+        if already:
+            self.release_later(owner, rref_id, held=False)  # this worker is registered already
+        return RRef(self, owner, rref_id)
+
+    def release_later(self, owner: str, rref_id: str, held: bool) -> None:
+        self._releases.put((owner, rref_id, held))
+
+    def _release_loop(self) -> None:
+        while True:
+            item = self._releases.get()
+            if item is None:
+                return
+            owner, rref_id, held = item
+            if held:
+                with self._held_lock:
+                    left = self._held.get(rref_id, 1) - 1
+                    if left > 0:
+                        self._held[rref_id] = left
+                        continue
+                    self._held.pop(rref_id, None)
+            if owner == self.name:
+                self.count_holder(rref_id, -1)
+                continue
+            try:
+                conn = self._connection(owner)
+                conn.send(wire.encode((0, "release", rref_id), self.max_message_size))
+            except (DistributedError, ValueError, OSError):
+                pass  # the owner is gone, and its values with it
 
     # ---- calling ---------------------------------------------------------------------
     def worker_info(self, name: str) -> WorkerInfo:
@@ -356,12 +368,18 @@ class _Agent:
     def new_rref_id(self) -> str:
         return f"{self.name}:{os.getpid()}:{next(self._ids)}"
 
+    def debug_info(self) -> DebugInfo:
+        with self._owned_lock, self._held_lock:
+            return DebugInfo(len(self._owned), len(self._held), self.refused_handshakes, self.refused_messages,
+                             self._pool.threads)
+
     def shutdown(self, graceful: bool) -> None:
         if graceful:
             # Nobody leaves until every worker is done calling the others.
             self.store.set(f"rpc/done/{self.rank}", b"1")
             self.store.wait([f"rpc/done/{r}" for r in range(self.world_size)], self.timeout)
         self._stopping.set()
+        self._releases.put(None)
         self._listener.close()
         with self._connections_lock:
             for conn in self._connections.values():
@@ -371,7 +389,7 @@ class _Agent:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self._executor.shutdown(wait=False)
+        self._pool.close()
         if self._owns_store:
             self.store.close()
 
@@ -390,15 +408,19 @@ def _to_name(to: Union[str, WorkerInfo]) -> str:
 
 
 def init_rpc(name: str, rank: int = -1, world_size: int = -1, init_method: Optional[str] = None,
-             timeout: Timeout = _DEFAULT_RPC_TIMEOUT, store: Optional[TCPStore] = None) -> None:
+             timeout: Timeout = _DEFAULT_RPC_TIMEOUT, store: Optional[TCPStore] = None,
+             max_message_size: int = _DEFAULT_MAX_MESSAGE_SIZE) -> None:
     """Starts this worker's RPC agent and waits until all ``world_size`` workers registered.
 
     The store is, in order: ``store``, the default process group's store, or a new one
-    from ``init_method`` (``tcp://`` or ``env://``; rank 0 hosts it).
+    from ``init_method`` (``tcp://`` or ``env://``; rank 0 hosts it). A message (request
+    or reply) whose pickle exceeds ``max_message_size`` bytes is refused.
     """
     global _agent
     if _agent is not None:
         raise RuntimeError("RPC is already initialized")
+    if max_message_size < 1:
+        raise ValueError(f"init_rpc: max_message_size must be a positive number of bytes, got {max_message_size!r}")
     owns_store = False
     if store is None and collectives.is_initialized():
         store = collectives.default_store()
@@ -410,7 +432,7 @@ def init_rpc(name: str, rank: int = -1, world_size: int = -1, init_method: Optio
         owns_store = True
     if rank < 0 or world_size < 1:
         raise ValueError("init_rpc needs rank and world_size")
-    agent = _Agent(name, rank, world_size, store, seconds(timeout), owns_store)
+    agent = _Agent(name, rank, world_size, store, seconds(timeout), owns_store, int(max_message_size))
     # Published before the rendezvous: peers may call functions that use the agent as
     # soon as they have seen our address.
     _agent = agent
@@ -425,6 +447,11 @@ def init_rpc(name: str, rank: int = -1, world_size: int = -1, init_method: Optio
 def get_worker_info(name: Optional[str] = None) -> WorkerInfo:
     agent = _agent_or_raise()
     return agent.worker_info(agent.name if name is None else name)
+
+
+def debug_info() -> DebugInfo:
+    """This worker's counters: owned and held RRefs, refused connections and messages, handler threads."""
+    return _agent_or_raise().debug_info()
 
 
 def rpc_async(to: Union[str, WorkerInfo], func: Union[Callable, str], args: tuple = (),
@@ -443,13 +470,14 @@ def rpc_sync(to: Union[str, WorkerInfo], func: Union[Callable, str], args: tuple
 
 def remote(to: Union[str, WorkerInfo], func: Union[Callable, str], args: tuple = (),
            kwargs: Optional[dict] = None, timeout: Optional[Timeout] = None) -> RRef:
-    """Runs ``func`` on worker ``to``, which keeps the result; returns an RRef to it."""
+    """Runs ``func`` on worker ``to``, which keeps the result while an RRef to it lives."""
     agent = _agent_or_raise()
     module, qualname = _qualified_name(func)
     owner = _to_name(to)
     rref_id = agent.new_rref_id()
     agent.request(owner, ("remote", rref_id, module, qualname, tuple(args), dict(kwargs or {})), timeout)
-    return RRef(owner, rref_id)
+    # The owner counts this worker as a holder from the "remote" request on.
+    return agent.adopt(owner, rref_id)
 
 
 def shutdown(graceful: bool = True) -> None:
