@@ -70,7 +70,8 @@ class _Collector:
             suggestion: str | None = None, fix: str = "") -> None:
         if value is _MISSING:
             value = _value_at(doc.data, loc)
-        if loc and loc[0] == "publish" and doc.path.name != "feature_status.yaml" and value not in (None, _MISSING):
+        if (loc and loc[0] == "publish" and doc.path.name != "feature_status.yaml"
+                and value is not None and value is not _MISSING and not isinstance(value, dict | list)):
             value = REDACTED  # credentials live under publish: never echo what is there
         if not fix and "; " in message:
             message, fix = message.split("; ", 1)
@@ -165,7 +166,8 @@ def _explain(err: Any, model: type[BaseModel], loc: PathKey) -> tuple[str, str, 
         return (*_TYPE_WORDS[kind], None)
     if kind in ("greater_than", "greater_than_equal"):
         bound = ctx.get("gt", ctx.get("ge"))
-        return f"must be {'greater than' if kind == 'greater_than' else 'at least'} {bound}", "use a larger value", None
+        return (f"must be {'greater than' if kind == 'greater_than' else 'at least'} {bound:g}", "use a larger value",
+                None)
     if kind == "string_too_short":
         return f"must be at least {ctx.get('min_length')} characters", "write a few words", None
     message = err["msg"].removeprefix("Value error, ")
@@ -175,8 +177,13 @@ def _explain(err: Any, model: type[BaseModel], loc: PathKey) -> tuple[str, str, 
 
 def _pydantic_issues(exc: ValidationError, model: type[BaseModel], doc: YamlDocument,
                      out: _Collector) -> None:
-    for err in exc.errors():
+    errors = exc.errors()
+    for err in errors:
         loc = tuple(part for part in err["loc"] if part != "[key]")
+        # A list whose every item failed is also "too short": the item's own error says it all.
+        if err["type"] == "too_short" and any(len(e["loc"]) > len(err["loc"]) and e["loc"][:len(err["loc"])]
+                                              == err["loc"] for e in errors):
+            continue
         message, fix, suggestion = _explain(err, model, loc)
         value = None if err["type"] == "missing" else err.get("input")
         out.add(doc, loc, message, value=value, fix=fix, suggestion=suggestion)

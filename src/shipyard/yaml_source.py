@@ -73,8 +73,10 @@ class _Builder:
     def build(self, node: yaml.Node, at: PathKey, lines: dict[PathKey, int]) -> Any:
         self.nodes += 1
         if self.nodes > _MAX_NODES:
-            raise self.fail(node, at, f"more than {_MAX_NODES} values once aliases are expanded",
-                            "use fewer nested aliases (*name); a release file is a few hundred values")
+            # Name the top-level key whose aliases blew up, at its own line.
+            raise SpecError(SpecIssue(self.source, self.lines.get(at[:1]), _key_name(at[:1]), NO_VALUE,
+                                      f"more than {_MAX_NODES} values once aliases are expanded",
+                                      "use fewer nested aliases (*name); a release file is a few hundred values"))
         lines.setdefault(at, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, at, lines)
