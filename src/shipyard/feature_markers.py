@@ -103,7 +103,8 @@ def _collect(body: list[ast.stmt], prefix: str, inherited: list[FeatureMarker],
 def read_test_file(root: Path, relative: str) -> TestFile:
     """Every test in `root/relative` with the feature markers that apply to it."""
     try:
-        tree = ast.parse((root / relative).read_bytes(), filename=relative)
+        source = (root / relative).read_bytes()
+        tree = ast.parse(source, filename=relative)
     except (SyntaxError, ValueError) as exc:
         return TestFile(relative, (), (), f"does not parse as Python ({exc.__class__.__name__})")
     except OSError as exc:
@@ -113,9 +114,13 @@ def read_test_file(root: Path, relative: str) -> TestFile:
                  for t in s.targets if isinstance(t, ast.Name)}
     module_marks = _marks_in(_pytestmark(tree.body), "pytestmark", constants)
     tests = _collect(tree.body, relative, module_marks, constants)
-    owners = {m.line: m.owner for t in tests for m in t.markers} | {m.line: m.owner for m in module_marks}
-    # Every marker in the file, a helper's decorator included, must name a real feature.
-    markers = tuple(FeatureMarker(m.line, m.feature, owners.get(m.line, "marker"))
+    known = {m.line: m for t in tests for m in t.markers} | {m.line: m for m in module_marks}
+    # Every marker in the file, a helper's decorator included, must name a real feature. Walking
+    # the whole tree is the slow part, so it is done only when some marker is not a test's.
+    text_lines = {n for n, line in enumerate(source.splitlines(), 1) if b"feature(" in line}
+    if text_lines <= set(known):
+        return TestFile(relative, tuple(tests), tuple(known[n] for n in sorted(known)))
+    markers = tuple(known.get(m.line) or FeatureMarker(m.line, m.feature, "marker")
                     for node in ast.walk(tree) if _is_feature_mark(node) for m in _marks_in(node, "", constants))
     return TestFile(relative, tuple(tests), markers)
 

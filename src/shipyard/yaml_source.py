@@ -133,6 +133,8 @@ class _Builder:
 
 
 _SCALARS = yaml.SafeLoader("")
+# libyaml's parser when PyYAML has it: ten times faster, with the same nodes, marks and errors.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _read_text(path: Path) -> str:
@@ -164,7 +166,7 @@ def load_yaml(path: Path) -> YamlDocument:
     """Parse `path`; raise SpecError naming the file and line on bad YAML or duplicate keys."""
     text = _read_text(path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # Only PyYAML's own words: its str() quotes the offending line, which may hold a secret.
