@@ -334,3 +334,11 @@ def test_a_variant_built_from_a_merge_key_validates(spec_copy):
     spec_copy.edit(R, "  cuda12:\n    tag: cu124\n", "  cuda12:\n    <<: &tag124 {tag: cu124}\n")
     variant = load_spec(spec_copy.root).release.variants["cuda12"]
     assert (variant.tag, variant.cuda, variant.host_gcc_max) == ("cu124", "12.4", 13)
+
+
+def test_schema_out_that_cannot_be_written(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["schema", "--out", str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --out {blocker}: cannot write release.schema.json there (File exists); pass a folder" in err

@@ -239,12 +239,17 @@ def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) ->
 # --- schema ---------------------------------------------------------------------------------
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from shipyard.errors import UsageError
     from shipyard.spec import FeatureFile, Release
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     for name, model in (("release.schema.json", Release), ("feature_status.schema.json", FeatureFile)):
-        (out / name).write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / name).write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write {name} there ({exc.strerror or exc}); "
+                             f"pass a folder shipyard may create or write to") from exc
         console.print(f"wrote {out / name}")
     return 0
 

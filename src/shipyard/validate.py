@@ -271,7 +271,8 @@ def _check_exclusions(release: Release, doc: YamlDocument, out: _Collector) -> N
         if matched[i] <= set().union(*(matched[j] for j in others)):
             names_of = " and ".join(f"exclusions.{j} ({release.exclusions[j].reason})" for j in others)
             out.add(doc, ("exclusions", i), f"every cell this exclusion removes is already removed by "
-                    f"{names_of}", fix="remove it, or narrow the other", value=None)
+                    f"{names_of}", fix=f"remove it, or narrow the {'others' if len(others) > 1 else 'other'}",
+                    value=None)
             kept.discard(i)
 
 
