@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from shipyard.cli import main
-from shipyard.matrix import expand, select
+from shipyard.matrix import GITHUB_MATRIX_LIMIT, expand, select
 from shipyard.validate import load_spec
 
 
@@ -56,3 +58,53 @@ def test_json_format_filters(repo, capsys):
     assert sorted(c["platform"] for c in cells) == ["android-arm64-v8a", "android-armeabi-v7a", "host",
                                                     "linux-aarch64", "linux-armv7"]
     assert all(c["python"] is None for c in cells)
+
+
+@pytest.mark.parametrize(("argv", "wrong", "hint"), [
+    (["matrix", "--variant", "cuda111"], "--variant cuda111", "cuda11"),
+    (["matrix", "--variant", "cu11"], "--variant cu11", None),
+    (["matrix", "--platform", "linux-x86-64"], "--platform linux-x86-64", "linux-x86_64"),
+    (["matrix", "--package-type", "wheels"], "--package-type wheels", "wheel"),
+    (["matrix", "--component", "embervison"], "--component embervison", "embervision"),
+    (["doctor", "--variant", "cuda1"], "--variant cuda1", None),
+    (["build", "--variant", "cpuu"], "--variant cpuu", "cpu"),
+    (["build", "--variant", "cpu", "--python", "3.99"], "--python 3.99", None),
+    (["build", "--variant", "cpu", "--python", "3.11", "--python", "3.1"], "--python 3.1", None),
+    (["build", "--variant", "cpu", "--component", "ember-vision"], "--component ember-vision", "embervision"),
+    (["build-mobile", "--target", "android-arm64"], "--target android-arm64", "android-arm64-v8a"),
+    (["toolchain", "install", "cuda111"], "'cuda111'", "cuda11"),
+])
+def test_an_unknown_filter_value_is_an_error_naming_the_nearest(repo, capsys, argv, wrong, hint):
+    # Before, these printed 0 cells (or built nothing) and exited 0.
+    assert main(["--root", str(repo), *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ") and wrong in captured.err
+    if hint:
+        assert f"did you mean {hint!r}?" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_filters_accept_names_and_tags(repo, capsys):
+    assert main(["--root", str(repo), "matrix", "--format", "json", "--variant", "cu118",
+                 "--platform", "windows-amd64", "--component", "ember"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 5
+
+
+def test_github_format_refuses_more_jobs_than_one_matrix_may_hold(spec_copy, capsys):
+    # Two more Linux platforms push the whole matrix past GitHub's 256 jobs per matrix.
+    spec_copy.edit("release.yaml", "  windows-amd64:\n", "".join(
+        f"  linux-{arch}:\n    os: linux\n    arch: {arch}\n    wheel_platform_tag: manylinux_2_35_{arch}\n"
+        f"    github_runner: ubuntu-22.04-arm\n" for arch in ("aarch64", "ppc64le")) + "  windows-amd64:\n")
+    cells = expand(load_spec(spec_copy.root).release)
+    assert len(cells) > GITHUB_MATRIX_LIMIT
+    assert main(["--root", str(spec_copy.root), "matrix", "--format", "github"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (f"error: the matrix has {len(cells)} cells but GitHub Actions runs at most 256 jobs per matrix; "
+            f"generate one matrix per --variant") in captured.err
+    # One variant at a time fits, and is what the message tells the user to do.
+    assert main(["--root", str(spec_copy.root), "matrix", "--format", "github", "--variant", "cuda11"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["include"]) == len(select(cells, variant="cuda11"))
+    # The table and JSON formats are not GitHub's business.
+    assert main(["--root", str(spec_copy.root), "matrix", "--format", "json"]) == 0

@@ -48,7 +48,7 @@ def test_bad_yaml_names_file_and_line(spec_copy):
     spec_copy.edit(R, "pythons: [", "pythons: [[")
     with pytest.raises(SpecError) as info:
         load_spec(spec_copy.root)
-    assert re.search(r"release\.yaml:\d+: not valid YAML", str(info.value))
+    assert re.search(r"release\.yaml:\d+: \(syntax\): not valid YAML: .+; fix the syntax at that line", str(info.value))
 
 
 def test_duplicate_yaml_key(spec_copy):
@@ -56,7 +56,7 @@ def test_duplicate_yaml_key(spec_copy):
     with pytest.raises(SpecError) as info:
         load_spec(spec_copy.root)
     line = _line_of(spec_copy, R, "    tag: cpu") + 1
-    assert f"release.yaml:{line}: duplicate key 'tag'" in str(info.value)
+    assert f"release.yaml:{line}: variants.cpu.tag: duplicate key (the first is at line {line - 1})" in str(info.value)
 
 
 def test_unknown_key_suggests_the_field(spec_copy):
@@ -118,8 +118,8 @@ def test_exclusion_that_matches_nothing(spec_copy):
 def test_python_version_as_float(spec_copy):
     spec_copy.edit(R, 'pythons: ["3.9", "3.10",', 'pythons: ["3.9", 3.10,')
     error = _one_error(spec_copy)
-    assert "pythons.1: Python version given as a number (3.1)" in error
-    assert 'Quote it' in error
+    assert error.endswith('pythons.1: Python version given as a number, which YAML reads as 3.1; '
+                          'quote it: "3.10" (got 3.10)')
 
 
 def test_status_typo_suggests_valid_status(spec_copy):
@@ -179,3 +179,85 @@ def test_schema_command_writes_json_schemas(tmp_path):
     features = json.loads((tmp_path / "feature_status.schema.json").read_text())
     assert {"components", "variants", "platforms", "pythons", "exclusions", "publish"} <= set(release["properties"])
     assert "features" in features["properties"]
+
+
+# --- feature markers against feature_status.yaml (the YAML is the authority) ---------------
+
+AUDIO_TESTS = "library/emberaudio/tests"
+
+
+def _audio_tests(spec_copy, source: str, name: str = "test_wav.py") -> Path:
+    folder = spec_copy.root / AUDIO_TESTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(source)
+    return path
+
+
+def test_tests_without_markers_are_fine(spec_copy):
+    # audio.core lists test_wav.py: its tests need no marker at all.
+    _audio_tests(spec_copy, "def test_roundtrip():\n    pass\n")
+    load_spec(spec_copy.root)
+
+
+def test_marker_naming_an_unknown_feature(spec_copy):
+    path = _audio_tests(spec_copy, "import pytest\n\n\n@pytest.mark.feature('audio.cor')\ndef test_roundtrip():\n"
+                                   "    pass\n")
+    error = _one_error(spec_copy)
+    assert error == (f"{path}:4: test_roundtrip: marker names no feature of feature_status.yaml; use one of its "
+                     f"ids or add the feature (got 'audio.cor'); did you mean 'audio.core'?")
+
+
+def test_module_marker_on_a_file_the_feature_does_not_list(spec_copy):
+    # test_io.py is not in audio.core's list, yet its module marker claims it proves audio.core.
+    path = _audio_tests(spec_copy, "import pytest\n\npytestmark = pytest.mark.feature('audio.core')\n\n\n"
+                                   "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n", "test_io.py")
+    error = _one_error(spec_copy)
+    assert error == (f"{path}:3: pytestmark: marked as proving this feature, but its tests list in "
+                     f"feature_status.yaml does not name test_a, test_b; add them (or {AUDIO_TESTS}/test_io.py) "
+                     f"to that list, or change the marker (got 'audio.core')")
+
+
+def test_marker_naming_a_feature_that_lists_the_test_elsewhere(spec_copy):
+    # The YAML says test_wav.py proves audio.core; the marker says vision.transforms.
+    spec_copy.edit(F, "library/emberaudio/tests/test_wav.py\n", "library/emberaudio/tests/test_wav.py::TestWav\n")
+    _audio_tests(spec_copy, "import pytest\n\n\nclass TestWav:\n    pytestmark = pytest.mark.feature("
+                            "'vision.transforms')\n\n    def test_roundtrip(self):\n        pass\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(spec_copy.root)
+    lines = [line.strip() for line in str(info.value).splitlines()[1:]]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{spec_copy.root / AUDIO_TESTS}/test_wav.py:5: TestWav: marked as proving this "
+                               f"feature, but its tests list in feature_status.yaml does not name "
+                               f"TestWav::test_roundtrip (it lists them under audio.core)")
+    line = _line_of(spec_copy, F, "test_wav.py::TestWav")
+    assert lines[1] == (f"{spec_copy.root / F}:{line}: features.16.tests.0: lists TestWav::test_roundtrip, whose "
+                        f"feature markers do not name 'audio.core'; add pytest.mark.feature('audio.core') to them, "
+                        f"or move the entry to the feature they are marked with "
+                        f"(got 'library/emberaudio/tests/test_wav.py::TestWav')")
+
+
+def test_test_files_are_read_not_imported(spec_copy):
+    # A test module that would crash (or do anything) on import is only parsed.
+    _audio_tests(spec_copy, "raise SystemExit('imported')\n\n\ndef test_roundtrip():\n    pass\n")
+    load_spec(spec_copy.root)
+
+
+# --- exclusions -----------------------------------------------------------------------------
+
+def test_identical_exclusions_report_only_the_second(spec_copy):
+    spec_copy.edit(R, "publish:\n", "  - component: emberelastic\n    platform: windows-amd64\n"
+                   "    reason: said twice\n\npublish:\n")
+    error = _one_error(spec_copy)
+    assert "exclusions.4: every cell this exclusion removes is already removed by exclusions.2" in error
+
+
+def test_an_exclusion_covered_by_two_others_together(spec_copy):
+    # emberelastic's CUDA 11 cells on macOS go by exclusion 0 (no CUDA on macOS), on Windows by
+    # exclusion 2 (no elastic on Windows): an exclusion of both removes nothing more.
+    spec_copy.edit(R, "publish:\n", "  - component: emberelastic\n    variant: cuda11\n"
+                   "    platform: [macos-arm64, windows-amd64]\n    reason: covered twice\n\npublish:\n")
+    error = _one_error(spec_copy)
+    assert ("exclusions.4: every cell this exclusion removes is already removed by exclusions.0 (no CUDA on macOS) "
+            "and exclusions.2 (the elastic launcher relies on POSIX signals and process groups); remove it, or "
+            "narrow the others") in error

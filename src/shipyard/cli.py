@@ -13,8 +13,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from shipyard.cell_filters import check_filters
 from shipyard.errors import ShipyardError
-from shipyard.matrix import Cell, expand, select
+from shipyard.matrix import Cell, check_github_matrix_size, expand, select
 from shipyard.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
@@ -86,8 +87,12 @@ def matrix_table(spec: Spec, cells: list[Cell]) -> Table:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     spec = _spec(args)
+    check_filters(spec.release, variant=args.variant, platform=args.platform, package_type=args.package_type,
+                  component=args.component)
     cells = select(expand(spec.release), variant=args.variant, platform=args.platform,
                    package_type=args.package_type, component=args.component)
+    if args.format == "github":
+        check_github_matrix_size(cells)
     if args.format == "json":
         print(json.dumps([{**c.selector_fields(), "id": c.id, "variant_tag": c.variant_tag,
                            "python": c.python} for c in cells], indent=2))
@@ -108,6 +113,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from shipyard.toolchains.discover import discover
 
     spec = _spec(args)
+    check_filters(spec.release, variant=args.variant)
     inventory = discover()
     rows = diagnose(spec.release, inventory, args.variant)
     table = Table(title=f"doctor: host {inventory.host_platform}")
@@ -131,16 +137,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_toolchain_install(args: argparse.Namespace) -> int:
+    from shipyard.errors import UsageError, nearest
     from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
     from shipyard.toolchains.discover import toolchain_cache
-    from shipyard.validate import nearest
 
     spec = _spec(args)
     variant = spec.release.variants.get(args.name)
     if variant is None:
         cuda_variants = [n for n, v in spec.release.variants.items() if v.cuda]
         hint = nearest(args.name, cuda_variants)
-        raise ShipyardError(f"no variant named {args.name!r} in release.yaml"
+        raise UsageError(f"no variant named {args.name!r} in release.yaml"
                             + (f"; did you mean {hint!r}?" if hint else "")
                             + f" (CUDA variants: {', '.join(cuda_variants)})")
     if not variant.cuda:
@@ -160,6 +166,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from shipyard.wheel.pipeline import BuildRequest, build_variant
 
     spec = _spec(args)
+    check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
     root = Path(args.root)
     request = BuildRequest(
         variant=args.variant, pythons=tuple(args.python or ()), components=tuple(args.component or ()),
@@ -187,6 +194,7 @@ def cmd_build_mobile(args: argparse.Namespace) -> int:
     from shipyard.mobile_release import build_mobile_release
 
     spec = _spec(args)
+    check_filters(spec.release, target=args.target)
     root = Path(args.root)
     dist = (Path(args.dist) if args.dist else root / "dist").resolve()
     state = (Path(args.state) if args.state else root / ".shipyard").resolve()
@@ -231,12 +239,17 @@ def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) ->
 # --- schema ---------------------------------------------------------------------------------
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from shipyard.errors import UsageError
     from shipyard.spec import FeatureFile, Release
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     for name, model in (("release.schema.json", Release), ("feature_status.schema.json", FeatureFile)):
-        (out / name).write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / name).write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write {name} there ({exc.strerror or exc}); "
+                             f"pass a folder shipyard may create or write to") from exc
         console.print(f"wrote {out / name}")
     return 0
 

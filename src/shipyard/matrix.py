@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from shipyard.errors import UsageError
 from shipyard.spec import Exclusion, Release
 
 
@@ -76,6 +77,17 @@ def exclusion_hits(release: Release) -> list[int]:
     return hits
 
 
+def exclusion_cells(release: Release) -> list[set[str]]:
+    """The ids of the cells each exclusion matches (same order as release.exclusions)."""
+    matched: list[set[str]] = [set() for _ in release.exclusions]
+    for cell in _all_cells(release):
+        fields = cell.selector_fields()
+        for i, exclusion in enumerate(release.exclusions):
+            if exclusion.matches(**fields):
+                matched[i].add(cell.id)
+    return matched
+
+
 def select(cells: list[Cell], *, variant: str | None = None, platform: str | None = None,
            package_type: str | None = None, component: str | None = None,
            python: str | None = None) -> list[Cell]:
@@ -94,3 +106,23 @@ def select(cells: list[Cell], *, variant: str | None = None, platform: str | Non
             continue
         out.append(cell)
     return out
+
+
+# GitHub Actions runs at most this many jobs from one matrix; a bigger one fails the workflow.
+GITHUB_MATRIX_LIMIT = 256
+
+
+def check_github_matrix_size(cells: list[Cell]) -> None:
+    """Raise UsageError when `cells` are more jobs than one GitHub Actions matrix may hold."""
+    if len(cells) <= GITHUB_MATRIX_LIMIT:
+        return
+    per_variant: dict[str, int] = {}
+    for cell in cells:
+        per_variant[cell.variant] = per_variant.get(cell.variant, 0) + 1
+    largest = max(per_variant, key=lambda v: per_variant[v])
+    split = ("one matrix per --variant" if per_variant[largest] <= GITHUB_MATRIX_LIMIT
+             else "one matrix per --variant and --platform")
+    raise UsageError(f"the matrix has {len(cells)} cells but GitHub Actions runs at most {GITHUB_MATRIX_LIMIT} "
+                     f"jobs per matrix; generate {split} (largest variant: {largest}, "
+                     f"{per_variant[largest]} cells)")
+

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import tomllib
+from functools import cache
+from importlib import resources
 from typing import Annotated, Any, Literal
 
 from packaging.version import InvalidVersion, Version
@@ -22,6 +25,29 @@ Status = Literal["stable", "beta", "prototype"]
 STATUS_ORDER: dict[str, int] = {"stable": 0, "beta": 1, "prototype": 2}
 
 _NAME = r"^[a-z0-9][a-z0-9._-]*$"
+_ENV_NAME = r"^[A-Z][A-Z0-9_]*$"
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_VARIANT_TAG = r"^(cpu|cu\d{3,4})$"
+_CUDA_VERSION = r"^\d+\.\d+$"
+_FEATURE_ID = r"^[a-z][a-z0-9-]*(\.[a-z0-9-]+)*$"
+
+# What each pattern means to a person, and how to fix a value that breaks it.
+PATTERN_HINTS: dict[str, tuple[str, str]] = {
+    _NAME: ("must be lowercase letters, digits, '.', '_' or '-'", "rename it, e.g. 'ember'"),
+    _ENV_NAME: ("must be the NAME of an environment variable (capitals, digits, '_')",
+                "write the variable's name, e.g. SHIPYARD_PYPI_TOKEN, and put the secret in that variable"),
+    _IDENTIFIER: ("must be a Python identifier", "write the name you import, e.g. 'ember'"),
+    _VARIANT_TAG: ("must be 'cpu' or 'cu' and the CUDA version's digits", "write e.g. 'cpu' or 'cu118'"),
+    _CUDA_VERSION: ("must be a CUDA version major.minor", "write it quoted, e.g. \"11.8\""),
+    _FEATURE_ID: ("must be lowercase dotted words", "write e.g. 'ember.fft'"),
+}
+
+
+@cache
+def supported_pythons() -> tuple[str, ...]:
+    """The CPython versions shipyard builds for (resources/pythons.toml), oldest first."""
+    text = resources.files("shipyard.resources").joinpath("pythons.toml").read_text()
+    return tuple(tomllib.loads(text)["supported"])
 
 
 class Frozen(BaseModel):
@@ -31,13 +57,19 @@ class Frozen(BaseModel):
 
 
 def _python_version(value: Any) -> Any:
-    # YAML reads 3.10 as the float 3.1: refuse numbers outright so the typo cannot pass.
+    supported = supported_pythons()
+    choices = f"{supported[0]} to {supported[-1]}"
+    # YAML reads 3.10 as the float 3.1: refuse numbers outright so the typo cannot pass, and
+    # name the quoted version the number was meant to be (3.1 -> "3.10", never "3.1").
     if isinstance(value, float | int) and not isinstance(value, bool):
-        raise ValueError(
-            f"Python version given as a number ({value!r}); YAML reads 3.10 as 3.1. "
-            f"Quote it: \"{value}\"")
-    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}", value):
-        raise ValueError(f"not a Python version like \"3.11\": {value!r}")
+        meant = [v for v in supported if float(v) == float(value)]
+        fix = (f"quote it: \"{meant[-1]}\"" if meant else f"quote a supported version ({choices}), e.g. \"3.11\"")
+        raise ValueError(f"Python version given as a number, which YAML reads as {float(value)!r}; {fix}")
+    if not isinstance(value, str) or not re.fullmatch(r"\d+\.\d+", value):
+        raise ValueError(f"not a Python version; write one quoted, like \"3.11\" ({choices})")
+    if value not in supported:
+        raise ValueError(f"Python {value} is not one shipyard builds for; pick from {', '.join(supported)} "
+                         f"(resources/pythons.toml)")
     return value
 
 
@@ -52,22 +84,27 @@ def _tuple_of_str(value: Any) -> Any:
         return (value,)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    if isinstance(value, list):
+    if isinstance(value, list) and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
         return tuple(str(v) if not isinstance(v, float) else _python_version(v) for v in value)
     if isinstance(value, float):
         return (_python_version(value),)
-    raise ValueError(f"expected a name or a list of names, got {value!r}")
+    raise ValueError("expected a name or a list of names; write e.g. 'cuda*' or [cpu, cuda11]")
 
 
 Selector = Annotated[tuple[str, ...], BeforeValidator(_tuple_of_str)]
 
 
 def _version(value: Any) -> str:
+    if isinstance(value, float):
+        raw = getattr(value, "raw", None) or str(value)
+        raise ValueError(f"version given as a number, which YAML may misread (1.10 is 1.1); quote it: \"{raw}\"")
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError("not a version; write one like 1.7.0")
     text = str(value)
     try:
         Version(text)
     except InvalidVersion as exc:
-        raise ValueError(f"not a PEP 440 version: {value!r}") from exc
+        raise ValueError("not a PEP 440 version; write one like 1.7.0") from exc
     return text
 
 
@@ -81,14 +118,23 @@ class NativeCore(Frozen):
     """A Python-independent CMake project inside a component, built once per variant."""
 
     source: str
-    prefix_define: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    prefix_define: str = Field(pattern=_ENV_NAME)
+
+
+# Which package types each kind of component can be built into: a wheel needs a Python
+# package, a mobile archive needs a native library.
+PACKAGE_TYPES_BY_KIND: dict[str, tuple[str, ...]] = {
+    "python-native": ("wheel", "conda", "docker"),
+    "python-pure": ("wheel", "conda", "docker"),
+    "native": ("mobile", "conda", "docker"),
+}
 
 
 class Component(Frozen):
     name: str
     path: str
     kind: ComponentKind
-    import_name: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    import_name: str | None = Field(default=None, pattern=_IDENTIFIER)
     package_types: tuple[PackageType, ...] = Field(min_length=1)
     native_core: NativeCore | None = None
     # Compiles CUDA code in CUDA variants: its wheels must then hold SASS for the arch list.
@@ -100,7 +146,16 @@ class Component(Frozen):
     @model_validator(mode="after")
     def _python_needs_import_name(self) -> Component:
         if self.kind != "native" and not self.import_name:
-            raise ValueError(f"component {self.name!r} is a Python package: set import_name")
+            raise ValueError(f"component {self.name!r} is a Python package; set import_name")
+        return self
+
+    @model_validator(mode="after")
+    def _package_types_fit_kind(self) -> Component:
+        allowed = PACKAGE_TYPES_BY_KIND[self.kind]
+        wrong = [t for t in self.package_types if t not in allowed]
+        if wrong:
+            raise ValueError(f"a {self.kind} component cannot be packaged as {', '.join(wrong)}; "
+                             f"use {', '.join(allowed)}, or change its kind")
         return self
 
     @property
@@ -110,25 +165,28 @@ class Component(Frozen):
 
 class Variant(Frozen):
     name: str
-    tag: str = Field(pattern=r"^(cpu|cu\d{3,4})$")
-    cuda: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    tag: str = Field(pattern=_VARIANT_TAG)
+    cuda: str | None = Field(default=None, pattern=_CUDA_VERSION)
     arch_list: str | None = None
     host_gcc_max: int | None = Field(default=None, ge=4)
     wheel_size_budget_mb: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _cuda_fields_together(self) -> Variant:
-        if self.cuda and not self.arch_list:
-            raise ValueError(f"CUDA variant {self.name!r} needs an arch_list such as \"7.5;8.0\"")
-        if not self.cuda and (self.arch_list or self.host_gcc_max):
-            raise ValueError(f"variant {self.name!r} sets arch_list/host_gcc_max but no cuda version")
+        if self.cuda and not self.archs:
+            raise ValueError(f"CUDA variant {self.name!r} names no GPU arch; set arch_list to a list "
+                             f"such as \"7.5;8.0\"")
+        if not self.cuda and (self.arch_list is not None or self.host_gcc_max):
+            raise ValueError(f"variant {self.name!r} sets arch_list/host_gcc_max but no cuda version; "
+                             f"add cuda: \"X.Y\" or remove them")
         if self.cuda:
             expected = "cu" + self.cuda.replace(".", "")
             if self.tag != expected:
                 raise ValueError(f"variant {self.name!r}: CUDA {self.cuda} has tag {expected!r}, "
-                                 f"not {self.tag!r}")
+                                 f"not {self.tag!r}; set tag: {expected}")
         elif self.tag != "cpu":
-            raise ValueError(f"variant {self.name!r} has no cuda version, so its tag must be 'cpu'")
+            raise ValueError(f"variant {self.name!r} has no cuda version, so its tag must be 'cpu'; "
+                             f"set tag: cpu or add cuda: \"X.Y\"")
         return self
 
     @property
@@ -170,8 +228,8 @@ class Exclusion(Frozen):
     @model_validator(mode="after")
     def _selects_something(self) -> Exclusion:
         if not (self.component or self.variant or self.platform or self.python or self.package_type):
-            raise ValueError("an exclusion needs at least one of component, variant, platform, "
-                             "python, package_type")
+            raise ValueError("an exclusion selects nothing; give at least one of component, variant, "
+                             "platform, python, package_type")
         return self
 
     def matches(self, **fields: str) -> bool:
@@ -185,7 +243,9 @@ class Exclusion(Frozen):
                 "python": self.python, "package_type": self.package_type}
 
 
-_SECRET_KEYS = {"password", "token", "secret", "api_key", "apikey", "passwd"}
+# A key under `publish` containing any of these words holds a credential (api-token, auth_key …).
+_SECRET_WORDS = ("password", "passwd", "token", "secret", "apikey", "api_key", "auth", "credential",
+                 "private_key", "access_key")
 
 
 class PublishTarget(Frozen):
@@ -194,21 +254,34 @@ class PublishTarget(Frozen):
     name: str
     kind: Literal["pypi", "conda", "docker"]
     url: str
-    username_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
-    password_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
-    token_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    username_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    password_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    token_env: str | None = Field(default=None, pattern=_ENV_NAME)
 
     @model_validator(mode="before")
     @classmethod
     def _no_inline_secrets(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for key in data:
-                if str(key).lower() in _SECRET_KEYS:
-                    raise ValueError(
-                        f"{key!r} holds a secret inline; release.yaml must never contain "
-                        f"credentials. Put it in an environment variable and name that "
-                        f"variable with {'token_env' if 'token' in str(key).lower() else 'password_env'}")
+                word = str(key).lower().replace("-", "_")
+                if word.endswith("_env") or not any(w in word for w in _SECRET_WORDS):
+                    continue
+                raise ValueError(
+                    f"{key!r} holds a secret inline and release.yaml must never contain credentials; "
+                    f"put it in an environment variable and name that variable with "
+                    f"{'token_env' if 'token' in word else 'password_env'}")
         return data
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, url: str) -> str:
+        # The authority part (between '//' and the next '/') holds user:password@ if any.
+        authority = (url.split("//", 1)[1] if "//" in url else url).split("/", 1)[0]
+        if "@" in authority:
+            # The message never repeats the URL: the part before '@' is a credential.
+            raise ValueError("the URL carries credentials (user:password@); remove them and name the "
+                             "environment variables that hold them with username_env and password_env")
+        return url
 
 
 def _named(mapping_key: str) -> Any:
@@ -259,7 +332,7 @@ def _status_map(value: Any) -> Any:
 
 
 class Feature(Frozen):
-    id: str = Field(pattern=r"^[a-z][a-z0-9-]*(\.[a-z0-9-]+)*$")
+    id: str = Field(pattern=_FEATURE_ID)
     title: str = Field(min_length=3)
     component: str
     since: Annotated[str, BeforeValidator(_version)]

@@ -1,13 +1,13 @@
 """Load and validate release.yaml and feature_status.yaml, alone and against each other.
 
-Every problem becomes a `SpecIssue` that names the file, line, key and bad value, and
-suggests the nearest valid value for a typo. `load_spec` raises SpecError listing them.
+Every problem becomes a `SpecIssue` that names the file, line, key and bad value, says
+what to do, and suggests the nearest valid value for a typo. `load_spec` raises SpecError
+listing them. Values under `publish` are never shown: they may be credentials.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import fnmatch
 import re
 import types
@@ -16,36 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
 from shipyard.cuda_archs import supported_archs
-from shipyard.errors import SpecError
-from shipyard.matrix import exclusion_hits
-from shipyard.spec import STATUS_ORDER, FeatureFile, Release
+from shipyard.errors import NO_VALUE, REDACTED, SpecError, SpecIssue, nearest
+from shipyard.feature_markers import marker_issues
+from shipyard.matrix import exclusion_cells
+from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml
 
-_MISSING = object()
-
-
-@dataclass(frozen=True)
-class SpecIssue:
-    """One problem in one file, at one key."""
-
-    file: Path
-    line: int | None
-    key: str
-    value: Any
-    message: str
-    suggestion: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else str(self.file)
-        text = f"{where}: {self.key}: {self.message}"
-        if self.value is not _MISSING and self.value is not None and not isinstance(self.value, dict | list):
-            text += f" (got {self.value!r})"
-        if self.suggestion:
-            text += f"; did you mean {self.suggestion!r}?"
-        return text
+__all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
+_MISSING = NO_VALUE
 
 
 @dataclass(frozen=True)
@@ -85,11 +67,16 @@ class _Collector:
     issues: list[SpecIssue] = field(default_factory=list)
 
     def add(self, doc: YamlDocument, loc: PathKey, message: str, *, value: Any = _MISSING,
-            suggestion: str | None = None) -> None:
+            suggestion: str | None = None, fix: str = "") -> None:
         if value is _MISSING:
             value = _value_at(doc.data, loc)
+        if (loc and loc[0] == "publish" and doc.path.name != "feature_status.yaml"
+                and value is not None and value is not _MISSING and not isinstance(value, dict | list)):
+            value = REDACTED  # credentials live under publish: never echo what is there
+        if not fix and "; " in message:
+            message, fix = message.split("; ", 1)
         key = ".".join(str(p) for p in loc) or "(top level)"
-        self.issues.append(SpecIssue(doc.path, doc.line_of(loc), key, value, message, suggestion))
+        self.issues.append(SpecIssue(doc.path, doc.line_of(loc), key, value, message, fix, suggestion))
 
 
 def _value_at(data: Any, loc: PathKey) -> Any:
@@ -99,12 +86,6 @@ def _value_at(data: Any, loc: PathKey) -> Any:
         except (KeyError, IndexError, TypeError):
             return None
     return data
-
-
-def nearest(word: str, choices: typing.Iterable[str]) -> str | None:
-    """The closest valid spelling of `word`, if one is close enough to be a typo."""
-    found = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return found[0] if found else None
 
 
 def _model_at(model: type[BaseModel], loc: PathKey) -> type[BaseModel] | None:
@@ -141,25 +122,71 @@ def _unwrap(annotation: Any) -> Any:
     return annotation
 
 
+_TYPE_WORDS: dict[str, tuple[str, str]] = {
+    "string_type": ("must be text", "write it as text"),
+    "int_type": ("must be a whole number", "write e.g. 11"),
+    "int_parsing": ("must be a whole number", "write e.g. 11"),
+    "int_from_float": ("must be a whole number", "write e.g. 11"),
+    "float_type": ("must be a number", "write e.g. 40"),
+    "float_parsing": ("must be a number", "write e.g. 40"),
+    "finite_number": ("must be a finite number", "write e.g. 40"),
+    "bool_type": ("must be true or false", "write true or false"),
+    "bool_parsing": ("must be true or false", "write true or false"),
+    "dict_type": ("must be a mapping of 'key: value' lines", "indent its entries under it"),
+    "model_type": ("must be a mapping of 'key: value' lines", "indent its keys under it"),
+    "model_attributes_type": ("must be a mapping of 'key: value' lines", "indent its keys under it"),
+    "tuple_type": ("must be a list", "write [a, b] or one '- item' line per entry"),
+    "list_type": ("must be a list", "write [a, b] or one '- item' line per entry"),
+    "too_short": ("must not be empty", "list at least one entry"),
+}
+
+
+def _explain(err: Any, model: type[BaseModel], loc: PathKey) -> tuple[str, str, str | None]:
+    """(message, fix, suggestion) for one pydantic error, in the words of release.yaml."""
+    kind, ctx, given = err["type"], err.get("ctx", {}), err.get("input")
+    if kind == "extra_forbidden":
+        parent = _model_at(model, loc[:-1])
+        fields = [n for n in (parent.model_fields if parent else {}) if n != "name"]
+        return (f"unknown key {loc[-1]!r}", f"remove or rename it (valid keys here: {', '.join(fields)})",
+                nearest(str(loc[-1]), fields))
+    if kind == "missing":
+        return "required key is missing", f"add a '{loc[-1]}:' line here", None
+    if kind == "literal_error":
+        expected = [a or b for a, b in re.findall(r"'([^']*)'|\b(\d+)\b", ctx.get("expected", ""))]
+        if loc == ("schema_version",):
+            return (f"this shipyard reads schema_version {' or '.join(expected)} only",
+                    f"set schema_version: {expected[-1]}, or use the shipyard that writes this version", None)
+        return f"must be one of {', '.join(expected)}", "use one of those", nearest(str(given), expected)
+    if kind == "string_pattern_mismatch":
+        what, fix = PATTERN_HINTS.get(ctx.get("pattern", ""), ("has the wrong form", f"match {ctx.get('pattern')}"))
+        return what, fix, None
+    if kind == "string_type" and isinstance(given, int | float) and not isinstance(given, bool):
+        return "must be text, not a number", f"quote it: \"{getattr(given, 'raw', None) or given}\"", None
+    if kind in _TYPE_WORDS:
+        return (*_TYPE_WORDS[kind], None)
+    if kind in ("greater_than", "greater_than_equal"):
+        bound = ctx.get("gt", ctx.get("ge"))
+        return (f"must be {'greater than' if kind == 'greater_than' else 'at least'} {bound:g}", "use a larger value",
+                None)
+    if kind == "string_too_short":
+        return f"must be at least {ctx.get('min_length')} characters", "write a few words", None
+    message = err["msg"].removeprefix("Value error, ")
+    message, _, fix = message.partition("; ")
+    return message, fix or "see README.md's tour of release.yaml for what this key takes", None
+
+
 def _pydantic_issues(exc: ValidationError, model: type[BaseModel], doc: YamlDocument,
                      out: _Collector) -> None:
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        kind = err["type"]
-        if kind == "extra_forbidden":
-            parent = _model_at(model, loc[:-1])
-            fields = [n for n in (parent.model_fields if parent else {}) if n != "name"]
-            out.add(doc, loc, f"unknown key {loc[-1]!r}; valid keys here: {', '.join(fields)}",
-                    value=_MISSING, suggestion=nearest(str(loc[-1]), fields))
-        elif kind == "missing":
-            out.add(doc, loc, "required key is missing", value=None)
-        elif kind == "literal_error":
-            expected = re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", ""))
-            out.add(doc, loc, f"must be one of {', '.join(expected)}", value=err.get("input"),
-                    suggestion=nearest(str(err.get("input")), expected))
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-            out.add(doc, loc, message, value=err.get("input"))
+    errors = exc.errors()
+    for err in errors:
+        loc = tuple(part for part in err["loc"] if part != "[key]")
+        # A list whose every item failed is also "too short": the item's own error says it all.
+        if err["type"] == "too_short" and any(len(e["loc"]) > len(err["loc"]) and e["loc"][:len(err["loc"])]
+                                              == err["loc"] for e in errors):
+            continue
+        message, fix, suggestion = _explain(err, model, loc)
+        value = None if err["type"] == "missing" else err.get("input")
+        out.add(doc, loc, message, value=value, fix=fix, suggestion=suggestion)
 
 
 def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collector) -> None:
@@ -169,8 +196,8 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
             continue
         loc = ("variants", name, "arch_list")
         if variant.cuda not in known:
-            out.add(doc, ("variants", name, "cuda"),
-                    f"unknown CUDA version; shipyard knows {', '.join(known)}",
+            out.add(doc, ("variants", name, "cuda"), "unknown CUDA version",
+                    fix=f"use one shipyard knows ({', '.join(known)}) or add it to resources/cuda_archs.toml",
                     suggestion=nearest(variant.cuda, known))
             continue
         for arch in variant.archs:
@@ -183,7 +210,7 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
                         f"(supported: {valid[0]} to {valid[-1]}); remove it or change the CUDA version",
                         value=arch)
         if len(set(variant.archs)) != len(variant.archs):
-            out.add(doc, loc, "an arch appears twice")
+            out.add(doc, loc, "an arch appears twice; list each once")
     tags: dict[str, str] = {}
     for name, variant in release.variants.items():
         if variant.tag in tags:
@@ -191,19 +218,27 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
                     f"tag is already used by variant {tags[variant.tag]!r}; tags must be unique")
         tags[variant.tag] = name
     if len(set(release.pythons)) != len(release.pythons):
-        out.add(doc, ("pythons",), "a Python version appears twice")
+        out.add(doc, ("pythons",), "a Python version appears twice; list each once")
     for name, component in release.components.items():
-        if not (root / component.path).is_dir():
+        if Path(component.path).is_absolute() or not _is_dir(root / component.path):
             out.add(doc, ("components", name, "path"),
-                    "folder does not exist (paths are relative to release.yaml)")
+                    "folder does not exist; give the component's folder relative to release.yaml")
         if component.package_types.count("mobile") and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
-                    "package type 'mobile' needs mobile_targets")
+                    "package type 'mobile' needs mobile_targets; add a mobile_targets section")
     for name, target in release.mobile_targets.items():
         if target.stands_in_for and target.stands_in_for not in release.mobile_targets:
             out.add(doc, ("mobile_targets", name, "stands_in_for"), "names no mobile target",
+                    fix=f"use one of {', '.join(release.mobile_targets)}",
                     suggestion=nearest(target.stands_in_for, release.mobile_targets))
     _check_exclusions(release, doc, out)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a NUL byte or an over-long name is not a folder either
+        return False
 
 
 def _check_exclusions(release: Release, doc: YamlDocument, out: _Collector) -> None:
@@ -220,15 +255,28 @@ def _check_exclusions(release: Release, doc: YamlDocument, out: _Collector) -> N
             for pattern in patterns:
                 if not any(fnmatch.fnmatchcase(n, pattern) for n in names[key]):
                     typo = True
-                    out.add(doc, ("exclusions", i, key), f"matches no {key.replace('_', ' ')} "
-                            f"(known: {', '.join(names[key])})", value=pattern,
+                    out.add(doc, ("exclusions", i, key), f"matches no {key.replace('_', ' ')}",
+                            fix=f"use one of {', '.join(names[key])}, or a glob over them", value=pattern,
                             suggestion=nearest(pattern, names[key]))
     if typo:
         return
-    for i, hits in enumerate(exclusion_hits(release)):
-        if hits == 0:
+    matched = exclusion_cells(release)
+    kept = set(range(len(matched)))
+    # Later exclusions are checked first, so of two identical ones the second is reported; an
+    # exclusion is dead when the others still kept remove every cell it removes.
+    for i in reversed(range(len(matched))):
+        if not matched[i]:
             out.add(doc, ("exclusions", i), "this exclusion matches no cell of the matrix; "
                     "remove it or fix its selectors", value=None)
+            kept.discard(i)
+            continue
+        others = [j for j in sorted(kept) if j != i and matched[j] & matched[i]]
+        if matched[i] <= set().union(*(matched[j] for j in others)):
+            names_of = " and ".join(f"exclusions.{j} ({release.exclusions[j].reason})" for j in others)
+            out.add(doc, ("exclusions", i), f"every cell this exclusion removes is already removed by "
+                    f"{names_of}", fix=f"remove it, or narrow the {'others' if len(others) > 1 else 'other'}",
+                    value=None)
+            kept.discard(i)
 
 
 def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
@@ -236,20 +284,25 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
     platforms = list(release.platforms) + list(release.mobile_targets)
     seen: dict[str, int] = {}
     pending: list[str] = []
+    version = Version(release.release.version)
     for i, feature in enumerate(features.features):
         if feature.id in seen:
             out.add(doc, ("features", i, "id"),
-                    f"duplicate feature id (first defined as features[{seen[feature.id]}])")
+                    f"duplicate feature id (first defined as features[{seen[feature.id]}]); "
+                    f"give each feature its own id")
         seen.setdefault(feature.id, i)
         if feature.component not in release.components:
-            out.add(doc, ("features", i, "component"),
-                    f"names no component of release.yaml (known: {', '.join(release.components)})",
+            out.add(doc, ("features", i, "component"), "names no component of release.yaml",
+                    fix=f"use one of {', '.join(release.components)}",
                     suggestion=nearest(feature.component, release.components))
+        if Version(feature.since) > version:
+            out.add(doc, ("features", i, "since"), f"is later than the release ({version}) that ships it",
+                    fix=f"set since: {version} or earlier, or leave the feature out of this release")
         for platform in feature.status:
             if platform != "*" and platform not in platforms:
                 out.add(doc, ("features", i, "status", platform),
                         "names no platform or mobile target of release.yaml", value=platform,
-                        suggestion=nearest(platform, platforms))
+                        fix=f"use one of {', '.join(platforms)}", suggestion=nearest(platform, platforms))
         for j, test_id in enumerate(feature.tests):
             state = _test_state(root, test_id)
             if state == "pending":
@@ -260,17 +313,19 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
 
 
 def _test_state(root: Path, test_id: str) -> str:
-    """'ok', 'pending' (the file does not exist yet) or an error message."""
+    """'ok', 'pending' (the file does not exist yet) or an error message (with its fix)."""
     file_part, _, rest = test_id.partition("::")
+    if Path(file_part).is_absolute() or ".." in Path(file_part).parts or "\0" in test_id:
+        return "not a test id; write a pytest node id relative to the repository, e.g. tests/test_x.py::test_y"
     path = root / file_part
     if not path.exists():
         return "pending"
     if not rest:
         return "ok"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except SyntaxError:
-        return f"{file_part} does not parse"
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return f"{file_part} cannot be read as Python; fix the file or the test id"
     names = rest.split("::")
     scope: list[ast.stmt] = tree.body
     for name in names:
@@ -278,7 +333,7 @@ def _test_state(root: Path, test_id: str) -> str:
         match = next((n for n in scope if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
                                                      | ast.ClassDef) and n.name == bare), None)
         if match is None:
-            return f"no test {bare!r} in {file_part}"
+            return f"no test {bare!r} in {file_part}; fix the name or add the test"
         scope = match.body if isinstance(match, ast.ClassDef) else []
     return "ok"
 
@@ -287,25 +342,33 @@ def load_spec(root: Path, release_file: str = "release.yaml",
               feature_file: str = "feature_status.yaml") -> Spec:
     """Validate both files under `root`; raise SpecError listing every issue found."""
     out = _Collector()
-    release_doc = load_yaml(root / release_file)
-    feature_doc = load_yaml(root / feature_file)
+    docs: list[YamlDocument | None] = []
+    for name in (release_file, feature_file):
+        try:
+            docs.append(load_yaml(root / name))
+        except SpecError as exc:
+            out.issues.extend(exc.issues)
+            docs.append(None)
+    release_doc, feature_doc = docs
     release = features = None
-    try:
-        release = Release.model_validate(release_doc.data)
-    except ValidationError as exc:
-        _pydantic_issues(exc, Release, release_doc, out)
-    try:
-        features = FeatureFile.model_validate(feature_doc.data)
-    except ValidationError as exc:
-        _pydantic_issues(exc, FeatureFile, feature_doc, out)
+    if release_doc is not None:
+        try:
+            release = Release.model_validate(release_doc.data)
+        except ValidationError as exc:
+            _pydantic_issues(exc, Release, release_doc, out)
+    if feature_doc is not None:
+        try:
+            features = FeatureFile.model_validate(feature_doc.data)
+        except ValidationError as exc:
+            _pydantic_issues(exc, FeatureFile, feature_doc, out)
     pending: list[str] = []
-    if release is not None:
+    if release is not None and release_doc is not None:
         _check_release(release, release_doc, root, out)
-        if features is not None:
+        if features is not None and feature_doc is not None:
             pending = _check_features(release, features, feature_doc, root, out)
+            if not out.issues:
+                out.issues.extend(marker_issues(release, features, feature_doc, root))
     if out.issues:
-        count = len(out.issues)
-        body = "\n".join(f"  {issue}" for issue in out.issues)
-        raise SpecError(f"{count} problem{'s' if count > 1 else ''} in the release description:\n{body}")
+        raise SpecError(out.issues)
     assert release is not None and features is not None
     return Spec(root=root.resolve(), release=release, features=features, pending_tests=tuple(pending))

@@ -1,0 +1,77 @@
+"""A secret put anywhere a user might put one never appears in what shipyard prints or writes."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from conftest import SpecCopy
+
+from shipyard.cli import main
+
+SECRET = "s3cr3t-Zq8vLw2Kp"
+R = "release.yaml"
+
+# Every place in release.yaml a credential could be pasted: an inline key, an unknown key, a URL,
+# an *_env field given the value instead of the variable's name, any other publish field.
+IN_YAML = [
+    ("inline password", "    password_env: SHIPYARD_PYPI_PASSWORD\n",
+     f"    password_env: SHIPYARD_PYPI_PASSWORD\n    password: {SECRET}\n"),
+    ("unknown key", "    token_env: SHIPYARD_CONDA_TOKEN\n",
+     f"    token_env: SHIPYARD_CONDA_TOKEN\n    api-token: {SECRET}\n"),
+    ("unknown key without a secret-like name", "    kind: pypi\n", f"    kind: pypi\n    extra: {SECRET}\n"),
+    ("https URL credentials", "    url: http://127.0.0.1:8081/\n", f"    url: https://ci-bot:{SECRET}@127.0.0.1:8081/\n"),
+    ("registry URL credentials", "    url: 127.0.0.1:5000\n", f"    url: ci-bot:{SECRET}@127.0.0.1:5000\n"),
+    ("token pasted into token_env", "    token_env: SHIPYARD_CONDA_TOKEN\n", f"    token_env: {SECRET}\n"),
+    ("password pasted into username_env", "    username_env: SHIPYARD_PYPI_USERNAME\n",
+     f"    username_env: {SECRET}\n"),
+    ("secret as the kind", "    kind: conda\n", f"    kind: {SECRET}\n"),
+    ("secret in a flow mapping", "  images:\n", f"  leaked: {{kind: pypi, url: 'https://u:{SECRET}@h/'}}\n  images:\n"),
+]
+
+# Where the environment holds credentials while shipyard runs.
+IN_ENV = {
+    "SHIPYARD_PYPI_USERNAME": "ci-bot",
+    "SHIPYARD_PYPI_PASSWORD": SECRET,
+    "SHIPYARD_CONDA_TOKEN": SECRET,
+    "SHIPYARD_REGISTRY_PASSWORD": SECRET,
+    "TWINE_PASSWORD": SECRET,
+    "PIP_INDEX_URL": f"https://ci-bot:{SECRET}@pypi.example.org/simple",
+    "HTTPS_PROXY": f"http://proxy-user:{SECRET}@127.0.0.1:3128",
+}
+
+
+def _files_holding(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and needle in p.read_bytes()]
+
+
+@pytest.mark.parametrize(("where", "old", "new"), IN_YAML, ids=[case[0] for case in IN_YAML])
+def test_a_secret_in_release_yaml_is_refused_and_never_printed(spec_copy, capsys, where, old, new):
+    spec_copy.edit(R, old, new)
+    for command in (["validate"], ["matrix"], ["matrix", "--format", "github"], ["doctor"],
+                    ["build", "--variant", "cpu"]):
+        assert main(["--root", str(spec_copy.root), *command]) == 2, (where, command)
+        captured = capsys.readouterr()
+        assert SECRET not in captured.out + captured.err, (where, command, captured.err)
+        assert "publish." in captured.err  # the problem is named, only its value is withheld
+    # Nothing shipyard wrote holds it either (release.yaml itself aside).
+    assert _files_holding(spec_copy.root, SECRET.encode()) == [spec_copy.root / R]
+
+
+def test_secrets_in_the_environment_appear_in_no_output_and_no_written_file(tmp_path, monkeypatch, capsys, caplog):
+    (tmp_path / "root").mkdir()
+    spec = SpecCopy(tmp_path / "root")
+    for name, value in IN_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.DEBUG)  # what -v prints: every external command doctor runs
+    for command in (["validate"], ["matrix", "--cells"], ["matrix", "--format", "json"],
+                    ["matrix", "--format", "github"], ["doctor"], ["schema", "--out", str(tmp_path / "schemas")]):
+        assert main(["-v", "--root", str(spec.root), *command]) == 0, command
+        captured = capsys.readouterr()
+        assert SECRET not in captured.out + captured.err, command
+    assert caplog.records and SECRET not in caplog.text
+    assert (tmp_path / "schemas" / "release.schema.json").is_file()
+    assert _files_holding(tmp_path, SECRET.encode()) == []
