@@ -276,7 +276,8 @@ def index_add(pr: Probe, lib, cuda: bool = False) -> None:
     o, index, source = f64(4, 3), np.array([0, 3], np.int64), f64(2, 3)
     pr.hostile_arrays([("out", o), ("index", index), ("source", source)], fn)
     for bad in (-1, 4, I64_MAX, I64_MIN):
-        pr.add(f"index {bad}", "error", lambda v=bad: fn(Arg(o, "out").ptr, Arg(np.array([0, v], np.int64), "index").ptr,
+        pr.add(f"index {bad}", "error", lambda v=bad: fn(Arg(o, "out").ptr,
+                                                         Arg(np.array([0, v], np.int64), "index").ptr,
                                                          Arg(source, "source").ptr))
     pr.add("float index", "error", lambda: fn(Arg(o, "out").ptr, Arg(np.array([0.0, 1.0]), "index").ptr,
                                               Arg(source, "source").ptr))

@@ -11,9 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import ember
+import pytest
 
 pytestmark = pytest.mark.feature("ember.kernels")
 
@@ -59,7 +58,8 @@ def test_conv_stride_zero_and_empty_max_through_python():
     proc = _python("""
         import numpy as np
         from ember import _C
-        for call in (lambda: _C.conv2d(np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2)), None, np.empty((1, 1, 3, 3)), 0, 0),
+        x, w = np.ones((1, 1, 4, 4)), np.ones((1, 1, 2, 2))
+        for call in (lambda: _C.conv2d(x, w, None, np.empty((1, 1, 3, 3)), 0, 0),
                      lambda: _C.conv1d(np.ones((1, 1, 4)), np.ones((1, 1, 2)), None, np.empty((1, 1, 3)), 0, 0),
                      lambda: _C.reduce_axis("max", np.ones((3, 0, 2)), np.empty((3, 2)), 3, 0, 2),
                      lambda: _C.reduce_all("max", np.ones(0))):
