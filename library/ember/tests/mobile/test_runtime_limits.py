@@ -2,7 +2,6 @@
 thread counts in 1..4096, and a clear error, never a crash, past either."""
 
 import os
-import resource
 import subprocess
 import sys
 import textwrap
@@ -74,6 +73,8 @@ def test_thread_count_out_of_range_is_refused(lite_runtime, n):
 
 
 def _limit_address_space():
+    import resource  # POSIX only: imported in the child, after the fork
+
     # No room for 999 thread stacks: a real pthread_create failure (root ignores RLIMIT_NPROC).
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[0])
