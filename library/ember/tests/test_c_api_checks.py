@@ -23,9 +23,17 @@ GROUPS = ["binary", "unary", "reduce_axis", "reduce_all", "matmul", "softmax", "
           "fft", "set_num_threads", "cuda_binary", "cuda_unary", "cuda_reduce_axis", "cuda_matmul", "cuda_index_add"]
 
 
-def _python(code: str, timeout: float = 120, preexec_fn=None, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=preexec_fn, env=env)
+def _python(code: str, timeout: float = 120, env=None, limit_address_space=False) -> subprocess.CompletedProcess:
+    """Runs code in a child Python; with limit_address_space, once numpy and ember are loaded,
+    its address space is capped at what it uses plus 512 MiB: room for a few threads, not for
+    999 thread stacks, so pthread_create really fails (RLIMIT_NPROC does not bind root)."""
+    prologue = textwrap.dedent("""
+        import os, resource, numpy, ember
+        used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (used + (512 << 20),) * 2)
+    """) if limit_address_space else ""
+    return subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 @pytest.mark.skipif(LIBEMBER is None, reason=f"no libember shared library in {_LIB}")
@@ -80,18 +88,6 @@ def test_conv_stride_zero_and_empty_max_through_python():
     ]
 
 
-def _limit_address_space():
-    import resource  # POSIX only: imported in the child, after the fork
-
-    # Room for Python, numpy and a few threads, not for 999 thread stacks of 8 MiB: a real
-    # pthread_create failure, which RLIMIT_NPROC cannot give a root process.
-    with open("/proc/self/statm") as statm:
-        pages = int(statm.read().split()[0])
-    limit = pages * os.sysconf("SC_PAGE_SIZE") + (512 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, resource.RLIM_INFINITY))
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux's")
 def test_set_num_threads_that_cannot_start_is_an_error_not_a_hang():
     proc = _python("""
@@ -107,7 +103,7 @@ def test_set_num_threads_that_cannot_start_is_an_error_not_a_hang():
         print("sum:", ember.add(x, x).sum())
         ember.set_num_threads(3)
         print("threads:", ember.get_num_threads(), ember.add(x, x).sum())
-    """, timeout=60, preexec_fn=_limit_address_space)
+    """, timeout=60, limit_address_space=True)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("RuntimeError: set_num_threads(1000): could not start 1000 threads"), lines
@@ -122,6 +118,6 @@ def test_default_thread_count_that_cannot_start_runs_on_the_caller():
         import numpy as np, ember
         x = np.ones(1 << 22)
         print(ember.add(x, x).sum(), ember.get_num_threads())
-    """, timeout=60, preexec_fn=_limit_address_space, env=dict(os.environ, EMBER_NUM_THREADS="1000"))
+    """, timeout=60, env=dict(os.environ, EMBER_NUM_THREADS="1000"), limit_address_space=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(2.0 * (1 << 22)), "1"]

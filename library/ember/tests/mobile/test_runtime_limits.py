@@ -1,7 +1,6 @@
 """ember-lite's stated limits: no buffer over EL_MAX_BUFFER_BYTES (FORMAT.md "Size limit"),
 thread counts in 1..4096, and a clear error, never a crash, past either."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -72,22 +71,16 @@ def test_thread_count_out_of_range_is_refused(lite_runtime, n):
     assert info.value.status == "EL_ERR_INVALID_ARGUMENT" and "outside 1..4096" in str(info.value)
 
 
-def _limit_address_space():
-    import resource  # POSIX only: imported in the child, after the fork
-
-    # No room for 999 thread stacks: a real pthread_create failure (root ignores RLIMIT_NPROC).
-    with open("/proc/self/statm") as statm:
-        pages = int(statm.read().split()[0])
-    limit = pages * os.sysconf("SC_PAGE_SIZE") + (512 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_STACK, (8 << 20, resource.RLIM_INFINITY))
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc are Linux's")
 def test_threads_that_cannot_start_are_an_error_not_a_hang(host_build, exported_models):
+    # The child's address space: what it uses plus 512 MiB, no room for 999 thread stacks, so
+    # pthread_create really fails (RLIMIT_NPROC does not bind root).
     code = textwrap.dedent(f"""
+        import os, resource
         import numpy as np
         from ember import mobile
+        used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (used + (512 << 20),) * 2)
         lite = mobile.EmberLite({str(host_build.shared_library)!r})
         lite.set_num_threads(2)
         try:
@@ -97,8 +90,7 @@ def test_threads_that_cannot_start_are_an_error_not_a_hang(host_build, exported_
         model = lite.load({str(exported_models["mlp"].path)!r})
         print(model.run(np.zeros(model.input_shape, np.float32)).shape)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          preexec_fn=_limit_address_space)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     status, rest = proc.stdout.splitlines()[0].split(" ", 1)
     assert status == "EL_ERR_OUT_OF_MEMORY" and "set_num_threads(1000): could not start 1000 threads" in rest
