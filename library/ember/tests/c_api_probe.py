@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import random
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -112,6 +113,19 @@ class Probe:
                     args[index] = make(array, name)
                     return call(*[None if a is None else a.ptr for a in args])
                 self.add(f"{prefix}{name}: {label}", "error", one)
+        # Then several arguments hostile at once, in seeded random combinations: the checks
+        # must not depend on which argument is looked at first.
+        rng = random.Random(f"{prefix}{[n for n, _ in arrays]}")
+        labels = [label for label in HOSTILE_ARRAYS if label != "NULL"]
+        for _ in range(30 if len(arrays) > 1 else 0):
+            chosen = {i: rng.choice(labels) for i in rng.sample(range(len(arrays)), rng.randint(2, len(arrays)))}
+
+            def several(chosen=chosen):
+                args = [HOSTILE_ARRAYS[chosen[i]](a, n) if i in chosen else Arg(a, n)
+                        for i, (n, a) in enumerate(arrays)]
+                return call(*[a.ptr for a in args])
+            self.add(prefix + ", ".join(f"{arrays[i][0]}: {label}" for i, label in sorted(chosen.items())), "error",
+                     several)
 
     def run(self) -> None:
         for case, expect, run in self.cases:

@@ -32,6 +32,9 @@ def _python(code: str, timeout: float = 120, env=None, limit_address_space=False
         used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         resource.setrlimit(resource.RLIMIT_AS, (used + (512 << 20),) * 2)
     """) if limit_address_space else ""
+    # One malloc arena: each thread's own would reserve 64 MiB of that address space, and
+    # how many get made depends on thread timing.
+    env = dict(os.environ if env is None else env, MALLOC_ARENA_MAX="1")
     return subprocess.run([sys.executable, "-c", prologue + textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=timeout, env=env)
 

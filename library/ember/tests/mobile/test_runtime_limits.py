@@ -1,6 +1,7 @@
 """ember-lite's stated limits: no buffer over EL_MAX_BUFFER_BYTES (FORMAT.md "Size limit"),
 thread counts in 1..4096, and a clear error, never a crash, past either."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -90,7 +91,9 @@ def test_threads_that_cannot_start_are_an_error_not_a_hang(host_build, exported_
         model = lite.load({str(exported_models["mlp"].path)!r})
         print(model.run(np.zeros(model.input_shape, np.float32)).shape)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # One malloc arena: each thread's own would reserve 64 MiB of that address space.
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, MALLOC_ARENA_MAX="1"))
     assert proc.returncode == 0, proc.stderr
     status, rest = proc.stdout.splitlines()[0].split(" ", 1)
     assert status == "EL_ERR_OUT_OF_MEMORY" and "set_num_threads(1000): could not start 1000 threads" in rest
