@@ -3,7 +3,7 @@
 case. Run in its own process so that a crash (SIGFPE, SIGSEGV) kills only this child, and
 the last ``START`` line names the case that crashed.
 
-    python c_api_probe.py /path/to/libember.so conv2d
+    python c_api_probe.py /path/to/libember.so conv2d [fft ...]
 """
 
 from __future__ import annotations
@@ -339,9 +339,11 @@ GROUPS: Dict[str, Callable[[Probe, ctypes.CDLL], None]] = {
 def main() -> None:
     lib = ctypes.CDLL(sys.argv[1])
     declare(lib)
-    probe = Probe(lib)
-    GROUPS[sys.argv[2]](probe, lib)
-    probe.run()
+    for group in sys.argv[2:]:
+        probe = Probe(lib)
+        GROUPS[group](probe, lib)
+        probe.cases = [(f"{group}: {case}", expect, run) for case, expect, run in probe.cases]
+        probe.run()
 
 
 if __name__ == "__main__":

@@ -40,15 +40,16 @@ def _python(code: str, timeout: float = 120, env=None, limit_address_space=False
 
 
 @pytest.mark.skipif(LIBEMBER is None, reason=f"no libember shared library in {_LIB}")
-@pytest.mark.parametrize("group", GROUPS)
-def test_hostile_arguments_are_errors_never_crashes(group):
-    proc = subprocess.run([sys.executable, str(PROBE), str(LIBEMBER), group], capture_output=True, text=True,
-                          timeout=120)
+def test_hostile_arguments_are_errors_never_crashes():
+    # One child for every entry point (a process per entry point costs ~0.5 s each in CI).
+    proc = subprocess.run([sys.executable, str(PROBE), str(LIBEMBER), *GROUPS], capture_output=True, text=True,
+                          timeout=300)
     started = [line[6:] for line in proc.stdout.splitlines() if line.startswith("START ")]
     results = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0, (f"{group}: the process died (exit {proc.returncode}) in case "
+    assert proc.returncode == 0, (f"the process died (exit {proc.returncode}) in case "
                                   f"{started[-1] if started else '?'!r}\n{proc.stderr[-3000:]}")
-    assert len(results) == len(started) >= 7
+    assert len(results) == len(started)
+    assert {r["case"].split(":")[0] for r in results} == set(GROUPS)
     wrong = []
     for r in results:
         expect = r["expect"]
