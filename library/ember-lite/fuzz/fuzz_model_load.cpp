@@ -43,12 +43,36 @@ double run_cost(const ember_lite::Model& model) {
   return cost;
 }
 
+// Every buffer an accepted model needs is within EL_MAX_BUFFER_BYTES, computed here in
+// long double so that the check cannot share an overflow with the loader's own arithmetic.
+void check_buffer_limit(const ember_lite::Model& model) {
+  const long double limit = static_cast<long double>(EL_MAX_BUFFER_BYTES);
+  auto bytes = [](const ember_lite::Shape& shape) {
+    long double n = 4;
+    for (int64_t d : shape) n *= static_cast<long double>(d);
+    return n;
+  };
+  if (bytes(model.input_shape) > limit) fail("accepted an input over EL_MAX_BUFFER_BYTES");
+  for (const auto& tensor : model.tensors) {
+    if (bytes(tensor.shape) > limit) fail("accepted a tensor over EL_MAX_BUFFER_BYTES");
+  }
+  for (const auto& op : model.ops) {
+    if (bytes(op.output_shape) > limit) fail("accepted an activation over EL_MAX_BUFFER_BYTES");
+    if (op.code == ember_lite::OpCode::kConv2d) {
+      const auto& w = model.tensors[op.tensors[0]].shape;
+      if (bytes({w[1], w[2], w[3], op.output_shape[2], op.output_shape[3]}) > limit) {
+        fail("accepted a conv2d whose im2col buffer is over EL_MAX_BUFFER_BYTES");
+      }
+    }
+  }
+}
+
 void check_one(const uint8_t* data, size_t size) {
   el_model* model = nullptr;
   char errbuf[EL_ERRBUF_SIZE];
   std::memset(errbuf, 'x', sizeof errbuf);
   const int status = el_model_load_buffer(data, size, &model, errbuf, sizeof errbuf);
-  if (status < 0 || status > EL_ERR_INTERNAL) fail("unknown status code");
+  if (status < 0 || status > EL_ERR_TOO_LARGE) fail("unknown status code");
   ++status_counts[status];
   if (std::memchr(errbuf, 0, sizeof errbuf) == nullptr) fail("errbuf not NUL-terminated");
   if (status != EL_OK) {
@@ -60,6 +84,7 @@ void check_one(const uint8_t* data, size_t size) {
   if (model == nullptr) fail("EL_OK without a model");
   ember_lite::Model parsed;
   if (ember_lite::parse_model(data, size, parsed).status != EL_OK) fail("parse disagrees with C API");
+  check_buffer_limit(parsed);
   if (run_cost(parsed) < 2e7) {
     std::vector<float> input(el_model_input_numel(model), 0.5f);
     std::vector<float> output(el_model_output_numel(model));
@@ -190,13 +215,14 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(bytes.empty() ? nullptr : bytes.data(), bytes.size());
   }
   std::printf("fuzz: %ld random inputs, statuses:", iterations);
-  for (int s = 0; s <= EL_ERR_INTERNAL; ++s) {
+  for (int s = 0; s <= EL_ERR_TOO_LARGE; ++s) {
     if (status_counts[s]) std::printf(" %s=%llu", el_status_name(s), static_cast<unsigned long long>(status_counts[s]));
   }
   std::printf("\n");
   // The repaired inputs must reach past the checksum, or the run proved little.
   const uint64_t structural = status_counts[EL_ERR_MALFORMED] + status_counts[EL_ERR_SHAPE] +
-                              status_counts[EL_ERR_BAD_OPCODE] + status_counts[EL_OK];
+                              status_counts[EL_ERR_BAD_OPCODE] + status_counts[EL_ERR_TOO_LARGE] +
+                              status_counts[EL_OK];
   if (structural == 0) {
     std::fprintf(stderr, "no input reached the structural checks\n");
     return 1;

@@ -33,6 +33,11 @@ extern "C" {
 #define EL_FORMAT_VERSION 1
 /* Size an error buffer should have so that no message is cut. */
 #define EL_ERRBUF_SIZE 256
+/* The largest single buffer a model may need, in bytes (1 GiB): the input, every op's
+ * output, every constant tensor and every kernel's scratch space (a conv2d's im2col buffer
+ * of c_in*kh*kw x out_h*out_w floats). A model that needs more is refused at load time with
+ * EL_ERR_TOO_LARGE, on every target alike, so that no size can wrap a 32-bit size_t. */
+#define EL_MAX_BUFFER_BYTES 1073741824ull
 
 typedef enum el_status {
   EL_OK = 0,
@@ -46,7 +51,8 @@ typedef enum el_status {
   EL_ERR_BAD_OPCODE = 8,
   EL_ERR_SHAPE = 9,            /* tensor shapes do not fit the ops */
   EL_ERR_OUT_OF_MEMORY = 10,
-  EL_ERR_INTERNAL = 11
+  EL_ERR_INTERNAL = 11,
+  EL_ERR_TOO_LARGE = 12        /* a buffer the model needs exceeds EL_MAX_BUFFER_BYTES */
 } el_status;
 
 typedef struct el_model el_model;
@@ -77,8 +83,10 @@ EL_API int el_model_num_ops(const el_model* model);
 /* Message of the last failed call on this thread ("" if none). */
 EL_API const char* el_last_error(void);
 
-/* Threads used by ember's kernels. */
-EL_API void el_set_num_threads(int n);
+/* Threads used by ember's kernels, started at once: EL_ERR_INVALID_ARGUMENT for n outside
+ * 1..4096, EL_ERR_OUT_OF_MEMORY (with the system's reason in el_last_error) when the
+ * threads cannot be started; on either the previous count stays in force. */
+EL_API int el_set_num_threads(int n);
 EL_API int el_get_num_threads(void);
 
 /* ---- CPU caching allocator (process-wide, used for every intermediate tensor) ----

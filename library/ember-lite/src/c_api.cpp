@@ -5,6 +5,7 @@
 #include <iterator>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,7 @@ const char* el_status_name(int status) {
     case EL_ERR_SHAPE: return "EL_ERR_SHAPE";
     case EL_ERR_OUT_OF_MEMORY: return "EL_ERR_OUT_OF_MEMORY";
     case EL_ERR_INTERNAL: return "EL_ERR_INTERNAL";
+    case EL_ERR_TOO_LARGE: return "EL_ERR_TOO_LARGE";
     default: return "EL_ERR_UNKNOWN";
   }
 }
@@ -149,7 +151,16 @@ int el_model_num_ops(const el_model* model) {
 
 const char* el_last_error(void) { return last_error.c_str(); }
 
-void el_set_num_threads(int n) { ember::set_num_threads(n); }
+int el_set_num_threads(int n) {
+  try {
+    ember::set_num_threads(n);
+    return record(EL_OK, "");
+  } catch (const std::invalid_argument& exc) {
+    return record(EL_ERR_INVALID_ARGUMENT, exc.what());
+  } catch (const std::exception& exc) {
+    return record(EL_ERR_OUT_OF_MEMORY, exc.what());  // the system refused the threads
+  }
+}
 int el_get_num_threads(void) { return ember::get_num_threads(); }
 
 void el_allocator_set_enabled(int enabled) { ember_lite::global_allocator().set_enabled(enabled != 0); }

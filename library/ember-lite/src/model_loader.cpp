@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <sstream>
+
+#include <ember/checked.h>
 
 #include "crc32.h"
 #include "model.h"
@@ -21,6 +24,9 @@ constexpr uint32_t kMaxOps = 1024;
 constexpr uint32_t kMaxTensors = 4096;
 constexpr uint32_t kDtypeFloat32 = 1;
 constexpr int64_t kMaxNumel = std::numeric_limits<int32_t>::max();
+constexpr uint64_t kMaxBufferBytes = EL_MAX_BUFFER_BYTES;
+static_assert(kMaxBufferBytes <= std::numeric_limits<uint32_t>::max() / 2,
+              "the limit must leave room in a 32-bit size_t");
 
 // Little-endian reads, independent of the host's byte order.
 uint32_t read_u32(const uint8_t* p) {
@@ -76,8 +82,8 @@ bool read_shape(const uint8_t* dims_ptr, uint32_t rank, Shape& shape, std::strin
         why = "dimension " + std::to_string(i) + " is " + std::to_string(dim);
         return false;
       }
-      count *= dim;  // both factors <= 2^31-1: fits in int64
-      if (count > kMaxNumel) {
+      const std::optional<int64_t> product = ember::checked_mul(count, dim);
+      if (!product || (count = *product) > kMaxNumel) {
         why = "more than 2^31-1 elements";
         return false;
       }
@@ -91,6 +97,21 @@ bool read_shape(const uint8_t* dims_ptr, uint32_t rank, Shape& shape, std::strin
 }
 
 Shape drop_batch(const Shape& shape) { return Shape(shape.begin() + 1, shape.end()); }
+
+// Product of the shape, or nullopt when it overflows int64.
+std::optional<int64_t> checked_count(const Shape& shape) {
+  return ember::checked_numel(shape.data(), static_cast<int>(shape.size()));
+}
+
+// nullopt when `count` floats fit the buffer limit, else the refusal (EL_ERR_TOO_LARGE) with
+// the bytes needed and the limit named. count is nullopt when it overflowed int64 already.
+std::optional<LoadResult> over_limit(const std::string& what, std::optional<int64_t> count) {
+  const std::optional<int64_t> bytes = count ? ember::checked_mul<int64_t>(*count, 4) : std::nullopt;
+  if (bytes && static_cast<uint64_t>(*bytes) <= kMaxBufferBytes) return std::nullopt;
+  const std::string needed = bytes ? std::to_string(*bytes) + " bytes" : "more than 2^63 bytes";
+  return fail(EL_ERR_TOO_LARGE, what + " needs " + needed + ", over the EL_MAX_BUFFER_BYTES limit of " +
+                                    std::to_string(kMaxBufferBytes) + " (1 GiB, FORMAT.md \"Size limit\")");
+}
 
 // Checks one op against the current activation shape and computes its output shape.
 LoadResult check_op(size_t index, Op& op, const Model& model, const Shape& in, Shape& out) {
@@ -166,12 +187,19 @@ LoadResult check_op(size_t index, Op& op, const Model& model, const Shape& in, S
         return shape_error("conv2d bias " + shape_str(*b) + " does not match weight " +
                            shape_str(*w));
       }
+      // Every term is bounded (dims <= 2^31-1, padding <= 1024): no overflow here.
       const int64_t oh_span = in[2] + 2 * padding - (*w)[2];
       const int64_t ow_span = in[3] + 2 * padding - (*w)[3];
       if (oh_span < 0 || ow_span < 0) {
         return shape_error("conv2d kernel " + shape_str(*w) + " is larger than the padded input");
       }
       out = Shape{in[0], (*w)[0], oh_span / stride + 1, ow_span / stride + 1};
+      // ember's conv2d lowers each image to a (c_in*kh*kw) x (out_h*out_w) im2col buffer;
+      // on a 32-bit target its byte count used to wrap to a small allocation.
+      const Shape col{(*w)[1] * (*w)[2] * (*w)[3], out[2], out[3]};  // weight numel bounds the first
+      if (auto refused = over_limit(where + "conv2d's im2col buffer " + shape_str(col), checked_count(col))) {
+        return *refused;
+      }
       break;
     }
     case OpCode::kAdd:
@@ -237,7 +265,9 @@ LoadResult check_op(size_t index, Op& op, const Model& model, const Shape& in, S
       return fail(EL_ERR_BAD_OPCODE, where + "unknown opcode " +
                                          std::to_string(static_cast<uint32_t>(op.code)));
   }
-  if (numel(out) > kMaxNumel) return shape_error("output has more than 2^31-1 elements");
+  const std::optional<int64_t> count = checked_count(out);
+  if (!count || *count > kMaxNumel) return shape_error("output has more than 2^31-1 elements");
+  if (auto refused = over_limit(where + "output " + shape_str(out), count)) return *refused;
   return LoadResult{};
 }
 
@@ -333,6 +363,9 @@ LoadResult parse_model(const uint8_t* data, size_t size, Model& model) {
   if (!read_shape(data + 72, input_rank, parsed.input_shape, why)) {
     return fail(EL_ERR_SHAPE, "input shape: " + why);
   }
+  if (auto refused = over_limit("input " + shape_str(parsed.input_shape), checked_count(parsed.input_shape))) {
+    return *refused;
+  }
 
   const uint8_t* payload = data + payload_offset;
   parsed.tensors.resize(num_tensors);
@@ -358,6 +391,7 @@ LoadResult parse_model(const uint8_t* data, size_t size, Model& model) {
     if (offset > payload_size || nbytes > payload_size - offset) {
       return fail(EL_ERR_MALFORMED, where + "data lies outside the payload");
     }
+    if (auto refused = over_limit(where + shape_str(tensor.shape), static_cast<int64_t>(count))) return *refused;
     tensor.data.resize(static_cast<size_t>(count));
     const uint8_t* src = payload + offset;
     for (uint64_t i = 0; i < count; ++i) tensor.data[i] = read_f32(src + 4 * i);

@@ -2,7 +2,9 @@
 // from the caching allocator, so repeated inferences reuse the same blocks.
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 
+#include <ember/checked.h>
 #include <ember/kernels.h>
 
 #include "caching_allocator.h"
@@ -16,8 +18,12 @@ namespace {
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(int64_t count)
-      : data_(static_cast<float*>(global_allocator().allocate(sizeof(float) * static_cast<size_t>(count)))) {}
+  // count floats; the loader has bounded every count by EL_MAX_BUFFER_BYTES, and the
+  // checked conversion keeps a count that somehow is not from wrapping to a small block.
+  explicit Buffer(int64_t count) {
+    const std::optional<size_t> bytes = ember::checked_bytes(count, sizeof(float));
+    data_ = bytes ? static_cast<float*>(global_allocator().allocate(*bytes)) : nullptr;
+  }
   ~Buffer() { global_allocator().free(data_); }
   Buffer(Buffer&& other) noexcept : data_(other.data_) { other.data_ = nullptr; }
   Buffer& operator=(Buffer&& other) noexcept {
@@ -61,7 +67,7 @@ el_status run_model(const Model& model, const float* input, float* output, std::
       }
       Buffer next(out_count);
       if (next.get() == nullptr) {
-        error = "out of memory allocating " + std::to_string(out_count * 4) + " bytes";
+        error = "out of memory allocating " + std::to_string(out_count) + " floats";
         return EL_ERR_OUT_OF_MEMORY;
       }
       const float* w = op.tensors[0] >= 0 ? model.tensors[op.tensors[0]].data.data() : nullptr;
@@ -120,6 +126,9 @@ el_status run_model(const Model& model, const float* input, float* output, std::
     return EL_OK;
   } catch (const std::bad_alloc&) {
     error = "out of memory in a kernel";
+    return EL_ERR_OUT_OF_MEMORY;
+  } catch (const std::length_error& exc) {
+    error = std::string("kernel scratch space: ") + exc.what();
     return EL_ERR_OUT_OF_MEMORY;
   } catch (const std::exception& exc) {
     error = std::string("kernel error: ") + exc.what();

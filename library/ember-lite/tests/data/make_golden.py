@@ -5,6 +5,9 @@
 Each <name>.elm comes with <name>.input.bin and <name>.expected.bin (raw little-endian
 float32); the expected output is ember.mobile's float64 numpy reference. Deterministic:
 running it again gives the same bytes.
+
+limits/<name>.elm are valid files that the loader must refuse with EL_ERR_TOO_LARGE (a
+buffer over EL_MAX_BUFFER_BYTES); ctest checks the refusal and seeds the fuzzer with them.
 """
 
 from pathlib import Path
@@ -45,8 +48,21 @@ def golden_models():
     }
 
 
+def limit_models():
+    """name -> model for every model whose buffers exceed EL_MAX_BUFFER_BYTES."""
+    # 4 KB of weights, but the im2col buffer is 32*32 x 2018*2018 floats (16.7 GB): its byte
+    # count wrapped a 32-bit size_t and overflowed the heap on armv7.
+    conv = mobile.MobileModel((1, 1, 1, 1), [
+        mobile.Conv2d(np.full((1, 1, 32, 32), 0.5, np.float32), None, stride=1, padding=1024)])
+    return {"conv_im2col_over_limit": conv}
+
+
 def main() -> None:
     here = Path(__file__).resolve().parent
+    (here / "limits").mkdir(exist_ok=True)
+    for name, model in limit_models().items():
+        path = mobile.export(model, here / "limits" / f"{name}.elm")
+        print(f"limits/{path.name}: {path.stat().st_size} bytes")
     for name, (model, x) in golden_models().items():
         path = mobile.export(model, here / f"{name}.elm")
         expected = mobile.run_reference(path, x, backend="numpy")

@@ -7,6 +7,9 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -24,11 +27,11 @@ thread_local bool t_inside_pool_task = false;
 
 int default_threads() {
   if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
+    const long n = std::strtol(env, nullptr, 10);
+    if (n > 0) return static_cast<int>(std::min<long>(n, kMaxThreads));
   }
   unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));
 }
 
 // One job at a time; workers sleep on a condition variable between jobs. A worker joins a
@@ -37,17 +40,24 @@ int default_threads() {
 // no job and goes back to sleep.
 class ThreadPool {
  public:
+  // Throws std::runtime_error when the system refuses a thread. The workers already started
+  // are stopped and joined first: leaving them parked on wake_ made the member destructors
+  // wait in pthread_cond_destroy forever.
   explicit ThreadPool(int nworkers) {
-    for (int i = 0; i < nworkers; ++i) workers_.emplace_back([this] { worker_loop(); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+    try {
+      workers_.reserve(static_cast<size_t>(nworkers));
+      for (int i = 0; i < nworkers; ++i) workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+      const size_t started = workers_.size();
+      stop_and_join();
+      throw std::runtime_error("could not start " + std::to_string(nworkers + 1) + " threads: the system refused " +
+                               "thread " + std::to_string(started + 2) + " (" + e.what() + ")");
+    } catch (...) {
+      stop_and_join();
+      throw;
     }
-    wake_.notify_all();
-    for (auto& t : workers_) t.join();
   }
+  ~ThreadPool() { stop_and_join(); }
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   void run(int64_t nchunks, const std::function<void(int64_t)>& fn) {
@@ -85,6 +95,15 @@ class ThreadPool {
   }
 
  private:
+  void stop_and_join() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
   void worker_loop() {
     t_inside_pool_task = true;
     uint64_t seen = 0;
@@ -146,9 +165,19 @@ struct AtForkRegistration {
 #endif
 
 // A caller keeps its pool alive while it runs, even if set_num_threads swaps the global one.
+// nullptr when the threads cannot be started (a default from EMBER_NUM_THREADS or the core
+// count that this process may not create): the count drops to 1 and loops run on the
+// caller, rather than every kernel failing. set_num_threads reports the failure instead.
 std::shared_ptr<ThreadPool> pool_for(int nthreads) {
   std::lock_guard<std::mutex> lock(g_pool_mu);
-  if (!g_pool || g_pool->size() != nthreads) g_pool = std::make_shared<ThreadPool>(nthreads - 1);
+  if (!g_pool || g_pool->size() != nthreads) {
+    try {
+      g_pool = std::make_shared<ThreadPool>(nthreads - 1);
+    } catch (const std::runtime_error&) {
+      g_num_threads.store(1);
+      return nullptr;
+    }
+  }
   return g_pool;
 }
 
@@ -162,7 +191,11 @@ void parallel_chunks(int64_t nchunks, const std::function<void(int64_t)>& fn) {
     for (int64_t c = 0; c < nchunks; ++c) fn(c);
     return;
   }
-  pool_for(nt)->run(nchunks, fn);
+  if (const std::shared_ptr<ThreadPool> pool = pool_for(nt)) {
+    pool->run(nchunks, fn);
+    return;
+  }
+  for (int64_t c = 0; c < nchunks; ++c) fn(c);
 }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
@@ -186,7 +219,21 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
 }  // namespace detail
 
 void set_num_threads(int n) {
-  if (n < 1) n = 1;
+  if (n < 1 || n > kMaxThreads) {
+    throw std::invalid_argument("set_num_threads: " + std::to_string(n) + " is outside 1.." +
+                                std::to_string(kMaxThreads));
+  }
+  // Start the threads now, so that a failure is reported to the caller who asked for them
+  // and the previous setting stays in force.
+  std::lock_guard<std::mutex> lock(detail::g_pool_mu);
+  if (n > 1 && (!detail::g_pool || detail::g_pool->size() != n)) {
+    try {
+      detail::g_pool = std::make_shared<detail::ThreadPool>(n - 1);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("set_num_threads(" + std::to_string(n) + "): " + e.what() +
+                               "; the thread count stays at " + std::to_string(detail::requested_threads()));
+    }
+  }
   detail::g_num_threads.store(n);
 }
 

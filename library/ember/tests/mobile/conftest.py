@@ -217,3 +217,24 @@ def exported_models(tmp_path_factory) -> Dict[str, ExportedModel]:
         out[name] = ExportedModel(path, folder / f"{name}.input.bin",
                                   folder / f"{name}.expected.bin", x, expected)
     return out
+
+
+@pytest.fixture(scope="session")
+def over_limit_models(tmp_path_factory) -> Dict[str, Path]:
+    """Valid models that need a buffer over EL_MAX_BUFFER_BYTES (1 GiB), by name.
+
+    "conv_4mb" is the issue's case: a 4 MB file (one 1024 x 1024 kernel, padding 1024, a
+    1 x 1 input) whose im2col buffer is 4.4 TB; its size wrapped a 32-bit size_t and the
+    conv overflowed the heap on armv7. "conv_4kb" is the same with a 32 x 32 kernel, small
+    enough to seed the fuzzer (which tries every truncation of its seeds).
+    """
+    import numpy as np
+    from ember import mobile
+
+    folder = tmp_path_factory.mktemp("over-limit")
+    out = {}
+    for name, k in (("conv_4mb", 1024), ("conv_4kb", 32)):
+        model = mobile.MobileModel((1, 1, 1, 1), [
+            mobile.Conv2d(np.full((1, 1, k, k), 0.5, np.float32), None, stride=1, padding=1024)])
+        out[name] = mobile.export(model, folder / f"{name}.elm")
+    return out

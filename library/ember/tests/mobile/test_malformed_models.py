@@ -13,7 +13,7 @@ from ember import mobile
 pytestmark = pytest.mark.feature("mobile.runtime")
 
 REJECTIONS = {"EL_ERR_TRUNCATED", "EL_ERR_BAD_MAGIC", "EL_ERR_UNSUPPORTED_VERSION",
-              "EL_ERR_CHECKSUM", "EL_ERR_MALFORMED", "EL_ERR_BAD_OPCODE", "EL_ERR_SHAPE"}
+              "EL_ERR_CHECKSUM", "EL_ERR_MALFORMED", "EL_ERR_BAD_OPCODE", "EL_ERR_SHAPE", "EL_ERR_TOO_LARGE"}
 
 
 def repaired(data: bytes) -> bytes:
@@ -137,12 +137,13 @@ def test_fuzzed_files_are_rejected_cleanly_or_run(lite_runtime, exported_models,
         model.run(np.zeros(model.input_shape, np.float32))
 
 
-def test_fuzz_driver_under_asan_and_ubsan(sanitized_build, exported_models):
-    seeds = [m.path for m in exported_models.values()]
+def test_fuzz_driver_under_asan_and_ubsan(sanitized_build, exported_models, over_limit_models):
+    seeds = [m.path for m in exported_models.values()] + [over_limit_models["conv_4kb"]]
     proc = sanitized_build.run(["fuzz_model_load", "--iterations", "20000", *seeds], timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "ERROR: AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr
-    for status in ("EL_OK", "EL_ERR_TRUNCATED", "EL_ERR_CHECKSUM", "EL_ERR_MALFORMED", "EL_ERR_SHAPE"):
+    for status in ("EL_OK", "EL_ERR_TRUNCATED", "EL_ERR_CHECKSUM", "EL_ERR_MALFORMED", "EL_ERR_SHAPE",
+                   "EL_ERR_TOO_LARGE"):
         assert status + "=" in proc.stdout
 
 

@@ -27,11 +27,25 @@ def test_binaries_are_for_the_target(cross_build):
 
 
 @pytest.mark.feature("mobile.runtime")
-def test_loader_fuzz_under_qemu(cross_build, exported_models):
-    seeds = [m.path for m in exported_models.values()]
+def test_loader_fuzz_under_qemu(cross_build, exported_models, over_limit_models):
+    # On armv7 size_t is 32 bits: the fuzzer's invariant that no accepted model needs a
+    # buffer over EL_MAX_BUFFER_BYTES is checked where a wrapped size would bite.
+    seeds = [m.path for m in exported_models.values()] + [over_limit_models["conv_4kb"]]
     proc = cross_build.run(["fuzz_model_load", "--iterations", "1500", *seeds])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "EL_ERR_CHECKSUM" in proc.stdout and "EL_ERR_MALFORMED" in proc.stdout
+    for status in ("EL_OK", "EL_ERR_CHECKSUM", "EL_ERR_MALFORMED", "EL_ERR_TOO_LARGE"):
+        assert status + "=" in proc.stdout, proc.stdout
+
+
+@pytest.mark.feature("mobile.runtime")
+def test_model_over_the_buffer_limit_is_refused_under_qemu(cross_build, over_limit_models):
+    # The 4 MB conv model overflowed the heap on armv7 (SIGSEGV under qemu-arm).
+    model = over_limit_models["conv_4mb"]
+    proc = cross_build.run(["ember-lite-demo", model, model, model])
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        "error: EL_ERR_TOO_LARGE: op 0: conv2d's im2col buffer [1048576, 1026, 1026] needs 4415243157504 bytes, "
+        'over the EL_MAX_BUFFER_BYTES limit of 1073741824 (1 GiB, FORMAT.md "Size limit")')
 
 
 @pytest.mark.feature("mobile.caching-allocator")

@@ -8,7 +8,11 @@
  * once per Python, and it needs neither the C++ standard library nor exceptions.
  *
  * Every fallible call returns an ember_status; on failure ember_last_error() holds the
- * calling thread's message until its next failing call.
+ * calling thread's message until its next failing call. Every argument is checked before
+ * anything is computed: a NULL pointer, a negative, overflowing or mismatched shape, an
+ * itemsize that disagrees with the dtype, a stride < 1, a max over an empty axis or an
+ * out-of-range thread count is an EMBER_INVALID_ARGUMENT, never a crash; a size that does
+ * not fit the address space is EMBER_OUT_OF_MEMORY.
  */
 #pragma once
 
@@ -20,6 +24,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Limits of the checks above. */
+#define EMBER_MAX_NDIM 64     /* dimensions of an ember_array (PEP 3118's PyBUF_MAX_NDIM) */
+#define EMBER_MAX_THREADS 4096 /* largest ember_set_num_threads() count */
 
 typedef enum ember_status {
   EMBER_OK = 0,
@@ -57,7 +65,9 @@ EMBER_API ember_status ember_binary(const char* op, const ember_array* a, const 
                                     const ember_array* out);
 /* op: "relu", "exp", "log", "tanh", "sigmoid". */
 EMBER_API ember_status ember_unary(const char* op, const ember_array* x, const ember_array* out);
-/* op: "sum" or "max"; x viewed as [outer, len, inner] -> out[outer, inner]. */
+/* op: "sum" or "max"; x viewed as [outer, len, inner] -> out[outer, inner]. A max with
+ * len 0 (and outer * inner > 0) is EMBER_INVALID_ARGUMENT, as is ember_reduce_all's max of
+ * an empty array: there is no identity to return. */
 EMBER_API ember_status ember_reduce_axis(const char* op, const ember_array* x, const ember_array* out, int64_t outer,
                                          int64_t len, int64_t inner);
 EMBER_API ember_status ember_reduce_all(const char* op, const ember_array* x, double* result);
@@ -95,7 +105,9 @@ EMBER_API int ember_cuda_is_available(void);
 /* Why CUDA is unavailable ("" when it is available); valid until the thread's next call. */
 EMBER_API const char* ember_cuda_unavailable_reason(void);
 
-/* Settings. */
+/* Settings. ember_set_num_threads starts the threads at once: EMBER_INVALID_ARGUMENT for n
+ * outside 1..EMBER_MAX_THREADS, EMBER_RUNTIME_ERROR (with the system's reason) when the
+ * threads cannot be started; on either the previous count stays in force. */
 EMBER_API ember_status ember_set_num_threads(int n);
 EMBER_API int ember_get_num_threads(void);
 EMBER_API void ember_set_deterministic(int on);

@@ -85,7 +85,8 @@ EMBER_API void conv2d(const double* input, const double* weight, const double* b
                       double* out, int64_t n, int64_t c_in, int64_t h, int64_t w,
                       int64_t c_out, int64_t kh, int64_t kw, int64_t stride, int64_t padding);
 
-// Output length of a convolution along one axis.
+// Output length of a convolution along one axis; throws std::invalid_argument for a
+// stride < 1, a padding < 0 or too large, or a kernel larger than the padded input.
 EMBER_API int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t padding);
 
 // out[index[i], :] += source[i, :] for out[rows, cols], source[nidx, cols].
@@ -97,6 +98,11 @@ EMBER_API void index_add(double* out, int64_t rows, int64_t cols, const int64_t*
                          const double* source, int64_t nidx);
 
 // ---- threads -------------------------------------------------------------------------
+// Largest thread count set_num_threads accepts (EMBER_NUM_THREADS is clamped to it).
+constexpr int kMaxThreads = 4096;
+// Starts the pool's threads at once. Throws std::invalid_argument when n is outside
+// 1..kMaxThreads, and std::runtime_error (naming the system's reason) when the threads
+// cannot be started; the previous count then stays in force.
 EMBER_API void set_num_threads(int n);
 EMBER_API int get_num_threads();
 

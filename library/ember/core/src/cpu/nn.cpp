@@ -2,9 +2,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "ember/checked.h"
 #include "ember/deterministic.h"
 #include "ember/kernels.h"
 #include "../parallel.h"
@@ -33,9 +36,37 @@ void softmax_impl(const T* x, T* out, int64_t rows, int64_t cols) {
   });
 }
 
+// in + 2 * padding, checked: padding comes from the caller and may be anything.
+int64_t padded_extent(int64_t in, int64_t padding) {
+  const std::optional<int64_t> twice = checked_mul<int64_t>(padding, 2);
+  const std::optional<int64_t> total = twice ? checked_add<int64_t>(in, *twice) : std::nullopt;
+  if (!total) throw std::invalid_argument("conv: padding " + std::to_string(padding) + " is too large");
+  return *total;
+}
+
 void check_conv_args(int64_t in, int64_t k, int64_t stride, int64_t padding) {
-  if (k <= 0 || stride <= 0 || padding < 0 || in + 2 * padding < k)
-    throw std::invalid_argument("conv: kernel larger than padded input, or bad stride/padding");
+  if (stride < 1) throw std::invalid_argument("conv: stride must be >= 1, got " + std::to_string(stride));
+  if (padding < 0) throw std::invalid_argument("conv: padding must be >= 0, got " + std::to_string(padding));
+  if (in < 0 || k < 1) {
+    throw std::invalid_argument("conv: input size " + std::to_string(in) + " and kernel size " +
+                                std::to_string(k) + " must be >= 0 and >= 1");
+  }
+  if (padded_extent(in, padding) < k) {
+    throw std::invalid_argument("conv: kernel size " + std::to_string(k) + " is larger than the padded input (" +
+                                std::to_string(in) + " + 2 x " + std::to_string(padding) + ")");
+  }
+}
+
+// Elements of the im2col buffer, kdim x spatial, as a size_t that really holds them: on a
+// 32-bit target the int64 product used to be truncated to a small buffer that im2col
+// then wrote far past.
+size_t col_elements(int64_t kdim, int64_t spatial, size_t elem_size) {
+  const std::optional<int64_t> count = checked_mul<int64_t>(kdim, spatial);
+  if (!count || !checked_bytes(*count, elem_size)) {
+    throw std::length_error("conv: the im2col buffer of " + std::to_string(kdim) + " x " + std::to_string(spatial) +
+                            " elements does not fit in this platform's address space");
+  }
+  return static_cast<size_t>(*count);
 }
 
 // col[(c, ki, kj), (oy, ox)] for one image; zeros where the window leaves the input.
@@ -72,8 +103,13 @@ void conv2d_impl(const T* input, const T* weight, const T* bias, T* out, int64_t
   check_conv_args(w, kw, stride, padding);
   const int64_t oh = conv_out_size(h, kh, stride, pad_y);
   const int64_t ow = conv_out_size(w, kw, stride, padding);
-  const int64_t kdim = c_in * kh * kw, spatial = oh * ow;
-  std::vector<T> col(static_cast<size_t>(kdim * spatial));
+  if (n <= 0 || c_out <= 0) return;  // nothing to write: no scratch buffer either
+  const int64_t kdim = c_in * kh * kw;  // weight's element count / c_out: fits
+  const std::optional<int64_t> spatial_checked = checked_mul<int64_t>(oh, ow);
+  if (!spatial_checked) throw std::length_error("conv: output of " + std::to_string(oh) + " x " +
+                                                std::to_string(ow) + " positions is too large");
+  const int64_t spatial = *spatial_checked;
+  std::vector<T> col(col_elements(kdim, spatial, sizeof(T)));
   for (int64_t b = 0; b < n; ++b) {
     im2col(input + b * c_in * h * w, c_in, h, w, kh, kw, stride, pad_y, padding, oh, ow,
            col.data());
@@ -122,7 +158,8 @@ void index_add_impl(T* out, int64_t rows, int64_t cols, const int64_t* index, co
 }  // namespace
 
 int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t padding) {
-  return (in + 2 * padding - k) / stride + 1;
+  check_conv_args(in, k, stride, padding);
+  return (padded_extent(in, padding) - k) / stride + 1;
 }
 
 void softmax(const float* x, float* out, int64_t rows, int64_t cols) {

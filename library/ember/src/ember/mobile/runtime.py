@@ -85,7 +85,7 @@ class EmberLite:
         lib.el_allocator_free.argtypes = [ctypes.c_void_p]
         lib.el_allocator_free.restype = None
         lib.el_set_num_threads.argtypes = [ctypes.c_int]
-        lib.el_set_num_threads.restype = None
+        lib.el_set_num_threads.restype = ctypes.c_int
         self.lib = lib
 
     def status_name(self, code: int) -> str:
@@ -128,7 +128,11 @@ class EmberLite:
         self.lib.el_allocator_reset_stats()
 
     def set_num_threads(self, n: int) -> None:
-        self.lib.el_set_num_threads(n)
+        """Threads for ember's kernels; raises LiteError when n is out of range or the
+        threads cannot be started (the previous count then stays)."""
+        code = self.lib.el_set_num_threads(n)
+        if code != 0:
+            self._raise(code, self.lib.el_last_error())
 
 
 class LiteModel:
