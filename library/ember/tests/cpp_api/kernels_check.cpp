@@ -5,11 +5,13 @@
 // every configuration CI tests (GNU paths, EMBER_PORTABLE_ONLY, sanitizers, clang, mingw
 // under wine); only the C interface is used, so it links a DLL the way any front end does.
 //
-//   kernels_check [--dump FILE]
+//   kernels_check [--dump FILE | --overflow]
 //
 // Prints one line per check and "kernels_check: N failure(s)"; exits 1 on any failure.
 // --dump writes the float results of the deterministic checks to FILE as raw bytes, so
-// two builds can be compared bit for bit.
+// two builds can be compared bit for bit. --overflow hands ember_matmul an input one
+// element shorter than its shape claims: the negative control of the sanitizer builds,
+// where AddressSanitizer must stop the read inside libember.
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -335,8 +337,14 @@ int main(int argc, char** argv) {
   const char* dump_path = nullptr;
   if (argc == 3 && std::string(argv[1]) == "--dump") {
     dump_path = argv[2];
+  } else if (argc == 2 && std::string(argv[1]) == "--overflow") {
+    std::vector<float> a(3 * 4 - 1), b(4 * 2, 1.0f), c(3 * 2);
+    Array short_a(a, {3, 4}, "a");
+    std::printf("matmul over a short buffer: status %d\n", ember_matmul(&short_a, &Array(b, {4, 2}, "b"),
+                                                                         &Array(c, {3, 2}, "out")));
+    return 0;
   } else if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [--dump FILE]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--dump FILE | --overflow]\n", argv[0]);
     return 2;
   }
   // More threads than this machine's cores: the pool's hand-off paths all run.
