@@ -259,7 +259,7 @@ def test_multiprocess_collectives_under_asan_and_ubsan(asan_build):
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    for rank, (p, (out, err)) in enumerate(zip(procs, results)):
+    for rank, (p, (out, err)) in enumerate(zip(procs, results, strict=True)):
         assert p.returncode == 0 and f"rank {rank}: OK" in out, out + err[-6000:]
         assert not any(mark in err for mark in SANITIZER_MARKS), err[-6000:]
 
