@@ -109,6 +109,14 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *(session.posargs or ["tests"]))
 
 
+@nox.session(name="native")
+def native(session: nox.Session) -> None:
+    """ember's core natively: portable paths, clang -Werror, Windows DLLs under wine, ASan+UBSan and TSan
+    (part of `tests`; `-- -m sanitizers` for the sanitizer tier alone)."""
+    _install_shipyard(session, "test")
+    session.run("pytest", "tests/test_ember_native.py", *session.posargs)
+
+
 @nox.session(name="lint")
 def lint(session: nox.Session) -> None:
     """ruff and mypy over shipyard's sources."""

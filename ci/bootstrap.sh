@@ -8,7 +8,8 @@ APT_PACKAGES=(
   git cmake ninja-build g++ g++-11            # native builds; nvcc 11.8 needs gcc <= 11
   libpng-dev libjpeg62-turbo-dev               # embervision links them; auditwheel vendors them
   g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user   # mobile cross builds and their tests
-  g++-mingw-w64-x86-64 wine64                  # Windows distributed path, tested under wine
+  g++-mingw-w64-x86-64 wine64                  # Windows DLLs of ember's core, tested under wine
+  clang                                        # ember's core must build with clang -Werror too
   docker.io debootstrap docker-registry apache2-utils       # images, the local registry, htpasswd
 )
 

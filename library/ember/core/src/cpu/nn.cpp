@@ -11,6 +11,7 @@
 #include "ember/deterministic.h"
 #include "ember/kernels.h"
 #include "../parallel.h"
+#include "../portable.h"
 
 namespace ember {
 namespace {
@@ -121,22 +122,11 @@ void conv2d_impl(const T* input, const T* weight, const T* bias, T* out, int64_t
   }
 }
 
-// Bitwise compare-and-swap add: racing threads may add in any order.
+// Atomic add (GNU builtins or a portable fallback, see portable.h): racing threads may add
+// in any order.
 template <typename T, typename Bits>
 void atomic_add(T* addr, T value) {
-  static_assert(sizeof(T) == sizeof(Bits), "bit width");
-  Bits* bits = reinterpret_cast<Bits*>(addr);
-  Bits expected = __atomic_load_n(bits, __ATOMIC_RELAXED);
-  for (;;) {
-    T cur;
-    std::memcpy(&cur, &expected, sizeof(T));
-    T next = cur + value;
-    Bits desired;
-    std::memcpy(&desired, &next, sizeof(T));
-    if (__atomic_compare_exchange_n(bits, &expected, desired, true, __ATOMIC_RELAXED,
-                                    __ATOMIC_RELAXED))
-      return;
-  }
+  detail::atomic_add<T, Bits>(addr, value);
 }
 
 template <typename T, typename Bits>
