@@ -85,8 +85,9 @@ class _Context:
 
 
 def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell]:
-    cells = select(expand(spec.release), variant=request.variant, platform=inventory.host_platform,
-                   package_type="wheel")
+    # A pure cell builds on any host, once for every variant: the variant's build makes it too.
+    cells = [c for c in select(expand(spec.release), variant=request.variant, package_type="wheel")
+             if c.platform == inventory.host_platform or c.is_pure]
     if request.components:
         unknown = set(request.components) - set(spec.release.components)
         if unknown:
@@ -94,8 +95,15 @@ def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell
                                 f"{', '.join(spec.release.components)}")
         cells = [c for c in cells if c.component in request.components]
     if request.pythons:
-        cells = [c for c in cells if c.python in request.pythons]
+        cells = [c for c in cells if c.python in request.pythons or c.is_pure]
     return cells
+
+
+def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: Toolchain) -> Toolchain:
+    """A pure wheel is built and tested once, with the first requested Python found here
+    (the oldest of the release's otherwise)."""
+    chosen = next((i for p in request.pythons if (i := inventory.interpreter(p))), toolchain.interpreter)
+    return Toolchain(chosen, None, None, None)
 
 
 def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda _: None) -> list[CellOutcome]:
@@ -121,7 +129,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
             missing.append(f"{cell.id}: {result}")
             outcomes.append(CellOutcome(cell, "unavailable", detail=str(result)))
         else:
-            resolved[cell.id] = result
+            resolved[cell.id] = _pure_interpreter(request, inventory, result) if cell.is_pure else result
     if missing and not request.skip_unavailable:
         raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
                                + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
@@ -130,10 +138,16 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     buildable = [c for c in cells if c.id in resolved]
     built = _build_all(ctx, buildable, resolved)
     variant_dir = request.dist / "whl" / ctx.variant.tag
+    touched = {variant_dir}
     for outcome in built:
         if outcome.wheel is not None and outcome.result != "failed":
+            # A pure wheel goes, the same bytes, into the index of every variant it stands for.
+            for tag in outcome.cell.variant_tags:
+                touched.add(request.dist / "whl" / tag)
+                add_wheel(outcome.wheel, request.dist / "whl" / tag)
             outcome.wheel = add_wheel(outcome.wheel, variant_dir)
-    write_index(variant_dir)
+    for folder in sorted(touched):
+        write_index(folder)
     if request.run_tests:
         _test_all(ctx, built, resolved, variant_dir)
     outcomes += built
@@ -146,6 +160,8 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
 
 def _spec_section(ctx: _Context, component: Component) -> dict[str, object]:
     release = ctx.spec.release
+    if component.kind == "python-pure":  # one build for every variant and platform
+        return {"component": component.model_dump(mode="json"), "version": release.release.version}
     platform = release.platforms[ctx.inventory.host_platform]
     return {"component": component.model_dump(mode="json"), "variant": ctx.variant.model_dump(mode="json"),
             "platform": platform.model_dump(mode="json"), "version": release.release.version}
@@ -230,7 +246,9 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
         entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                 "seconds": time.monotonic() - start})
     repaired_wheel = entry.files()[0]
-    labelled = relabel_wheel(repaired_wheel, label=ctx.variant.tag,
+    # A pure wheel has no local version: the same name and bytes in every variant's index, and
+    # pip resolves it by name from each (as PyTorch publishes its pure packages).
+    labelled = relabel_wheel(repaired_wheel, label=None if pure else ctx.variant.tag,
                              extra_files=_package_files(ctx, cell, component),
                              out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
     failures = _check(ctx, cell, component, labelled, toolchain)
@@ -288,6 +306,18 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, project: P
 def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str, bytes]:
     """_build_info.json and _features.json for the wheel's top-level package."""
     assert component.import_name
+    dump = lambda data: (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()  # noqa: E731
+    if cell.is_pure:
+        # Platform-, variant- and Python-neutral: every feature with its status on each platform.
+        info_pure = {"component": component.name, "version": ctx.spec.release.release.version,
+                     "git_sha": ctx.git.sha}
+        statuses: dict[str, dict[str, object]] = {}
+        for platform in cell.platforms:
+            for fid, title, status in ctx.spec.features_for(component.name, platform):
+                entry = statuses.setdefault(fid, {"id": fid, "title": title, "status": {}})
+                entry["status"][platform] = status  # type: ignore[index]
+        return {f"{component.import_name}/_build_info.json": dump(info_pure),
+                f"{component.import_name}/_features.json": dump({"features": list(statuses.values())})}
     info = {"component": component.name, "version": ctx.spec.release.release.version,
             "variant": ctx.variant.name, "variant_tag": ctx.variant.tag, "cuda_version": ctx.variant.cuda,
             "cuda_archs": list(ctx.variant.archs), "git_sha": ctx.git.sha,
@@ -295,7 +325,6 @@ def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str,
             "platform": cell.platform}
     features = [{"id": fid, "title": title, "status": status}
                 for fid, title, status in ctx.spec.features_for(component.name, cell.platform)]
-    dump = lambda data: (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()  # noqa: E731
     return {f"{component.import_name}/_build_info.json": dump(info),
             f"{component.import_name}/_features.json": dump({"platform": cell.platform, "features": features})}
 
@@ -303,11 +332,11 @@ def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str,
 def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
            toolchain: Toolchain) -> list[checks.CheckFailure]:
     release = ctx.spec.release
+    if cell.is_pure:
+        return checks.check_platform_tag(wheel, {"py3-none-any"}) + checks.check_size(
+            wheel, release.release.wheel_size_budget_mb)
     platform = release.platforms[cell.platform]
-    if component.kind == "python-pure":
-        expected = {"py3-none-any"}
-    else:
-        expected = {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"}
+    expected = {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"}
     failures = checks.check_platform_tag(wheel, expected)
     failures += checks.check_size(wheel, release.wheel_size_budget_mb(ctx.variant))
     if component.kind == "python-native" and platform.os == "linux":
@@ -337,7 +366,9 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
         # timestamps) without changing what the tests exercise.
         index_state = sorted(content_identity(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
-        gating = ctx.spec.gating_statuses(component.name, outcome.cell.platform)
+        # A pure wheel is tested here, so this host's platform gates it.
+        platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
+        gating = ctx.spec.gating_statuses(component.name, platform)
         others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
         test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state, "gating": gating,
                        "others": others}
@@ -407,8 +438,8 @@ def _record(ctx: _Context, outcomes: list[CellOutcome]) -> None:
             component=cell.component, package_type=cell.package_type, variant=cell.variant,
             variant_tag=cell.variant_tag, platform=cell.platform, python=cell.python,
             version=release.release.version,
-            features=tuple(FeatureRecord(id=i, title=t, status=s)
-                           for i, t, s in ctx.spec.features_for(cell.component, cell.platform)),
+            features=tuple(FeatureRecord(id=i, title=t, status=s) for i, t, s in ctx.spec.features_for(
+                cell.component, ctx.inventory.host_platform if cell.is_pure else cell.platform)),
             tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail}))
     merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
                     version=release.release.version, records=records)
