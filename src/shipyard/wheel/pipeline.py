@@ -17,7 +17,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from shipyard.build_cache import BuildCache, cache_key
 from shipyard.errors import ShipyardError, ToolchainMissing
 from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
-from shipyard.matrix import Cell, expand, select
+from shipyard.matrix import Cell, builder_platform, expand, select
 from shipyard.source_tree import GitInfo, git_info, hash_tree
 from shipyard.spec import Component, Variant
 from shipyard.toolchains.discover import Inventory, discover
@@ -238,7 +238,7 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
     if entry is None:
         ctx.progress(f"build {cell.id}")
         raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
-        platform = ctx.spec.release.platforms[cell.platform]
+        platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
         # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
         libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
         repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
@@ -286,7 +286,7 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, project: P
     from shipyard.wheel.container import build_wheels_in_container, host_path
 
     ensure_docker_engine(required=True)
-    if ctx.variant.is_cuda:
+    if ctx.variant.is_cuda and not cell.is_pure:
         raise ShipyardError(f"{cell.id}: --container builds CPU cells only; the local image has no CUDA "
                             f"toolkit (build CUDA cells on the host)")
     image = build_manylinux_image([i for i in ctx.inventory.interpreters if i.version in ctx.spec.release.pythons],
