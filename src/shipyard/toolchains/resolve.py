@@ -22,7 +22,7 @@ class Toolchain:
     @property
     def identity(self) -> str:
         parts = [
-            f"python={self.interpreter.full_version}" if self.interpreter else "python=none",
+            f"python={self.interpreter.identity}" if self.interpreter else "python=none",
             f"gcc={self.compiler.version}" if self.compiler else "gcc=none",
             f"cuda={self.cuda.identity}" if self.cuda else "cuda=none",
             f"cuda-host={self.cuda_host_compiler.version}" if self.cuda_host_compiler else "",

@@ -373,7 +373,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state, "gating": gating,
                        "others": others}
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section=test_inputs,
-                        toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
+                        toolchain=toolchain.interpreter.identity, python=outcome.cell.python)
         entry = ctx.cache.get(key)
         if entry is not None:
             outcome.test_json = entry.metadata()["tests"]
