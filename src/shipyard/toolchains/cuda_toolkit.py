@@ -37,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 
 from shipyard import command
+from shipyard.apt_sources import apt_sources
 from shipyard.cuda_archs import gencode_flags, parse_arch_list, sm_name
 from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
@@ -292,46 +293,11 @@ def _refuse_unsupported(recipe: ToolkitRecipe, archs: tuple[str, ...],
 
 def debian_mirror(apt_etc: Path = Path("/etc/apt")) -> str:
     """The Debian archive URI the machine's own apt sources name; deb.debian.org when none does."""
-    for path in sorted((apt_etc / "sources.list.d").glob("*.sources")):
-        for stanza in _deb822_stanzas(path.read_text(errors="replace")):
-            if stanza.get("enabled", "yes").lower() == "no" or "deb" not in stanza.get("types", "").split():
-                continue
-            uri = _debian_archive_uri(stanza.get("uris", "").split(), stanza.get("suites", "").split(),
-                                      stanza.get("components", "").split())
-            if uri:
-                return uri
-    legacy = [apt_etc / "sources.list", *sorted((apt_etc / "sources.list.d").glob("*.list"))]
-    for path in legacy:
-        if not path.is_file():
-            continue
-        for line in path.read_text(errors="replace").splitlines():
-            # deb [options] URI suite component...
-            words = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()
-            if len(words) >= 4 and words[0] == "deb":
-                uri = _debian_archive_uri([words[1]], [words[2]], words[3:])
-                if uri:
-                    return uri
+    for source in apt_sources(apt_etc):
+        uri = _debian_archive_uri(list(source.uris), list(source.suites), list(source.components))
+        if uri:
+            return uri
     return DEFAULT_MIRROR
-
-
-def _deb822_stanzas(text: str) -> Iterator[dict[str, str]]:
-    stanza: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        if not line.strip():
-            if stanza:
-                yield stanza
-            stanza, key = {}, None
-        elif line[0] in " \t" and key:
-            stanza[key] += " " + line.strip()
-        elif ":" in line:
-            key, value = line.split(":", 1)
-            key = key.strip().lower()
-            stanza[key] = value.strip()
-    if stanza:
-        yield stanza
 
 
 def _debian_archive_uri(uris: list[str], suites: list[str], components: list[str]) -> str | None:
