@@ -183,14 +183,28 @@ class ToolkitRecipe:
     version: str
     host_cxx: str
     host_gcc_max: int
-    arch_min: str
-    arch_max: str
     debian: DebianSource | None = None
     wheels: tuple[str, ...] = ()
     home: Path | None = None
     cuobjdump_wheel: str | None = None
     cuobjdump_in_wheel: str | None = None
     unobtainable: str | None = None
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """What this version compiles SASS for: resources/cuda_archs.toml, the one list."""
+        if self.version not in arch_table():
+            raise ToolchainMissing(f"CUDA {self.version} has a recipe in cuda_toolkits.toml but no arch list "
+                                   f"in shipyard/resources/cuda_archs.toml. Fix: add its archs there")
+        return arch_table()[self.version]
+
+    @property
+    def arch_min(self) -> str:
+        return self.archs[0]
+
+    @property
+    def arch_max(self) -> str:
+        return self.archs[-1]
 
     def in_range(self, arch: str) -> bool:
         return _arch_key(self.arch_min) <= _arch_key(arch) <= _arch_key(self.arch_max)
@@ -229,8 +243,6 @@ def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
             version=version,
             host_cxx=table["host_cxx"],
             host_gcc_max=int(table["host_gcc_max"]),
-            arch_min=table["arch_min"],
-            arch_max=table["arch_max"],
             debian=debian,
             wheels=tuple(table.get("wheels", ())),
             home=Path(table["home"]) if table.get("home") else None,

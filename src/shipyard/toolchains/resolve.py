@@ -83,10 +83,14 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
     assert variant.cuda is not None
     toolkit = inventory.cuda_toolkit(variant.cuda)
     if toolkit is None:
-        if variant.cuda in ("10.2", "11.0"):
+        from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipes
+
+        # Which versions cannot be had here is cuda_toolkits.toml's to say (`unobtainable`).
+        recipe = next((r for r in cuda_toolkit_recipes() if r.version == variant.cuda), None)
+        if recipe is not None and recipe.unobtainable:
             return Missing(
                 f"no CUDA {variant.cuda} toolkit, and none can be obtained on this machine "
-                f"(neither Debian nor PyPI carries a CUDA {variant.cuda} nvcc)",
+                f"({recipe.unobtainable})",
                 f"build the {variant.name} cells where the toolkit is preinstalled: the release "
                 f"pipeline's CUDA {variant.cuda} builder image or a runner with CUDA_HOME="
                 f"/usr/local/cuda-{variant.cuda}")
