@@ -318,3 +318,36 @@ def test_a_wheel_over_budget_fails_its_cell_and_is_not_published(tmp_path):
     assert outcome.detail.startswith("fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl: size budget: ")
     assert "over the budget of 0.05 MiB (release.yaml)" in outcome.detail
     assert not list((root / "dist" / "whl" / "cpu").glob("*/*.whl"))
+
+
+def test_the_declared_vendored_libraries_are_enforced(cpu_build):
+    root, _, _, _ = cpu_build
+    release_yaml = root / "release.yaml"
+    original = release_yaml.read_text()
+    # fixcext vendors libpng; declare libjpeg instead. The build is cached (a declaration does
+    # not change the wheel's bytes), and the check fails the cell both ways.
+    release_yaml.write_text(original.replace("vendored_libraries: [libpng]", "vendored_libraries: [libjpeg]"))
+    try:
+        [outcome] = build_variant(load_spec(root), request(root, pythons=("3.9",), components=("fixcext",),
+                                                           run_tests=False))
+    finally:
+        release_yaml.write_text(original)
+    name = "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
+    assert outcome.result == "failed" and outcome.build["cached"]
+    assert f"{name}: vendored libraries: vendors libpng16 (fixcext.libs/libpng16-" in outcome.detail
+    assert (f"{name}: vendored libraries: does not vendor libjpeg, which components.fixcext.vendored_libraries "
+            f"declares") in outcome.detail
+
+
+def test_a_console_script_that_crashes_on_help_fails_the_cell(cpu_build, monkeypatch):
+    root, spec, outcomes, _ = cpu_build
+    [pure] = [o for o in outcomes if o.cell.is_pure]
+    assert pure.result == "passed"  # fixpure-norm --help ran in the test venv
+    monkeypatch.setenv("FIXTURE_BREAK_SCRIPT", "1")
+    for entry in (root / ".shipyard" / "cache").glob("*/*/entry.json"):
+        if json.loads(entry.read_text())["kind"] == "test":  # run the tests again, keep the builds
+            shutil.rmtree(entry.parent)
+    [outcome] = build_variant(spec, request(root, pythons=("3.9",), components=("fixpure",)))
+    assert outcome.result == "failed"
+    assert "console script fixpure-norm: `fixpure-norm --help` exited 1" in outcome.detail
+    assert "RuntimeError: fixture: the console script is broken on purpose" in outcome.detail

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import json
 import re
 import tempfile
@@ -119,4 +120,64 @@ def check_cuda_archs(wheel: Path, archs: tuple[str, ...],
     if found - expected:
         failures.append(CheckFailure(wheel.name, "CUDA archs",
                                      f"SASS for archs not in the list: {', '.join(sorted(found - expected))}"))
+    return failures
+
+
+def vendored_libraries(wheel: Path) -> dict[str, str]:
+    """Libraries a repair vendored into `<package>.libs/`: member -> library name, the file name
+    without auditwheel's hash and the soname version ('libpng16-0a0c6ccf.so.16.39.0' -> 'libpng16')."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.libs/[^/]+", n)]
+    return {m: re.sub(r"(-[0-9a-f]{8})?\.(so|dylib|dll)([.\d]*)$", "", m.split("/", 1)[1]) for m in members}
+
+
+def _is_library(found: str, declared: str) -> bool:
+    # 'libpng' names libpng16 too: a declaration need not repeat the soname version.
+    return re.fullmatch(re.escape(declared) + r"[\d.]*", found) is not None
+
+
+def check_vendored_libraries(wheel: Path, declared: tuple[str, ...], *, component: str,
+                             implied: tuple[str, ...] = ()) -> list[CheckFailure]:
+    """The wheel vendors exactly the libraries release.yaml declares for `component`, plus
+    `implied` ones (the CUDA runtime of a CUDA variant's kernels)."""
+    wanted = (*declared, *implied)
+    found = vendored_libraries(wheel)
+    failures = []
+    for member, name in sorted(found.items()):
+        if not any(_is_library(name, lib) for lib in wanted):
+            failures.append(CheckFailure(wheel.name, "vendored libraries",
+                                         f"vendors {name} ({member}), which release.yaml does not declare; add it to "
+                                         f"components.{component}.vendored_libraries or stop linking it"))
+    for lib in declared:
+        if not any(_is_library(name, lib) for name in found.values()):
+            failures.append(CheckFailure(wheel.name, "vendored libraries",
+                                         f"does not vendor {lib}, which components.{component}.vendored_libraries "
+                                         f"declares; link it, or remove it from release.yaml"))
+    return failures
+
+
+def console_scripts(wheel: Path) -> set[str]:
+    """The console scripts the wheel's entry_points.txt installs."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next((n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")), None)
+        if name is None:
+            return set()
+        parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]  # script names keep their case
+        parser.read_string(zf.read(name).decode("utf-8"))
+    return set(parser["console_scripts"]) if parser.has_section("console_scripts") else set()
+
+
+def check_console_scripts(wheel: Path, declared: tuple[str, ...], *, component: str) -> list[CheckFailure]:
+    """The wheel installs exactly the console scripts release.yaml declares for `component`."""
+    found = console_scripts(wheel)
+    failures = []
+    for script in sorted(found - set(declared)):
+        failures.append(CheckFailure(wheel.name, "console scripts",
+                                     f"installs {script}, which components.{component}.console_scripts does not "
+                                     f"declare; declare it in release.yaml or drop it from [project.scripts]"))
+    for script in sorted(set(declared) - found):
+        failures.append(CheckFailure(wheel.name, "console scripts",
+                                     f"does not install {script}, which components.{component}.console_scripts "
+                                     f"declares; add it to [project.scripts] or remove it from release.yaml"))
     return failures

@@ -34,7 +34,7 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import relabel_wheel, repair_wheel
-from shipyard.wheel.testing import requires_dist, run_component_tests
+from shipyard.wheel.testing import console_script_problems, requires_dist, run_component_tests
 
 Progress = Callable[[str], None]
 
@@ -160,10 +160,12 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
 
 def _spec_section(ctx: _Context, component: Component) -> dict[str, object]:
     release = ctx.spec.release
+    # What the checks and tests hold a wheel to does not change its bytes: no rebuild for it.
+    section = component.model_dump(mode="json", exclude={"vendored_libraries", "console_scripts"})
     if component.kind == "python-pure":  # one build for every variant and platform
-        return {"component": component.model_dump(mode="json"), "version": release.release.version}
+        return {"component": section, "version": release.release.version}
     platform = release.platforms[ctx.inventory.host_platform]
-    return {"component": component.model_dump(mode="json"), "variant": ctx.variant.model_dump(mode="json"),
+    return {"component": section, "variant": ctx.variant.model_dump(mode="json"),
             "platform": platform.model_dump(mode="json"), "version": release.release.version}
 
 
@@ -332,15 +334,21 @@ def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str,
 def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
            toolchain: Toolchain) -> list[checks.CheckFailure]:
     release = ctx.spec.release
+    failures = checks.check_console_scripts(wheel, component.console_scripts, component=component.name)
     if cell.is_pure:
-        return checks.check_platform_tag(wheel, {"py3-none-any"}) + checks.check_size(
-            wheel, release.release.wheel_size_budget_mb)
+        return failures + checks.check_platform_tag(wheel, {"py3-none-any"}) + checks.check_size(
+            wheel, release.release.wheel_size_budget_mb) + checks.check_vendored_libraries(
+            wheel, component.vendored_libraries, component=component.name)
     platform = release.platforms[cell.platform]
     expected = {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"}
-    failures = checks.check_platform_tag(wheel, expected)
+    failures += checks.check_platform_tag(wheel, expected)
     failures += checks.check_size(wheel, release.wheel_size_budget_mb(ctx.variant))
     if component.kind == "python-native" and platform.os == "linux":
         failures += checks.check_shared_libraries(wheel, checks.policy_of(platform.wheel_platform_tag))
+        # A CUDA variant's kernels bring the toolkit's runtime with them (never the driver).
+        cudart = ("libcudart",) if ctx.variant.is_cuda and component.cuda_kernels else ()
+        failures += checks.check_vendored_libraries(wheel, component.vendored_libraries, component=component.name,
+                                                    implied=cudart)
         if ctx.variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
             from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
 
@@ -371,7 +379,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         gating = ctx.spec.gating_statuses(component.name, platform)
         others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
         test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state, "gating": gating,
-                       "others": others}
+                       "others": others, "console_scripts": list(component.console_scripts)}
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section=test_inputs,
                         toolchain=toolchain.interpreter.identity, python=outcome.cell.python)
         entry = ctx.cache.get(key)
@@ -379,19 +387,24 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
             outcome.test_json = entry.metadata()["tests"]
         else:
             ctx.progress(f"test {outcome.cell.id}")
+            work = ctx.request.state / "test" / outcome.cell.id
             try:
                 run = run_component_tests(
                     wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
                     tests_dir=tests_dir, gating=gating, other_features=others,
                     source_dir=ctx.root / component.path,
-                    state=ctx.request.state, work=ctx.request.state / "test" / outcome.cell.id,
+                    state=ctx.request.state, work=work,
                     local_projects=local)
+                # In the venv the tests ran in: each declared console script is there and runs.
+                scripts = console_script_problems(work / "venv", component.console_scripts)
             except ShipyardError as exc:
                 outcome.result, outcome.detail = "failed", f"test: {exc}"
                 continue
             outcome.test_json = run.to_json()
+            if scripts:
+                outcome.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
             outcome.seconds += run.seconds
-            if run.passed:
+            if run.passed and not scripts:
                 ctx.cache.put(key, [], {"kind": "test", "tests": outcome.test_json})
         assert outcome.test_json is not None
         problems: list[object] = list(outcome.test_json.get("problems") or [])  # type: ignore[arg-type]
