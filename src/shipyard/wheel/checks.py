@@ -18,6 +18,9 @@ from elftools.elf.elffile import ELFFile
 from packaging.utils import parse_wheel_filename
 
 from shipyard.cuda_archs import sm_name
+from shipyard.matrix import Cell
+from shipyard.spec import Component, Release, Variant
+from shipyard.toolchains.resolve import Toolchain
 
 
 @dataclass(frozen=True)
@@ -180,4 +183,29 @@ def check_console_scripts(wheel: Path, declared: tuple[str, ...], *, component: 
         failures.append(CheckFailure(wheel.name, "console scripts",
                                      f"does not install {script}, which components.{component}.console_scripts "
                                      f"declares; add it to [project.scripts] or remove it from release.yaml"))
+    return failures
+
+
+def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Component, variant: Variant,
+                     toolchain: Toolchain) -> list[CheckFailure]:
+    """Every rule that applies to `cell`'s built wheel."""
+    failures = check_console_scripts(wheel, component.console_scripts, component=component.name)
+    if cell.is_pure:
+        return failures + check_platform_tag(wheel, {"py3-none-any"}) + check_size(
+            wheel, release.release.wheel_size_budget_mb) + check_vendored_libraries(
+            wheel, component.vendored_libraries, component=component.name)
+    platform = release.platforms[cell.platform]
+    failures += check_platform_tag(wheel, {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"})
+    failures += check_size(wheel, release.wheel_size_budget_mb(variant))
+    if component.kind == "python-native" and platform.os == "linux":
+        failures += check_shared_libraries(wheel, policy_of(platform.wheel_platform_tag))
+        # A CUDA variant's kernels bring the toolkit's runtime with them (never the driver).
+        cudart = ("libcudart",) if variant.is_cuda and component.cuda_kernels else ()
+        failures += check_vendored_libraries(wheel, component.vendored_libraries, component=component.name,
+                                             implied=cudart)
+        if variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
+            from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
+
+            cuobjdump = toolchain.cuda.cuobjdump
+            failures += check_cuda_archs(wheel, variant.archs, lambda p: cuda_sass_archs(p, cuobjdump))
     return failures

@@ -3,7 +3,6 @@ labelled, checked, indexed, tested from the index, and recorded in dist/manifest
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -26,6 +25,7 @@ from shipyard.validate import Spec
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
+from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
@@ -251,9 +251,9 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
     # A pure wheel has no local version: the same name and bytes in every variant's index, and
     # pip resolves it by name from each (as PyTorch publishes its pure packages).
     labelled = relabel_wheel(repaired_wheel, label=None if pure else ctx.variant.tag,
-                             extra_files=_package_files(ctx, cell, component),
+                             extra_files=package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha),
                              out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
-    failures = _check(ctx, cell, component, labelled, toolchain)
+    failures = checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant, toolchain)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
                   "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
                   "source_date_epoch": ctx.git.commit_time}
@@ -303,58 +303,6 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, project: P
     if len(wheels) != 1:
         raise ShipyardError(f"{cell.id}: cibuildwheel made {len(wheels)} wheels, expected one")
     return wheels[0]
-
-
-def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str, bytes]:
-    """_build_info.json and _features.json for the wheel's top-level package."""
-    assert component.import_name
-    dump = lambda data: (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()  # noqa: E731
-    if cell.is_pure:
-        # Platform-, variant- and Python-neutral: every feature with its status on each platform.
-        info_pure = {"component": component.name, "version": ctx.spec.release.release.version,
-                     "git_sha": ctx.git.sha}
-        statuses: dict[str, dict[str, object]] = {}
-        for platform in cell.platforms:
-            for fid, title, status in ctx.spec.features_for(component.name, platform):
-                entry = statuses.setdefault(fid, {"id": fid, "title": title, "status": {}})
-                entry["status"][platform] = status  # type: ignore[index]
-        return {f"{component.import_name}/_build_info.json": dump(info_pure),
-                f"{component.import_name}/_features.json": dump({"features": list(statuses.values())})}
-    info = {"component": component.name, "version": ctx.spec.release.release.version,
-            "variant": ctx.variant.name, "variant_tag": ctx.variant.tag, "cuda_version": ctx.variant.cuda,
-            "cuda_archs": list(ctx.variant.archs), "git_sha": ctx.git.sha,
-            "python": None if component.kind == "python-pure" else cell.python,
-            "platform": cell.platform}
-    features = [{"id": fid, "title": title, "status": status}
-                for fid, title, status in ctx.spec.features_for(component.name, cell.platform)]
-    return {f"{component.import_name}/_build_info.json": dump(info),
-            f"{component.import_name}/_features.json": dump({"platform": cell.platform, "features": features})}
-
-
-def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
-           toolchain: Toolchain) -> list[checks.CheckFailure]:
-    release = ctx.spec.release
-    failures = checks.check_console_scripts(wheel, component.console_scripts, component=component.name)
-    if cell.is_pure:
-        return failures + checks.check_platform_tag(wheel, {"py3-none-any"}) + checks.check_size(
-            wheel, release.release.wheel_size_budget_mb) + checks.check_vendored_libraries(
-            wheel, component.vendored_libraries, component=component.name)
-    platform = release.platforms[cell.platform]
-    expected = {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"}
-    failures += checks.check_platform_tag(wheel, expected)
-    failures += checks.check_size(wheel, release.wheel_size_budget_mb(ctx.variant))
-    if component.kind == "python-native" and platform.os == "linux":
-        failures += checks.check_shared_libraries(wheel, checks.policy_of(platform.wheel_platform_tag))
-        # A CUDA variant's kernels bring the toolkit's runtime with them (never the driver).
-        cudart = ("libcudart",) if ctx.variant.is_cuda and component.cuda_kernels else ()
-        failures += checks.check_vendored_libraries(wheel, component.vendored_libraries, component=component.name,
-                                                    implied=cudart)
-        if ctx.variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
-            from shipyard.toolchains.cuda_toolkit import cuda_sass_archs
-
-            cuobjdump = toolchain.cuda.cuobjdump
-            failures += checks.check_cuda_archs(wheel, ctx.variant.archs, lambda p: cuda_sass_archs(p, cuobjdump))
-    return failures
 
 
 # --- test -----------------------------------------------------------------------------------
