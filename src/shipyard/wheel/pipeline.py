@@ -183,10 +183,9 @@ def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain])
             except ShipyardError as exc:
                 outcomes += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                 continue
-        # A pure wheel is one artifact for every Python: build it once, the other cells hit the cache.
         # One build more than there are cores: every build has serial stretches (interpreter
         # start-up, CMake's configure, auditwheel) that another build's compiler can fill.
-        workers = 1 if component.kind == "python-pure" else min(ctx.request.jobs + 1, len(component_cells))
+        workers = min(ctx.request.jobs + 1, len(component_cells))
         sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
         jobs_each = max(1, ctx.request.jobs // workers)
         with ThreadPoolExecutor(max_workers=workers) as pool:
