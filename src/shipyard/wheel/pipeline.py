@@ -85,9 +85,9 @@ class _Context:
 
 
 def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell]:
-    # A pure cell builds on any host, once for every variant: the variant's build makes it too.
-    cells = [c for c in select(expand(spec.release), variant=request.variant, package_type="wheel")
-             if c.platform == inventory.host_platform or c.is_pure]
+    # A pure cell builds once for every variant, on any platform it stands for: each variant's build makes it.
+    cells = select(expand(spec.release), variant=request.variant, platform=inventory.host_platform,
+                   package_type="wheel")
     if request.components:
         unknown = set(request.components) - set(spec.release.components)
         if unknown:
