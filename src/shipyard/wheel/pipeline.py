@@ -275,13 +275,15 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
     shutil.rmtree(build_dir, ignore_errors=True)
     environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
     if ctx.request.container:
-        return _container_build(ctx, cell, component, project, out, defines, environment)
+        # A pure cell has no Python of its own: it builds with the one its toolchain chose.
+        python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
+        return _container_build(ctx, cell, component, project, out, defines, environment, python)
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if component.kind == "python-native" else None, jobs=jobs)
 
 
 def _container_build(ctx: _Context, cell: Cell, component: Component, project: Path, out: Path,
-                     defines: dict[str, str], environment: dict[str, str]) -> Path:
+                     defines: dict[str, str], environment: dict[str, str], python: str) -> Path:
     """The same build through cibuildwheel in the local manylinux-style image (`--container`)."""
     from shipyard.docker_base import build_manylinux_image, ensure_docker_engine
     from shipyard.wheel.container import build_wheels_in_container, host_path
@@ -296,7 +298,7 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, project: P
     settings = {f"cmake.define.{k}": host_path(Path(v)) if Path(v).is_absolute() and Path(v).exists() else v
                 for k, v in defines.items()}
     env = {k: v for k, v in environment.items() if k not in ("CC", "CXX", "CFLAGS", "CXXFLAGS")}
-    wheels = build_wheels_in_container(project, out, pythons=[cell.python or ""], image=image, environment=env,
+    wheels = build_wheels_in_container(project, out, pythons=[python], image=image, environment=env,
                                        config_settings=settings, progress=ctx.progress,
                                        pure=component.kind == "python-pure")
     if len(wheels) != 1:
