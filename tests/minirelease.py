@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -26,3 +27,10 @@ def make_checkout(dest: Path) -> Path:
 
 def request(root: Path, variant: str = "cpu", **kw) -> BuildRequest:
     return BuildRequest(variant=variant, dist=root / "dist", state=root / ".shipyard", **kw)
+
+
+def forget_test_results(root: Path) -> None:
+    """Drop the cached test verdicts (not the builds) of a checkout, so that its tests run again."""
+    for entry in (root / ".shipyard" / "cache").glob("*/*/entry.json"):
+        if json.loads(entry.read_text()).get("kind") == "test":
+            shutil.rmtree(entry.parent)

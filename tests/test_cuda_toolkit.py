@@ -121,11 +121,42 @@ def cuda13(toolkit_cache: Path) -> InstalledCudaToolkit:
 
 # --- without downloads ------------------------------------------------------------------------------
 
-def test_recipe_arch_ranges_match_the_arch_table() -> None:
+def test_arch_ranges_live_in_the_arch_table_only(monkeypatch) -> None:
+    import tomllib
+    from importlib import resources
+
+    text = resources.files("shipyard.resources").joinpath("cuda_toolkits.toml").read_text()
+    for version, table in tomllib.loads(text)["toolkits"].items():
+        assert not {k for k in table if k.startswith("arch")}, f"{version} repeats cuda_archs.toml"
     table = arch_table()
     for recipe in cuda_toolkit_recipes():
         archs = table[recipe.version]
         assert (recipe.arch_min, recipe.arch_max) == (archs[0], archs[-1]), recipe.version
+    # An edit of cuda_archs.toml is what the recipes (and the refusal before a download) follow.
+    monkeypatch.setattr("shipyard.toolchains.cuda_toolkit.arch_table", lambda: {**table, "11.8": ("5.0", "8.0")})
+    recipe = next(r for r in cuda_toolkit_recipes() if r.version == "11.8")
+    assert (recipe.arch_min, recipe.arch_max, recipe.in_range("3.7")) == ("5.0", "8.0", False)
+
+
+def test_which_toolkits_cannot_be_had_here_is_the_recipes_to_say(repo, monkeypatch) -> None:
+    import dataclasses
+
+    from shipyard.matrix import expand
+    from shipyard.toolchains.discover import discover
+    from shipyard.toolchains.resolve import resolve
+    from shipyard.validate import load_spec
+
+    release = load_spec(repo).release
+    host = dataclasses.replace(discover(), cuda_toolkits=())
+    cells = {c.variant: c for c in expand(release) if c.platform == host.host_platform and c.component == "ember"}
+    assert "none can be obtained on this machine (neither Debian nor PyPI carries a CUDA 10.2 nvcc)" in str(
+        resolve(cells["cuda10.2"], release, host))
+    assert "shipyard toolchain install cuda12" in str(resolve(cells["cuda12"], release, host))
+    recipes = tuple(dataclasses.replace(r, unobtainable="gone from every mirror") if r.version == "12.4" else r
+                    for r in cuda_toolkit_recipes())
+    monkeypatch.setattr("shipyard.toolchains.cuda_toolkit.cuda_toolkit_recipes", lambda: recipes)
+    assert "no CUDA 12.4 toolkit, and none can be obtained on this machine (gone from every mirror)" in str(
+        resolve(cells["cuda12"], release, host))
 
 
 def test_mirror_comes_from_the_machines_deb822_sources(tmp_path: Path) -> None:

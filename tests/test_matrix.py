@@ -25,8 +25,9 @@ def test_exclusions_remove_cells(repo):
     assert not [c for c in cells if c.platform == "macos-arm64" and c.variant != "cpu"]
     assert not [c for c in cells if c.component == "emberelastic" and c.platform == "windows-amd64"]
     assert not [c for c in cells if c.component == "ember-lite" and c.variant != "cpu"]
-    # Everything else is crossed in full: 4 Python components x 5 Pythons on linux per variant.
-    assert len(select(cells, variant="cuda11", platform="linux-x86_64")) == 20
+    # Everything else is crossed in full: 2 native Python components x 5 Pythons on linux per
+    # variant, plus the one cell of each pure component (emberaudio, emberelastic).
+    assert len(select(cells, variant="cuda11", platform="linux-x86_64")) == 12
 
 
 def test_github_format_is_a_strategy_matrix(repo, capsys):
@@ -34,22 +35,24 @@ def test_github_format_is_a_strategy_matrix(repo, capsys):
     matrix = json.loads(capsys.readouterr().out)
     assert set(matrix) == {"include"}
     ids = [entry["id"] for entry in matrix["include"]]
-    assert len(ids) == len(set(ids)) == 35
+    assert len(ids) == len(set(ids)) == 22
     for entry in matrix["include"]:
         # Actions matrix values must be scalars; every entry names its runner.
         assert all(isinstance(v, str) for v in entry.values())
         assert entry["runner"] in {"ubuntu-22.04", "windows-2022"}
-        assert entry["cuda"] == "11.8"
+        assert entry["cuda"] == ("" if entry["platform"] == "any" else "11.8")
 
 
 def test_table_shows_counts_per_variant_and_platform(repo, capsys):
     assert main(["--root", str(repo), "matrix"]) == 0
     out = capsys.readouterr().out
-    assert "185 cells" in out
+    assert "107 cells" in out
     linux = next(line for line in out.splitlines() if "linux-x86_64" in line)
-    assert [int(n) for n in linux.replace("│", " ").split()[1:]] == [20, 20, 20, 20, 20, 100]
+    assert [int(n) for n in linux.replace("│", " ").split()[1:]] == [10, 10, 10, 10, 10, 0, 50]
+    pure = next(line for line in out.splitlines() if line.strip("│ ").startswith("any"))
+    assert [int(n) for n in pure.replace("│", " ").split()[1:]] == [0, 0, 0, 0, 0, 2, 2]
     total = next(line for line in out.splitlines() if line.strip("│ ").startswith("total"))
-    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [60, 20, 35, 35, 35, 185]
+    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [35, 10, 20, 20, 20, 2, 107]
 
 
 def test_json_format_filters(repo, capsys):
@@ -92,10 +95,10 @@ def test_filters_accept_names_and_tags(repo, capsys):
 
 
 def test_github_format_refuses_more_jobs_than_one_matrix_may_hold(spec_copy, capsys):
-    # Two more Linux platforms push the whole matrix past GitHub's 256 jobs per matrix.
+    # Three more Linux platforms push the whole matrix past GitHub's 256 jobs per matrix.
     spec_copy.edit("release.yaml", "  windows-amd64:\n", "".join(
         f"  linux-{arch}:\n    os: linux\n    arch: {arch}\n    wheel_platform_tag: manylinux_2_35_{arch}\n"
-        f"    github_runner: ubuntu-22.04-arm\n" for arch in ("aarch64", "ppc64le")) + "  windows-amd64:\n")
+        f"    github_runner: ubuntu-22.04-arm\n" for arch in ("aarch64", "ppc64le", "s390x")) + "  windows-amd64:\n")
     cells = expand(load_spec(spec_copy.root).release)
     assert len(cells) > GITHUB_MATRIX_LIMIT
     assert main(["--root", str(spec_copy.root), "matrix", "--format", "github"]) == 2
@@ -108,3 +111,36 @@ def test_github_format_refuses_more_jobs_than_one_matrix_may_hold(spec_copy, cap
     assert len(json.loads(capsys.readouterr().out)["include"]) == len(select(cells, variant="cuda11"))
     # The table and JSON formats are not GitHub's business.
     assert main(["--root", str(spec_copy.root), "matrix", "--format", "json"]) == 0
+def test_a_pure_component_is_one_job_for_the_whole_release(repo, capsys):
+    assert main(["--root", str(repo), "matrix", "--format", "github"]) == 0
+    include = json.loads(capsys.readouterr().out)["include"]
+    for component in ("emberaudio", "emberelastic"):
+        # One job, platform- and Python-neutral, on the Linux runner release.yaml names; no
+        # per-platform, per-variant or per-Python jobs.
+        assert [e for e in include if e["component"] == component] == [{
+            "id": f"{component}-any-wheel", "component": component, "variant": "any", "variant_tag": "any",
+            "cuda": "", "platform": "any", "os": "linux", "runner": "ubuntu-22.04", "python": "",
+            "package_type": "wheel"}]
+    cells = {c.id: c for c in expand(load_spec(repo).release)}
+    # The pure cell stands for every variant, and for the platforms the exclusions leave it.
+    assert cells["emberaudio-any-wheel"].variant_tags == ("cpu", "cu102", "cu118", "cu124", "cu130")
+    assert cells["emberaudio-any-wheel"].platforms == ("linux-x86_64", "windows-amd64", "macos-arm64")
+    assert cells["emberelastic-any-wheel"].platforms == ("linux-x86_64", "macos-arm64")
+
+
+def test_runner_names_come_from_release_yaml(spec_copy, capsys):
+    spec_copy.edit("release.yaml", "github_runner: ubuntu-22.04", "github_runner: ubuntu-24.04")
+    spec_copy.edit("release.yaml", "github_runner: windows-2022", "github_runner: windows-2025")
+    assert main(["--root", str(spec_copy.root), "matrix", "--format", "github"]) == 0
+    include = json.loads(capsys.readouterr().out)["include"]
+    runners = {(e["platform"], e["runner"]) for e in include}
+    # Linux wheels, pure wheels and the mobile targets (cross-built on Linux) all follow the edit.
+    assert {r for p, r in runners if p in ("linux-x86_64", "any", "host", "linux-aarch64")} == {"ubuntu-24.04"}
+    assert {r for p, r in runners if p == "windows-amd64"} == {"windows-2025"}
+    from shipyard.toolchains.discover import Inventory
+    from shipyard.toolchains.resolve import resolve
+
+    release = load_spec(spec_copy.root).release
+    cell = next(c for c in expand(release) if c.platform == "windows-amd64")
+    host = Inventory("linux-x86_64", (), (), (), {}, {}, None, None, None)
+    assert "they build on GitHub's windows-2025 runners" in str(resolve(cell, release, host))

@@ -7,11 +7,10 @@ that the fixture's tests read from the environment)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from minirelease import make_checkout, request
+from minirelease import forget_test_results, make_checkout, request
 
 from shipyard.cli import main
 from shipyard.validate import load_spec
@@ -32,19 +31,12 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _forget_test_results(root: Path) -> None:
-    """Drop the cached test verdicts (not the builds), so that the tests run again."""
-    for entry in (root / ".shipyard" / "cache").glob("*/*/entry.json"):
-        if json.loads(entry.read_text()).get("kind") == "test":
-            shutil.rmtree(entry.parent)
-
-
 def _retest(root: Path, monkeypatch: pytest.MonkeyPatch, **switches: str) -> CellOutcome:
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
     for name, value in switches.items():
         monkeypatch.setenv(name, value)
-    _forget_test_results(root)
+    forget_test_results(root)
     [outcome] = build_variant(load_spec(root), request(root, pythons=("3.11",), components=("fixcext",)))
     return outcome
 
@@ -100,7 +92,7 @@ def test_partly_skipped_features_say_so_everywhere(checkout: Path, monkeypatch: 
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
-    _forget_test_results(checkout)
+    forget_test_results(checkout)
     code = main(["--root", str(checkout), "build", "--variant", "cpu", "--python", "3.11", "--component", "fixcext"])
     shown = " ".join(capsys.readouterr().out.split())  # the summary table, unwrapped
     assert code == 0

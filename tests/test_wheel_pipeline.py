@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from minirelease import GIT_ENV, make_checkout, request
+from minirelease import GIT_ENV, forget_test_results, make_checkout, request
 
 from shipyard.cli import main
 from shipyard.errors import ToolchainMissing
@@ -39,8 +39,8 @@ def cpu_build(tmp_path_factory):
 def test_every_cell_builds_and_passes(cpu_build):
     _, _, outcomes, _ = cpu_build
     assert {o.cell.id: o.result for o in outcomes} == {
-        f"{c}-cpu-linux-x86_64-cp{p.replace('.', '')}-wheel": "passed"
-        for c in ("fixcext", "fixpure") for p in PYTHONS}
+        **{f"fixcext-cpu-linux-x86_64-cp{p.replace('.', '')}-wheel": "passed" for p in PYTHONS},
+        "fixpure-any-wheel": "passed"}
 
 
 def test_wheels_are_labelled_repaired_and_carry_build_info(cpu_build):
@@ -49,7 +49,7 @@ def test_wheels_are_labelled_repaired_and_carry_build_info(cpu_build):
     names = sorted(p.name for p in folder.glob("*/*.whl"))
     assert names == ["fixcext-0.3.0+cpu-cp313-cp313-manylinux_2_31_x86_64.whl",
                      "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl",
-                     "fixpure-0.3.0+cpu-py3-none-any.whl"]
+                     "fixpure-0.3.0-py3-none-any.whl"]
     wheel = folder / "fixcext" / "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(wheel) as zf:
         members = zf.namelist()
@@ -66,6 +66,46 @@ def test_wheels_are_labelled_repaired_and_carry_build_info(cpu_build):
                     "platform": "linux-x86_64"}
     assert {f["id"]: f["status"] for f in features["features"]} == {
         "fix.sumsq": "stable", "fix.png": "stable", "fix.flaky-beta": "beta"}
+
+
+def _user_venv(path: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh venv of Python 3.11 and an environment that ignores every pip setting."""
+    from shipyard.toolchains.discover import discover
+
+    subprocess.run([discover().interpreter("3.11").path, "-m", "venv", path], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    return path / "bin" / "python", env
+
+
+def _installed(python: Path, *names: str) -> list[str]:
+    probe = "import importlib.metadata as m, sys; print(*(m.version(n) for n in sys.argv[1:]))"
+    return subprocess.run([python, "-c", probe, *names], capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_a_pure_wheel_is_one_artifact_with_the_same_bytes_in_every_variant_index(cpu_build, tmp_path):
+    root, _, _, _ = cpu_build
+    manifest = json.loads((root / "dist" / "manifest.json").read_text())
+    [record] = [a for a in manifest["artifacts"] if a["component"] == "fixpure"]
+    assert (record["cell_id"], record["name"], record["python"]) == (
+        "fixpure-any-wheel", "fixpure-0.3.0-py3-none-any.whl", None)
+    assert record["tests"]["installed"] == "0.3.0"
+    # A CPU build puts the pure wheel, byte for byte, into every variant's index.
+    copies = {tag: root / "dist" / "whl" / tag / "fixpure" / record["name"] for tag in ("cpu", "cu102", "cu118")}
+    assert {tag: sha256(path) for tag, path in copies.items()} == dict.fromkeys(copies, record["sha256"])
+    with zipfile.ZipFile(copies["cpu"]) as zf:
+        info = json.loads(zf.read("fixpure/_build_info.json"))
+        features = json.loads(zf.read("fixpure/_features.json"))
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert info == {"component": "fixpure", "version": "0.3.0", "git_sha": head}
+    assert features == {"features": [{"id": "fix.norm", "title": "norm on top of fixcext",
+                                      "status": {"linux-x86_64": "stable"}}]}
+    # pip finds it by name in each variant index (no local version to match).
+    python, env = _user_venv(tmp_path / "user")
+    for tag in copies:
+        index = (root / "dist" / "whl" / tag).as_uri()
+        subprocess.run([python, "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", "--index-url", index,
+                        "fixpure"], check=True, env=env)
+        assert _installed(python, "fixpure") == ["0.3.0"]
 
 
 def test_index_has_sha256_on_every_link(cpu_build):
@@ -138,7 +178,7 @@ def test_two_clean_builds_are_byte_identical(tmp_path):
         build_variant(load_spec(root), request(root, pythons=("3.9",), run_tests=False))
         digests.append({p.name: sha256(p) for p in (root / "dist").rglob("*.whl")})
     assert sorted(digests[0]) == ["fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl",
-                                  "fixpure-0.3.0+cpu-py3-none-any.whl"]
+                                  "fixpure-0.3.0-py3-none-any.whl"]
     assert digests[0] == digests[1]
 
 
@@ -194,17 +234,14 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
     assert any(f.startswith(f"{wheel.name}: CUDA +PTX: missing PTX for sm_120") for f in failures)
     assert (f"{wheel.name}: CUDA +PTX: PTX for sm_90: only the highest arch of the list (sm_120) ships PTX"
             in failures)
-    # What a user gets from the cu118 index: the cu118 build, never a CPU one.
-    venv = tmp_path / "user"
-    python = discover().interpreter("3.11").path
-    subprocess.run([python, "-m", "venv", venv], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    # What a user gets from the cu118 index: the cu118 build, never a CPU one; the pure wheel
+    # by name, the same bytes as in the CPU index, with this variant's native dependency.
+    python, env = _user_venv(tmp_path / "user")
+    pure = [root / "dist" / "whl" / tag / "fixpure" / "fixpure-0.3.0-py3-none-any.whl" for tag in ("cpu", "cu118")]
+    assert sha256(pure[0]) == sha256(pure[1])
     index = (root / "dist" / "whl" / "cu118").as_uri()
-    subprocess.run([venv / "bin" / "pip", "install", "-q", "--index-url", index, "fixcext"], check=True, env=env)
-    probe = "import importlib.metadata as m; print(m.version('fixcext'))"
-    version = subprocess.run([venv / "bin" / "python", "-c", probe], capture_output=True, text=True,
-                             check=True).stdout.strip()
-    assert version == "0.3.0+cu118"
+    subprocess.run([python, "-m", "pip", "install", "-q", "--index-url", index, "fixpure"], check=True, env=env)
+    assert _installed(python, "fixpure", "fixcext") == ["0.3.0", "0.3.0+cu118"]
     assert (root / "dist" / "whl" / "cpu" / "fixcext").is_dir()  # the CPU wheel existed all along
 
 
@@ -216,7 +253,7 @@ def test_container_build_gives_the_same_wheel_names(tmp_path, docker_engine):
                            request(container_root, pythons=("3.11",), run_tests=False, container=True))
     assert [o.result for o in inside] == ["built", "built"], [o.detail for o in inside]
     assert sorted(o.wheel.name for o in host) == sorted(o.wheel.name for o in inside) == [
-        "fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl", "fixpure-0.3.0+cpu-py3-none-any.whl"]
+        "fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl", "fixpure-0.3.0-py3-none-any.whl"]
     # The container's wheel is repaired on the host too: libpng is vendored the same way.
     cext = next(o.wheel for o in inside if o.cell.component == "fixcext")
     with zipfile.ZipFile(cext) as zf:
@@ -251,3 +288,34 @@ def test_a_wheel_over_budget_fails_its_cell_and_is_not_published(tmp_path):
     assert outcome.detail.startswith("fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl: size budget: ")
     assert "over the budget of 0.05 MiB (release.yaml)" in outcome.detail
     assert not list((root / "dist" / "whl" / "cpu").glob("*/*.whl"))
+
+
+def test_the_declared_vendored_libraries_are_enforced(cpu_build):
+    root, _, _, _ = cpu_build
+    release_yaml = root / "release.yaml"
+    original = release_yaml.read_text()
+    # fixcext vendors libpng; declare libjpeg instead. The build is cached (a declaration does
+    # not change the wheel's bytes), and the check fails the cell both ways.
+    release_yaml.write_text(original.replace("vendored_libraries: [libpng]", "vendored_libraries: [libjpeg]"))
+    try:
+        [outcome] = build_variant(load_spec(root), request(root, pythons=("3.9",), components=("fixcext",),
+                                                           run_tests=False))
+    finally:
+        release_yaml.write_text(original)
+    name = "fixcext-0.3.0+cpu-cp39-cp39-manylinux_2_31_x86_64.whl"
+    assert outcome.result == "failed" and outcome.build["cached"]
+    assert f"{name}: vendored libraries: vendors libpng16 (fixcext.libs/libpng16-" in outcome.detail
+    assert (f"{name}: vendored libraries: does not vendor libjpeg, which components.fixcext.vendored_libraries "
+            f"declares") in outcome.detail
+
+
+def test_a_console_script_that_crashes_on_help_fails_the_cell(cpu_build, monkeypatch):
+    root, spec, outcomes, _ = cpu_build
+    [pure] = [o for o in outcomes if o.cell.is_pure]
+    assert pure.result == "passed"  # fixpure-norm --help ran in the test venv
+    monkeypatch.setenv("FIXTURE_BREAK_SCRIPT", "1")
+    forget_test_results(root)  # run the tests again, keep the builds
+    [outcome] = build_variant(spec, request(root, pythons=("3.9",), components=("fixpure",)))
+    assert outcome.result == "failed"
+    assert "console script fixpure-norm: `fixpure-norm --help` exited 1" in outcome.detail
+    assert "RuntimeError: fixture: the console script is broken on purpose" in outcome.detail

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from shipyard.cell_filters import check_filters
 from shipyard.errors import ShipyardError
-from shipyard.matrix import Cell, check_github_matrix_size, expand, select
+from shipyard.matrix import ANY, Cell, builder_platform, check_github_matrix_size, expand, select
 from shipyard.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
@@ -51,16 +51,12 @@ def github_include(spec: Spec, cells: list[Cell]) -> dict[str, list[dict[str, st
     release = spec.release
     include = []
     for cell in cells:
-        variant = release.variants[cell.variant]
-        if cell.package_type == "mobile":
-            os_name, runner = "linux", "ubuntu-22.04"
-        else:
-            platform = release.platforms[cell.platform]
-            os_name, runner = platform.os, platform.github_runner
+        cuda = "" if cell.is_pure else release.variants[cell.variant].cuda or ""
+        builder = builder_platform(release, cell)  # runner names live in release.yaml only
         include.append({
             "id": cell.id, "component": cell.component, "variant": cell.variant,
-            "variant_tag": cell.variant_tag, "cuda": variant.cuda or "", "platform": cell.platform,
-            "os": os_name, "runner": runner, "python": cell.python or "",
+            "variant_tag": cell.variant_tag, "cuda": cuda, "platform": cell.platform,
+            "os": builder.os, "runner": builder.github_runner, "python": cell.python or "",
             "package_type": cell.package_type,
         })
     return {"include": include}
@@ -69,8 +65,8 @@ def github_include(spec: Spec, cells: list[Cell]) -> dict[str, list[dict[str, st
 def matrix_table(spec: Spec, cells: list[Cell]) -> Table:
     """Counts of cells per platform (rows) and variant (columns), with totals."""
     release = spec.release
-    variants = [v for v in release.variants if any(c.variant == v for c in cells)]
-    platforms = [p for p in [*release.platforms, *release.mobile_targets] if any(c.platform == p for c in cells)]
+    variants = [v for v in [*release.variants, ANY] if any(c.variant == v for c in cells)]
+    platforms = [p for p in [*release.platforms, *release.mobile_targets, ANY] if any(c.platform == p for c in cells)]
     counts = Counter((c.variant, c.platform) for c in cells)
     table = Table(title=f"{release.release.name} {release.release.version}: {len(cells)} cells")
     table.add_column("platform")
@@ -127,7 +123,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     ready = sum(r.ready for r in rows)
     console.print(f"{ready} of {len(rows)} cells ready on this host")
     others = [c for c in select(expand(spec.release), variant=args.variant)
-              if c.platform != inventory.host_platform and c.package_type != "mobile"]
+              if c.platform != inventory.host_platform and c.package_type != "mobile" and not c.is_pure]
     if others:
         by_platform = Counter(c.platform for c in others)
         console.print("not built on this host: " + ", ".join(

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from shipyard import command
+from shipyard.apt_sources import apt_sources
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 
 Progress = Callable[[str], None] | None
@@ -98,37 +99,11 @@ def image_size(tag: str) -> int:
 
 def apt_mirror(suite: str = SUITE, apt_dir: Path = Path("/etc/apt")) -> str:
     """The first mirror that this machine's apt sources name for `suite` (deb822 or one-line)."""
-    for path in sorted((apt_dir / "sources.list.d").glob("*.sources")):
-        for stanza in re.split(r"\n\s*\n", path.read_text()):
-            fields = _deb822_fields(stanza)
-            if ("deb" in fields.get("types", "").split() and suite in fields.get("suites", "").split()
-                    and fields.get("enabled", "yes").lower() != "no" and fields.get("uris")):
-                return fields["uris"].split()[0].rstrip("/")
-    one_line = [apt_dir / "sources.list", *sorted((apt_dir / "sources.list.d").glob("*.list"))]
-    for path in one_line:
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines():
-            words = re.sub(r"\[[^]]*\]", "", line.split("#", 1)[0]).split()
-            if len(words) >= 3 and words[0] == "deb" and words[2] == suite:
-                return words[1].rstrip("/")
+    for source in apt_sources(apt_dir):
+        if suite in source.suites and source.uris:
+            return source.uris[0].rstrip("/")
     raise ToolchainMissing(f"no apt source on this machine names the {suite} suite; pass mirror= "
                            f"(e.g. http://deb.debian.org/debian)")
-
-
-def _deb822_fields(stanza: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    key = None
-    for line in stanza.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        if line[0].isspace() and key:
-            fields[key] += " " + line.strip()
-            continue
-        key, _, value = line.partition(":")
-        key = key.strip().lower()
-        fields[key] = value.strip()
-    return fields
 
 
 def _digest(inputs: dict[str, str]) -> str:

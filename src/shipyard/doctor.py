@@ -18,9 +18,9 @@ class DoctorRow:
 
 
 def host_cells(release: Release, inventory: Inventory, variant: str | None = None) -> list[Cell]:
-    """Cells of this host's platform plus the mobile targets (cross-built from here)."""
+    """Cells of this host's platform plus the mobile targets (cross-built from here) and pure wheels."""
     cells = select(expand(release), variant=variant)
-    return [c for c in cells if c.platform == inventory.host_platform or c.package_type == "mobile"]
+    return [c for c in cells if inventory.host_platform in (c.platform, *c.platforms) or c.package_type == "mobile"]
 
 
 def diagnose(release: Release, inventory: Inventory, variant: str | None = None) -> list[DoctorRow]:

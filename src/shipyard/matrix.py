@@ -5,13 +5,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shipyard.errors import UsageError
-from shipyard.spec import Exclusion, Release
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.spec import Exclusion, Platform, Release
+
+# Variant, variant tag and platform of a pure cell: one py3-none-any wheel for every variant and platform.
+ANY = "any"
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One thing to build and test. `python` is None for non-Python artifacts."""
+    """One thing to build and test. `python` is None for non-Python artifacts and pure wheels.
+
+    A pure cell (`is_pure`) is one build per release: it stands for the variants and
+    platforms its component is released for, listed in `variants`, `variant_tags` and
+    `platforms` (empty for every other cell)."""
 
     component: str
     variant: str
@@ -19,6 +26,13 @@ class Cell:
     platform: str
     python: str | None
     package_type: str
+    variants: tuple[str, ...] = ()
+    variant_tags: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
+
+    @property
+    def is_pure(self) -> bool:
+        return self.platform == ANY
 
     @property
     def python_tag(self) -> str | None:
@@ -26,6 +40,8 @@ class Cell:
 
     @property
     def id(self) -> str:
+        if self.is_pure:
+            return f"{self.component}-{ANY}-{self.package_type}"
         parts = [self.component, self.variant_tag, self.platform]
         if self.python_tag:
             parts.append(self.python_tag)
@@ -62,8 +78,38 @@ def _excluded_by(cell: Cell, exclusions: tuple[Exclusion, ...]) -> Exclusion | N
 
 
 def expand(release: Release) -> list[Cell]:
-    """Every cell of the release, in release.yaml order, exclusions removed."""
-    return [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None]
+    """Every cell of the release, in release.yaml order, exclusions removed; the wheel cells
+    of a pure component collapse into one pure cell, at the place of its first."""
+    kept = [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None]
+    pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
+    out: list[Cell] = []
+    collapsed: set[str] = set()
+    for cell in kept:
+        if cell.component not in pure or cell.package_type != "wheel":
+            out.append(cell)
+        elif cell.component not in collapsed:
+            collapsed.add(cell.component)
+            out.append(_pure_cell(cell.component, [c for c in kept if c.component == cell.component
+                                                   and c.package_type == "wheel"]))
+    return out
+
+
+def _pure_cell(component: str, covered: list[Cell]) -> Cell:
+    unique = lambda values: tuple(dict.fromkeys(values))  # noqa: E731 - release.yaml order, once each
+    return Cell(component, ANY, ANY, ANY, None, "wheel", variants=unique(c.variant for c in covered),
+                variant_tags=unique(c.variant_tag for c in covered), platforms=unique(c.platform for c in covered))
+
+
+def builder_platform(release: Release, cell: Cell) -> Platform:
+    """The platform whose runner builds `cell`: its own; the first it stands for when pure;
+    for mobile targets, the Linux x86_64 platform they are cross-built from."""
+    if cell.package_type == "mobile":
+        linux = [p for p in release.platforms.values() if p.os == "linux" and p.arch == "x86_64"]
+        if not linux:
+            raise ShipyardError("release.yaml: mobile targets cross-build on a linux x86_64 platform; "
+                                "add one under platforms (os: linux, arch: x86_64)")
+        return linux[0]
+    return release.platforms[cell.platforms[0] if cell.is_pure else cell.platform]
 
 
 def exclusion_hits(release: Release) -> list[int]:
@@ -91,12 +137,13 @@ def exclusion_cells(release: Release) -> list[set[str]]:
 def select(cells: list[Cell], *, variant: str | None = None, platform: str | None = None,
            package_type: str | None = None, component: str | None = None,
            python: str | None = None) -> list[Cell]:
-    """The cells matching every given filter (variant by name or tag)."""
+    """The cells matching every given filter (variant by name or tag). A pure cell matches
+    every variant and platform it stands for."""
     out = []
     for cell in cells:
-        if variant and variant not in (cell.variant, cell.variant_tag):
+        if variant and variant not in (cell.variant, cell.variant_tag, *cell.variants, *cell.variant_tags):
             continue
-        if platform and cell.platform != platform:
+        if platform and platform not in (cell.platform, *cell.platforms):
             continue
         if package_type and cell.package_type != package_type:
             continue

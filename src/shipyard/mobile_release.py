@@ -30,7 +30,7 @@ def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, st
     by_target = {c.platform: c for c in cells}
     component = cells[0].component if cells else "ember-lite"
     results = build_mobile(
-        [MobileTarget(c.platform) for c in cells], version=release.release.version,
+        [MobileTarget.from_spec(release.mobile_targets[c.platform]) for c in cells], version=release.release.version,
         features_for_target=lambda t: spec.features_for(component, t.name),
         source_dir=spec.root / release.components[component].path, build_root=state / "mobile",
         dist_dir=dist / "mobile", progress=progress)

@@ -88,8 +88,8 @@ def _build_one(toolchain: TargetToolchain, *, source: Path, version: str,
                              extra_env=env, timeout=1800, what=f"test {what}")
         summary = next((line for line in result.stdout.splitlines() if "tests passed" in line), "")
         reason = f"built; ctest: {summary.strip()}" if summary else reason
-        if target.name != "host":
-            reason += " (under qemu)"
+        if target.emulator:
+            reason += f" (under {target.emulator})"
     else:
         reason = "built and packaged; tests not run (no Android device or emulator on this host)"
     say(f"{target.name}: package")

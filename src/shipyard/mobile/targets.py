@@ -8,36 +8,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard import spec
+
 
 @dataclass(frozen=True)
 class MobileTarget:
-    """One mobile target: `name` is host, linux-aarch64, linux-armv7, android-arm64-v8a or
-    android-armeabi-v7a; `android_platform` is the minimum Android API for Android ABIs."""
+    """One target of release.yaml's `mobile_targets`, which alone names them: how it builds
+    (`toolchain`: host, cross-gcc or android-ndk), a cross target's GNU `triple` and `emulator`,
+    an Android target's `abi`. `android_platform` is the minimum Android API."""
 
     name: str
+    toolchain: str = "host"
+    triple: str | None = None
+    emulator: str | None = None
+    abi: str | None = None
     android_platform: str = "android-21"
 
-    def __post_init__(self) -> None:
-        if self.name not in KNOWN_TARGETS:
-            raise ValueError(f"unknown mobile target {self.name!r}; known: {', '.join(KNOWN_TARGETS)}")
+    @classmethod
+    def from_spec(cls, target: spec.MobileTarget) -> MobileTarget:
+        return cls(target.name, target.toolchain, target.triple, target.emulator, target.abi)
 
     @property
     def is_android(self) -> bool:
-        return self.name.startswith("android-")
+        return self.toolchain == "android-ndk"
 
     @property
     def android_abi(self) -> str | None:
-        return self.name.removeprefix("android-") if self.is_android else None
-
-
-KNOWN_TARGETS = ("host", "linux-aarch64", "linux-armv7", "android-arm64-v8a", "android-armeabi-v7a")
-
-# Linux cross targets: (GNU triple, qemu-user binary) for the toolchain files under
-# library/ember-lite/cmake/ (which also set qemu as CMAKE_CROSSCOMPILING_EMULATOR).
-_LINUX_CROSS = {
-    "linux-aarch64": ("aarch64-linux-gnu", "qemu-aarch64"),
-    "linux-armv7": ("arm-linux-gnueabihf", "qemu-arm"),
-}
+        return self.abi if self.is_android else None
 
 
 @dataclass(frozen=True)
@@ -58,10 +55,15 @@ def resolve_toolchain(target: MobileTarget, source_dir: Path,
                       environ: Mapping[str, str] | None = None) -> TargetToolchain:
     """What `target` needs on this host: CMake arguments, or the reason it is unavailable."""
     env = os.environ if environ is None else environ
-    if target.name == "host":
+    if target.toolchain == "host":
         return TargetToolchain(target)
-    if target.name in _LINUX_CROSS:
-        triple, qemu = _LINUX_CROSS[target.name]
+    if target.toolchain == "cross-gcc":
+        # The toolchain files under library/ember-lite/cmake/ are named by triple; ctest runs the
+        # target's programs under the emulator release.yaml names (CMAKE_CROSSCOMPILING_EMULATOR).
+        triple, qemu = target.triple, target.emulator
+        if not triple or not qemu:
+            return TargetToolchain(target, unavailable=f"release.yaml: mobile target {target.name} (cross-gcc) "
+                                                       f"needs both triple and emulator")
         compiler = f"{triple}-g++"
         toolchain_file = source_dir / "cmake" / f"{triple}.cmake"
         if not shutil.which(compiler):
@@ -72,7 +74,11 @@ def resolve_toolchain(target: MobileTarget, source_dir: Path,
             return TargetToolchain(target, unavailable=f"{qemu} or the /usr/{triple} sysroot not found: "
                                                        "install qemu-user and the cross compiler "
                                                        "(apt-get install qemu-user)")
-        return TargetToolchain(target, cmake_args=(f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}",))
+        return TargetToolchain(target, cmake_args=(f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}",
+                                                   f"-DCMAKE_CROSSCOMPILING_EMULATOR={qemu};-L;/usr/{triple}"))
+    if not target.abi:
+        return TargetToolchain(target, unavailable=f"release.yaml: mobile target {target.name} (android-ndk) "
+                                                   f"needs an abi such as arm64-v8a")
     ndk = env.get("ANDROID_NDK_HOME") or env.get("ANDROID_NDK_ROOT")
     ndk_toolchain = Path(ndk) / "build" / "cmake" / "android.toolchain.cmake" if ndk else None
     if ndk_toolchain is None or not ndk_toolchain.is_file():

@@ -37,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 
 from shipyard import command
+from shipyard.apt_sources import apt_sources
 from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, sm_name
 from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
@@ -182,14 +183,28 @@ class ToolkitRecipe:
     version: str
     host_cxx: str
     host_gcc_max: int
-    arch_min: str
-    arch_max: str
     debian: DebianSource | None = None
     wheels: tuple[str, ...] = ()
     home: Path | None = None
     cuobjdump_wheel: str | None = None
     cuobjdump_in_wheel: str | None = None
     unobtainable: str | None = None
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """What this version compiles SASS for: resources/cuda_archs.toml, the one list."""
+        if self.version not in arch_table():
+            raise ToolchainMissing(f"CUDA {self.version} has a recipe in cuda_toolkits.toml but no arch list "
+                                   f"in shipyard/resources/cuda_archs.toml. Fix: add its archs there")
+        return arch_table()[self.version]
+
+    @property
+    def arch_min(self) -> str:
+        return self.archs[0]
+
+    @property
+    def arch_max(self) -> str:
+        return self.archs[-1]
 
     def in_range(self, arch: str) -> bool:
         return _arch_key(self.arch_min) <= _arch_key(arch) <= _arch_key(self.arch_max)
@@ -228,8 +243,6 @@ def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
             version=version,
             host_cxx=table["host_cxx"],
             host_gcc_max=int(table["host_gcc_max"]),
-            arch_min=table["arch_min"],
-            arch_max=table["arch_max"],
             debian=debian,
             wheels=tuple(table.get("wheels", ())),
             home=Path(table["home"]) if table.get("home") else None,
@@ -292,46 +305,11 @@ def _refuse_unsupported(recipe: ToolkitRecipe, archs: tuple[str, ...],
 
 def debian_mirror(apt_etc: Path = Path("/etc/apt")) -> str:
     """The Debian archive URI the machine's own apt sources name; deb.debian.org when none does."""
-    for path in sorted((apt_etc / "sources.list.d").glob("*.sources")):
-        for stanza in _deb822_stanzas(path.read_text(errors="replace")):
-            if stanza.get("enabled", "yes").lower() == "no" or "deb" not in stanza.get("types", "").split():
-                continue
-            uri = _debian_archive_uri(stanza.get("uris", "").split(), stanza.get("suites", "").split(),
-                                      stanza.get("components", "").split())
-            if uri:
-                return uri
-    legacy = [apt_etc / "sources.list", *sorted((apt_etc / "sources.list.d").glob("*.list"))]
-    for path in legacy:
-        if not path.is_file():
-            continue
-        for line in path.read_text(errors="replace").splitlines():
-            # deb [options] URI suite component...
-            words = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()
-            if len(words) >= 4 and words[0] == "deb":
-                uri = _debian_archive_uri([words[1]], [words[2]], words[3:])
-                if uri:
-                    return uri
+    for source in apt_sources(apt_etc):
+        uri = _debian_archive_uri(list(source.uris), list(source.suites), list(source.components))
+        if uri:
+            return uri
     return DEFAULT_MIRROR
-
-
-def _deb822_stanzas(text: str) -> Iterator[dict[str, str]]:
-    stanza: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        if not line.strip():
-            if stanza:
-                yield stanza
-            stanza, key = {}, None
-        elif line[0] in " \t" and key:
-            stanza[key] += " " + line.strip()
-        elif ":" in line:
-            key, value = line.split(":", 1)
-            key = key.strip().lower()
-            stanza[key] = value.strip()
-    if stanza:
-        yield stanza
 
 
 def _debian_archive_uri(uris: list[str], suites: list[str], components: list[str]) -> str | None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import platform as host_platform
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -29,6 +31,12 @@ class Interpreter:
     version: str  # "3.11"
     full_version: str  # "3.11.7"
     path: Path
+    binary_sha256: str = ""  # the executable's bytes, and libpython's for a shared build
+
+    @property
+    def identity(self) -> str:
+        """What cache keys use: a patch upgrade or a rebuilt binary is another interpreter."""
+        return f"{self.full_version}/{self.binary_sha256}"
 
 
 @dataclass(frozen=True)
@@ -87,19 +95,44 @@ def this_platform() -> str:
     return f"{system}-{arch}"
 
 
+# Prints the full version and, for a shared build, the libpython the executable loads.
+_PROBE = ("import sys, sysconfig, os; v = sysconfig.get_config_var; "
+          "lib = os.path.join(v('LIBDIR') or '', v('LDLIBRARY') or '') if v('Py_ENABLE_SHARED') else ''; "
+          "print('%d.%d.%d' % sys.version_info[:3]); print(lib)")
+
+
+def probe_interpreter(exe: Path) -> Interpreter | None:
+    """The interpreter at `exe`, asked for its own full version, its binary hashed; None if it
+    does not run."""
+    try:
+        full, lib = (command.run([exe, "-c", _PROBE], timeout=60).stdout.splitlines() + ["", ""])[:2]
+    except ToolError:
+        return None
+    if not re.fullmatch(r"3\.\d+\.\d+", full):
+        return None
+    digest = hashlib.sha256()
+    for binary in (Path(exe).resolve(), Path(lib) if lib else None):
+        if binary is not None and binary.is_file():
+            digest.update(binary.name.encode() + b"\0" + hashlib.sha256(binary.read_bytes()).digest())
+    return Interpreter(full.rsplit(".", 1)[0], full, Path(exe), digest.hexdigest()[:16])
+
+
 def find_interpreters() -> tuple[Interpreter, ...]:
-    """CPython 3.x from the pyenv versions folder and from PATH, newest patch per minor."""
+    """CPython 3.x from the pyenv versions folder and from PATH, newest patch per minor. Each
+    reports its own full version (a python3.X on PATH too) and carries its binary's hash."""
     found: dict[str, Interpreter] = {}
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    for bin_python in sorted(glob.glob(str(pyenv_root / "versions" / "*" / "bin" / "python3"))):
-        full = Path(bin_python).parent.parent.name
-        match = re.fullmatch(r"(3\.\d+)\.\d+", full)
-        if match:
-            _keep_newest(found, Interpreter(match.group(1), full, Path(bin_python)))
+    pyenv = [Path(p) for p in sorted(glob.glob(str(pyenv_root / "versions" / "*" / "bin" / "python3")))
+             if re.fullmatch(r"3\.\d+\.\d+", Path(p).parent.parent.name)]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # start-up and hashing overlap
+        for interpreter in pool.map(probe_interpreter, pyenv):
+            if interpreter is not None:
+                _keep_newest(found, interpreter)
     for minor in range(8, 20):
         exe = shutil.which(f"python3.{minor}")
         if exe and f"3.{minor}" not in found and ".pyenv/shims" not in exe:
-            found[f"3.{minor}"] = Interpreter(f"3.{minor}", f"3.{minor}", Path(exe))
+            if (interpreter := probe_interpreter(Path(exe))) is not None and interpreter.version == f"3.{minor}":
+                found[interpreter.version] = interpreter
     return tuple(sorted(found.values(), key=lambda i: tuple(map(int, i.version.split(".")))))
 
 

@@ -9,12 +9,6 @@ from shipyard.matrix import Cell
 from shipyard.spec import Release
 from shipyard.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
 
-# Where cells that cannot build on this host are built instead.
-_RUNNERS = {
-    "windows": "GitHub's Windows runners (windows-2022) in the release pipeline (ci/)",
-    "macos": "GitHub's macOS runners (macos-14) in the release pipeline (ci/)",
-}
-
 
 @dataclass(frozen=True)
 class Toolchain:
@@ -28,7 +22,7 @@ class Toolchain:
     @property
     def identity(self) -> str:
         parts = [
-            f"python={self.interpreter.full_version}" if self.interpreter else "python=none",
+            f"python={self.interpreter.identity}" if self.interpreter else "python=none",
             f"gcc={self.compiler.version}" if self.compiler else "gcc=none",
             f"cuda={self.cuda.identity}" if self.cuda else "cuda=none",
             f"cuda-host={self.cuda_host_compiler.version}" if self.cuda_host_compiler else "",
@@ -51,11 +45,13 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
     """The toolchain for `cell` on this host, or the first thing missing with its fix."""
     if cell.package_type == "mobile":
         return _resolve_mobile(cell, release, inventory)
+    if cell.is_pure:
+        return _resolve_pure(release, inventory)
     platform = release.platforms[cell.platform]
     if cell.platform != inventory.host_platform:
-        where = _RUNNERS.get(platform.os, f"a {cell.platform} host")
+        # The runner's name lives in release.yaml only.
         return Missing(f"{cell.platform} cells do not build on this {inventory.host_platform} host",
-                       f"they build on {where}")
+                       f"they build on GitHub's {platform.github_runner} runners in the release pipeline (ci/)")
     interpreter = inventory.interpreter(cell.python) if cell.python else None
     if cell.python and interpreter is None:
         return Missing(f"no Python {cell.python} interpreter",
@@ -72,16 +68,29 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
     return _resolve_cuda(cell, release, inventory, interpreter, compiler)
 
 
+def _resolve_pure(release: Release, inventory: Inventory) -> Toolchain | Missing:
+    """A pure wheel builds (and is tested) with the oldest of the release's Pythons found here."""
+    interpreter = next((i for p in release.pythons if (i := inventory.interpreter(p))), None)
+    if interpreter is None:
+        return Missing(f"no Python of the release ({', '.join(release.pythons)}) on this host",
+                       f"install one (pyenv install {release.pythons[0]}) or put python{release.pythons[0]} on PATH")
+    return Toolchain(interpreter, None, None, None)
+
+
 def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interpreter: Interpreter | None,
                   compiler: Compiler) -> Toolchain | Missing:
     variant = release.variants[cell.variant]
     assert variant.cuda is not None
     toolkit = inventory.cuda_toolkit(variant.cuda)
     if toolkit is None:
-        if variant.cuda in ("10.2", "11.0"):
+        from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipes
+
+        # Which versions cannot be had here is cuda_toolkits.toml's to say (`unobtainable`).
+        recipe = next((r for r in cuda_toolkit_recipes() if r.version == variant.cuda), None)
+        if recipe is not None and recipe.unobtainable:
             return Missing(
                 f"no CUDA {variant.cuda} toolkit, and none can be obtained on this machine "
-                f"(neither Debian nor PyPI carries a CUDA {variant.cuda} nvcc)",
+                f"({recipe.unobtainable})",
                 f"build the {variant.name} cells where the toolkit is preinstalled: the release "
                 f"pipeline's CUDA {variant.cuda} builder image or a runner with CUDA_HOME="
                 f"/usr/local/cuda-{variant.cuda}")

@@ -58,7 +58,7 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
     reused after; a project with other requirements gets its own)."""
     wanted = tuple(sorted(set(BASE_REQUIREMENTS) | set(build_requirements(project))))
     tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
-    root = state / "envs" / f"build-{interpreter.full_version}-{tag}"
+    root = state / "envs" / f"build-{interpreter.full_version}-{interpreter.binary_sha256[:8]}-{tag}"
     python = root / "bin" / "python"
     marker = root / "shipyard-freeze.txt"
     if not marker.is_file():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import json
 import re
 import tempfile
@@ -17,6 +18,9 @@ from elftools.elf.elffile import ELFFile
 from packaging.utils import parse_wheel_filename
 
 from shipyard.cuda_archs import DeviceCode, expected_device_code, ptx_arch, sm_name
+from shipyard.matrix import Cell
+from shipyard.spec import Component, Release, Variant
+from shipyard.toolchains.resolve import Toolchain
 
 
 @dataclass(frozen=True)
@@ -137,4 +141,89 @@ def check_cuda_archs(wheel: Path, archs: tuple[str, ...],
         failures.append(CheckFailure(wheel.name, "CUDA +PTX",
                                      f"PTX for {listed(found.ptx - expected.ptx)}: only the highest arch of the "
                                      f"list ({ptx}) ships PTX"))
+    return failures
+
+
+def vendored_libraries(wheel: Path) -> dict[str, str]:
+    """Libraries a repair vendored into `<package>.libs/`: member -> library name, the file name
+    without auditwheel's hash and the soname version ('libpng16-0a0c6ccf.so.16.39.0' -> 'libpng16')."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.libs/[^/]+", n)]
+    return {m: re.sub(r"(-[0-9a-f]{8})?\.(so|dylib|dll)([.\d]*)$", "", m.split("/", 1)[1]) for m in members}
+
+
+def _is_library(found: str, declared: str) -> bool:
+    # 'libpng' names libpng16 too: a declaration need not repeat the soname version.
+    return re.fullmatch(re.escape(declared) + r"[\d.]*", found) is not None
+
+
+def check_vendored_libraries(wheel: Path, declared: tuple[str, ...], *, component: str,
+                             implied: tuple[str, ...] = ()) -> list[CheckFailure]:
+    """The wheel vendors exactly the libraries release.yaml declares for `component`, plus
+    `implied` ones (the CUDA runtime of a CUDA variant's kernels)."""
+    wanted = (*declared, *implied)
+    found = vendored_libraries(wheel)
+    failures = []
+    for member, name in sorted(found.items()):
+        if not any(_is_library(name, lib) for lib in wanted):
+            failures.append(CheckFailure(wheel.name, "vendored libraries",
+                                         f"vendors {name} ({member}), which release.yaml does not declare; add it to "
+                                         f"components.{component}.vendored_libraries or stop linking it"))
+    for lib in declared:
+        if not any(_is_library(name, lib) for name in found.values()):
+            failures.append(CheckFailure(wheel.name, "vendored libraries",
+                                         f"does not vendor {lib}, which components.{component}.vendored_libraries "
+                                         f"declares; link it, or remove it from release.yaml"))
+    return failures
+
+
+def console_scripts(wheel: Path) -> set[str]:
+    """The console scripts the wheel's entry_points.txt installs."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next((n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")), None)
+        if name is None:
+            return set()
+        parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]  # script names keep their case
+        parser.read_string(zf.read(name).decode("utf-8"))
+    return set(parser["console_scripts"]) if parser.has_section("console_scripts") else set()
+
+
+def check_console_scripts(wheel: Path, declared: tuple[str, ...], *, component: str) -> list[CheckFailure]:
+    """The wheel installs exactly the console scripts release.yaml declares for `component`."""
+    found = console_scripts(wheel)
+    failures = []
+    for script in sorted(found - set(declared)):
+        failures.append(CheckFailure(wheel.name, "console scripts",
+                                     f"installs {script}, which components.{component}.console_scripts does not "
+                                     f"declare; declare it in release.yaml or drop it from [project.scripts]"))
+    for script in sorted(set(declared) - found):
+        failures.append(CheckFailure(wheel.name, "console scripts",
+                                     f"does not install {script}, which components.{component}.console_scripts "
+                                     f"declares; add it to [project.scripts] or remove it from release.yaml"))
+    return failures
+
+
+def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Component, variant: Variant,
+                     toolchain: Toolchain) -> list[CheckFailure]:
+    """Every rule that applies to `cell`'s built wheel."""
+    failures = check_console_scripts(wheel, component.console_scripts, component=component.name)
+    if cell.is_pure:
+        return failures + check_platform_tag(wheel, {"py3-none-any"}) + check_size(
+            wheel, release.release.wheel_size_budget_mb) + check_vendored_libraries(
+            wheel, component.vendored_libraries, component=component.name)
+    platform = release.platforms[cell.platform]
+    failures += check_platform_tag(wheel, {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"})
+    failures += check_size(wheel, release.wheel_size_budget_mb(variant))
+    if component.kind == "python-native" and platform.os == "linux":
+        failures += check_shared_libraries(wheel, policy_of(platform.wheel_platform_tag))
+        # A CUDA variant's kernels bring the toolkit's runtime with them (never the driver).
+        cudart = ("libcudart",) if variant.is_cuda and component.cuda_kernels else ()
+        failures += check_vendored_libraries(wheel, component.vendored_libraries, component=component.name,
+                                             implied=cudart)
+        if variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
+            from shipyard.toolchains.cuda_toolkit import cuda_device_code
+
+            cuobjdump = toolchain.cuda.cuobjdump
+            failures += check_cuda_archs(wheel, variant.archs, lambda p: cuda_device_code(p, cuobjdump))
     return failures

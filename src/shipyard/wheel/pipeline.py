@@ -3,7 +3,6 @@ labelled, checked, indexed, tested from the index, and recorded in dist/manifest
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -17,7 +16,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from shipyard.build_cache import BuildCache, cache_key
 from shipyard.errors import ShipyardError, ToolchainMissing
 from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
-from shipyard.matrix import Cell, expand, select
+from shipyard.matrix import Cell, builder_platform, expand, select
 from shipyard.source_tree import GitInfo, git_info, hash_tree
 from shipyard.spec import Component, Variant
 from shipyard.toolchains.discover import Inventory, discover
@@ -26,6 +25,7 @@ from shipyard.validate import Spec
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
+from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
@@ -34,7 +34,13 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import relabel_wheel, repair_wheel
-from shipyard.wheel.testing import FeatureGate, listed_tests, requires_dist, run_component_tests
+from shipyard.wheel.testing import (
+    FeatureGate,
+    console_script_problems,
+    listed_tests,
+    requires_dist,
+    run_component_tests,
+)
 
 Progress = Callable[[str], None]
 
@@ -85,6 +91,7 @@ class _Context:
 
 
 def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell]:
+    # A pure cell builds once for every variant, on any platform it stands for: each variant's build makes it.
     cells = select(expand(spec.release), variant=request.variant, platform=inventory.host_platform,
                    package_type="wheel")
     if request.components:
@@ -94,8 +101,15 @@ def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell
                                 f"{', '.join(spec.release.components)}")
         cells = [c for c in cells if c.component in request.components]
     if request.pythons:
-        cells = [c for c in cells if c.python in request.pythons]
+        cells = [c for c in cells if c.python in request.pythons or c.is_pure]
     return cells
+
+
+def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: Toolchain) -> Toolchain:
+    """A pure wheel is built and tested once, with the first requested Python found here
+    (the oldest of the release's otherwise)."""
+    chosen = next((i for p in request.pythons if (i := inventory.interpreter(p))), toolchain.interpreter)
+    return Toolchain(chosen, None, None, None)
 
 
 def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda _: None) -> list[CellOutcome]:
@@ -121,7 +135,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
             missing.append(f"{cell.id}: {result}")
             outcomes.append(CellOutcome(cell, "unavailable", detail=str(result)))
         else:
-            resolved[cell.id] = result
+            resolved[cell.id] = _pure_interpreter(request, inventory, result) if cell.is_pure else result
     if missing and not request.skip_unavailable:
         raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
                                + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
@@ -130,10 +144,16 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     buildable = [c for c in cells if c.id in resolved]
     built = _build_all(ctx, buildable, resolved)
     variant_dir = request.dist / "whl" / ctx.variant.tag
+    touched = {variant_dir}
     for outcome in built:
         if outcome.wheel is not None and outcome.result != "failed":
+            # A pure wheel goes, the same bytes, into the index of every variant it stands for.
+            for tag in outcome.cell.variant_tags:
+                touched.add(request.dist / "whl" / tag)
+                add_wheel(outcome.wheel, request.dist / "whl" / tag)
             outcome.wheel = add_wheel(outcome.wheel, variant_dir)
-    write_index(variant_dir)
+    for folder in sorted(touched):
+        write_index(folder)
     if request.run_tests:
         _test_all(ctx, built, resolved, variant_dir)
     outcomes += built
@@ -146,8 +166,12 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
 
 def _spec_section(ctx: _Context, component: Component) -> dict[str, object]:
     release = ctx.spec.release
+    # What the checks and tests hold a wheel to does not change its bytes: no rebuild for it.
+    section = component.model_dump(mode="json", exclude={"vendored_libraries", "console_scripts"})
+    if component.kind == "python-pure":  # one build for every variant and platform
+        return {"component": section, "version": release.release.version}
     platform = release.platforms[ctx.inventory.host_platform]
-    return {"component": component.model_dump(mode="json"), "variant": ctx.variant.model_dump(mode="json"),
+    return {"component": section, "variant": ctx.variant.model_dump(mode="json"),
             "platform": platform.model_dump(mode="json"), "version": release.release.version}
 
 
@@ -165,10 +189,9 @@ def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain])
             except ShipyardError as exc:
                 outcomes += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                 continue
-        # A pure wheel is one artifact for every Python: build it once, the other cells hit the cache.
         # One build more than there are cores: every build has serial stretches (interpreter
         # start-up, CMake's configure, auditwheel) that another build's compiler can fill.
-        workers = 1 if component.kind == "python-pure" else min(ctx.request.jobs + 1, len(component_cells))
+        workers = min(ctx.request.jobs + 1, len(component_cells))
         sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
         jobs_each = max(1, ctx.request.jobs // workers)
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -222,7 +245,7 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
     if entry is None:
         ctx.progress(f"build {cell.id}")
         raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
-        platform = ctx.spec.release.platforms[cell.platform]
+        platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
         # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
         libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
         repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
@@ -230,10 +253,12 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
         entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                 "seconds": time.monotonic() - start})
     repaired_wheel = entry.files()[0]
-    labelled = relabel_wheel(repaired_wheel, label=ctx.variant.tag,
-                             extra_files=_package_files(ctx, cell, component),
+    # A pure wheel has no local version: the same name and bytes in every variant's index, and
+    # pip resolves it by name from each (as PyTorch publishes its pure packages).
+    labelled = relabel_wheel(repaired_wheel, label=None if pure else ctx.variant.tag,
+                             extra_files=package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha),
                              out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
-    failures = _check(ctx, cell, component, labelled, toolchain)
+    failures = checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant, toolchain)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
                   "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
                   "source_date_epoch": ctx.git.commit_time}
@@ -256,19 +281,21 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
     shutil.rmtree(build_dir, ignore_errors=True)
     environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
     if ctx.request.container:
-        return _container_build(ctx, cell, component, project, out, defines, environment)
+        # A pure cell has no Python of its own: it builds with the one its toolchain chose.
+        python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
+        return _container_build(ctx, cell, component, project, out, defines, environment, python)
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if component.kind == "python-native" else None, jobs=jobs)
 
 
 def _container_build(ctx: _Context, cell: Cell, component: Component, project: Path, out: Path,
-                     defines: dict[str, str], environment: dict[str, str]) -> Path:
+                     defines: dict[str, str], environment: dict[str, str], python: str) -> Path:
     """The same build through cibuildwheel in the local manylinux-style image (`--container`)."""
     from shipyard.docker_base import build_manylinux_image, ensure_docker_engine
     from shipyard.wheel.container import build_wheels_in_container, host_path
 
     ensure_docker_engine(required=True)
-    if ctx.variant.is_cuda:
+    if ctx.variant.is_cuda and not cell.is_pure:
         raise ShipyardError(f"{cell.id}: --container builds CPU cells only; the local image has no CUDA "
                             f"toolkit (build CUDA cells on the host)")
     image = build_manylinux_image([i for i in ctx.inventory.interpreters if i.version in ctx.spec.release.pythons],
@@ -277,47 +304,12 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, project: P
     settings = {f"cmake.define.{k}": host_path(Path(v)) if Path(v).is_absolute() and Path(v).exists() else v
                 for k, v in defines.items()}
     env = {k: v for k, v in environment.items() if k not in ("CC", "CXX", "CFLAGS", "CXXFLAGS")}
-    wheels = build_wheels_in_container(project, out, pythons=[cell.python or ""], image=image, environment=env,
+    wheels = build_wheels_in_container(project, out, pythons=[python], image=image, environment=env,
                                        config_settings=settings, progress=ctx.progress,
                                        pure=component.kind == "python-pure")
     if len(wheels) != 1:
         raise ShipyardError(f"{cell.id}: cibuildwheel made {len(wheels)} wheels, expected one")
     return wheels[0]
-
-
-def _package_files(ctx: _Context, cell: Cell, component: Component) -> dict[str, bytes]:
-    """_build_info.json and _features.json for the wheel's top-level package."""
-    assert component.import_name
-    info = {"component": component.name, "version": ctx.spec.release.release.version,
-            "variant": ctx.variant.name, "variant_tag": ctx.variant.tag, "cuda_version": ctx.variant.cuda,
-            "cuda_archs": list(ctx.variant.archs), "git_sha": ctx.git.sha,
-            "python": None if component.kind == "python-pure" else cell.python,
-            "platform": cell.platform}
-    features = [{"id": fid, "title": title, "status": status}
-                for fid, title, status in ctx.spec.features_for(component.name, cell.platform)]
-    dump = lambda data: (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()  # noqa: E731
-    return {f"{component.import_name}/_build_info.json": dump(info),
-            f"{component.import_name}/_features.json": dump({"platform": cell.platform, "features": features})}
-
-
-def _check(ctx: _Context, cell: Cell, component: Component, wheel: Path,
-           toolchain: Toolchain) -> list[checks.CheckFailure]:
-    release = ctx.spec.release
-    platform = release.platforms[cell.platform]
-    if component.kind == "python-pure":
-        expected = {"py3-none-any"}
-    else:
-        expected = {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"}
-    failures = checks.check_platform_tag(wheel, expected)
-    failures += checks.check_size(wheel, release.wheel_size_budget_mb(ctx.variant))
-    if component.kind == "python-native" and platform.os == "linux":
-        failures += checks.check_shared_libraries(wheel, checks.policy_of(platform.wheel_platform_tag))
-        if ctx.variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
-            from shipyard.toolchains.cuda_toolkit import cuda_device_code
-
-            cuobjdump = toolchain.cuda.cuobjdump
-            failures += checks.check_cuda_archs(wheel, ctx.variant.archs, lambda p: cuda_device_code(p, cuobjdump))
-    return failures
 
 
 # --- test -----------------------------------------------------------------------------------
@@ -337,7 +329,8 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
         # timestamps) without changing what the tests exercise.
         index_state = sorted(content_identity(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
-        platform = outcome.cell.platform
+        # A pure wheel is tested here, so this host's platform gates it.
+        platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
         gate = FeatureGate(
             statuses=ctx.spec.gating_statuses(component.name, platform),
             present=frozenset(fid for fid, _, _ in ctx.spec.features_for(component.name, platform)),
@@ -345,27 +338,33 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
         test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state,
                        "gating": dict(gate.statuses), "present": sorted(gate.present),
-                       "listed": {k: list(v) for k, v in gate.listed.items()}, "others": others}
+                       "listed": {k: list(v) for k, v in gate.listed.items()}, "others": others,
+                       "console_scripts": list(component.console_scripts)}
         key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section=test_inputs,
-                        toolchain=toolchain.interpreter.full_version, python=outcome.cell.python)
+                        toolchain=toolchain.interpreter.identity, python=outcome.cell.python)
         entry = ctx.cache.get(key)
         if entry is not None:
             outcome.test_json = entry.metadata()["tests"]
         else:
             ctx.progress(f"test {outcome.cell.id}")
+            work = ctx.request.state / "test" / outcome.cell.id
             try:
                 run = run_component_tests(
                     wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
                     tests_dir=tests_dir, gate=gate, other_features=others,
                     source_dir=ctx.root / component.path,
-                    state=ctx.request.state, work=ctx.request.state / "test" / outcome.cell.id,
+                    state=ctx.request.state, work=work,
                     local_projects=local)
+                # In the venv the tests ran in: each declared console script is there and runs.
+                scripts = console_script_problems(work / "venv", component.console_scripts)
             except ShipyardError as exc:
                 outcome.result, outcome.detail = "failed", f"test: {exc}"
                 continue
             outcome.test_json = run.to_json()
+            if scripts:
+                outcome.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
             outcome.seconds += run.seconds
-            if run.passed:
+            if run.passed and not scripts:
                 ctx.cache.put(key, [], {"kind": "test", "tests": outcome.test_json})
         assert outcome.test_json is not None
         problems: list[object] = list(outcome.test_json.get("problems") or [])  # type: ignore[arg-type]
@@ -415,8 +414,8 @@ def _record(ctx: _Context, outcomes: list[CellOutcome]) -> None:
             component=cell.component, package_type=cell.package_type, variant=cell.variant,
             variant_tag=cell.variant_tag, platform=cell.platform, python=cell.python,
             version=release.release.version,
-            features=tuple(FeatureRecord(id=i, title=t, status=s)
-                           for i, t, s in ctx.spec.features_for(cell.component, cell.platform)),
+            features=tuple(FeatureRecord(id=i, title=t, status=s) for i, t, s in ctx.spec.features_for(
+                cell.component, ctx.inventory.host_platform if cell.is_pure else cell.platform)),
             tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail}))
     merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
                     version=release.release.version, records=records)

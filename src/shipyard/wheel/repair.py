@@ -87,14 +87,15 @@ def _normalise_permissions(tree: Path) -> None:
             path.chmod(0o755 if executable else 0o644)
 
 
-def local_version(version: str, label: str) -> str:
-    """'1.7.0' + 'cu118' -> '1.7.0+cu118' (an existing local label is replaced)."""
-    return f"{Version(version).public}+{label}"
+def local_version(version: str, label: str | None) -> str:
+    """'1.7.0' + 'cu118' -> '1.7.0+cu118' (an existing local label is replaced); no label, '1.7.0'."""
+    public = Version(version).public
+    return f"{public}+{label}" if label else public
 
 
-def relabel_wheel(wheel: Path, *, label: str, extra_files: Mapping[str, bytes], out_dir: Path,
+def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, bytes], out_dir: Path,
                   epoch: int) -> Path:
-    """Give the wheel local version `+label`, add `extra_files` (wheel-relative paths) and
+    """Give the wheel local version `+label` (none when `label` is None), add `extra_files` (wheel-relative paths) and
     re-pack it reproducibly into `out_dir`."""
     _, version, _, _ = parse_wheel_filename(wheel.name)
     new_version = local_version(str(version), label)

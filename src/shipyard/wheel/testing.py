@@ -273,3 +273,19 @@ def listed_tests(features: Iterable[tuple[str, Sequence[str]]], tests_dir: Path,
             if test_id.startswith(prefix):
                 out.setdefault(test_id[len(prefix):], []).append(fid)
     return {k: tuple(sorted(set(v))) for k, v in sorted(out.items())}
+
+
+def console_script_problems(venv: Path, scripts: Sequence[str], timeout: float = 120) -> list[str]:
+    """Each declared console script is installed in `venv` and `<script> --help` exits 0; what
+    is wrong otherwise, one line per script."""
+    problems = []
+    for script in scripts:
+        exe = venv / "bin" / script
+        if not exe.is_file():
+            problems.append(f"console script {script} is not installed (release.yaml declares it)")
+            continue
+        result = command.run([exe, "--help"], check=False, timeout=timeout, what=f"{script} --help")
+        if result.returncode != 0:
+            tail = "\n".join(result.output.strip().splitlines()[-5:])
+            problems.append(f"console script {script}: `{script} --help` exited {result.returncode}: {tail}")
+    return problems
