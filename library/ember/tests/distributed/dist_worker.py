@@ -198,8 +198,40 @@ def scenario_rpc(rank, world, port):
     report(**out)
 
 
+def scenario_mismatch(rank, world, port, case):
+    """Rank 0 and the others make different calls for the same collective."""
+    init(rank, world, port, timeout=10.0)
+    first = rank == 0
+    calls = {
+        # The reported case: 10 floats on rank 0, 20 on rank 1.
+        "size": lambda: dist.all_reduce(np.ones(10 if first else 20, dtype=np.float32)),
+        # Same byte count, different element type.
+        "dtype": lambda: dist.all_reduce(np.ones(10, dtype=np.float32 if first else np.int32)),
+        "op": lambda: dist.all_reduce(np.ones(10, dtype=np.float32),
+                                      dist.ReduceOp.SUM if first else dist.ReduceOp.MAX),
+        # A broadcast root receives nothing, yet must notice too.
+        "collective": lambda: (dist.all_reduce(np.ones(10, dtype=np.float32)) if first
+                               else dist.broadcast(np.ones(10, dtype=np.float32), 1)),
+    }
+    start = time.monotonic()
+    try:
+        calls[case]()
+        fields = {"error": None}
+    except dist.DistributedError as exc:
+        fields = error_fields(exc)
+    fields["elapsed"] = time.monotonic() - start
+    try:  # the call the report says returned 101 instead of 300
+        again = np.full(10, 100.0 + 100.0 * rank, dtype=np.float32)
+        dist.all_reduce(again)
+        fields["after"] = again.tolist()
+    except dist.DistributedError as exc:
+        fields["after_error"] = str(exc)
+    report(rank=rank, **fields)
+
+
 SCENARIOS = {"collectives": scenario_collectives, "victim": scenario_victim, "absent": scenario_absent,
-             "init_only": scenario_init_only, "join": scenario_join, "rpc": scenario_rpc}
+             "init_only": scenario_init_only, "join": scenario_join, "rpc": scenario_rpc,
+             "mismatch": scenario_mismatch}
 
 if __name__ == "__main__":
     name, rank, world, port, *extra = sys.argv[1:]
