@@ -146,7 +146,10 @@ void ember_dist_free(char* buffer) { std::free(buffer); }
 // --- server -----------------------------------------------------------------------------
 
 ember_dist_status ember_dist_server_create(const char* host, uint16_t port, ember_dist_server** out) {
-  return guarded([&] { *need(out, "out") = new ember_dist_server(need(host, "host"), port); });
+  return guarded([&] {
+    need(out, "out");  // checked before anything is created, so a refusal leaks nothing
+    *out = new ember_dist_server(need(host, "host"), port);
+  });
 }
 void ember_dist_server_destroy(ember_dist_server* server) { delete server; }
 ember_dist_status ember_dist_server_stop(ember_dist_server* server) {
@@ -188,7 +191,10 @@ ember_dist_status ember_dist_client_get(ember_dist_client* c, const char* key, s
 
 ember_dist_status ember_dist_client_add(ember_dist_client* c, const char* key, size_t key_len, int64_t delta,
                                         int64_t* result) {
-  return guarded([&] { *need(result, "result") = need(c, "client")->client->add(bytes(key, key_len, "key"), delta); });
+  return guarded([&] {
+    need(result, "result");  // before the add: a refused call must not change the store
+    *result = need(c, "client")->client->add(bytes(key, key_len, "key"), delta);
+  });
 }
 
 ember_dist_status ember_dist_client_compare_set(ember_dist_client* c, const char* key, size_t key_len,
@@ -211,11 +217,17 @@ ember_dist_status ember_dist_client_wait(ember_dist_client* c, const char* const
 
 ember_dist_status ember_dist_client_check(ember_dist_client* c, const char* const* keys, const size_t* key_lens,
                                           size_t count, int* present) {
-  return guarded([&] { *need(present, "present") = need(c, "client")->client->check(keys_of(keys, key_lens, count)) ? 1 : 0; });
+  return guarded([&] {
+    need(present, "present");
+    *present = need(c, "client")->client->check(keys_of(keys, key_lens, count)) ? 1 : 0;
+  });
 }
 
 ember_dist_status ember_dist_client_delete_key(ember_dist_client* c, const char* key, size_t key_len, int* deleted) {
-  return guarded([&] { *need(deleted, "deleted") = need(c, "client")->client->delete_key(bytes(key, key_len, "key")) ? 1 : 0; });
+  return guarded([&] {
+    need(deleted, "deleted");  // before the delete: a refused call must not change the store
+    *deleted = need(c, "client")->client->delete_key(bytes(key, key_len, "key")) ? 1 : 0;
+  });
 }
 
 ember_dist_status ember_dist_client_num_keys(ember_dist_client* c, int64_t* count) {

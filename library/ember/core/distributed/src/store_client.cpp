@@ -8,8 +8,10 @@
 namespace ember::distributed {
 namespace {
 
-// Extra time a client allows beyond the server-side wait, for the answer to travel.
-constexpr Milliseconds kReplyGrace{5000};
+// Extra time a client allows beyond the server-side wait, for the answer to travel: the
+// client's timeout, kept within these bounds.
+constexpr Milliseconds kMinReplyGrace{100};
+constexpr Milliseconds kMaxReplyGrace{5000};
 
 }  // namespace
 
@@ -39,7 +41,7 @@ std::pair<uint16_t, std::string> StoreClient::call(const char* op, uint16_t code
   // requests are idempotent except add, which is only retried if it was never sent.
   // One deadline for the whole call, retry included: a server that trickles its answer
   // cannot stretch it.
-  const Deadline deadline = Clock::now() + wait_ms + kReplyGrace;
+  const Deadline deadline = Clock::now() + wait_ms + std::clamp(timeout_, kMinReplyGrace, kMaxReplyGrace);
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!socket_.valid()) connect_locked(std::min(deadline, Clock::now() + timeout_));
     bool sent = false;
