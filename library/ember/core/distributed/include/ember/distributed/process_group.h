@@ -2,6 +2,10 @@
 // point-to-point payloads) and a control connection (arrival notices, aborts, goodbyes).
 // All waiting happens in one poll loop that also watches every control connection, so a
 // dead peer is noticed at once and a missing one is named when the timeout expires.
+// Each collective's timeout is a deadline, whatever the peers send. Every data message
+// carries a header (operation, sequence number, byte count, dtype, reduce op) and every
+// rank announces its call, so ranks that make different calls all raise, naming both calls,
+// and the group is aborted (later calls say so) instead of reducing misaligned bytes.
 #pragma once
 
 #include <cstddef>
