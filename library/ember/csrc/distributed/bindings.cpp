@@ -55,10 +55,17 @@ PyObject* done(ember_dist_status status) {
   Py_RETURN_NONE;
 }
 
-// Seconds (float) to milliseconds; -1 with ValueError for a negative timeout.
+// Seconds (float) to milliseconds; false with ValueError for a negative, non-finite or
+// over-long timeout (NaN fails every comparison, so the test is written to catch it).
 bool to_ms(double seconds, int64_t* out) {
-  if (seconds < 0) {
-    PyErr_SetString(PyExc_ValueError, "timeout must be >= 0 seconds");
+  const double max_seconds = static_cast<double>(EMBER_DIST_MAX_TIMEOUT_MS) / 1000.0;
+  if (!(seconds >= 0.0 && seconds <= max_seconds)) {
+    PyObject* value = PyFloat_FromDouble(seconds);
+    if (value != nullptr) {
+      PyErr_Format(PyExc_ValueError, "timeout must be a finite number of seconds between 0 and %lld (one year), got %R",
+                   static_cast<long long>(max_seconds), value);
+      Py_DECREF(value);
+    }
     return false;
   }
   *out = static_cast<int64_t>(seconds * 1000.0);

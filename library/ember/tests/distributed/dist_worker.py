@@ -198,8 +198,126 @@ def scenario_rpc(rank, world, port):
     report(**out)
 
 
+def scenario_mismatch(rank, world, port, case):
+    """Rank 0 and the others make different calls for the same collective."""
+    init(rank, world, port, timeout=10.0)
+    first = rank == 0
+    calls = {
+        # The reported case: 10 floats on rank 0, 20 on rank 1.
+        "size": lambda: dist.all_reduce(np.ones(10 if first else 20, dtype=np.float32)),
+        # Same byte count, different element type.
+        "dtype": lambda: dist.all_reduce(np.ones(10, dtype=np.float32 if first else np.int32)),
+        "op": lambda: dist.all_reduce(np.ones(10, dtype=np.float32),
+                                      dist.ReduceOp.SUM if first else dist.ReduceOp.MAX),
+        # A broadcast root receives nothing, yet must notice too.
+        "collective": lambda: (dist.all_reduce(np.ones(10, dtype=np.float32)) if first
+                               else dist.broadcast(np.ones(10, dtype=np.float32), 1)),
+    }
+    start = time.monotonic()
+    try:
+        calls[case]()
+        fields = {"error": None}
+    except dist.DistributedError as exc:
+        fields = error_fields(exc)
+    fields["elapsed"] = time.monotonic() - start
+    try:  # the call the report says returned 101 instead of 300
+        again = np.full(10, 100.0 + 100.0 * rank, dtype=np.float32)
+        dist.all_reduce(again)
+        fields["after"] = again.tolist()
+    except dist.DistributedError as exc:
+        fields["after_error"] = str(exc)
+    report(rank=rank, **fields)
+
+
+def _distributed_library():
+    """The loaded libember_distributed (auditwheel may have renamed it), found through the process's maps."""
+    import ctypes
+    import ember._distributed  # noqa: F401  (loads the library)
+
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "libember_distributed" in line}
+    if len(paths) != 1:
+        raise RuntimeError(f"expected one loaded libember_distributed, found {sorted(paths)}")
+    return ctypes.CDLL(paths.pop())
+
+
+def scenario_c_api_args(rank, world, port):
+    """Edge values (NULL, zero, negative, huge) through the C interface: a status, never a crash."""
+    import ctypes as C
+
+    lib = _distributed_library()
+    lib.ember_dist_error_message.restype = C.c_char_p
+    p, i64, sz = C.c_void_p, C.c_int64, C.c_size_t
+    sigs = {
+        "ember_dist_server_create": [C.c_char_p, C.c_uint16, p],
+        "ember_dist_client_create": [C.c_char_p, C.c_uint16, i64, p],
+        "ember_dist_client_set": [p, C.c_char_p, sz, C.c_char_p, sz],
+        "ember_dist_client_get": [p, C.c_char_p, sz, i64, p, p],
+        "ember_dist_client_add": [p, C.c_char_p, sz, i64, p],
+        "ember_dist_client_wait": [p, p, p, sz, i64],
+        "ember_dist_client_check": [p, p, p, sz, p],
+        "ember_dist_client_delete_key": [p, C.c_char_p, sz, p],
+        "ember_dist_group_create": [p, C.c_int, C.c_int, i64, C.c_char_p, p],
+        "ember_dist_group_allreduce": [p, p, sz, C.c_int, C.c_int],
+        "ember_dist_group_broadcast": [p, p, sz, C.c_int],
+        "ember_dist_group_allgather": [p, p, p, sz],
+        "ember_dist_group_reduce_scatter": [p, p, p, sz, C.c_int, C.c_int],
+        "ember_dist_group_send": [p, p, sz, C.c_int],
+    }
+    for name, args in sigs.items():
+        getattr(lib, name).argtypes = args
+        getattr(lib, name).restype = C.c_int
+    outcomes = []
+
+    def call(label, name, *args):
+        status = getattr(lib, name)(*args)
+        outcomes.append([label, status, lib.ember_dist_error_message().decode() if status else ""])
+        return status
+
+    server, client, group = p(), p(), p()
+    big, out64, flag = 2**63 - 1, C.c_int64(), C.c_int()
+    value, value_len = C.c_char_p(), C.c_size_t()
+    call("server NULL host", "ember_dist_server_create", None, port, C.byref(server))
+    call("server NULL out", "ember_dist_server_create", b"127.0.0.1", port, None)
+    call("server", "ember_dist_server_create", b"127.0.0.1", port, C.byref(server))
+    for label, timeout in [("negative", -1), ("INT64_MIN", -2**63), ("INT64_MAX", big), ("over a year", 366 * 86400000)]:
+        call(f"client timeout {label}", "ember_dist_client_create", b"127.0.0.1", port, timeout, C.byref(client))
+    call("client NULL host", "ember_dist_client_create", None, port, 1000, C.byref(client))
+    call("client", "ember_dist_client_create", b"127.0.0.1", port, 5000, C.byref(client))
+    call("set NULL key, length 5", "ember_dist_client_set", client, None, 5, b"v", 1)
+    call("set NULL value, length 3", "ember_dist_client_set", client, b"k", 1, None, 3)
+    call("set empty key and value", "ember_dist_client_set", client, b"", 0, None, 0)
+    call("set key over 4096 bytes", "ember_dist_client_set", client, b"k" * 5000, 5000, b"v", 1)
+    call("get NULL out", "ember_dist_client_get", client, b"", 0, 0, None, None)
+    call("get timeout INT64_MAX", "ember_dist_client_get", client, b"", 0, big, C.byref(value), C.byref(value_len))
+    call("get timeout 0 absent", "ember_dist_client_get", client, b"absent", 6, 0, C.byref(value), C.byref(value_len))
+    call("add INT64_MAX", "ember_dist_client_add", client, b"n", 1, big, C.byref(out64))
+    call("add 1 past INT64_MAX", "ember_dist_client_add", client, b"n", 1, 1, C.byref(out64))
+    call("add NULL result", "ember_dist_client_add", client, b"n", 1, 0, None)
+    call("wait NULL keys, count 3", "ember_dist_client_wait", client, None, None, 3, 0)
+    call("wait no keys", "ember_dist_client_wait", client, None, None, 0, 0)
+    call("check NULL present", "ember_dist_client_check", client, None, None, 0, None)
+    call("delete NULL key, length 2", "ember_dist_client_delete_key", client, None, 2, C.byref(flag))
+    for label, r, w in [("rank -1", -1, 1), ("rank = world", 1, 1), ("world 0", 0, 0), ("world INT_MAX", 0, 2**31 - 1)]:
+        call(f"group {label}", "ember_dist_group_create", client, r, w, 1000, b"pg", C.byref(group))
+    call("group timeout -1", "ember_dist_group_create", client, 0, 1, -1, b"pg", C.byref(group))
+    call("group NULL prefix", "ember_dist_group_create", client, 0, 1, 1000, None, C.byref(group))
+    call("group", "ember_dist_group_create", client, 0, 1, 1000, b"pg", C.byref(group))
+    buf = (C.c_double * 4)()
+    call("allreduce dtype 99", "ember_dist_group_allreduce", group, buf, 4, 99, 0)
+    call("allreduce op -1", "ember_dist_group_allreduce", group, buf, 4, 1, -1)
+    call("allreduce count overflows", "ember_dist_group_allreduce", group, buf, 2**63, 1, 0)
+    call("allreduce empty", "ember_dist_group_allreduce", group, None, 0, 1, 0)
+    call("reduce_scatter count overflows", "ember_dist_group_reduce_scatter", group, buf, buf, 2**62, 1, 0)
+    call("broadcast root 5", "ember_dist_group_broadcast", group, buf, 32, 5)
+    call("broadcast root -1", "ember_dist_group_broadcast", group, buf, 32, -1)
+    call("send to self", "ember_dist_group_send", group, buf, 32, 0)
+    report(outcomes=outcomes)
+
+
 SCENARIOS = {"collectives": scenario_collectives, "victim": scenario_victim, "absent": scenario_absent,
-             "init_only": scenario_init_only, "join": scenario_join, "rpc": scenario_rpc}
+             "init_only": scenario_init_only, "join": scenario_join, "rpc": scenario_rpc,
+             "mismatch": scenario_mismatch, "c_api_args": scenario_c_api_args}
 
 if __name__ == "__main__":
     name, rank, world, port, *extra = sys.argv[1:]

@@ -1,4 +1,5 @@
 """The rendezvous store: every operation, timeouts, and survival of garbage clients."""
+import os
 import socket
 import struct
 import subprocess
@@ -91,3 +92,107 @@ def test_clients_in_other_processes(store):
 def test_second_master_on_same_port_fails(store):
     with pytest.raises(dist.DistributedError, match="bind"):
         dist.TCPStore("127.0.0.1", store.port, is_master=True, timeout=1)
+
+
+BAD_TIMEOUTS = [float("nan"), float("inf"), float("-inf"), -1, -1e-9, 1e300, 366 * 86400]
+
+
+@pytest.mark.parametrize("bad", BAD_TIMEOUTS, ids=repr)
+def test_bad_timeouts_are_refused_everywhere_by_value(store, bad):
+    """NaN, infinite, negative and over-long timeouts: a ValueError that shows the value (NaN
+    used to be reported as "must be >= 0"), from every call that takes a timeout."""
+    from ember import _distributed as C
+
+    calls = {
+        "TCPStore": lambda: dist.TCPStore("127.0.0.1", store.port, timeout=bad),
+        "get": lambda: store.get("k", timeout=bad),
+        "wait": lambda: store.wait(["k"], timeout=bad),
+        "timeout setter": lambda: setattr(store.client, "timeout", bad),
+        "ProcessGroup": lambda: C.ProcessGroup(store.client, 0, 1, bad),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError) as info:
+            call()
+        assert "timeout must be a finite number of seconds between 0 and 31536000" in str(info.value), name
+        assert f"got {float(bad)!r}" in str(info.value), name
+    assert store.timeout == 5  # the setter left the old value
+
+
+def test_zero_timeout_is_valid_and_times_out_at_once(store):
+    start = time.monotonic()
+    with pytest.raises(dist.DistributedTimeoutError, match="absent"):
+        store.get("absent", timeout=0)
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize("port, error", [(-1, ValueError), (65536, ValueError), (2**40, OverflowError)])
+def test_out_of_range_ports_are_refused(port, error):
+    with pytest.raises(error):
+        dist.TCPStore("127.0.0.1", port, timeout=1)
+    with pytest.raises(error):
+        dist.TCPStore("127.0.0.1", port, is_master=True, timeout=1)
+
+
+def test_add_refuses_to_overflow_int64(store):
+    top, bottom = 2**63 - 1, -(2**63)
+    assert store.add("n", top) == top
+    with pytest.raises(dist.DistributedError, match=r"adding 1 to 'n' \(9223372036854775807\) overflows"):
+        store.add("n", 1)  # used to wrap to -9223372036854775808
+    assert store.get("n") == b"9223372036854775807"  # unchanged
+    assert store.add("m", bottom) == bottom
+    with pytest.raises(dist.DistributedError, match="overflows a 64-bit integer"):
+        store.add("m", -1)
+    with pytest.raises(OverflowError):
+        store.add("m", 2**63)
+    store.set("min", str(bottom))  # parse_int reads the full int64 range...
+    assert store.add("min", 0) == bottom
+    for text in ("9223372036854775808", "99999999999999999999", "-9223372036854775809", "-", "1e3"):
+        store.set("bad", text)  # ...and nothing outside it
+        with pytest.raises(dist.DistributedError, match="'bad' is not a 64-bit integer"):
+            store.add("bad", 1)
+    assert store.rejected_connections == 0
+
+
+def test_oversized_keys_are_refused_before_they_reach_the_server(store):
+    store.set("", "empty keys are fine")
+    assert store.get("") == b"empty keys are fine"
+    for call in (lambda: store.set("k" * 5000, "v"), lambda: store.get("k" * 5000), lambda: store.add("k" * 5000, 1),
+                 lambda: store.delete_key("k" * 5000), lambda: store.check(["k" * 5000])):
+        with pytest.raises(ValueError, match="key is 5000 bytes long; the store's limit is 4096"):
+            call()
+    with pytest.raises(ValueError, match="5000 keys in one request; the store's limit is 4096"):
+        store.wait(["k"] * 5000, timeout=1)
+    assert store.rejected_connections == 0  # refused here, not by a dropped connection
+    assert store.get("") == b"empty keys are fine"
+
+
+EXPECTED_C_STATUSES = {
+    # 0 OK, 1 ERROR, 2 TIMEOUT, 3 INVALID (see ember/distributed/c_api.h)
+    "server NULL host": 3, "server NULL out": 3, "server": 0,
+    "client timeout negative": 3, "client timeout INT64_MIN": 3, "client timeout INT64_MAX": 3,
+    "client timeout over a year": 3, "client NULL host": 3, "client": 0,
+    "set NULL key, length 5": 3, "set NULL value, length 3": 3, "set empty key and value": 0,
+    "set key over 4096 bytes": 3, "get NULL out": 3, "get timeout INT64_MAX": 3, "get timeout 0 absent": 2,
+    "add INT64_MAX": 0, "add 1 past INT64_MAX": 1, "add NULL result": 3,
+    "wait NULL keys, count 3": 3, "wait no keys": 0, "check NULL present": 3, "delete NULL key, length 2": 3,
+    "group rank -1": 1, "group rank = world": 1, "group world 0": 1, "group world INT_MAX": 1,
+    "group timeout -1": 3, "group NULL prefix": 3, "group": 0,
+    "allreduce dtype 99": 3, "allreduce op -1": 3, "allreduce count overflows": 3, "allreduce empty": 0,
+    "reduce_scatter count overflows": 3, "broadcast root 5": 1, "broadcast root -1": 1, "send to self": 1,
+}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="finds the loaded C library through /proc")
+def test_c_api_edge_arguments_give_a_status_never_a_crash(procs):
+    """NULL, zero, negative and huge arguments through ember/distributed/c_api.h, in a child
+    process so that a crash shows up as this test failing."""
+    res = procs.result_of(procs.start_rank("c_api_args", 0, 1, procs.free_port()), timeout=60)
+    got = {label: status for label, status, _ in res["outcomes"]}
+    assert got == EXPECTED_C_STATUSES
+    for label, status, message in res["outcomes"]:
+        assert (status == 0) == (message == ""), (label, message)
+    messages = {label: message for label, _, message in res["outcomes"]}
+    assert "timeout must be between 0 and 31536000000 ms" in messages["client timeout INT64_MAX"]
+    assert "overflows a 64-bit integer" in messages["add 1 past INT64_MAX"]
+    assert "world size 2147483647 exceeds the supported maximum" in messages["group world INT_MAX"]
+    assert "unsupported dtype code 99" in messages["allreduce dtype 99"]

@@ -1,8 +1,14 @@
 """Failures never hang: dead, absent and late peers are named on every surviving rank."""
 import signal
+import socket
+import struct
+import threading
 import time
 
+import numpy as np
 import pytest
+
+import ember.distributed as dist
 
 
 pytestmark = pytest.mark.feature("distributed.timeouts")
@@ -51,3 +57,95 @@ def test_peer_that_never_starts_times_out_at_init(procs):
         assert res["op"] == "init_process_group"
         assert res["missing"] == [2], res
         assert res["elapsed"] < 8
+
+
+def _fnv1a(text: str) -> int:
+    h = 2166136261
+    for c in text.encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def _trickle(sock: socket.socket, data: bytes, stop: threading.Event) -> None:
+    """Sends `data` one byte per 0.1 s: always moving, never finishing in time."""
+    for i in range(len(data)):
+        if stop.wait(0.1):
+            return
+        try:
+            sock.sendall(data[i:i + 1])
+        except OSError:  # the other side gave up and hung up: what the test wants
+            return
+
+
+def test_trickling_peer_cannot_keep_a_collective_alive():
+    """Rank 1 is a raw socket that speaks the frame protocol correctly but sends its allreduce
+    data one byte per 0.1 s (6.4 s in all): rank 0's 1 s timeout must still fire at ~1 s."""
+    from ember import _distributed as C
+
+    server = C.StoreServer("127.0.0.1", 0)
+    stop, result, sockets = threading.Event(), {}, []
+
+    def rank0():
+        pg = C.ProcessGroup(C.StoreClient("127.0.0.1", server.port, 10.0), 0, 2, 10.0, "pg")
+        pg.timeout = 1.0
+        start = time.monotonic()
+        try:
+            pg.allreduce(np.ones(10, dtype=np.float32), C.ReduceOp.SUM)
+        except C.DistributedError as exc:
+            result["error"] = exc
+        result["elapsed"] = time.monotonic() - start
+
+    worker = threading.Thread(target=rank0)
+    worker.start()
+    try:
+        fake = C.StoreClient("127.0.0.1", server.port, 10.0)
+        host, port = fake.get("pg/addr/0").decode().rsplit(":", 1)
+        tag = _fnv1a("pg") ^ 2
+        for kind in (0, 1):  # data, then control connection: u32 magic, tag, rank, kind
+            sockets.append(socket.create_connection((host, int(port))))
+            sockets[-1].sendall(struct.pack("<IIII", 0x50424D45, tag, 1, kind))
+        data, ctrl = sockets
+        # Arrival notice for collective #1 with the same call: allreduce(10 x float32, SUM).
+        ctrl.sendall(struct.pack("<IIQ", 0x43424D45, 1, 1) + struct.pack("<IIIIQ", 1, 0, 0, 0, 10))
+        message = struct.pack("<IHBBQQ", 0x44424D45, 1, 0, 0, 1, 40) + np.ones(10, dtype=np.float32).tobytes()
+        _trickle(data, message, stop)
+    finally:
+        stop.set()
+        worker.join(30)
+        for s in sockets:
+            s.close()
+        server.stop()
+    error = result.get("error")
+    assert isinstance(error, C.DistributedTimeoutError), result
+    assert error.op == "allreduce" and error.missing_ranks == [1], str(error)
+    assert "timed out after 1000 ms" in str(error)
+    assert 0.9 < result["elapsed"] < 1.5, result
+
+
+def test_trickling_store_server_cannot_keep_a_call_alive():
+    """A store server that answers one byte per 0.1 s: a client with a 1 s timeout gives up at
+    ~1 s (it used to allow a fixed 5 s grace on top of any wait)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)  # the request
+            # A well-formed reply header announcing 100 bytes, trickled.
+            _trickle(conn, struct.pack("<IHHI", 0x53424D45, 1, 0, 100) + b"x" * 100, stop)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        client = dist.TCPStore("127.0.0.1", listener.getsockname()[1], timeout=1.0)
+        start = time.monotonic()
+        with pytest.raises(dist.DistributedTimeoutError) as info:
+            client.set("k", "v")
+        elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        server.join(30)
+        listener.close()
+    assert info.value.op == "store.set", str(info.value)
+    assert 0.9 < elapsed < 1.5, elapsed

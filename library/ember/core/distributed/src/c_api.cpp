@@ -78,20 +78,44 @@ void give(const std::string& s, char** value, size_t* value_len) {
   *value_len = s.size();
 }
 
-std::vector<std::string> keys_of(const char* const* keys, const size_t* lens, size_t count) {
-  std::vector<std::string> out;
-  out.reserve(count);
-  for (size_t i = 0; i < count; ++i) out.emplace_back(keys[i], lens[i]);
-  return out;
-}
 
 ed::Milliseconds ms(int64_t timeout_ms) {
-  if (timeout_ms < 0) throw std::invalid_argument("timeout must be >= 0 seconds");
+  if (timeout_ms < 0 || timeout_ms > EMBER_DIST_MAX_TIMEOUT_MS)
+    throw std::invalid_argument("timeout must be between 0 and " + std::to_string(EMBER_DIST_MAX_TIMEOUT_MS) +
+                                " ms (one year), got " + std::to_string(timeout_ms) + " ms");
   return ed::Milliseconds(timeout_ms);
 }
 
 ed::Milliseconds ms_or(int64_t timeout_ms, const ed::StoreClient& client) {
-  return timeout_ms < 0 ? client.timeout() : ed::Milliseconds(timeout_ms);
+  return timeout_ms < 0 ? client.timeout() : ms(timeout_ms);
+}
+
+// Setters cannot fail: they clamp into the accepted range.
+ed::Milliseconds clamped(int64_t timeout_ms) {
+  return ed::Milliseconds(timeout_ms < 0 ? 0 : timeout_ms > EMBER_DIST_MAX_TIMEOUT_MS ? EMBER_DIST_MAX_TIMEOUT_MS
+                                                                                       : timeout_ms);
+}
+
+// A required pointer argument.
+template <typename T>
+T* need(T* p, const char* name) {
+  if (p == nullptr) throw std::invalid_argument(std::string(name) + " must not be NULL");
+  return p;
+}
+
+// A byte string argument: NULL is allowed only for length 0.
+std::string bytes(const char* p, size_t len, const char* name) {
+  if (p == nullptr && len != 0) throw std::invalid_argument(std::string(name) + " is NULL with a nonzero length");
+  return len ? std::string(p, len) : std::string();
+}
+
+std::vector<std::string> keys_of(const char* const* keys, const size_t* lens, size_t count) {
+  std::vector<std::string> out;
+  if (count != 0 && (keys == nullptr || lens == nullptr))
+    throw std::invalid_argument("keys and key lengths must not be NULL");
+  out.reserve(count);
+  for (size_t i = 0; i < count; ++i) out.push_back(bytes(keys[i], lens[i], "key"));
+  return out;
 }
 
 ed::DType dtype(int value) {
@@ -122,7 +146,10 @@ void ember_dist_free(char* buffer) { std::free(buffer); }
 // --- server -----------------------------------------------------------------------------
 
 ember_dist_status ember_dist_server_create(const char* host, uint16_t port, ember_dist_server** out) {
-  return guarded([&] { *out = new ember_dist_server(host, port); });
+  return guarded([&] {
+    need(out, "out");  // checked before anything is created, so a refusal leaks nothing
+    *out = new ember_dist_server(need(host, "host"), port);
+  });
 }
 void ember_dist_server_destroy(ember_dist_server* server) { delete server; }
 ember_dist_status ember_dist_server_stop(ember_dist_server* server) {
@@ -138,7 +165,8 @@ uint64_t ember_dist_server_rejected_connections(const ember_dist_server* server)
 ember_dist_status ember_dist_client_create(const char* host, uint16_t port, int64_t timeout_ms,
                                            ember_dist_client** out) {
   return guarded([&] {
-    auto client = std::make_shared<ed::StoreClient>(host, port, ms(timeout_ms));
+    need(out, "out");
+    auto client = std::make_shared<ed::StoreClient>(need(host, "host"), port, ms(timeout_ms));
     *out = new ember_dist_client{std::move(client)};
   });
 }
@@ -146,41 +174,60 @@ void ember_dist_client_destroy(ember_dist_client* client) { delete client; }
 
 ember_dist_status ember_dist_client_set(ember_dist_client* c, const char* key, size_t key_len, const char* value,
                                         size_t value_len) {
-  return guarded([&] { c->client->set(std::string(key, key_len), std::string(value, value_len)); });
+  return guarded([&] {
+    need(c, "client")->client->set(bytes(key, key_len, "key"), bytes(value, value_len, "value"));
+  });
 }
 
 ember_dist_status ember_dist_client_get(ember_dist_client* c, const char* key, size_t key_len, int64_t timeout_ms,
                                         char** value, size_t* value_len) {
-  return guarded([&] { give(c->client->get(std::string(key, key_len), ms_or(timeout_ms, *c->client)), value, value_len); });
+  return guarded([&] {
+    need(c, "client");
+    need(value, "value");
+    need(value_len, "value_len");
+    give(c->client->get(bytes(key, key_len, "key"), ms_or(timeout_ms, *c->client)), value, value_len);
+  });
 }
 
 ember_dist_status ember_dist_client_add(ember_dist_client* c, const char* key, size_t key_len, int64_t delta,
                                         int64_t* result) {
-  return guarded([&] { *result = c->client->add(std::string(key, key_len), delta); });
+  return guarded([&] {
+    need(result, "result");  // before the add: a refused call must not change the store
+    *result = need(c, "client")->client->add(bytes(key, key_len, "key"), delta);
+  });
 }
 
 ember_dist_status ember_dist_client_compare_set(ember_dist_client* c, const char* key, size_t key_len,
                                                 const char* expected, size_t expected_len, const char* desired,
                                                 size_t desired_len, char** value, size_t* value_len) {
   return guarded([&] {
-    give(c->client->compare_set(std::string(key, key_len), std::string(expected, expected_len),
-                                std::string(desired, desired_len)),
+    need(c, "client");
+    need(value, "value");
+    need(value_len, "value_len");
+    give(c->client->compare_set(bytes(key, key_len, "key"), bytes(expected, expected_len, "expected"),
+                                bytes(desired, desired_len, "desired")),
          value, value_len);
   });
 }
 
 ember_dist_status ember_dist_client_wait(ember_dist_client* c, const char* const* keys, const size_t* key_lens,
                                          size_t count, int64_t timeout_ms) {
-  return guarded([&] { c->client->wait(keys_of(keys, key_lens, count), ms_or(timeout_ms, *c->client)); });
+  return guarded([&] { need(c, "client")->client->wait(keys_of(keys, key_lens, count), ms_or(timeout_ms, *c->client)); });
 }
 
 ember_dist_status ember_dist_client_check(ember_dist_client* c, const char* const* keys, const size_t* key_lens,
                                           size_t count, int* present) {
-  return guarded([&] { *present = c->client->check(keys_of(keys, key_lens, count)) ? 1 : 0; });
+  return guarded([&] {
+    need(present, "present");
+    *present = need(c, "client")->client->check(keys_of(keys, key_lens, count)) ? 1 : 0;
+  });
 }
 
 ember_dist_status ember_dist_client_delete_key(ember_dist_client* c, const char* key, size_t key_len, int* deleted) {
-  return guarded([&] { *deleted = c->client->delete_key(std::string(key, key_len)) ? 1 : 0; });
+  return guarded([&] {
+    need(deleted, "deleted");  // before the delete: a refused call must not change the store
+    *deleted = need(c, "client")->client->delete_key(bytes(key, key_len, "key")) ? 1 : 0;
+  });
 }
 
 ember_dist_status ember_dist_client_num_keys(ember_dist_client* c, int64_t* count) {
@@ -193,7 +240,7 @@ ember_dist_status ember_dist_client_local_address(ember_dist_client* c, char** v
 
 int64_t ember_dist_client_timeout_ms(const ember_dist_client* c) { return c->client->timeout().count(); }
 void ember_dist_client_set_timeout_ms(ember_dist_client* c, int64_t timeout_ms) {
-  c->client->set_timeout(ed::Milliseconds(timeout_ms));
+  c->client->set_timeout(clamped(timeout_ms));
 }
 const char* ember_dist_client_host(const ember_dist_client* c) { return c->client->host().c_str(); }
 uint16_t ember_dist_client_port(const ember_dist_client* c) { return c->client->port(); }
@@ -203,7 +250,9 @@ uint16_t ember_dist_client_port(const ember_dist_client* c) { return c->client->
 ember_dist_status ember_dist_group_create(ember_dist_client* store, int rank, int world_size, int64_t timeout_ms,
                                           const char* prefix, ember_dist_group** out) {
   return guarded([&] {
-    auto group = std::make_unique<ed::ProcessGroup>(store->client, rank, world_size, ms(timeout_ms), prefix);
+    need(out, "out");
+    auto group = std::make_unique<ed::ProcessGroup>(need(store, "store")->client, rank, world_size, ms(timeout_ms),
+                                                    need(prefix, "prefix"));
     *out = new ember_dist_group{std::move(group)};
   });
 }
@@ -212,7 +261,7 @@ int ember_dist_group_rank(const ember_dist_group* g) { return g->group->rank(); 
 int ember_dist_group_world_size(const ember_dist_group* g) { return g->group->world_size(); }
 int64_t ember_dist_group_timeout_ms(const ember_dist_group* g) { return g->group->timeout().count(); }
 void ember_dist_group_set_timeout_ms(ember_dist_group* g, int64_t timeout_ms) {
-  g->group->set_timeout(ed::Milliseconds(timeout_ms));
+  g->group->set_timeout(clamped(timeout_ms));
 }
 int ember_dist_group_aborted(const ember_dist_group* g) { return g->group->aborted() ? 1 : 0; }
 void ember_dist_group_set_ring_threshold(ember_dist_group* g, size_t bytes) { g->group->set_ring_threshold(bytes); }

@@ -1,61 +1,23 @@
 #include "ember/distributed/process_group.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <stdexcept>
 
 #include "ember/distributed/errors.h"
+#include "group_wire.h"
 
 namespace ember::distributed {
-namespace {
-
-constexpr uint32_t kHelloMagic = 0x50424D45;  // "EMBP"
-constexpr uint32_t kCtrlMagic = 0x43424D45;   // "EMBC"
-constexpr size_t kFrameSize = 16;
-constexpr uint32_t kMaxAbortPayload = 64 * 1024;
-constexpr size_t kDirectBroadcastBytes = 1 << 20;
-
-enum CtrlType : uint32_t { kArrive = 1, kAbort = 2, kGoodbye = 3 };
-enum AbortKind : uint32_t { kAbortTimeout = 1, kAbortFailure = 2 };
-enum ConnKind : uint32_t { kDataConn = 0, kCtrlConn = 1 };
-
-void put_u32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint32_t get_u32(const char* p) {
-  const auto* u = reinterpret_cast<const unsigned char*>(p);
-  return uint32_t(u[0]) | uint32_t(u[1]) << 8 | uint32_t(u[2]) << 16 | uint32_t(u[3]) << 24;
-}
-
-// Control frames: u32 magic | u32 type | u64 argument (little-endian).
-std::string control_frame(uint32_t type, uint64_t arg) {
-  std::string f(kFrameSize, '\0');
-  put_u32(&f[0], kCtrlMagic);
-  put_u32(&f[4], type);
-  put_u32(&f[8], static_cast<uint32_t>(arg & 0xffffffffu));
-  put_u32(&f[12], static_cast<uint32_t>(arg >> 32));
-  return f;
-}
-
-uint32_t fnv1a(const std::string& s) {
-  uint32_t h = 2166136261u;
-  for (unsigned char c : s) h = (h ^ c) * 16777619u;
-  return h;
-}
-
-// Byte offsets of `parts` near-equal runs of `count` elements of `elem` bytes.
-std::vector<size_t> split(size_t count, int parts, size_t elem) {
-  std::vector<size_t> offsets(parts + 1);
-  for (int i = 0; i <= parts; ++i) offsets[i] = (count * i / parts) * elem;
-  return offsets;
-}
-
-}  // namespace
+using namespace group_wire;
 
 struct ProcessGroup::Peer {
   Socket data;
   Socket ctrl;
   std::string ctrl_in;
   uint64_t arrived = 0;  // the highest collective number this peer has entered
+  std::map<uint64_t, Call> calls_ahead;  // announced calls of collectives we have not begun
   bool said_goodbye = false;
   bool ctrl_closed = false;
 };
@@ -66,6 +28,11 @@ struct ProcessGroup::Transfer {
   char* ptr;
   size_t size;
   size_t done = 0;
+  // The data header goes out (or must arrive) before the payload.
+  char header[kDataHeaderSize] = {};
+  char expect[kDataHeaderSize] = {};  // receive side: the header this message must carry
+  size_t header_done = 0;
+  bool stamped = false;
   // Receive-side reduction: each completed element is folded into reduce_dst on arrival,
   // so reduction overlaps the transfer instead of following it.
   char* reduce_dst = nullptr;
@@ -90,12 +57,18 @@ Transfer recv_from(int peer, void* ptr, size_t size) {
 ProcessGroup::ProcessGroup(std::shared_ptr<StoreClient> store, int rank, int world_size,
                            Milliseconds timeout, const std::string& prefix)
     : rank_(rank), world_size_(world_size), timeout_(timeout) {
+  if (world_size > kMaxWorldSize)
+    throw DistributedError("init_process_group", "world size " + std::to_string(world_size) +
+                                                     " exceeds the supported maximum of " +
+                                                     std::to_string(kMaxWorldSize));
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw DistributedError("init_process_group", "rank " + std::to_string(rank) +
                                                      " is outside world size " +
                                                      std::to_string(world_size));
   ensure_socket_runtime();
   peers_.resize(world_size);
+  sent_p2p_.assign(world_size, 0);
+  received_p2p_.assign(world_size, 0);
   for (int p = 0; p < world_size; ++p)
     if (p != rank) peers_[p] = std::make_unique<Peer>();
   connect_mesh(*store, prefix, Clock::now() + timeout_);
@@ -149,7 +122,8 @@ void ProcessGroup::connect_mesh(StoreClient& store, const std::string& prefix, D
   }
   int expected = 2 * (world_size_ - 1 - rank_);
   while (expected > 0) {
-    Socket s = listener.accept(deadline);
+    // A stream of stray connections must not keep us past the deadline either.
+    Socket s = Clock::now() < deadline ? listener.accept(deadline) : Socket();
     if (!s.valid()) {
       std::vector<int> missing;
       for (int p = rank_ + 1; p < world_size_; ++p)
@@ -185,10 +159,27 @@ void ProcessGroup::check_usable(const char* op) const {
   if (peers_.empty()) throw DistributedError(op, "the process group was destroyed");
 }
 
-uint64_t ProcessGroup::begin_collective(const char* op) {
+uint64_t ProcessGroup::begin_collective(const char* op, const Call& call, Deadline dl) {
   const uint64_t seq = ++seq_;
-  const std::string frame = control_frame(kArrive, seq);
-  const Deadline dl = deadline();
+  cur_kind_ = call.kind;
+  cur_call_ = call;
+  std::string frame = control_frame(kArrive, seq);
+  char body[kCallSize];
+  put_u32(body, call.kind);
+  put_u32(body + 4, call.dtype);
+  put_u32(body + 8, call.reduce);
+  put_u32(body + 12, call.root);
+  put_u64(body + 16, call.count);
+  frame.append(body, kCallSize);
+  for (int p = 0; p < world_size_; ++p) {
+    if (p == rank_) continue;
+    auto it = peers_[p]->calls_ahead.find(seq);
+    if (it != peers_[p]->calls_ahead.end()) {
+      const Call theirs = it->second;
+      peers_[p]->calls_ahead.erase(it);
+      check_call(op, p, theirs);
+    }
+  }
   for (int p = 0; p < world_size_; ++p) {
     if (p == rank_ || peers_[p]->ctrl_closed) continue;
     try {
@@ -202,6 +193,28 @@ uint64_t ProcessGroup::begin_collective(const char* op) {
     }
   }
   return seq;
+}
+
+void ProcessGroup::check_call(const char* op, int p, const Call& theirs) const {
+  if (theirs == cur_call_) return;
+  const bool me_first = rank_ < p;
+  const std::string mine = "rank " + std::to_string(rank_) + " called " + describe(cur_call_);
+  const std::string other = "rank " + std::to_string(p) + " called " + describe(theirs);
+  throw DistributedError(op, "collective #" + std::to_string(seq_) + " does not match across ranks: " +
+                                 (me_first ? mine + ", " + other : other + ", " + mine) +
+                                 "; every rank must make the same call with the same size, dtype and op");
+}
+
+template <typename Body>
+void ProcessGroup::collective(const char* op, const Call& call, Body&& body) {
+  guarded(op, [&] {
+    const Deadline dl = deadline();
+    const uint64_t seq = begin_collective(op, call, dl);
+    body(dl, seq);
+    if (world_size_ == 1) return;
+    std::vector<Transfer> none;
+    progress(op, none, dl, seq, true);
+  });
 }
 
 void ProcessGroup::read_control(const char* op, int p) {
@@ -224,7 +237,23 @@ void ProcessGroup::read_control(const char* op, int p) {
     uint32_t type = get_u32(f + 4);
     uint64_t arg = uint64_t(get_u32(f + 8)) | uint64_t(get_u32(f + 12)) << 32;
     if (type == kArrive) {
+      if (peer.ctrl_in.size() - pos - kFrameSize < kCallSize) break;  // rest still in flight
+      const char* b = f + kFrameSize;
+      Call theirs;
+      theirs.kind = get_u32(b);
+      theirs.dtype = get_u32(b + 4);
+      theirs.reduce = get_u32(b + 8);
+      theirs.root = get_u32(b + 12);
+      theirs.count = get_u64(b + 16);
+      pos += kCallSize;  // the frame header is skipped below
       peer.arrived = std::max(peer.arrived, arg);
+      if (arg == seq_ && seq_ != 0) {
+        check_call(op, p, theirs);
+      } else if (arg > seq_) {
+        if (peer.calls_ahead.size() >= kMaxCallsAhead)
+          throw DistributedError(op, "corrupt control stream from rank " + std::to_string(p), {p});
+        peer.calls_ahead[arg] = theirs;
+      }
     } else if (type == kGoodbye) {
       peer.said_goodbye = true;
     } else if (type == kAbort) {
@@ -256,6 +285,52 @@ void ProcessGroup::read_control(const char* op, int p) {
                            {p});
 }
 
+void ProcessGroup::stamp(Transfer& t, uint64_t seq) const {
+  char* h = t.is_send ? t.header : t.expect;
+  put_u32(h, kDataMagic);
+  h[4] = static_cast<char>(cur_kind_ & 0xff);
+  h[5] = static_cast<char>(cur_kind_ >> 8);
+  h[6] = static_cast<char>(cur_call_.dtype & 0xff);
+  h[7] = static_cast<char>(cur_call_.reduce & 0xff);
+  put_u64(h + 8, seq);
+  put_u64(h + 16, t.size);
+  t.stamped = true;
+}
+
+void ProcessGroup::bad_header(const char* op, int p, const Transfer& t) {
+  // The peer announced its call on the control connection before sending data: that
+  // notice names both calls, so wait a moment for it (check_call throws on a mismatch).
+  const Deadline grace = Clock::now() + std::chrono::milliseconds(200);
+  read_control(op, p);
+  while (seq_ != 0 && peers_[p]->arrived < seq_ && !peers_[p]->ctrl_closed && Clock::now() < grace) {
+    std::vector<PollItem> items{{peers_[p]->ctrl.handle(), true, false}};
+    poll_sockets(items, remaining_ms(grace, 200));
+    read_control(op, p);
+  }
+  const char* h = t.header;
+  const std::string who = "rank " + std::to_string(p);
+  if (get_u32(h) != kDataMagic)
+    throw DistributedError(op, "corrupt data stream from " + who + " (no message header where one was due)", {p});
+  const uint32_t kind = uint32_t(static_cast<unsigned char>(h[4])) | uint32_t(static_cast<unsigned char>(h[5])) << 8;
+  const auto dtype = static_cast<unsigned char>(h[6]), reduce = static_cast<unsigned char>(h[7]);
+  auto message = [](uint32_t k, uint32_t dt, uint32_t red, uint64_t seq, uint64_t bytes) {
+    std::string m = std::string(kind_name(k)) + " message #" + std::to_string(seq) + " of " +
+                    std::to_string(bytes) + " bytes";
+    if (dt != kNoDType) m += " of " + dtype_name(dt);
+    if (red != kNoReduce) m += " with " + reduce_name(red);
+    return m;
+  };
+  const char* e = t.expect;
+  const uint32_t my_kind = uint32_t(static_cast<unsigned char>(e[4])) | uint32_t(static_cast<unsigned char>(e[5])) << 8;
+  throw DistributedError(
+      op, "ranks " + std::to_string(std::min(rank_, p)) + " and " + std::to_string(std::max(rank_, p)) +
+              " do not match across ranks: " + who + " sent a " + message(kind, dtype, reduce, get_u64(h + 8), get_u64(h + 16)) +
+              " where rank " + std::to_string(rank_) + " expected a " +
+              message(my_kind, static_cast<unsigned char>(e[6]), static_cast<unsigned char>(e[7]), get_u64(e + 8),
+                      get_u64(e + 16)) +
+              "; every rank must make the same call with the same size, dtype and op");
+}
+
 void ProcessGroup::progress(const char* op, std::vector<Transfer>& transfers, Deadline dl,
                             uint64_t seq, bool wait_arrivals) {
   const int n = world_size_;
@@ -263,42 +338,52 @@ void ProcessGroup::progress(const char* op, std::vector<Transfer>& transfers, De
   std::vector<PollItem> items;
   std::vector<int> item_peer;
   std::vector<bool> item_is_ctrl;
+  for (Transfer& t : transfers)
+    if (!t.stamped) stamp(t, seq);
+  auto complete = [](const Transfer& t) { return t.header_done == kDataHeaderSize && t.done == t.size; };
+  auto all_arrived = [&] {
+    if (wait_arrivals)
+      for (int p = 0; p < n; ++p)
+        if (p != rank_ && peers_[p]->arrived < seq) return false;
+    return true;
+  };
   while (true) {
     std::fill(send_idx.begin(), send_idx.end(), -1);
     std::fill(recv_idx.begin(), recv_idx.end(), -1);
     bool pending = false;
     for (size_t i = 0; i < transfers.size(); ++i) {
       Transfer& t = transfers[i];
-      if (t.done == t.size) continue;
+      if (complete(t)) continue;
       auto& slot = t.is_send ? send_idx[t.peer] : recv_idx[t.peer];
       if (slot < 0) slot = static_cast<int>(i);  // one stream per direction, in order
       pending = true;
     }
-    bool arrived = true;
-    if (wait_arrivals)
-      for (int p = 0; p < n; ++p)
-        if (p != rank_ && peers_[p]->arrived < seq) arrived = false;
-    if (!pending && arrived) return;
+    if (!pending && all_arrived()) return;
 
     bool moved = false;
     for (int p = 0; p < n; ++p) {
       if (send_idx[p] >= 0) {
         Transfer& t = transfers[send_idx[p]];
-        while (t.done < t.size) {
-          IoResult r = peers_[p]->data.send_some(t.ptr + t.done, t.size - t.done);
+        while (!complete(t)) {
+          const bool in_header = t.header_done < kDataHeaderSize;
+          IoResult r = in_header ? peers_[p]->data.send_some(t.header + t.header_done, kDataHeaderSize - t.header_done)
+                                 : peers_[p]->data.send_some(t.ptr + t.done, t.size - t.done);
           if (r.status == IoResult::kWouldBlock) break;
           if (r.status == IoResult::kClosed) {
             read_control(op, p);
             throw DistributedError(op, "rank " + std::to_string(p) + " closed its connection", {p});
           }
-          t.done += r.bytes;
+          (in_header ? t.header_done : t.done) += r.bytes;
           moved = true;
         }
       }
       if (recv_idx[p] >= 0) {
         Transfer& t = transfers[recv_idx[p]];
-        while (t.done < t.size) {
-          IoResult r = peers_[p]->data.recv_some(t.ptr + t.done, t.size - t.done);
+        while (!complete(t)) {
+          const bool in_header = t.header_done < kDataHeaderSize;
+          // Never read past the header: what follows is checked against it first.
+          IoResult r = in_header ? peers_[p]->data.recv_some(t.header + t.header_done, kDataHeaderSize - t.header_done)
+                                 : peers_[p]->data.recv_some(t.ptr + t.done, t.size - t.done);
           if (r.status == IoResult::kWouldBlock) break;
           if (r.status == IoResult::kClosed) {
             read_control(op, p);
@@ -308,8 +393,11 @@ void ProcessGroup::progress(const char* op, std::vector<Transfer>& transfers, De
                                        " before sending its data",
                                    {p});
           }
-          t.done += r.bytes;
+          (in_header ? t.header_done : t.done) += r.bytes;
           moved = true;
+          if (in_header && t.header_done == kDataHeaderSize &&
+              std::memcmp(t.header, t.expect, kDataHeaderSize) != 0)
+            bad_header(op, p, t);
         }
         if (t.reduce_dst) {
           const size_t es = dtype_size(t.dtype);
@@ -339,7 +427,10 @@ void ProcessGroup::progress(const char* op, std::vector<Transfer>& transfers, De
         item_is_ctrl.push_back(true);
       }
     }
-    if (!moved && Clock::now() >= dl) {
+    // The deadline holds whatever the peers do: one that keeps trickling bytes does not
+    // buy more time than one that sends nothing.
+    if (Clock::now() >= dl &&
+        !(std::all_of(transfers.begin(), transfers.end(), complete) && all_arrived())) {
       for (int p = 0; p < n; ++p)
         if (p != rank_ && !peers_[p]->ctrl_closed) read_control(op, p);
       std::vector<int> absent;
@@ -354,7 +445,7 @@ void ProcessGroup::progress(const char* op, std::vector<Transfer>& transfers, De
       std::vector<int> stalled;
       for (int p = 0; p < n; ++p)
         if (p != rank_ && (send_idx[p] >= 0 || recv_idx[p] >= 0)) stalled.push_back(p);
-      throw TimeoutError(op, after + "; ranks " + format_ranks(stalled) + " stopped exchanging data",
+      throw TimeoutError(op, after + "; ranks " + format_ranks(stalled) + " did not finish exchanging data",
                          stalled);
     }
     if (items.empty()) continue;
@@ -440,14 +531,33 @@ void ProcessGroup::ring_allgather(const char* op, char* data, const std::vector<
   }
 }
 
+static ProcessGroup::Call reduction_call(uint32_t kind, size_t count, DType dtype, ReduceOp op) {
+  ProcessGroup::Call c;
+  c.kind = kind;
+  c.dtype = static_cast<uint32_t>(dtype);
+  c.reduce = static_cast<uint32_t>(op);
+  c.count = count;
+  return c;
+}
+
+static ProcessGroup::Call bytes_call(uint32_t kind, size_t bytes, int root = 0) {
+  ProcessGroup::Call c;
+  c.kind = kind;
+  c.dtype = kNoDType;
+  c.reduce = kNoReduce;
+  c.root = static_cast<uint32_t>(root);
+  c.count = bytes;
+  return c;
+}
+
 void ProcessGroup::allreduce(void* data, size_t count, DType dtype, ReduceOp op_kind) {
   const char* op = "allreduce";
-  guarded(op, [&] {
-    const uint64_t seq = begin_collective(op);
+  const size_t es = dtype_size(dtype);
+  if (count > SIZE_MAX / es) throw std::invalid_argument("allreduce: element count overflows the address space");
+  collective(op, reduction_call(kAllreduce, count, dtype, op_kind), [&](Deadline dl, uint64_t seq) {
     const int n = world_size_;
     if (n == 1) return;
-    const size_t es = dtype_size(dtype), bytes = count * es;
-    const Deadline dl = deadline();
+    const size_t bytes = count * es;
     char* buf = static_cast<char*>(data);
     if (bytes <= ring_threshold_ || count < static_cast<size_t>(n)) {
       // Direct exchange, folded in rank order so every rank computes identical bits.
@@ -476,12 +586,12 @@ void ProcessGroup::allreduce(void* data, size_t count, DType dtype, ReduceOp op_
 
 void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
   const char* op = "broadcast";
-  if (root < 0 || root >= world_size_) throw DistributedError(op, "invalid root rank");
-  guarded(op, [&] {
-    const uint64_t seq = begin_collective(op);
+  if (root < 0 || root >= world_size_)
+    throw DistributedError(op, "invalid root rank " + std::to_string(root) + " for world size " +
+                                   std::to_string(world_size_));
+  collective(op, bytes_call(kBroadcast, bytes, root), [&](Deadline dl, uint64_t seq) {
     const int n = world_size_;
     if (n == 1) return;
-    const Deadline dl = deadline();
     char* buf = static_cast<char*>(data);
     std::vector<Transfer> ts;
     if (bytes <= std::max(ring_threshold_, kDirectBroadcastBytes)) {
@@ -510,13 +620,13 @@ void ProcessGroup::broadcast(void* data, size_t bytes, int root) {
 
 void ProcessGroup::allgather(const void* in, void* out, size_t bytes) {
   const char* op = "allgather";
-  guarded(op, [&] {
-    const uint64_t seq = begin_collective(op);
+  if (bytes > SIZE_MAX / static_cast<size_t>(world_size_))
+    throw std::invalid_argument("allgather: output size overflows the address space");
+  collective(op, bytes_call(kAllgather, bytes), [&](Deadline dl, uint64_t seq) {
     const int n = world_size_;
     char* dst = static_cast<char*>(out);
     std::memmove(dst + bytes * rank_, in, bytes);
     if (n == 1) return;
-    const Deadline dl = deadline();
     if (bytes * n <= ring_threshold_) {
       std::vector<Transfer> ts;
       for (int p = 0; p < n; ++p) {
@@ -534,13 +644,14 @@ void ProcessGroup::allgather(const void* in, void* out, size_t bytes) {
 void ProcessGroup::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
                                   ReduceOp op_kind) {
   const char* op = "reduce_scatter";
-  guarded(op, [&] {
-    const uint64_t seq = begin_collective(op);
+  const size_t es = dtype_size(dtype);
+  if (count > SIZE_MAX / es / static_cast<size_t>(world_size_))
+    throw std::invalid_argument("reduce_scatter: element count overflows the address space");
+  collective(op, reduction_call(kReduceScatter, count, dtype, op_kind), [&](Deadline dl, uint64_t seq) {
     const int n = world_size_;
-    const size_t es = dtype_size(dtype), block = count * es;
+    const size_t block = count * es;
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
-    const Deadline dl = deadline();
     if (n == 1) {
       std::memmove(dst, src, block);
     } else if (block * n <= ring_threshold_) {
@@ -570,11 +681,7 @@ void ProcessGroup::reduce_scatter(const void* in, void* out, size_t count, DType
 
 void ProcessGroup::barrier() {
   const char* op = "barrier";
-  guarded(op, [&] {
-    const uint64_t seq = begin_collective(op);
-    std::vector<Transfer> none;
-    progress(op, none, deadline(), seq, true);
-  });
+  collective(op, bytes_call(kBarrier, 0), [](Deadline, uint64_t) {});
 }
 
 void ProcessGroup::send(const void* data, size_t bytes, int dst) {
@@ -582,7 +689,10 @@ void ProcessGroup::send(const void* data, size_t bytes, int dst) {
   if (dst < 0 || dst >= world_size_ || dst == rank_)
     throw DistributedError(op, "invalid destination rank " + std::to_string(dst));
   guarded(op, [&] {
+    cur_kind_ = kPointToPoint;
+    cur_call_ = bytes_call(kPointToPoint, bytes);
     std::vector<Transfer> ts{send_to(dst, data, bytes)};
+    stamp(ts[0], ++sent_p2p_[dst]);
     progress(op, ts, deadline(), 0, false);
   });
 }
@@ -592,7 +702,10 @@ void ProcessGroup::recv(void* data, size_t bytes, int src) {
   if (src < 0 || src >= world_size_ || src == rank_)
     throw DistributedError(op, "invalid source rank " + std::to_string(src));
   guarded(op, [&] {
+    cur_kind_ = kPointToPoint;
+    cur_call_ = bytes_call(kPointToPoint, bytes);
     std::vector<Transfer> ts{recv_from(src, data, bytes)};
+    stamp(ts[0], ++received_p2p_[src]);
     progress(op, ts, deadline(), 0, false);
   });
 }

@@ -29,9 +29,12 @@ bool Socket::send_all(const void* data, size_t size, Deadline deadline) {
     if (r.status == IoResult::kDone) {
       p += r.bytes;
       size -= r.bytes;
-      continue;
     }
+    // Checked whether or not bytes moved: a peer trickling one byte at a time must not
+    // stretch the deadline.
+    if (size == 0) break;
     if (Clock::now() >= deadline) return false;
+    if (r.status == IoResult::kDone) continue;
     std::vector<PollItem> items{{handle_, false, true}};
     poll_sockets(items, remaining_ms(deadline, 1000));
   }
@@ -46,9 +49,12 @@ bool Socket::recv_all(void* data, size_t size, Deadline deadline) {
     if (r.status == IoResult::kDone) {
       p += r.bytes;
       size -= r.bytes;
-      continue;
     }
+    // Checked whether or not bytes moved: a peer trickling one byte at a time must not
+    // stretch the deadline.
+    if (size == 0) break;
     if (Clock::now() >= deadline) return false;
+    if (r.status == IoResult::kDone) continue;
     std::vector<PollItem> items{{handle_, true, false}};
     poll_sockets(items, remaining_ms(deadline, 1000));
   }

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <stdexcept>
+
 #include "ember/distributed/errors.h"
 #include "ember/distributed/store.h"
 #include "store_wire.h"
@@ -5,8 +8,10 @@
 namespace ember::distributed {
 namespace {
 
-// Extra time a client allows beyond the server-side wait, for the answer to travel.
-constexpr Milliseconds kReplyGrace{5000};
+// Extra time a client allows beyond the server-side wait, for the answer to travel: the
+// client's timeout, kept within these bounds.
+constexpr Milliseconds kMinReplyGrace{100};
+constexpr Milliseconds kMaxReplyGrace{5000};
 
 }  // namespace
 
@@ -34,9 +39,11 @@ std::pair<uint16_t, std::string> StoreClient::call(const char* op, uint16_t code
   std::string request = wire::frame(code, payload);
   // One retry on a fresh connection covers a server that dropped an idle connection;
   // requests are idempotent except add, which is only retried if it was never sent.
+  // One deadline for the whole call, retry included: a server that trickles its answer
+  // cannot stretch it.
+  const Deadline deadline = Clock::now() + wait_ms + std::clamp(timeout_, kMinReplyGrace, kMaxReplyGrace);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Deadline deadline = Clock::now() + wait_ms + kReplyGrace;
-    if (!socket_.valid()) connect_locked(Clock::now() + timeout_);
+    if (!socket_.valid()) connect_locked(std::min(deadline, Clock::now() + timeout_));
     bool sent = false;
     try {
       if (!socket_.send_all(request.data(), request.size(), deadline))
@@ -68,6 +75,29 @@ std::pair<uint16_t, std::string> StoreClient::call(const char* op, uint16_t code
 
 namespace {
 
+// The server drops a connection that breaks its limits; say why here instead.
+void check_key(const char* op, const std::string& key) {
+  if (key.size() > wire::kMaxKeySize)
+    throw std::invalid_argument(std::string(op) + ": key is " + std::to_string(key.size()) +
+                                " bytes long; the store's limit is " + std::to_string(wire::kMaxKeySize));
+}
+
+void check_value(const char* op, const std::string& value) {
+  // Room for the key and length fields that share the payload.
+  const size_t limit = wire::kMaxPayload - wire::kMaxKeySize - 64;
+  if (value.size() > limit)
+    throw std::invalid_argument(std::string(op) + ": value is " + std::to_string(value.size()) +
+                                " bytes long; the store's limit is " + std::to_string(limit));
+}
+
+void check_keys(const char* op, const std::vector<std::string>& keys) {
+  if (keys.size() > wire::kMaxKeysPerRequest)
+    throw std::invalid_argument(std::string(op) + ": " + std::to_string(keys.size()) +
+                                " keys in one request; the store's limit is " +
+                                std::to_string(wire::kMaxKeysPerRequest));
+  for (const auto& k : keys) check_key(op, k);
+}
+
 void check_ok(const char* op, const std::pair<uint16_t, std::string>& reply) {
   if (reply.first == static_cast<uint16_t>(wire::Status::kOk)) return;
   if (reply.first == static_cast<uint16_t>(wire::Status::kError))
@@ -89,6 +119,8 @@ void check_ok(const char* op, const std::pair<uint16_t, std::string>& reply) {
 }  // namespace
 
 void StoreClient::set(const std::string& key, const std::string& value) {
+  check_key("store.set", key);
+  check_value("store.set", value);
   std::string p;
   wire::put_bytes(p, key);
   wire::put_bytes(p, value);
@@ -98,6 +130,7 @@ void StoreClient::set(const std::string& key, const std::string& value) {
 std::string StoreClient::get(const std::string& key) { return get(key, timeout_); }
 
 std::string StoreClient::get(const std::string& key, Milliseconds timeout) {
+  check_key("store.get", key);
   std::string p;
   wire::put_bytes(p, key);
   wire::put_i64(p, timeout.count());
@@ -108,6 +141,7 @@ std::string StoreClient::get(const std::string& key, Milliseconds timeout) {
 }
 
 int64_t StoreClient::add(const std::string& key, int64_t delta) {
+  check_key("store.add", key);
   std::string p;
   wire::put_bytes(p, key);
   wire::put_i64(p, delta);
@@ -119,6 +153,11 @@ int64_t StoreClient::add(const std::string& key, int64_t delta) {
 
 std::string StoreClient::compare_set(const std::string& key, const std::string& expected,
                                      const std::string& desired) {
+  check_key("store.compare_set", key);
+  check_value("store.compare_set", expected);
+  check_value("store.compare_set", desired);
+  if (expected.size() + desired.size() > wire::kMaxPayload - wire::kMaxKeySize - 64)
+    throw std::invalid_argument("store.compare_set: expected and desired values are too large together");
   std::string p;
   wire::put_bytes(p, key);
   wire::put_bytes(p, expected);
@@ -130,6 +169,7 @@ std::string StoreClient::compare_set(const std::string& key, const std::string& 
 }
 
 void StoreClient::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
+  check_keys("store.wait", keys);
   std::string p;
   wire::put_u32(p, static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) wire::put_bytes(p, k);
@@ -138,6 +178,7 @@ void StoreClient::wait(const std::vector<std::string>& keys, Milliseconds timeou
 }
 
 bool StoreClient::check(const std::vector<std::string>& keys) {
+  check_keys("store.check", keys);
   std::string p;
   wire::put_u32(p, static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) wire::put_bytes(p, k);
@@ -148,6 +189,7 @@ bool StoreClient::check(const std::vector<std::string>& keys) {
 }
 
 bool StoreClient::delete_key(const std::string& key) {
+  check_key("store.delete_key", key);
   std::string p;
   wire::put_bytes(p, key);
   auto reply = call("store.delete_key", uint16_t(wire::Op::kDelete), p, Milliseconds(0));

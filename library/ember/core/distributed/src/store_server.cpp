@@ -2,6 +2,7 @@
 // client. Blocking requests (get, wait) are parked as waiters and answered when their
 // keys appear or their deadline passes.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include "ember/distributed/errors.h"
@@ -15,16 +16,29 @@ constexpr size_t kMaxClients = 4096;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int64_t kMaxWaitMs = 24LL * 3600 * 1000;
 
+// A decimal int64 as `add` keeps it; false for anything else, including out-of-range values.
 bool parse_int(const std::string& s, int64_t* out) {
   if (s.empty() || s.size() > 20) return false;
-  size_t i = (s[0] == '-') ? 1 : 0;
+  const bool negative = s[0] == '-';
+  size_t i = negative ? 1 : 0;
   if (i == s.size()) return false;
-  int64_t v = 0;
+  // Accumulate the magnitude unsigned: -9223372036854775808 has no positive int64 twin.
+  const uint64_t limit = negative ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
+  uint64_t v = 0;
   for (; i < s.size(); ++i) {
     if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
+    const uint64_t digit = static_cast<uint64_t>(s[i] - '0');
+    if (v > (limit - digit) / 10) return false;
+    v = v * 10 + digit;
   }
-  *out = s[0] == '-' ? -v : v;
+  *out = negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+// a + b, or false if the sum leaves int64.
+bool checked_add(int64_t a, int64_t b, int64_t* out) {
+  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return false;
+  *out = a + b;
   return true;
 }
 
@@ -195,10 +209,15 @@ class StoreServer::Loop {
         int64_t value = 0;
         auto it = data_.find(key);
         if (it != data_.end() && !parse_int(it->second, &value)) {
-          respond(c, wire::Status::kError, "value of '" + key + "' is not an integer");
+          respond(c, wire::Status::kError, "value of '" + key + "' is not a 64-bit integer");
           return;
         }
-        value += delta;
+        if (!checked_add(value, delta, &value)) {
+          respond(c, wire::Status::kError,
+                  "adding " + std::to_string(delta) + " to '" + key + "' (" + std::to_string(value) +
+                      ") overflows a 64-bit integer; the value is unchanged");
+          return;
+        }
         data_[key] = std::to_string(value);
         wire::put_i64(out, value);
         respond(c, wire::Status::kOk, out);

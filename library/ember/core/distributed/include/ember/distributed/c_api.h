@@ -27,6 +27,10 @@ typedef enum ember_dist_status {
   EMBER_DIST_RUNTIME = 4   /* anything else (RuntimeError), including out of memory */
 } ember_dist_status;
 
+/* The longest timeout accepted (one year, in milliseconds). Longer ones, negative ones (where
+ * they do not mean "the client's own") and non-finite ones are refused as EMBER_DIST_INVALID. */
+#define EMBER_DIST_MAX_TIMEOUT_MS (365LL * 24 * 3600 * 1000)
+
 /* The same numbering as ember::distributed::DType and ReduceOp. */
 enum { EMBER_DIST_FLOAT32 = 0, EMBER_DIST_FLOAT64 = 1, EMBER_DIST_INT32 = 2, EMBER_DIST_INT64 = 3 };
 enum { EMBER_DIST_SUM = 0, EMBER_DIST_MAX = 1, EMBER_DIST_MIN = 2, EMBER_DIST_AVG = 3 };

@@ -2,6 +2,10 @@
 // point-to-point payloads) and a control connection (arrival notices, aborts, goodbyes).
 // All waiting happens in one poll loop that also watches every control connection, so a
 // dead peer is noticed at once and a missing one is named when the timeout expires.
+// Each collective's timeout is a deadline, whatever the peers send. Every data message
+// carries a header (operation, sequence number, byte count, dtype, reduce op) and every
+// rank announces its call, so ranks that make different calls all raise, naming both calls,
+// and the group is aborted (later calls say so) instead of reducing misaligned bytes.
 #pragma once
 
 #include <cstddef>
@@ -64,10 +68,27 @@ class EMBER_DIST_API ProcessGroup {
 
   struct Peer;
   struct Transfer;
+  // What one rank called: every rank must make the same call for collective #seq. Peers
+  // announce theirs on the control connection and stamp it on every data message.
+  struct Call {
+    uint32_t kind = 0;    // CallKind
+    uint32_t dtype = 0;   // DType, or kNoDType for byte collectives
+    uint32_t reduce = 0;  // ReduceOp, or kNoReduce
+    uint32_t root = 0;    // broadcast root
+    uint64_t count = 0;   // elements (reductions) or bytes (byte collectives)
+    bool operator==(const Call& o) const {
+      return kind == o.kind && dtype == o.dtype && reduce == o.reduce && root == o.root && count == o.count;
+    }
+  };
 
  private:
   void connect_mesh(StoreClient& store, const std::string& prefix, Deadline deadline);
-  uint64_t begin_collective(const char* op);
+  uint64_t begin_collective(const char* op, const Call& call, Deadline deadline);
+  // begin_collective, body(deadline, seq), then wait until every peer announced the same
+  // call, so a mismatch raises on every rank (a broadcast root receives no data to check).
+  template <typename Body>
+  void collective(const char* op, const Call& call, Body&& body);
+  void check_call(const char* op, int peer, const Call& theirs) const;
   void check_usable(const char* op) const;
   template <typename Body>
   void guarded(const char* op, Body&& body);
@@ -77,6 +98,10 @@ class EMBER_DIST_API ProcessGroup {
   void progress(const char* op, std::vector<Transfer>& transfers, Deadline deadline,
                 uint64_t seq, bool wait_arrivals);
   void read_control(const char* op, int peer);
+  // Fills in the data header a message carries (send) or must carry (receive).
+  void stamp(Transfer& t, uint64_t seq) const;
+  // A received header differs from the expected one: throws, naming both ranks' calls.
+  [[noreturn]] void bad_header(const char* op, int peer, const Transfer& t);
   void fail(const char* op, const DistributedError& error);
   void ring_reduce_scatter(const char* op, char* data, const std::vector<size_t>& offsets,
                            DType dtype, ReduceOp op_kind, Deadline deadline, uint64_t seq);
@@ -89,6 +114,11 @@ class EMBER_DIST_API ProcessGroup {
   Milliseconds timeout_;
   size_t ring_threshold_ = 256 * 1024;
   uint64_t seq_ = 0;
+  // The operation whose data messages are in flight: collective kind and sequence number
+  // (point-to-point messages count per peer and direction), and the collective's call.
+  uint32_t cur_kind_ = 0;
+  Call cur_call_;
+  std::vector<uint64_t> sent_p2p_, received_p2p_;
   std::string abort_reason_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::mutex mutex_;

@@ -73,7 +73,8 @@ class EMBER_DIST_API Socket {
   IoResult send_some(const void* data, size_t size);
   IoResult recv_some(void* data, size_t size);
 
-  // Blocking-style helpers over the non-blocking socket, bounded by `deadline`.
+  // Blocking-style helpers over the non-blocking socket, bounded by `deadline` (checked
+  // after every attempt, so a peer that trickles bytes cannot extend it).
   // Return false on timeout; throw DistributedError if the peer closed the connection.
   bool send_all(const void* data, size_t size, Deadline deadline);
   bool recv_all(void* data, size_t size, Deadline deadline);
