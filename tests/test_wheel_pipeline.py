@@ -132,7 +132,8 @@ def test_manifest_records_artifacts_features_and_tests(cpu_build):
     assert record["python"] == "3.13" and record["variant"] == "cpu"
     assert record["tests"]["installed"] == "0.3.0+cpu"
     assert record["tests"]["features"]["fix.sumsq"] == {
-        "status": "stable", "result": "passed", "passed": 2, "failed": 0, "skipped": 0, "skip_reasons": []}
+        "status": "stable", "result": "passed", "summary": "passed (2 of 2)", "passed": 2, "failed": 0, "skipped": 0,
+        "skip_reasons": []}
 
 
 def test_unchanged_rerun_is_cached_and_fast(cpu_build):
