@@ -100,6 +100,10 @@ void pixels_dealloc(PyObject* self) {
 
 int pixels_getbuffer(PyObject* self, Py_buffer* view, int flags) {
   Pixels* p = reinterpret_cast<Pixels*>(self);
+  if (p->image == nullptr) {  // made from Python rather than by a decoder
+    PyErr_SetString(PyExc_BufferError, "Pixels holds no image");
+    return -1;
+  }
   const bool wide = p->image->bit_depth == 16;
   view->buf = p->image->data;
   Py_INCREF(self);
