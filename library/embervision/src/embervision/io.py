@@ -44,7 +44,7 @@ def _pixel_limit(max_pixels: Optional[int]) -> int:
         return 0
     if int(max_pixels) < 1:
         raise ValueError(f"max_pixels must be positive or None, got {max_pixels}")
-    return int(max_pixels)
+    return min(int(max_pixels), (1 << 64) - 1)  # larger limits are no limit
 
 
 def _as_byte_buffer(data: BytesLike):
