@@ -63,3 +63,11 @@ def test_cuda_convert_dtype_matches_cpu(source, target):
     gpu = T.convert_dtype(x, target, device="cuda")
     assert gpu.dtype == np.dtype(target)
     np.testing.assert_array_equal(gpu, T.convert_dtype(x, target))
+
+
+def test_cuda_transforms_of_an_empty_batch():
+    x = np.zeros((0, 3, 8, 8), np.float32)
+    assert T.resize(x, (4, 5), device="cuda").shape == (0, 3, 4, 5)
+    assert T.crop(x, 1, 1, 4, 4, device="cuda").shape == (0, 3, 4, 4)
+    assert T.hflip(x, device="cuda").shape == (0, 3, 8, 8)
+    assert T.convert_dtype(x, np.uint8, device="cuda").shape == (0, 3, 8, 8)

@@ -251,6 +251,7 @@ ev_status ev_resize(const ev_array* x, const ev_array* out, int interpolation, i
     const ResampleTable cols = make_resample_table(in.w, o.w, mode, antialias != 0);
     const int dtype = transform_dtype(*x);
     if (on_cuda(device)) {
+      if (in.planes() == 0) return;  // a kernel launch of zero blocks is an error
       const DeviceTable r(rows), c(cols);
       check_cuda_result(cuda::resize(dtype, x->data, out->data, in.planes(), &r.axis, &c.axis));
       return;
