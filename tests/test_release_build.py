@@ -6,6 +6,7 @@ this repository, so CI proves them from a clean clone.
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from pathlib import Path
@@ -60,7 +61,30 @@ def test_build_cpu_main_job(repo, capsys):
     vision = next((repo / "dist" / "whl" / "cpu" / "embervision").glob("*cp311*.whl"))
     with zipfile.ZipFile(vision) as zf:
         vendored = [n for n in zf.namelist() if n.startswith("embervision.libs/")]
+        extension = next(n for n in zf.namelist() if n.startswith("embervision/_C."))
+        needed = {name: _needed(zf.read(name)) for name in (extension, "embervision/lib/libembervision.so")}
     assert any("libpng" in n for n in vendored) and any("libjpeg" in n for n in vendored), vendored
+    # The codecs live in the core, built once per variant and shipped in the wheel; the
+    # per-Python extension links only the core.
+    assert "libembervision.so" in needed[extension], needed
+    assert not any("png" in lib or "jpeg" in lib for lib in needed[extension]), needed
+    assert any("libpng" in lib for lib in needed["embervision/lib/libembervision.so"]), needed
+
+
+def _has_fatbin(elf: bytes) -> bool:
+    from elftools.elf.elffile import ELFFile
+
+    return ELFFile(io.BytesIO(elf)).get_section_by_name(".nv_fatbin") is not None
+
+
+def _needed(elf: bytes) -> list[str]:
+    """The DT_NEEDED entries of a shared library."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    sections = ELFFile(io.BytesIO(elf)).iter_sections()
+    return [t.needed for s in sections if isinstance(s, DynamicSection) for t in s.iter_tags()
+            if t.entry.d_tag == "DT_NEEDED"]
 
 
 def test_build_cuda11_wheels_pass_the_arch_check_and_fall_back_to_cpu(repo, capsys):
@@ -79,6 +103,12 @@ def test_build_cuda11_wheels_pass_the_arch_check_and_fall_back_to_cpu(repo, caps
             assert record["name"].startswith(f"{component}-1.7.0+cu118-")
     # Runs of different variants merge into one manifest.
     assert {a["variant_tag"] for a in cells.values()} >= {"cpu", "cu118"}
+    # embervision's CUDA kernels are compiled once, into the core; the per-Python extension has none.
+    vision = next((repo / "dist" / "whl" / "cu118" / "embervision").glob("*cp311*.whl"))
+    with zipfile.ZipFile(vision) as zf:
+        extension = next(n for n in zf.namelist() if n.startswith("embervision/_C."))
+        fatbins = {name: _has_fatbin(zf.read(name)) for name in (extension, "embervision/lib/libembervision.so")}
+    assert fatbins == {extension: False, "embervision/lib/libembervision.so": True}, fatbins
 
 
 @pytest.mark.parametrize("variant", ["cuda12", "cuda13"])

@@ -161,6 +161,21 @@ def test_decode_accepts_numpy_uint8_buffer():
     np.testing.assert_array_equal(embervision.decode_image(buffer), image)
 
 
+def test_decoded_pixels_are_a_writable_numpy_array_that_outlives_its_input():
+    image = random_image(np.random.default_rng(8), 7, 9, 4, np.uint16)
+    data = bytearray(embervision.encode_png(image))
+    decoded = embervision.decode_png(data)
+    del data
+    assert isinstance(decoded, np.ndarray) and decoded.flags.writeable and decoded.flags.c_contiguous
+    decoded[0, 0, 0] = 1
+    np.testing.assert_array_equal(decoded[1:], image[1:])
+
+
+def test_a_pixel_limit_beyond_64_bits_is_no_limit():
+    image = random_image(np.random.default_rng(9), 5, 6, 3)
+    np.testing.assert_array_equal(embervision.decode_png(embervision.encode_png(image), max_pixels=10 ** 30), image)
+
+
 def test_bad_arguments_raise():
     image = np.zeros((4, 4, 3), np.uint8)
     with pytest.raises(ValueError, match="compression_level"):

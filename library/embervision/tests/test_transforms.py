@@ -266,6 +266,37 @@ def test_bad_inputs_raise():
 def test_cuda_device_without_gpu_raises_clearly():
     x = np.zeros((3, 8, 8), np.float32)
     for call in (lambda: T.resize(x, 4, device="cuda"), lambda: T.hflip(x, device="cuda"),
-                 lambda: T.normalize(x, [0] * 3, [1] * 3, device="cuda")):
-        with pytest.raises(RuntimeError, match="CUDA|cuda"):
+                 lambda: T.normalize(x, [0] * 3, [1] * 3, device="cuda"),
+                 lambda: T.crop(x, 1, 1, 4, 4, device="cuda"), lambda: T.center_crop(x, 4, device="cuda"),
+                 lambda: T.random_crop(x, 4, rng=0, device="cuda"), lambda: T.CenterCrop(4, device="cuda")(x),
+                 lambda: T.convert_dtype(x, np.uint8, device="cuda"), lambda: T.ConvertDtype(device="cuda")(x)):
+        with pytest.raises(RuntimeError, match="device='cuda' requested but .*(no CUDA kernels|no CUDA device)"):
             call()
+
+
+def test_device_must_be_cpu_or_cuda_for_crop_and_convert_dtype():
+    x = image_u8(1, 4, 4)
+    for call in (lambda: T.crop(x, 0, 0, 2, 2, device="tpu"), lambda: T.convert_dtype(x, device="tpu")):
+        with pytest.raises(ValueError, match="unknown device 'tpu'"):
+            call()
+
+
+def test_crop_window_far_outside_the_image_is_zero():
+    x = image_u8(2, 5, 6) + 1
+    for top, left in ((-(10 ** 12), 0), (0, 10 ** 12), (2 ** 31 + 3, -(2 ** 31) - 3), (4, -5)):
+        out = T.crop(x, top, left, 3, 4)
+        expected = np.zeros((2, 3, 4), np.uint8)
+        rows = [y for y in range(3) if 0 <= top + y < 5]
+        cols = [c for c in range(4) if 0 <= left + c < 6]
+        for y in rows:
+            for c in cols:
+                expected[:, y, c] = x[:, top + y, left + c]
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_transform_errors_keep_their_types_and_messages():
+    x = np.zeros((3, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="^crop size must be positive$"):
+        T.crop(x, 0, 0, 0, 4)
+    with pytest.raises(ValueError, match="^std must not contain zeros$"):
+        T.normalize(x, [0, 0, 0], [1, 0, 1])

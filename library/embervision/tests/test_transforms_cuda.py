@@ -40,3 +40,34 @@ def test_cuda_normalize_matches_cpu():
     x = np.random.default_rng(2).random((2, 3, 20, 30), dtype=np.float32)
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     np.testing.assert_allclose(T.normalize(x, mean, std, device="cuda"), T.normalize(x, mean, std), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32, np.float64])
+def test_cuda_crops_match_cpu(dtype):
+    x = np.random.default_rng(3).integers(0, 256, size=(2, 3, 33, 47)).astype(dtype)
+    for top, left, height, width in ((0, 0, 33, 47), (5, 7, 10, 20), (-4, 40, 12, 16), (30, -3, 9, 9)):
+        np.testing.assert_array_equal(T.crop(x, top, left, height, width, device="cuda"),
+                                      T.crop(x, top, left, height, width))
+    np.testing.assert_array_equal(T.center_crop(x, (20, 50), device="cuda"), T.center_crop(x, (20, 50)))
+
+
+@pytest.mark.parametrize("source, target", [(np.uint8, np.float32), (np.uint8, np.float64),
+                                            (np.float32, np.uint8), (np.float64, np.uint8),
+                                            (np.float64, np.float32), (np.float32, np.float64)])
+def test_cuda_convert_dtype_matches_cpu(source, target):
+    rng = np.random.default_rng(4)
+    if source == np.uint8:
+        x = rng.integers(0, 256, size=(2, 3, 17, 19), dtype=np.uint8)
+    else:
+        x = np.concatenate([rng.random(2 * 3 * 17 * 19 - 3), [0.0, 0.5, 1.0]]).astype(source).reshape(2, 3, 17, 19)
+    gpu = T.convert_dtype(x, target, device="cuda")
+    assert gpu.dtype == np.dtype(target)
+    np.testing.assert_array_equal(gpu, T.convert_dtype(x, target))
+
+
+def test_cuda_transforms_of_an_empty_batch():
+    x = np.zeros((0, 3, 8, 8), np.float32)
+    assert T.resize(x, (4, 5), device="cuda").shape == (0, 3, 4, 5)
+    assert T.crop(x, 1, 1, 4, 4, device="cuda").shape == (0, 3, 4, 4)
+    assert T.hflip(x, device="cuda").shape == (0, 3, 8, 8)
+    assert T.convert_dtype(x, np.uint8, device="cuda").shape == (0, 3, 8, 8)

@@ -44,7 +44,7 @@ def _pixel_limit(max_pixels: Optional[int]) -> int:
         return 0
     if int(max_pixels) < 1:
         raise ValueError(f"max_pixels must be positive or None, got {max_pixels}")
-    return int(max_pixels)
+    return min(int(max_pixels), (1 << 64) - 1)  # larger limits are no limit
 
 
 def _as_byte_buffer(data: BytesLike):
@@ -65,12 +65,12 @@ def read_file(path: Union[str, os.PathLike]) -> bytes:
 
 def decode_png(data: BytesLike, mode: str = "unchanged", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Decode PNG bytes to (H, W, C) uint8 or uint16; palettes expand to RGB(A)."""
-    return _C.decode_png(_as_byte_buffer(data), _mode_code(mode), _pixel_limit(max_pixels))
+    return np.asarray(_C.decode_png(_as_byte_buffer(data), _mode_code(mode), _pixel_limit(max_pixels)))
 
 
 def decode_jpeg(data: BytesLike, mode: str = "unchanged", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """Decode JPEG bytes to (H, W, C) uint8 (C = 1 gray or 3 RGB unless mode says otherwise)."""
-    return _C.decode_jpeg(_as_byte_buffer(data), _mode_code(mode), _pixel_limit(max_pixels))
+    return np.asarray(_C.decode_jpeg(_as_byte_buffer(data), _mode_code(mode), _pixel_limit(max_pixels)))
 
 
 def decode_image(data: BytesLike, mode: str = "unchanged", max_pixels: Optional[int] = DEFAULT_MAX_PIXELS) -> np.ndarray:
@@ -103,10 +103,8 @@ def encode_png(array: np.ndarray, compression_level: int = 6) -> bytes:
     array = _as_hwc(array, "encode_png")
     if not 0 <= int(compression_level) <= 9:
         raise ValueError(f"compression_level must be in 0..9, got {compression_level}")
-    if array.dtype == np.uint8:
-        return _C.encode_png_uint8(array, int(compression_level))
-    if array.dtype == np.uint16:
-        return _C.encode_png_uint16(array, int(compression_level))
+    if array.dtype in (np.uint8, np.uint16):
+        return _C.encode_png(array, int(compression_level))
     raise TypeError(f"encode_png needs uint8 or uint16 pixels, got {array.dtype}")
 
 

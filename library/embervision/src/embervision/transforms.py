@@ -1,8 +1,8 @@
 """Image transforms on (C, H, W) images and (N, C, H, W) batches.
 
 Arrays are numpy, uint8, float32 or float64. Resize, crop, flip and normalize run
-in native code (threads over the planes of a batch); resize, flips and normalize
-also run on CUDA with ``device="cuda"`` in CUDA builds. A batch gives exactly the
+in native code (threads over the planes of a batch); resize, crops, flips, normalize
+and convert_dtype also run on CUDA with ``device="cuda"`` in CUDA builds. A batch gives exactly the
 same result as transforming its images one by one.
 
 Resize geometry is Pillow's and torchvision's: pixel centres at i + 0.5
@@ -24,13 +24,13 @@ from . import _C
 Size = Union[int, Sequence[int]]
 
 _INTERPOLATIONS = {"nearest": 0, "bilinear": 1}
-_DTYPE_SUFFIX = {np.dtype(np.uint8): "uint8", np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+_DTYPES = (np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _as_batch(x: np.ndarray) -> Tuple[np.ndarray, bool]:
     """(batch, was_single): a C-contiguous (N, C, H, W) view or copy of x."""
     x = np.asarray(x)
-    if x.dtype not in _DTYPE_SUFFIX:
+    if x.dtype not in _DTYPES:
         raise TypeError(f"expected a uint8, float32 or float64 array, got {x.dtype}")
     if x.ndim == 3:
         return np.ascontiguousarray(x[None]), True
@@ -43,17 +43,21 @@ def _unbatch(y: np.ndarray, was_single: bool) -> np.ndarray:
     return y[0] if was_single else y
 
 
-def _native(op: str, dtype: np.dtype, device: str) -> Callable:
-    suffix = _DTYPE_SUFFIX[np.dtype(dtype)]
+def _on_cuda(device: str) -> bool:
+    """True for device="cuda" in a build with CUDA kernels; the core checks for a usable device."""
     if device == "cpu":
-        return getattr(_C, f"{op}_{suffix}")
+        return False
     if device == "cuda":
         if not _C.built_with_cuda:
             raise RuntimeError(
                 f"device='cuda' requested but this embervision build ({_C.variant}) has no CUDA kernels"
             )
-        return getattr(_C, f"cuda_{op}_{suffix}")
+        return True
     raise ValueError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
+
+
+def _empty_like_batch(batch: np.ndarray, height: int, width: int) -> np.ndarray:
+    return np.empty((batch.shape[0], batch.shape[1], height, width), dtype=batch.dtype)
 
 
 def _image_size(x: np.ndarray) -> Tuple[int, int]:
@@ -90,26 +94,34 @@ def resize(x: np.ndarray, size: Size, interpolation: str = "bilinear", antialias
     out_h, out_w = resized_shape(*_image_size(batch), size)
     if out_h < 1 or out_w < 1:
         raise ValueError(f"resize to {out_h}x{out_w} is empty")
-    fn = _native("resize", batch.dtype, device)
-    return _unbatch(fn(batch, out_h, out_w, _INTERPOLATIONS[interpolation], bool(antialias)), single)
+    cuda = _on_cuda(device)
+    out = _empty_like_batch(batch, out_h, out_w)
+    _C.resize(batch, out, _INTERPOLATIONS[interpolation], bool(antialias), cuda)
+    return _unbatch(out, single)
 
 
-def crop(x: np.ndarray, top: int, left: int, height: int, width: int) -> np.ndarray:
+def crop(x: np.ndarray, top: int, left: int, height: int, width: int, device: str = "cpu") -> np.ndarray:
     """The window [top, top+height) x [left, left+width); parts outside the image are 0."""
     batch, single = _as_batch(x)
-    return _unbatch(_native("crop", batch.dtype, "cpu")(batch, int(top), int(left), int(height), int(width)), single)
+    if int(height) < 1 or int(width) < 1:
+        raise ValueError("crop size must be positive")
+    cuda = _on_cuda(device)
+    out = _empty_like_batch(batch, int(height), int(width))
+    _C.crop(batch, out, int(top), int(left), cuda)
+    return _unbatch(out, single)
 
 
-def center_crop(x: np.ndarray, size: Size) -> np.ndarray:
+def center_crop(x: np.ndarray, size: Size, device: str = "cpu") -> np.ndarray:
     """Central (height, width) window, torchvision's rounding; zero-padded if larger than the image."""
     h, w = _image_size(np.asarray(x))
     th, tw = _pair(size, "center_crop")
     top = int(round((h - th) / 2.0))
     left = int(round((w - tw) / 2.0))
-    return crop(x, top, left, th, tw)
+    return crop(x, top, left, th, tw, device)
 
 
-def random_crop(x: np.ndarray, size: Size, rng: Union[np.random.Generator, int, None] = None) -> np.ndarray:
+def random_crop(x: np.ndarray, size: Size, rng: Union[np.random.Generator, int, None] = None,
+                device: str = "cpu") -> np.ndarray:
     """A uniformly placed (height, width) window drawn from `rng` (a Generator or a seed).
 
     A batch gets one window for all its images.
@@ -121,19 +133,25 @@ def random_crop(x: np.ndarray, size: Size, rng: Union[np.random.Generator, int, 
         raise ValueError(f"random_crop size {(th, tw)} is larger than the image {(h, w)}")
     top = int(rng.integers(0, h - th + 1))
     left = int(rng.integers(0, w - tw + 1))
-    return crop(x, top, left, th, tw)
+    return crop(x, top, left, th, tw, device)
+
+
+def _flip(x: np.ndarray, horizontal: bool, device: str) -> np.ndarray:
+    batch, single = _as_batch(x)
+    cuda = _on_cuda(device)
+    out = np.empty_like(batch)
+    _C.flip(batch, out, horizontal, cuda)
+    return _unbatch(out, single)
 
 
 def hflip(x: np.ndarray, device: str = "cpu") -> np.ndarray:
     """Mirror left-right."""
-    batch, single = _as_batch(x)
-    return _unbatch(_native("flip", batch.dtype, device)(batch, True), single)
+    return _flip(x, True, device)
 
 
 def vflip(x: np.ndarray, device: str = "cpu") -> np.ndarray:
     """Mirror top-bottom."""
-    batch, single = _as_batch(x)
-    return _unbatch(_native("flip", batch.dtype, device)(batch, False), single)
+    return _flip(x, False, device)
 
 
 def normalize(x: np.ndarray, mean: Sequence[float], std: Sequence[float], device: str = "cpu") -> np.ndarray:
@@ -142,19 +160,31 @@ def normalize(x: np.ndarray, mean: Sequence[float], std: Sequence[float], device
     if batch.dtype == np.uint8:
         raise TypeError("normalize needs a float image; use convert_dtype(x, np.float32) first")
     channels = batch.shape[1]
-    mean = [float(v) for v in np.broadcast_to(np.asarray(mean, dtype=np.float64), (channels,))]
-    std = [float(v) for v in np.broadcast_to(np.asarray(std, dtype=np.float64), (channels,))]
-    return _unbatch(_native("normalize", batch.dtype, device)(batch, mean, std), single)
+    mean = np.ascontiguousarray(np.broadcast_to(np.asarray(mean, dtype=np.float64), (channels,)))
+    std = np.ascontiguousarray(np.broadcast_to(np.asarray(std, dtype=np.float64), (channels,)))
+    cuda = _on_cuda(device)
+    out = np.empty_like(batch)
+    _C.normalize(batch, out, mean, std, cuda)
+    return _unbatch(out, single)
 
 
-def convert_dtype(x: np.ndarray, dtype=np.float32) -> np.ndarray:
+def convert_dtype(x: np.ndarray, dtype=np.float32, device: str = "cpu") -> np.ndarray:
     """Change dtype and rescale as torchvision's convert_image_dtype.
 
     Integers map [0, max] <-> floats [0, 1]; float -> integer multiplies by
     (max + 1 - 0.001) and truncates, so 1.0 maps to max and the bins are even.
+    On the CPU any integer or float dtype; with device="cuda" uint8, float32 and float64
+    (float values outside [0, 1] saturate there when converted to uint8).
     """
     x = np.asarray(x)
     dtype = np.dtype(dtype)
+    if _on_cuda(device):
+        for kind in (x.dtype, dtype):
+            if kind not in _DTYPES:
+                raise TypeError(f"convert_dtype on device='cuda' takes uint8, float32 or float64, got {kind}")
+        out = np.empty(x.shape, dtype=dtype)
+        _C.convert_dtype(np.ascontiguousarray(x), out, True)
+        return out
     if x.dtype == dtype:
         return x.copy()
     src_int = np.issubdtype(x.dtype, np.integer)
@@ -228,11 +258,11 @@ class Resize:
 class CenterCrop:
     """Callable form of center_crop()."""
 
-    def __init__(self, size: Size):
-        self.size = size
+    def __init__(self, size: Size, device: str = "cpu"):
+        self.size, self.device = size, device
 
     def __call__(self, x):
-        return center_crop(x, self.size)
+        return center_crop(x, self.size, self.device)
 
     def __repr__(self) -> str:
         return f"CenterCrop(size={self.size!r})"
@@ -241,12 +271,13 @@ class CenterCrop:
 class RandomCrop:
     """Callable form of random_crop(); draws from its own seeded Generator."""
 
-    def __init__(self, size: Size, rng: Union[np.random.Generator, int, None] = None):
+    def __init__(self, size: Size, rng: Union[np.random.Generator, int, None] = None, device: str = "cpu"):
         self.size = size
         self.rng = np.random.default_rng(rng)
+        self.device = device
 
     def __call__(self, x):
-        return random_crop(x, self.size, self.rng)
+        return random_crop(x, self.size, self.rng, self.device)
 
     def __repr__(self) -> str:
         return f"RandomCrop(size={self.size!r})"
@@ -283,11 +314,12 @@ class Normalize:
 class ConvertDtype:
     """Callable form of convert_dtype()."""
 
-    def __init__(self, dtype=np.float32):
+    def __init__(self, dtype=np.float32, device: str = "cpu"):
         self.dtype = np.dtype(dtype)
+        self.device = device
 
     def __call__(self, x):
-        return convert_dtype(x, self.dtype)
+        return convert_dtype(x, self.dtype, self.device)
 
     def __repr__(self) -> str:
         return f"ConvertDtype({self.dtype})"

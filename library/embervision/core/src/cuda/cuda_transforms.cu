@@ -1,6 +1,7 @@
-// CUDA kernels for resize, flip and normalize. They follow the CPU code exactly
-// (same resample tables, horizontal pass then vertical, integer rounding after each
-// pass); weights are float on the device. Written for CUDA 11.8+ and sm_37+.
+// CUDA kernels for resize, crop, flip, normalize and convert_dtype. They follow the CPU
+// code exactly (same resample tables, horizontal pass then vertical, integer rounding
+// after each pass; the same crop window; numpy's convert_dtype formulas); resize weights
+// are float on the device. Written for CUDA 11.8+ and sm_37+.
 
 #include "cuda/cuda_transforms.h"
 
@@ -107,6 +108,42 @@ __global__ void flip_kernel(const T* in, T* out, size_t total, int h, int w, boo
 }
 
 template <typename T>
+__global__ void crop_kernel(const T* in, T* out, size_t total, int in_h, int in_w, long long top,
+                            long long left, int out_h, int out_w) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= total) return;
+  const size_t out_plane = size_t(out_h) * out_w;
+  const size_t p = i / out_plane;
+  const long long sy = top + static_cast<long long>((i % out_plane) / out_w);
+  const long long sx = left + static_cast<long long>(i % out_w);
+  const bool inside = sy >= 0 && sy < in_h && sx >= 0 && sx < in_w;
+  out[i] = inside ? in[p * size_t(in_h) * in_w + size_t(sy) * in_w + size_t(sx)] : T(0);
+}
+
+// torchvision's convert_image_dtype as transforms.convert_dtype computes it in numpy:
+// uint8 -> float divides in the float type; float -> uint8 multiplies by 255.999 in the
+// float type and truncates (saturating outside [0, 1]); float -> float rounds to nearest.
+template <typename In, typename Out>
+__device__ Out convert_value(In v) {
+  if constexpr (std::is_same<In, Out>::value) {
+    return v;
+  } else if constexpr (std::is_integral<In>::value) {
+    return static_cast<Out>(v) / static_cast<Out>(255);
+  } else if constexpr (std::is_integral<Out>::value) {
+    const In scaled = v * static_cast<In>(255.0 + 1.0 - 1e-3);
+    return static_cast<Out>(scaled <= In(0) ? In(0) : (scaled >= In(255) ? In(255) : scaled));
+  } else {
+    return static_cast<Out>(v);
+  }
+}
+
+template <typename In, typename Out>
+__global__ void convert_kernel(const In* in, Out* out, size_t total) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i < total) out[i] = convert_value<In, Out>(in[i]);
+}
+
+template <typename T>
 __global__ void normalize_kernel(const T* in, T* out, size_t total, size_t channels,
                                  size_t plane_size, const T* mean, const T* std) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -179,6 +216,48 @@ const char* flip_typed(const T* in, T* out, size_t planes, int h, int w, bool ho
 }
 
 template <typename T>
+const char* crop_typed(const T* in, T* out, size_t planes, int in_h, int in_w, long long top, long long left,
+                       int out_h, int out_w) {
+  const size_t in_count = planes * size_t(in_h) * in_w, total = planes * size_t(out_h) * out_w;
+  const char* err;
+  DeviceBuffer d_in, d_out;
+  if ((err = upload(d_in, in, sizeof(T) * in_count))) return err;
+  if ((err = upload(d_out, nullptr, sizeof(T) * total))) return err;
+  if (total) {
+    crop_kernel<T><<<blocks_for(total), kThreads>>>(static_cast<const T*>(d_in.ptr), static_cast<T*>(d_out.ptr),
+                                                  total, in_h, in_w, top, left, out_h, out_w);
+  }
+  EV_CUDA_TRY(cudaGetLastError());
+  EV_CUDA_TRY(cudaMemcpy(out, d_out.ptr, sizeof(T) * total, cudaMemcpyDeviceToHost));
+  return nullptr;
+}
+
+template <typename In, typename Out>
+const char* convert_typed(const In* in, Out* out, size_t count) {
+  const char* err;
+  DeviceBuffer d_in, d_out;
+  if ((err = upload(d_in, in, sizeof(In) * count))) return err;
+  if ((err = upload(d_out, nullptr, sizeof(Out) * count))) return err;
+  if (count) {
+    convert_kernel<In, Out><<<blocks_for(count), kThreads>>>(static_cast<const In*>(d_in.ptr),
+                                                            static_cast<Out*>(d_out.ptr), count);
+  }
+  EV_CUDA_TRY(cudaGetLastError());
+  EV_CUDA_TRY(cudaMemcpy(out, d_out.ptr, sizeof(Out) * count, cudaMemcpyDeviceToHost));
+  return nullptr;
+}
+
+template <typename In>
+const char* convert_from(const In* in, int out_dtype, void* out, size_t count) {
+  switch (out_dtype) {
+    case UINT8: return convert_typed(in, static_cast<uint8_t*>(out), count);
+    case FLOAT32: return convert_typed(in, static_cast<float*>(out), count);
+    case FLOAT64: return convert_typed(in, static_cast<double*>(out), count);
+  }
+  return "unsupported dtype";
+}
+
+template <typename T>
 const char* normalize_typed(const T* in, T* out, size_t batch, size_t channels, size_t plane_size,
                             const double* mean, const double* std) {
   const size_t total = batch * channels * plane_size;
@@ -216,6 +295,25 @@ const char* resize(int dtype, const void* in, void* out, size_t planes, const Ax
     case UINT8: return resize_typed(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), planes, rows, cols);
     case FLOAT32: return resize_typed(static_cast<const float*>(in), static_cast<float*>(out), planes, rows, cols);
     case FLOAT64: return resize_typed(static_cast<const double*>(in), static_cast<double*>(out), planes, rows, cols);
+  }
+  return "unsupported dtype";
+}
+
+const char* crop(int dtype, const void* in, void* out, size_t planes, int in_h, int in_w, long long top,
+                 long long left, int out_h, int out_w) {
+  switch (dtype) {
+    case UINT8: return crop_typed(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), planes, in_h, in_w, top, left, out_h, out_w);
+    case FLOAT32: return crop_typed(static_cast<const float*>(in), static_cast<float*>(out), planes, in_h, in_w, top, left, out_h, out_w);
+    case FLOAT64: return crop_typed(static_cast<const double*>(in), static_cast<double*>(out), planes, in_h, in_w, top, left, out_h, out_w);
+  }
+  return "unsupported dtype";
+}
+
+const char* convert(int in_dtype, int out_dtype, const void* in, void* out, size_t count) {
+  switch (in_dtype) {
+    case UINT8: return convert_from(static_cast<const uint8_t*>(in), out_dtype, out, count);
+    case FLOAT32: return convert_from(static_cast<const float*>(in), out_dtype, out, count);
+    case FLOAT64: return convert_from(static_cast<const double*>(in), out_dtype, out, count);
   }
   return "unsupported dtype";
 }

@@ -1,0 +1,72 @@
+# CUDA without CMake's CUDA language, by the same rule as ember's core
+# (library/ember/core/cmake/EmberCuda.cmake): nvcc (SHIPYARD_NVCC) compiles each .cu to an
+# object with one -gencode per arch of SHIPYARD_CUDA_ARCHS, so the fatbin holds SASS for
+# exactly those archs; the ordinary C++ linker links it with the CUDA runtime. The driver
+# library is never linked. EMBERVISION_CUDA_GENCODE below is where the arch flags are set.
+
+foreach(var SHIPYARD_NVCC SHIPYARD_CUDA_HOME SHIPYARD_CUDA_ARCHS)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "EMBERVISION_CORE_CUDA=ON needs -D${var}=... (see library/README.md)")
+  endif()
+endforeach()
+if(NOT DEFINED SHIPYARD_CUDA_HOST_CXX OR "${SHIPYARD_CUDA_HOST_CXX}" STREQUAL "")
+  set(SHIPYARD_CUDA_HOST_CXX "${CMAKE_CXX_COMPILER}")
+endif()
+
+# "3.7;5.0 8.6" -> gencode flags and sm_XY names.
+string(REPLACE " " ";" _ev_archs "${SHIPYARD_CUDA_ARCHS}")
+set(EMBERVISION_CUDA_GENCODE)
+set(EMBERVISION_CUDA_ARCH_NAMES)
+foreach(arch IN LISTS _ev_archs)
+  if(arch STREQUAL "")
+    continue()
+  endif()
+  if(NOT arch MATCHES "^([0-9]+)\\.([0-9]+)$")
+    message(FATAL_ERROR "SHIPYARD_CUDA_ARCHS: cannot read arch '${arch}' (want e.g. 8.6)")
+  endif()
+  set(_sm "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+  list(APPEND EMBERVISION_CUDA_GENCODE "-gencode" "arch=compute_${_sm},code=sm_${_sm}")
+  list(APPEND EMBERVISION_CUDA_ARCH_NAMES "sm_${_sm}")
+endforeach()
+list(JOIN EMBERVISION_CUDA_ARCH_NAMES "," EMBERVISION_CUDA_ARCH_STRING)
+
+# Keep only the prefix-map flags of the C++ flags: they make the object reproducible.
+set(EMBERVISION_CUDA_HOST_FLAGS -fPIC -fvisibility=hidden)
+string(REPLACE " " ";" _ev_cxx_flags "${CMAKE_CXX_FLAGS}")
+foreach(flag IN LISTS _ev_cxx_flags)
+  if(flag MATCHES "^-f(file|debug|macro)-prefix-map=")
+    list(APPEND EMBERVISION_CUDA_HOST_FLAGS "${flag}")
+  endif()
+endforeach()
+list(JOIN EMBERVISION_CUDA_HOST_FLAGS "," _ev_xcompiler)
+
+function(embervision_add_cuda_kernels target source)
+  get_filename_component(_name "${source}" NAME_WE)
+  set(_obj "${CMAKE_CURRENT_BINARY_DIR}/${_name}.cu.o")
+  file(GLOB _headers "${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.h")
+  add_custom_command(
+    OUTPUT "${_obj}"
+    COMMAND "${SHIPYARD_NVCC}" -c "${CMAKE_CURRENT_SOURCE_DIR}/${source}" -o "${_obj}"
+            -ccbin "${SHIPYARD_CUDA_HOST_CXX}" -std=c++17 -O3 ${EMBERVISION_CUDA_GENCODE}
+            -Xcompiler "${_ev_xcompiler}"
+            -I "${CMAKE_CURRENT_SOURCE_DIR}/src" -DEMBERVISION_BUILDING
+    DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${source}" ${_headers}
+    COMMENT "nvcc ${source} for ${EMBERVISION_CUDA_ARCH_STRING}"
+    COMMAND_EXPAND_LISTS VERBATIM)
+  set_source_files_properties("${_obj}" PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  target_sources(${target} PRIVATE "${_obj}")
+  set_source_files_properties("${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/cuda_build.cpp" PROPERTIES
+    COMPILE_DEFINITIONS "EMBERVISION_CUDA_ARCHS=\"${EMBERVISION_CUDA_ARCH_STRING}\"")
+  # The static runtime where the toolkit has it (no runtime dependency), else the shared
+  # one, looked up beside the wheel of PyPI's nvidia-cuda-runtime package.
+  set(_static "${SHIPYARD_CUDA_HOME}/lib64/libcudart_static.a")
+  if(EXISTS "${_static}")
+    target_link_libraries(${target} PRIVATE "${_static}" ${CMAKE_DL_LIBS} rt)
+  else()
+    find_library(EMBERVISION_CUDART cudart PATHS "${SHIPYARD_CUDA_HOME}/lib64" "${SHIPYARD_CUDA_HOME}/lib"
+                 NO_DEFAULT_PATH REQUIRED)
+    target_link_libraries(${target} PRIVATE "${EMBERVISION_CUDART}")
+    set_property(TARGET ${target} APPEND PROPERTY INSTALL_RPATH
+      "$ORIGIN/../../nvidia/cuda_runtime/lib")
+  endif()
+endfunction()
