@@ -23,7 +23,7 @@ from shipyard import command
 from shipyard.toolchains.discover import Interpreter
 
 # Always present: the frontend itself and the backends ember's components use.
-BASE_REQUIREMENTS = ("build>=1.2", "scikit-build-core>=0.10", "pybind11>=2.13", "hatchling>=1.25",
+BASE_REQUIREMENTS = ("build>=1.2", "scikit-build-core>=0.10", "hatchling>=1.25",
                      "setuptools>=70", "wheel>=0.43")
 
 

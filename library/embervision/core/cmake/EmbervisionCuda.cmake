@@ -1,7 +1,7 @@
 # CUDA without CMake's CUDA language, by the same rule as ember's core
 # (library/ember/core/cmake/EmberCuda.cmake): nvcc (SHIPYARD_NVCC) compiles each .cu to an
 # object with one -gencode per arch of SHIPYARD_CUDA_ARCHS, so the fatbin holds SASS for
-# exactly those archs; the ordinary C++ linker links it with the CUDA runtime. The driver
+# exactly those archs plus PTX for the highest of them; the ordinary C++ linker links it with the CUDA runtime. The driver
 # library is never linked. EMBERVISION_CUDA_GENCODE below is where the arch flags are set.
 
 foreach(var SHIPYARD_NVCC SHIPYARD_CUDA_HOME SHIPYARD_CUDA_ARCHS)
@@ -17,17 +17,25 @@ endif()
 string(REPLACE " " ";" _ev_archs "${SHIPYARD_CUDA_ARCHS}")
 set(EMBERVISION_CUDA_GENCODE)
 set(EMBERVISION_CUDA_ARCH_NAMES)
+set(_ev_ptx_arch "")
 foreach(arch IN LISTS _ev_archs)
   if(arch STREQUAL "")
     continue()
   endif()
   if(NOT arch MATCHES "^([0-9]+)\\.([0-9]+)$")
-    message(FATAL_ERROR "SHIPYARD_CUDA_ARCHS: cannot read arch '${arch}' (want e.g. 8.6)")
+    message(FATAL_ERROR "SHIPYARD_CUDA_ARCHS: cannot read arch '${arch}' (want e.g. 8.6; PTX for the "
+                        "highest arch is added by itself, so no '+PTX')")
   endif()
   set(_sm "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
   list(APPEND EMBERVISION_CUDA_GENCODE "-gencode" "arch=compute_${_sm},code=sm_${_sm}")
   list(APPEND EMBERVISION_CUDA_ARCH_NAMES "sm_${_sm}")
+  if(_ev_ptx_arch STREQUAL "" OR arch VERSION_GREATER _ev_ptx_arch)
+    set(_ev_ptx_arch "${arch}")
+  endif()
 endforeach()
+# PTX for the highest arch (PyTorch's "+PTX", implicit): newer GPUs JIT-compile it.
+string(REPLACE "." "" _sm "${_ev_ptx_arch}")
+list(APPEND EMBERVISION_CUDA_GENCODE "-gencode" "arch=compute_${_sm},code=compute_${_sm}")
 list(JOIN EMBERVISION_CUDA_ARCH_NAMES "," EMBERVISION_CUDA_ARCH_STRING)
 
 # Keep only the prefix-map flags of the C++ flags: they make the object reproducible.
