@@ -13,7 +13,7 @@ from shipyard.cli import main
 from shipyard.mobile_release import build_mobile_release
 from shipyard.toolchains.discover import discover
 from shipyard.validate import load_spec
-from shipyard.wheel.pipeline import BuildRequest, build_variant
+from shipyard.wheel.pipeline import BuildRequest, build_variant, feature_gate
 from shipyard.wheel.testing import run_component_tests
 
 pytestmark = pytest.mark.slow
@@ -60,9 +60,10 @@ def test_ember_lite_tests_against_the_installed_wheel(repo):
                            dist=repo / "dist", state=repo / ".shipyard")
     [outcome] = build_variant(spec, request)
     assert outcome.result in ("built", "cached"), outcome.detail
+    tests_dir = repo / "library" / "ember" / "tests" / "mobile"
     run = run_component_tests(
         wheel=outcome.wheel, variant_index=repo / "dist" / "whl" / "cpu", interpreter=discover().interpreter("3.11"),
-        tests_dir=repo / "library" / "ember" / "tests" / "mobile", gating=spec.gating_statuses("ember-lite", "host"),
+        tests_dir=tests_dir, gate=feature_gate(spec, "ember-lite", "host", tests_dir, repo),
         source_dir=repo / "library" / "ember", state=repo / ".shipyard", work=repo / ".shipyard" / "test" / "mobile",
         local_projects={"ember"})
     assert run.passed, (run.problems, run.log_tail)

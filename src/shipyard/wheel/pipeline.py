@@ -331,10 +331,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         index_state = sorted(content_identity(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
         # A pure wheel is tested here, so this host's platform gates it.
         platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
-        gate = FeatureGate(
-            statuses=ctx.spec.gating_statuses(component.name, platform),
-            present=frozenset(fid for fid, _, _ in ctx.spec.features_for(component.name, platform)),
-            listed=listed_tests(((f.id, f.tests) for f in ctx.spec.features.features), tests_dir, ctx.root))
+        gate = feature_gate(ctx.spec, component.name, platform, tests_dir, ctx.root)
         others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
         test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state,
                        "gating": dict(gate.statuses), "present": sorted(gate.present),
@@ -379,6 +376,14 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
                     if f["result"] not in ("passed", "not-run") or (f["result"] == "not-run" and fid in gate.present)]
             outcome.result = "cached" if (entry is not None and outcome.result == "cached") else "passed"
             outcome.detail = "; ".join(soft)
+
+
+def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, root: Path) -> FeatureGate:
+    """What `component`'s tests in `tests_dir` are held to on `platform` (see testing.FeatureGate)."""
+    return FeatureGate(
+        statuses=spec.gating_statuses(component, platform),
+        present=frozenset(fid for fid, _, _ in spec.features_for(component, platform)),
+        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root))
 
 
 def _local_dependency_wheels(wheel: Path, variant_dir: Path, local: set[NormalizedName]) -> list[Path]:
