@@ -9,6 +9,7 @@ import pytest
 from conftest import SpecCopy
 
 from shipyard.cli import main
+from shipyard.toolchains.discover import discover
 
 SECRET = "s3cr3t-Zq8vLw2Kp"
 R = "release.yaml"
@@ -67,6 +68,9 @@ def test_secrets_in_the_environment_appear_in_no_output_and_no_written_file(tmp_
     monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     caplog.set_level(logging.DEBUG)  # what -v prints: every external command doctor runs
+    # Look at the host afresh, with the secrets in the environment: an inventory cached by an
+    # earlier test would run (and log) no command here.
+    discover.cache_clear()
     for command in (["validate"], ["matrix", "--cells"], ["matrix", "--format", "json"],
                     ["matrix", "--format", "github"], ["doctor"], ["schema", "--out", str(tmp_path / "schemas")]):
         assert main(["-v", "--root", str(spec.root), *command]) == 0, command
