@@ -10,7 +10,8 @@ from pathlib import Path
 import nox
 import yaml
 
-nox.options.default_venv_backend = "venv"
+# uv when bootstrap installed it (sessions set up in seconds), else the standard venv + pip.
+nox.options.default_venv_backend = "uv|venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["matrix"]
 
@@ -102,11 +103,19 @@ def bench_build(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_build.py", *session.posargs)
 
 
+@nox.session(name="bench-main-job")
+def bench_main_job(session: nox.Session) -> None:
+    """The main job cold: cells tested side by side with uv vs one at a time with pip, as a ratio."""
+    _install_shipyard(session)
+    session.run("python", "benchmarks/bench_main_job.py", *session.posargs)
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
-    """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one)."""
+    """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on
+    every core with pytest-xdist (`-- -n 0 tests` for one process)."""
     _install_shipyard(session, "test")
-    session.run("pytest", *(session.posargs or ["tests"]))
+    session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]))
 
 
 @nox.session(name="native")

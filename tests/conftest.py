@@ -34,6 +34,24 @@ class SpecCopy:
         path.write_text(text.replace(old, new, 1))
 
 
+# `nox -s tests` runs the suite on every core with pytest-xdist (--dist loadgroup). The files
+# that take minutes go first, so that no worker starts one at the end while the others idle.
+SLOWEST_FIRST = ("test_release_build.py", "test_release_cuda.py", "test_ember_native.py", "test_mobile_release.py",
+                 "test_wheel_pipeline.py", "test_test_gating.py", "test_container_build.py", "test_cuda_toolkit.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slowest files first; each file is one xdist group (its module fixtures build once, on
+    one worker), except that every test using the Docker engine shares one group, so that a
+    single worker starts and stops dockerd."""
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept otherwise
+    for item in items:
+        group = "docker" if "docker_engine" in getattr(item, "fixturenames", ()) else item.path.name
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def spec_copy(tmp_path: Path) -> SpecCopy:
     return SpecCopy(tmp_path)

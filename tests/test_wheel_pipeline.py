@@ -32,7 +32,7 @@ def cpu_build(tmp_path_factory):
     root = make_checkout(tmp_path_factory.mktemp("first") / "release")
     spec = load_spec(root)
     start = time.monotonic()
-    outcomes = build_variant(spec, request(root, pythons=PYTHONS))
+    outcomes = build_variant(spec, request(root, pythons=PYTHONS, test_jobs=2))
     return root, spec, outcomes, time.monotonic() - start
 
 
@@ -41,6 +41,40 @@ def test_every_cell_builds_and_passes(cpu_build):
     assert {o.cell.id: o.result for o in outcomes} == {
         **{f"fixcext-cpu-linux-x86_64-cp{p.replace('.', '')}-wheel": "passed" for p in PYTHONS},
         "fixpure-any-wheel": "passed"}
+
+
+def test_cells_are_tested_side_by_side_each_in_its_own_folder_and_ports(cpu_build):
+    """Three cells, two at a time: their runs overlap, and each had its own TMPDIR and port range."""
+    root, _, _, _ = cpu_build
+    cells = ("fixcext-cpu-linux-x86_64-cp39-wheel", "fixcext-cpu-linux-x86_64-cp313-wheel")
+    spans = {a["cell_id"]: a["tests"]["span"] for a in json.loads((root / "dist" / "manifest.json").read_text())[
+        "artifacts"] if a["cell_id"] in cells}
+    (start1, end1), (start2, end2) = spans.values()
+    assert start1 < end2 and start2 < end1, spans  # the two cells were under test at the same time
+    seen = {cell: json.loads((root / ".shipyard" / "test" / cell / "tmp" / "cell-environment.json").read_text())
+            for cell in cells}
+    for cell, record in seen.items():
+        assert record["tmpdir"] == str(root / ".shipyard" / "test" / cell / "tmp"), record
+        low, high = (int(p) for p in record["port_range"].split("-"))
+        assert 0 < high - low < 1000 and high < 32768, record  # below the kernel's ephemeral ports
+    first, second = seen.values()
+    assert first["port_range"] != second["port_range"], seen
+
+
+def test_uv_makes_the_environments_and_pip_resolves_once_per_python(cpu_build):
+    """pip resolves by name from the variant index for one cell per Python: the one that pulls
+    in most of the release's packages (fixpure brings fixcext); uv makes the others."""
+    root, _, _, _ = cpu_build
+    cells = {a["cell_id"]: a["tests"] for a in json.loads((root / "dist" / "manifest.json").read_text())["artifacts"]}
+    assert {c: t["installer"] for c, t in cells.items()} == {
+        "fixcext-cpu-linux-x86_64-cp39-wheel": "uv", "fixpure-any-wheel": "pip",
+        "fixcext-cpu-linux-x86_64-cp313-wheel": "pip"}
+    assert {c: t["installed"] for c, t in cells.items()} == {
+        "fixcext-cpu-linux-x86_64-cp39-wheel": "0.3.0+cpu", "fixpure-any-wheel": "0.3.0",
+        "fixcext-cpu-linux-x86_64-cp313-wheel": "0.3.0+cpu"}
+    # The uv cell's venv has no pip at all: nothing else could have installed into it.
+    assert not list((root / ".shipyard" / "test" / "fixcext-cpu-linux-x86_64-cp39-wheel" / "venv").glob(
+        "lib/python*/site-packages/pip"))
 
 
 def test_wheels_are_labelled_repaired_and_carry_build_info(cpu_build):
@@ -204,6 +238,9 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
     code = main(["--root", str(root), "build", "--variant", "cuda11", "--python", "3.11", "--install-toolchain"])
     out = capsys.readouterr().out
     assert code == 0, out
+    # Runs of different variants merge into one manifest.
+    tags = {a["variant_tag"] for a in json.loads((root / "dist" / "manifest.json").read_text())["artifacts"]}
+    assert tags >= {"cpu", "cu118"}, tags
     wheel = root / "dist" / "whl" / "cu118" / "fixcuda" / "fixcuda-0.3.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(wheel) as zf:
         members = zf.namelist()

@@ -7,11 +7,14 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import shipyard
+from shipyard.file_lock import exclusive
 
 # Bump when the pipeline changes what it puts into an artifact.
 PIPELINE_REVISION = "2"
@@ -51,6 +54,13 @@ class BuildCache:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+
+    @contextmanager
+    def building(self, key: str) -> Iterator[None]:
+        """Hold `key` while it is looked up and built: another process (a parallel nox session,
+        a pytest-xdist worker) that wants the same entry waits for it and then finds it cached."""
+        with exclusive(self.root / key[:2] / f".{key}.lock"):
+            yield
 
     def get(self, key: str) -> CacheEntry | None:
         path = self.root / key[:2] / key

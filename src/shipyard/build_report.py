@@ -15,19 +15,39 @@ _STYLE = {"passed": "green", "cached": "cyan", "built": "green", "failed": "red"
           "unavailable": "yellow"}
 
 
+class _LiveSteps:
+    """The `progress(step)` callback of a live display: one log line per step, and with
+    `running(label)` a row per piece of work in flight (every cell under test, say)."""
+
+    def __init__(self, progress: Progress, title: str) -> None:
+        self._progress = progress
+        self._title = title
+        self._main = progress.add_task(title, total=None)
+
+    def __call__(self, text: str) -> None:
+        self._progress.console.log(text)
+        self._progress.update(self._main, description=f"{self._title}: {text}")
+
+    @contextmanager
+    def running(self, label: str) -> Iterator[None]:
+        row = self._progress.add_task(f"  {label}", total=None)
+        try:
+            yield
+        finally:
+            self._progress.remove_task(row)
+
+    def done(self) -> None:
+        self._progress.update(self._main, description=f"{self._title}: done")
+
+
 @contextmanager
-def live_progress(console: Console, title: str) -> Iterator[callable]:  # type: ignore[valid-type]
-    """A spinner line that shows the current step; yields the `progress(step)` callback."""
+def live_progress(console: Console, title: str) -> Iterator[_LiveSteps]:
+    """A spinner line for the current step and one per running cell; yields the callback."""
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
-        task = progress.add_task(title, total=None)
-
-        def step(text: str) -> None:
-            progress.console.log(text)
-            progress.update(task, description=f"{title}: {text}")
-
-        yield step
-        progress.update(task, description=f"{title}: done")
+        steps = _LiveSteps(progress, title)
+        yield steps
+        steps.done()
 
 
 def summary_table(outcomes: list[CellOutcome], title: str) -> Table:

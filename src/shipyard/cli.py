@@ -159,7 +159,7 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from shipyard.build_report import live_progress, summary_table
-    from shipyard.wheel.pipeline import BuildRequest, build_variant
+    from shipyard.wheel.pipeline import BuildRequest, build_variant, default_test_jobs
 
     spec = _spec(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
@@ -169,7 +169,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         skip_unavailable=args.skip_unavailable, container=args.container, run_tests=not args.no_tests,
         dist=(Path(args.dist) if args.dist else root / "dist").resolve(),
         state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
-        jobs=args.jobs)
+        jobs=args.jobs, test_jobs=args.test_jobs or default_test_jobs(),
+        test_installer=args.test_installer)
     with live_progress(err_console, f"build {args.variant}") as progress:
         if args.install_toolchain:
             _install_toolchain_if_obtainable(spec, args.variant, progress)
@@ -291,7 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first assemble the variant's CUDA toolkit if it is missing and obtainable here")
     p.add_argument("--dist", help="output folder (default: <root>/dist)")
     p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
-    p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1))
+    p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),
+                   help="compile jobs (default: one per core)")
+    p.add_argument("--test-jobs", type=_positive_int, default=None, metavar="N",
+                   help="cells tested side by side (default: one per core, fewer when memory is short; "
+                        "1 tests one cell at a time)")
+    p.add_argument("--test-installer", choices=("uv", "pip"), default="uv",
+                   help="what makes the test environments: uv, with one real pip resolution per Python "
+                        "(default), or pip for every cell")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("build-mobile", help="build, test and package ember-lite for every mobile target")
@@ -304,6 +312,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="schemas")
     p.set_defaults(func=cmd_schema)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

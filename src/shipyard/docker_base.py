@@ -15,7 +15,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -23,8 +23,7 @@ from typing import Protocol
 from shipyard import command
 from shipyard.apt_sources import apt_sources
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
-
-Progress = Callable[[str], None] | None
+from shipyard.progress import Progress
 
 DEFAULT_BASE_TAG = "shipyard/bookworm-base:latest"
 MANYLINUX_REPOSITORY = "shipyard/manylinux-bookworm_x86_64"
@@ -42,7 +41,7 @@ LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
 RECIPE_DIR = Path(__file__).resolve().parents[2] / "docker" / "base"
 
 
-def _say(progress: Progress, text: str) -> None:
+def _say(progress: Progress | None, text: str) -> None:
     if progress is not None:
         progress(text)
 
@@ -111,7 +110,7 @@ def _digest(inputs: dict[str, str]) -> str:
 
 
 def bootstrap_base_image(tag: str = DEFAULT_BASE_TAG, *, mirror: str | None = None,
-                         progress: Progress = None) -> str:
+                         progress: Progress | None = None) -> str:
     """Make `tag` a Debian bookworm minbase image (debootstrap + docker import); returns `tag`.
 
     Skipped when the image exists with the same recorded inputs (suite, variant, arch, mirror,
@@ -319,7 +318,7 @@ def manylinux_inputs(pythons: Sequence[PythonPrefix], base_image_id: str,
 
 def build_manylinux_image(pythons: Sequence[InterpreterLike | PythonPrefix], *,
                           base_tag: str = DEFAULT_BASE_TAG, mirror: str | None = None,
-                          recipe_dir: Path = RECIPE_DIR, progress: Progress = None) -> str:
+                          recipe_dir: Path = RECIPE_DIR, progress: Progress | None = None) -> str:
     """Build (or reuse) `shipyard/manylinux-bookworm_x86_64:<hash>` holding `pythons` under
     /opt/python/cpXY-cpXY, plus 3.9 which cibuildwheel itself runs in; returns the tag."""
     if not (recipe_dir / "Dockerfile.manylinux").exists():

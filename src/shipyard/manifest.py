@@ -6,16 +6,16 @@ Runs of different variants merge into the same file; writes are atomic and locke
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from shipyard.file_lock import exclusive
 
 SCHEMA_VERSION = 1
 
@@ -57,17 +57,6 @@ class Manifest(BaseModel):
         return {a.cell_id: a for a in self.artifacts}
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def read_manifest(path: Path) -> Manifest | None:
     if not path.is_file():
         return None
@@ -76,7 +65,7 @@ def read_manifest(path: Path) -> Manifest | None:
 
 def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord]) -> Manifest:
     """Replace the records of the same cells, keep every other, write atomically."""
-    with _locked(path):
+    with exclusive(path.with_name(f".{path.name}.lock")):
         current = read_manifest(path)
         by_cell = current.by_cell() if current and current.version == version else {}
         for record in records:

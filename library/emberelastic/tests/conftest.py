@@ -1,5 +1,6 @@
 """Markers, the --feature selector, and helpers that run ember-run as a real process."""
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -39,9 +40,23 @@ def pytest_collection_modifyitems(config, items):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, for addresses handed to several processes. Under shipyard,
+    which tests cells side by side, it comes from the cell's own range (SHIPYARD_PORT_RANGE=lo-hi,
+    below the kernel's ephemeral ports), so no other cell can pick it; else the kernel picks one."""
+    span = os.environ.get("SHIPYARD_PORT_RANGE")
+    if not span:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    low, high = (int(part) for part in span.split("-"))
+    for port in random.sample(range(low, high + 1), high - low + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in SHIPYARD_PORT_RANGE={span}")
 
 
 def launch(*launcher_args: str, mode: str, out_dir: Path, **popen) -> subprocess.Popen:

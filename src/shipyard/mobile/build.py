@@ -15,9 +15,9 @@ from shipyard.errors import ShipyardError
 from shipyard.mobile.aar import write_aar
 from shipyard.mobile.packaging import FeatureEntry, feature_manifest, write_reproducible_tarball
 from shipyard.mobile.targets import MobileTarget, TargetToolchain, resolve_toolchain
+from shipyard.progress import Progress
 from shipyard.source_tree import git_info
 
-Progress = Callable[[str], None]
 FeatureTuple = tuple[str, str, str]  # (id, title, status)
 FeaturesForTarget = (Callable[[MobileTarget], Sequence[FeatureTuple]]
                      | Mapping[str, Sequence[FeatureTuple]])

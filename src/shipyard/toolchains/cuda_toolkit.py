@@ -14,7 +14,6 @@ a toolkit already on the host (CUDA_HOME, /usr/local/cuda-X.Y) plus a cuobjdump 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import logging
@@ -28,7 +27,7 @@ import tempfile
 import time
 import tomllib
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,10 +40,11 @@ from shipyard.apt_sources import apt_sources
 from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, sm_name
 from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
+from shipyard.file_lock import exclusive
+from shipyard.progress import Progress
 
 log = logging.getLogger("shipyard.toolchains.cuda_toolkit")
 
-Progress = Callable[[str], None]
 
 MANIFEST_NAME = "toolchain.json"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -420,15 +420,11 @@ def cuda_device_code(binary: Path, cuobjdump: Path) -> DeviceCode:
 @contextmanager
 def _install_lock(cache_root: Path, version: str) -> Iterator[None]:
     # Parallel nox sessions may ask for the same toolkit; one assembles it, the others then find it.
-    with open(cache_root / f".cuda-{version}.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            # Staging folders left by a killed install are safe to drop while we hold the lock.
-            for leftover in cache_root.glob(f".cuda-{version}.staging-*"):
-                shutil.rmtree(leftover, ignore_errors=True)
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with exclusive(cache_root / f".cuda-{version}.lock"):
+        # Staging folders left by a killed install are safe to drop while we hold the lock.
+        for leftover in cache_root.glob(f".cuda-{version}.staging-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        yield
 
 
 def _usable_entry(entry: Path, recipe: ToolkitRecipe) -> InstalledCudaToolkit | None:

@@ -16,14 +16,13 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from shipyard import command
 from shipyard.docker_base import ensure_docker_engine
 from shipyard.errors import BuildError, ToolchainMissing
-
-Progress = Callable[[str], None] | None
+from shipyard.progress import Progress
 
 CIBUILDWHEEL_REQUIREMENT = "cibuildwheel>=3.0,<5"
 # cibuildwheel mounts the host's root here in every build container; host paths handed to a
@@ -77,7 +76,7 @@ def cibw_environment(environment: Mapping[str, str]) -> tuple[str, tuple[str, ..
 def build_wheels_in_container(project_dir: Path, out_dir: Path, *, pythons: Sequence[str], image: str,
                               environment: Mapping[str, str],
                               config_settings: Mapping[str, str] | None = None,
-                              progress: Progress = None, pure: bool | None = None,
+                              progress: Progress | None = None, pure: bool | None = None,
                               timeout: float = 7200) -> list[Path]:
     """Build one wheel per Python of `project_dir` inside the local `image` with cibuildwheel;
     returns the unrepaired wheels, moved into `out_dir`.
@@ -138,7 +137,7 @@ def _check_prerequisites(image: str) -> None:
 
 def _run_cibuildwheel(project_dir: Path, wheelhouse: Path, identifiers: Sequence[str], image: str,
                       environment: Mapping[str, str], config_settings: Mapping[str, str] | None,
-                      progress: Progress, timeout: float) -> bool:
+                      progress: Progress | None, timeout: float) -> bool:
     """Run cibuildwheel; True when it stopped because the project is pure Python."""
     settings = shlex.join(f"{k}={v}" for k, v in (config_settings or {}).items())
     assignments, passed = cibw_environment(environment)
@@ -186,7 +185,7 @@ def _run_cibuildwheel(project_dir: Path, wheelhouse: Path, identifiers: Sequence
 
 def _build_pure(project_dir: Path, wheelhouse: Path, pythons: Sequence[str], image: str,
                 environment: Mapping[str, str], config_settings: Mapping[str, str] | None,
-                progress: Progress) -> None:
+                progress: Progress | None) -> None:
     """`python -m build --wheel` in `image`, on a copy of the project, with the first Python
     whose wheel fits every other one (a py3-none-any wheel needs no second build)."""
     for name in environment:

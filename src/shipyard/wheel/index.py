@@ -56,8 +56,11 @@ def add_wheel(wheel: Path, variant_dir: Path) -> Path:
     target = variant_dir / canonicalize_name(name) / wheel.name
     target.parent.mkdir(parents=True, exist_ok=True)
     if wheel.resolve() != target.resolve():
-        tmp = target.with_name(f".{target.name}.tmp")
+        # A name of its own: two runs may publish the same cell into one index at once.
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
         shutil.copyfile(wheel, tmp)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     return target
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import NormalizedName, canonicalize_name
 
@@ -17,9 +17,11 @@ from shipyard.build_cache import BuildCache, cache_key
 from shipyard.errors import ShipyardError, ToolchainMissing
 from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
 from shipyard.matrix import Cell, builder_platform, expand, select
+from shipyard.port_ranges import claimed_port_range
+from shipyard.progress import Progress, running
 from shipyard.source_tree import GitInfo, git_info, hash_tree
 from shipyard.spec import Component, Variant
-from shipyard.toolchains.discover import Inventory, discover
+from shipyard.toolchains.discover import Interpreter, Inventory, discover
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
 from shipyard.wheel import checks
@@ -42,7 +44,16 @@ from shipyard.wheel.testing import (
     run_component_tests,
 )
 
-Progress = Callable[[str], None]
+
+def default_test_jobs() -> int:
+    """How many cells' tests run side by side unless told: one per core, and no more than
+    memory allows at about 1.5 GiB a cell (a cell's suite starts several processes)."""
+    cores = os.cpu_count() or 1
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return cores
+    return max(1, min(cores, int(available / (1.5 * 2**30))))
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,8 @@ class BuildRequest:
     dist: Path = Path("dist")
     state: Path = Path(".shipyard")
     jobs: int = max(1, os.cpu_count() or 1)
+    test_jobs: int = field(default_factory=default_test_jobs)  # cells tested side by side
+    test_installer: str = "uv"  # uv (one real pip resolution per Python) or pip (every cell)
 
 
 @dataclass
@@ -207,17 +220,18 @@ def _ensure_core(ctx: _Context, component: Component, toolchain: Toolchain) -> t
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
     key = cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
                     toolchain=core_toolchain.identity, python=None)
-    entry = ctx.cache.get(key)
-    if entry is None:
-        ctx.progress(f"{component.name}: native core for {ctx.variant.tag} (once for every Python)")
-        start = time.monotonic()
-        build_dir = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core"
-        staging = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core-install"
-        build_native_core(component, ctx.variant, toolchain, source_root=ctx.root, build_dir=build_dir,
-                          prefix=staging, epoch=ctx.git.commit_time, jobs=ctx.request.jobs)
-        entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start})
-    else:
-        ctx.progress(f"{component.name}: native core for {ctx.variant.tag} cached")
+    with ctx.cache.building(key):
+        entry = ctx.cache.get(key)
+        if entry is None:
+            ctx.progress(f"{component.name}: native core for {ctx.variant.tag} (once for every Python)")
+            start = time.monotonic()
+            build_dir = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core"
+            staging = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core-install"
+            build_native_core(component, ctx.variant, toolchain, source_root=ctx.root, build_dir=build_dir,
+                              prefix=staging, epoch=ctx.git.commit_time, jobs=ctx.request.jobs)
+            entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start})
+        else:
+            ctx.progress(f"{component.name}: native core for {ctx.variant.tag} cached")
     return entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key
 
 
@@ -240,18 +254,19 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
                     toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                     python=None if pure else cell.python,
                     extra={"core": core_key or "", "container": str(ctx.request.container)})
-    entry = ctx.cache.get(key)
-    cached = entry is not None
-    if entry is None:
-        ctx.progress(f"build {cell.id}")
-        raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
-        platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
-        # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
-        libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
-        repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
-                                out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs)
-        entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
-                                                "seconds": time.monotonic() - start})
+    with ctx.cache.building(key):
+        entry = ctx.cache.get(key)
+        cached = entry is not None
+        if entry is None:
+            ctx.progress(f"build {cell.id}")
+            raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
+            platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
+            # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
+            libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
+            repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
+                                    out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs)
+            entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
+                                                    "seconds": time.monotonic() - start})
     repaired_wheel = entry.files()[0]
     # A pure wheel has no local version: the same name and bytes in every variant's index, and
     # pip resolves it by name from each (as PyTorch publishes its pure packages).
@@ -314,8 +329,27 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, project: P
 
 # --- test -----------------------------------------------------------------------------------
 
+@dataclass
+class _TestTask:
+    outcome: CellOutcome
+    interpreter: Interpreter
+    tests_dir: Path
+    gate: FeatureGate
+    others: list[str]
+    installer: str
+    key: str = ""
+
+    @property
+    def wheel(self) -> Path:
+        assert self.outcome.wheel is not None  # only built cells are tested
+        return self.outcome.wheel
+
+
 def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, Toolchain], variant_dir: Path) -> None:
+    """Test every built cell from the variant index: cached verdicts at once, the rest side by
+    side (ctx.request.test_jobs at a time), each cell with its own venv, TMPDIR and ports."""
     local = {canonicalize_name(n) for n in ctx.spec.release.components}
+    tasks: list[_TestTask] = []
     for outcome in outcomes:
         if outcome.wheel is None or outcome.result == "failed":
             continue
@@ -323,59 +357,112 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         if not component.tests:
             outcome.detail = "no tests declared"
             continue
-        toolchain = resolved[outcome.cell.id]
-        assert toolchain.interpreter is not None
+        interpreter = resolved[outcome.cell.id].interpreter
+        assert interpreter is not None
         tests_dir = ctx.root / component.path / component.tests
-        # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
-        # timestamps) without changing what the tests exercise.
-        index_state = sorted(content_identity(w) for w in _local_dependency_wheels(outcome.wheel, variant_dir, local))
         # A pure wheel is tested here, so this host's platform gates it.
         platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
-        gate = feature_gate(ctx.spec, component.name, platform, tests_dir, ctx.root)
-        others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
-        test_inputs = {"wheel": content_identity(outcome.wheel), "index": index_state,
-                       "gating": dict(gate.statuses), "present": sorted(gate.present),
-                       "listed": {k: list(v) for k, v in gate.listed.items()}, "others": others,
-                       "console_scripts": list(component.console_scripts)}
-        key = cache_key(kind="test", sources=hash_tree(tests_dir), spec_section=test_inputs,
-                        toolchain=toolchain.interpreter.identity, python=outcome.cell.python)
-        entry = ctx.cache.get(key)
-        if entry is not None:
-            outcome.test_json = entry.metadata()["tests"]
+        tasks.append(_TestTask(outcome, interpreter, tests_dir,
+                               feature_gate(ctx.spec, component.name, platform, tests_dir, ctx.root),
+                               sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
+                               installer="uv"))
+    if ctx.request.test_installer == "pip":
+        for task in tasks:
+            task.installer = "pip"
+    else:
+        _choose_pip_cells(tasks, variant_dir, local)
+    pending = []
+    for task in tasks:
+        task.key = _test_key(ctx, task, variant_dir, local)
+        entry = ctx.cache.get(task.key)
+        if entry is None:
+            pending.append(task)
         else:
-            ctx.progress(f"test {outcome.cell.id}")
-            work = ctx.request.state / "test" / outcome.cell.id
-            try:
-                run = run_component_tests(
-                    wheel=outcome.wheel, variant_index=variant_dir, interpreter=toolchain.interpreter,
-                    tests_dir=tests_dir, gate=gate, other_features=others,
-                    source_dir=ctx.root / component.path,
-                    state=ctx.request.state, work=work,
-                    local_projects=local)
-                # In the venv the tests ran in: each declared console script is there and runs.
-                scripts = console_script_problems(work / "venv", component.console_scripts)
-            except ShipyardError as exc:
-                outcome.result, outcome.detail = "failed", f"test: {exc}"
-                continue
-            outcome.test_json = run.to_json()
-            if scripts:
-                outcome.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
-            outcome.seconds += run.seconds
-            if run.passed and not scripts:
-                ctx.cache.put(key, [], {"kind": "test", "tests": outcome.test_json})
-        assert outcome.test_json is not None
-        problems: list[object] = list(outcome.test_json.get("problems") or [])  # type: ignore[arg-type]
-        if problems:
-            outcome.result = "failed"
-            outcome.detail = "; ".join(str(p) for p in problems)
-        else:
-            # What did not fully prove itself, in words: failures that do not block, and
-            # features whose tests were partly or wholly skipped.
-            soft = [f"{fid} ({f['status']}) {f.get('summary') or f['result']}"
-                    for fid, f in outcome.test_json["features"].items()  # type: ignore[union-attr]
-                    if f["result"] not in ("passed", "not-run") or (f["result"] == "not-run" and fid in gate.present)]
-            outcome.result = "cached" if (entry is not None and outcome.result == "cached") else "passed"
-            outcome.detail = "; ".join(soft)
+            task.outcome.test_json = entry.metadata()["tests"]
+            _judge(task, cached=True)
+    if not pending:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(ctx.request.test_jobs, len(pending)))) as pool:
+        for task, error in zip(pending, pool.map(lambda t: _run_tests(ctx, t, variant_dir, local), pending),
+                               strict=True):
+            if error:
+                task.outcome.result, task.outcome.detail = "failed", f"test: {error}"
+            else:
+                _judge(task, cached=False)
+
+
+def _choose_pip_cells(tasks: list[_TestTask], variant_dir: Path, local: set[NormalizedName]) -> None:
+    """uv makes the test environments; pip, what users run, keeps one real resolution by name
+    from the variant's index per Python: the cell whose install pulls in most of the release's
+    own packages (emberelastic brings ember), the first of them on a tie."""
+    by_python: dict[str, list[_TestTask]] = {}
+    for task in tasks:
+        by_python.setdefault(task.interpreter.version, []).append(task)
+    for group in by_python.values():
+        chosen = max(group, key=lambda t: len(_local_dependency_wheels(t.wheel, variant_dir, local)))
+        chosen.installer = "pip"
+
+
+def _test_key(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[NormalizedName]) -> str:
+    wheel = task.outcome.wheel
+    assert wheel is not None
+    component = ctx.spec.release.components[task.outcome.cell.component]
+    # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
+    # timestamps) without changing what the tests exercise.
+    index_state = sorted(content_identity(w) for w in _local_dependency_wheels(wheel, variant_dir, local))
+    gate = task.gate
+    test_inputs = {"wheel": content_identity(wheel), "index": index_state, "installer": task.installer,
+                   "gating": dict(gate.statuses), "present": sorted(gate.present),
+                   "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
+                   "console_scripts": list(component.console_scripts)}
+    return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
+                     toolchain=task.interpreter.identity, python=task.outcome.cell.python)
+
+
+def _run_tests(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[NormalizedName]) -> str:
+    """Run one cell's tests; record the verdict (cached when it passed). An error in words, or ''."""
+    outcome = task.outcome
+    assert outcome.wheel is not None
+    component = ctx.spec.release.components[outcome.cell.component]
+    label = f"test {outcome.cell.id} ({task.installer})"
+    ctx.progress(label)
+    work = ctx.request.state / "test" / outcome.cell.id
+    try:
+        with claimed_port_range() as ports, running(ctx.progress, label):
+            run = run_component_tests(
+                wheel=outcome.wheel, variant_index=variant_dir, interpreter=task.interpreter,
+                tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
+                source_dir=ctx.root / component.path, state=ctx.request.state, work=work,
+                local_projects=local, installer=task.installer, ports=ports)
+            # In the venv the tests ran in: each declared console script is there and runs.
+            scripts = console_script_problems(work / "venv", component.console_scripts)
+    except ShipyardError as exc:
+        return str(exc)
+    outcome.test_json = run.to_json()
+    if scripts:
+        outcome.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
+    outcome.seconds += run.seconds
+    if run.passed and not scripts:
+        ctx.cache.put(task.key, [], {"kind": "test", "tests": outcome.test_json})
+    return ""
+
+
+def _judge(task: _TestTask, *, cached: bool) -> None:
+    outcome = task.outcome
+    assert outcome.test_json is not None
+    report: dict[str, Any] = outcome.test_json
+    problems = list(report.get("problems") or [])
+    if problems:
+        outcome.result = "failed"
+        outcome.detail = "; ".join(str(p) for p in problems)
+        return
+    # What did not fully prove itself, in words: failures that do not block, and
+    # features whose tests were partly or wholly skipped.
+    soft = [f"{fid} ({f['status']}) {f.get('summary') or f['result']}"
+            for fid, f in report["features"].items()
+            if f["result"] not in ("passed", "not-run") or (f["result"] == "not-run" and fid in task.gate.present)]
+    outcome.result = "cached" if (cached and outcome.result == "cached") else "passed"
+    outcome.detail = "; ".join(soft)
 
 
 def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, root: Path) -> FeatureGate:

@@ -15,9 +15,7 @@ and to those its `@pytest.mark.feature` markers name.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +29,7 @@ from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filen
 from shipyard import command
 from shipyard.errors import ToolError
 from shipyard.toolchains.discover import Interpreter
+from shipyard.wheel.test_env import ensure_wheelhouse, make_test_env
 
 UNMARKED = "(unmarked)"
 
@@ -89,6 +88,9 @@ class TestRun:
     seconds: float
     log_tail: str = ""
     problems: tuple[str, ...] = field(default=())  # why the cell failed, when it did
+    installer: str = "uv"  # what made the environment and resolved the package: uv or pip
+    slowest: tuple[tuple[str, float], ...] = ()  # the slowest tests, (test id, seconds)
+    span: tuple[float, float] = (0.0, 0.0)  # when the cell's environment and tests started and ended (Unix time)
 
     @property
     def passed(self) -> bool:
@@ -98,11 +100,14 @@ class TestRun:
         return {
             "result": "passed" if self.passed else "failed",
             "installed": self.installed,
+            "installer": self.installer,
             "seconds": round(self.seconds, 2),
             "problems": list(self.problems),
             "features": {f.id: {"status": f.status, "result": f.result, "summary": f.summary,
                                 "passed": f.passed, "failed": f.failed, "skipped": f.skipped,
                                 "skip_reasons": list(f.skip_reasons)} for f in self.features},
+            "slowest": [[test, seconds] for test, seconds in self.slowest],
+            "span": [round(t, 2) for t in self.span],
         }
 
 
@@ -111,27 +116,6 @@ def requires_dist(wheel: Path) -> list[Requirement]:
         name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         lines = zf.read(name).decode("utf-8").splitlines()
     return [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
-
-
-def ensure_wheelhouse(interpreter: Interpreter, requirements: Sequence[str], state: Path) -> Path:
-    """Third-party wheels (numpy, pytest, …) for `interpreter`, downloaded once from PyPI."""
-    wanted = sorted(set(requirements))
-    tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
-    house = state / "wheelhouse" / f"{interpreter.version}-{tag}"
-    if not (house / ".complete").exists():
-        house.mkdir(parents=True, exist_ok=True)
-        if wanted:
-            command.run([interpreter.path, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                         "--only-binary", ":all:", "--dest", house, *wanted], timeout=1800,
-                        what=f"download test dependencies for Python {interpreter.version}")
-        (house / ".complete").write_text("\n".join(wanted))
-    return house
-
-
-def _without_pip_settings() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    return env
 
 
 def _test_requirements(tests_dir: Path) -> list[str]:
@@ -154,38 +138,33 @@ class FeatureGate:
 
 def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
                         gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path,
-                        state: Path, work: Path,
-                        local_projects: set[NormalizedName], timeout: float = 1800) -> TestRun:
+                        state: Path, work: Path, local_projects: set[NormalizedName],
+                        installer: str = "uv", ports: range | None = None, timeout: float = 1800) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
-    `interpreter`, run `tests_dir` against it, and judge the run by `gate`."""
+    `interpreter` (with `installer`), run `tests_dir` against it, and judge the run by `gate`.
+
+    Everything the run writes stays under `work` (its TMPDIR too); `ports`, when given, is the
+    range the tests pick fixed ports from (SHIPYARD_PORT_RANGE), so cells run side by side."""
     import time
 
-    start = time.monotonic()
+    start, started_at = time.monotonic(), time.time()
     if work.exists():
         shutil.rmtree(work)
-    work.mkdir(parents=True)
+    (work / "tmp").mkdir(parents=True)
     name, version, _, _ = parse_wheel_filename(wheel.name)
     expected = str(version)
     runtime_deps = [str(r) for r in requires_dist(wheel)
                     if canonicalize_name(r.name) not in local_projects
                     and (r.marker is None or "extra" not in str(r.marker))]
     house = ensure_wheelhouse(interpreter, runtime_deps + _test_requirements(tests_dir), state)
-    venv = work / "venv"
-    python = venv / "bin" / "python"
-    command.run([interpreter.path, "-m", "venv", venv], what=f"test venv for Python {interpreter.version}")
-    pip = [python, "-m", "pip", "--disable-pip-version-check", "install", "--quiet"]
-    # Only the variant index and the local wheelhouse: no pip.conf indexes, find-links or constraints.
-    isolated = _without_pip_settings()
-    command.run([*pip, "--no-index", "--find-links", house, *_test_requirements(tests_dir)], timeout=900,
-                env=isolated, what="install test requirements")
-    # The project by name from the variant index: resolution is what a user gets.
-    command.run([*pip, "--index-url", variant_index.resolve().as_uri(), "--find-links", house, str(name)],
-                timeout=900, env=isolated, what=f"pip install {name} from {variant_index}")
+    python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
+                           requirements=_test_requirements(tests_dir), index=variant_index, project=str(name),
+                           state=state)
     installed = command.run([python, "-c", f"import importlib.metadata as m; print(m.version({str(name)!r}))"]
                             ).stdout.strip()
     problems: list[str] = []
     if installed != expected:
-        problems.append(f"pip resolved {name} {installed} from {variant_index}, expected {expected}: "
+        problems.append(f"{installer} resolved {name} {installed} from {variant_index}, expected {expected}: "
                         f"the wrong variant would reach users")
     copied = work / "tests"
     shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
@@ -197,7 +176,12 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
            "SHIPYARD_FEATURE_TESTS": str(listed), "SHIPYARD_TESTS_ROOT": str(copied),
            # For tests that build native code from sources (e.g. Windows executables under wine).
-           "SHIPYARD_COMPONENT_SOURCE": str(source_dir)}
+           "SHIPYARD_COMPONENT_SOURCE": str(source_dir), "TMPDIR": str(work / "tmp"),
+           # Where tests keep what depends on neither the Python nor the wheel (a cross-built
+           # executable, say), keyed by its inputs: one build for every cell.
+           "SHIPYARD_TEST_CACHE": str(state / "test-cache")}
+    if ports is not None:
+        env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
     exit_status: int | None = None
     try:
         result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_feature_report",
@@ -209,11 +193,21 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
         log_tail = str(exc)
     if exit_status is None or not report.is_file():
         problems.append(f"the tests did not run to completion: {log_tail[-1500:]}")
-        return TestRun(installed, (), time.monotonic() - start, log_tail, tuple(problems))
+        return TestRun(installed, (), time.monotonic() - start, log_tail, tuple(problems), installer,
+                       span=(started_at, time.time()))
     data = json.loads(report.read_text())
     outcomes = _feature_outcomes(data, gate)
     problems += verdict_problems(exit_status, data, outcomes, log_tail)
-    return TestRun(installed, outcomes, time.monotonic() - start, log_tail, tuple(problems))
+    return TestRun(installed, outcomes, time.monotonic() - start, log_tail, tuple(problems), installer,
+                   slowest_tests(data), (started_at, time.time()))
+
+
+def slowest_tests(report: Mapping[str, object], count: int = 10) -> tuple[tuple[str, float], ...]:
+    """The `count` slowest tests of a feature report, slowest first."""
+    tests = report.get("tests") or {}
+    assert isinstance(tests, dict)
+    timed = sorted(((float(e.get("seconds", 0.0)), test) for test, e in tests.items()), reverse=True)
+    return tuple((test, round(seconds, 2)) for seconds, test in timed[:count])
 
 
 def verdict_problems(exit_status: int, report: Mapping[str, object], outcomes: Sequence[FeatureOutcome],

@@ -1,7 +1,8 @@
 """Windows prototype: the C++ core cross-built with mingw-w64, run under wine over Winsock."""
+import fcntl
+import hashlib
 import os
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
@@ -29,21 +30,59 @@ def _missing() -> str:
     return ""
 
 
-@pytest.fixture(scope="module")
-def windows_build(tmp_path_factory):
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    build = tmp_path_factory.mktemp("win-build")
+def _sources_key() -> str:
+    """The Windows build's inputs: its sources, the core it compiles, and the compiler."""
+    digest = hashlib.sha256()
+    for folder in (WINDOWS_DIR, WINDOWS_DIR.parent / "core"):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(path.relative_to(WINDOWS_DIR.parent).as_posix().encode() + b"\0" + path.read_bytes())
+    compiler = subprocess.run([MINGW, "--version"], capture_output=True, text=True, check=True).stdout
+    return hashlib.sha256(digest.digest() + compiler.encode()).hexdigest()[:16]
+
+
+def _build_windows(build: Path) -> None:
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     subprocess.run(["cmake", "-S", str(WINDOWS_DIR), "-B", str(build), *generator, "-DCMAKE_BUILD_TYPE=Release",
                     f"-DCMAKE_TOOLCHAIN_FILE={WINDOWS_DIR / 'mingw-w64-x86_64.cmake'}"],
                    check=True, capture_output=True, text=True)
     subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True, text=True)
+
+
+def _windows_executables(tmp_path_factory) -> Path:
+    """The test executables, built from the sources. They depend on neither the Python nor the
+    wheel under test, so under shipyard every cell shares one build per set of inputs
+    (SHIPYARD_TEST_CACHE); the first cell builds, the others wait for it and reuse it."""
+    cache = os.environ.get("SHIPYARD_TEST_CACHE")
+    if not cache:
+        build = tmp_path_factory.mktemp("win-build")
+        _build_windows(build)
+        return build
+    shared = Path(cache) / f"ember-windows-{_sources_key()}"
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / ".complete").is_file():
+            shutil.rmtree(shared, ignore_errors=True)  # a build that was cut short
+            _build_windows(shared)
+            (shared / ".complete").write_text("store_test.exe collectives_test.exe")
+    return shared
+
+
+@pytest.fixture(scope="module")
+def windows_build(tmp_path_factory):
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
     prefix = tmp_path_factory.mktemp("wineprefix")
     env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
-    # The first start of a prefix initialises it (~20 s); do it once, outside the timings.
-    subprocess.run([WINE, "cmd", "/c", "exit"], env=env, capture_output=True, timeout=180)
+    # The first start of a prefix initialises it (~10 s); it runs while the executables build,
+    # and outside the tests' timings.
+    initialise = subprocess.Popen([WINE, "cmd", "/c", "exit"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+    try:
+        build = _windows_executables(tmp_path_factory)
+    finally:
+        initialise.wait(timeout=180)
     yield build, env
     wineserver = Path(WINE).with_name("wineserver")
     if wineserver.exists():  # stop the prefix's server so no wine process outlives the tests
@@ -69,11 +108,9 @@ def test_store_under_wine(windows_build):
     assert "store_test: OK" in proc.stdout
 
 
-def test_multiprocess_collectives_under_wine(windows_build):
+def test_multiprocess_collectives_under_wine(windows_build, procs):
     build, env = windows_build
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = procs.free_port()
     world = 3
     procs = [subprocess.Popen([WINE, str(build / "collectives_test.exe"), str(port), str(r), str(world)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -3,12 +3,15 @@ session with CMake, and bind the host build through ctypes.
 
 Sources: EMBER_LITE_SOURCE_DIR (default: library/ember-lite beside this package's folder)
 and EMBER_LITE_EMBER_CORE_DIR (default: library/ember/core). Builds go to
-EMBER_LITE_BUILD_ROOT when set (kept between runs, rebuilt incrementally), otherwise to a
-fresh temporary folder.
+SHIPYARD_TEST_CACHE/ember-lite under shipyard (one build per set of inputs, shared by every
+cell), else EMBER_LITE_BUILD_ROOT when set (kept between runs, rebuilt incrementally), otherwise
+to a fresh temporary folder.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -83,27 +86,63 @@ def _check(argv: List[str], what: str) -> None:
         pytest.fail(f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
 
 
-class LiteBuilder:
-    """Builds each ember-lite configuration at most once per session."""
+def _version(tool: str) -> str:
+    found = shutil.which(tool)
+    if not found:
+        return f"{tool}: absent"
+    return subprocess.run([found, "--version"], capture_output=True, text=True).stdout.split("\n", 1)[0]
 
-    def __init__(self, root: Path):
+
+def _inputs_key(cmake_args: List[str], targets: Tuple[str, ...]) -> str:
+    """Everything a build's bytes depend on: the sources, the options and the compilers."""
+    digest = hashlib.sha256(repr((cmake_args, targets)).encode())
+    for folder in (SOURCE_DIR, CORE_DIR):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(f"{path.relative_to(folder)}\0".encode() + path.read_bytes())
+    tools = ["cmake", "c++"] + [t.compiler for t in CROSS_TARGETS.values()]
+    digest.update("\n".join(_version(t) for t in tools).encode())
+    return digest.hexdigest()[:16]
+
+
+class LiteBuilder:
+    """Builds each ember-lite configuration at most once per session. With `shared` (shipyard's
+    SHIPYARD_TEST_CACHE) at most once for every cell of a run: the builds depend on neither the
+    Python nor the wheel under test, so they are kept by their inputs, and a cell that finds one
+    being built waits for it."""
+
+    def __init__(self, root: Path, shared: bool = False):
         self.root = root
+        self.shared = shared
         self.builds: Dict[str, LiteBuild] = {}
 
     def get(self, name: str, cmake_args: List[str], emulator: Tuple[str, ...] = (),
             targets: Tuple[str, ...] = ()) -> LiteBuild:
         """The build `name`, configured with cmake_args; only `targets` built when given."""
         if name not in self.builds:
-            build_dir = self.root / name
-            generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-            _check(["cmake", "-S", str(SOURCE_DIR), "-B", str(build_dir), *generator,
-                    f"-DEMBER_LITE_EMBER_CORE_DIR={CORE_DIR}", *cmake_args],
-                   f"configuring ember-lite ({name})")
-            only = ["--target", *targets] if targets else []
-            _check(["cmake", "--build", str(build_dir), "--parallel", "2", *only],
-                   f"building ember-lite ({name})")
+            if not self.shared:
+                self._build(self.root / name, cmake_args, targets, name)
+                self.builds[name] = LiteBuild(self.root / name, emulator)
+                return self.builds[name]
+            build_dir = self.root / f"{name}-{_inputs_key(cmake_args, targets)}"
+            build_dir.parent.mkdir(parents=True, exist_ok=True)
+            with open(f"{build_dir}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not (build_dir / ".complete").is_file():
+                    shutil.rmtree(build_dir, ignore_errors=True)  # a build that was cut short
+                    self._build(build_dir, cmake_args, targets, name)
+                    (build_dir / ".complete").write_text(name)
             self.builds[name] = LiteBuild(build_dir, emulator)
         return self.builds[name]
+
+    @staticmethod
+    def _build(build_dir: Path, cmake_args: List[str], targets: Tuple[str, ...], name: str) -> None:
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        _check(["cmake", "-S", str(SOURCE_DIR), "-B", str(build_dir), *generator,
+                f"-DEMBER_LITE_EMBER_CORE_DIR={CORE_DIR}", *cmake_args],
+               f"configuring ember-lite ({name})")
+        only = ["--target", *targets] if targets else []
+        _check(["cmake", "--build", str(build_dir), "--parallel", "2", *only],
+               f"building ember-lite ({name})")
 
 
 @pytest.fixture(scope="session")
@@ -112,6 +151,9 @@ def lite_builder(tmp_path_factory) -> LiteBuilder:
         pytest.skip(f"ember-lite sources not found at {SOURCE_DIR} (set EMBER_LITE_SOURCE_DIR)")
     if not shutil.which("cmake"):
         pytest.skip("cmake is not installed")
+    shared = os.environ.get("SHIPYARD_TEST_CACHE")
+    if shared:
+        return LiteBuilder(Path(shared) / "ember-lite", shared=True)
     root = os.environ.get("EMBER_LITE_BUILD_ROOT")
     return LiteBuilder(Path(root) if root else tmp_path_factory.mktemp("ember-lite-builds"))
 

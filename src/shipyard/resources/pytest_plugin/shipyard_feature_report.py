@@ -1,5 +1,5 @@
 """pytest plugin loaded into a component's test run: records each test's outcome and its
-feature ids into the JSON file named by SHIPYARD_FEATURE_REPORT.
+feature ids (and its seconds) into the JSON file named by SHIPYARD_FEATURE_REPORT.
 
 A test's features are those that list it in feature_status.yaml (passed in as the JSON file
 SHIPYARD_FEATURE_TESTS, ids relative to SHIPYARD_TESTS_ROOT) plus those its `feature`
@@ -56,6 +56,8 @@ def pytest_collectreport(report):
 
 def pytest_runtest_logreport(report):
     entry = _results.setdefault(report.nodeid, {"outcome": "passed", "reason": ""})
+    # Setup, call and teardown: a fixture that waits is the test's cost too.
+    entry["seconds"] = round(entry.get("seconds", 0.0) + report.duration, 3)
     if report.failed:
         entry["outcome"] = "failed" if report.when == "call" else "error"
         entry["reason"] = str(report.longrepr)[-2000:]
