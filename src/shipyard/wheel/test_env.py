@@ -5,7 +5,9 @@ Two installers, one way each:
 - `uv` (the default): venv creation and installs take about a second, from a cache under the
   state folder;
 - `pip`: what users run. The pipeline keeps one real pip resolution per variant and Python
-  (see pipeline._installers), so "what pip resolves" stays proven on every run.
+  (pipeline._choose_pip_cells), so "what pip resolves" stays proven on every run.
+uv creates every venv and installs the test requirements (pytest, numpy, ...) from the
+wheelhouse; the installer decides which build of the project lands in it.
 Neither reads the machine's settings (pip.conf, PIP_*, uv.toml, UV_*): only the variant's index
 and the wheelhouse are seen.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -57,25 +60,26 @@ def _isolated_env(state: Path) -> dict[str, str]:
 
 def make_test_env(installer: str, *, interpreter: Interpreter, venv: Path, wheelhouse: Path,
                   requirements: Sequence[str], index: Path, project: str, state: Path) -> Path:
-    """Create `venv` from `interpreter`, install `requirements` from `wheelhouse` only, then
-    `project` by name from `index` (third-party dependencies from the wheelhouse); return its python."""
+    """Create `venv` from `interpreter` and install `requirements` from `wheelhouse` only (both
+    with uv), then `project` by name from `index` (third-party dependencies from the wheelhouse)
+    with `installer`; return the venv's python."""
     env = _isolated_env(state)
     python = venv / "bin" / "python"
-    index_url = index.resolve().as_uri()
+    uv = uv_binary()
+    command.run([uv, "venv", "--quiet", "--python", interpreter.path, venv], env=env,
+                what=f"test venv for Python {interpreter.version}")
+    command.run([uv, "pip", "install", "--quiet", "--python", python, "--no-index", "--find-links", wheelhouse,
+                 *requirements], env=env, timeout=900, what="install test requirements")
     if installer == "pip":
-        command.run([interpreter.path, "-m", "venv", venv], env=env,
-                    what=f"test venv for Python {interpreter.version}")
-        install = [python, "-m", "pip", "--disable-pip-version-check", "install", "--quiet"]
+        # pip's own resolver, run by the venv's interpreter (`pip --python`): the venv needs no
+        # pip of its own, and nothing but pip decides which build of the project lands in it.
+        install = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check", "install",
+                   "--quiet"]
     elif installer == "uv":
-        uv = uv_binary()
-        command.run([uv, "venv", "--quiet", "--python", interpreter.path, venv], env=env,
-                    what=f"test venv for Python {interpreter.version} (uv)")
         install = [uv, "pip", "install", "--quiet", "--python", python]
     else:
         raise ValueError(f"unknown installer {installer!r} (one of {', '.join(INSTALLERS)})")
-    command.run([*install, "--no-index", "--find-links", wheelhouse, *requirements], env=env, timeout=900,
-                what=f"install test requirements ({installer})")
     # The project by name from the variant index: resolution is what a user gets.
-    command.run([*install, "--index-url", index_url, "--find-links", wheelhouse, project], env=env, timeout=900,
-                what=f"{installer} install {project} from {index}")
+    command.run([*install, "--index-url", index.resolve().as_uri(), "--find-links", wheelhouse, project], env=env,
+                timeout=900, what=f"{installer} install {project} from {index}")
     return python

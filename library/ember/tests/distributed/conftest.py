@@ -64,11 +64,13 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in SHIPYARD_PORT_RANGE={span}")
 
 
-def start_rank(scenario: str, rank: int, world: int, port: int, *extra: str) -> subprocess.Popen:
-    """Starts one rank of a dist_worker.py scenario as a real process."""
+def start_rank(scenario: str, rank: int, world: int, port: int, *extra: str, stdin=None) -> subprocess.Popen:
+    """Starts one rank of a dist_worker.py scenario as a real process (`stdin=subprocess.PIPE`
+    for a rank that waits for the test to close it)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, str(WORKER), scenario, str(rank), str(world), str(port), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(HERE))
+                            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=str(HERE))
 
 
 def result_of(proc: subprocess.Popen, timeout: float = 60) -> dict:

@@ -1,5 +1,6 @@
 """Failures never hang: dead, absent and late peers are named on every surviving rank."""
 import signal
+import subprocess
 import socket
 import struct
 import threading
@@ -39,8 +40,17 @@ def test_worker_killed_mid_allreduce_is_detected_at_once(procs):
 
 
 def test_peer_that_never_enters_the_collective_times_out_by_name(procs):
-    results = procs.run_group("absent", 3, timeout=30)
-    for res in results[:2]:
+    port = procs.free_port()
+    absent = procs.start_rank("absent", 2, 3, port, stdin=subprocess.PIPE)
+    ranks = [procs.start_rank("absent", r, 3, port) for r in range(2)]
+    try:
+        results = [procs.result_of(p, timeout=30) for p in ranks]
+    finally:
+        procs.result_of(absent, timeout=30)  # closes its stdin: the verdicts are in, it may leave
+        for p in (*ranks, absent):
+            if p.poll() is None:
+                p.kill()
+    for res in results:
         assert res["is_timeout"] and res["is_distributed"], res
         assert res["op"] == "allreduce"
         assert res["missing"] == [2], res
