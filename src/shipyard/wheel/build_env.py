@@ -20,6 +20,7 @@ from pathlib import Path
 from build import ProjectBuilder
 
 from shipyard import command
+from shipyard.file_lock import exclusive
 from shipyard.toolchains.discover import Interpreter
 
 # Always present: the frontend itself and the backends ember's components use.
@@ -61,25 +62,28 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
     root = state / "envs" / f"build-{interpreter.full_version}-{interpreter.binary_sha256[:8]}-{tag}"
     python = root / "bin" / "python"
     marker = root / "shipyard-freeze.txt"
-    if not marker.is_file():
-        if root.exists():
-            shutil.rmtree(root)
-        command.run([interpreter.path, "-m", "venv", root], what=f"venv for Python {interpreter.version}")
-        _pip_install(python, wanted, interpreter)
-    dynamic = root / "shipyard-dynamic" / hashlib.sha256((project / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    if not dynamic.is_file():
-        builder = ProjectBuilder(project, python_executable=str(python),
-                                 runner=hook_runner(f"build requirements of {project.name}"))
-        extra = sorted(builder.get_requires_for_build("wheel"))
-        if extra:
-            _pip_install(python, extra, interpreter)
-        dynamic.parent.mkdir(exist_ok=True)
-        dynamic.write_text("\n".join(extra) + "\n")
-        marker.unlink(missing_ok=True)  # the environment changed: freeze it again
-    if not marker.is_file():
-        marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
-    identity = hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
-    return BuildEnv(interpreter, root, wanted, identity)
+    # Parallel runs (nox sessions, pytest-xdist workers, the CPU and a CUDA build) share the
+    # venv of an interpreter: one makes or extends it, the others wait and reuse it.
+    with exclusive(root.with_name(f".{root.name}.lock")):
+        if not marker.is_file():
+            if root.exists():
+                shutil.rmtree(root)
+            command.run([interpreter.path, "-m", "venv", root], what=f"venv for Python {interpreter.version}")
+            _pip_install(python, wanted, interpreter)
+        dynamic = root / "shipyard-dynamic" / hashlib.sha256((project / "pyproject.toml").read_bytes()).hexdigest()[:16]
+        if not dynamic.is_file():
+            builder = ProjectBuilder(project, python_executable=str(python),
+                                     runner=hook_runner(f"build requirements of {project.name}"))
+            extra = sorted(builder.get_requires_for_build("wheel"))
+            if extra:
+                _pip_install(python, extra, interpreter)
+            dynamic.parent.mkdir(exist_ok=True)
+            dynamic.write_text("\n".join(extra) + "\n")
+            marker.unlink(missing_ok=True)  # the environment changed: freeze it again
+        if not marker.is_file():
+            marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
+        identity = hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
+        return BuildEnv(interpreter, root, wanted, identity)
 
 
 def _pip_install(python: Path, requirements: Sequence[str], interpreter: Interpreter) -> None:

@@ -267,12 +267,13 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
                                     out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs)
             entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                     "seconds": time.monotonic() - start})
-    repaired_wheel = entry.files()[0]
-    # A pure wheel has no local version: the same name and bytes in every variant's index, and
-    # pip resolves it by name from each (as PyTorch publishes its pure packages).
-    labelled = relabel_wheel(repaired_wheel, label=None if pure else ctx.variant.tag,
-                             extra_files=package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha),
-                             out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
+        repaired_wheel = entry.files()[0]
+        # A pure wheel has no local version: the same name and bytes in every variant's index, and
+        # pip resolves it by name from each (as PyTorch publishes its pure packages). Still under
+        # the key's lock: every variant's run labels a pure cell into the same folder.
+        labelled = relabel_wheel(repaired_wheel, label=None if pure else ctx.variant.tag,
+                                 extra_files=package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha),
+                                 out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
     failures = checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant, toolchain)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
                   "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,

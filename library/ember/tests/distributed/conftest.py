@@ -6,9 +6,11 @@ higher up (ember's tests folder); registering them again here is harmless.
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,40 @@ def run_group(scenario: str, world: int, *extra: str, timeout: float = 60) -> li
 def procs():
     """Process helpers (a fixture, since tests run with --import-mode=importlib)."""
     return SimpleNamespace(free_port=free_port, start_rank=start_rank, result_of=result_of, run_group=run_group)
+
+
+# --- wine, for the Windows prototype's tests -------------------------------------------------
+
+WINE = shutil.which("wine64") or ("/usr/lib/wine/wine64" if os.path.exists("/usr/lib/wine/wine64") else None)
+_wine_prefix = {}  # "dir", "env", "boot": the prefix being initialised since collection ended
+
+
+def _boot_wine_prefix() -> None:
+    prefix = Path(tempfile.mkdtemp(prefix="wineprefix-"))
+    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
+    boot = subprocess.Popen([WINE, "cmd", "/c", "exit"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _wine_prefix.update(dir=prefix, env=env, boot=boot)
+
+
+def pytest_collection_finish(session):
+    """A fresh wine prefix takes ~10 s of wineboot. When Windows tests were collected, start it
+    now, in the background, so that it overlaps the tests that run before them."""
+    if WINE is not None and any(item.path.name == "test_windows.py" for item in session.items):
+        _boot_wine_prefix()
+
+
+@pytest.fixture(scope="session")
+def wine():
+    """The wine binary and an environment with an initialised prefix of this session's own;
+    its wineserver is stopped at the end, so no wine process outlives the tests."""
+    if WINE is None:
+        pytest.skip("wine64 is not installed")
+    if not _wine_prefix:
+        _boot_wine_prefix()
+    _wine_prefix["boot"].wait(timeout=180)
+    yield SimpleNamespace(path=WINE, env=_wine_prefix["env"])
+    wineserver = Path(WINE).with_name("wineserver")
+    if wineserver.exists():
+        subprocess.run([str(wineserver), "-k"], env=_wine_prefix["env"], capture_output=True)
+    shutil.rmtree(_wine_prefix["dir"], ignore_errors=True)

@@ -69,24 +69,11 @@ def _windows_executables(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def windows_build(tmp_path_factory):
+def windows_build(tmp_path_factory, wine):
     reason = _missing()
     if reason:
         pytest.skip(reason)
-    prefix = tmp_path_factory.mktemp("wineprefix")
-    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
-    # The first start of a prefix initialises it (~10 s); it runs while the executables build,
-    # and outside the tests' timings.
-    initialise = subprocess.Popen([WINE, "cmd", "/c", "exit"], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-    try:
-        build = _windows_executables(tmp_path_factory)
-    finally:
-        initialise.wait(timeout=180)
-    yield build, env
-    wineserver = Path(WINE).with_name("wineserver")
-    if wineserver.exists():  # stop the prefix's server so no wine process outlives the tests
-        subprocess.run([str(wineserver), "-k"], env=env, capture_output=True)
+    return _windows_executables(tmp_path_factory), wine.env
 
 
 def test_executables_are_self_contained_windows_binaries(windows_build):
