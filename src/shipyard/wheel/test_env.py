@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -71,9 +70,11 @@ def make_test_env(installer: str, *, interpreter: Interpreter, venv: Path, wheel
     command.run([uv, "pip", "install", "--quiet", "--python", python, "--no-index", "--find-links", wheelhouse,
                  *requirements], env=env, timeout=900, what="install test requirements")
     if installer == "pip":
-        # pip's own resolver, run by the venv's interpreter (`pip --python`): the venv needs no
-        # pip of its own, and nothing but pip decides which build of the project lands in it.
-        install = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check", "install",
+        # The pip that comes with this Python (the one that filled the wheelhouse) installs into
+        # the venv (`pip --python`, pip >= 22.3): the venv needs no pip of its own, and nothing
+        # but pip's resolver decides which build of the project lands in it. (shipyard's own
+        # pip may already have dropped an old Python the matrix still has.)
+        install = [interpreter.path, "-m", "pip", "--python", python, "--disable-pip-version-check", "install",
                    "--quiet"]
     elif installer == "uv":
         install = [uv, "pip", "install", "--quiet", "--python", python]
