@@ -13,12 +13,17 @@ from pathlib import Path
 
 
 @contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `lock_file` (created if absent) for the `with` block."""
+def exclusive(lock_file: Path, *, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on `lock_file` (created if absent) for the `with` block; yields
+    True. With `wait=False` it does not wait for another holder and yields False instead."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)

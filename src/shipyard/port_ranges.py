@@ -11,12 +11,13 @@ share a range either; a crashed process's claims go with it.
 
 from __future__ import annotations
 
-import fcntl
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from shipyard.file_lock import exclusive
 
 FIRST_PORT = 20000
 RANGE_SIZE = 400
@@ -28,20 +29,11 @@ LOCK_DIR = Path(tempfile.gettempdir()) / "shipyard-port-ranges"
 @contextmanager
 def claimed_port_range(lock_dir: Path = LOCK_DIR, poll_seconds: float = 0.2) -> Iterator[range]:
     """Claim a free slot's port range for the `with` block (waiting while every slot is held)."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
     while True:
         for slot in range(SLOTS):
-            handle = open(lock_dir / f"slot-{slot}.lock", "w")  # noqa: SIM115 - held for the block
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                continue
-            try:
-                start = FIRST_PORT + slot * RANGE_SIZE
-                yield range(start, start + RANGE_SIZE)
-                return
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-                handle.close()
+            with exclusive(lock_dir / f"slot-{slot}.lock", wait=False) as claimed:
+                if claimed:
+                    start = FIRST_PORT + slot * RANGE_SIZE
+                    yield range(start, start + RANGE_SIZE)
+                    return
         time.sleep(poll_seconds)

@@ -338,6 +338,7 @@ class _TestTask:
     gate: FeatureGate
     others: list[str]
     installer: str
+    local_deps: list[Path]  # the wheels of the variant index its install can pull in
     key: str = ""
 
     @property
@@ -366,15 +367,13 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
         tasks.append(_TestTask(outcome, interpreter, tests_dir,
                                feature_gate(ctx.spec, component.name, platform, tests_dir, ctx.root),
                                sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
-                               installer="uv"))
-    if ctx.request.test_installer == "pip":
-        for task in tasks:
-            task.installer = "pip"
-    else:
-        _choose_pip_cells(tasks, variant_dir, local)
+                               installer=ctx.request.test_installer,
+                               local_deps=_local_dependency_wheels(outcome.wheel, variant_dir, local)))
+    if ctx.request.test_installer == "uv":
+        _choose_pip_cells(tasks)
     pending = []
     for task in tasks:
-        task.key = _test_key(ctx, task, variant_dir, local)
+        task.key = _test_key(ctx, task)
         entry = ctx.cache.get(task.key)
         if entry is None:
             pending.append(task)
@@ -392,7 +391,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
                 _judge(task, cached=False)
 
 
-def _choose_pip_cells(tasks: list[_TestTask], variant_dir: Path, local: set[NormalizedName]) -> None:
+def _choose_pip_cells(tasks: list[_TestTask]) -> None:
     """uv makes the test environments; pip, what users run, keeps one real resolution by name
     from the variant's index per Python: the cell whose install pulls in most of the release's
     own packages (emberelastic brings ember), the first of them on a tie."""
@@ -400,19 +399,17 @@ def _choose_pip_cells(tasks: list[_TestTask], variant_dir: Path, local: set[Norm
     for task in tasks:
         by_python.setdefault(task.interpreter.version, []).append(task)
     for group in by_python.values():
-        chosen = max(group, key=lambda t: len(_local_dependency_wheels(t.wheel, variant_dir, local)))
+        chosen = max(group, key=lambda t: len(t.local_deps))
         chosen.installer = "pip"
 
 
-def _test_key(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[NormalizedName]) -> str:
-    wheel = task.outcome.wheel
-    assert wheel is not None
+def _test_key(ctx: _Context, task: _TestTask) -> str:
     component = ctx.spec.release.components[task.outcome.cell.component]
     # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
     # timestamps) without changing what the tests exercise.
-    index_state = sorted(content_identity(w) for w in _local_dependency_wheels(wheel, variant_dir, local))
+    index_state = sorted(content_identity(w) for w in task.local_deps)
     gate = task.gate
-    test_inputs = {"wheel": content_identity(wheel), "index": index_state, "installer": task.installer,
+    test_inputs = {"wheel": content_identity(task.wheel), "index": index_state, "installer": task.installer,
                    "gating": dict(gate.statuses), "present": sorted(gate.present),
                    "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
                    "console_scripts": list(component.console_scripts)}
@@ -423,7 +420,6 @@ def _test_key(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[Norm
 def _run_tests(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[NormalizedName]) -> str:
     """Run one cell's tests; record the verdict (cached when it passed). An error in words, or ''."""
     outcome = task.outcome
-    assert outcome.wheel is not None
     component = ctx.spec.release.components[outcome.cell.component]
     label = f"test {outcome.cell.id} ({task.installer})"
     ctx.progress(label)
@@ -431,7 +427,7 @@ def _run_tests(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[Nor
     try:
         with claimed_port_range() as ports, running(ctx.progress, label):
             run = run_component_tests(
-                wheel=outcome.wheel, variant_index=variant_dir, interpreter=task.interpreter,
+                wheel=task.wheel, variant_index=variant_dir, interpreter=task.interpreter,
                 tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
                 source_dir=ctx.root / component.path, state=ctx.request.state, work=work,
                 local_projects=local, installer=task.installer, ports=ports)

@@ -156,9 +156,10 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     runtime_deps = [str(r) for r in requires_dist(wheel)
                     if canonicalize_name(r.name) not in local_projects
                     and (r.marker is None or "extra" not in str(r.marker))]
-    house = ensure_wheelhouse(interpreter, runtime_deps + _test_requirements(tests_dir), state)
+    requirements = _test_requirements(tests_dir)
+    house = ensure_wheelhouse(interpreter, runtime_deps + requirements, state)
     python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
-                           requirements=_test_requirements(tests_dir), index=variant_index, project=str(name),
+                           requirements=requirements, index=variant_index, project=str(name),
                            state=state)
     installed = command.run([python, "-c", f"import importlib.metadata as m; print(m.version({str(name)!r}))"]
                             ).stdout.strip()
