@@ -167,6 +167,29 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     if installed != expected:
         problems.append(f"{installer} resolved {name} {installed} from {variant_index}, expected {expected}: "
                         f"the wrong variant would reach users")
+    judged = run_and_judge_tests(python, tests_dir=tests_dir, gate=gate, other_features=other_features,
+                                 source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout)
+    return TestRun(installed, judged.features, time.monotonic() - start, judged.log_tail,
+                   tuple(problems) + judged.problems, installer, judged.slowest, (started_at, time.time()))
+
+
+@dataclass(frozen=True)
+class JudgedTests:
+    """One run of a component's tests with one interpreter, judged by the feature gate."""
+
+    features: tuple[FeatureOutcome, ...]
+    log_tail: str
+    problems: tuple[str, ...]
+    slowest: tuple[tuple[str, float], ...] = ()
+
+
+def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, other_features: Sequence[str] = (),
+                        source_dir: Path, state: Path, work: Path, ports: range | None = None,
+                        timeout: float = 1800) -> JudgedTests:
+    """Run a copy of `tests_dir` with `python` (whose environment holds the installed package:
+    a venv for wheels, a conda prefix for conda packages) and judge the run by `gate`.
+
+    Everything the run writes stays under `work`, which must exist with a `tmp` folder (TMPDIR)."""
     copied = work / "tests"
     shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     report = work / "feature-report.json"
@@ -193,14 +216,11 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     except ToolError as exc:
         log_tail = str(exc)
     if exit_status is None or not report.is_file():
-        problems.append(f"the tests did not run to completion: {log_tail[-1500:]}")
-        return TestRun(installed, (), time.monotonic() - start, log_tail, tuple(problems), installer,
-                       span=(started_at, time.time()))
+        return JudgedTests((), log_tail, (f"the tests did not run to completion: {log_tail[-1500:]}",))
     data = json.loads(report.read_text())
     outcomes = _feature_outcomes(data, gate)
-    problems += verdict_problems(exit_status, data, outcomes, log_tail)
-    return TestRun(installed, outcomes, time.monotonic() - start, log_tail, tuple(problems), installer,
-                   slowest_tests(data), (started_at, time.time()))
+    problems = verdict_problems(exit_status, data, outcomes, log_tail)
+    return JudgedTests(outcomes, log_tail, tuple(problems), slowest_tests(data))
 
 
 def slowest_tests(report: Mapping[str, object], count: int = 10) -> tuple[tuple[str, float], ...]:
