@@ -1,1 +1,5 @@
-"""Conda packages (#11): recipes built with rattler-build into a channel that py-rattler indexes, solves and installs."""
+"""Conda packages (issue #11): built with rattler-build, indexed, solved and installed with py-rattler.
+
+`bootstrap` makes the local channel that stands in for conda-forge on a machine that cannot reach
+any conda channel: python, numpy, pytest, pip, scikit-build-core, the CUDA runtime, libpng/libjpeg.
+"""
