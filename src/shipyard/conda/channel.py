@@ -189,6 +189,7 @@ def _index(folder: Path) -> None:
     except Exception as exc:
         raise ChannelError(f"{folder}: py-rattler could not index the channel ({type(exc).__name__}: {exc}); "
                            f"the published channel is unchanged") from exc
+    shutil.rmtree(folder / ".tmp", ignore_errors=True)  # index_fs's scratch folder, empty when it is done
 
 
 def verify_index(folder: Path) -> None:
