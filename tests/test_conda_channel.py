@@ -25,7 +25,7 @@ import zstandard
 from shipyard import cli
 from shipyard.conda import channel as channel_module
 from shipyard.conda.channel import ChannelError, conda_artifact_record, publish_packages
-from shipyard.conda.features import list_channel_features, package_extra
+from shipyard.conda.features import features_from_extra, list_channel_features, package_extra
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.serve import serve_channel
 from shipyard.manifest import FeatureRecord, merge_artifacts, read_manifest
@@ -335,3 +335,41 @@ def test_the_channel_server_refuses_what_is_not_a_file_of_its_channels(tmp_path:
         assert _get(port, ok, method="POST")[0] == 501
         assert _get(port, "/t/" + token + "/" + "a" * 9000)[0] == 414
         assert _get(port, ok, headers={f"X-Big-{i}": "v" * 1000 for i in range(20)})[0] == 431
+
+
+@pytest.mark.slow
+def test_concurrent_publishes_both_land(built: Built, tmp_path: Path) -> None:
+    import threading
+
+    channel = tmp_path / "dist" / "conda"
+    packages = [_normalised(p, tmp_path / "in") for p in (built.cpu_first, built.cu118)]
+    errors: list[BaseException] = []
+
+    def publish(package: Path) -> None:
+        try:
+            publish_packages(channel, [package])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=publish, args=(p,)) for p in packages]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    plain, _ = _repodata(channel)
+    assert set(plain["packages.conda"]) == {p.name for p in packages}
+    assert sorted(p.name for p in channel.parent.iterdir()) == [".conda-gen-2", ".conda.lock", "conda"]
+
+
+def test_a_noarch_package_carries_each_features_status_per_platform() -> None:
+    spec = load_spec(REPO)
+    platforms = list(spec.release.platforms)
+    extra = package_extra(spec, component=COMPONENT, platform=platforms, variant="cpu", variant_tag="cpu",
+                          cell_id="ember-noarch")
+    listed = {(f.id, f.platform, f.status) for f in features_from_extra(extra)}
+    expected = {(fid, platform, status) for platform in platforms
+                for fid, _, status in spec.features_for(COMPONENT, platform)}
+    assert listed == expected
+    assert "prototype" in {status for _, _, status in listed}  # ember's Windows distributed support
+    assert features_from_extra({"other": 1}) == () == features_from_extra(None)
