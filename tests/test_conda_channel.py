@@ -11,6 +11,7 @@ import asyncio
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -139,6 +140,9 @@ def test_two_clean_builds_are_byte_identical_after_the_normalising_repack(built:
     rendered = (tmp_path / "x-norm/info/recipe/rendered_recipe.yaml").read_text()
     assert "timestamp: 2020-10-27T12:00:00Z" in rendered
     assert str(built.cpu_first.parent.parent) not in rendered  # the build root is gone
+    raw_rendered = (tmp_path / "x-raw/info/recipe/rendered_recipe.yaml").read_text()
+    build_id = re.compile(r"rattler-build_shipyard-featured_\d{9,}")  # the build folder's time, in ms
+    assert build_id.search(raw_rendered) and not build_id.search(rendered)
 
 
 # --- publish ---------------------------------------------------------------------------------

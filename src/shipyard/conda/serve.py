@@ -70,6 +70,7 @@ class _Handler(BaseHTTPRequestHandler):
     raw_requestline: bytes  # set by the base class before parse_request
     token: str
     timeout = 30  # seconds a client may stay silent
+    disable_nagle_algorithm = True  # headers and body go out as two writes: no 40 ms delayed-ACK stall
     server_version = "shipyard-channel"
     sys_version = ""
     protocol_version = "HTTP/1.1"
