@@ -233,6 +233,42 @@ def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) ->
     discover.cache_clear()
 
 
+# --- conda features ---------------------------------------------------------------------------
+
+def cmd_conda_features(args: argparse.Namespace) -> int:
+    from shipyard.conda.features import list_channel_features, redact
+
+    packages = list_channel_features(args.channel)
+    if args.json:
+        print(json.dumps([p.to_json() for p in packages], indent=2))
+        return 0
+    table = Table(title=f"features in {redact(args.channel)}")
+    for column in ("package", "version", "build", "feature", "status"):
+        table.add_column(column, overflow="fold")
+    colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}
+    bare = []
+    for package in packages:
+        if not package.features:
+            bare.append(package.name)
+        for feature in package.features:
+            status = f"[{colours.get(feature.status, 'white')}]{feature.status}[/]"
+            if feature.platform:
+                status += f" ({feature.platform})"
+            table.add_row(package.name, package.version, package.build, feature.id, status)
+    console.print(table)
+    console.print(f"{len(packages)} packages, {len(packages) - len(bare)} with features"
+                  + (f"; without: {', '.join(sorted(set(bare)))}" if bare else ""))
+    return 0
+
+
+def _add_conda_features(conda_sub: argparse._SubParsersAction) -> None:
+    p = conda_sub.add_parser("features", help="list each package of a conda channel with its features and statuses")
+    p.add_argument("--channel", required=True,
+                   help="channel URL (http(s)://…/, with /t/<token>/ if it needs one; file:///…) or folder")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_conda_features)
+
+
 # --- schema ---------------------------------------------------------------------------------
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -307,6 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dist", help="output folder (default: <root>/dist)")
     p.add_argument("--state", help="work folder (default: <root>/.shipyard)")
     p.set_defaults(func=cmd_build_mobile)
+
+    p = sub.add_parser("conda", help="conda packages: channels and their features")
+    conda_sub = p.add_subparsers(dest="conda_command", required=True)
+    _add_conda_features(conda_sub)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")
