@@ -118,7 +118,7 @@ def requires_dist(wheel: Path) -> list[Requirement]:
     return [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
 
 
-def _test_requirements(tests_dir: Path) -> list[str]:
+def component_test_requirements(tests_dir: Path) -> list[str]:
     file = tests_dir / "requirements.txt"
     lines = file.read_text().splitlines() if file.is_file() else []
     reqs = [ln.split("#", 1)[0].strip() for ln in lines]
@@ -156,7 +156,7 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     runtime_deps = [str(r) for r in requires_dist(wheel)
                     if canonicalize_name(r.name) not in local_projects
                     and (r.marker is None or "extra" not in str(r.marker))]
-    requirements = _test_requirements(tests_dir)
+    requirements = component_test_requirements(tests_dir)
     house = ensure_wheelhouse(interpreter, runtime_deps + requirements, state)
     python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
                            requirements=requirements, index=variant_index, project=str(name),
