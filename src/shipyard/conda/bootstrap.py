@@ -515,27 +515,28 @@ def _build_channel(plan: list[_Package], root: Path, final: Path, say: Progress)
     and rename it to `final`."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
     store = root / "packages"
+    keep = False
     try:
         out, work = staging / "out", staging / "work"
         for subdir in SUBDIRS:
             (out / subdir).mkdir(parents=True)
         start = time.monotonic()
         built = reused = 0
-        dirty = True
         for package in plan:
             stored = _stored_package(store, package.key)
             if stored is not None:
                 _link(stored, out / stored.parent.name / stored.name)
                 reused += 1
-                dirty = True
                 continue
-            if dirty:
-                _index(out)  # what the build solves its environments from must list what is in `out`
+            # No index here: rattler-build indexes its output folder before it solves anything.
             began = time.monotonic()
-            made = _build_package(package, out, work / f"{package.name}-{package.key[:12]}")
+            try:
+                made = _build_package(package, out, work / f"{package.name}-{package.key[:12]}")
+            except BuildError as exc:
+                keep = True  # for the paths the log names; the next run removes it
+                raise BuildError(f"{exc}\n  (its build folder stays in {staging} until the next run)") from exc
             _store_package(store, package.key, made)
             built += 1
-            dirty = package.recipe is None  # rattler-build indexes `out` itself; an assembled package not
             say(f"built {package.label} ({made.parent.name}/{made.name}) in {time.monotonic() - began:.1f} s")
         channel = staging / "channel"
         for subdir in SUBDIRS:
@@ -547,7 +548,8 @@ def _build_channel(plan: list[_Package], root: Path, final: Path, say: Progress)
         os.rename(channel, final)
         say(f"channel {final}: {built} packages built, {reused} reused, in {time.monotonic() - start:.0f} s")
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _build_package(package: _Package, out: Path, work: Path) -> Path:
