@@ -57,9 +57,10 @@ from shipyard import command
 from shipyard.apt_sources import download_debs
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
-from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipe
+from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipe, unpack_wheel
 from shipyard.toolchains.discover import cache_root as shipyard_cache
 from shipyard.toolchains.discover import probe_interpreter, pyenv_root
+from shipyard.wheel.index import sha256_of
 
 Progress = Callable[[str], None]
 
@@ -341,7 +342,7 @@ def _read_wheel_cached(path: Path, mtime: int) -> _Wheel:
     own = name.replace("-", "_")
     import_name = own if own in tops else next((t for t in tops if not t.startswith("_")), tops[0])
     wheel = _Wheel(
-        file=path.name, sha256=_sha256(path), name=canonicalize_name(name), version=str(version),
+        file=path.name, sha256=sha256_of(path), name=canonicalize_name(name), version=str(version),
         pure=all(t.abi == "none" and t.platform == "any" for t in tags),
         requires_python=SpecifierSet(metadata.get("Requires-Python") or ""),
         requires=tuple(Requirement(r) for r in metadata.get_all("Requires-Dist") or []),
@@ -442,7 +443,7 @@ def _plan(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Pa
         spec = libraries[conda]
         version = _upstream_version(deb)
         lib_dir = _unpacked_deb(deb, downloads / "unpacked") / "usr" / "lib" / "x86_64-linux-gnu"
-        recipe = _render("deb-library", {"name": conda, "version": version, "deb": file, "deb_sha256": _sha256(deb),
+        recipe = _render("deb-library", {"name": conda, "version": version, "deb": file, "deb_sha256": sha256_of(deb),
                                          "lib_dir": str(lib_dir), "libraries": spec["libraries"]},
                          _setter(("tests", 0, "package_contents", "files"), list(spec["files"])))
         plan.append(package(conda, version, f"{conda} {version}", (), recipe, {}))
@@ -694,14 +695,7 @@ def _channel(path: Path, *, cached: bool) -> BootstrapChannel:
 # --- unpacked downloads -----------------------------------------------------------------------
 
 def _unpacked_wheel(wheel: Path, root: Path) -> Path:
-    def unpack(target: Path) -> None:
-        with zipfile.ZipFile(wheel) as archive:
-            for info in archive.infolist():
-                extracted = Path(archive.extract(info, target))
-                mode = (info.external_attr >> 16) & 0o777
-                if mode and not info.is_dir():
-                    extracted.chmod(mode)
-    return _unpacked(wheel, root, unpack)
+    return _unpacked(wheel, root, lambda target: unpack_wheel(wheel, target))
 
 
 def _unpacked_deb(deb: Path, root: Path) -> Path:
@@ -711,7 +705,7 @@ def _unpacked_deb(deb: Path, root: Path) -> Path:
 
 def _unpacked(archive: Path, root: Path, unpack: Callable[[Path], Any]) -> Path:
     """`archive` unpacked once into `root`/<its sha256>, whole or not at all."""
-    target = root / _sha256(archive)[:24]
+    target = root / sha256_of(archive)[:24]
     if target.is_dir():
         return target
     root.mkdir(parents=True, exist_ok=True)
@@ -760,14 +754,6 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 def _digest(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -551,7 +551,7 @@ def _assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, wor
         command.run(["dpkg-deb", "-x", deb, deb_root], timeout=600, what=f"dpkg-deb -x {deb.name}")
     wheel_root = work / "wheel-root"
     for wheel in wheels:
-        _unpack_wheel(wheel, wheel_root)
+        unpack_wheel(wheel, wheel_root)
 
     say(f"assemble: CUDA {recipe.version} (nvcc from Debian {recipe.debian.suite}, headers and "
         "libraries from PyPI)")
@@ -626,8 +626,9 @@ def _wheel_component(wheel: Path) -> str:
     return f"wheel:{name.replace('_', '-')}=={version}"
 
 
-def _unpack_wheel(wheel: Path, dest: Path) -> None:
-    # zipfile drops Unix modes; wheels record them in external_attr, and the tools need their x bit.
+def unpack_wheel(wheel: Path, dest: Path) -> None:
+    """Extract a wheel with its files' Unix modes (zipfile drops them; wheels record them in
+    external_attr, and the tools inside need their x bit)."""
     with zipfile.ZipFile(wheel) as archive:
         for info in archive.infolist():
             target = Path(archive.extract(info, dest))
@@ -709,7 +710,7 @@ def _assemble_from_home(recipe: ToolkitRecipe, home: Path, tree: Path, work: Pat
                 f"{recipe.version}. Fix: install the toolkit's cuobjdump in {home}/bin")
         wheels = _download_wheels([recipe.cuobjdump_wheel], work / "wheels", say)
         say(f"unpack: {wheels[0].name}")
-        _unpack_wheel(wheels[0], work / "wheel-root")
+        unpack_wheel(wheels[0], work / "wheel-root")
         cuobjdump = tree / "bin" / "cuobjdump"
         _move_into(work / "wheel-root" / recipe.cuobjdump_in_wheel, cuobjdump)
         cuobjdump.chmod(cuobjdump.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
