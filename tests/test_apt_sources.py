@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shipyard.apt_sources import AptSource, apt_sources
+from shipyard.apt_sources import AptSource, apt_sources, debian_mirror
 from shipyard.docker_base import apt_mirror
-from shipyard.toolchains.cuda_toolkit import debian_mirror
 
 
 def test_the_base_image_and_the_toolkits_read_the_same_mirror(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from shipyard import command
+from shipyard.apt_sources import debian_mirror
 from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, ptx_arch, sm_name
 from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
@@ -24,7 +25,6 @@ from shipyard.toolchains.cuda_toolkit import (
     cuda_device_code,
     cuda_sass_archs,
     cuda_toolkit_recipes,
-    debian_mirror,
     find_installed_cuda_toolkits,
     install_cuda_toolkit,
 )

@@ -1,12 +1,21 @@
 """This machine's apt sources, read one way for every caller: deb822 `*.sources` files first,
-then one-line `sources.list` and `*.list` files, in file order."""
+then one-line `sources.list` and `*.list` files, in file order; and .debs fetched from the Debian
+mirror they name under a private apt configuration, so the machine's own apt state is never touched
+(the CUDA toolkits' compilers, the conda bootstrap channel's libpng and libjpeg)."""
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from shipyard import command
+from shipyard.errors import ToolchainMissing, ToolError
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 
 
 @dataclass(frozen=True)
@@ -55,3 +64,70 @@ def _deb822_stanzas(text: str) -> Iterator[dict[str, str]]:
             stanza[key] = value.strip()
     if stanza:
         yield stanza
+
+
+# --- the machine's Debian mirror -----------------------------------------------------------------
+
+def debian_mirror(apt_etc: Path = Path("/etc/apt")) -> str:
+    """The Debian archive URI the machine's own apt sources name; deb.debian.org when none does."""
+    for source in apt_sources(apt_etc):
+        uri = _debian_archive_uri(list(source.uris), list(source.suites), list(source.components))
+        if uri:
+            return uri
+    return DEFAULT_MIRROR
+
+
+def _debian_archive_uri(uris: list[str], suites: list[str], components: list[str]) -> str | None:
+    # The main archive is the entry with a plain release suite ("bookworm", not "bookworm-security")
+    # and the main component; security and third-party repositories do not carry non-free CUDA.
+    if "main" not in components or not any("-" not in s and "/" not in s for s in suites):
+        return None
+    for uri in uris:
+        if re.match(r"(https?|file):", uri) and "/debian" in uri and "debian-security" not in uri:
+            return uri.rstrip("/")
+    return None
+
+
+def download_debs(suite: str, component: str, packages: Sequence[str], apt_dir: Path,
+                  say: Callable[[str], None]) -> list[Path]:
+    """`apt-get download` `packages` from `suite`/`component` of the machine's Debian mirror into
+    `apt_dir`/debs, one .deb per package in the order asked, under a private apt configuration in
+    `apt_dir` (its own sources.list, lists and cache): the machine's apt state stays untouched."""
+    mirror = debian_mirror()
+    if not DEBIAN_KEYRING.is_file():
+        raise ToolchainMissing(f"{DEBIAN_KEYRING} is missing, so Debian's {suite} index cannot be "
+                               "verified. Fix: apt-get install -y debian-archive-keyring")
+    lists, cache_dir, debs_dir = apt_dir / "lists", apt_dir / "cache", apt_dir / "debs"
+    for folder in (lists / "partial", cache_dir / "archives" / "partial", debs_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    sources_list = apt_dir / "sources.list"
+    sources_list.write_text(f"deb [signed-by={DEBIAN_KEYRING}] {mirror} {suite} {component}\n")
+    options = [
+        "-o", f"Dir::Etc::SourceList={sources_list}",
+        "-o", "Dir::Etc::SourceParts=/dev/null",
+        "-o", f"Dir::State::Lists={lists}",
+        "-o", f"Dir::Cache={cache_dir}",
+        "-o", "Dir::Etc::Preferences=/dev/null",
+        "-o", "Dir::Etc::PreferencesParts=/dev/null",
+    ]
+    if os.geteuid() == 0:
+        # apt would otherwise warn that _apt cannot write our private folders, then fetch as root anyway.
+        options += ["-o", "APT::Sandbox::User=root"]
+    env = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
+    say(f"download debs: {' '.join(packages)} from {mirror} {suite}/{component}")
+    try:
+        command.run(["apt-get", *options, "--error-on=any", "update"], extra_env=env, timeout=600,
+                    what=f"apt-get update ({mirror} {suite} {component})")
+        command.run(["apt-get", *options, "download", *packages], cwd=debs_dir, extra_env=env,
+                    timeout=1800, what=f"apt-get download {' '.join(packages)}")
+    except ToolError as exc:
+        raise ToolError(f"download debs: {exc.args[0]}. Fix: check that {mirror} serves "
+                        f"{suite}/{component} (the mirror comes from /etc/apt/sources.list.d)",
+                        cmd=exc.cmd, returncode=exc.returncode, output=exc.output) from exc
+    debs = []
+    for package in packages:
+        found = sorted(debs_dir.glob(f"{package}_*.deb"))
+        if len(found) != 1:
+            raise ToolError(f"download debs: expected one {package} .deb in {debs_dir}, found {len(found)}")
+        debs.append(found[0])
+    return debs

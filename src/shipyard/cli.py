@@ -269,6 +269,40 @@ def _add_conda_features(conda_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_conda_features)
 
 
+# --- conda ----------------------------------------------------------------------------------
+
+def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
+    import time
+
+    from shipyard.build_report import live_progress
+    from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel
+    from shipyard.errors import UsageError
+
+    spec = _spec(args)
+    check_filters(spec.release, python=args.python)
+    release_cuda = [v.cuda for v in spec.release.variants.values() if v.cuda]
+    if args.cuda:
+        unknown = [c for c in args.cuda if c not in release_cuda]
+        if unknown:
+            raise UsageError(f"--cuda {', '.join(unknown)}: no variant of release.yaml uses that CUDA version "
+                             f"(they use {', '.join(dict.fromkeys(release_cuda))})")
+    pythons = args.python or list(spec.release.pythons)
+    cuda_versions = args.cuda or bootstrap_cuda_versions(release_cuda)
+    console.print(f"bootstrap channel: Pythons {', '.join(pythons)}; CUDA runtimes "
+                  f"{', '.join(cuda_versions) or 'none'}")
+    start = time.monotonic()
+    with live_progress(err_console, "conda bootstrap") as progress:
+        channel = ensure_bootstrap_channel(pythons=pythons, cuda_versions=cuda_versions, progress=progress,
+                                           refresh=args.refresh)
+    seconds = time.monotonic() - start
+    size = sum(f.stat().st_size for f in channel.path.glob("*/*.conda"))
+    console.print(f"[green]ready[/]: {channel.path}")
+    console.print(f"  {len(channel.packages)} packages, {size / 1e6:.1f} MB, "
+                  + ("cached" if channel.cached else f"built in {seconds:.0f} s"))
+    console.print(f"  channel URL: {channel.url()}")
+    return 0
+
+
 # --- schema ---------------------------------------------------------------------------------
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -344,9 +378,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", help="work folder (default: <root>/.shipyard)")
     p.set_defaults(func=cmd_build_mobile)
 
-    p = sub.add_parser("conda", help="conda packages: channels and their features")
-    conda_sub = p.add_subparsers(dest="conda_command", required=True)
-    _add_conda_features(conda_sub)
+    p = sub.add_parser("conda", help="conda packages: the bootstrap channel, builds, channels and their features")
+    csub = p.add_subparsers(dest="conda_command", required=True)
+    _add_conda_features(csub)
+    cp = csub.add_parser("bootstrap", help="build (or reuse) the local channel of python, numpy, pytest, the "
+                                           "CUDA runtime ... that stands in for conda-forge here")
+    cp.add_argument("--python", action="append", help="only this Python (repeatable; default: release.yaml's)")
+    cp.add_argument("--cuda", action="append",
+                    help="only this CUDA runtime (repeatable; default: the release's CUDA versions whose runtime "
+                         "wheel shipyard knows)")
+    cp.add_argument("--refresh", action="store_true",
+                    help="ask PyPI and Debian again for the newest wheels and .debs instead of reusing the "
+                         "last resolution")
+    cp.set_defaults(func=cmd_conda_bootstrap)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")

@@ -36,7 +36,7 @@ from importlib import resources
 from pathlib import Path
 
 from shipyard import command
-from shipyard.apt_sources import apt_sources
+from shipyard.apt_sources import download_debs
 from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, sm_name
 from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
@@ -47,8 +47,6 @@ log = logging.getLogger("shipyard.toolchains.cuda_toolkit")
 
 
 MANIFEST_NAME = "toolchain.json"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
-DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 _MANIFEST_SCHEMA = 1
 
 # Where each part of Debian's nvidia-cuda-toolkit .deb goes in the assembled tree. The real nvcc
@@ -299,28 +297,6 @@ def _refuse_unsupported(recipe: ToolkitRecipe, archs: tuple[str, ...],
         f"CUDA {recipe.version} cannot compile SASS for {';'.join(bad)}: it supports "
         f"{recipe.arch_min}-{recipe.arch_max}{listed}. Fix: drop {';'.join(bad)} from the arch list"
         + (f", or build it with CUDA {', '.join(others)}" if others else ""))
-
-
-# --- the machine's Debian mirror -----------------------------------------------------------------
-
-def debian_mirror(apt_etc: Path = Path("/etc/apt")) -> str:
-    """The Debian archive URI the machine's own apt sources name; deb.debian.org when none does."""
-    for source in apt_sources(apt_etc):
-        uri = _debian_archive_uri(list(source.uris), list(source.suites), list(source.components))
-        if uri:
-            return uri
-    return DEFAULT_MIRROR
-
-
-def _debian_archive_uri(uris: list[str], suites: list[str], components: list[str]) -> str | None:
-    # The main archive is the entry with a plain release suite ("bookworm", not "bookworm-security")
-    # and the main component; security and third-party repositories do not carry non-free CUDA.
-    if "main" not in components or not any("-" not in s and "/" not in s for s in suites):
-        return None
-    for uri in uris:
-        if re.match(r"(https?|file):", uri) and "/debian" in uri and "debian-security" not in uri:
-            return uri.rstrip("/")
-    return None
 
 
 # --- public API ---------------------------------------------------------------------------------
@@ -575,7 +551,7 @@ def _assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, wor
         command.run(["dpkg-deb", "-x", deb, deb_root], timeout=600, what=f"dpkg-deb -x {deb.name}")
     wheel_root = work / "wheel-root"
     for wheel in wheels:
-        _unpack_wheel(wheel, wheel_root)
+        unpack_wheel(wheel, wheel_root)
 
     say(f"assemble: CUDA {recipe.version} (nvcc from Debian {recipe.debian.suite}, headers and "
         "libraries from PyPI)")
@@ -608,50 +584,14 @@ def _assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, wor
 
 
 def _download_debs(source: DebianSource, apt_dir: Path, say: Progress) -> list[Path]:
-    """`apt-get download` the packages under a private apt configuration (the machine's untouched)."""
-    mirror = debian_mirror()
-    if not DEBIAN_KEYRING.is_file():
-        raise ToolchainMissing(f"{DEBIAN_KEYRING} is missing, so Debian's {source.suite} index cannot be "
-                               "verified. Fix: apt-get install -y debian-archive-keyring")
-    lists, cache_dir, debs_dir = apt_dir / "lists", apt_dir / "cache", apt_dir / "debs"
-    for folder in (lists / "partial", cache_dir / "archives" / "partial", debs_dir):
-        folder.mkdir(parents=True)
-    sources_list = apt_dir / "sources.list"
-    sources_list.write_text(
-        f"deb [signed-by={DEBIAN_KEYRING}] {mirror} {source.suite} {source.component}\n")
-    options = [
-        "-o", f"Dir::Etc::SourceList={sources_list}",
-        "-o", "Dir::Etc::SourceParts=/dev/null",
-        "-o", f"Dir::State::Lists={lists}",
-        "-o", f"Dir::Cache={cache_dir}",
-        "-o", "Dir::Etc::Preferences=/dev/null",
-        "-o", "Dir::Etc::PreferencesParts=/dev/null",
-    ]
-    if os.geteuid() == 0:
-        # apt would otherwise warn that _apt cannot write our private folders, then fetch as root anyway.
-        options += ["-o", "APT::Sandbox::User=root"]
-    env = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
-    say(f"download debs: {' '.join(source.packages)} from {mirror} {source.suite}/{source.component}")
-    try:
-        command.run(["apt-get", *options, "--error-on=any", "update"], extra_env=env, timeout=600,
-                    what=f"apt-get update ({mirror} {source.suite} {source.component})")
-        command.run(["apt-get", *options, "download", *source.packages], cwd=debs_dir, extra_env=env,
-                    timeout=1800, what=f"apt-get download {' '.join(source.packages)}")
-    except ToolError as exc:
-        raise ToolError(f"download debs: {exc.args[0]}. Fix: check that {mirror} serves "
-                        f"{source.suite}/{source.component} (the mirror comes from /etc/apt/sources.list.d)",
-                        cmd=exc.cmd, returncode=exc.returncode, output=exc.output) from exc
-    debs = []
-    for package in source.packages:
-        found = sorted(debs_dir.glob(f"{package}_*.deb"))
-        if len(found) != 1:
-            raise ToolError(f"download debs: expected one {package} .deb in {debs_dir}, found {len(found)}")
-        version = _deb_version(found[0])
+    """The toolkit's .debs from the machine's Debian mirror, each checked to be the pinned upstream release."""
+    debs = download_debs(source.suite, source.component, source.packages, apt_dir, say)
+    for deb in debs:
+        package, version = deb.name.split("_", 1)[0], _deb_version(deb)
         if not (version == source.upstream or version.startswith(source.upstream + "~")):
             raise ToolError(f"download debs: Debian {source.suite} now carries {package} {version}, not "
                             f"{source.upstream}. Fix: update deb_upstream and the wheel pins for this "
                             "toolkit in shipyard/resources/cuda_toolkits.toml")
-        debs.append(found[0])
     return debs
 
 
@@ -686,8 +626,9 @@ def _wheel_component(wheel: Path) -> str:
     return f"wheel:{name.replace('_', '-')}=={version}"
 
 
-def _unpack_wheel(wheel: Path, dest: Path) -> None:
-    # zipfile drops Unix modes; wheels record them in external_attr, and the tools need their x bit.
+def unpack_wheel(wheel: Path, dest: Path) -> None:
+    """Extract a wheel with its files' Unix modes (zipfile drops them; wheels record them in
+    external_attr, and the tools inside need their x bit)."""
     with zipfile.ZipFile(wheel) as archive:
         for info in archive.infolist():
             target = Path(archive.extract(info, dest))
@@ -769,7 +710,7 @@ def _assemble_from_home(recipe: ToolkitRecipe, home: Path, tree: Path, work: Pat
                 f"{recipe.version}. Fix: install the toolkit's cuobjdump in {home}/bin")
         wheels = _download_wheels([recipe.cuobjdump_wheel], work / "wheels", say)
         say(f"unpack: {wheels[0].name}")
-        _unpack_wheel(wheels[0], work / "wheel-root")
+        unpack_wheel(wheels[0], work / "wheel-root")
         cuobjdump = tree / "bin" / "cuobjdump"
         _move_into(work / "wheel-root" / recipe.cuobjdump_in_wheel, cuobjdump)
         cuobjdump.chmod(cuobjdump.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

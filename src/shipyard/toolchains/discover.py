@@ -26,6 +26,11 @@ def toolchain_cache() -> Path:
     return cache_root() / "toolchains"
 
 
+def pyenv_root() -> Path:
+    """Where pyenv keeps its Pythons: $PYENV_ROOT, else ~/.pyenv."""
+    return Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+
+
 @dataclass(frozen=True)
 class Interpreter:
     version: str  # "3.11"
@@ -121,8 +126,7 @@ def find_interpreters() -> tuple[Interpreter, ...]:
     """CPython 3.x from the pyenv versions folder and from PATH, newest patch per minor. Each
     reports its own full version (a python3.X on PATH too) and carries its binary's hash."""
     found: dict[str, Interpreter] = {}
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    pyenv = [Path(p) for p in sorted(glob.glob(str(pyenv_root / "versions" / "*" / "bin" / "python3")))
+    pyenv = [Path(p) for p in sorted(glob.glob(str(pyenv_root() / "versions" / "*" / "bin" / "python3")))
              if re.fullmatch(r"3\.\d+\.\d+", Path(p).parent.parent.name)]
     with ThreadPoolExecutor(max_workers=4) as pool:  # start-up and hashing overlap
         for interpreter in pool.map(probe_interpreter, pyenv):
