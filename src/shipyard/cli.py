@@ -233,6 +233,44 @@ def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) ->
     discover.cache_clear()
 
 
+# --- conda --------------------------------------------------------------------------------
+
+def cmd_conda_build(args: argparse.Namespace) -> int:
+    from shipyard.build_report import live_progress
+    from shipyard.conda.build import CondaBuildRequest, build_conda_variant, conda_output_dir
+
+    spec = _spec(args)
+    check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
+    root = Path(args.root)
+    request = CondaBuildRequest(
+        variant=args.variant, channels=tuple(args.channel or ()), pythons=tuple(args.python or ()),
+        components=tuple(args.component or ()),
+        state=(Path(args.state) if args.state else root / ".shipyard").resolve(), jobs=args.jobs)
+    with live_progress(err_console, f"conda build {args.variant}") as progress:
+        outcomes = build_conda_variant(spec, request, progress)
+    for outcome in outcomes:
+        done = "cached" if outcome.result == "cached" else f"built in {outcome.seconds:.0f} s"
+        console.print(f"{outcome.label}  {done}")
+    variant = spec.release.find_variant(args.variant)
+    assert variant is not None
+    console.print(f"{len(outcomes)} packages in {conda_output_dir(request.state, variant)}")
+    return 0
+
+
+def _add_conda_build(conda_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = conda_sub.add_parser("build", help="build the conda packages of a variant with rattler-build")
+    p.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
+    p.add_argument("--python", action="append", help="only this Python (repeatable), e.g. 3.11")
+    p.add_argument("--component", action="append", help="only this component (repeatable)")
+    p.add_argument("--channel", action="append", metavar="URL",
+                   help="a channel to take dependencies from (repeatable, in priority order)")
+    p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard); packages go to "
+                                   "<state>/conda/<variant>/")
+    p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),
+                   help="compile jobs (default: one per core)")
+    p.set_defaults(func=cmd_conda_build)
+
+
 # --- schema ---------------------------------------------------------------------------------
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -307,6 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dist", help="output folder (default: <root>/dist)")
     p.add_argument("--state", help="work folder (default: <root>/.shipyard)")
     p.set_defaults(func=cmd_build_mobile)
+
+    p = sub.add_parser("conda", help="conda packages: build them with rattler-build")
+    conda_sub = p.add_subparsers(dest="conda_command", required=True)
+    _add_conda_build(conda_sub)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")

@@ -226,6 +226,10 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
         if component.package_types.count("mobile") and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
+        if "conda" in component.package_types and release.conda is None:
+            out.add(doc, ("components", name, "package_types"),
+                    "package type 'conda' needs the channels its dependencies come from; add a top-level "
+                    "section `conda: {channels: [conda-forge]}`")
     for name, target in release.mobile_targets.items():
         if target.stands_in_for and target.stands_in_for not in release.mobile_targets:
             out.add(doc, ("mobile_targets", name, "stands_in_for"), "names no mobile target",
