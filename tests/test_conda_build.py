@@ -137,7 +137,7 @@ def _metadata_channel(folder: Path, packages: list[tuple[str, str, str]]) -> str
     """A channel of metadata-only packages (name, version, subdir): enough for a solver."""
     empty = folder.parent / f"{folder.name}-empty"
     empty.mkdir(parents=True)
-    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     for name, version, subdir in packages:
         (folder / subdir).mkdir(parents=True, exist_ok=True)
         assemble_package(name=name, version=version, target_platform=subdir, build_string="0",
@@ -257,3 +257,26 @@ def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo, conda_channel
     assert f"cuda-cudart {variant.cuda}.*" in IndexJson.from_package_archive(lib.path).depends
     mutex = next(o for o in outcomes if o.name == "ember-variant")
     assert IndexJson.from_package_archive(mutex.path).constrains == [f"__cuda >={variant.cuda}"]
+
+
+@pytest.mark.slow
+def test_a_failed_build_leaves_the_output_as_it_was(repo, cpu_build, tmp_path, capsys):
+    state, request, first = cpu_build
+    copy = tmp_path / "repo"
+    copy.mkdir()
+    for name in ("release.yaml", "feature_status.yaml"):
+        shutil.copy(repo / name, copy / name)
+    shutil.copytree(repo / "recipes", copy / "recipes")
+    shutil.copytree(repo / "library", copy / "library", ignore=shutil.ignore_patterns("build", "__pycache__"))
+    recipe = copy / "recipes" / "emberaudio" / "recipe.yaml"
+    failing = "    content:\n      - echo emberaudio-fails-on-purpose && exit 3\n"
+    recipe.write_text(recipe.read_text().replace("    content:\n", failing, 1))
+    output = first[0].path.parent.parent
+    before = {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
+    code = main(["--root", str(copy), "conda", "build", "--variant", "cpu", "--python", "3.11", "--component",
+                 "emberaudio", *[a for c in request.channels for a in ("--channel", c)], "--state", str(state)])
+    err = capsys.readouterr().err
+    assert code == 5, err
+    assert re.search(r"conda build of emberaudio-\S+ \(\S+recipe\.yaml\) failed", err)
+    assert "emberaudio-fails-on-purpose" in err  # the tail of rattler-build's log, quoted
+    assert {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()} == before

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rattler import Channel, Gateway, VirtualPackage, solve
+from rattler import Channel, Gateway, Subdir, VirtualPackage, solve
 from rattler.exceptions import GatewayError, SolverError
 
 from shipyard.errors import UnsatisfiableDependency
@@ -64,15 +64,13 @@ class PreflightPackage:
     solved: dict[str, list[str]] = field(default_factory=dict)  # env -> sorted "file_name sha256"
 
 
-def _platforms(subdir: str, host_subdir: str) -> list[str]:
-    return [host_subdir, "noarch"]
-
-
 async def _solve_all(packages: Sequence[PreflightPackage], produced: set[str], channels: Sequence[str],
                      host_subdir: str, cache_dir: Path) -> list[str]:
     gateway = Gateway(cache_dir=cache_dir)
     sources = [Channel(url) for url in channels]
     virtual = VirtualPackage.detect()
+    # Every environment solves for this host's platform (noarch packages build here too).
+    platforms = [Subdir(host_subdir), Subdir("noarch")]
     problems: list[str] = []
     for package in packages:
         for env in ENVIRONMENTS:
@@ -81,8 +79,7 @@ async def _solve_all(packages: Sequence[PreflightPackage], produced: set[str], c
                 package.solved[env] = []
                 continue
             try:
-                records = await solve(sources, specs, gateway=gateway,
-                                      platforms=_platforms(package.subdir, host_subdir),
+                records = await solve(sources, specs, gateway=gateway, platforms=platforms,
                                       virtual_packages=virtual)
             except SolverError as exc:
                 problems.append(f"{package.label} ({package.recipe}): its {env} requirements "
