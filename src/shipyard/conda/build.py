@@ -118,6 +118,7 @@ class _Planned:
     sources: str  # hash of the source files its build reads
     check: PreflightPackage
     needs: set[str] = field(default_factory=set)  # names built in this run that it requires
+    builds_against: set[str] = field(default_factory=set)  # of those, the ones in its build/host env
     key: str = ""
 
     @property
@@ -184,6 +185,11 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
             item.needs = {spec_name(s) for specs in item.check.requirements.values() for s in specs} & produced
             item.needs |= set(item.pins()) & produced
             item.needs.discard(item.name)
+            # What its bytes are made from: what it builds against, not what it runs or tests with.
+            item.builds_against = {spec_name(s) for env in ("build", "host")
+                                   for s in item.check.requirements.get(env, [])} & produced
+            item.builds_against |= set(item.pins()) & produced
+            item.builds_against.discard(item.name)
         ordered = _ordered(planned)
         progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
         preflight([p.check for p in ordered], produced=produced, channels=channels, host_subdir=host_subdir,
@@ -385,7 +391,9 @@ def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None
             toolchain=(toolchain.identity if toolchain and native else "none"), python=item.rv.variant.get("python"),
             extra={"rattler-build": version, "revision": CONDA_PIPELINE_REVISION,
                    "solved": json.dumps(item.check.solved, sort_keys=True),
-                   "needs": json.dumps(sorted(keys[n][0] for n in item.needs if n in keys))})
+                   # A run or test dependency built here does not change these bytes: a noarch
+                   # package keeps one key (and one build) for every variant.
+                   "builds_against": json.dumps(sorted(k for n in item.builds_against for k in keys.get(n, [])))})
         keys.setdefault(item.name, []).append(item.key)
 
 
