@@ -1,6 +1,7 @@
 """nox sessions for shipyard. A declaration only: every session installs shipyard and calls it.
 
-Build sessions are generated from the variants in release.yaml (`build-cpu`, `build-cuda11`, …).
+Build sessions are generated from the variants in release.yaml (`build-cpu`, `build-cuda11`, …,
+and `conda-cpu`, `conda-cuda11`, … for the conda packages).
 """
 
 from __future__ import annotations
@@ -59,8 +60,21 @@ def _build_session(variant: str, spec: dict) -> None:
     nox.session(name=f"build-{variant}")(session_func)
 
 
+def _conda_session(variant: str, spec: dict) -> None:
+    cuda = f"CUDA {spec['cuda']} ({spec['tag']})" if spec.get("cuda") else "CPU"
+
+    def session_func(session: nox.Session) -> None:
+        _install_shipyard(session)
+        session.run("shipyard", "conda", "build", "--variant", variant, *session.posargs)
+
+    session_func.__doc__ = (f"Build the {cuda} conda packages with rattler-build for every Python "
+                            f"(-- --python 3.11 --component ember --channel URL).")
+    nox.session(name=f"conda-{variant}")(session_func)
+
+
 for _variant, _spec in RELEASE["variants"].items():
     _build_session(_variant, _spec)
+    _conda_session(_variant, _spec)
 
 
 @nox.session(name="build-mobile")

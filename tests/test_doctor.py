@@ -13,20 +13,23 @@ from shipyard.validate import load_spec
 def test_cpu_cells_of_this_host_are_ready(repo):
     rows = diagnose(load_spec(repo).release, discover(), "cpu")
     linux = [r for r in rows if r.cell.platform == "linux-x86_64"]
-    assert len(linux) == 10
+    assert len(linux) == 22  # 10 wheels; 12 conda packages (2 cores, 2 x 5 Pythons)
     assert all(r.ready for r in linux), [r.detail for r in linux if not r.ready]
-    assert "python 3.11" in next(r.detail for r in linux if r.cell.python == "3.11")
+    assert "python 3.11" in next(r.detail for r in linux if r.cell.python == "3.11" and r.cell.package_type == "wheel")
+    # A conda package's Python comes from its channels: only the compiler is this host's.
+    assert next(r.detail for r in linux if r.cell.id == "ember-cpu-linux-x86_64-cp311-conda").startswith("g++ ")
     # The pure components are one cell each, built with the oldest of the release's Pythons.
     pure = {r.cell.id: r for r in rows if r.cell.is_pure}
-    assert sorted(pure) == ["emberaudio-any-wheel", "emberelastic-any-wheel"]
+    assert sorted(pure) == ["emberaudio-any-conda", "emberaudio-any-wheel", "emberelastic-any-conda",
+                            "emberelastic-any-wheel"]
     assert all(r.ready and r.detail.startswith("python 3.9.") for r in pure.values()), pure
 
 
 def test_cuda10_2_says_no_toolkit_can_be_had_here(repo, capsys):
     assert main(["--root", str(repo), "doctor", "--variant", "cuda10.2"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    # Only the pure wheels (one build for every variant) are ready.
-    assert "2 of 12 cells ready" in out
+    # Only the pure wheels and noarch conda packages (one build for every variant) are ready.
+    assert "4 of 26 cells ready" in out
     assert "no CUDA 10.2 toolkit, and none can be obtained on this machine" in out
     assert "CUDA_HOME=/usr/local/cuda-10.2" in out
 
@@ -46,5 +49,5 @@ def test_toolchain_install_then_doctor_shows_cuda11_ready(repo, capsys):
     discover.cache_clear()
     assert main(["--root", str(repo), "doctor", "--variant", "cuda11"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "12 of 12 cells ready" in out
+    assert "26 of 26 cells ready" in out  # 12 wheels, 14 conda packages
     assert "nvcc 11.8 (shipyard cache)" in out and "host g++-11" in out

@@ -26,8 +26,11 @@ def test_exclusions_remove_cells(repo):
     assert not [c for c in cells if c.component == "emberelastic" and c.platform == "windows-amd64"]
     assert not [c for c in cells if c.component == "ember-lite" and c.variant != "cpu"]
     # Everything else is crossed in full: 2 native Python components x 5 Pythons on linux per
-    # variant, plus the one cell of each pure component (emberaudio, emberelastic).
-    assert len(select(cells, variant="cuda11", platform="linux-x86_64")) == 12
+    # variant, plus the one cell of each pure component (emberaudio, emberelastic), for wheels;
+    # for conda the same plus each native component's core package (libember, libembervision).
+    assert len(select(cells, variant="cuda11", platform="linux-x86_64", package_type="wheel")) == 12
+    assert len(select(cells, variant="cuda11", platform="linux-x86_64", package_type="conda")) == 14
+    assert len(select(cells, variant="cuda11", platform="linux-x86_64")) == 26
 
 
 def test_github_format_is_a_strategy_matrix(repo, capsys):
@@ -35,7 +38,7 @@ def test_github_format_is_a_strategy_matrix(repo, capsys):
     matrix = json.loads(capsys.readouterr().out)
     assert set(matrix) == {"include"}
     ids = [entry["id"] for entry in matrix["include"]]
-    assert len(ids) == len(set(ids)) == 22
+    assert len(ids) == len(set(ids)) == 48  # 22 wheel cells, 26 conda cells
     for entry in matrix["include"]:
         # Actions matrix values must be scalars; every entry names its runner.
         assert all(isinstance(v, str) for v in entry.values())
@@ -46,13 +49,14 @@ def test_github_format_is_a_strategy_matrix(repo, capsys):
 def test_table_shows_counts_per_variant_and_platform(repo, capsys):
     assert main(["--root", str(repo), "matrix"]) == 0
     out = capsys.readouterr().out
-    assert "107 cells" in out
+    # Wheels: 10 per linux variant; conda: 12 more (libember, libembervision and 5 Pythons each).
+    assert "229 cells" in out
     linux = next(line for line in out.splitlines() if "linux-x86_64" in line)
-    assert [int(n) for n in linux.replace("│", " ").split()[1:]] == [10, 10, 10, 10, 10, 0, 50]
+    assert [int(n) for n in linux.replace("│", " ").split()[1:]] == [22, 22, 22, 22, 22, 0, 110]
     pure = next(line for line in out.splitlines() if line.strip("│ ").startswith("any"))
-    assert [int(n) for n in pure.replace("│", " ").split()[1:]] == [0, 0, 0, 0, 0, 2, 2]
+    assert [int(n) for n in pure.replace("│", " ").split()[1:]] == [0, 0, 0, 0, 0, 4, 4]
     total = next(line for line in out.splitlines() if line.strip("│ ").startswith("total"))
-    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [35, 10, 20, 20, 20, 2, 107]
+    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [71, 22, 44, 44, 44, 4, 229]
 
 
 def test_json_format_filters(repo, capsys):
@@ -91,7 +95,7 @@ def test_an_unknown_filter_value_is_an_error_naming_the_nearest(repo, capsys, ar
 def test_filters_accept_names_and_tags(repo, capsys):
     assert main(["--root", str(repo), "matrix", "--format", "json", "--variant", "cu118",
                  "--platform", "windows-amd64", "--component", "ember"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 5
+    assert len(json.loads(capsys.readouterr().out)) == 11  # 5 wheels; libember and 5 ember conda packages
 
 
 def test_github_format_refuses_more_jobs_than_one_matrix_may_hold(spec_copy, capsys):
@@ -117,10 +121,11 @@ def test_a_pure_component_is_one_job_for_the_whole_release(repo, capsys):
     for component in ("emberaudio", "emberelastic"):
         # One job, platform- and Python-neutral, on the Linux runner release.yaml names; no
         # per-platform, per-variant or per-Python jobs.
+        # The same for its one noarch conda package.
         assert [e for e in include if e["component"] == component] == [{
-            "id": f"{component}-any-wheel", "component": component, "variant": "any", "variant_tag": "any",
+            "id": f"{component}-any-{kind}", "component": component, "variant": "any", "variant_tag": "any",
             "cuda": "", "platform": "any", "os": "linux", "runner": "ubuntu-22.04", "python": "",
-            "package_type": "wheel"}]
+            "package_type": kind} for kind in ("wheel", "conda")]
     cells = {c.id: c for c in expand(load_spec(repo).release)}
     # The pure cell stands for every variant, and for the platforms the exclusions leave it.
     assert cells["emberaudio-any-wheel"].variant_tags == ("cpu", "cu102", "cu118", "cu124", "cu130")

@@ -233,76 +233,6 @@ def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) ->
     discover.cache_clear()
 
 
-# --- conda features ---------------------------------------------------------------------------
-
-def cmd_conda_features(args: argparse.Namespace) -> int:
-    from shipyard.conda.features import list_channel_features, redact
-
-    packages = list_channel_features(args.channel)
-    if args.json:
-        print(json.dumps([p.to_json() for p in packages], indent=2))
-        return 0
-    table = Table(title=f"features in {redact(args.channel)}")
-    for column in ("package", "version", "build", "feature", "status"):
-        table.add_column(column, overflow="fold")
-    colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}
-    bare = []
-    for package in packages:
-        if not package.features:
-            bare.append(package.name)
-        for feature in package.features:
-            status = f"[{colours.get(feature.status, 'white')}]{feature.status}[/]"
-            if feature.platform:
-                status += f" ({feature.platform})"
-            table.add_row(package.name, package.version, package.build, feature.id, status)
-    console.print(table)
-    console.print(f"{len(packages)} packages, {len(packages) - len(bare)} with features"
-                  + (f"; without: {', '.join(sorted(set(bare)))}" if bare else ""))
-    return 0
-
-
-def _add_conda_features(conda_sub: argparse._SubParsersAction) -> None:
-    p = conda_sub.add_parser("features", help="list each package of a conda channel with its features and statuses")
-    p.add_argument("--channel", required=True,
-                   help="channel URL (http(s)://…/, with /t/<token>/ if it needs one; file:///…) or folder")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=cmd_conda_features)
-
-
-# --- conda ----------------------------------------------------------------------------------
-
-def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
-    import time
-
-    from shipyard.build_report import live_progress
-    from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel
-    from shipyard.errors import UsageError
-
-    spec = _spec(args)
-    check_filters(spec.release, python=args.python)
-    release_cuda = [v.cuda for v in spec.release.variants.values() if v.cuda]
-    if args.cuda:
-        unknown = [c for c in args.cuda if c not in release_cuda]
-        if unknown:
-            raise UsageError(f"--cuda {', '.join(unknown)}: no variant of release.yaml uses that CUDA version "
-                             f"(they use {', '.join(dict.fromkeys(release_cuda))})")
-    pythons = args.python or list(spec.release.pythons)
-    cuda_versions = args.cuda or bootstrap_cuda_versions(release_cuda)
-    console.print(f"bootstrap channel: Pythons {', '.join(pythons)}; CUDA runtimes "
-                  f"{', '.join(cuda_versions) or 'none'}")
-    start = time.monotonic()
-    with live_progress(err_console, "conda bootstrap") as progress:
-        channel = ensure_bootstrap_channel(pythons=pythons, cuda_versions=cuda_versions, progress=progress,
-                                           refresh=args.refresh)
-    seconds = time.monotonic() - start
-    size = sum(f.stat().st_size for f in channel.path.glob("*/*.conda"))
-    console.print(f"[green]ready[/]: {channel.path}")
-    console.print(f"  {len(channel.packages)} packages, {size / 1e6:.1f} MB, "
-                  + ("cached" if channel.cached else f"built in {seconds:.0f} s"))
-    console.print(f"  channel URL: {channel.url()}")
-    return 0
-
-
 # --- schema ---------------------------------------------------------------------------------
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -378,19 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", help="work folder (default: <root>/.shipyard)")
     p.set_defaults(func=cmd_build_mobile)
 
-    p = sub.add_parser("conda", help="conda packages: the bootstrap channel, builds, channels and their features")
-    csub = p.add_subparsers(dest="conda_command", required=True)
-    _add_conda_features(csub)
-    cp = csub.add_parser("bootstrap", help="build (or reuse) the local channel of python, numpy, pytest, the "
-                                           "CUDA runtime ... that stands in for conda-forge here")
-    cp.add_argument("--python", action="append", help="only this Python (repeatable; default: release.yaml's)")
-    cp.add_argument("--cuda", action="append",
-                    help="only this CUDA runtime (repeatable; default: the release's CUDA versions whose runtime "
-                         "wheel shipyard knows)")
-    cp.add_argument("--refresh", action="store_true",
-                    help="ask PyPI and Debian again for the newest wheels and .debs instead of reusing the "
-                         "last resolution")
-    cp.set_defaults(func=cmd_conda_bootstrap)
+    from shipyard.conda.cli import add_conda_commands  # it imports this module's console
+
+    add_conda_commands(sub)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")

@@ -122,3 +122,15 @@ class CheckFailed(ShipyardError):
     """A built artifact broke a release rule (tag, dependencies, size, CUDA archs)."""
 
     exit_code = 6
+
+
+class RecipeError(ShipyardError):
+    """A conda recipe cannot be read, parsed or rendered: `file:line: key: what; fix`."""
+
+    exit_code = 2
+
+
+class UnsatisfiableDependency(ShipyardError):
+    """A conda package's requirements cannot be met from the channels; found before any build."""
+
+    exit_code = 4

@@ -10,11 +10,16 @@ from shipyard.spec import Exclusion, Platform, Release
 
 # Variant, variant tag and platform of a pure cell: one py3-none-any wheel for every variant and platform.
 ANY = "any"
+# The package types a pure component builds once for every variant and platform: a
+# py3-none-any wheel, a `noarch: python` conda package.
+PURE_PACKAGE_TYPES = ("wheel", "conda")
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One thing to build and test. `python` is None for non-Python artifacts and pure wheels.
+    """One thing to build and test. `python` is None for non-Python artifacts, pure wheels,
+    noarch conda packages and the Python-independent conda package of a native core
+    (`libember`: a conda cell of a component with a native core and no Python).
 
     A pure cell (`is_pure`) is one build per release: it stands for the variants and
     platforms its component is released for, listed in `variants`, `variant_tags` and
@@ -29,6 +34,8 @@ class Cell:
     variants: tuple[str, ...] = ()
     variant_tags: tuple[str, ...] = ()
     platforms: tuple[str, ...] = ()
+    # The package's name when it is not the component's: the conda core package (libember).
+    package: str = ""
 
     @property
     def is_pure(self) -> bool:
@@ -42,7 +49,7 @@ class Cell:
     def id(self) -> str:
         if self.is_pure:
             return f"{self.component}-{ANY}-{self.package_type}"
-        parts = [self.component, self.variant_tag, self.platform]
+        parts = [self.package or self.component, self.variant_tag, self.platform]
         if self.python_tag:
             parts.append(self.python_tag)
         parts.append(self.package_type)
@@ -63,10 +70,15 @@ def _all_cells(release: Release) -> Iterator[Cell]:
                                    package_type)
                     continue
                 for platform in release.platforms:
-                    pythons = release.pythons if component.is_python else (None,)
+                    pythons: tuple[str | None, ...] = release.pythons if component.is_python else (None,)
+                    if package_type == "conda" and component.native_core is not None:
+                        # conda splits the core out (libember: once per platform and variant),
+                        # as conda-forge splits libtorch from pytorch.
+                        pythons = (None, *pythons)
                     for python in pythons:
+                        core = package_type == "conda" and component.is_python and python is None
                         yield Cell(component.name, variant.name, variant.tag, platform, python,
-                                   package_type)
+                                   package_type, package=f"lib{component.name}" if core else "")
 
 
 def _excluded_by(cell: Cell, exclusions: tuple[Exclusion, ...]) -> Exclusion | None:
@@ -79,24 +91,26 @@ def _excluded_by(cell: Cell, exclusions: tuple[Exclusion, ...]) -> Exclusion | N
 
 def expand(release: Release) -> list[Cell]:
     """Every cell of the release, in release.yaml order, exclusions removed; the wheel cells
-    of a pure component collapse into one pure cell, at the place of its first."""
+    of a pure component collapse into one pure cell, at the place of its first, and so do its
+    conda cells (one `noarch: python` package)."""
     kept = [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None]
     pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
     out: list[Cell] = []
-    collapsed: set[str] = set()
+    collapsed: set[tuple[str, str]] = set()
     for cell in kept:
-        if cell.component not in pure or cell.package_type != "wheel":
+        group = (cell.component, cell.package_type)
+        if cell.component not in pure or cell.package_type not in PURE_PACKAGE_TYPES:
             out.append(cell)
-        elif cell.component not in collapsed:
-            collapsed.add(cell.component)
-            out.append(_pure_cell(cell.component, [c for c in kept if c.component == cell.component
-                                                   and c.package_type == "wheel"]))
+        elif group not in collapsed:
+            collapsed.add(group)
+            out.append(_pure_cell(cell.component, cell.package_type,
+                                  [c for c in kept if (c.component, c.package_type) == group]))
     return out
 
 
-def _pure_cell(component: str, covered: list[Cell]) -> Cell:
+def _pure_cell(component: str, package_type: str, covered: list[Cell]) -> Cell:
     unique = lambda values: tuple(dict.fromkeys(values))  # noqa: E731 - release.yaml order, once each
-    return Cell(component, ANY, ANY, ANY, None, "wheel", variants=unique(c.variant for c in covered),
+    return Cell(component, ANY, ANY, ANY, None, package_type, variants=unique(c.variant for c in covered),
                 variant_tags=unique(c.variant_tag for c in covered), platforms=unique(c.platform for c in covered))
 
 

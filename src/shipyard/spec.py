@@ -284,6 +284,34 @@ class PublishTarget(Frozen):
         return url
 
 
+# A conda channel: a name on anaconda.org (conda-forge, pytorch) or a URL (https://, http://, file://).
+_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/label/[A-Za-z0-9._-]+)?$")
+_CHANNEL_URL = re.compile(r"^(https?|file)://\S+$")
+
+
+class CondaSettings(Frozen):
+    """Where conda packages get their dependencies: channels in priority order. Where none can
+    be reached, shipyard's bootstrap channel stands in for them."""
+
+    channels: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("channels")
+    @classmethod
+    def _channels_are_names_or_urls(cls, channels: tuple[str, ...]) -> tuple[str, ...]:
+        for channel in channels:
+            if _CHANNEL_URL.match(channel):
+                authority = channel.split("//", 1)[1].split("/", 1)[0]
+                if "@" in authority:  # never repeat it: the part before '@' is a credential
+                    raise ValueError("a channel URL carries credentials (user:password@); remove them, "
+                                     "conda channels named here must be readable without a login")
+            elif not _CHANNEL_NAME.match(channel):
+                raise ValueError(f"{channel!r} is not a conda channel; write a channel name such as "
+                                 f"conda-forge, or a URL (https://…, file:///…)")
+        if len(set(channels)) != len(channels):
+            raise ValueError("a channel appears twice; list each once")
+        return channels
+
+
 def _named(mapping_key: str) -> Any:
     """A before-validator that copies each mapping key into its entry's `name`."""
 
@@ -306,6 +334,7 @@ class Release(Frozen):
     pythons: tuple[PythonVersion, ...] = Field(min_length=1)
     exclusions: tuple[Exclusion, ...] = ()
     publish: Annotated[dict[str, PublishTarget], BeforeValidator(_named("publish"))] = {}
+    conda: CondaSettings | None = None
 
     @field_validator("components", "variants", "platforms")
     @classmethod

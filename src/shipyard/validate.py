@@ -24,7 +24,7 @@ from shipyard.errors import NO_VALUE, REDACTED, SpecError, SpecIssue, nearest
 from shipyard.feature_markers import marker_issues
 from shipyard.matrix import exclusion_cells
 from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Release
-from shipyard.yaml_source import PathKey, YamlDocument, load_yaml
+from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
 _MISSING = NO_VALUE
@@ -69,7 +69,7 @@ class _Collector:
     def add(self, doc: YamlDocument, loc: PathKey, message: str, *, value: Any = _MISSING,
             suggestion: str | None = None, fix: str = "") -> None:
         if value is _MISSING:
-            value = _value_at(doc.data, loc)
+            value = value_at(doc.data, loc)
         if (loc and loc[0] == "publish" and doc.path.name != "feature_status.yaml"
                 and value is not None and value is not _MISSING and not isinstance(value, dict | list)):
             value = REDACTED  # credentials live under publish: never echo what is there
@@ -77,15 +77,6 @@ class _Collector:
             message, fix = message.split("; ", 1)
         key = ".".join(str(p) for p in loc) or "(top level)"
         self.issues.append(SpecIssue(doc.path, doc.line_of(loc), key, value, message, fix, suggestion))
-
-
-def _value_at(data: Any, loc: PathKey) -> Any:
-    for part in loc:
-        try:
-            data = data[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return data
 
 
 def _model_at(model: type[BaseModel], loc: PathKey) -> type[BaseModel] | None:
@@ -226,6 +217,10 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
         if component.package_types.count("mobile") and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
+        if "conda" in component.package_types and release.conda is None:
+            out.add(doc, ("components", name, "package_types"),
+                    "package type 'conda' needs the channels its dependencies come from; add a top-level "
+                    "section `conda: {channels: [conda-forge]}`")
     for name, target in release.mobile_targets.items():
         if target.stands_in_for and target.stands_in_for not in release.mobile_targets:
             out.add(doc, ("mobile_targets", name, "stands_in_for"), "names no mobile target",

@@ -55,6 +55,16 @@ class YamlDocument:
         return f"{self.path}:{line}" if line else str(self.path)
 
 
+def value_at(data: Any, loc: PathKey) -> Any:
+    """The value at path `loc` in loaded YAML data, or None when there is none."""
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
 def _key_name(at: PathKey) -> str:
     return ".".join(str(p) for p in at) or "(top level)"
 

@@ -52,8 +52,9 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
         # The runner's name lives in release.yaml only.
         return Missing(f"{cell.platform} cells do not build on this {inventory.host_platform} host",
                        f"they build on GitHub's {platform.github_runner} runners in the release pipeline (ci/)")
-    interpreter = inventory.interpreter(cell.python) if cell.python else None
-    if cell.python and interpreter is None:
+    # A conda package's Python comes from its channels, not from this host.
+    interpreter = inventory.interpreter(cell.python) if cell.python and cell.package_type != "conda" else None
+    if cell.python and interpreter is None and cell.package_type != "conda":
         return Missing(f"no Python {cell.python} interpreter",
                        f"install it (pyenv install {cell.python}) or put python{cell.python} on PATH")
     component = release.components[cell.component]

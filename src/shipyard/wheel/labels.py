@@ -32,9 +32,11 @@ def features_document(spec: Spec, component: str, platform: str | Sequence[str])
     return {"features": list(statuses.values())}
 
 
-def package_files(spec: Spec, cell: Cell, component: Component, variant: Variant, git_sha: str) -> dict[str, bytes]:
+def package_files(spec: Spec, cell: Cell, component: Component, variant: Variant,
+                  git_sha: str | None) -> dict[str, bytes]:
     """_build_info.json and _features.json for `cell`'s wheel, by wheel-relative path. A pure
-    wheel's are platform-, variant- and Python-neutral: the same bytes wherever it is built."""
+    wheel's are platform-, variant- and Python-neutral: the same bytes wherever it is built.
+    The conda packages carry the same two files (git_sha None: they are keyed by their sources)."""
     assert component.import_name
     version = spec.release.release.version
     if cell.is_pure:

