@@ -65,10 +65,13 @@ def _conda_session(variant: str, spec: dict) -> None:
 
     def session_func(session: nox.Session) -> None:
         _install_shipyard(session)
+        if spec.get("cuda"):  # assemble the variant's CUDA toolkit when this machine can (cached)
+            session.run("shipyard", "toolchain", "install", variant)
         session.run("shipyard", "conda", "build", "--variant", variant, *session.posargs)
 
-    session_func.__doc__ = (f"Build the {cuda} conda packages with rattler-build for every Python "
-                            f"(-- --python 3.11 --component ember --channel URL).")
+    session_func.__doc__ = (f"Build the {cuda} conda packages with rattler-build for every Python, test each "
+                            f"in an environment solved from the served channel, publish to dist/conda "
+                            f"(-- --python 3.11 --component ember --channel URL --no-tests).")
     nox.session(name=f"conda-{variant}")(session_func)
 
 

@@ -13,6 +13,13 @@ from pathlib import Path
 import pytest
 
 from shipyard import docker_base
+from shipyard.conda.bootstrap import (
+    BootstrapChannel,
+    bootstrap_cuda_versions,
+    ensure_bootstrap_channel,
+    release_requirements,
+)
+from shipyard.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,7 +43,8 @@ class SpecCopy:
 
 # `nox -s tests` runs the suite on every core with pytest-xdist (--dist loadgroup). The files
 # that take minutes go first, so that no worker starts one at the end while the others idle.
-SLOWEST_FIRST = ("test_release_build.py", "test_release_cuda.py", "test_ember_native.py", "test_mobile_release.py",
+SLOWEST_FIRST = ("test_release_build.py", "test_release_cuda.py", "test_conda_install.py", "test_ember_native.py",
+                 "test_mobile_release.py", "test_conda_build.py",
                  "test_wheel_pipeline.py", "test_test_gating.py", "test_container_build.py", "test_cuda_toolkit.py")
 
 
@@ -60,6 +68,17 @@ def spec_copy(tmp_path: Path) -> SpecCopy:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def conda_bootstrap() -> BootstrapChannel:
+    """The bootstrap channel the conda tests build and install against: Python 3.11, every CUDA
+    runtime of the release this machine can repack, what the release's recipes and tests need.
+    Built once per machine (shipyard's cache), shared by every test and worker."""
+    spec = load_spec(REPO)
+    release_cuda = (v.cuda for v in spec.release.variants.values() if v.cuda)
+    return ensure_bootstrap_channel(pythons=["3.11"], cuda_versions=bootstrap_cuda_versions(release_cuda),
+                                    requirements=release_requirements(spec))
 
 
 @pytest.fixture(scope="session")

@@ -30,11 +30,6 @@ from shipyard.toolchains.discover import discover
 from shipyard.toolchains.resolve import Missing, resolve
 from shipyard.validate import load_spec
 
-# Until the integrator switches `conda_channels` to shipyard's bootstrap channel, the slow tests
-# build against a scratch channel made with docs/research/conda's scripts (Python 3.11 only).
-SCRATCH_CHANNEL = Path("/var/tmp/conda-scratch/channel")
-
-
 # --- variant config -------------------------------------------------------------------------
 
 def test_variant_config_comes_from_release_yaml(spec_copy, tmp_path):
@@ -173,13 +168,9 @@ def test_an_unsatisfiable_dependency_is_reported_before_any_build(conda_repo, tm
 # --- real builds (slow) -----------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
-def conda_channels() -> list[str]:
-    """The dependency channels of the conda builds (python 3.11, numpy, pytest, pip,
-    scikit-build-core, hatchling, cuda-cudart 11.8)."""
-    if not (SCRATCH_CHANNEL / "noarch" / "repodata.json").is_file():
-        pytest.fail(f"no dependency channel at {SCRATCH_CHANNEL}: build it (docs/research/conda scripts) "
-                    f"or switch this fixture to shipyard's bootstrap channel")
-    return [SCRATCH_CHANNEL.as_uri()]
+def conda_channels(conda_bootstrap) -> list[str]:
+    """The dependency channels of the conda builds: shipyard's bootstrap channel (tests/conftest.py)."""
+    return [conda_bootstrap.url()]
 
 
 def _about(package: Path) -> dict[str, object]:
@@ -227,15 +218,16 @@ def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo, cpu_build):
 
 
 @pytest.mark.slow
-def test_an_unchanged_rerun_is_cached_and_rewrites_nothing(repo, cpu_build, capsys):
+def test_an_unchanged_rerun_is_cached_and_rewrites_nothing(repo, cpu_build, tmp_path, capsys):
     state, request, first = cpu_build
     before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(first[0].path.parent.parent.rglob("*"))}
     code = main(["--root", str(repo), "conda", "build", "--variant", "cpu", "--python", "3.11", "--component",
-                 "ember", *[a for c in request.channels for a in ("--channel", c)], "--state", str(state)])
+                 "ember", *[a for c in request.channels for a in ("--channel", c)], "--state", str(state),
+                 "--no-tests", "--dist", str(tmp_path / "dist")])
     out = capsys.readouterr().out
     assert code == 0
     for outcome in first:
-        assert f"{outcome.label}  cached" in out
+        assert re.search(re.escape(outcome.label) + r"\s*│\s*cached", out), out
     assert "built in" not in out
     after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(first[0].path.parent.parent.rglob("*"))}
     assert after == before
@@ -274,9 +266,11 @@ def test_a_failed_build_leaves_the_output_as_it_was(repo, cpu_build, tmp_path, c
     output = first[0].path.parent.parent
     before = {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
     code = main(["--root", str(copy), "conda", "build", "--variant", "cpu", "--python", "3.11", "--component",
-                 "emberaudio", *[a for c in request.channels for a in ("--channel", c)], "--state", str(state)])
+                 "emberaudio", *[a for c in request.channels for a in ("--channel", c)], "--state", str(state),
+                 "--dist", str(tmp_path / "dist")])
     err = capsys.readouterr().err
     assert code == 5, err
+    assert not (tmp_path / "dist" / "conda").exists()  # nothing published
     assert re.search(r"conda build of emberaudio-\S+ \(\S+recipe\.yaml\) failed", err)
     assert "emberaudio-fails-on-purpose" in err  # the tail of rattler-build's log, quoted
     assert {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()} == before

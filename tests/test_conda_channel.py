@@ -333,7 +333,7 @@ def test_the_channel_server_refuses_what_is_not_a_file_of_its_channels(tmp_path:
             f"/t/{token}/other/noarch/repodata.json": 404,
             "/ember/noarch/repodata.json": 403,  # no token
             "/t/ember/noarch/repodata.json": 403,
-            f"/t/{token[:-1]}x/ember/noarch/repodata.json": 403,  # a wrong one
+            f"/t/{token[:-1]}{'y' if token.endswith('x') else 'x'}/ember/noarch/repodata.json": 403,  # wrong
         }
         assert {path: _get(port, path)[0] for path in refused} == refused
         assert _get(port, ok, method="POST")[0] == 501

@@ -16,6 +16,7 @@ MISSING = [tool for tool in ("cmake", "g++") if shutil.which(tool) is None]
 
 
 def test_wheel_ships_the_cpp_api():
+    # <package>/share/cmake in a wheel, <env>/lib/cmake in a conda environment (libember).
     prefix = Path(ember.cmake_prefix_path)
     package = prefix.parent.parent
     assert (prefix / "ember" / "emberConfig.cmake").is_file()
@@ -39,5 +40,5 @@ def test_cpp_program_builds_against_installed_wheel_and_runs(tmp_path):
     assert "0 failure(s)" in result.stdout
     # The program uses the wheel's libember, not some other copy.
     ldd = subprocess.run(["ldd", str(exe)], capture_output=True, text=True).stdout
-    lib = Path(ember.__file__).resolve().parent / "lib" / "libember.so"
+    lib = Path(ember.cmake_prefix_path).parent.parent / "lib" / "libember.so"
     assert str(lib) in ldd or os.path.realpath(str(lib)) in ldd

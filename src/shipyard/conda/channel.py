@@ -16,7 +16,6 @@ server in front of dist/) resolve the symlink per request: they see one generati
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import errno
 import json
@@ -30,6 +29,7 @@ from typing import Any
 
 import zstandard
 
+from shipyard.conda.rattler_glue import index_channel
 from shipyard.errors import ShipyardError
 from shipyard.file_lock import exclusive
 from shipyard.manifest import ArtifactRecord, FeatureRecord
@@ -182,14 +182,11 @@ def _place(source: Path, target: Path, *, link: bool) -> None:
 
 def _index(folder: Path) -> None:
     """repodata.json and repodata.json.zst for every subdir of `folder`, written by py-rattler."""
-    from rattler.index import index_fs
-
     try:
-        asyncio.run(index_fs(folder, write_zst=True, write_shards=False, force=True))
+        index_channel(folder)
     except Exception as exc:
         raise ChannelError(f"{folder}: py-rattler could not index the channel ({type(exc).__name__}: {exc}); "
                            f"the published channel is unchanged") from exc
-    shutil.rmtree(folder / ".tmp", ignore_errors=True)  # index_fs's scratch folder, empty when it is done
 
 
 def verify_index(folder: Path) -> None:

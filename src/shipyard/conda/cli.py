@@ -54,7 +54,7 @@ def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
     import time
 
     from shipyard.build_report import live_progress
-    from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel
+    from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
     from shipyard.errors import UsageError
 
     spec = _spec(args)
@@ -72,6 +72,7 @@ def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
     start = time.monotonic()
     with live_progress(err_console, "conda bootstrap") as progress:
         channel = ensure_bootstrap_channel(pythons=pythons, cuda_versions=cuda_versions, progress=progress,
+                                           requirements=release_requirements(spec),
                                            refresh=args.refresh)
     seconds = time.monotonic() - start
     size = sum(f.stat().st_size for f in channel.path.glob("*/*.conda"))
@@ -84,25 +85,36 @@ def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
 
 def cmd_conda_build(args: argparse.Namespace) -> int:
     from shipyard.build_report import live_progress
-    from shipyard.conda.build import CondaBuildRequest, build_conda_variant, conda_output_dir
+    from shipyard.conda.pipeline import CondaRunRequest, run_conda_variant
 
     spec = _spec(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
     root = Path(args.root)
-    request = CondaBuildRequest(
+    request = CondaRunRequest(
         variant=args.variant, channels=tuple(_channel_url(c) for c in args.channel or ()),
-        pythons=tuple(args.python or ()),
-        components=tuple(args.component or ()),
-        state=(Path(args.state) if args.state else root / ".shipyard").resolve(), jobs=args.jobs)
-    with live_progress(err_console, f"conda build {args.variant}") as progress:
-        outcomes = build_conda_variant(spec, request, progress)
-    for outcome in outcomes:
-        done = "cached" if outcome.result == "cached" else f"built in {outcome.seconds:.0f} s"
-        console.print(f"{outcome.label}  {done}")
-    variant = spec.release.find_variant(args.variant)
-    assert variant is not None
-    console.print(f"{len(outcomes)} packages in {conda_output_dir(request.state, variant)}")
-    return 0
+        pythons=tuple(args.python or ()), components=tuple(args.component or ()),
+        state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
+        dist=(Path(args.dist) if args.dist else root / "dist").resolve(), jobs=args.jobs, tests=not args.no_tests,
+        **({"test_jobs": args.test_jobs} if args.test_jobs else {}))
+    with live_progress(err_console, f"conda {args.variant}") as progress:
+        run = run_conda_variant(spec, request, progress)
+    table = Table(title=f"conda packages, variant {args.variant}")
+    for column in ("package", "build", "tests"):
+        table.add_column(column, overflow="fold")
+    for cell in run.cells:
+        done = "cached" if cell.package.result == "cached" else f"built in {cell.package.seconds:.0f} s"
+        if cell.test is None:
+            verdict = "(no tests of its own)" if cell.python is None else "not run (--no-tests)"
+        elif cell.test.passed:
+            verdict = f"[green]passed[/] (Python {cell.python}, {cell.test.seconds:.0f} s)"
+        else:
+            verdict = "[red]failed[/]: " + "; ".join(cell.test.problems)
+        table.add_row(cell.package.label, done, verdict)
+    console.print(table)
+    dist = request.dist / "conda"
+    console.print(f"{len(run.published)} packages in {dist} (indexed); dependencies from "
+                  f"{', '.join(run.channels)}")
+    return 0 if run.passed else 1
 
 
 def _channel_url(channel: str) -> str:
@@ -111,15 +123,19 @@ def _channel_url(channel: str) -> str:
 
 
 def _add_conda_build(conda_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = conda_sub.add_parser("build", help="build the conda packages of a variant with rattler-build")
+    p = conda_sub.add_parser("build", help="build a variant's conda packages with rattler-build, test each in "
+                                           "a solved environment, publish those that pass into <dist>/conda")
     p.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
     p.add_argument("--python", action="append", help="only this Python (repeatable), e.g. 3.11")
     p.add_argument("--component", action="append", help="only this component (repeatable)")
     p.add_argument("--channel", action="append", metavar="URL",
                    help="a channel to take dependencies from: a URL or a local folder (repeatable, in "
-                        "priority order)")
-    p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard); packages go to "
-                                   "<state>/conda/<variant>/")
+                        "priority order; default: the bootstrap channel, `shipyard conda bootstrap`)")
+    p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
+    p.add_argument("--dist", help="output folder (default: <root>/dist): the channel is <dist>/conda")
+    p.add_argument("--no-tests", action="store_true", help="build only; publish without testing")
+    p.add_argument("--test-jobs", type=int, default=None, metavar="N",
+                   help="packages tested side by side (default: one per core, fewer when memory is short)")
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),
                    help="compile jobs (default: one per core)")
     p.set_defaults(func=cmd_conda_build)

@@ -10,6 +10,7 @@ child printed and its exit status together.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -117,4 +118,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    # Skip interpreter finalisation: py-rattler's threads can crash it there (SIGSEGV seen in
+    # CI after a complete install), and everything this process had to say is already written.
+    os._exit(code)

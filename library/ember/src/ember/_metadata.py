@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any, Dict
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # Like torch.utils.cmake_prefix_path: pass as CMAKE_PREFIX_PATH (or use
-# -Dember_DIR=<this>/ember) so find_package(ember CONFIG) finds the wheel's libember.
-cmake_prefix_path = os.path.join(_PACKAGE_DIR, "share", "cmake")
+# -Dember_DIR=<this>/ember) so find_package(ember CONFIG) finds the installed libember. A wheel
+# bundles the core inside the package (<package>/share/cmake, <package>/lib); a conda install
+# has it in the environment, as the libember package (<prefix>/lib/cmake, <prefix>/lib).
+_BUNDLED_CMAKE = os.path.join(_PACKAGE_DIR, "share", "cmake")
+cmake_prefix_path = (_BUNDLED_CMAKE if os.path.isdir(_BUNDLED_CMAKE)
+                     else os.path.join(sys.prefix, "lib", "cmake"))
 
 
 def _read_json(name: str) -> Dict[str, Any]:

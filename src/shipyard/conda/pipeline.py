@@ -1,0 +1,185 @@
+"""`nox -s conda-<variant>`: build a variant's conda packages, test each as a user installs it,
+then publish the ones that passed into dist/conda and record them in dist/manifest.json.
+
+1. dependencies: release.yaml's `conda.channels` where they can be reached; on a machine that
+   reaches none (this one), the bootstrap channel stands in (conda/bootstrap.py);
+2. build: conda/build.py (one variant per call, cached, byte-identical by the normalising repack);
+3. test: the output folder and the dependency channels are served over loopback HTTP with a
+   token (conda/serve.py); each cell's package is installed by py-rattler into a fresh prefix,
+   asking for its exact build, and its component's tests run with that prefix's Python
+   (conda/install_test.py), gated per feature like wheels. A noarch package is tested once,
+   with the newest Python of the run, as a pure wheel is;
+4. publish: only packages whose cell passed, with what they need from this run (the core and the
+   mutex), go into dist/conda, atomically (conda/channel.py); a failed run leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
+from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_variant, conda_output_dir
+from shipyard.conda.channel import conda_artifact_record, publish_packages
+from shipyard.conda.install_test import BuiltPackage, run_conda_package_tests
+from shipyard.conda.serve import serve_channel
+from shipyard.errors import UsageError
+from shipyard.manifest import FeatureRecord, merge_artifacts
+from shipyard.port_ranges import claimed_port_range
+from shipyard.progress import Progress, running
+from shipyard.validate import Spec
+from shipyard.wheel.index import sha256_of
+from shipyard.wheel.pipeline import default_test_jobs, feature_gate
+from shipyard.wheel.testing import TestRun
+
+
+@dataclass(frozen=True)
+class CondaRunRequest:
+    variant: str
+    pythons: tuple[str, ...] = ()
+    components: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()  # dependency channels; empty: the bootstrap channel
+    state: Path = Path(".shipyard")
+    dist: Path = Path("dist")
+    jobs: int = 2
+    test_jobs: int = field(default_factory=default_test_jobs)
+    tests: bool = True
+
+
+@dataclass
+class CondaCell:
+    """One package of the run with its test verdict (None: not tested, e.g. libember, the mutex)."""
+
+    package: PackageOutcome
+    python: str | None = None
+    test: TestRun | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.test is None or self.test.passed
+
+
+@dataclass(frozen=True)
+class CondaRun:
+    cells: list[CondaCell]
+    channels: tuple[str, ...]
+    published: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.cells)
+
+
+def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress = lambda _: None) -> CondaRun:
+    release = spec.release
+    variant = release.find_variant(request.variant)
+    if variant is None:
+        raise UsageError(f"--variant {request.variant}: no such variant in release.yaml "
+                         f"(variants: {', '.join(release.variants)})")
+    pythons = tuple(request.pythons or release.pythons)
+    channels = request.channels
+    if not channels:
+        bootstrap = ensure_bootstrap_channel(pythons=pythons, cuda_versions=[variant.cuda] if variant.cuda else [],
+                                             requirements=release_requirements(spec), progress=progress)
+        progress(f"dependencies: the bootstrap channel {bootstrap.path} stands in for "
+                 f"{', '.join(spec.release.conda.channels) if spec.release.conda else 'conda-forge'}")
+        channels = (bootstrap.url(),)
+    build_request = CondaBuildRequest(variant=variant.name, channels=channels, pythons=pythons,
+                                      components=request.components, state=request.state, jobs=request.jobs)
+    packages = build_conda_variant(spec, build_request, progress)
+    cells = [CondaCell(p, _test_python(spec, p, pythons)) for p in packages]
+    if request.tests:
+        _test_all(spec, cells, channels, conda_output_dir(request.state, variant), request, progress)
+    published = _publish(spec, cells, request, progress)
+    return CondaRun(cells, channels, published)
+
+
+def _test_python(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) -> str | None:
+    """The Python a package's tests run with: its own, the newest of the run for noarch; None
+    when it has no tests of its own (a core library, the mutex)."""
+    cell = package.cell
+    if cell is None or cell.package:  # the mutex; a core package (libember), proven by its dependents
+        return None
+    component = spec.release.components[cell.component]
+    if not component.tests:
+        return None
+    return cell.python or max(pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
+def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], output: Path,
+              request: CondaRunRequest, progress: Progress) -> None:
+    token = secrets.token_urlsafe(24)
+    folders = {"built": output, **{f"dep{i}": Path(_path_of(url)) for i, url in enumerate(channels)
+                                   if url.startswith("file://")}}
+    remote = [url for url in channels if not url.startswith("file://")]
+    tested = [c for c in cells if c.python is not None]
+    with serve_channel(folders, token=token) as base:
+        served = [f"{base}built/", *[f"{base}{name}/" for name in folders if name != "built"], *remote]
+
+        def one(cell: CondaCell) -> None:
+            package, python = cell.package, cell.python
+            assert python is not None and package.cell is not None
+            component = spec.release.components[package.cell.component]
+            assert component.tests
+            tests_dir = spec.root / component.path / component.tests
+            platform = _host_platform(spec) if package.cell.platform == "any" else package.cell.platform
+            with claimed_port_range() as ports, running(progress, f"test {package.label} (Python {python})"):
+                cell.test = run_conda_package_tests(
+                    BuiltPackage(package.name, package.version, package.build, sha256_of(package.path)),
+                    python=python, channels=served, tests_dir=tests_dir,
+                    gate=feature_gate(spec, component.name, platform, tests_dir, spec.root),
+                    other_features=sorted(f.id for f in spec.features.features if f.component != component.name),
+                    source_dir=spec.root / component.path, state=request.state,
+                    work=request.state / "conda-test" / package.label, ports=ports)
+            verdict = "passed" if cell.test.passed else "FAILED: " + "; ".join(cell.test.problems)[:300]
+            progress(f"test {package.label}: {verdict}")
+
+        with ThreadPoolExecutor(max_workers=max(1, request.test_jobs)) as pool:
+            list(pool.map(one, tested))
+
+
+def _path_of(file_url: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(file_url).path)
+
+
+def _host_platform(spec: Spec) -> str:
+    from shipyard.toolchains.discover import discover
+
+    return discover().host_platform
+
+
+def _publish(spec: Spec, cells: list[CondaCell], request: CondaRunRequest, progress: Progress) -> tuple[str, ...]:
+    """Publish what passed (and what it needs from this run); record every published package."""
+    failed = {c.package.name for c in cells if not c.passed}
+    kept = [c for c in cells if c.passed]
+    if not kept:
+        return ()
+    channel = request.dist / "conda"
+    update = publish_packages(channel, [c.package.path for c in kept])
+    progress(f"dist/conda: {len(update.added)} added, {len(update.replaced)} replaced, "
+             f"{len(update.unchanged)} unchanged" + (f"; not published (tests failed): {', '.join(sorted(failed))}"
+                                                      if failed else ""))
+    release = spec.release
+    records = []
+    for cell in kept:
+        matrix_cell = cell.package.cell
+        if matrix_cell is None:
+            continue  # the mutex belongs to no component
+        platform = _host_platform(spec) if matrix_cell.platform == "any" else matrix_cell.platform
+        records.append(conda_artifact_record(
+            cell.package.path, channel=channel, cell_id=matrix_cell.id, component=matrix_cell.component,
+            variant=matrix_cell.variant, variant_tag=matrix_cell.variant_tag, platform=matrix_cell.platform,
+            python=matrix_cell.python, version=release.release.version,
+            features=tuple(FeatureRecord(id=i, title=t, status=s)
+                           for i, t, s in spec.features_for(matrix_cell.component, platform)),
+            tests=cell.test.to_json() if cell.test else None,
+            build={"key": cell.package.key, "result": cell.package.result, "seconds": round(cell.package.seconds, 2),
+                   "package": cell.package.label}))
+    merge_artifacts(request.dist / "manifest.json", release=release.release.name, version=release.release.version,
+                    records=records)
+    return update.packages
