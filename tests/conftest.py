@@ -71,14 +71,18 @@ def repo() -> Path:
 
 
 @pytest.fixture(scope="session")
-def conda_bootstrap() -> BootstrapChannel:
+def conda_cuda_versions() -> tuple[str, ...]:
+    """The release's CUDA versions whose runtime the bootstrap channel can repack."""
+    return bootstrap_cuda_versions(v.cuda for v in load_spec(REPO).release.variants.values() if v.cuda)
+
+
+@pytest.fixture(scope="session")
+def conda_bootstrap(conda_cuda_versions: tuple[str, ...]) -> BootstrapChannel:
     """The bootstrap channel the conda tests build and install against: Python 3.11, every CUDA
     runtime of the release this machine can repack, what the release's recipes and tests need.
     Built once per machine (shipyard's cache), shared by every test and worker."""
-    spec = load_spec(REPO)
-    release_cuda = (v.cuda for v in spec.release.variants.values() if v.cuda)
-    return ensure_bootstrap_channel(pythons=["3.11"], cuda_versions=bootstrap_cuda_versions(release_cuda),
-                                    requirements=release_requirements(spec))
+    return ensure_bootstrap_channel(pythons=["3.11"], cuda_versions=conda_cuda_versions,
+                                    requirements=release_requirements(load_spec(REPO)))
 
 
 @pytest.fixture(scope="session")

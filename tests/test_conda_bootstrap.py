@@ -38,14 +38,9 @@ REPO = Path(__file__).resolve().parent.parent
 PYTHON = "3.11"
 
 
-def _release_cuda_versions() -> tuple[str, ...]:
-    release = load_spec(REPO).release
-    return bootstrap_cuda_versions(v.cuda for v in release.variants.values() if v.cuda)
-
-
 @pytest.fixture(scope="session")
-def cuda_versions() -> tuple[str, ...]:
-    return _release_cuda_versions()
+def cuda_versions(conda_cuda_versions: tuple[str, ...]) -> tuple[str, ...]:
+    return conda_cuda_versions
 
 
 @pytest.fixture(scope="session")

@@ -15,13 +15,14 @@ from shipyard.cli import _spec, console, err_console
 # --- conda features ---------------------------------------------------------------------------
 
 def cmd_conda_features(args: argparse.Namespace) -> int:
-    from shipyard.conda.features import list_channel_features, redact
+    from shipyard.conda.features import list_channel_features
+    from shipyard.conda.serve import hide_tokens
 
     packages = list_channel_features(args.channel)
     if args.json:
         print(json.dumps([p.to_json() for p in packages], indent=2))
         return 0
-    table = Table(title=f"features in {redact(args.channel)}")
+    table = Table(title=f"features in {hide_tokens(args.channel)}")
     for column in ("package", "version", "build", "feature", "status"):
         table.add_column(column, overflow="fold")
     colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}

@@ -38,6 +38,11 @@ class ServeError(ShipyardError):
     """The channel server cannot be started as asked."""
 
 
+def hide_tokens(text: str) -> str:
+    """`text` (a channel URL, or a message quoting some) with every conda `/t/<token>/` masked."""
+    return re.sub(r"/t/[^/\s]+/", "/t/***/", text)
+
+
 @contextmanager
 def serve_channel(folders: Mapping[str, Path], *, token: str, port: int = 0) -> Iterator[str]:
     """Serve `folders` (name -> folder) on 127.0.0.1 for the `with` block; yield the base URL
