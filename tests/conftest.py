@@ -4,6 +4,7 @@ services the suite needs (a Docker engine), started here and stopped at the end,
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -58,6 +59,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         group = "docker" if "docker_engine" in getattr(item, "fixturenames", ()) else item.path.name
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse to run when xdist did not take the groups: each file's tests would then be spread
+    over the workers and every session fixture (the conda release, dockerd) would be made on
+    each of them. pytest 9.2 with xdist 3.8 did exactly that without a word."""
+    if not session.config.getoption("loadgroup", default=False):
+        return
+    ungrouped = [item.nodeid for item in session.items if "@" not in item.nodeid]
+    if ungrouped:
+        message = (
+            f"pytest-xdist --dist loadgroup did not group {len(ungrouped)} tests (first: {ungrouped[0]}): "
+            "this pytest and pytest-xdist do not work together; install the versions pinned in "
+            "pyproject.toml (pip install -e '.[test]')")
+        os.write(2, f"\nERROR: {message}\n".encode())  # a worker's exception reaches nobody; its stderr does
+        raise pytest.UsageError(message)
 
 
 @pytest.fixture
