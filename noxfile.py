@@ -120,6 +120,14 @@ def bench_build(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_build.py", *session.posargs)
 
 
+@nox.session(name="bench-conda")
+def bench_conda(session: nox.Session) -> None:
+    """Conda build cost of every Python vs one: libember once + ember per Python, against a recipe
+    that compiles everything per Python (-- --variant cuda11)."""
+    _install_shipyard(session)
+    session.run("python", "benchmarks/bench_conda.py", *session.posargs)
+
+
 @nox.session(name="bench-main-job")
 def bench_main_job(session: nox.Session) -> None:
     """The main job cold: cells tested side by side with uv vs one at a time with pip, as a ratio."""

@@ -1,33 +1,27 @@
 """conda packages (#11): the variant config shipyard writes from release.yaml, the matrix's conda
 cells, recipe errors at their file and line, the preflight that refuses to start a build whose
-dependencies no channel has, and (slow) real rattler-build builds of ember with their cache."""
+dependencies no channel has. The real builds, their cache and a failed build's effect are tested on
+the release that tests/test_conda_install.py builds once."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-import io
-import json
 import re
 import shutil
-import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
-import zstandard
 from rattler.index import index_fs
-from rattler.package import IndexJson
 from rattler_build import assemble_package
 
 from shipyard.cli import main
-from shipyard.conda.build import BUILD_ROOT_ENV, CondaBuildRequest, build_conda_variant, conda_output_dir
+from shipyard.conda.build import BUILD_ROOT_ENV, conda_output_dir
 from shipyard.conda.variants import write_variant_config
 from shipyard.errors import SpecError
-from shipyard.matrix import Cell, expand, select
+from shipyard.matrix import expand, select
 from shipyard.toolchains.discover import discover
-from shipyard.toolchains.resolve import Missing, resolve
 from shipyard.validate import load_spec
 
 # --- variant config -------------------------------------------------------------------------
@@ -163,114 +157,3 @@ def test_an_unsatisfiable_dependency_is_reported_before_any_build(conda_repo, tm
     root = tmp_path / "roots" / "cpu"
     assert not list(root.glob("*/*.conda")) and not list(root.glob("bld/*"))
     assert not conda_output_dir(state, load_spec(conda_repo.root).release.variants["cpu"]).exists()
-
-
-# --- real builds (slow) -----------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def conda_channels(conda_bootstrap) -> list[str]:
-    """The dependency channels of the conda builds: shipyard's bootstrap channel (tests/conftest.py)."""
-    return [conda_bootstrap.url()]
-
-
-def _about(package: Path) -> dict[str, object]:
-    with zipfile.ZipFile(package) as archive:
-        info = next(n for n in archive.namelist() if n.startswith("info-"))
-        data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(archive.read(info))).read()
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        member = tar.extractfile("info/about.json")
-        assert member is not None
-        return json.load(member)
-
-
-@pytest.fixture(scope="module")
-def cpu_build(repo, conda_channels, tmp_path_factory):
-    state = tmp_path_factory.mktemp("conda-state")
-    request = CondaBuildRequest(variant="cpu", channels=tuple(conda_channels), pythons=("3.11",),
-                                components=("ember",), state=state)
-    return state, request, build_conda_variant(load_spec(repo), request)
-
-
-@pytest.mark.slow
-def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo, cpu_build):
-    spec = load_spec(repo)
-    version = spec.release.release.version
-    _, _, outcomes = cpu_build
-    by_name = {o.name: o for o in outcomes}
-    assert set(by_name) == {"ember-variant", "libember", "ember"}
-    assert all(o.result == "built" for o in outcomes)
-    lib, ember, mutex = by_name["libember"], by_name["ember"], by_name["ember-variant"]
-    assert re.fullmatch(re.escape(f"libember-{version}-cpu_h") + r"[0-9a-f]{7}_0\.conda", lib.path.name)
-    assert re.fullmatch(re.escape(f"ember-{version}-py311_cpu_h") + r"[0-9a-f]{7}_0\.conda", ember.path.name)
-    assert mutex.path.name == "ember-variant-1.0-cpu.conda"
-    depends = IndexJson.from_package_archive(ember.path).depends
-    assert f"libember =={version} {lib.build}" in depends
-    assert "ember-variant ==1.0 cpu" in depends
-    assert IndexJson.from_package_archive(lib.path).constrains == [f"ember =={version} *_cpu_*"]
-    assert not [d for d in IndexJson.from_package_archive(lib.path).depends if d.startswith("cuda-cudart")]
-    # Each package carries its platform's features and their statuses, from feature_status.yaml.
-    expected = [{"id": i, "title": t, "status": s} for i, t, s in spec.features_for("ember", "linux-x86_64")]
-    for package in (lib.path, ember.path):
-        assert _about(package)["extra"] == {"shipyard": {"variant": "cpu", "features": expected}}
-    assert lib.cell is not None and lib.cell.id == "libember-cpu-linux-x86_64-conda"
-    assert ember.cell is not None and ember.cell.id == "ember-cpu-linux-x86_64-cp311-conda"
-    print("times:", {o.label: round(o.seconds, 1) for o in outcomes})
-
-
-@pytest.mark.slow
-def test_an_unchanged_rerun_is_cached_and_rewrites_nothing(repo, cpu_build, tmp_path, capsys):
-    state, request, first = cpu_build
-    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(first[0].path.parent.parent.rglob("*"))}
-    code = main(["--root", str(repo), "conda", "build", "--variant", "cpu", "--python", "3.11", "--component",
-                 "ember", *[a for c in request.channels for a in ("--channel", c)], "--state", str(state),
-                 "--no-tests", "--dist", str(tmp_path / "dist")])
-    out = capsys.readouterr().out
-    assert code == 0
-    for outcome in first:
-        assert re.search(re.escape(outcome.label) + r"\s*│\s*cached", out), out
-    assert "built in" not in out
-    after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(first[0].path.parent.parent.rglob("*"))}
-    assert after == before
-
-
-@pytest.mark.slow
-def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo, conda_channels, tmp_path):
-    spec = load_spec(repo)
-    variant = spec.release.variants["cuda11"]
-    core = Cell("ember", variant.name, variant.tag, discover().host_platform, None, "conda", package="libember")
-    toolchain = resolve(core, spec.release, discover())
-    if isinstance(toolchain, Missing):
-        pytest.skip(f"no CUDA {variant.cuda} toolchain on this machine: {toolchain}")
-    outcomes = build_conda_variant(spec, CondaBuildRequest(variant="cuda11", channels=tuple(conda_channels),
-                                                           pythons=("3.11",), components=("ember",),
-                                                           state=tmp_path / "state"))
-    lib = next(o for o in outcomes if o.name == "libember")
-    assert lib.build.startswith(f"{variant.tag}_h")
-    assert f"cuda-cudart {variant.cuda}.*" in IndexJson.from_package_archive(lib.path).depends
-    mutex = next(o for o in outcomes if o.name == "ember-variant")
-    assert IndexJson.from_package_archive(mutex.path).constrains == [f"__cuda >={variant.cuda}"]
-
-
-@pytest.mark.slow
-def test_a_failed_build_leaves_the_output_as_it_was(repo, cpu_build, tmp_path, capsys):
-    state, request, first = cpu_build
-    copy = tmp_path / "repo"
-    copy.mkdir()
-    for name in ("release.yaml", "feature_status.yaml"):
-        shutil.copy(repo / name, copy / name)
-    shutil.copytree(repo / "recipes", copy / "recipes")
-    shutil.copytree(repo / "library", copy / "library", ignore=shutil.ignore_patterns("build", "__pycache__"))
-    recipe = copy / "recipes" / "emberaudio" / "recipe.yaml"
-    failing = "    content:\n      - echo emberaudio-fails-on-purpose && exit 3\n"
-    recipe.write_text(recipe.read_text().replace("    content:\n", failing, 1))
-    output = first[0].path.parent.parent
-    before = {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
-    code = main(["--root", str(copy), "conda", "build", "--variant", "cpu", "--python", "3.11", "--component",
-                 "emberaudio", *[a for c in request.channels for a in ("--channel", c)], "--state", str(state),
-                 "--dist", str(tmp_path / "dist")])
-    err = capsys.readouterr().err
-    assert code == 5, err
-    assert not (tmp_path / "dist" / "conda").exists()  # nothing published
-    assert re.search(r"conda build of emberaudio-\S+ \(\S+recipe\.yaml\) failed", err)
-    assert "emberaudio-fails-on-purpose" in err  # the tail of rattler-build's log, quoted
-    assert {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()} == before

@@ -1,7 +1,9 @@
 """Conda packages tested as a user installs them (#11 item 7): `shipyard conda build` builds,
 serves the channel over loopback HTTP, installs each package into a fresh prefix with
 py-rattler's solver and runs its component's tests there; then the variants are proven apart
-by real solves from the published channel."""
+by real solves from the published channel. The same release proves the build itself: libember
+and ember pinned to it, the CUDA runtime dependency, the cache on an unchanged re-run, and a
+failed build that leaves everything as it was. It is built once for the whole file."""
 
 from __future__ import annotations
 
@@ -9,13 +11,19 @@ import contextlib
 import io
 import json
 import re
+import shutil
+import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import zstandard
+from rattler.package import IndexJson
 
 from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
+from shipyard.conda.build import conda_output_dir
 from shipyard.conda.solve_install import InstallRequest, InstallResult, solve_and_install
 from shipyard.manifest import read_manifest
 from shipyard.matrix import Cell
@@ -30,6 +38,7 @@ pytestmark = pytest.mark.slow
 @dataclass(frozen=True)
 class Released:
     dist: Path
+    state: Path  # the --state of both builds: their cache and output folders
     bootstrap: str  # file:// URL
     cpu_output: str  # what `shipyard conda build --variant cpu` printed
     cuda_output: str | None  # the same for cuda11, None when no CUDA 11.8 toolkit is here
@@ -55,7 +64,7 @@ def released(repo: Path, conda_bootstrap: BootstrapChannel, tmp_path_factory: py
     variant = spec.release.variants["cuda11"]
     core = Cell("ember", variant.name, variant.tag, discover().host_platform, None, "conda", package="libember")
     cuda = None if isinstance(resolve(core, spec.release, discover()), Missing) else build("cuda11", "ember")
-    return Released(dist, bootstrap.url(), cpu, cuda)
+    return Released(dist, state, bootstrap.url(), cpu, cuda)
 
 
 def test_every_cpu_package_passes_its_tests_in_an_environment_solved_from_the_served_channel(released: Released):
@@ -138,3 +147,96 @@ def test_conda_features_lists_the_statuses_from_the_channel(repo: Path, released
     expected = {fid: status for fid, _, status in load_spec(repo).features_for("ember", discover().host_platform)}
     assert statuses == expected
     assert {"stable", "beta"} <= set(statuses.values())
+
+
+# --- the builds themselves ---------------------------------------------------------------------
+
+def _output(repo: Path, released: Released, variant: str) -> Path:
+    return conda_output_dir(released.state, load_spec(repo).release.variants[variant])
+
+
+def _one(folder: Path, pattern: str) -> Path:
+    found = [p for p in folder.rglob("*.conda") if re.fullmatch(pattern, p.name)]
+    assert len(found) == 1, (pattern, sorted(p.name for p in folder.rglob("*.conda")))
+    return found[0]
+
+
+def _about(package: Path) -> dict[str, object]:
+    with zipfile.ZipFile(package) as archive:
+        info = next(n for n in archive.namelist() if n.startswith("info-"))
+        data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(archive.read(info))).read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = tar.extractfile("info/about.json")
+        assert member is not None
+        return json.load(member)
+
+
+def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo: Path, released: Released):
+    spec = load_spec(repo)
+    version = re.escape(spec.release.release.version)
+    output = _output(repo, released, "cpu")
+    lib = _one(output, rf"libember-{version}-cpu_h[0-9a-f]{{7}}_0\.conda")
+    ember = _one(output, rf"ember-{version}-py311_cpu_h[0-9a-f]{{7}}_0\.conda")
+    mutex = _one(output, r"ember-variant-1\.0-cpu\.conda")
+    out = " ".join(released.cpu_output.split())
+    for package in (lib, ember, mutex):
+        assert re.search(re.escape(package.name.removesuffix(".conda")) + r" │ built in \d+ s", out), out
+    lib_build = IndexJson.from_package_archive(lib).build
+    depends = IndexJson.from_package_archive(ember).depends
+    assert f"libember =={spec.release.release.version} {lib_build}" in depends
+    assert "ember-variant ==1.0 cpu" in depends
+    assert IndexJson.from_package_archive(lib).constrains == [f"ember =={spec.release.release.version} *_cpu_*"]
+    assert not [d for d in IndexJson.from_package_archive(lib).depends if d.startswith("cuda-cudart")]
+    # Each package carries its platform's features and their statuses, from feature_status.yaml.
+    expected = [{"id": i, "title": t, "status": s} for i, t, s in spec.features_for("ember", "linux-x86_64")]
+    for package in (lib, ember):
+        assert _about(package)["extra"] == {"shipyard": {"variant": "cpu", "features": expected}}
+
+
+def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo: Path, with_cuda: Released):
+    variant = load_spec(repo).release.variants["cuda11"]
+    output = _output(repo, with_cuda, "cuda11")
+    lib = _one(output, rf"libember-\S+-{variant.tag}_h[0-9a-f]{{7}}_0\.conda")
+    assert f"cuda-cudart {variant.cuda}.*" in IndexJson.from_package_archive(lib).depends
+    mutex = _one(output, rf"ember-variant-1\.0-{variant.tag}\.conda")
+    assert IndexJson.from_package_archive(mutex).constrains == [f"__cuda >={variant.cuda}"]
+
+
+def test_an_unchanged_rerun_is_cached_and_rewrites_nothing(repo: Path, released: Released, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]):
+    output = _output(repo, released, "cpu")
+    before = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(output.rglob("*"))}
+    code = main(["--root", str(repo), "conda", "build", "--variant", "cpu", "--python", PYTHON, "--component",
+                 "ember", "--channel", released.bootstrap, "--state", str(released.state), "--no-tests",
+                 "--dist", str(tmp_path / "dist")])
+    out = capsys.readouterr().out
+    assert code == 0
+    for name in ("libember", "ember", "ember-variant"):
+        assert re.search(rf"(?<![\w-]){name}-\d\S*\s*│\s*cached", out), out
+    assert "built in" not in out
+    after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(output.rglob("*"))}
+    assert after == before
+
+
+def test_a_failed_build_leaves_the_output_as_it_was(repo: Path, released: Released, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]):
+    copy = tmp_path / "repo"
+    copy.mkdir()
+    for name in ("release.yaml", "feature_status.yaml"):
+        shutil.copy(repo / name, copy / name)
+    shutil.copytree(repo / "recipes", copy / "recipes")
+    shutil.copytree(repo / "library", copy / "library", ignore=shutil.ignore_patterns("build", "__pycache__"))
+    recipe = copy / "recipes" / "emberaudio" / "recipe.yaml"
+    failing = "    content:\n      - echo emberaudio-fails-on-purpose && exit 3\n"
+    recipe.write_text(recipe.read_text().replace("    content:\n", failing, 1))
+    output = _output(repo, released, "cpu")
+    before = {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()}
+    code = main(["--root", str(copy), "conda", "build", "--variant", "cpu", "--python", PYTHON, "--component",
+                 "emberaudio", "--channel", released.bootstrap, "--state", str(released.state),
+                 "--dist", str(tmp_path / "dist")])
+    err = capsys.readouterr().err
+    assert code == 5, err
+    assert not (tmp_path / "dist" / "conda").exists()  # nothing published
+    assert re.search(r"conda build of emberaudio-\S+ \(\S+recipe\.yaml\) failed", err)
+    assert "emberaudio-fails-on-purpose" in err  # the tail of rattler-build's log, quoted
+    assert {p: p.read_bytes() for p in sorted(output.rglob("*")) if p.is_file()} == before

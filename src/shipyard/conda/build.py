@@ -86,6 +86,10 @@ class CondaBuildRequest:
     components: tuple[str, ...] = ()
     state: Path = Path(".shipyard")
     jobs: int = max(1, os.cpu_count() or 1)
+    # The recipes' own tests (an import and a call, in an environment rattler-build makes per
+    # package). The pipeline turns them off when it tests every package itself afterwards, in an
+    # environment solved from the served channel with the component's whole suite.
+    recipe_tests: bool = True
 
 
 @dataclass
@@ -440,7 +444,8 @@ def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCach
         try:
             with _environ(env):
                 result = item.rv.run_build(
-                    tool_config=ToolConfiguration(test_strategy="native", compression_threads=1),
+                    tool_config=ToolConfiguration(test_strategy="native" if request.recipe_tests else "skip",
+                                                  compression_threads=1),
                     output_dir=root, channels=channels, progress_callback=log, no_build_id=True,
                     package_format="conda:3")
         except RattlerBuildError as exc:

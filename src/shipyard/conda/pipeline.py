@@ -88,7 +88,8 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
                  f"{', '.join(spec.release.conda.channels) if spec.release.conda else 'conda-forge'}")
         channels = (bootstrap.url(),)
     build_request = CondaBuildRequest(variant=variant.name, channels=channels, pythons=pythons,
-                                      components=request.components, state=request.state, jobs=request.jobs)
+                                      components=request.components, state=request.state, jobs=request.jobs,
+                                      recipe_tests=not request.tests)
     packages = build_conda_variant(spec, build_request, progress)
     cells = [CondaCell(p, _test_python(spec, p, pythons)) for p in packages]
     if request.tests:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +15,22 @@ from rattler.index import index_fs
 class BuildLog:
     """rattler-build's progress callback. rattler-build writes its log nowhere else, and a failed
     recipe test says why only there: every line and build step is kept, for the log file and for
-    the tail a failure quotes."""
+    the tail a failure quotes, each after the seconds since the build started (where a slow
+    build spends its time)."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self._start = time.monotonic()
+
+    def _stamp(self) -> str:
+        return f"[{time.monotonic() - self._start:6.1f}s] "
 
     def on_log(self, event: Any) -> None:
-        self.lines.extend(str(getattr(event, "message", "")).splitlines() or [""])
+        stamp = self._stamp()
+        self.lines.extend(stamp + line for line in str(getattr(event, "message", "")).splitlines() if line.strip())
 
     def on_build_step(self, event: Any) -> None:
-        self.lines.append(f"== {getattr(event, 'step_name', '')}: {getattr(event, 'message', '')}")
+        self.lines.append(f"{self._stamp()}== {getattr(event, 'step_name', '')}: {getattr(event, 'message', '')}")
 
     def on_download_start(self, event: Any) -> None:
         pass
@@ -35,7 +42,7 @@ class BuildLog:
         pass
 
     def tail(self, count: int) -> list[str]:
-        return [line for line in self.lines if line.strip()][-count:]
+        return self.lines[-count:]
 
 
 def index_channel(folder: Path) -> None:

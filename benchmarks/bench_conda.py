@@ -1,0 +1,124 @@
+"""The cost of a conda build for every Python against one, measured side by side in one run
+(run by `nox -s bench-conda`; #11 asks for at most 1.5x, target 1.3x).
+
+1. The release recipe (recipes/ember): `libember`, the native core, built once per variant, and
+   the thin `ember` extensions once per Python, linking it.
+2. Next to it, the same packages from a recipe that compiles everything per Python
+   (benchmarks/conda_per_python/ember), as conda recipes without the split do.
+
+Each side builds the `ember-variant` mutex and ember for 1 Python (3.11), then for all of the
+release's Pythons, from an empty build cache. The build is measured as `shipyard conda build`
+runs it before its own tests: rattler-build's recipe tests are off, because shipyard then tests
+every package in an environment solved from the channel (that stage is per Python by nature and
+not part of this ratio). The split recipe is also measured with its recipe tests on, as
+`shipyard conda build --no-tests` builds. Ratios are given in wall time and in CPU time (this
+process and every tool it waited for); the CPU ratio holds on a machine shared with other jobs,
+where wall time does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
+from shipyard.conda.build import CondaBuildRequest, build_conda_variant
+from shipyard.toolchains.discover import discover
+from shipyard.validate import Spec, load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+PER_PYTHON_RECIPES = Path(__file__).resolve().parent / "conda_per_python"
+
+
+@dataclass(frozen=True)
+class Cost:
+    wall: float
+    cpu: float
+    packages: int
+
+
+def _cpu_seconds() -> float:
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def per_python_root(work: Path) -> Path:
+    """A stand-in checkout whose recipes/ember is the per-Python baseline: every other entry is
+    a link to the real checkout, so both sides build the same sources with the same spec."""
+    root = work / "per-python-checkout"
+    root.mkdir()
+    for entry in sorted(ROOT.iterdir()):
+        if entry.name not in ("recipes", ".git"):
+            os.symlink(entry, root / entry.name)
+    (root / "recipes").mkdir()
+    for entry in sorted((ROOT / "recipes").iterdir()):
+        baseline = PER_PYTHON_RECIPES / entry.name
+        os.symlink(baseline if baseline.is_dir() else entry, root / "recipes" / entry.name)
+    return root
+
+
+def build(spec: Spec, variant: str, pythons: tuple[str, ...], channel: str, state: Path,
+          recipe_tests: bool = False) -> Cost:
+    shutil.rmtree(state, ignore_errors=True)  # an empty cache: every package is built
+    request = CondaBuildRequest(variant=variant, channels=(channel,), pythons=pythons, components=("ember",),
+                                state=state, recipe_tests=recipe_tests)
+    start, cpu = time.monotonic(), _cpu_seconds()
+    outcomes = build_conda_variant(spec, request)
+    cost = Cost(time.monotonic() - start, _cpu_seconds() - cpu, len(outcomes))
+    print(f"    {len(pythons)} Python{'s' if len(pythons) > 1 else ''}: {cost.wall:6.1f} s wall, "
+          f"{cost.cpu:6.1f} s CPU, {cost.packages} packages "
+          f"({', '.join(sorted(o.label for o in outcomes))})", flush=True)
+    return cost
+
+
+def report(name: str, one: Cost, many: Cost, n: int, note: str = "") -> None:
+    print(f"  {name:<24} 1 Python {one.wall:7.1f} s   {n} Pythons {many.wall:7.1f} s   "
+          f"ratio {many.wall / one.wall:5.2f}x{note}")
+    print(f"  {'':<24} CPU      {one.cpu:7.1f} s            {many.cpu:7.1f} s   ratio {many.cpu / one.cpu:5.2f}x")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", default="cpu", help="variant name, e.g. cpu or cuda11")
+    args = parser.parse_args()
+    spec = load_spec(ROOT)
+    pythons = tuple(p for p in spec.release.pythons if discover().interpreter(p))
+    one = ("3.11",) if "3.11" in pythons else pythons[:1]
+    cuda = bootstrap_cuda_versions(v.cuda for v in spec.release.variants.values() if v.cuda)
+    print(f"bench-conda: ember, variant {args.variant}, N = {len(pythons)} Pythons ({', '.join(pythons)})")
+    print("  bootstrap channel (built once, cached; not timed)", flush=True)
+    channel = ensure_bootstrap_channel(pythons=pythons, cuda_versions=cuda,
+                                       requirements=release_requirements(spec)).url()
+    work = Path(tempfile.mkdtemp(prefix="bench-conda-"))
+    try:
+        baseline = load_spec(per_python_root(work))
+        print("  split recipe (libember once, ember per Python):", flush=True)
+        split_one = build(spec, args.variant, one, channel, work / "state-split")
+        split_all = build(spec, args.variant, pythons, channel, work / "state-split")
+        print("  per-Python recipe (everything compiled per Python):", flush=True)
+        plain_one = build(baseline, args.variant, one, channel, work / "state-plain")
+        plain_all = build(baseline, args.variant, pythons, channel, work / "state-plain")
+        print("  split recipe with rattler-build's recipe tests (as with --no-tests):", flush=True)
+        tested_one = build(spec, args.variant, one, channel, work / "state-split", recipe_tests=True)
+        tested_all = build(spec, args.variant, pythons, channel, work / "state-split", recipe_tests=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    n = len(pythons)
+    print()
+    report("split (libember once):", split_one, split_all, n, "  (target <= 1.3x, limit 1.5x)")
+    report("everything per Python:", plain_one, plain_all, n)
+    report("split, recipe tests on:", tested_one, tested_all, n)
+    print(f"  split {n}-Python build vs everything per Python: {split_all.wall / plain_all.wall:5.2f}x the time, "
+          f"{split_all.cpu / plain_all.cpu:5.2f}x the CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
