@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
-from shipyard.conda.build import CondaBuildRequest, build_conda_variant
+from shipyard.conda.build import BUILD_ROOT_ENV, CondaBuildRequest, build_conda_variant
 from shipyard.toolchains.discover import discover
 from shipyard.validate import Spec, load_spec
 
@@ -97,6 +97,9 @@ def main() -> int:
     channel = ensure_bootstrap_channel(pythons=pythons, cuda_versions=cuda,
                                        requirements=release_requirements(spec)).url()
     work = Path(tempfile.mkdtemp(prefix="bench-conda-"))
+    # Its own build roots: a conda build of the same variant elsewhere on this machine holds the
+    # default one's lock, and the time spent waiting for it would count as build time here.
+    os.environ[BUILD_ROOT_ENV] = str(work / "roots")
     try:
         baseline = load_spec(per_python_root(work))
         print("  split recipe (libember once, ember per Python):", flush=True)

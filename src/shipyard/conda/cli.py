@@ -107,7 +107,8 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
         if cell.test is None:
             verdict = "(no tests of its own)" if cell.python is None else "not run (--no-tests)"
         elif cell.test.passed:
-            verdict = f"[green]passed[/] (Python {cell.python}, {cell.test.seconds:.0f} s)"
+            verdict = (f"[green]passed[/] (Python {cell.python}, "
+                       + ("cached)" if cell.test_cached else f"{cell.test.seconds:.0f} s)"))
         else:
             verdict = "[red]failed[/]: " + "; ".join(cell.test.problems)
         table.add_row(cell.package.label, done, verdict)

@@ -15,12 +15,14 @@ then publish the ones that passed into dist/conda and record them in dist/manife
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
 from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_variant, conda_output_dir
 from shipyard.conda.channel import conda_artifact_record, publish_packages
@@ -30,6 +32,7 @@ from shipyard.errors import UsageError
 from shipyard.manifest import FeatureRecord, merge_artifacts
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
+from shipyard.source_tree import hash_tree
 from shipyard.validate import Spec
 from shipyard.wheel.index import sha256_of
 from shipyard.wheel.pipeline import default_test_jobs, feature_gate
@@ -56,6 +59,7 @@ class CondaCell:
     package: PackageOutcome
     python: str | None = None
     test: TestRun | None = None
+    test_cached: bool = False  # the verdict of an earlier run with the same inputs
 
     @property
     def passed(self) -> bool:
@@ -117,6 +121,19 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
                                    if url.startswith("file://")}}
     remote = [url for url in channels if not url.startswith("file://")]
     tested = [c for c in cells if c.python is not None]
+    cache = BuildCache(request.state / "cache")
+    keys = {}
+    if not remote:  # a remote channel can change under the same URL: its packages' tests always run
+        channel_state = {name: _repodata_digest(folder) for name, folder in folders.items()}
+        for cell in tested:
+            keys[cell.package.label] = key = _test_key(spec, cell, channel_state)
+            entry = cache.get(key)
+            if entry is not None:
+                cell.test, cell.test_cached = TestRun.from_json(entry.metadata()["tests"]), True
+                progress(f"test {cell.package.label}: passed before with these inputs (cached)")
+    tested = [c for c in tested if not c.test_cached]
+    if not tested:
+        return
     with serve_channel(folders, token=token) as base:
         served = [f"{base}built/", *[f"{base}{name}/" for name in folders if name != "built"], *remote]
 
@@ -137,9 +154,40 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
                     work=request.state / "conda-test" / package.label, ports=ports)
             verdict = "passed" if cell.test.passed else "FAILED: " + "; ".join(cell.test.problems)[:300]
             progress(f"test {package.label}: {verdict}")
+            if cell.test.passed and package.label in keys:
+                cache.put(keys[package.label], [], {"kind": "conda-test", "tests": cell.test.to_json()})
 
         with ThreadPoolExecutor(max_workers=max(1, request.test_jobs)) as pool:
             list(pool.map(one, tested))
+
+
+def _repodata_digest(channel: Path) -> str:
+    """What a channel folder offers a solver: the sha256 of each subdir's repodata.json, which
+    lists every package with its sha256."""
+    digest = hashlib.sha256()
+    for repodata in sorted(channel.resolve().glob("*/repodata.json")):
+        digest.update(f"{repodata.parent.name}\0".encode())
+        digest.update(hashlib.sha256(repodata.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _test_key(spec: Spec, cell: CondaCell, channel_state: dict[str, str]) -> str:
+    """A package's tests' inputs: its bytes, everything its environment could be solved from,
+    its component's tests and how they are gated, and the Python. A verdict that passed with
+    the same inputs is reused."""
+    package, matrix_cell = cell.package, cell.package.cell
+    assert matrix_cell is not None
+    component = spec.release.components[matrix_cell.component]
+    assert component.tests
+    tests_dir = spec.root / component.path / component.tests
+    platform = _host_platform(spec) if matrix_cell.platform == "any" else matrix_cell.platform
+    gate = feature_gate(spec, component.name, platform, tests_dir, spec.root)
+    inputs = {"package": sha256_of(package.path), "channels": channel_state,
+              "gating": dict(gate.statuses), "present": sorted(gate.present),
+              "listed": {k: list(v) for k, v in gate.listed.items()},
+              "others": sorted(f.id for f in spec.features.features if f.component != component.name)}
+    return cache_key(kind="conda-test", sources=hash_tree(tests_dir), spec_section=inputs, toolchain="rattler",
+                     python=cell.python)
 
 
 def _path_of(file_url: str) -> str:

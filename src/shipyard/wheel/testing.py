@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
@@ -109,6 +110,15 @@ class TestRun:
             "slowest": [[test, seconds] for test, seconds in self.slowest],
             "span": [round(t, 2) for t in self.span],
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TestRun:
+        """The run that `to_json` recorded (a cached verdict)."""
+        features = tuple(FeatureOutcome(fid, f["status"], f["passed"], f["failed"], f["skipped"],
+                                        tuple(f["skip_reasons"])) for fid, f in data["features"].items())
+        span = data.get("span") or (0.0, 0.0)
+        return cls(data["installed"], features, data["seconds"], "", tuple(data["problems"]), data["installer"],
+                   tuple((test, seconds) for test, seconds in data.get("slowest", [])), (span[0], span[1]))
 
 
 def requires_dist(wheel: Path) -> list[Requirement]:
