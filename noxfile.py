@@ -75,9 +75,31 @@ def _conda_session(variant: str, spec: dict) -> None:
     nox.session(name=f"conda-{variant}")(session_func)
 
 
+def _docker_session(variant: str, spec: dict) -> None:
+    cuda = f"CUDA {spec['cuda']}" if spec.get("cuda") else "CPU"
+
+    def session_func(session: nox.Session) -> None:
+        _install_shipyard(session, "test")
+        python = RELEASE["images"]["python"]
+        # The images hold the variant's tested wheels: build (cached when unchanged) and test them first.
+        install = ["--install-toolchain"] if spec.get("cuda") else []
+        session.run("shipyard", "build", "--variant", variant, "--python", python, *install)
+        session.run("shipyard", "image", "build", "--variant", variant, *session.posargs)
+        marks = "slow" if spec.get("cuda") else "slow and not cuda_image"
+        session.run("pytest", "-p", "no:cacheprovider", "tests/test_docker_image.py", "-m", marks,
+                    "--image-variant", variant, env={"SHIPYARD_IMAGE_TESTED_WHEELS": "1"})
+
+    session_func.__doc__ = (f"Build the {cuda} runtime and devel images (wheels built and tested first), then "
+                            f"test them: training in a container and across two, labels, size, hygiene, push "
+                            f"(-- --target runtime --channel test --no-cache).")
+    nox.session(name=f"docker-{variant}")(session_func)
+
+
 for _variant, _spec in RELEASE["variants"].items():
     _build_session(_variant, _spec)
     _conda_session(_variant, _spec)
+    if _variant in RELEASE.get("images", {}).get("variants", {}):
+        _docker_session(_variant, _spec)
 
 
 @nox.session(name="build-mobile")
@@ -125,6 +147,13 @@ def bench_main_job(session: nox.Session) -> None:
     """The main job cold: cells tested side by side with uv vs one at a time with pip, as a ratio."""
     _install_shipyard(session)
     session.run("python", "benchmarks/bench_main_job.py", *session.posargs)
+
+
+@nox.session(name="bench-docker")
+def bench_docker(session: nox.Session) -> None:
+    """Image rebuild after one changed wheel vs a cold build, side by side, and the image sizes."""
+    _install_shipyard(session)
+    session.run("python", "benchmarks/bench_docker.py", *session.posargs)
 
 
 @nox.session(name="tests")

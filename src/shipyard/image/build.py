@@ -102,7 +102,7 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
                 if context is None:
                     context = _stage_context(Path(work), wheels, wheelhouse, request.dockerfile)
                 progress(f"docker build {plan.tag} (target {plan.target})")
-                _docker_build(request, plan, context, build_args, labels, progress)
+                _docker_build(request, plan, context, build_args, labels)
                 findings = tuple(scan_image(plan.tag, _secret_texts(spec)))
                 if findings:  # untagged, so that a re-run builds and scans it again rather than trusting it
                     for ref in plan.tags:
@@ -188,7 +188,7 @@ def _secret_texts(spec: Spec) -> list[str]:
 
 
 def _docker_build(request: ImageRequest, plan: ImagePlan, context: Path, build_args: dict[str, str],
-                  labels: dict[str, str], progress: Progress) -> None:
+                  labels: dict[str, str]) -> None:
     """One target through the engine's classic builder (the docker SDK speaks only its API; BuildKit
     through the CLI needs the buildx plugin, which Debian's docker.io lacks). Both tags name it."""
     client = docker_client()
@@ -199,10 +199,7 @@ def _docker_build(request: ImageRequest, plan: ImagePlan, context: Path, build_a
                                       buildargs=build_args, labels=labels, nocache=request.no_cache, rm=True,
                                       forcerm=True, pull=False, decode=True):
             if "stream" in chunk:
-                text = chunk["stream"].rstrip()
-                output += text.splitlines()
-                if text.startswith("Step "):
-                    progress(f"{plan.tag}: {text[:120]}")
+                output += chunk["stream"].rstrip().splitlines()
             if "error" in chunk:
                 output.append(chunk["error"])
                 raise BuildError(f"docker build of {plan.tag} failed:\n    " + "\n    ".join(output[-40:]))
