@@ -205,7 +205,7 @@ def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images,
     while not all(b"round 0:" in n.logs() for n in (survivor, victim)):
         assert time.monotonic() < deadline, [n.logs().decode() for n in (survivor, victim)]
         time.sleep(0.5)
-    time.sleep(2)  # mid-run: the workers are training
+    time.sleep(5)  # mid-run: the workers are up
     victim.kill()
     start = time.monotonic()
     code = _wait(survivor, collective + timeout + 60)  # raises (a failure, not a hang) if still running
@@ -213,7 +213,9 @@ def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images,
     log = survivor.logs().decode()
     print(log)
     assert code == 1, log
-    assert "rendezvous failed: rendezvous did not complete within 20 s (needs at least 2 nodes)" in log, log
+    # Whether the new round had opened when its time ran out decides which of the two it says.
+    assert re.search(r"rendezvous failed: rendezvous (did not complete within 20 s \(needs at least 2 nodes\)"
+                     r"|round \d+ timed out with too few nodes)", log), log
     assert "restarting the group (1/3)" in log, log  # the failure was seen and counted before the new round
     assert waited < collective + timeout + 30, waited
 
@@ -393,9 +395,15 @@ def test_one_changed_wheel_keeps_base_and_dependency_layers(images: Images, clie
         new_layers = client.images.get(after.plan.tag).attrs["RootFS"]["Layers"]
         assert len(old_layers) == len(new_layers)
         changed = [i for i, (a, b) in enumerate(zip(old_layers, new_layers, strict=True)) if a != b]
-        assert len(changed) == 1, changed  # the installed ember wheels' layer, nothing below or above
-        history = [h for h in client.images.get(after.plan.tag).history() if h.get("Size", 0) > 0]
-        assert "--from=ember-install" in history[-(len(new_layers) - changed[0])]["CreatedBy"]
+        # Everything below the release's wheels (base, Python, dependencies) keeps its digest; the
+        # wheels' layer changed, and only the scripts' layer is above it.
+        assert changed and changed[0] == len(new_layers) - 2, (changed, len(new_layers))
+        # The COPY steps, newest first: scripts, the installed wheels, the dependencies, the Python.
+        copies = [[h["CreatedBy"] for h in client.images.get(ref).history() if "COPY" in h["CreatedBy"]]
+                  for ref in (before.plan.tag, after.plan.tag)]
+        assert [c.endswith(("/opt/ember/examples/ ", "/opt/python/ ")) for c in copies[1][:4]] == [True] * 4, copies
+        assert copies[0][1] != copies[1][1]  # the wheels' content hash changed…
+        assert copies[0][2:] == copies[1][2:]  # …the dependencies' and the Python's did not
         assert scan_image(after.plan.tag, [planted], client=client) == []
         shown = _run(after.plan.tag, "sh", "-c", "tail -c 40 /opt/python/lib/python3*/site-packages/emberaudio/__init__.py")
         assert "layer-reuse test" in shown.stdout

@@ -100,7 +100,7 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
             findings: tuple[Finding, ...] = ()
             if not cached:
                 if context is None:
-                    context = _stage_context(Path(work), wheels, wheelhouse, request.dockerfile)
+                    context = _stage_context(Path(work), wheels, wheelhouse, request.dockerfile, git.commit_time)
                 progress(f"docker build {plan.tag} (target {plan.target})")
                 _docker_build(request, plan, context, build_args, labels)
                 findings = tuple(scan_image(plan.tag, _secret_texts(spec)))
@@ -143,7 +143,8 @@ def _unchanged(plan: ImagePlan, inputs: str) -> bool:
     return channel is not None and docker_base.image_id(plan.channel_tag) == docker_base.image_id(plan.tag)
 
 
-def _stage_context(work: Path, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse, dockerfile: Path) -> Path:
+def _stage_context(work: Path, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse, dockerfile: Path,
+                   epoch: int) -> Path:
     """index/ (the wheels, by name), deps/ (dependency wheels + requirements.txt), examples/ and
     the Dockerfile: only these, never a whole folder of dist/ (it may hold anything)."""
     context = work / "context"
@@ -154,7 +155,7 @@ def _stage_context(work: Path, wheels: list[ReleaseWheel], wheelhouse: Wheelhous
     for item in wheelhouse.path.iterdir():
         if item.is_file():
             _link_or_copy(item, context / "deps" / item.name)
-    _stage_examples(wheels, context / "examples")
+    _stage_examples(wheels, context / "examples", epoch)
     # Only what the Dockerfile names reaches the daemon.
     return context
 
@@ -166,8 +167,9 @@ def _link_or_copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
-def _stage_examples(wheels: list[ReleaseWheel], dest: Path) -> None:
-    """The example training scripts, taken from the released wheels (the bytes that were tested)."""
+def _stage_examples(wheels: list[ReleaseWheel], dest: Path, epoch: int) -> None:
+    """The example training scripts, taken from the released wheels (the bytes that were tested).
+    Their times are the source's, so the layer holding them is the same bytes on every build."""
     dest.mkdir(parents=True)
     for wheel in wheels:
         with zipfile.ZipFile(wheel.path) as zf:
@@ -175,6 +177,8 @@ def _stage_examples(wheels: list[ReleaseWheel], dest: Path) -> None:
                 parts = name.split("/")
                 if len(parts) == 3 and parts[1] == "examples" and name.endswith(".py") and parts[2] != "__init__.py":
                     (dest / parts[2]).write_bytes(zf.read(name))
+                    os.utime(dest / parts[2], (epoch, epoch))
+    os.utime(dest, (epoch, epoch))
 
 
 def _secret_texts(spec: Spec) -> list[str]:
