@@ -84,14 +84,15 @@ def _docker_session(variant: str, spec: dict) -> None:
         # The images hold the variant's tested wheels: build (cached when unchanged) and test them first.
         install = ["--install-toolchain"] if spec.get("cuda") else []
         session.run("shipyard", "build", "--variant", variant, "--python", python, *install)
-        session.run("shipyard", "image", "build", "--variant", variant, *session.posargs)
+        # The tests build the images (shipyard.image.build_images, what `shipyard image build` runs)
+        # from those wheels in dist/, then test them; their fixture starts dockerd when none runs.
         marks = "slow" if spec.get("cuda") else "slow and not cuda_image"
         session.run("pytest", "-p", "no:cacheprovider", "tests/test_docker_image.py", "-m", marks,
-                    "--image-variant", variant, env={"SHIPYARD_IMAGE_TESTED_WHEELS": "1"})
+                    "--image-variant", variant, *session.posargs, env={"SHIPYARD_IMAGE_TESTED_WHEELS": "1"})
 
-    session_func.__doc__ = (f"Build the {cuda} runtime and devel images (wheels built and tested first), then "
-                            f"test them: training in a container and across two, labels, size, hygiene, push "
-                            f"(-- --target runtime --channel test --no-cache).")
+    session_func.__doc__ = (f"Build the {cuda} runtime and devel images from the variant's tested wheels and "
+                            f"test them: training in a container and across two, a killed peer, labels, size, "
+                            f"hygiene, layer reuse, push and pull (-- pytest options).")
     nox.session(name=f"docker-{variant}")(session_func)
 
 

@@ -405,7 +405,8 @@ def test_one_changed_wheel_keeps_base_and_dependency_layers(images: Images, clie
         assert copies[0][1] != copies[1][1]  # the wheels' content hash changed…
         assert copies[0][2:] == copies[1][2:]  # …the dependencies' and the Python's did not
         assert scan_image(after.plan.tag, [planted], client=client) == []
-        shown = _run(after.plan.tag, "sh", "-c", "tail -c 40 /opt/python/lib/python3*/site-packages/emberaudio/__init__.py")
+        shown = _run(after.plan.tag, "sh", "-c",
+                     "tail -c 40 /opt/python/lib/python3*/site-packages/emberaudio/__init__.py")
         assert "layer-reuse test" in shown.stdout
     finally:
         for ref in after.plan.tags:

@@ -241,7 +241,8 @@ def _check_images(release: Release, doc: YamlDocument, out: _Collector) -> None:
     platform = release.platforms.get(images.platform)
     if platform is None:
         out.add(doc, ("images", "platform"), "names no platform of the release",
-                fix=f"use one of {', '.join(release.platforms)}", suggestion=nearest(images.platform, release.platforms))
+                fix=f"use one of {', '.join(release.platforms)}",
+                suggestion=nearest(images.platform, release.platforms))
     elif platform.os != "linux":
         out.add(doc, ("images", "platform"), "images are Linux containers; name a linux platform")
     for i, name in enumerate(images.components):
