@@ -75,9 +75,32 @@ def _conda_session(variant: str, spec: dict) -> None:
     nox.session(name=f"conda-{variant}")(session_func)
 
 
+def _docker_session(variant: str, spec: dict) -> None:
+    cuda = f"CUDA {spec['cuda']}" if spec.get("cuda") else "CPU"
+
+    def session_func(session: nox.Session) -> None:
+        _install_shipyard(session, "test")
+        python = RELEASE["images"]["python"]
+        # The images hold the variant's tested wheels: build (cached when unchanged) and test them first.
+        install = ["--install-toolchain"] if spec.get("cuda") else []
+        session.run("shipyard", "build", "--variant", variant, "--python", python, *install)
+        # The tests build the images (shipyard.image.build_images, what `shipyard image build` runs)
+        # from those wheels in dist/, then test them; their fixture starts dockerd when none runs.
+        marks = "slow" if spec.get("cuda") else "slow and not cuda_image"
+        session.run("pytest", "-p", "no:cacheprovider", "tests/test_docker_image.py", "-m", marks,
+                    "--image-variant", variant, *session.posargs, env={"SHIPYARD_IMAGE_TESTED_WHEELS": "1"})
+
+    session_func.__doc__ = (f"Build the {cuda} runtime and devel images from the variant's tested wheels and "
+                            f"test them: training in a container and across two, a killed peer, labels, size, "
+                            f"hygiene, layer reuse, push and pull (-- pytest options).")
+    nox.session(name=f"docker-{variant}")(session_func)
+
+
 for _variant, _spec in RELEASE["variants"].items():
     _build_session(_variant, _spec)
     _conda_session(_variant, _spec)
+    if _variant in RELEASE.get("images", {}).get("variants", {}):
+        _docker_session(_variant, _spec)
 
 
 @nox.session(name="build-mobile")
@@ -133,6 +156,13 @@ def bench_main_job(session: nox.Session) -> None:
     """The main job cold: cells tested side by side with uv vs one at a time with pip, as a ratio."""
     _install_shipyard(session)
     session.run("python", "benchmarks/bench_main_job.py", *session.posargs)
+
+
+@nox.session(name="bench-docker")
+def bench_docker(session: nox.Session) -> None:
+    """Image rebuild after one changed wheel vs a cold build, side by side, and the image sizes."""
+    _install_shipyard(session)
+    session.run("python", "benchmarks/bench_docker.py", *session.posargs)
 
 
 @nox.session(name="tests")

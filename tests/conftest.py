@@ -45,8 +45,15 @@ class SpecCopy:
 # `nox -s tests` runs the suite on every core with pytest-xdist (--dist loadgroup). The files
 # that take minutes go first, so that no worker starts one at the end while the others idle.
 SLOWEST_FIRST = ("test_release_build.py", "test_release_cuda.py", "test_conda_install.py", "test_ember_native.py",
+                 "test_docker_image.py",
                  "test_mobile_release.py", "test_conda_build.py",
                  "test_wheel_pipeline.py", "test_test_gating.py", "test_container_build.py", "test_cuda_toolkit.py")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--image-variant", default=None,
+                     help="test_docker_image.py: test this variant's images only (nox -s docker-<variant>); "
+                          "default: the CPU images, plus the CUDA checks on the cuda11 runtime image")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -28,6 +28,7 @@ from shipyard.validate import load_spec
 
 def test_variant_config_comes_from_release_yaml(spec_copy, tmp_path):
     spec_copy.edit("release.yaml", 'pythons: ["3.9", "3.10", "3.11", "3.12", "3.13"]', 'pythons: ["3.10", "3.12"]')
+    spec_copy.edit("release.yaml", '  python: "3.11"', '  python: "3.12"')  # the images' Python must stay in the list
     release = load_spec(spec_copy.root).release
     path = write_variant_config(release, release.variants["cuda11"], tmp_path / "state")
     assert path == tmp_path / "state" / "conda" / "variants" / "cuda11.yaml"

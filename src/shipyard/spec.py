@@ -324,6 +324,51 @@ def _named(mapping_key: str) -> Any:
     return inject
 
 
+# A Docker image reference without a tag or digest: [registry[:port]/]name[/name…].
+_IMAGE_REPOSITORY = re.compile(r"^([a-z0-9.-]+(:\d+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+_IMAGE_REF = re.compile(r"^[A-Za-z0-9./:_@-]+$")
+
+
+class ImageVariant(Frozen):
+    """One variant's images: their size budgets (MB, as `docker image inspect` counts them, base
+    included) and the base image CI builds FROM."""
+
+    name: str
+    runtime_budget_mb: float = Field(gt=0)
+    devel_budget_mb: float = Field(gt=0)
+    base_image: str | None = Field(default=None, pattern=_IMAGE_REF.pattern)
+
+
+class ImageSettings(Frozen):
+    """The ready-to-train Docker images (`shipyard image build`): one runtime and one devel
+    image per listed variant, holding `components` for one Python."""
+
+    repository: str
+    python: PythonVersion
+    platform: str
+    components: tuple[str, ...] = Field(min_length=1)
+    channel: Literal["nightly", "test", "release"]
+    # What CI builds FROM (a registry is reachable there); a variant may name its own.
+    base_image: str = Field(pattern=_IMAGE_REF.pattern)
+    # The official image the Python prefix is copied from on CI, and where it lives in it.
+    python_image: str = Field(pattern=_IMAGE_REF.pattern)
+    python_prefix: str = "/usr/local"
+    # The repository the images are built from: the OCI `source` label.
+    source: str = Field(pattern=r"^https?://\S+$")
+    variants: Annotated[dict[str, ImageVariant], BeforeValidator(_named("variants"))] = Field(min_length=1)
+
+    @field_validator("repository")
+    @classmethod
+    def _repository_is_a_name(cls, value: str) -> str:
+        if not _IMAGE_REPOSITORY.match(value):
+            raise ValueError("not an image repository name; write lowercase words such as 'ember' or "
+                             "'registry.example.com/ember', without a tag")
+        return value
+
+    def base_for(self, variant: str) -> str:
+        return self.variants[variant].base_image or self.base_image
+
+
 class Release(Frozen):
     schema_version: Literal[1]
     release: ReleaseInfo
@@ -335,6 +380,7 @@ class Release(Frozen):
     exclusions: tuple[Exclusion, ...] = ()
     publish: Annotated[dict[str, PublishTarget], BeforeValidator(_named("publish"))] = {}
     conda: CondaSettings | None = None
+    images: ImageSettings | None = None
 
     @field_validator("components", "variants", "platforms")
     @classmethod

@@ -227,6 +227,41 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
                     fix=f"use one of {', '.join(release.mobile_targets)}",
                     suggestion=nearest(target.stands_in_for, release.mobile_targets))
     _check_exclusions(release, doc, out)
+    _check_images(release, doc, out)
+
+
+def _check_images(release: Release, doc: YamlDocument, out: _Collector) -> None:
+    """The images section names variants, components and a platform of this release."""
+    images = release.images
+    if images is None:
+        return
+    if images.python not in release.pythons:
+        out.add(doc, ("images", "python"), "the images' Python is not one of the release's pythons",
+                fix=f"pick one of {', '.join(release.pythons)}")
+    platform = release.platforms.get(images.platform)
+    if platform is None:
+        out.add(doc, ("images", "platform"), "names no platform of the release",
+                fix=f"use one of {', '.join(release.platforms)}",
+                suggestion=nearest(images.platform, release.platforms))
+    elif platform.os != "linux":
+        out.add(doc, ("images", "platform"), "images are Linux containers; name a linux platform")
+    for i, name in enumerate(images.components):
+        component = release.components.get(name)
+        if component is None:
+            out.add(doc, ("images", "components", i), "names no component",
+                    fix=f"use one of {', '.join(release.components)}", suggestion=nearest(name, release.components))
+        elif not component.is_python or "wheel" not in component.package_types:
+            out.add(doc, ("images", "components", i),
+                    "images install wheels by name; this component builds no wheel")
+    for name, entry in images.variants.items():
+        if name not in release.variants:
+            out.add(doc, ("images", "variants", name), "names no variant of the release",
+                    fix=f"use one of {', '.join(release.variants)}", suggestion=nearest(name, release.variants),
+                    value=name)
+        elif entry.devel_budget_mb < entry.runtime_budget_mb:
+            out.add(doc, ("images", "variants", name, "devel_budget_mb"),
+                    "the devel image holds the runtime image and more, so its budget cannot be smaller; "
+                    f"raise it to at least {entry.runtime_budget_mb:g}")
 
 
 def _is_dir(path: Path) -> bool:

@@ -57,7 +57,7 @@ from shipyard.apt_sources import download_debs
 from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
-from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipe, unpack_wheel
+from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel, unpack_wheel
 from shipyard.toolchains.discover import cache_root as shipyard_cache
 from shipyard.toolchains.discover import probe_interpreter, pyenv_root
 from shipyard.validate import Spec
@@ -215,15 +215,11 @@ def _pyenv_python(version: str, root: Path) -> _Pyenv:
 
 def _cudart_requirement(cuda: str) -> str:
     """The NVIDIA runtime wheel pin for CUDA `cuda`: the one its toolkit recipe is assembled with."""
-    recipe = cuda_toolkit_recipe(cuda)
-    pins = [w for w in recipe.wheels if canonicalize_name(Requirement(w).name).startswith("nvidia-cuda-runtime")]
-    if not pins:
-        raise ToolchainMissing(
-            f"conda bootstrap channel: no PyPI wheel of the CUDA {cuda} runtime is known "
-            f"(shipyard/resources/cuda_toolkits.toml names none for {cuda}), so cuda-cudart {cuda} cannot "
-            f"be repacked here. Fix: add its nvidia-cuda-runtime pin to that toolkit's `wheels`, or leave "
-            f"CUDA {cuda} out of the bootstrap channel")
-    return pins[0]
+    try:
+        return cuda_runtime_wheel(cuda)
+    except ToolchainMissing as exc:
+        raise ToolchainMissing(f"conda bootstrap channel: cuda-cudart {cuda} cannot be repacked here: {exc}, "
+                               f"or leave CUDA {cuda} out of the bootstrap channel") from exc
 
 
 def _debian_libraries() -> dict[str, Any]:

@@ -35,6 +35,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from shipyard import command
 from shipyard.apt_sources import download_debs
 from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, sm_name
@@ -259,6 +262,18 @@ def cuda_toolkit_recipe(version: str) -> ToolkitRecipe:
     known = ", ".join(r.version for r in cuda_toolkit_recipes())
     raise ToolchainMissing(f"shipyard knows no CUDA {version} toolkit (it knows {known}). Fix: use one of "
                            f"those, or add CUDA {version} to shipyard/resources/cuda_toolkits.toml")
+
+
+def cuda_runtime_wheel(version: str) -> str:
+    """The pin of NVIDIA's CUDA runtime wheel for `version` (nvidia-cuda-runtime-cu11==11.8.89): the
+    one its toolkit is assembled with. ToolchainMissing when the recipe names none."""
+    pins = [w for w in cuda_toolkit_recipe(version).wheels
+            if canonicalize_name(Requirement(w).name).startswith("nvidia-cuda-runtime")]
+    if not pins:
+        raise ToolchainMissing(f"no PyPI wheel of the CUDA {version} runtime is known (shipyard/resources/"
+                               f"cuda_toolkits.toml names none for {version}). Fix: add its "
+                               "nvidia-cuda-runtime pin to that toolkit's `wheels`")
+    return pins[0]
 
 
 def _arch_key(arch: str) -> tuple[int, int]:

@@ -41,13 +41,15 @@ def main(argv=None) -> int:
     p.add_argument("--samples", type=int, default=512, help="samples per rank")
     p.add_argument("--features", type=int, default=8)
     p.add_argument("--noise", type=float, default=0.01)
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds a collective may wait for a peer before failing (a lost node is noticed then)")
     args = p.parse_args(argv)
 
     standalone = "RANK" not in os.environ
     if standalone:
         dist.init_process_group("tcp", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
     else:
-        dist.init_process_group("tcp", init_method="env://", timeout=120)
+        dist.init_process_group("tcp", init_method="env://", timeout=args.timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     x, y, true_w = make_shard(rank, args.samples, args.features, args.noise)
     w, b = np.zeros(args.features), 0.0

@@ -1,0 +1,91 @@
+"""Which images the Dockerfile builds FROM.
+
+On CI (a registry is reachable) they are release.yaml's `images.base_image` and
+`images.python_image`, pulled by the workflow before the build. Where the engine does not hold
+them and none can be pulled (this offline machine), shipyard's debootstrapped bookworm base
+stands in for the OS and a small image holding this host's own CPython prefix for the Python;
+the pyenv Pythons are built against bookworm's glibc, so they run on that base.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+
+from shipyard import docker_base
+from shipyard.errors import BuildError, ToolchainMissing
+from shipyard.image.plan import LABEL_PREFIX
+from shipyard.progress import Progress
+from shipyard.spec import ImageSettings
+from shipyard.toolchains.discover import discover
+
+LOCAL_PYTHON_REPOSITORY = "shipyard/python-prefix"
+LOCAL_PYTHON_PREFIX = "/opt/python"
+_PYTHON_RECIPE = "1"
+
+
+@dataclass(frozen=True)
+class Bases:
+    base_image: str
+    python_image: str
+    python_prefix: str
+    origin: str  # "release.yaml", "given" or "local bootstrap": said in the output and a label
+
+    def identity(self) -> dict[str, str]:
+        """What the images' bytes depend on: the image ids, not the names."""
+        return {"base": docker_base.image_id(self.base_image), "python": docker_base.image_id(self.python_image),
+                "python_prefix": self.python_prefix}
+
+
+def resolve_bases(settings: ImageSettings, variant: str, *, base_image: str | None = None,
+                  python_image: str | None = None, python_prefix: str | None = None,
+                  progress: Progress | None = None) -> Bases:
+    """Given images win; then release.yaml's when the engine holds them; else the local stand-ins."""
+    configured_base, configured_python = settings.base_for(variant), settings.python_image
+    if base_image or python_image:
+        return Bases(base_image or configured_base, python_image or configured_python,
+                     python_prefix or (settings.python_prefix if not python_image else "/usr/local"), "given")
+    present = [docker_base.image_labels(ref) is not None for ref in (configured_base, configured_python)]
+    if all(present):
+        return Bases(configured_base, configured_python, settings.python_prefix, "release.yaml")
+    if progress:
+        progress(f"{configured_base} / {configured_python} are not in the engine: using shipyard's bootstrapped "
+                 f"Debian base and this host's Python {settings.python}")
+    base = docker_base.bootstrap_base_image(progress=progress)
+    return Bases(base, local_python_image(settings.python, progress=progress), LOCAL_PYTHON_PREFIX,
+                 "local bootstrap")
+
+
+def local_python_image(version: str, *, progress: Progress | None = None) -> str:
+    """An image holding only this host's CPython `version` prefix at /opt/python (what the
+    Dockerfile copies from PYTHON_IMAGE); rebuilt only when the prefix's files change."""
+    interpreter = discover().interpreter(version)
+    if interpreter is None:
+        raise ToolchainMissing(f"no Python {version} here to put in the image (pyenv install {version})")
+    prefix = docker_base.python_prefix(interpreter)
+    inputs = {"recipe": _PYTHON_RECIPE, "prefix": str(prefix.prefix), "files": docker_base._fingerprint(prefix)}
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    tag = f"{LOCAL_PYTHON_REPOSITORY}:{interpreter.full_version}-{digest[:12]}"
+    labels = docker_base.image_labels(tag)
+    if labels is not None and labels.get(f"{LABEL_PREFIX}.python-inputs") == digest:
+        return tag
+    if progress:
+        progress(f"python image {tag} from {prefix.prefix}")
+    with tempfile.TemporaryDirectory(prefix="shipyard-python-", dir="/var/tmp") as work:
+        context = Path(work)
+        docker_base._stage_prefix(prefix, context)
+        staged = Path("pythons") / prefix.prefix.relative_to("/")
+        (context / "Dockerfile").write_text(f"FROM scratch\nCOPY {staged.as_posix()}/ {LOCAL_PYTHON_PREFIX}/\n")
+        client = docker.from_env(timeout=1800)
+        try:
+            client.images.build(path=str(context), tag=tag, rm=True, forcerm=True, pull=False,
+                                labels={f"{LABEL_PREFIX}.python-inputs": digest,
+                                        f"{LABEL_PREFIX}.python-source": str(prefix.prefix)})
+        except (docker.errors.BuildError, docker.errors.APIError) as exc:
+            raise BuildError(f"building the Python image {tag} failed: {exc}") from exc
+    return tag

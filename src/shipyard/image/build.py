@@ -1,0 +1,237 @@
+"""`shipyard image build --variant V`: the runtime and devel images of one variant.
+
+Stages the build context (verified wheels as a small index, the pinned dependency wheels, the
+example scripts from the emberelastic wheel), builds each target through the docker SDK, tags it with
+its versioned and channel tags, checks its size budget and scans it for secrets, pip caches and
+apt lists, and records it in dist/manifest.json. An image whose inputs did not change is not
+rebuilt: its inputs' digest is a label, and a re-run that finds it does nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+
+from shipyard import docker_base
+from shipyard.errors import BuildError, CheckFailed
+from shipyard.image.bases import Bases, resolve_bases
+from shipyard.image.deps import Wheelhouse, ensure_wheelhouse, third_party_requirements
+from shipyard.image.hygiene import Finding, scan_image
+from shipyard.image.plan import LABEL_PREFIX, TARGETS, ImagePlan, image_labels, image_plans
+from shipyard.image.record import record_images
+from shipyard.image.wheels import ReleaseWheel, licenses, release_wheels, stage_index
+from shipyard.progress import Progress
+from shipyard.source_tree import git_info
+from shipyard.validate import Spec
+
+# Where the Dockerfile lives: the repository checkout this module was installed from (editable).
+DOCKERFILE = Path(__file__).resolve().parents[3] / "docker" / "Dockerfile"
+# Bump when the staging below changes what reaches the image.
+_RECIPE = "1"
+INPUTS_LABEL = f"{LABEL_PREFIX}.inputs"
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    variant: str
+    dist: Path
+    targets: tuple[str, ...] = TARGETS
+    channel: str | None = None
+    base_image: str | None = None
+    python_image: str | None = None
+    python_prefix: str | None = None
+    allow_untested: bool = False
+    no_cache: bool = False  # build every layer again (the cold build of bench-docker)
+    dockerfile: Path = DOCKERFILE
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    plan: ImagePlan
+    image_id: str
+    size: int
+    cached: bool
+    seconds: float
+    labels: dict[str, str]
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def size_mb(self) -> float:
+        return self.size / 1e6
+
+
+def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda _: None) -> list[ImageResult]:
+    """Build (or find unchanged) every requested image of the variant; raise CheckFailed for an
+    image over its budget or carrying a secret, a pip cache or an apt list."""
+    plans = image_plans(spec, request.variant, targets=request.targets, channel=request.channel)
+    settings = plans[0].settings
+    variant = plans[0].variant
+    docker_base.ensure_docker_engine(required=True)
+    wheels = release_wheels(spec, variant, request.dist, allow_untested=request.allow_untested)
+    platform_tag = spec.release.platforms[settings.platform].wheel_platform_tag
+    requirements = third_party_requirements([w.path for w in wheels], spec.release.components, variant)
+    wheelhouse = ensure_wheelhouse(requirements, settings.python, platform_tag, progress=progress)
+    bases = resolve_bases(settings, variant.name, base_image=request.base_image, python_image=request.python_image,
+                          python_prefix=request.python_prefix, progress=progress)
+    git = git_info(spec.root)
+    build_args = {"BASE_IMAGE": bases.base_image, "PYTHON_IMAGE": bases.python_image,
+                  "PYTHON_PREFIX": bases.python_prefix, "CUDA_VERSION": variant.cuda or "",
+                  "EMBER_REQUIREMENTS": " ".join(w.requirement for w in wheels)}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="shipyard-image-", dir="/var/tmp") as work:
+        context: Path | None = None
+        for plan in plans:
+            start = time.monotonic()
+            labels = image_labels(plan, revision=git.sha, created_epoch=git.commit_time, source=settings.source,
+                                  licenses=licenses(wheels))
+            labels[f"{LABEL_PREFIX}.base"] = f"{bases.origin}: {bases.base_image}"
+            inputs = _inputs_digest(request, plan, wheels, wheelhouse, bases, build_args, labels)
+            labels[INPUTS_LABEL] = inputs
+            cached = not request.no_cache and _unchanged(plan, inputs)
+            findings: tuple[Finding, ...] = ()
+            if not cached:
+                if context is None:
+                    context = _stage_context(Path(work), wheels, wheelhouse, request.dockerfile, git.commit_time)
+                progress(f"docker build {plan.tag} (target {plan.target})")
+                _docker_build(request, plan, context, build_args, labels)
+                findings = tuple(scan_image(plan.tag, _secret_texts(spec)))
+                if findings:  # untagged, so that a re-run builds and scans it again rather than trusting it
+                    for ref in plan.tags:
+                        docker_client().images.remove(ref, noprune=True)
+            else:
+                progress(f"{plan.tag} is up to date")
+            size = docker_base.image_size(plan.tag)
+            results.append(ImageResult(plan, docker_base.image_id(plan.tag), size, cached,
+                                       time.monotonic() - start, labels, findings))
+    _check(results)  # an image over budget or with a finding is never recorded
+    record_images(spec, request.dist, results)
+    return results
+
+
+def _inputs_digest(request: ImageRequest, plan: ImagePlan, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse,
+                   bases: Bases, build_args: dict[str, str], labels: dict[str, str]) -> str:
+    """Everything that can change the image: the Dockerfile, the wheels' bytes (their manifest
+    sha256, checked), the pinned dependencies, the base images' ids, the arguments and labels."""
+    inputs = {
+        "recipe": _RECIPE,
+        "dockerfile": hashlib.sha256(request.dockerfile.read_bytes()).hexdigest(),
+        "target": plan.target,
+        "wheels": {w.record.name: w.record.sha256 for w in wheels},
+        "deps": list(wheelhouse.pins),
+        "bases": bases.identity(),
+        "args": build_args,
+        "labels": labels,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _unchanged(plan: ImagePlan, inputs: str) -> bool:
+    """Both tags name one image built from these inputs."""
+    labels = docker_base.image_labels(plan.tag)
+    if labels is None or labels.get(INPUTS_LABEL) != inputs:
+        return False
+    channel = docker_base.image_labels(plan.channel_tag)
+    return channel is not None and docker_base.image_id(plan.channel_tag) == docker_base.image_id(plan.tag)
+
+
+def _stage_context(work: Path, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse, dockerfile: Path,
+                   epoch: int) -> Path:
+    """index/ (the wheels, by name), deps/ (dependency wheels + requirements.txt), examples/ and
+    the Dockerfile: only these, never a whole folder of dist/ (it may hold anything)."""
+    context = work / "context"
+    context.mkdir()
+    shutil.copyfile(dockerfile, context / "Dockerfile")
+    stage_index(wheels, context / "index")
+    (context / "deps").mkdir(parents=True)
+    for item in wheelhouse.path.iterdir():
+        if item.is_file():
+            _link_or_copy(item, context / "deps" / item.name)
+    _stage_examples(wheels, context / "examples", epoch)
+    # Only what the Dockerfile names reaches the daemon.
+    return context
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copy2(src, dest)
+
+
+def _stage_examples(wheels: list[ReleaseWheel], dest: Path, epoch: int) -> None:
+    """The example training scripts, taken from the released wheels (the bytes that were tested).
+    Their times are the source's, so the layer holding them is the same bytes on every build."""
+    dest.mkdir(parents=True)
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel.path) as zf:
+            for name in zf.namelist():
+                parts = name.split("/")
+                if len(parts) == 3 and parts[1] == "examples" and name.endswith(".py") and parts[2] != "__init__.py":
+                    (dest / parts[2]).write_bytes(zf.read(name))
+                    os.utime(dest / parts[2], (epoch, epoch))
+    os.utime(dest, (epoch, epoch))
+
+
+def _secret_texts(spec: Spec) -> list[str]:
+    """The values no image may hold: the credentials release.yaml names, when they are set here."""
+    texts = []
+    for target in spec.release.publish.values():
+        for env in (target.username_env, target.password_env, target.token_env):
+            if env and os.environ.get(env):
+                texts.append(os.environ[env])
+    return texts
+
+
+def _docker_build(request: ImageRequest, plan: ImagePlan, context: Path, build_args: dict[str, str],
+                  labels: dict[str, str]) -> None:
+    """One target through the engine's classic builder (the docker SDK speaks only its API; BuildKit
+    through the CLI needs the buildx plugin, which Debian's docker.io lacks). Both tags name it."""
+    client = docker_client()
+    output: list[str] = []
+    image_id = None
+    try:
+        for chunk in client.api.build(path=str(context), dockerfile="Dockerfile", target=plan.target,
+                                      buildargs=build_args, labels=labels, nocache=request.no_cache, rm=True,
+                                      forcerm=True, pull=False, decode=True):
+            if "stream" in chunk:
+                output += chunk["stream"].rstrip().splitlines()
+            if "error" in chunk:
+                output.append(chunk["error"])
+                raise BuildError(f"docker build of {plan.tag} failed:\n    " + "\n    ".join(output[-40:]))
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+    except docker.errors.APIError as exc:
+        raise BuildError(f"docker build of {plan.tag} failed: {exc.explanation or exc}") from exc
+    if image_id is None:
+        raise BuildError(f"docker build of {plan.tag} named no image:\n    " + "\n    ".join(output[-40:]))
+    for ref in plan.tags:
+        repository, tag = ref.rsplit(":", 1)
+        client.api.tag(image_id, repository, tag, force=True)
+
+
+def docker_client() -> docker.DockerClient:
+    """The engine DOCKER_HOST names (else the local socket), with room for long builds and pushes."""
+    return docker.from_env(timeout=3600)
+
+
+def _check(results: list[ImageResult]) -> None:
+    problems = []
+    for result in results:
+        plan = result.plan
+        if result.size_mb > plan.budget_mb:
+            key = f"images.variants.{plan.variant.name}.{plan.target}_budget_mb"
+            problems.append(f"{plan.tag} is {result.size_mb:.0f} MB, over its budget of {plan.budget_mb:g} MB "
+                            f"(release.yaml: {key}); make the image smaller or raise {key}")
+        problems += [f"{plan.tag}: {finding}; nothing secret or cached may stay in an image"
+                     for finding in result.findings]
+    if problems:
+        raise CheckFailed("\n".join(problems))

@@ -1,0 +1,87 @@
+"""`shipyard image …`: build a variant's images, push them."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from shipyard.cli import _spec, console, err_console
+
+
+def cmd_image_build(args: argparse.Namespace) -> int:
+    from shipyard.build_report import live_progress
+    from shipyard.image.build import ImageRequest, build_images
+
+    start = time.monotonic()
+    spec = _spec(args)
+    root = Path(args.root)
+    request = ImageRequest(
+        variant=args.variant, dist=(Path(args.dist) if args.dist else root / "dist").resolve(),
+        targets=tuple(args.target or ("runtime", "devel")), channel=args.channel, base_image=args.base_image,
+        python_image=args.python_image, python_prefix=args.python_prefix, allow_untested=args.allow_untested,
+        no_cache=args.no_cache)
+    with live_progress(err_console, f"image {args.variant}") as progress:
+        results = build_images(spec, request, progress)
+    table = Table(title=f"images, variant {args.variant}")
+    for column in ("image", "also tagged", "id", "size", "budget", "build"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        plan = result.plan
+        table.add_row(plan.tag, plan.channel_tag, result.image_id.removeprefix("sha256:")[:12],
+                      f"{result.size_mb:.0f} MB", f"{plan.budget_mb:g} MB",
+                      "unchanged" if result.cached else f"built in {result.seconds:.0f} s")
+    console.print(table)
+    console.print(f"done in {time.monotonic() - start:.1f} s; labels: docker inspect --format "
+                  "'{{json .Config.Labels}}' " + results[0].plan.tag)
+    return 0
+
+
+def cmd_image_push(args: argparse.Namespace) -> int:
+    from shipyard.errors import UsageError
+    from shipyard.image.plan import image_plans
+    from shipyard.image.registry import push_image
+
+    spec = _spec(args)
+    targets = {n: t for n, t in spec.release.publish.items() if t.kind == "docker"}
+    name = args.to or next(iter(targets), None)
+    if name is None or name not in targets:
+        raise UsageError(f"--to {args.to}: release.yaml's publish section has no docker target "
+                         f"(docker targets: {', '.join(targets) or 'none'})")
+    target = targets[name]
+    if args.registry:
+        target = target.model_copy(update={"url": args.registry})
+    for plan in image_plans(spec, args.variant, targets=args.target or ("runtime", "devel"), channel=args.channel):
+        for ref in plan.tags:
+            pushed = push_image(ref, target)
+            console.print(f"pushed {pushed.remote} {pushed.digest}")
+    return 0
+
+
+def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("image", help="Docker images: build a variant's runtime and devel images, push them")
+    isub = p.add_subparsers(dest="image_command", required=True)
+    b = isub.add_parser("build", help="build (or find unchanged) a variant's images from its wheel index")
+    b.add_argument("--variant", required=True, help="a variant of release.yaml's images.variants: cpu, cuda11 …")
+    b.add_argument("--target", action="append", choices=("runtime", "devel"), help="only this target (repeatable)")
+    b.add_argument("--channel", choices=("nightly", "test", "release"),
+                   help="the channel tag (default: images.channel)")
+    b.add_argument("--dist", help="where the wheels and manifest.json are (default: <root>/dist)")
+    b.add_argument("--base-image", help="the image to build FROM (default: images.base_image when the engine "
+                                        "holds it, else shipyard's bootstrapped Debian base)")
+    b.add_argument("--python-image", help="the image the Python prefix is copied from (default: "
+                                          "images.python_image when the engine holds it, else this host's Python)")
+    b.add_argument("--python-prefix", help="the Python's prefix inside --python-image (default /usr/local)")
+    b.add_argument("--allow-untested", action="store_true",
+                   help="accept wheels built with --no-tests (their manifest records no test run)")
+    b.add_argument("--no-cache", action="store_true", help="build every layer again")
+    b.set_defaults(func=cmd_image_build)
+    u = isub.add_parser("push", help="push a variant's images (both tags) to a docker publish target")
+    u.add_argument("--variant", required=True)
+    u.add_argument("--target", action="append", choices=("runtime", "devel"), help="only this target (repeatable)")
+    u.add_argument("--channel", choices=("nightly", "test", "release"))
+    u.add_argument("--to", help="the publish target (default: the first of kind docker)")
+    u.add_argument("--registry", help="host:port to push to instead of the target's url")
+    u.set_defaults(func=cmd_image_push)

@@ -1,0 +1,129 @@
+"""What one image is: its variant, target (runtime or devel), tags and labels.
+
+Everything here comes from the validated spec and the manifest; nothing is re-derived from
+the YAML files.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from shipyard.errors import UsageError, nearest
+from shipyard.spec import STATUS_ORDER, ImageSettings, ImageVariant, Variant
+from shipyard.validate import Spec
+
+Target = Literal["runtime", "devel"]
+TARGETS: tuple[Target, ...] = ("runtime", "devel")
+CHANNELS = ("nightly", "test", "release")
+LABEL_PREFIX = "org.shipyard.image"
+OCI = "org.opencontainers.image"
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    """One image to build: `ember:1.7.0-cuda11.8-runtime` and its channel tag."""
+
+    spec: Spec
+    variant: Variant
+    target: Target
+    channel: str
+
+    @property
+    def settings(self) -> ImageSettings:
+        assert self.spec.release.images is not None
+        return self.spec.release.images
+
+    @property
+    def budget(self) -> ImageVariant:
+        return self.settings.variants[self.variant.name]
+
+    @property
+    def budget_mb(self) -> float:
+        return self.budget.runtime_budget_mb if self.target == "runtime" else self.budget.devel_budget_mb
+
+    @property
+    def flavour(self) -> str:
+        """What a tag says about the hardware: `cpu`, or `cuda` and the CUDA version."""
+        return f"cuda{self.variant.cuda}" if self.variant.cuda else "cpu"
+
+    @property
+    def version(self) -> str:
+        return self.spec.release.release.version
+
+    @property
+    def tag(self) -> str:
+        """The versioned tag, e.g. ember:1.7.0-cpu-runtime."""
+        return f"{self.settings.repository}:{self.version}-{self.flavour}-{self.target}"
+
+    @property
+    def channel_tag(self) -> str:
+        """The moving tag of the channel, e.g. ember:nightly-cpu-runtime."""
+        return f"{self.settings.repository}:{self.channel}-{self.flavour}-{self.target}"
+
+    @property
+    def tags(self) -> tuple[str, str]:
+        return (self.tag, self.channel_tag)
+
+
+def image_plans(spec: Spec, variant_name: str, *, targets: Iterable[str] = TARGETS,
+                channel: str | None = None) -> list[ImagePlan]:
+    """The images of one variant; UsageError naming the fix for a variant without images."""
+    images = spec.release.images
+    if images is None:
+        raise UsageError(f"{spec.root / 'release.yaml'}: images: the release describes no Docker images; "
+                         "add an `images:` section (README.md, Docker images)")
+    variant = spec.release.find_variant(variant_name)
+    if variant is None or variant.name not in images.variants:
+        hint = nearest(variant_name, images.variants)
+        raise UsageError(f"--variant {variant_name}: release.yaml's images.variants has no such variant "
+                         f"(it has {', '.join(images.variants)})" + (f"; did you mean {hint!r}?" if hint else ""))
+    chosen = channel or images.channel
+    if chosen not in CHANNELS:
+        raise UsageError(f"--channel {chosen}: the channels are {', '.join(CHANNELS)}")
+    wrong = [t for t in targets if t not in TARGETS]
+    if wrong:
+        raise UsageError(f"--target {', '.join(wrong)}: the targets are {', '.join(TARGETS)}")
+    return [ImagePlan(spec, variant, t, chosen) for t in TARGETS if t in targets]  # type: ignore[arg-type]
+
+
+def feature_ids(spec: Spec, components: Iterable[str], platform: str) -> dict[str, list[str]]:
+    """Status → the sorted ids of the features the image ships with that status on `platform`."""
+    by_status: dict[str, list[str]] = {status: [] for status in STATUS_ORDER}
+    for component in components:
+        for fid, _title, status in spec.features_for(component, platform):
+            by_status[status].append(fid)
+    return {status: sorted(ids) for status, ids in by_status.items()}
+
+
+def rfc3339(epoch: int) -> str:
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def image_labels(plan: ImagePlan, *, revision: str, created_epoch: int, source: str,
+                 licenses: str) -> dict[str, str]:
+    """The OCI labels plus what the image ships: its features by status, variant, CUDA and Python.
+
+    `created` is SOURCE_DATE_EPOCH (the commit time otherwise), so the same commit gives the
+    same labels."""
+    settings = plan.settings
+    features = feature_ids(plan.spec, settings.components, settings.platform)
+    labels = {
+        f"{OCI}.title": f"{settings.repository} {plan.flavour} {plan.target}",
+        f"{OCI}.version": plan.version,
+        f"{OCI}.revision": revision,
+        f"{OCI}.source": source,
+        f"{OCI}.created": rfc3339(created_epoch),
+        f"{OCI}.licenses": licenses,
+        f"{LABEL_PREFIX}.variant": plan.variant.name,
+        f"{LABEL_PREFIX}.variant-tag": plan.variant.tag,
+        f"{LABEL_PREFIX}.cuda-version": plan.variant.cuda or "none",
+        f"{LABEL_PREFIX}.python": settings.python,
+        f"{LABEL_PREFIX}.target": plan.target,
+        f"{LABEL_PREFIX}.components": ",".join(settings.components),
+    }
+    for status, ids in features.items():
+        labels[f"{LABEL_PREFIX}.features.{status}"] = ",".join(ids)
+    return labels

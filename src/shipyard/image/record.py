@@ -1,0 +1,42 @@
+"""Images in dist/manifest.json: one record per image, so that publish finds what was built
+(its tags, id, size, features) without asking the engine how it came about."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
+from shipyard.validate import Spec
+
+if TYPE_CHECKING:
+    from shipyard.image.build import ImageResult
+
+
+def image_cell_id(result: ImageResult) -> str:
+    plan = result.plan
+    return f"{plan.settings.repository}-{plan.variant.tag}-{plan.settings.platform}-{plan.target}-docker"
+
+
+def record_images(spec: Spec, dist: Path, results: Sequence[ImageResult]) -> None:
+    if not results:
+        return
+    release = spec.release
+    records = []
+    for result in results:
+        plan = result.plan
+        features = tuple(FeatureRecord(id=fid, title=title, status=status)
+                         for component in plan.settings.components
+                         for fid, title, status in spec.features_for(component, plan.settings.platform))
+        records.append(ArtifactRecord(
+            name=plan.tag, path="", sha256=result.image_id.removeprefix("sha256:"), size=result.size,
+            cell_id=image_cell_id(result), component=plan.settings.repository, package_type="docker",
+            variant=plan.variant.name, variant_tag=plan.variant.tag, platform=plan.settings.platform,
+            python=plan.settings.python, version=plan.version, features=features, tests=None,
+            build={"tags": list(plan.tags), "target": plan.target, "cached": result.cached,
+                   "seconds": round(result.seconds, 2), "inputs": result.labels.get("org.shipyard.image.inputs"),
+                   "budget_mb": plan.budget_mb}))
+    dist.mkdir(parents=True, exist_ok=True)
+    merge_artifacts(dist / "manifest.json", release=release.release.name, version=release.release.version,
+                    records=records)

@@ -1,0 +1,97 @@
+"""The release wheels an image installs: found through dist/manifest.json, their bytes checked
+against the sha256 it records, and staged as a small PEP 503 index for pip to install by name."""
+
+from __future__ import annotations
+
+import email.parser
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from shipyard.errors import CheckFailed, ShipyardError
+from shipyard.manifest import ArtifactRecord, read_manifest
+from shipyard.spec import Variant
+from shipyard.validate import Spec
+from shipyard.wheel.index import add_wheel, sha256_of, write_index
+
+
+@dataclass(frozen=True)
+class ReleaseWheel:
+    """One wheel of the release, as the manifest records it and as it sits in the variant index."""
+
+    component: str
+    path: Path
+    record: ArtifactRecord
+
+    @property
+    def project(self) -> str:
+        return canonicalize_name(self.record.name.split("-")[0])
+
+    @property
+    def requirement(self) -> str:
+        """What pip is asked for: the project at exactly the released version (local label included)."""
+        version = self.record.name.split("-")[1]
+        return f"{self.project}=={version}"
+
+
+def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: bool = False) -> list[ReleaseWheel]:
+    """The image's wheels for `variant` and the images' Python, verified against the manifest.
+
+    Refuses a wheel that is missing, whose bytes differ from the manifest's sha256, whose tests
+    failed, or (unless `allow_untested`) that was never tested; each message names the fix."""
+    images = spec.release.images
+    assert images is not None
+    manifest_path = dist / "manifest.json"
+    manifest = read_manifest(manifest_path)
+    build = f"shipyard build --variant {variant.name} --python {images.python}"
+    if manifest is None:
+        raise ShipyardError(f"{manifest_path}: no manifest; build the wheels first: {build}")
+    wanted_python = images.python
+    out = []
+    for component in images.components:
+        record = next((a for a in manifest.artifacts if a.component == component and a.package_type == "wheel"
+                       and (a.platform == "any" or (a.variant == variant.name and a.python == wanted_python
+                                                    and a.platform == images.platform))), None)
+        if record is None:
+            raise ShipyardError(f"{manifest_path}: no {component} wheel of variant {variant.name} for Python "
+                                f"{wanted_python} ({images.platform}); build it: {build}")
+        path = dist / "whl" / variant.tag / canonicalize_name(component) / record.name
+        if not path.is_file():
+            raise ShipyardError(f"{path}: the {component} wheel the manifest records is not in the "
+                                f"{variant.tag} index; rebuild it: {build}")
+        actual = sha256_of(path)
+        if actual != record.sha256:
+            raise CheckFailed(f"{path}: sha256 {actual} differs from {record.sha256} in {manifest_path}; "
+                              f"the index no longer holds the bytes that were built and tested. Rebuild: {build}")
+        tests = record.tests
+        if tests is not None and tests.get("result") != "passed":
+            raise CheckFailed(f"{manifest_path}: {record.cell_id}: its tests failed "
+                              f"({'; '.join(tests.get('problems') or []) or 'see the build report'}); "
+                              "an image ships only tested wheels")
+        if tests is None and not allow_untested:
+            raise CheckFailed(f"{manifest_path}: {record.cell_id} was built with --no-tests; an image ships "
+                              f"tested wheels: {build} (or pass --allow-untested)")
+        out.append(ReleaseWheel(component, path, record))
+    return out
+
+
+def stage_index(wheels: list[ReleaseWheel], dest: Path) -> None:
+    """A PEP 503 index of exactly these wheels at `dest` (the image's build context)."""
+    for wheel in wheels:
+        add_wheel(wheel.path, dest)
+    write_index(dest)
+
+
+def licenses(wheels: list[ReleaseWheel]) -> str:
+    """The SPDX expression of what the wheels declare (License-Expression, else License)."""
+    found: list[str] = []
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel.path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            meta = email.parser.Parser().parsestr(zf.read(name).decode("utf-8"), headersonly=True)
+        value = meta.get("License-Expression") or meta.get("License") or "NOASSERTION"
+        if value not in found:
+            found.append(value)
+    return " AND ".join(found)

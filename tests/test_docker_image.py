@@ -1,0 +1,510 @@
+"""The ready-to-train images: built from the release's wheels, training in one container and
+across two, surviving (or cleanly failing) a killed peer, labelled, within budget, clean, and
+pushed to a real registry.
+
+The wheels are built once per session for Python 3.11 into a temporary dist (shipyard's build
+cache under the repository's .shipyard, shared with test_release_build/_cuda, makes that a copy
+when they ran first); `nox -s docker-<variant>` instead points the tests at the tested wheels of
+dist/ (SHIPYARD_IMAGE_TESTED_WHEELS=1) and at one variant (--image-variant). Each image is built
+once per session; a second build must change nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import time
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+import requests
+
+from shipyard import command
+from shipyard.errors import CheckFailed
+from shipyard.image.build import ImageRequest, ImageResult, build_images
+from shipyard.image.hygiene import scan_image
+from shipyard.image.plan import feature_ids, rfc3339
+from shipyard.image.registry import RegistryError, push_image
+from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
+from shipyard.port_ranges import claimed_port_range
+from shipyard.source_tree import git_info
+from shipyard.spec import PublishTarget
+from shipyard.validate import Spec, load_spec
+from shipyard.wheel.index import sha256_of, write_index
+from shipyard.wheel.pipeline import BuildRequest, build_variant
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = "/opt/ember/examples/train_sgd.py"
+RUN_TIMEOUT = 180  # no container may run longer than this; every wait below is bounded
+
+
+# --- session fixtures --------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def spec() -> Spec:
+    return load_spec(REPO)
+
+
+def _variants(config: pytest.Config) -> tuple[str, str]:
+    """(the variant whose images every test uses, the CUDA variant of the CUDA checks)."""
+    chosen = config.getoption("--image-variant")
+    if chosen:
+        return chosen, chosen
+    return "cpu", "cuda11"
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory: pytest.TempPathFactory, spec: Spec) -> Iterator[dict[str, Path]]:
+    """Per variant, a dist folder with its wheels for the images' Python and their manifest."""
+    made: dict[str, Path] = {}
+
+    def get(variant: str) -> Path:
+        if os.environ.get("SHIPYARD_IMAGE_TESTED_WHEELS"):
+            return REPO / "dist"  # nox -s docker-<variant> built and tested them there
+        if variant not in made:
+            assert spec.release.images is not None
+            dist = tmp_path_factory.mktemp(f"dist-{variant}")
+            outcomes = build_variant(spec, BuildRequest(variant=variant, pythons=(spec.release.images.python,),
+                                                        components=spec.release.images.components, run_tests=False,
+                                                        dist=dist, state=REPO / ".shipyard"))
+            assert all(o.result in ("built", "cached") for o in outcomes), [(o.cell.id, o.detail) for o in outcomes]
+            made[variant] = dist
+        return made[variant]
+
+    yield get  # type: ignore[misc]
+
+
+class Images:
+    """Each variant's images, built once; a second build is timed to prove it changes nothing."""
+
+    def __init__(self, spec: Spec, dists) -> None:  # noqa: ANN001
+        self.spec, self.dists = spec, dists
+        self.results: dict[tuple[str, str], ImageResult] = {}
+        self.rebuild_seconds: dict[str, float] = {}
+
+    def request(self, variant: str, targets: tuple[str, ...]) -> ImageRequest:
+        return ImageRequest(variant=variant, dist=self.dists(variant), targets=targets,
+                            allow_untested=not os.environ.get("SHIPYARD_IMAGE_TESTED_WHEELS"))
+
+    def get(self, variant: str, target: str = "runtime") -> ImageResult:
+        if (variant, target) not in self.results:
+            start = time.monotonic()
+            for result in build_images(self.spec, self.request(variant, (target,))):
+                self.results[(variant, result.plan.target)] = result
+            print(f"\nimage {variant} {target}: {time.monotonic() - start:.0f} s, "
+                  f"{self.results[(variant, target)].size_mb:.0f} MB")
+        return self.results[(variant, target)]
+
+
+@pytest.fixture(scope="session")
+def images(docker_engine: None, spec: Spec, dists) -> Images:  # noqa: ANN001
+    return Images(spec, dists)
+
+
+@pytest.fixture(scope="session")
+def client(docker_engine: None) -> docker.DockerClient:
+    return docker.from_env(timeout=600)
+
+
+def _run(image: str, *args: str, timeout: float = RUN_TIMEOUT) -> command.Completed:
+    return command.run(["docker", "run", "--rm", image, *args], timeout=timeout, check=False)
+
+
+# --- training --------------------------------------------------------------------------------
+
+def _losses(output: str) -> tuple[float, float]:
+    found = re.search(r"initial loss=([0-9.e+-]+) final loss=([0-9.e+-]+)", output)
+    assert found, output
+    return float(found.group(1)), float(found.group(2))
+
+
+def test_standalone_two_process_training_loss_falls(images: Images, request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    image = images.get(variant).plan.tag
+    done = _run(image, "ember-run", "--standalone", "--nproc-per-node", "2", EXAMPLE)
+    assert done.returncode == 0, done.output
+    first, last = _losses(done.output)
+    assert last < first / 100, done.output
+    assert "world_size=2" in done.output and "all workers succeeded" in done.output
+
+
+@pytest.fixture
+def network(client: docker.DockerClient) -> Iterator[str]:
+    """A user-defined bridge network (containers resolve each other by name), removed after."""
+    name = f"shipyard-test-{uuid.uuid4().hex[:8]}"
+    net = client.networks.create(name, driver="bridge")
+    try:
+        yield name
+    finally:
+        for container in client.containers.list(all=True, filters={"network": name}):
+            container.remove(force=True)
+        net.remove()
+
+
+def _node(client: docker.DockerClient, image: str, network: str, name: str, rdzv_host: str,
+          *extra: str, steps: int = 200, collective_timeout: int = 60) -> docker.models.containers.Container:
+    return client.containers.run(
+        image, ["ember-run", "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"{rdzv_host}:29400",
+                "--rdzv-id", "two-containers", *extra, EXAMPLE, "--steps", str(steps),
+                "--timeout", str(collective_timeout)],
+        name=name, hostname=name, network=network, detach=True)
+
+
+def _wait(container, timeout: float) -> int:  # noqa: ANN001
+    return int(container.wait(timeout=timeout)["StatusCode"])
+
+
+def test_two_containers_form_one_two_node_job(images: Images, client: docker.DockerClient, network: str,
+                                              request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    image = images.get(variant).plan.tag
+    host = f"{network}-node0"
+    nodes = [_node(client, image, network, host, host, "--rdzv-timeout", "60"),
+             _node(client, image, network, f"{network}-node1", host, "--rdzv-timeout", "60")]
+    codes = [_wait(n, RUN_TIMEOUT) for n in nodes]
+    logs = [n.logs().decode() for n in nodes]
+    print("\n".join(logs))
+    assert codes == [0, 0], logs
+    rounds = sorted(re.search(r"round \d+: node (\d)/2, ranks (\d)\.\.(\d) of 4", log).groups() for log in logs)
+    assert rounds == [("0", "0", "1"), ("1", "2", "3")], logs  # both nodes' ranks, one job of four
+    trained = [log for log in logs if "world_size=4" in log]
+    assert len(trained) == 1, logs  # global rank 0 reports, once, for the whole job
+    first, last = _losses(trained[0])
+    assert last < first / 100
+
+
+def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images, client: docker.DockerClient,
+                                                                 network: str,
+                                                                 request: pytest.FixtureRequest) -> None:
+    """ember-run's policy (library/emberelastic/README.md): a node that leaves makes its peers'
+    collectives fail, the group restarts with the remaining nodes as long as MIN remain; with
+    --nnodes 2 none can, so the survivor's rendezvous times out and it exits 1 saying so. A killed
+    container sends nothing, so its peers' workers learn of it from their collective timeout."""
+    variant, _ = _variants(request.config)
+    image = images.get(variant).plan.tag
+    host = f"{network}-node0"
+    timeout, collective = 20, 15
+    survivor = _node(client, image, network, host, host, "--rdzv-timeout", str(timeout), steps=10**8,
+                     collective_timeout=collective)
+    victim = _node(client, image, network, f"{network}-node1", host, "--rdzv-timeout", str(timeout), steps=10**8,
+                   collective_timeout=collective)
+    deadline = time.monotonic() + 90
+    while not all(b"round 0:" in n.logs() for n in (survivor, victim)):
+        assert time.monotonic() < deadline, [n.logs().decode() for n in (survivor, victim)]
+        time.sleep(0.5)
+    time.sleep(5)  # mid-run: the workers are up
+    victim.kill()
+    start = time.monotonic()
+    code = _wait(survivor, collective + timeout + 60)  # raises (a failure, not a hang) if still running
+    waited = time.monotonic() - start
+    log = survivor.logs().decode()
+    print(log)
+    assert code == 1, log
+    # Whether the new round had opened when its time ran out decides which of the two it says.
+    assert re.search(r"rendezvous failed: rendezvous (did not complete within 20 s \(needs at least 2 nodes\)"
+                     r"|round \d+ timed out with too few nodes)", log), log
+    assert "restarting the group (1/3)" in log, log  # the failure was seen and counted before the new round
+    assert waited < collective + timeout + 30, waited
+
+
+# --- the CUDA image --------------------------------------------------------------------------
+
+@pytest.mark.cuda_image
+def test_cuda_image_falls_back_to_cpu_and_resolves_its_cuda_libraries(images: Images,
+                                                                      request: pytest.FixtureRequest) -> None:
+    _, cuda_variant = _variants(request.config)
+    plan = images.get(cuda_variant).plan
+    assert plan.variant.cuda, f"--image-variant {cuda_variant} is not a CUDA variant"
+    code = ("import ember, numpy as np; c = ember.cuda; "
+            "print('compiled', c.compiled_with_cuda(), 'available', c.is_available(), 'archs', len(c.arch_list())); "
+            "print('reason', ember._C.cuda_unavailable_reason()); "
+            "a = np.arange(8, dtype=np.float32); print('cpu-sum', float(ember.fft.irfft(ember.fft.rfft(a), 8).sum()))")
+    done = _run(plan.tag, "python", "-c", code)
+    assert done.returncode == 0, done.output
+    assert f"compiled True available False archs {len(plan.variant.archs)}" in done.stdout, done.stdout
+    assert re.search(r"reason \S+", done.stdout), done.stdout
+    assert "cpu-sum 28.0" in done.stdout, done.stdout  # the CPU path computes
+    script = ("d=$(python -c 'import ember, os; print(os.path.dirname(os.path.dirname(ember.__file__)))'); "
+              "for f in $(find $d/ember $d/ember.libs -name '*.so*'); do echo \"== $f\"; ldd $f; done")
+    ldd = _run(plan.tag, "sh", "-c", script)
+    assert ldd.returncode == 0, ldd.output
+    assert "not found" not in ldd.stdout, ldd.stdout
+    cuda_libs = set(re.findall(r"^\s+(libcu\S+) => (\S+)", ldd.stdout, re.MULTILINE))
+    assert any(name.startswith("libcudart") for name, _ in cuda_libs), ldd.stdout
+    assert all(path.startswith("/opt/python/") for _, path in cuda_libs), cuda_libs
+    # NVIDIA's runtime wheel is installed too, for anything that loads libcudart by its soname.
+    wheel = _run(plan.tag, "sh", "-c", "ls /opt/python/lib/python3*/site-packages/nvidia/cuda_runtime/lib/")
+    assert f"libcudart.so.{plan.variant.cuda.split('.')[0]}" in wheel.stdout, wheel.output
+
+
+# --- labels, tags, user, budget, hygiene -------------------------------------------------------
+
+def test_labels_tags_and_user(images: Images, client: docker.DockerClient, spec: Spec,
+                              request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    result = images.get(variant)
+    plan = result.plan
+    flavour = f"cuda{plan.variant.cuda}" if plan.variant.cuda else "cpu"
+    assert plan.tags == (f"ember:1.7.0-{flavour}-runtime", f"ember:nightly-{flavour}-runtime")
+    image = client.images.get(plan.tag)
+    assert set(plan.tags) <= set(image.tags)  # both tags name the one image
+    labels = image.labels
+    git = git_info(REPO)
+    oci = "org.opencontainers.image"
+    assert labels[f"{oci}.version"] == "1.7.0"
+    assert labels[f"{oci}.revision"] == git.sha
+    assert labels[f"{oci}.created"] == rfc3339(git.commit_time)
+    assert labels[f"{oci}.licenses"] == "BSD-3-Clause"
+    assert labels[f"{oci}.source"].startswith("https://")
+    assert labels[f"{oci}.title"] == f"ember {flavour} runtime"
+    assert labels["org.shipyard.image.variant"] == plan.variant.name
+    assert labels["org.shipyard.image.cuda-version"] == (plan.variant.cuda or "none")
+    expected = feature_ids(spec, spec.release.images.components, "linux-x86_64")  # type: ignore[union-attr]
+    for status in ("stable", "beta", "prototype"):
+        assert labels[f"org.shipyard.image.features.{status}"] == ",".join(expected[status])
+    assert "elastic.launcher" in labels["org.shipyard.image.features.stable"].split(",")
+    assert image.attrs["Config"]["User"] == "ember"
+    who = _run(plan.tag, "sh", "-c", "id -u; id -un; command -v ember-run; ls /opt/ember/examples")
+    assert who.stdout.split() == ["1000", "ember", "/opt/python/bin/ember-run", "train_sgd.py"], who.output
+    # The manifest records the image for publish.
+    manifest = read_manifest(images.dists(variant) / "manifest.json")
+    assert manifest is not None
+    record = manifest.by_cell()[f"ember-{plan.variant.tag}-linux-x86_64-runtime-docker"]
+    assert record.sha256 == result.image_id.removeprefix("sha256:") and record.build["tags"] == list(plan.tags)
+
+
+def test_unchanged_rerun_is_a_no_op(images: Images, request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    first = images.get(variant)
+    start = time.monotonic()
+    (again,) = build_images(images.spec, images.request(variant, ("runtime",)))
+    seconds = time.monotonic() - start
+    assert again.cached and again.image_id == first.image_id
+    assert seconds < 5, f"an unchanged re-run took {seconds:.1f} s of shipyard's own time"
+
+
+def test_size_budget_is_enforced(images: Images, request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    built = images.get(variant)
+    settings = images.spec.release.images
+    assert settings is not None
+    assert built.size_mb <= built.plan.budget_mb
+    tight = settings.variants[variant].model_copy(update={"runtime_budget_mb": 1.0})
+    release = images.spec.release.model_copy(
+        update={"images": settings.model_copy(update={"variants": {**settings.variants, variant: tight}})})
+    small = dataclasses.replace(images.spec, release=release)
+    with pytest.raises(CheckFailed) as caught:
+        build_images(small, images.request(variant, ("runtime",)))
+    message = str(caught.value)
+    assert f"{built.plan.tag} is {built.size_mb:.0f} MB, over its budget of 1 MB" in message, message
+    assert f"images.variants.{variant}.runtime_budget_mb" in message, message
+
+
+def test_images_hold_no_pip_cache_apt_list_or_secret(images: Images, client: docker.DockerClient,
+                                                     request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    assert scan_image(images.get(variant).plan.tag, client=client) == []
+    # The scanner finds what a careless build leaves: a pip cache, an apt list, a build argument.
+    token = secrets.token_hex(16)
+    tag = f"shipyard-leaky:{uuid.uuid4().hex[:8]}"
+    base = images.get(variant).labels["org.shipyard.image.base"].split(": ", 1)[1]
+    dockerfile = (f"FROM {base}\nARG TOKEN\nRUN mkdir -p /root/.cache/pip/http /var/lib/apt/lists "
+                  "&& echo cached > /root/.cache/pip/http/entry && echo list > /var/lib/apt/lists/deb_Packages "
+                  "&& echo \"$TOKEN\" > /etc/leaked\n")
+    context = request.getfixturevalue("tmp_path")
+    (context / "Dockerfile").write_text(dockerfile)
+    client.images.build(path=str(context), tag=tag, buildargs={"TOKEN": token}, rm=True)
+    try:
+        found = {str(f).split(" in ")[0] + " in " + str(f).split(" in ")[1].split()[0] for f in
+                 scan_image(tag, [token], client=client)}
+        kinds = {f.split(" in ")[0] for f in found}
+        assert kinds == {"a pip cache", "an apt list", "secret #1"}, found
+        assert any(f.endswith("history") for f in found) and any(" layer" in f for f in found), found
+    finally:
+        client.images.remove(tag, force=True)
+
+
+def _edit_wheel(wheel: Path, member: str, extra: bytes) -> None:
+    """Append `extra` to one file of a wheel and fix its RECORD line (the wheel stays valid)."""
+    tmp = wheel.with_suffix(".tmp")
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        record_name = next(n for n in src.namelist() if n.endswith(".dist-info/RECORD"))
+        data = src.read(member) + extra
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        for info in src.infolist():
+            if info.filename == member:
+                dst.writestr(info, data)
+            elif info.filename == record_name:
+                lines = [f"{member},sha256={digest},{len(data)}" if line.startswith(f"{member},") else line
+                         for line in src.read(record_name).decode().splitlines()]
+                dst.writestr(info, "\n".join(lines) + "\n")
+            else:
+                dst.writestr(info, src.read(info.filename))
+    tmp.replace(wheel)
+
+
+def test_one_changed_wheel_keeps_base_and_dependency_layers(images: Images, client: docker.DockerClient,
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            request: pytest.FixtureRequest) -> None:
+    """A changed emberaudio wheel: only the layer holding the release's installed wheels changes.
+    Planted on the way: a credential in the environment (the release's registry password
+    variable) and a secret file in the wheel index; neither may reach the image."""
+    variant, _ = _variants(request.config)
+    before = images.get(variant)
+    source = images.dists(variant)
+    dist = tmp_path / "dist"
+    shutil.copytree(source / "whl", dist / "whl")
+    shutil.copy(source / "manifest.json", dist / "manifest.json")
+    tag = before.plan.variant.tag
+    wheel = next((dist / "whl" / tag / "emberaudio").glob("*.whl"))
+    _edit_wheel(wheel, "emberaudio/__init__.py", b"\n# changed for the layer-reuse test\n")
+    write_index(dist / "whl" / tag)
+    manifest = read_manifest(dist / "manifest.json")
+    assert manifest is not None
+    old = next(a for a in manifest.artifacts if a.component == "emberaudio" and a.package_type == "wheel")
+    merge_artifacts(dist / "manifest.json", release=manifest.release, version=manifest.version,
+                    records=[ArtifactRecord(**{**old.model_dump(), "sha256": sha256_of(wheel),
+                                               "size": wheel.stat().st_size})])
+    planted = f"planted-{secrets.token_hex(12)}"
+    (dist / "whl" / tag / "emberaudio" / ".netrc").write_text(f"machine example.org password {planted}\n")
+    monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", planted)
+    settings = images.spec.release.images
+    assert settings is not None
+    other = dataclasses.replace(images.spec, release=images.spec.release.model_copy(
+        update={"images": settings.model_copy(update={"repository": "ember-layer-test"})}))
+    start = time.monotonic()
+    (after,) = build_images(other, ImageRequest(variant=variant, dist=dist, targets=("runtime",),
+                                                allow_untested=True))
+    print(f"\nrebuild after one changed wheel: {time.monotonic() - start:.1f} s")
+    try:
+        assert not after.cached
+        old_layers = client.images.get(before.plan.tag).attrs["RootFS"]["Layers"]
+        new_layers = client.images.get(after.plan.tag).attrs["RootFS"]["Layers"]
+        assert len(old_layers) == len(new_layers)
+        changed = [i for i, (a, b) in enumerate(zip(old_layers, new_layers, strict=True)) if a != b]
+        # Everything below the release's wheels (base, Python, dependencies) keeps its digest; the
+        # wheels' layer changed, and only the scripts' layer is above it.
+        assert changed and changed[0] == len(new_layers) - 2, (changed, len(new_layers))
+        # The COPY steps, newest first: scripts, the installed wheels, the dependencies, the Python.
+        copies = [[h["CreatedBy"] for h in client.images.get(ref).history() if "COPY" in h["CreatedBy"]]
+                  for ref in (before.plan.tag, after.plan.tag)]
+        assert [c.endswith(("/opt/ember/examples/ ", "/opt/python/ ")) for c in copies[1][:4]] == [True] * 4, copies
+        assert copies[0][1] != copies[1][1]  # the wheels' content hash changed…
+        assert copies[0][2:] == copies[1][2:]  # …the dependencies' and the Python's did not
+        assert scan_image(after.plan.tag, [planted], client=client) == []
+        shown = _run(after.plan.tag, "sh", "-c",
+                     "tail -c 40 /opt/python/lib/python3*/site-packages/emberaudio/__init__.py")
+        assert "layer-reuse test" in shown.stdout
+    finally:
+        for ref in after.plan.tags:
+            client.images.remove(ref, noprune=True)
+
+
+# --- the registry -----------------------------------------------------------------------------
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
+    """Debian's docker-registry on 127.0.0.1 with htpasswd (bcrypt) auth: (host:port, user, password)."""
+    if shutil.which("docker-registry") is None or shutil.which("htpasswd") is None:
+        pytest.fail("docker-registry and htpasswd are missing: run ci/bootstrap.sh "
+                    "(apt-get install -y docker-registry apache2-utils)")
+    user, password = "shipyard", secrets.token_urlsafe(18)
+    htpasswd = command.run(["htpasswd", "-B", "-i", "-n", user], input_text=password, timeout=30).stdout
+    (tmp_path / "htpasswd").write_text(htpasswd)
+    with claimed_port_range() as ports:
+        port = ports[0]
+        config = {"version": 0.1, "log": {"level": "warn"},
+                  "storage": {"filesystem": {"rootdirectory": str(tmp_path / "data")}},
+                  "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+                  "auth": {"htpasswd": {"realm": "shipyard-test", "path": str(tmp_path / "htpasswd")}}}
+        (tmp_path / "config.yml").write_text(json.dumps(config))  # JSON is YAML
+        log = (tmp_path / "registry.log").open("w")
+        server = subprocess.Popen(["docker-registry", "serve", str(tmp_path / "config.yml")], stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if requests.get(f"http://127.0.0.1:{port}/v2/", timeout=2).status_code == 401:
+                        break
+                except requests.ConnectionError:
+                    pass
+                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "registry.log").read_text()
+                time.sleep(0.2)
+            yield f"127.0.0.1:{port}", user, password
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+            log.close()
+
+
+def test_push_then_pull_gives_the_same_digest(images: Images, client: docker.DockerClient,
+                                              registry: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch,
+                                              capfd: pytest.CaptureFixture[str],
+                                              request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    plan = images.get(variant).plan
+    address, user, password = registry
+    target = PublishTarget(name="images", kind="docker", url=address, username_env="SHIPYARD_REGISTRY_USERNAME",
+                           password_env="SHIPYARD_REGISTRY_PASSWORD")
+    monkeypatch.delenv("SHIPYARD_REGISTRY_PASSWORD", raising=False)
+    monkeypatch.setenv("SHIPYARD_REGISTRY_USERNAME", user)
+    with pytest.raises(RegistryError, match="set SHIPYARD_REGISTRY_PASSWORD to the registry's credentials"):
+        push_image(plan.tag, target, client=client)
+    monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", "not-the-password")
+    with pytest.raises(RegistryError) as refused:
+        push_image(plan.tag, target, client=client)
+    assert "not-the-password" not in str(refused.value)
+    monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", password)
+    pushed = [push_image(ref, target, client=client) for ref in plan.tags]
+    assert [p.remote for p in pushed] == [f"{address}/{ref}" for ref in plan.tags]
+    assert pushed[0].digest == pushed[1].digest  # one image, two tags
+    again = push_image(plan.tag, target, client=client)
+    assert again.digest == pushed[0].digest  # idempotent
+    # What the registry serves under the tag, asked with the registry's own API…
+    name, tag = plan.tag.split(":")
+    answer = requests.head(f"http://{address}/v2/{name}/manifests/{tag}", auth=(user, password), timeout=30,
+                           headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    assert answer.status_code == 200 and answer.headers["Docker-Content-Digest"] == pushed[0].digest
+    # …and what `docker pull` gets, with the local copy gone first.
+    remote = f"{address}/{plan.tag}"
+    pulled = client.images.pull(remote.rsplit(":", 1)[0], tag=tag, auth_config={"username": user,
+                                                                               "password": password})
+    try:
+        assert f"{address}/{name}@{pushed[0].digest}" in pulled.attrs["RepoDigests"]
+        assert pulled.id == client.images.get(plan.tag).id
+    finally:
+        client.images.remove(remote, noprune=True)
+    out, err = capfd.readouterr()
+    assert password not in out + err
+
+
+# --- devel ---------------------------------------------------------------------------------------
+
+def test_devel_image_builds_against_ember_cpp_api(images: Images, request: pytest.FixtureRequest) -> None:
+    variant, _ = _variants(request.config)
+    devel = images.get(variant, "devel")
+    assert devel.size_mb <= devel.plan.budget_mb
+    project = (
+        "mkdir -p /tmp/p && cd /tmp/p && "
+        "printf 'cmake_minimum_required(VERSION 3.18)\\nproject(use_ember CXX)\\nfind_package(ember CONFIG REQUIRED)\\n"
+        "add_executable(use use.cpp)\\ntarget_link_libraries(use ember::ember)\\n' > CMakeLists.txt && "
+        "printf '#include <ember/kernels.h>\\n#include <cstdio>\\nint main(){float a[2]={1,2},b[2]={3,4},o[2];"
+        "ember::add(a,b,o,2);std::printf(\"%%g %%g\\\\n\",o[0],o[1]);}\\n' > use.cpp && "
+        "cmake -S . -B build -G Ninja >/dev/null && cmake --build build >/dev/null && ./build/use")
+    done = _run(devel.plan.tag, "sh", "-c", project)
+    assert done.returncode == 0, done.output
+    assert done.stdout.strip().splitlines()[-1] == "4 6", done.output

@@ -1,0 +1,85 @@
+"""The images section of release.yaml and what shipyard derives from it, without an engine:
+validation messages, tags, labels, the dependency platforms and the registry credentials."""
+
+from __future__ import annotations
+
+import pytest
+
+from shipyard.errors import SpecError, UsageError
+from shipyard.image.deps import compatible_platforms
+from shipyard.image.hygiene import secret_needles
+from shipyard.image.plan import image_labels, image_plans
+from shipyard.image.registry import RegistryError, credentials, remote_ref
+from shipyard.spec import PublishTarget
+from shipyard.validate import load_spec
+
+
+def test_tags_say_version_cuda_and_target(repo) -> None:
+    spec = load_spec(repo)
+    tags = [p.tags for v in ("cpu", "cuda11") for p in image_plans(spec, v)]
+    assert tags == [("ember:1.7.0-cpu-runtime", "ember:nightly-cpu-runtime"),
+                    ("ember:1.7.0-cpu-devel", "ember:nightly-cpu-devel"),
+                    ("ember:1.7.0-cuda11.8-runtime", "ember:nightly-cuda11.8-runtime"),
+                    ("ember:1.7.0-cuda11.8-devel", "ember:nightly-cuda11.8-devel")]
+    (release,) = image_plans(spec, "cu118", targets=["runtime"], channel="release")
+    assert release.channel_tag == "ember:release-cuda11.8-runtime"
+
+
+def test_labels_carry_oci_fields_and_feature_statuses(repo) -> None:
+    spec = load_spec(repo)
+    (plan,) = image_plans(spec, "cuda11", targets=["runtime"])
+    labels = image_labels(plan, revision="abc", created_epoch=1700000000, source="https://x.example/y",
+                          licenses="BSD-3-Clause")
+    assert labels["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
+    assert labels["org.shipyard.image.cuda-version"] == "11.8"
+    stable = labels["org.shipyard.image.features.stable"].split(",")
+    assert "elastic.launcher" in stable and stable == sorted(stable)
+    beta = set(labels["org.shipyard.image.features.beta"].split(","))
+    assert not beta & set(stable)
+
+
+def test_unknown_variant_and_channel_are_usage_errors(repo) -> None:
+    spec = load_spec(repo)
+    with pytest.raises(UsageError,
+                       match=r"images.variants has no such variant \(it has cpu, cuda11\); did you mean 'cuda11'"):
+        image_plans(spec, "cuda1")
+    with pytest.raises(UsageError, match="the channels are nightly, test, release"):
+        image_plans(spec, "cpu", channel="beta")
+
+
+def test_images_section_is_checked_against_the_release(spec_copy) -> None:
+    spec_copy.edit("release.yaml", "  components: [ember, embervision, emberaudio, emberelastic]",
+                   "  components: [ember, embervison, ember-lite]")
+    spec_copy.edit("release.yaml", "    cuda11:                      # measured",
+                   "    cuda12.8:                    # measured")
+    spec_copy.edit("release.yaml", "      devel_budget_mb: 700", "      devel_budget_mb: 100")
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec_copy.root)
+    text = str(caught.value)
+    assert "images.components.1: names no component; use one of" in text and "did you mean 'embervision'" in text
+    assert "images.components.2: images install wheels by name; this component builds no wheel" in text
+    assert "images.variants.cuda12.8: names no variant of the release" in text
+    assert "images.variants.cpu.devel_budget_mb: the devel image holds the runtime image and more" in text
+
+
+def test_dependency_platforms_include_older_manylinux_tags() -> None:
+    tags = compatible_platforms("manylinux_2_35_x86_64")
+    assert tags[0] == "manylinux_2_35_x86_64" and "manylinux_2_17_x86_64" in tags and "manylinux2014_x86_64" in tags
+    assert compatible_platforms("win_amd64") == ["win_amd64"]
+
+
+def test_registry_credentials_come_from_the_named_variables_only(monkeypatch) -> None:
+    target = PublishTarget(name="images", kind="docker", url="127.0.0.1:5000", username_env="REG_USER",
+                           password_env="REG_PASS")
+    monkeypatch.setenv("REG_USER", "someone")
+    monkeypatch.delenv("REG_PASS", raising=False)
+    with pytest.raises(RegistryError, match=r"publish.images: set REG_PASS to the registry's credentials"):
+        credentials(target)
+    monkeypatch.setenv("REG_PASS", "s3cret-value")
+    assert credentials(target) == {"username": "someone", "password": "s3cret-value"}
+    assert remote_ref("ember:1.7.0-cpu-runtime", target) == "127.0.0.1:5000/ember:1.7.0-cpu-runtime"
+
+
+def test_secret_needles_take_whole_secrets_and_config_values() -> None:
+    assert secret_needles(["[global]\nindex-url = https://u:tok123456@x/\n", "short"]) == [
+        b"[global]\nindex-url = https://u:tok123456@x/", b"https://u:tok123456@x/"]
