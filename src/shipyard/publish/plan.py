@@ -103,8 +103,9 @@ def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: 
     if target.kind in ("pypi", "static"):
         return _wheel_files(target, mine, dist, derived)
     if target.kind == "conda":
-        return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.component, a.version, a.name)
-                for a in mine]
+        # name-version-build.conda: the package name is what a channel lists it under.
+        return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.name.rsplit("-", 2)[0], a.version,
+                            a.name) for a in mine]
     return [PublishFile("image", a.name, dist / a.path, a.sha256, a.component, a.version, a.name) for a in mine]
 
 

@@ -10,6 +10,7 @@ Only then does each target release what is new.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,8 @@ class Session:
     def __init__(self, spec: Spec, targets: Sequence[PublishTarget], needed: Sequence[PublishTarget],
                  state: Path, policy: RetryPolicy, progress: Progress) -> None:
         creds: dict[str, Credentials] = {t.name: read_credentials(t) for t in needed}  # all before any upload
+        # urllib3 logs every request line at DEBUG (`-v`), and a conda URL carries its token there.
+        logging.getLogger("urllib3").setLevel(max(logging.getLogger("urllib3").getEffectiveLevel(), logging.INFO))
         every = list(creds.values())
         self.backends: dict[str, Backend] = {}
         for target in targets:
