@@ -5,6 +5,7 @@ channel server (shipyard.conda.serve, token in the path)."""
 from __future__ import annotations
 
 import functools
+import json
 import secrets
 import shutil
 import subprocess
@@ -138,3 +139,15 @@ def publish_yaml(repo: Path, root: Path, *, devpi_url: str, tree_url: str, conda
     shutil.copy(repo / "feature_status.yaml", root / "feature_status.yaml")
     for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
         (root / "library" / component).mkdir(parents=True, exist_ok=True)
+
+
+def pip_installed_sha(index_url: str, requirement: str, dest: Path, *extra: str) -> str:
+    """pip installs `requirement` from `index_url` only; the sha256 of the archive it installed."""
+    dest.mkdir(parents=True, exist_ok=True)
+    report = dest / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--isolated", "--no-cache-dir",
+                           "--index-url", index_url, "--target", str(dest / "site"), "--report", str(report),
+                           *extra, requirement], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [item] = json.loads(report.read_text())["install"]
+    return item["download_info"]["archive_info"]["hashes"]["sha256"]

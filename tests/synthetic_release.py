@@ -43,13 +43,13 @@ def make_wheel(folder: Path, project: str, version: str, *, payload: str = "") -
     return path
 
 
-def build_conda_packages(out: Path, tags: Iterable[str]) -> list[Path]:
+def build_conda_packages(out: Path, tags: Iterable[str], version: str = VERSION) -> list[Path]:
     """The fixture recipe (noarch: generic, shipyard-featured) built once per variant tag."""
     from rattler_build import Stage0Recipe, ToolConfiguration, VariantConfig
 
     recipe_dir = Path(tempfile.mkdtemp(prefix="recipe-", dir=out.parent))
     data = yaml.safe_load(RECIPE.read_text())
-    data["context"]["version"] = VERSION
+    data["context"]["version"] = version
     (recipe_dir / "recipe.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     packages = []
     for tag in tags:
@@ -70,41 +70,44 @@ def features(stable: str = "passed", beta: str = "passed") -> dict:
 
 
 def record(dist: Path, path: Path, *, component: str, package_type: str, variant: str, tag: str,
-           tests: dict | None) -> ArtifactRecord:
+           tests: dict | None, version: str = VERSION) -> ArtifactRecord:
     return ArtifactRecord(
         name=path.name, path=path.relative_to(dist).as_posix(), sha256=sha256_of(path), size=path.stat().st_size,
         cell_id=f"{component}-{variant}-{path.name}", component=component, package_type=package_type,
-        variant=variant, variant_tag=tag, platform="linux-x86_64", python=None, version=VERSION,
+        variant=variant, variant_tag=tag, platform="linux-x86_64", python=None, version=version,
         features=(FeatureRecord(id="ember.kernels", title="kernels", status="stable"),),
         tests=None if tests is None else {"result": "passed", "features": tests}, build={})
 
 
-def write_manifest(dist: Path, records: Iterable[ArtifactRecord]) -> Path:
-    manifest = Manifest(release="ember", version=VERSION, artifacts=tuple(sorted(records, key=lambda r: r.cell_id)))
+def write_manifest(dist: Path, records: Iterable[ArtifactRecord], version: str = VERSION) -> Path:
+    manifest = Manifest(release="ember", version=version, artifacts=tuple(sorted(records, key=lambda r: r.cell_id)))
     path = dist / "manifest.json"
     path.write_text(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     return path
 
 
 def synthetic_dist(dist: Path, conda_packages: Iterable[Path] = (), *, projects: Iterable[str] = ("ember",),
-                   stable: str = "passed", beta: str = "passed", payload: str = "") -> list[ArtifactRecord]:
+                   stable: str = "passed", beta: str = "passed", payload: str = "",
+                   version: str = VERSION) -> list[ArtifactRecord]:
     """dist/ with cpu and cu118 wheels of each project, a pure emberaudio wheel and the conda
     packages given, and its manifest."""
     records = []
+    common = {"version": version}
     for project in projects:
         for variant, tag in (("cpu", "cpu"), ("cuda11", "cu118")):
-            wheel = make_wheel(dist / "whl" / tag / project, project, f"{VERSION}+{tag}", payload=payload)
+            wheel = make_wheel(dist / "whl" / tag / project, project, f"{version}+{tag}", payload=payload)
             records.append(record(dist, wheel, component=project, package_type="wheel", variant=variant, tag=tag,
-                                  tests=features(stable, beta)))
-    pure = make_wheel(dist / "whl" / "cpu" / "emberaudio", "emberaudio", VERSION, payload=payload)
+                                  tests=features(stable, beta), **common))
+    pure = make_wheel(dist / "whl" / "cpu" / "emberaudio", "emberaudio", version, payload=payload)
     records.append(record(dist, pure, component="emberaudio", package_type="wheel", variant="any", tag="any",
-                          tests=features()))
+                          tests=features(), **common))
     for package in conda_packages:
         target = dist / "conda" / "noarch" / package.name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(package.read_bytes())
         tag = "cu118" if "cu118" in package.name else "cpu"
         records.append(record(dist, target, component="ember", package_type="conda",
-                              variant="cuda11" if tag == "cu118" else "cpu", tag=tag, tests=features(stable, beta)))
-    write_manifest(dist, records)
+                              variant="cuda11" if tag == "cu118" else "cpu", tag=tag, tests=features(stable, beta),
+                              **common))
+    write_manifest(dist, records, version)
     return records

@@ -5,7 +5,6 @@ in test_publish_release.py, and faults are injected in test_publish_faults.py.""
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import subprocess
@@ -16,13 +15,12 @@ from pathlib import Path
 
 import pytest
 from fault_proxy import FaultProxy
-from publish_servers import Devpi, devpi_server, publish_yaml, static_server
+from publish_servers import Devpi, devpi_server, pip_installed_sha, publish_yaml, static_server
 from synthetic_release import VERSION, build_conda_packages, synthetic_dist
 
 from shipyard.cli import main
 from shipyard.conda.serve import serve_channel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
-from shipyard.manifest import read_manifest
 from shipyard.port_ranges import claimed_port_range
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.wheel.index import sha256_of
@@ -90,18 +88,6 @@ def _project(servers: Servers, tmp_path: Path, *, password: str | None = None, t
     return Project(root, tmp_path / "dist", user, env)
 
 
-def _pip_sha(index_url: str, requirement: str, dest: Path, *extra: str) -> str:
-    """pip installs `requirement` from `index_url` only; the sha256 of the archive it installed."""
-    dest.mkdir(parents=True, exist_ok=True)
-    report = dest / "report.json"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--isolated", "--no-cache-dir",
-                           "--index-url", index_url, "--target", str(dest / "site"), "--report", str(report),
-                           *extra, requirement], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    [item] = json.loads(report.read_text())["install"]
-    return item["download_info"]["archive_info"]["hashes"]["sha256"]
-
-
 def _conda_sha(servers: Servers, user: str, channel: str, spec: str, tmp_path: Path) -> str:
     url = servers.conda_url + f"conda/{user}/{channel}/"
     result = solve_and_install(InstallRequest(channels=[url], specs=[spec], prefix=str(tmp_path / "prefix"),
@@ -125,12 +111,12 @@ def test_publish_then_promote_through_every_channel_gives_users_the_tested_bytes
         for tag in ("cpu", "cu118"):
             wheel = records[f"ember-{VERSION}+{tag}-py3-none-any.whl"]
             index = f"{servers.devpi.url}/{project.user}/{channel}-{tag}/+simple/"
-            assert _pip_sha(index, f"ember=={VERSION}+{tag}", where / f"devpi-{tag}") == wheel.sha256
+            assert pip_installed_sha(index, f"ember=={VERSION}+{tag}", where / f"devpi-{tag}") == wheel.sha256
             tree = f"{servers.tree_url}{project.user}/{channel}/{tag}/"
-            assert _pip_sha(tree, f"ember=={VERSION}+{tag}", where / f"tree-{tag}") == wheel.sha256
+            assert pip_installed_sha(tree, f"ember=={VERSION}+{tag}", where / f"tree-{tag}") == wheel.sha256
             # The pure wheel is in every variant's index, the same bytes.
             pure = records[f"emberaudio-{VERSION}-py3-none-any.whl"]
-            assert _pip_sha(index, "emberaudio", where / f"pure-{tag}") == pure.sha256
+            assert pip_installed_sha(index, "emberaudio", where / f"pure-{tag}") == pure.sha256
         for package in servers.conda_packages:
             tag = "cu118" if "cu118" in package.name else "cpu"
             got = _conda_sha(servers, project.user, channel, f"shipyard-featured * {tag}_*", where / f"conda-{tag}")
@@ -141,8 +127,8 @@ def test_publish_then_promote_through_every_channel_gives_users_the_tested_bytes
     assert plain.name == f"ember-{VERSION}-py3-none-any.whl"
     requirements = tmp_path / "req.txt"
     requirements.write_text(f"ember=={VERSION} --hash=sha256:{sha256_of(plain)}\n")
-    got = _pip_sha(f"{servers.devpi.url}/{project.user}/release/+simple/", str(requirements), tmp_path / "plain",
-                   "--require-hashes", "-r")
+    index = f"{servers.devpi.url}/{project.user}/release/+simple/"
+    got = pip_installed_sha(index, str(requirements), tmp_path / "plain", "--require-hashes", "-r")
     assert got == sha256_of(plain)
     installed = tmp_path / "plain" / "site" / f"ember-{VERSION}.dist-info"
     assert f"Version: {VERSION}\n" in (installed / "METADATA").read_text()
