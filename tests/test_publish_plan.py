@@ -15,8 +15,8 @@ from synthetic_release import VERSION, synthetic_dist
 from shipyard.cli import main
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.errors import GateBlocked, MissingCredential
-from shipyard.publish.plan import PLAIN_INDEX, files_for, gate
 from shipyard.publish.plain_version import plain_name, plain_version_wheel
+from shipyard.publish.plan import PLAIN_INDEX, files_for, gate
 from shipyard.validate import load_spec
 from shipyard.wheel.index import sha256_of
 
@@ -74,13 +74,15 @@ def test_credentials_come_from_the_named_variables_and_a_missing_one_is_named(re
     assert creds.basic_auth() == ("ci", "pw-1234567") and "pw-1234567" not in repr(creds)
     with pytest.raises(MissingCredential) as missing:
         read_credentials(target, {"SHIPYARD_PYPI_USERNAME": "ci", "SHIPYARD_PYPI_PASSWORD": ""})
-    assert "publish.wheels-staging.password_env" in str(missing.value) and "SHIPYARD_PYPI_PASSWORD" in str(missing.value)
+    message = str(missing.value)
+    assert "publish.wheels-staging.password_env" in message and "SHIPYARD_PYPI_PASSWORD" in message
     assert scrub("GET http://h/t/tok123/conda/x pw-1234567", [creds]) == "GET http://h/t/***/conda/x ***"
     assert scrub("nothing", [Credentials()]) == "nothing"
 
 
 @pytest.mark.parametrize(("old", "new", "expected"), [
-    ("    path: dist/site/whl\n", "", "publish.wheels-tree: a static target writes files that a web server serves; set path"),
+    ("    path: dist/site/whl\n", "",
+     "publish.wheels-tree: a static target writes files that a web server serves; set path"),
     ("    default_variant: cpu\n", "    default_variant: cpux\n",
      "publish.wheels-staging.default_variant: names no variant; use one of cpu"),
     ("    token_env: SHIPYARD_CONDA_TOKEN\n", "", "publish.conda-staging: a conda target needs token_env"),
