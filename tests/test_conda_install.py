@@ -39,7 +39,9 @@ class Released:
 def released(repo: Path, conda_bootstrap: BootstrapChannel, tmp_path_factory: pytest.TempPathFactory) -> Released:
     spec = load_spec(repo)
     bootstrap = conda_bootstrap
-    dist, state = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("state")
+    # The repository's own state folder: its build cache is shared with the end-to-end publish
+    # (test_publish_release.py), so CI builds the cpu packages once.
+    dist, state = tmp_path_factory.mktemp("dist"), repo / ".shipyard"
 
     def build(variant: str, *components: str) -> str:
         """`shipyard conda build` as a user runs it; its table as printed (a module fixture has no capsys)."""
@@ -66,7 +68,8 @@ def test_every_cpu_package_passes_its_tests_in_an_environment_solved_from_the_se
     assert manifest is not None
     conda = {a.cell_id: a for a in manifest.artifacts if a.package_type == "conda"}
     for cell in ("ember-cpu-linux-x86_64-cp311-conda", "embervision-cpu-linux-x86_64-cp311-conda",
-                 "emberaudio-any-conda", "emberelastic-any-conda", "libember-cpu-linux-x86_64-conda"):
+                 "emberaudio-any-conda", "emberelastic-any-conda", "libember-cpu-linux-x86_64-conda",
+                 "ember-variant-cpu-conda"):
         assert cell in conda, sorted(conda)
     ember = conda["ember-cpu-linux-x86_64-cp311-conda"]
     assert ember.name.startswith("ember-1.7.0-py311_cpu_h") and ember.name.endswith("_0.conda")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from shipyard.cli import _spec, console, err_console
+from shipyard.cli import _positive_int, _spec, console, err_console
 from shipyard.publish.retry import RetryPolicy
 
 
@@ -68,7 +68,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", action="append", help="only this target of release.yaml's publish (repeatable)")
     p.add_argument("--dist", help="folder of manifest.json and the artifacts (default: <root>/dist)")
     p.add_argument("--state", help="where the journal and derived files live (default: <root>/.shipyard)")
-    p.add_argument("--tries", type=int, default=5, help="tries per request on 5xx, resets and timeouts (default 5)")
+    p.add_argument("--tries", type=_positive_int, default=5,
+                   help="tries per request on 5xx, resets and timeouts (default 5)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a server may stay silent (default 60)")
     p.add_argument("--first-pause", type=float, default=0.5,
                    help="seconds before the first retry, doubled after each (default 0.5)")

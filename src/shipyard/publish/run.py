@@ -148,6 +148,10 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
                                  + "\n  ".join(conflicts) + "\npublish a new version (or build number) instead")
     for name, files in new.items():
         if files:
+            if gating.marked:  # nightly took artifacts with a failing stable feature: the journal says so
+                session.backends[name].ctx.journal.record(
+                    "marked", channel=channel, notes=[str(n) for n in gating.marked
+                                                      if n.artifact in {f.artifact for f in files}])
             try:
                 session.backends[name].release(channel, files)
             except PublishError:
@@ -198,7 +202,9 @@ def _copied(backend: Backend, target: PublishTarget, channel: str, request: Prom
     mine = {a.name: a for a in artifacts if a.package_type in PACKAGE_TYPES_BY_TARGET[target.kind]}
     if not mine:
         return []
-    listed = [e for e in backend.listing(channel) if e.version == request.version
+    # The release's files: those the manifest names (a conda mutex has its own version, 1.0) and
+    # those of the version (the PyPI flavour's rewrites, which the manifest does not name).
+    listed = [e for e in backend.listing(channel) if e.filename in mine or e.version == request.version
               or e.version.split("+")[0] == request.version]
     missing = sorted(set(mine) - {e.filename for e in listed})
     if missing:
