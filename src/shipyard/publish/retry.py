@@ -66,7 +66,7 @@ def with_retries(what: str, server: str, attempt: Callable[[], requests.Response
     for number in range(policy.tries):
         try:
             response = attempt()
-        except (requests.ConnectionError, requests.Timeout) as exc:
+        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
             # The exception's own text may quote a URL with a token; keep its kind and the gist.
             last = scrub(f"{type(exc).__name__}: {str(exc)[:200]}")
         else:
