@@ -9,7 +9,6 @@ goal is the re-publish's time.
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import tempfile
 import time
@@ -18,11 +17,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from publish_servers import devpi_server, publish_yaml, static_server  # noqa: E402
+from publish_servers import publish_site  # noqa: E402
 from synthetic_release import features, make_wheel, record, write_manifest  # noqa: E402
 
-from shipyard.conda.serve import serve_channel  # noqa: E402
-from shipyard.port_ranges import claimed_port_range  # noqa: E402
 from shipyard.publish.run import PublishRequest, publish  # noqa: E402
 from shipyard.validate import load_spec  # noqa: E402
 
@@ -33,9 +30,7 @@ GOAL_SECONDS = 2.0
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-publish-") as tmp:
         base = Path(tmp)
-        dist, site, root = base / "dist", base / "site", base / "root"
-        (site / "conda").mkdir(parents=True)
-        root.mkdir()
+        dist, root = base / "dist", base / "root"
         records = []
         for n in range(ARTIFACTS // 2):
             for variant, tag in (("cpu", "cpu"), ("cuda11", "cu118")):
@@ -43,16 +38,11 @@ def main() -> int:
                 records.append(record(dist, wheel, component=f"proj{n}", package_type="wheel", variant=variant,
                                       tag=tag, tests=features()))
         write_manifest(dist, records)
-        token = secrets.token_urlsafe(18)
-        with claimed_port_range() as ports, devpi_server(base / "devpi", ports[0]) as devpi, \
-                static_server(site / "whl") as tree, serve_channel({"conda": site / "conda"}, token=token) as conda:
-            password = devpi.add_user("bench")
-            publish_yaml(REPO, root, devpi_url=devpi.url, tree_url=tree, conda_url=conda.split("/t/")[0] + "/conda/")
-            text = (root / "release.yaml").read_text()
-            (root / "release.yaml").write_text(text.replace("path: dist/site/whl", f"path: {site / 'whl'}")
-                                               .replace("path: dist/site/conda", f"path: {site / 'conda'}"))
+        with publish_site(base) as site:
+            password = site.devpi.add_user("bench")
+            site.release_yaml(root)
             os.environ.update({"SHIPYARD_PYPI_USERNAME": "bench", "SHIPYARD_PYPI_PASSWORD": password,
-                               "SHIPYARD_CONDA_TOKEN": token})
+                               "SHIPYARD_CONDA_TOKEN": site.token})
             spec = load_spec(root)
             request = PublishRequest(channel="nightly", dist=dist, state=base / "state")
             start = time.perf_counter()

@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
 # devpi derives its token key with argon2 at every start (10 s and 512 MB by default): cheap
 # parameters keep a restart to a few seconds. Passwords are still checked.
 _CHEAP_ARGON2 = ["--argon2-memory-cost", "64", "--argon2-time-cost", "1", "--argon2-parallelism", "1"]
@@ -129,16 +130,49 @@ def static_server(folder: Path, port: int = 0) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def publish_yaml(repo: Path, root: Path, *, devpi_url: str, tree_url: str, conda_url: str) -> None:
-    """release.yaml and feature_status.yaml in `root`, their publish targets pointed at these servers."""
-    text = (repo / "release.yaml").read_text()
-    text = (text.replace("url: http://127.0.0.1:8081/", f"url: {devpi_url}/")
-                .replace("url: http://127.0.0.1:8083/whl/", f"url: {tree_url}")
-                .replace("url: http://127.0.0.1:8082/conda/", f"url: {conda_url}"))
-    (root / "release.yaml").write_text(text)
-    shutil.copy(repo / "feature_status.yaml", root / "feature_status.yaml")
-    for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
-        (root / "library" / component).mkdir(parents=True, exist_ok=True)
+@dataclass
+class Site:
+    """The three servers over one folder: devpi, a web server over `folder/whl`, the conda channel
+    server over `folder/conda` (token in the path)."""
+
+    devpi: Devpi
+    folder: Path
+    tree_url: str
+    conda_url: str  # the channel server's base URL, with its token
+    token: str
+
+    def release_yaml(self, root: Path, *, prefix: str = "", devpi_url: str | None = None,
+                     conda_url: str | None = None) -> None:
+        """release.yaml and feature_status.yaml in `root`, the publish targets pointed at these servers
+        (devpi through `devpi_url` when given, e.g. a fault proxy); `prefix` gives this root's trees
+        sub-folders of their own."""
+        sub = f"{prefix}/" if prefix else ""
+        conda_base = (conda_url or self.conda_url).split("/t/")[0]
+        text = (REPO / "release.yaml").read_text()
+        text = (text.replace("url: http://127.0.0.1:8081/", f"url: {devpi_url or self.devpi.url}/")
+                    .replace("url: http://127.0.0.1:8083/whl/", f"url: {self.tree_url}{sub}")
+                    .replace("url: http://127.0.0.1:8082/conda/", f"url: {conda_base}/conda/{sub}")
+                    .replace("path: dist/site/whl", f"path: {self.folder / 'whl' / prefix}")
+                    .replace("path: dist/site/conda", f"path: {self.folder / 'conda' / prefix}"))
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "release.yaml").write_text(text)
+        shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
+        for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
+            (root / "library" / component).mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def publish_site(base: Path) -> Iterator[Site]:
+    """Start the servers in `base` (devpi on a claimed port), stop them at the end."""
+    from shipyard.conda.serve import serve_channel
+    from shipyard.port_ranges import claimed_port_range
+
+    folder = base / "site"
+    (folder / "conda").mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(18)
+    with claimed_port_range() as ports, devpi_server(base / "devpi", ports[0]) as devpi, \
+            static_server(folder / "whl") as tree, serve_channel({"conda": folder / "conda"}, token=token) as conda:
+        yield Site(devpi, folder, tree, conda, token)
 
 
 def pip_installed_sha(index_url: str, requirement: str, dest: Path, *extra: str) -> str:

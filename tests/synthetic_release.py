@@ -5,7 +5,6 @@ a dist/manifest.json that records them with per-feature test results."""
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,6 +14,7 @@ from wheel.wheelfile import WheelFile
 
 from shipyard.manifest import ArtifactRecord, FeatureRecord, Manifest
 from shipyard.wheel.index import sha256_of
+from shipyard.wheel.repair import source_date_epoch
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "tests" / "fixtures" / "conda" / "featured" / "recipe.yaml"
@@ -27,19 +27,11 @@ def make_wheel(folder: Path, project: str, version: str, *, payload: str = "") -
     module = project.replace("-", "_")
     path = folder / f"{module}-{version}-py3-none-any.whl"
     info = f"{module}-{version}.dist-info"
-    old = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = "1603800000"  # the same bytes on every run
-    try:
-        with WheelFile(path, "w") as wf:
-            wf.writestr(f"{module}/__init__.py", f"VERSION = {version!r}\nPAYLOAD = {payload!r}\n")
-            wf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n")
-            wf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: shipyard-tests\nRoot-Is-Purelib: true\n"
-                                         "Tag: py3-none-any\n")
-    finally:
-        if old is None:
-            os.environ.pop("SOURCE_DATE_EPOCH", None)
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = old
+    with source_date_epoch(1603800000), WheelFile(path, "w") as wf:  # the same bytes on every run
+        wf.writestr(f"{module}/__init__.py", f"VERSION = {version!r}\nPAYLOAD = {payload!r}\n")
+        wf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n")
+        wf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: shipyard-tests\nRoot-Is-Purelib: true\n"
+                                     "Tag: py3-none-any\n")
     return path
 
 

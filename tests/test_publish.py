@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 from fault_proxy import FaultProxy
-from publish_servers import Devpi, devpi_server, pip_installed_sha, publish_yaml, static_server
+from publish_servers import Devpi, Site, pip_installed_sha, publish_site
 from synthetic_release import VERSION, build_conda_packages, synthetic_dist
 
 from shipyard.cli import main
 from shipyard.conda.serve import serve_channel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
-from shipyard.port_ranges import claimed_port_range
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.wheel.index import sha256_of
 
@@ -32,24 +31,36 @@ SECRET = "s3cr3t-Zq8vLw2Kp-publish"
 
 @dataclass
 class Servers:
-    devpi: Devpi
-    tree_url: str
-    conda_url: str  # the channel server's base URL with the token
-    token: str
-    site: Path  # what the web servers serve (dist/site of every test root)
+    site: Site
     conda_packages: list[Path]
+
+    @property
+    def devpi(self) -> Devpi:
+        return self.site.devpi
+
+    @property
+    def tree_url(self) -> str:
+        return self.site.tree_url
+
+    @property
+    def conda_url(self) -> str:
+        return self.site.conda_url
+
+    @property
+    def token(self) -> str:
+        return self.site.token
+
+    @property
+    def folder(self) -> Path:
+        return self.site.folder
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     base = tmp_path_factory.mktemp("servers")
-    site = base / "site"
-    (site / "conda").mkdir(parents=True)
-    token = secrets.token_urlsafe(18)
     packages = build_conda_packages(base / "built", ["cpu", "cu118"])
-    with claimed_port_range() as ports, devpi_server(base / "devpi", ports[0]) as devpi, \
-            static_server(site / "whl") as tree, serve_channel({"conda": site / "conda"}, token=token) as conda:
-        yield Servers(devpi, tree, conda, token, site, packages)
+    with publish_site(base) as site:
+        yield Servers(site, packages)
 
 
 @dataclass
@@ -75,14 +86,8 @@ def _project(servers: Servers, tmp_path: Path, *, password: str | None = None, t
     user = "u" + secrets.token_hex(4)
     password = servers.devpi.add_user(user, password)
     root = tmp_path / "root"
-    root.mkdir()
     # The targets write into the folders the web servers serve, one sub-tree per test user.
-    publish_yaml(REPO, root, devpi_url=devpi_url or servers.devpi.url, tree_url=servers.tree_url + f"{user}/",
-                 conda_url=(conda_url or servers.conda_url).split("/t/")[0] + f"/conda/{user}/")
-    text = (root / "release.yaml").read_text()
-    text = text.replace("path: dist/site/whl", f"path: {servers.site / 'whl' / user}")
-    text = text.replace("path: dist/site/conda", f"path: {servers.site / 'conda' / user}")
-    (root / "release.yaml").write_text(text)
+    servers.site.release_yaml(root, prefix=user, devpi_url=devpi_url, conda_url=conda_url)
     env = {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password,
            "SHIPYARD_CONDA_TOKEN": token or servers.token}
     return Project(root, tmp_path / "dist", user, env)
@@ -172,7 +177,7 @@ def test_a_failing_stable_feature_blocks_test_and_is_marked_on_nightly(servers: 
     flat = " ".join(out.split())
     assert "ember.kernels (stable)" in flat and "nothing was uploaded" in flat
     assert servers.devpi.indexes(project.user) == []
-    assert not (servers.site / "whl" / project.user / "test").exists()
+    assert not (servers.folder / "whl" / project.user / "test").exists()
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 0, out
     flat = " ".join(out.split())
@@ -192,7 +197,7 @@ def test_a_missing_credential_stops_before_any_upload(servers: Servers, tmp_path
     flat = " ".join(out.split())
     assert "publish.conda-staging.token_env: the environment variable SHIPYARD_CONDA_TOKEN is not set" in flat
     assert servers.devpi.indexes(project.user) == []
-    assert not (servers.site / "whl" / project.user).exists()
+    assert not (servers.folder / "whl" / project.user).exists()
 
 
 def test_a_server_that_keeps_failing_is_named_with_the_artifact_and_its_last_response(servers: Servers,
@@ -212,7 +217,7 @@ def test_secrets_appear_in_no_output_and_no_written_file(servers: Servers, tmp_p
     """A known secret in every credential variable, every publish path run, failures included."""
     caplog.set_level(logging.DEBUG)
     with FaultProxy(servers.devpi.port, lambda n, line: "pass") as proxy, \
-            serve_channel({"conda": servers.site / "conda"}, token=SECRET) as conda:
+            serve_channel({"conda": servers.folder / "conda"}, token=SECRET) as conda:
         project = _project(servers, tmp_path, password=SECRET, token=SECRET, devpi_url=proxy.url, conda_url=conda)
         project.env["SHIPYARD_PYPI_USERNAME"] = project.user  # a name, not a secret: devpi shows it
         for name, value in project.env.items():
@@ -244,8 +249,8 @@ def test_secrets_appear_in_no_output_and_no_written_file(servers: Servers, tmp_p
     shown = captured.out + captured.err + caplog.text
     assert "gave up after 2 tries" in shown and "published with sha256" in shown  # the failures did happen
     assert SECRET not in shown
-    written = [p for folder in (project.root, project.dist, servers.site / "whl" / project.user,
-                                servers.site / "conda" / project.user)
+    written = [p for folder in (project.root, project.dist, servers.folder / "whl" / project.user,
+                                servers.folder / "conda" / project.user)
                for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.name.endswith(".jsonl") for p in written)
     assert [p for p in written if SECRET.encode() in p.read_bytes()] == []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 import signal
 import subprocess
 import sys
@@ -21,11 +20,9 @@ from pathlib import Path
 import pytest
 import requests
 from fault_proxy import FaultProxy
-from publish_servers import devpi_server, publish_yaml, static_server
+from publish_servers import publish_site
 from synthetic_release import build_conda_packages, synthetic_dist
 
-from shipyard.conda.serve import serve_channel
-from shipyard.port_ranges import claimed_port_range
 from shipyard.publish.plain_version import plain_name
 
 pytestmark = pytest.mark.slow
@@ -112,9 +109,6 @@ def _expected(version: str, conda: list[Path]) -> dict[str, set[str]]:
 def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate_nothing(tmp_path: Path):
     rng = random.Random(SEED)
     started = time.monotonic()
-    site = tmp_path / "site"
-    (site / "conda").mkdir(parents=True)
-    token = secrets.token_urlsafe(18)
     tally: Counter[str] = Counter()
     plan_state = {"rate": 0.0}
 
@@ -123,18 +117,12 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
             return "pass"
         return rng.choice(["503", "503", "reset", "stall"])
 
-    with claimed_port_range() as ports, devpi_server(tmp_path / "devpi", ports[0]) as devpi, \
-            static_server(site / "whl") as tree, serve_channel({"conda": site / "conda"}, token=token) as conda, \
-            FaultProxy(devpi.port, plan, stall_seconds=2) as proxy:
+    with publish_site(tmp_path) as site, FaultProxy(site.devpi.port, plan, stall_seconds=2) as proxy:
+        devpi, tree, conda, token = site.devpi, site.tree_url, site.conda_url, site.token
         user = "faults"
         password = devpi.add_user(user)
         root = tmp_path / "root"
-        root.mkdir()
-        publish_yaml(REPO, root, devpi_url=proxy.url, tree_url=tree, conda_url=conda.split("/t/")[0] + "/conda/")
-        text = (root / "release.yaml").read_text()
-        text = text.replace("path: dist/site/whl", f"path: {site / 'whl'}").replace(
-            "path: dist/site/conda", f"path: {site / 'conda'}")
-        (root / "release.yaml").write_text(text)
+        site.release_yaml(root, devpi_url=proxy.url)  # the publisher goes through the proxy, the reader not
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | {
             "SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password, "SHIPYARD_CONDA_TOKEN": token}
         expected: dict[str, dict[str, set[str]]] = {}

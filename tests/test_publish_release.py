@@ -6,20 +6,17 @@ with --require-hashes) and with a conda solve + install, and gets the manifest's
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from publish_servers import devpi_server, pip_installed_sha, publish_yaml, static_server
+from publish_servers import pip_installed_sha, publish_site
 
 from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
-from shipyard.conda.serve import serve_channel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
 from shipyard.manifest import read_manifest
-from shipyard.port_ranges import claimed_port_range
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.wheel.index import sha256_of
 
@@ -47,17 +44,11 @@ def test_a_release_goes_nightly_test_release_and_users_install_the_tested_bytes(
     wheels = {a.component: a for a in manifest.artifacts if a.package_type == "wheel"}
     conda = {a.name.rsplit("-", 2)[0]: a for a in manifest.artifacts if a.package_type == "conda"}
     assert {"ember", "embervision", "emberaudio", "emberelastic"} <= set(wheels) and "ember" in conda
-    site, root = tmp_path / "site", tmp_path / "root"
-    (site / "conda").mkdir(parents=True)
-    root.mkdir()
-    token = secrets.token_urlsafe(18)
-    with claimed_port_range() as ports, devpi_server(tmp_path / "devpi", ports[0]) as devpi, \
-            static_server(site / "whl") as tree, serve_channel({"conda": site / "conda"}, token=token) as served:
+    root = tmp_path / "root"
+    with publish_site(tmp_path) as site:
+        devpi, tree, served, token = site.devpi, site.tree_url, site.conda_url, site.token
         password = devpi.add_user("ember")
-        publish_yaml(repo, root, devpi_url=devpi.url, tree_url=tree, conda_url=served.split("/t/")[0] + "/conda/")
-        text = (root / "release.yaml").read_text()
-        (root / "release.yaml").write_text(text.replace("path: dist/site/whl", f"path: {site / 'whl'}")
-                                           .replace("path: dist/site/conda", f"path: {site / 'conda'}"))
+        site.release_yaml(root)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | {
             "SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password, "SHIPYARD_CONDA_TOKEN": token}
 

@@ -24,11 +24,6 @@ from shipyard.publish.target import Backend, Listed, copy_file, sha256_bytes
 
 
 class CondaChannelBackend(Backend):
-    @property
-    def folder(self) -> Path:
-        assert self.target.path is not None  # the spec requires it for this kind
-        return (self.ctx.root / self.target.path).resolve()
-
     def channel_url(self, channel: str, *, token: str | None) -> str:
         """`<url><channel>/`, with `/t/<token>/` after the host when a token is given."""
         parts = urlsplit(self.target.url.rstrip("/") + f"/{channel}/")

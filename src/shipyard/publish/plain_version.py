@@ -15,8 +15,6 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from zipfile import ZipInfo
 
@@ -25,6 +23,7 @@ from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
 from shipyard.wheel.index import sha256_of
+from shipyard.wheel.repair import source_date_epoch
 
 
 def plain_name(wheel_name: str) -> str:
@@ -36,19 +35,6 @@ def plain_name(wheel_name: str) -> str:
     stem = wheel_name[: -len(".whl")]
     head, tail = stem.split(f"-{local}-", 1) if f"-{local}-" in stem else stem.split(f"-{version}-", 1)
     return f"{head}-{version.public}-{tail}.whl"
-
-
-@contextmanager
-def _source_date_epoch(value: int) -> Iterator[None]:
-    old = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = str(value)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("SOURCE_DATE_EPOCH", None)
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = old
 
 
 def plain_version_wheel(wheel: Path, out_dir: Path) -> Path:
@@ -80,7 +66,7 @@ def plain_version_wheel(wheel: Path, out_dir: Path) -> Path:
                 entry = ZipInfo(name, date_time=info.date_time)
                 entry.external_attr, entry.compress_type = info.external_attr, info.compress_type
                 plain.writestr(entry, data)
-            with _source_date_epoch(calendar.timegm((*record_date, 0, 0, 0))):
+            with source_date_epoch(calendar.timegm((*record_date, 0, 0, 0))):
                 plain.close()  # writes RECORD, dated like the source's
     if not (target.is_file() and sha256_of(target) == sha256_of(tmp)):
         os.chmod(tmp, 0o644)

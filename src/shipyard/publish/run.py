@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shipyard.errors import UsageError, nearest
+from shipyard.errors import ShipyardError, UsageError, nearest
 from shipyard.manifest import ArtifactRecord, Manifest, read_manifest
 from shipyard.progress import Progress
 from shipyard.publish.conda_channel import CondaChannelBackend
@@ -154,7 +154,7 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
                                                       if n.artifact in {f.artifact for f in files}])
             try:
                 session.backends[name].release(channel, files)
-            except PublishError:
+            except ShipyardError:
                 raise
             except Exception as exc:  # a library's error: report it without any credential in it
                 raise PublishError(session.scrub(f"{name}: {type(exc).__name__}: {exc}")) from None

@@ -28,11 +28,6 @@ from shipyard.wheel.index import sha256_of, write_index
 
 
 class StaticTreeBackend(Backend):
-    @property
-    def folder(self) -> Path:
-        assert self.target.path is not None  # the spec requires it for this kind
-        return (self.ctx.root / self.target.path).resolve()
-
     def describe(self, channel: str) -> str:
         return f"{self.target.url.rstrip('/')}/{channel}/<tag>/ ({self.folder / channel})"
 
@@ -86,7 +81,6 @@ class StaticTreeBackend(Backend):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.link(wheel, target)  # the same inode: published bytes are never rewritten
         for f in files:
-            name, _, _, _ = parse_wheel_filename(f.filename)
             target = staged / f.index / f.project / f.filename
             if target.exists():
                 target.unlink()  # a same-bytes file (the immutability check ran before)

@@ -69,6 +69,13 @@ class Backend(ABC):
         """Where users find the channel (no credentials)."""
         return self.target.url
 
+    @property
+    def folder(self) -> Path:
+        """The folder a web server serves, for the targets shipyard writes itself (static, conda)."""
+        if self.target.path is None:
+            raise TypeError(f"publish target {self.target.name} ({self.target.kind}) has no folder")
+        return (self.ctx.root / self.target.path).resolve()
+
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
