@@ -165,6 +165,28 @@ def bench_docker(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_docker.py", *session.posargs)
 
 
+@nox.session(name="publish")
+def publish(session: nox.Session) -> None:
+    """Publish dist/manifest.json's artifacts to every target of release.yaml
+    (-- --channel nightly|test|release [--target NAME]); credentials from the *_env variables it names."""
+    _install_shipyard(session)
+    session.run("shipyard", "publish", *(session.posargs or ["--channel", "nightly"]))
+
+
+@nox.session(name="promote")
+def promote(session: nox.Session) -> None:
+    """Copy a version between channels byte for byte (-- 1.7.0 --from test --to release)."""
+    _install_shipyard(session)
+    session.run("shipyard", "promote", *session.posargs)
+
+
+@nox.session(name="bench-publish")
+def bench_publish(session: nox.Session) -> None:
+    """An unchanged re-publish of 100 artifacts against a real devpi server (goal: at most 2 s), beside the first."""
+    _install_shipyard(session, "test")
+    session.run("python", "benchmarks/bench_publish.py", *session.posargs)
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on

@@ -165,7 +165,7 @@ def _cases() -> list[Case]:
           "    package_type: mobile\n    reason: audio is not a mobile package\n", "exclusions.0",
           "matches no cell of the matrix", at="- component: emberaudio"),
         c("publish kind typo", R, "    kind: pypi\n", "    kind: npm\n", "publish.wheels-staging.kind",
-          "must be one of pypi, conda, docker", at="kind: npm"),
+          "must be one of pypi, static, conda, docker", at="kind: npm"),
         c("publish a list", R, "publish:\n  wheels-staging:\n", "publish: [a]\nxpublish:\n  wheels-staging:\n",
           "publish", "must be a mapping", at="publish: [a]"),
         c("publish unknown key", R, "    kind: pypi\n", "    kind: pypi\n    endpoint: somewhere\n",

@@ -48,7 +48,9 @@ class Released:
 def released(repo: Path, conda_bootstrap: BootstrapChannel, tmp_path_factory: pytest.TempPathFactory) -> Released:
     spec = load_spec(repo)
     bootstrap = conda_bootstrap
-    dist, state = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("state")
+    # The repository's own state folder: its build cache is shared with the end-to-end publish
+    # (test_publish_release.py), so CI builds the cpu packages once.
+    dist, state = tmp_path_factory.mktemp("dist"), repo / ".shipyard"
 
     def build(variant: str, *components: str) -> str:
         """`shipyard conda build` as a user runs it; its table as printed (a module fixture has no capsys)."""
@@ -75,7 +77,8 @@ def test_every_cpu_package_passes_its_tests_in_an_environment_solved_from_the_se
     assert manifest is not None
     conda = {a.cell_id: a for a in manifest.artifacts if a.package_type == "conda"}
     for cell in ("ember-cpu-linux-x86_64-cp311-conda", "embervision-cpu-linux-x86_64-cp311-conda",
-                 "emberaudio-any-conda", "emberelastic-any-conda", "libember-cpu-linux-x86_64-conda"):
+                 "emberaudio-any-conda", "emberelastic-any-conda", "libember-cpu-linux-x86_64-conda",
+                 "ember-variant-cpu-conda"):
         assert cell in conda, sorted(conda)
     ember = conda["ember-cpu-linux-x86_64-cp311-conda"]
     assert ember.name.startswith("ember-1.7.0-py311_cpu_h") and ember.name.endswith("_0.conda")
@@ -155,9 +158,14 @@ def _output(repo: Path, released: Released, variant: str) -> Path:
     return conda_output_dir(released.state, load_spec(repo).release.variants[variant])
 
 
-def _one(folder: Path, pattern: str) -> Path:
-    found = [p for p in folder.rglob("*.conda") if re.fullmatch(pattern, p.name)]
-    assert len(found) == 1, (pattern, sorted(p.name for p in folder.rglob("*.conda")))
+def _published(released: Released, cell_id: str) -> Path:
+    """The package the manifest records for `cell_id`, in the published channel."""
+    manifest = read_manifest(released.dist / "manifest.json")
+    assert manifest is not None
+    record = next((a for a in manifest.artifacts if a.cell_id == cell_id and a.package_type == "conda"), None)
+    assert record is not None, sorted(a.cell_id for a in manifest.artifacts)
+    found = list((released.dist / "conda").glob(f"*/{record.name}"))
+    assert len(found) == 1, (record.name, found)
     return found[0]
 
 
@@ -173,19 +181,21 @@ def _about(package: Path) -> dict[str, object]:
 
 def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo: Path, released: Released):
     spec = load_spec(repo)
-    version = re.escape(spec.release.release.version)
-    output = _output(repo, released, "cpu")
-    lib = _one(output, rf"libember-{version}-cpu_h[0-9a-f]{{7}}_0\.conda")
-    ember = _one(output, rf"ember-{version}-py311_cpu_h[0-9a-f]{{7}}_0\.conda")
-    mutex = _one(output, r"ember-variant-1\.0-cpu\.conda")
+    version = spec.release.release.version
+    lib = _published(released, "libember-cpu-linux-x86_64-conda")
+    ember = _published(released, "ember-cpu-linux-x86_64-cp311-conda")
+    mutex = _published(released, "ember-variant-cpu-conda")
+    assert re.fullmatch(re.escape(f"libember-{version}-cpu_h") + r"[0-9a-f]{7}_0\.conda", lib.name)
+    assert re.fullmatch(re.escape(f"ember-{version}-py311_cpu_h") + r"[0-9a-f]{7}_0\.conda", ember.name)
+    assert mutex.name == "ember-variant-1.0-cpu.conda"
     out = " ".join(released.cpu_output.split())
     for package in (lib, ember, mutex):
-        assert re.search(re.escape(package.name.removesuffix(".conda")) + r" │ built in \d+ s", out), out
+        assert re.search(re.escape(package.name.removesuffix(".conda")) + r" │ (built in \d+ s|cached) │", out), out
     lib_build = IndexJson.from_package_archive(lib).build
     depends = IndexJson.from_package_archive(ember).depends
-    assert f"libember =={spec.release.release.version} {lib_build}" in depends
+    assert f"libember =={version} {lib_build}" in depends
     assert "ember-variant ==1.0 cpu" in depends
-    assert IndexJson.from_package_archive(lib).constrains == [f"ember =={spec.release.release.version} *_cpu_*"]
+    assert IndexJson.from_package_archive(lib).constrains == [f"ember =={version} *_cpu_*"]
     assert not [d for d in IndexJson.from_package_archive(lib).depends if d.startswith("cuda-cudart")]
     # Each package carries its platform's features and their statuses, from feature_status.yaml.
     expected = [{"id": i, "title": t, "status": s} for i, t, s in spec.features_for("ember", "linux-x86_64")]
@@ -195,10 +205,10 @@ def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo: Path, released: R
 
 def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo: Path, with_cuda: Released):
     variant = load_spec(repo).release.variants["cuda11"]
-    output = _output(repo, with_cuda, "cuda11")
-    lib = _one(output, rf"libember-\S+-{variant.tag}_h[0-9a-f]{{7}}_0\.conda")
+    lib = _published(with_cuda, "libember-cuda11-linux-x86_64-conda")
+    assert lib.name.startswith("libember-") and f"-{variant.tag}_h" in lib.name
     assert f"cuda-cudart {variant.cuda}.*" in IndexJson.from_package_archive(lib).depends
-    mutex = _one(output, rf"ember-variant-1\.0-{variant.tag}\.conda")
+    mutex = _published(with_cuda, "ember-variant-cuda11-conda")
     assert IndexJson.from_package_archive(mutex).constrains == [f"__cuda >={variant.cuda}"]
 
 

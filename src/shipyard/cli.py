@@ -316,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_image_commands(sub)
 
+    from shipyard.publish.cli import add_publish_commands
+
+    add_publish_commands(sub)
+
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")
     p.set_defaults(func=cmd_schema)

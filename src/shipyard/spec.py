@@ -248,15 +248,50 @@ _SECRET_WORDS = ("password", "passwd", "token", "secret", "apikey", "api_key", "
                  "private_key", "access_key")
 
 
+# Which manifest package types each kind of publish target takes.
+PACKAGE_TYPES_BY_TARGET: dict[str, tuple[str, ...]] = {
+    "pypi": ("wheel",), "static": ("wheel",), "conda": ("conda",), "docker": ("image",),
+}
+
+
 class PublishTarget(Frozen):
-    """Where artifacts go. Credentials are named by environment variable, never inlined."""
+    """Where artifacts go. Credentials are named by environment variable, never inlined.
+
+    `pypi` is a devpi server (url: its root; one index per channel and variant under the user
+    named by username_env); `static` a PyTorch-layout tree (`<path>/<channel>/<tag>/<project>/`)
+    that a web server serves at url; `conda` a static channel (`<path>/<channel>/<subdir>/`) served
+    at url with conda's /t/<token>/; `docker` a registry (url: host:port)."""
 
     name: str
-    kind: Literal["pypi", "conda", "docker"]
+    kind: Literal["pypi", "static", "conda", "docker"]
     url: str
+    path: str | None = None  # static and conda: the folder the web server serves, relative to release.yaml
+    # pypi: the variant whose wheels are also published under the plain version (PyPI refuses +cpu).
+    default_variant: str | None = None
     username_env: str | None = Field(default=None, pattern=_ENV_NAME)
     password_env: str | None = Field(default=None, pattern=_ENV_NAME)
     token_env: str | None = Field(default=None, pattern=_ENV_NAME)
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> PublishTarget:
+        if self.kind in ("static", "conda") and not self.path:
+            raise ValueError(f"a {self.kind} target writes files that a web server serves; set path to that "
+                             f"folder, relative to release.yaml (e.g. dist/site/{self.kind})")
+        if self.kind not in ("static", "conda") and self.path:
+            raise ValueError(f"a {self.kind} target is a server shipyard talks to; remove path")
+        if self.default_variant and self.kind != "pypi":
+            raise ValueError("default_variant (the PyPI flavour) belongs to a pypi target; remove it here")
+        if self.kind == "pypi" and not (self.username_env and self.password_env):
+            raise ValueError("a pypi target needs username_env and password_env: the names of the environment "
+                             "variables holding the devpi user and password")
+        if self.kind == "conda" and not self.token_env:
+            raise ValueError("a conda target needs token_env: the name of the environment variable holding the "
+                             "channel token its web server checks (/t/<token>/)")
+        return self
+
+    def credential_envs(self) -> tuple[str, ...]:
+        """The environment variables this target's credentials come from."""
+        return tuple(e for e in (self.username_env, self.password_env, self.token_env) if e)
 
     @model_validator(mode="before")
     @classmethod
@@ -282,6 +317,14 @@ class PublishTarget(Frozen):
             raise ValueError("the URL carries credentials (user:password@); remove them and name the "
                              "environment variables that hold them with username_env and password_env")
         return url
+
+
+class ReleaseChannel(Frozen):
+    """A channel artifacts are published to (nightly, test, release), in promotion order.
+    gate: block refuses an artifact with a failing stable feature; mark publishes it, marked."""
+
+    name: str = Field(pattern=_NAME)
+    gate: Literal["block", "mark"]
 
 
 # A conda channel: a name on anaconda.org (conda-forge, pytorch) or a URL (https://, http://, file://).
@@ -379,6 +422,8 @@ class Release(Frozen):
     pythons: tuple[PythonVersion, ...] = Field(min_length=1)
     exclusions: tuple[Exclusion, ...] = ()
     publish: Annotated[dict[str, PublishTarget], BeforeValidator(_named("publish"))] = {}
+    # Publish channels in promotion order: `shipyard promote` moves a version only forward.
+    channels: Annotated[dict[str, ReleaseChannel], BeforeValidator(_named("channels"))] = {}
     conda: CondaSettings | None = None
     images: ImageSettings | None = None
 

@@ -226,6 +226,16 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
             out.add(doc, ("mobile_targets", name, "stands_in_for"), "names no mobile target",
                     fix=f"use one of {', '.join(release.mobile_targets)}",
                     suggestion=nearest(target.stands_in_for, release.mobile_targets))
+    for name, publish_target in release.publish.items():
+        default = publish_target.default_variant
+        if default and default not in release.variants:
+            out.add(doc, ("publish", name, "default_variant"), "names no variant",
+                    fix=f"use one of {', '.join(release.variants)}", value=NO_VALUE,
+                    suggestion=nearest(default, release.variants))
+    if release.publish and not release.channels:
+        out.add(doc, ("channels",), "publish targets need the channels they publish to",
+                fix="add `channels: {nightly: {gate: mark}, test: {gate: block}, release: {gate: block}}`",
+                value=NO_VALUE)
     _check_exclusions(release, doc, out)
     _check_images(release, doc, out)
 

@@ -16,11 +16,9 @@ server in front of dist/) resolve the symlink per request: they see one generati
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import os
-import re
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,11 +30,11 @@ import zstandard
 from shipyard.conda.rattler_glue import index_channel
 from shipyard.errors import ShipyardError
 from shipyard.file_lock import exclusive
+from shipyard.generations import GenerationError, current_generation, next_generation, remove_old_generations, switch
 from shipyard.manifest import ArtifactRecord, FeatureRecord
 from shipyard.wheel.index import sha256_of
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
-_GENERATION = re.compile(r"^\.(?P<name>.+)-gen-(?P<n>\d+)$")
 
 
 class ChannelError(ShipyardError):
@@ -91,14 +89,6 @@ def package_subdir(package: Path) -> str:
     return subdir
 
 
-def current_generation(channel: Path) -> Path | None:
-    """The folder the channel's packages are in now (the symlink's target, or a plain folder)."""
-    if channel.is_symlink():
-        target = channel.parent / os.readlink(channel)
-        return target if target.is_dir() else None
-    return channel if channel.is_dir() else None
-
-
 def publish_packages(channel: Path, packages: Sequence[Path]) -> ChannelUpdate:
     """Add `packages` to the channel at `channel` (e.g. dist/conda) and re-index it atomically.
     A package with the file name of one already there replaces it."""
@@ -112,7 +102,7 @@ def publish_packages(channel: Path, packages: Sequence[Path]) -> ChannelUpdate:
     channel.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(channel.parent / f".{channel.name}.lock"):
         current = current_generation(channel)
-        generation = channel.parent / f".{channel.name}-gen-{_next_number(channel)}"
+        generation = next_generation(channel)
         try:
             added, replaced, unchanged, listed = _stage(generation, current, incoming)
             _index(generation)
@@ -122,15 +112,9 @@ def publish_packages(channel: Path, packages: Sequence[Path]) -> ChannelUpdate:
             if current_generation(channel) != generation:
                 shutil.rmtree(generation, ignore_errors=True)
             raise
-        _remove_old_generations(channel, keep=generation)
+        remove_old_generations(channel, keep=1)
     return ChannelUpdate(channel=channel, generation=generation, added=tuple(added), replaced=tuple(replaced),
                          unchanged=tuple(unchanged), packages=tuple(listed))
-
-
-def _next_number(channel: Path) -> int:
-    numbers = [int(m["n"]) for p in channel.parent.iterdir()
-               if (m := _GENERATION.match(p.name)) and m["name"] == channel.name]
-    return max(numbers, default=0) + 1
 
 
 def _stage(generation: Path, current: Path | None,
@@ -219,35 +203,10 @@ def verify_index(folder: Path) -> None:
 
 
 def _switch(channel: Path, generation: Path) -> None:
-    """Point `channel` at `generation` in one step."""
-    link = channel.parent / f".{channel.name}.link-{os.getpid()}"
-    link.unlink(missing_ok=True)
-    os.symlink(generation.name, link)
-    if channel.is_dir() and not channel.is_symlink():
-        # The plain folder of an older layout: exchange it with the symlink, then remove it.
-        _exchange(link, channel)
-        shutil.rmtree(link)
-        return
-    os.replace(link, channel)
-
-
-def _exchange(a: Path, b: Path) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    at_fdcwd, rename_exchange = -100, 2
-    if renameat2 is None or renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
-        code = ctypes.get_errno() if renameat2 is not None else errno.ENOSYS
-        a.unlink(missing_ok=True)
-        raise ChannelError(f"{b}: a plain folder, and it cannot be exchanged for the channel's symlink here "
-                           f"({os.strerror(code)}); move it aside (e.g. to {b.parent / ('.' + b.name + '-gen-0')}) "
-                           f"and publish again")
-
-
-def _remove_old_generations(channel: Path, *, keep: Path) -> None:
-    for path in channel.parent.iterdir():
-        found = _GENERATION.match(path.name)
-        if found and found["name"] == channel.name and path != keep:
-            shutil.rmtree(path, ignore_errors=True)
+    try:
+        switch(channel, generation)
+    except GenerationError as exc:
+        raise ChannelError(str(exc)) from exc
 
 
 def conda_artifact_record(package: Path, *, channel: Path, cell_id: str, component: str, variant: str,

@@ -215,10 +215,20 @@ def _publish(spec: Spec, cells: list[CondaCell], request: CondaRunRequest, progr
                                                       if failed else ""))
     release = spec.release
     records = []
+    variant = release.find_variant(request.variant)
     for cell in kept:
         matrix_cell = cell.package.cell
         if matrix_cell is None:
-            continue  # the mutex belongs to no component
+            # The mutex belongs to no component, but no variant package installs without it: it is
+            # recorded too, so that `shipyard publish` (whose only input is the manifest) sends it.
+            assert variant is not None
+            records.append(conda_artifact_record(
+                cell.package.path, channel=channel, cell_id=f"{cell.package.name}-{variant.name}-conda",
+                component=cell.package.name, variant=variant.name, variant_tag=variant.tag, platform="any",
+                python=None, version=release.release.version, features=(), tests=None,
+                build={"key": cell.package.key, "result": cell.package.result,
+                       "seconds": round(cell.package.seconds, 2), "package": cell.package.label}))
+            continue
         platform = _host_platform(spec) if matrix_cell.platform == "any" else matrix_cell.platform
         records.append(conda_artifact_record(
             cell.package.path, channel=channel, cell_id=matrix_cell.id, component=matrix_cell.component,

@@ -64,7 +64,7 @@ _EPOCH_LOCK = threading.Lock()
 
 
 @contextmanager
-def _source_date_epoch(epoch: int) -> Iterator[None]:
+def source_date_epoch(epoch: int) -> Iterator[None]:
     with _EPOCH_LOCK:
         old = os.environ.get("SOURCE_DATE_EPOCH")
         os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
@@ -124,7 +124,7 @@ def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, b
         out_dir.mkdir(parents=True, exist_ok=True)
         target_wheel = out_dir / filename
         staged = Path(tmp) / filename
-        with _source_date_epoch(epoch), WheelFile(staged, "w") as wf:
+        with source_date_epoch(epoch), WheelFile(staged, "w") as wf:
             wf.write_files(str(tree))
         shutil.move(staged, target_wheel)
     return target_wheel

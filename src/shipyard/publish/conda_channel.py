@@ -1,0 +1,79 @@
+"""Conda packages in a static channel per release channel: `<path>/<channel>/<subdir>/`, served by
+a web server at `<url><channel>/` with conda's token in the path (`/t/<token>/`).
+
+Each channel folder is written by conda/channel.publish_packages: the next generation is staged,
+indexed with py-rattler, every package checked against its repodata entry (sha256 and size),
+then the channel's symlink is swapped, so a solver sees the release whole or not at all. Before
+that, run.py has checked every package against the manifest's sha256; after the swap, every new
+package is downloaded back over HTTP, through the web server, with the token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from shipyard.conda.channel import publish_packages
+from shipyard.generations import current_generation
+from shipyard.publish.errors import PublishError
+from shipyard.publish.plan import PublishFile
+from shipyard.publish.retry import bounded_session, with_retries
+from shipyard.publish.target import Backend, Listed, copy_file, sha256_bytes
+
+
+class CondaChannelBackend(Backend):
+    def channel_url(self, channel: str, *, token: str | None) -> str:
+        """`<url><channel>/`, with `/t/<token>/` after the host when a token is given."""
+        parts = urlsplit(self.target.url.rstrip("/") + f"/{channel}/")
+        path = f"/t/{token}{parts.path}" if token else parts.path
+        return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+    def describe(self, channel: str) -> str:
+        return self.channel_url(channel, token="<token>")
+
+    def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
+                projects: Sequence[str] | None = None) -> list[Listed]:
+        live = current_generation(self.folder / channel)
+        if live is None:
+            return []
+        out = []
+        for repodata in sorted(live.glob("*/repodata.json")):
+            data = json.loads(repodata.read_text())
+            for filename, record in sorted({**data.get("packages", {}), **data.get("packages.conda", {})}.items()):
+                if projects is not None and record["name"] not in projects:
+                    continue
+                out.append(Listed("conda", filename, record["sha256"], record["name"], record["version"],
+                                  str(repodata.parent / filename)))
+        return out
+
+    def fetch(self, listed: Listed, dest: Path) -> Path:
+        return copy_file(Path(listed.url), dest)
+
+    def release(self, channel: str, files: Sequence[PublishFile]) -> None:
+        self.ctx.journal.record("stage", target=self.target.name, channel=channel,
+                                files={f.filename: f.sha256 for f in files})
+        update = publish_packages(self.folder / channel, [f.path for f in files])
+        self.ctx.journal.record("switched", target=self.target.name, channel=channel,
+                                generation=update.generation.name, files={f.filename: f.sha256 for f in files})
+        self._read_back(channel, files)
+        self.ctx.progress(f"{self.target.name}: {self.describe(channel)}: {len(files)} packages visible")
+
+    def _read_back(self, channel: str, files: Sequence[PublishFile]) -> None:
+        """Every new package as a user's solver downloads it: through the web server, with the token."""
+        base = self.channel_url(channel, token=self.ctx.credentials.token)
+        listed = {entry.filename: entry for entry in self.listing(channel)}
+        session = bounded_session(self.ctx.policy)
+        for f in files:
+            subdir = Path(listed[f.filename].url).parent.name
+            response = with_retries(f"download {f.filename}", self.target.url,
+                                    lambda url=f"{base}{subdir}/{f.filename}": session.get(url),  # type: ignore[misc]
+                                    self.ctx.policy, scrub=self.ctx.scrub)
+            digest = sha256_bytes(response.content) if response.status_code == 200 else f"HTTP {response.status_code}"
+            if digest != f.sha256:
+                raise PublishError(f"{f.filename}: {self.target.url}: the web server serves {digest} for "
+                                   f"{channel}/{subdir}, the channel holds sha256 {f.sha256}; check that it serves "
+                                   f"{self.folder} (release.yaml: publish.{self.target.name}.path)")
+            self.ctx.journal.record("verified", target=self.target.name, where=channel, file=f.filename,
+                                    sha256=f.sha256)

@@ -1,0 +1,57 @@
+"""Credentials come from the environment variables release.yaml names, and from nowhere else.
+
+Every variable of every target taking part is read before anything is uploaded, so a missing one
+stops the run before it changes any server. Values live in `Credentials` (whose repr hides them)
+and leave it only into request headers; `scrub` removes them from any text shipyard shows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from shipyard.publish.errors import MissingCredential
+from shipyard.spec import PublishTarget
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(s for s in (self.password, self.token) if s)
+
+    def basic_auth(self) -> tuple[str, str]:
+        return (self.username or "", self.password or "")
+
+
+def read_credentials(target: PublishTarget, environ: Mapping[str, str] | None = None) -> Credentials:
+    """The target's credentials; MissingCredential (naming the target, key and variable, never a value)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, str | None] = {}
+    for key in ("username_env", "password_env", "token_env"):
+        name = getattr(target, key)
+        if name is None:
+            values[key] = None
+            continue
+        value = env.get(name, "")
+        if not value:
+            raise MissingCredential(
+                f"release.yaml: publish.{target.name}.{key}: the environment variable {name} is not set; "
+                f"export {name} with the {key.removesuffix('_env')} for {target.url} before publishing "
+                f"(nothing was uploaded)")
+        values[key] = value
+    return Credentials(values["username_env"], values["password_env"], values["token_env"])
+
+
+def scrub(text: str, credentials: Iterable[Credentials]) -> str:
+    """`text` with every secret of `credentials` and every conda /t/<token>/ masked."""
+    for creds in credentials:
+        for secret in creds.secrets:
+            text = text.replace(secret, "***")
+    return re.sub(r"/t/[^/\s]+/", "/t/***/", text)

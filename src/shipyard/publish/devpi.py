@@ -1,0 +1,219 @@
+"""Wheels on a devpi server: one index per channel and variant, made visible by one switch.
+
+Users install from `<url>/<user>/<channel>-<tag>/+simple/` (ember's cpu wheels of the nightly
+channel: `<user>/nightly-cpu`) and, for the PyPI flavour, `<user>/<channel>/+simple/`. Those
+visible indexes hold no files of their own: they inherit from staging indexes through devpi's
+`bases`. A publish uploads (with twine) into a new staging index named after the sha256 of what
+it holds (`<user>/<channel>-<tag>-stage-<digest>`), downloads every file back and checks its
+sha256, and only then adds the staging index to the visible index's bases with one PATCH: a
+reader sees all of the new files or none. Every index is non-volatile, so devpi itself also
+refuses other bytes under a published name. A re-run finds the same staging index (same files,
+same name), skips what is there and verified (journal), and finishes the switch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import requests
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from twine.package import PackageFile
+from twine.repository import Repository
+
+from shipyard.publish.errors import ImmutableFileError, PublishError
+from shipyard.publish.plan import PLAIN_INDEX, PublishFile
+from shipyard.publish.retry import bounded_session, describe, with_retries
+from shipyard.publish.target import Backend, Listed, TargetContext, sha256_bytes
+
+_JSON = "application/vnd.pypi.simple.v1+json"
+_INDEX = {"type": "stage", "bases": [], "volatile": False}
+
+
+class DevpiBackend(Backend):
+    def __init__(self, ctx: TargetContext) -> None:
+        super().__init__(ctx)
+        self.base = ctx.target.url.rstrip("/")
+        self.user = ctx.credentials.username or ""
+        self.reader = bounded_session(ctx.policy)  # anonymous: devpi indexes are world-readable
+        self.writer = bounded_session(ctx.policy)
+        self.writer.auth = ctx.credentials.basic_auth()
+
+    # --- names -----------------------------------------------------------------------------
+
+    def index_name(self, channel: str, index: str) -> str:
+        return f"{self.user}/{channel}" if index == PLAIN_INDEX else f"{self.user}/{channel}-{index}"
+
+    def staging_name(self, channel: str, index: str, files: Sequence[PublishFile]) -> str:
+        digest = hashlib.sha256("".join(f"{f.filename} {f.sha256}\n" for f in sorted(
+            files, key=lambda f: f.filename)).encode()).hexdigest()[:16]
+        return f"{self.index_name(channel, index)}-stage-{digest}"
+
+    def describe(self, channel: str) -> str:
+        index = f"{self.base}/{self.user}/{channel}"
+        return f"{index}-<tag>/+simple/ (PyPI flavour: {index}/+simple/)"
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _get(self, url: str, what: str, accept: str = "application/json") -> requests.Response:
+        return with_retries(what, self.base, lambda: self.reader.get(url, headers={"Accept": accept}),
+                            self.ctx.policy, scrub=self.ctx.scrub)
+
+    def _project_files(self, index_name: str, project: str) -> list[dict[str, Any]]:
+        url = f"{self.base}/{index_name}/+simple/{project}/"
+        response = self._get(url, f"list {project} in {index_name}", _JSON)
+        if response.status_code == 404:
+            return []
+        self._expect(response, f"list {project} in {index_name}")
+        return [{**f, "url": urljoin(url, f["url"])} for f in response.json().get("files", [])]
+
+    def _indexes(self) -> list[str]:
+        response = self._get(f"{self.base}/{self.user}", f"list the indexes of {self.user}")
+        if response.status_code == 404:
+            return []
+        self._expect(response, f"list the indexes of {self.user}")
+        return sorted(response.json()["result"].get("indexes", {}))
+
+    def _projects(self, index_name: str) -> list[str]:
+        response = self._get(f"{self.base}/{index_name}/+simple/", f"list the projects of {index_name}", _JSON)
+        if response.status_code == 404:
+            return []
+        self._expect(response, f"list the projects of {index_name}")
+        return [p["name"] for p in response.json().get("projects", [])]
+
+    def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
+                projects: Sequence[str] | None = None) -> list[Listed]:
+        if indexes is None:
+            prefix = f"{channel}-"
+            indexes = [PLAIN_INDEX if name == channel else name[len(prefix):] for name in self._indexes()
+                       if (name == channel or name.startswith(prefix)) and "-stage-" not in name]
+        out = []
+        for index in indexes:
+            name = self.index_name(channel, index)
+            for project in projects if projects is not None else self._projects(name):
+                for entry in self._project_files(name, canonicalize_name(project)):
+                    _, version, _, _ = parse_wheel_filename(entry["filename"])
+                    out.append(Listed(index, entry["filename"], entry["hashes"]["sha256"], canonicalize_name(project),
+                                      str(version), entry["url"]))
+        return out
+
+    def fetch(self, listed: Listed, dest: Path) -> Path:
+        data = self._download(listed.url, listed.filename)
+        dest.mkdir(parents=True, exist_ok=True)
+        path = dest / listed.filename
+        tmp = dest / f".{listed.filename}.part"
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        return path
+
+    def _download(self, url: str, filename: str) -> bytes:
+        response = self._get(url, f"download {filename}", "*/*")
+        self._expect(response, f"download {filename}")
+        return response.content
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def release(self, channel: str, files: Sequence[PublishFile]) -> None:
+        by_index: dict[str, list[PublishFile]] = {}
+        for f in files:
+            by_index.setdefault(f.index, []).append(f)
+        for index, group in sorted(by_index.items()):
+            self._release_index(channel, index, group)
+
+    def _release_index(self, channel: str, index: str, files: list[PublishFile]) -> None:
+        visible = self.index_name(channel, index)
+        staging = self.staging_name(channel, index, files)
+        journal = self.ctx.journal
+        journal.record("stage", target=self.target.name, channel=channel, index=visible, staging=staging,
+                       files={f.filename: f.sha256 for f in files})
+        self._ensure_index(staging)
+        projects = sorted({f.project for f in files})
+        staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
+        for f in files:
+            if f.filename in staged:
+                self._same_bytes(f, staged[f.filename]["hashes"]["sha256"], staging)
+                continue
+            self.ctx.progress(f"{self.target.name}: upload {f.filename} to {staging}")
+            self._upload(f, staging)
+            journal.record("uploaded", target=self.target.name, where=staging, file=f.filename, sha256=f.sha256)
+        # Read every file back from the server before anything becomes visible.
+        verified = journal.verified(staging)
+        staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
+        for f in files:
+            if verified.get(f.filename) == f.sha256:
+                continue
+            entry = staged.get(f.filename)
+            if entry is None:
+                raise PublishError(f"{f.filename}: {self.base}: uploaded to {staging} but not listed there; publish "
+                                   f"again")
+            digest = sha256_bytes(self._download(entry["url"], f.filename))
+            if digest != f.sha256:
+                raise PublishError(f"{f.filename}: {self.base}: {staging} serves sha256 {digest}, expected "
+                                   f"{f.sha256}; nothing became visible: check the server's storage, then "
+                                   f"publish again")
+            journal.record("verified", target=self.target.name, where=staging, file=f.filename, sha256=f.sha256)
+        self._ensure_index(visible)
+        self._add_base(visible, staging)
+        journal.record("switched", target=self.target.name, channel=channel, index=visible, staging=staging,
+                       files={f.filename: f.sha256 for f in files})
+        self.ctx.progress(f"{self.target.name}: {visible}: {len(files)} files visible")
+
+    def _same_bytes(self, f: PublishFile, served: str, where: str) -> None:
+        if served != f.sha256:
+            raise ImmutableFileError(f"{f.filename}: {self.base}/{where} already holds it with sha256 {served}; "
+                                     f"this one has sha256 {f.sha256}. A published name never changes its "
+                                     f"bytes: publish a new version (or build number)")
+
+    def _ensure_index(self, name: str) -> None:
+        response = self._get(f"{self.base}/{name}", f"look up index {name}")
+        if response.status_code == 200:
+            return
+        response = with_retries(f"create index {name}", self.base,
+                                lambda: self.writer.put(f"{self.base}/{name}", json=_INDEX), self.ctx.policy,
+                                scrub=self.ctx.scrub)
+        if response.status_code == 409 or (response.status_code == 400 and "exists" in response.text):
+            return  # a try whose answer was lost made it
+        self._expect(response, f"create index {name}")
+
+    def _add_base(self, visible: str, staging: str) -> None:
+        response = self._get(f"{self.base}/{visible}", f"look up index {visible}")
+        self._expect(response, f"look up index {visible}")
+        if staging in response.json()["result"].get("bases", []):
+            return
+        response = with_retries(f"make {staging} visible in {visible}", self.base,
+                                lambda: self.writer.patch(f"{self.base}/{visible}", json=[f"bases+={staging}"]),
+                                self.ctx.policy, scrub=self.ctx.scrub)
+        self._expect(response, f"make {staging} visible in {visible}")
+
+    def _upload(self, f: PublishFile, staging: str) -> None:
+        repository = Repository(f"{self.base}/{staging}/", self.ctx.credentials.username,
+                                self.ctx.credentials.password, disable_progress_bar=True)
+        repository.session = bounded_session(self.ctx.policy, repository.session)
+        package = PackageFile.from_filename(str(f.path), None)
+
+        def attempt() -> requests.Response:
+            with contextlib.redirect_stdout(io.StringIO()):  # twine prints "Uploading …" itself
+                return repository.upload(package, max_redirects=1)  # one try: retrying is ours
+
+        try:
+            response = with_retries(f"upload {f.filename}", self.base, attempt, self.ctx.policy, scrub=self.ctx.scrub)
+        finally:
+            repository.close()
+        if response.status_code == 409:
+            # Already there (a try whose answer was lost): the same bytes are fine, others are not.
+            served = {e["filename"]: e for e in self._project_files(staging, f.project)}.get(f.filename)
+            if served is not None:
+                self._same_bytes(f, served["hashes"]["sha256"], staging)
+                return
+        self._expect(response, f"upload {f.filename}")
+
+    def _expect(self, response: requests.Response, what: str) -> None:
+        if response.status_code >= 400:
+            body = self.ctx.scrub(" ".join(response.text.split())[:300])
+            raise PublishError(f"{what}: {self.base}: {describe(response)}: {body}; check the target "
+                               f"{self.target.name} in release.yaml and the credentials its *_env variables hold")

@@ -1,0 +1,136 @@
+"""What a publish sends where: the manifest's artifacts, gated for the channel, as files per
+index of each target.
+
+- Gating: an artifact with a failing stable feature blocks a `gate: block` channel (test,
+  release) before anything is uploaded; a `gate: mark` channel (nightly) takes it and the run
+  says so. Beta and prototype failures are listed either way.
+- Indexes: a native wheel goes to its variant's index (cpu, cu118); a pure wheel to every
+  variant index of the run (PyTorch publishes its pure packages in each); with the PyPI flavour,
+  the default variant's wheels and the pure ones also to the plain index ("pypi"), native ones
+  rewritten under the plain version. A conda package goes to the channel ("conda"), an image to
+  the registry ("image").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from shipyard.manifest import ArtifactRecord
+from shipyard.publish.errors import GateBlocked, PublishError
+from shipyard.publish.plain_version import plain_version_wheel
+from shipyard.spec import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
+from shipyard.wheel.index import sha256_of
+
+PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
+
+
+@dataclass(frozen=True)
+class GateNote:
+    artifact: str
+    feature: str
+    status: str
+    summary: str
+
+    def __str__(self) -> str:
+        return f"{self.artifact}: {self.feature} ({self.status}) {self.summary}"
+
+
+@dataclass(frozen=True)
+class Gating:
+    channel: ReleaseChannel
+    stable_failures: tuple[GateNote, ...]  # blocking on `block`, published and marked on `mark`
+    other_failures: tuple[GateNote, ...]  # beta and prototype: listed, never blocking
+
+    @property
+    def marked(self) -> tuple[GateNote, ...]:
+        return self.stable_failures if self.channel.gate == "mark" else ()
+
+
+def gate(channel: ReleaseChannel, artifacts: Iterable[ArtifactRecord]) -> Gating:
+    """The gate's verdict; GateBlocked (listing every failing stable feature) on a block channel."""
+    stable: list[GateNote] = []
+    other: list[GateNote] = []
+    for artifact in artifacts:
+        features = (artifact.tests or {}).get("features", {})
+        for feature_id, result in sorted(features.items()):
+            if result.get("result") != "failed":
+                continue
+            note = GateNote(artifact.name, feature_id, result.get("status", "?"), result.get("summary", "failed"))
+            (stable if note.status == "stable" else other).append(note)
+    if stable and channel.gate == "block":
+        lines = "\n  ".join(str(n) for n in stable)
+        raise GateBlocked(f"channel {channel.name} (gate: block) refuses artifacts with a failing stable feature; "
+                          f"nothing was uploaded:\n  {lines}\nfix the feature and rebuild, or publish to a channel "
+                          f"with gate: mark (release.yaml: channels)")
+    return Gating(channel, tuple(stable), tuple(other))
+
+
+@dataclass(frozen=True)
+class PublishFile:
+    """One file bound for one index of a target."""
+
+    index: str  # cpu, cu118, pypi (the plain index), conda, image
+    filename: str
+    path: Path
+    sha256: str
+    project: str  # the project or package name readers look it up by
+    version: str
+    artifact: str  # the manifest artifact it comes from (its own name, or the one it was rewritten from)
+
+
+def local_file(dist: Path, artifact: ArtifactRecord) -> Path:
+    """The artifact's file, checked against the manifest's sha256 (a publish sends what was tested)."""
+    path = dist / artifact.path
+    if not path.is_file():
+        raise PublishError(f"{dist / 'manifest.json'}: artifact {artifact.name}: {path} does not exist; build it "
+                           f"again (or publish from the dist folder that holds it)")
+    digest = sha256_of(path)
+    if digest != artifact.sha256:
+        raise PublishError(f"{path}: sha256 {digest} is not the manifest's {artifact.sha256} for {artifact.name}; "
+                           f"the file changed after it was tested: rebuild, do not publish it")
+    return path
+
+
+def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: Path,
+              derived: Path) -> list[PublishFile]:
+    """Every file `target` receives for these artifacts; `derived` holds the PyPI flavour's rewrites."""
+    wanted = PACKAGE_TYPES_BY_TARGET[target.kind]
+    mine = [a for a in artifacts if a.package_type in wanted]
+    if target.kind in ("pypi", "static"):
+        return _wheel_files(target, mine, dist, derived)
+    if target.kind == "conda":
+        # name-version-build.conda: the package name is what a channel lists it under.
+        return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.name.rsplit("-", 2)[0], a.version,
+                            a.name) for a in mine]
+    return [PublishFile("image", a.name, dist / a.path, a.sha256, a.component, a.version, a.name) for a in mine]
+
+
+def _wheel_files(target: PublishTarget, wheels: list[ArtifactRecord], dist: Path, derived: Path) -> list[PublishFile]:
+    pure = [a for a in wheels if a.variant_tag == "any"]
+    native = [a for a in wheels if a.variant_tag != "any"]
+    tags = sorted({a.variant_tag for a in native})
+    if not tags and pure:
+        raise PublishError(f"{dist / 'manifest.json'}: only pure wheels and no variant to put them beside; build a "
+                           f"variant's wheels too (shipyard build --variant cpu)")
+    out: list[PublishFile] = []
+    for artifact in native:
+        out.append(_wheel(artifact.variant_tag, local_file(dist, artifact), artifact))
+    for artifact in pure:
+        path = local_file(dist, artifact)
+        out.extend(_wheel(tag, path, artifact) for tag in tags)
+    if target.default_variant:
+        for artifact in pure + [a for a in native if a.variant == target.default_variant]:
+            plain = plain_version_wheel(local_file(dist, artifact), derived)
+            rewritten = plain.name != artifact.name  # its sha256 is the rewrite's, not the manifest's
+            out.append(_wheel(PLAIN_INDEX, plain, artifact, sha256=None if rewritten else artifact.sha256))
+    return out
+
+
+def _wheel(index: str, path: Path, artifact: ArtifactRecord, sha256: str | None = "") -> PublishFile:
+    name, version, _, _ = parse_wheel_filename(path.name)
+    digest = artifact.sha256 if sha256 == "" else (sha256 or sha256_of(path))
+    return PublishFile(index, path.name, path, digest, canonicalize_name(name), str(version), artifact.name)

@@ -1,0 +1,226 @@
+"""One publish (`shipyard publish --channel C`) or promotion (`shipyard promote V --from A --to B`)
+through every selected target.
+
+Order, so that nothing changes on a server until everything that can be known is known: the
+channel and targets exist; every credential variable is set; the gate passes; every local file
+matches the manifest; every target's listing shows no published name with other bytes
+(ImmutableFileError names both hashes); files already there with the same bytes are left alone.
+Only then does each target release what is new.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shipyard.errors import ShipyardError, UsageError, nearest
+from shipyard.manifest import ArtifactRecord, Manifest, read_manifest
+from shipyard.progress import Progress
+from shipyard.publish.conda_channel import CondaChannelBackend
+from shipyard.publish.credentials import Credentials, read_credentials, scrub
+from shipyard.publish.devpi import DevpiBackend
+from shipyard.publish.errors import ImmutableFileError, PublishError
+from shipyard.publish.journal import Journal
+from shipyard.publish.plan import Gating, PublishFile, files_for, gate
+from shipyard.publish.registry import RegistryBackend
+from shipyard.publish.retry import RetryPolicy
+from shipyard.publish.static_tree import StaticTreeBackend
+from shipyard.publish.target import Backend, TargetContext
+from shipyard.spec import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
+from shipyard.validate import Spec
+from shipyard.wheel.index import sha256_of
+
+BACKENDS: dict[str, type[Backend]] = {"pypi": DevpiBackend, "static": StaticTreeBackend,
+                                      "conda": CondaChannelBackend, "docker": RegistryBackend}
+
+
+@dataclass(frozen=True)
+class PublishRequest:
+    channel: str
+    dist: Path
+    state: Path
+    targets: tuple[str, ...] = ()  # empty: every target of release.yaml
+    policy: RetryPolicy = RetryPolicy()
+
+
+@dataclass
+class TargetReport:
+    target: str
+    where: str
+    uploaded: list[PublishFile] = field(default_factory=list)
+    unchanged: list[PublishFile] = field(default_factory=list)
+
+
+@dataclass
+class PublishReport:
+    channel: str
+    version: str
+    gating: Gating
+    targets: list[TargetReport]
+
+
+def load_manifest(dist: Path) -> Manifest:
+    manifest = read_manifest(dist / "manifest.json")
+    if manifest is None:
+        raise PublishError(f"{dist / 'manifest.json'}: no manifest; build first (shipyard build --variant cpu, "
+                           f"shipyard conda build --variant cpu) or pass --dist")
+    return manifest
+
+
+def release_channel(spec: Spec, name: str) -> ReleaseChannel:
+    channels = spec.release.channels
+    if name not in channels:
+        hint = nearest(name, channels)
+        raise UsageError(f"--channel {name}: release.yaml names no such channel (channels: {', '.join(channels)})"
+                         + (f"; did you mean {hint!r}?" if hint else ""))
+    return channels[name]
+
+
+def select_targets(spec: Spec, names: Sequence[str]) -> list[PublishTarget]:
+    targets = spec.release.publish
+    for name in names:
+        if name not in targets:
+            hint = nearest(name, targets)
+            raise UsageError(f"--target {name}: release.yaml's publish names no such target "
+                             f"(targets: {', '.join(targets)})" + (f"; did you mean {hint!r}?" if hint else ""))
+    return [targets[n] for n in (names or list(targets))]
+
+
+class Session:
+    """The targets of one run with their credentials (read up front) and one journal each."""
+
+    def __init__(self, spec: Spec, targets: Sequence[PublishTarget], needed: Sequence[PublishTarget],
+                 state: Path, policy: RetryPolicy, progress: Progress) -> None:
+        creds: dict[str, Credentials] = {t.name: read_credentials(t) for t in needed}  # all before any upload
+        # urllib3 logs every request line at DEBUG (`-v`), and a conda URL carries its token there.
+        logging.getLogger("urllib3").setLevel(max(logging.getLogger("urllib3").getEffectiveLevel(), logging.INFO))
+        every = list(creds.values())
+        self.backends: dict[str, Backend] = {}
+        for target in targets:
+            ctx = TargetContext(target=target, root=spec.root, credentials=creds.get(target.name, Credentials()),
+                                policy=policy, journal=Journal(state / "publish" / f"{target.name}.jsonl"),
+                                scrub=lambda text: scrub(text, every), progress=progress)
+            self.backends[target.name] = BACKENDS[target.kind](ctx)
+        self._every = every
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self._every)
+
+
+def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: None) -> PublishReport:
+    """Publish dist/manifest.json's artifacts to `request.channel`; resumable, idempotent."""
+    channel = release_channel(spec, request.channel)
+    targets = select_targets(spec, request.targets)
+    manifest = load_manifest(request.dist)
+    gating = gate(channel, manifest.artifacts)
+    derived = request.state / "publish" / "plain"
+    plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived) for t in targets}
+    session = Session(spec, targets, [t for t in targets if plans[t.name]], request.state, request.policy, progress)
+    return _release(session, channel.name, manifest.version, gating, plans)
+
+
+def _release(session: Session, channel: str, version: str, gating: Gating,
+             plans: dict[str, list[PublishFile]]) -> PublishReport:
+    reports: dict[str, TargetReport] = {}
+    new: dict[str, list[PublishFile]] = {}
+    conflicts: list[str] = []
+    for name, files in plans.items():
+        backend = session.backends[name]
+        reports[name] = TargetReport(name, backend.describe(channel))
+        if not files:
+            continue
+        shown = {(e.index, e.filename): e.sha256 for e in backend.listing(
+            channel, indexes=sorted({f.index for f in files}), projects=sorted({f.project for f in files}))}
+        new[name] = []
+        for f in files:
+            served = shown.get((f.index, f.filename))
+            if served is None:
+                new[name].append(f)
+            elif served == f.sha256:
+                reports[name].unchanged.append(f)
+            else:
+                conflicts.append(f"{name}: {channel}/{f.index}: {f.filename} is published with sha256 {served}; "
+                                 f"this one has sha256 {f.sha256}")
+    if conflicts:
+        raise ImmutableFileError("a published file name never changes its bytes; nothing was uploaded:\n  "
+                                 + "\n  ".join(conflicts) + "\npublish a new version (or build number) instead")
+    for name, files in new.items():
+        if files:
+            if gating.marked:  # nightly took artifacts with a failing stable feature: the journal says so
+                session.backends[name].ctx.journal.record(
+                    "marked", channel=channel, notes=[str(n) for n in gating.marked
+                                                      if n.artifact in {f.artifact for f in files}])
+            try:
+                session.backends[name].release(channel, files)
+            except ShipyardError:
+                raise
+            except Exception as exc:  # a library's error: report it without any credential in it
+                raise PublishError(session.scrub(f"{name}: {type(exc).__name__}: {exc}")) from None
+            reports[name].uploaded.extend(files)
+    return PublishReport(channel, version, gating, list(reports.values()))
+
+
+@dataclass(frozen=True)
+class PromoteRequest:
+    version: str
+    source: str
+    destination: str
+    dist: Path  # where dist/manifest.json is: the record of what was tested (no file of dist is sent)
+    state: Path
+    targets: tuple[str, ...] = ()
+    policy: RetryPolicy = RetryPolicy()
+
+
+def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: None) -> PublishReport:
+    """Copy version `request.version` from one channel to a later one: the bytes that channel
+    serves, checked against the manifest, without rebuilding."""
+    source = release_channel(spec, request.source)
+    destination = release_channel(spec, request.destination)
+    order = list(spec.release.channels)
+    if order.index(destination.name) <= order.index(source.name):
+        raise UsageError(f"promote --from {source.name} --to {destination.name}: promotion goes forward only "
+                         f"({' → '.join(order)})")
+    manifest = load_manifest(request.dist)
+    artifacts = [a for a in manifest.artifacts if a.version == request.version]
+    if not artifacts:
+        raise UsageError(f"promote {request.version}: {request.dist / 'manifest.json'} records version "
+                         f"{manifest.version}, not {request.version}")
+    gating = gate(destination, artifacts)
+    targets = select_targets(spec, request.targets)
+    needed = [t for t in targets if any(a.package_type in PACKAGE_TYPES_BY_TARGET[t.kind] for a in artifacts)]
+    session = Session(spec, targets, needed, request.state, request.policy, progress)
+    plans = {t.name: _copied(session.backends[t.name], t, source.name, request, artifacts) for t in targets}
+    return _release(session, destination.name, request.version, gating, plans)
+
+
+def _copied(backend: Backend, target: PublishTarget, channel: str, request: PromoteRequest,
+            artifacts: list[ArtifactRecord]) -> list[PublishFile]:
+    """The files of the version in the source channel, fetched and checked: a name the manifest
+    records must have the manifest's sha256; every artifact for this target must be there."""
+    mine = {a.name: a for a in artifacts if a.package_type in PACKAGE_TYPES_BY_TARGET[target.kind]}
+    if not mine:
+        return []
+    # The release's files: those the manifest names (a conda mutex has its own version, 1.0) and
+    # those of the version (the PyPI flavour's rewrites, which the manifest does not name).
+    listed = [e for e in backend.listing(channel) if e.filename in mine or e.version == request.version
+              or e.version.split("+")[0] == request.version]
+    missing = sorted(set(mine) - {e.filename for e in listed})
+    if missing:
+        raise PublishError(f"promote {request.version}: {target.name}: {channel} does not hold "
+                           f"{', '.join(missing)}; publish to {channel} first (shipyard publish --channel {channel})")
+    files = []
+    for entry in listed:
+        record = mine.get(entry.filename)
+        if record is not None and record.sha256 != entry.sha256:
+            raise PublishError(f"promote {request.version}: {target.name}: {channel} serves {entry.filename} with "
+                               f"sha256 {entry.sha256}, the manifest records {record.sha256}; it is not what was "
+                               f"tested: do not promote it")
+        path = backend.fetch(entry, request.state / "publish" / "promote" / entry.sha256)
+        if sha256_of(path) != entry.sha256:
+            raise PublishError(f"promote {request.version}: {target.name}: {entry.filename} downloaded from {channel} "
+                               f"has sha256 {sha256_of(path)}, its index says {entry.sha256}; try again")
+        files.append(PublishFile(entry.index, entry.filename, path, entry.sha256, entry.project, entry.version,
+                                 record.name if record else entry.filename))
+    return files

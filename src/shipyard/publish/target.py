@@ -1,0 +1,90 @@
+"""The interface every publish target implements, and what they share.
+
+A target lists what a channel shows (`listing`), makes new files visible in a channel
+(`release`: staged, verified by reading them back, then one switch per index), and fetches a
+listed file (`fetch`, for promotion). Immutability and idempotence are decided once, above the
+targets (run.py), from `listing`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.progress import Progress
+from shipyard.publish.credentials import Credentials
+from shipyard.publish.journal import Journal
+from shipyard.publish.plan import PublishFile
+from shipyard.publish.retry import RetryPolicy
+from shipyard.spec import PublishTarget
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A file a channel shows: where, its sha256 as the index states it, and where to fetch it."""
+
+    index: str
+    filename: str
+    sha256: str
+    project: str
+    version: str
+    url: str  # an http(s) URL, or a local path for the trees shipyard writes itself
+
+
+@dataclass(frozen=True)
+class TargetContext:
+    target: PublishTarget
+    root: Path  # release.yaml's folder: a target's `path` is relative to it
+    credentials: Credentials
+    policy: RetryPolicy
+    journal: Journal
+    scrub: Callable[[str], str]  # masks every credential of the run in a message
+    progress: Progress
+
+
+class Backend(ABC):
+    def __init__(self, ctx: TargetContext) -> None:
+        self.ctx = ctx
+        self.target = ctx.target
+
+    @abstractmethod
+    def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
+                projects: Sequence[str] | None = None) -> list[Listed]:
+        """What the channel shows now (limited to these indexes and projects when given)."""
+
+    @abstractmethod
+    def release(self, channel: str, files: Sequence[PublishFile]) -> None:
+        """Make `files` (none of them visible yet) visible in `channel`: each index all at once,
+        and only after every one of its files was read back with the sha256 it should have."""
+
+    @abstractmethod
+    def fetch(self, listed: Listed, dest: Path) -> Path:
+        """Download a listed file into the folder `dest`; return its path."""
+
+    def describe(self, channel: str) -> str:
+        """Where users find the channel (no credentials)."""
+        return self.target.url
+
+    @property
+    def folder(self) -> Path:
+        """The folder a web server serves, for the targets shipyard writes itself (static, conda)."""
+        if self.target.path is None:
+            raise TypeError(f"publish target {self.target.name} ({self.target.kind}) has no folder")
+        return (self.ctx.root / self.target.path).resolve()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def copy_file(source: Path, dest_dir: Path) -> Path:
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    target = dest_dir / source.name
+    tmp = dest_dir / f".{source.name}.part"
+    shutil.copyfile(source, tmp)
+    tmp.replace(target)
+    return target

@@ -1,0 +1,109 @@
+"""A fault-injecting TCP proxy on loopback (Debian 12 has no toxiproxy): in front of a server, it
+answers some connections with a 503, resets others, stalls others, and passes the rest through.
+
+A `plan` decides per new connection, from its number and its first request line (so a test can
+fail uploads and let reads through); the proxy counts every fault it injected. It runs an
+asyncio loop in a thread of its own and listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+Fault = str  # "pass", "503", "reset", "stall"
+
+
+class FaultProxy:
+    def __init__(self, upstream_port: int, plan: Callable[[int, str], Fault], *, stall_seconds: float = 5.0) -> None:
+        self.upstream_port = upstream_port
+        self.plan = plan
+        self.stall_seconds = stall_seconds
+        self.injected: Counter[str] = Counter()
+        self.connections = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.port = 0
+
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the fault proxy did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            server.close()
+            with contextlib.suppress(Exception):
+                self._loop.run_until_complete(server.wait_closed())
+            self._loop.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            first = await asyncio.wait_for(reader.read(65536), 30)
+        except (TimeoutError, ConnectionError):
+            writer.close()
+            return
+        fault = self.plan(self.connections, first.split(b"\r\n", 1)[0].decode("latin-1"))
+        try:
+            if fault == "503":
+                self.injected[fault] += 1
+                writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 11\r\nConnection: close\r\n\r\n"
+                             b"injected 503")
+                await writer.drain()
+                return
+            if fault == "reset":
+                self.injected[fault] += 1
+                sock = writer.get_extra_info("socket")
+                if sock is not None:  # RST instead of FIN: SO_LINGER with a zero timeout
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
+            if fault == "stall":
+                self.injected[fault] += 1
+                await asyncio.sleep(self.stall_seconds)
+                return
+            await self._pipe(first, reader, writer)
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _pipe(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            return
+        up_writer.write(first)
+
+        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                with contextlib.suppress(Exception):
+                    dst.close()
+
+        await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer))

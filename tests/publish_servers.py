@@ -1,0 +1,187 @@
+"""Real servers for the publish tests, on 127.0.0.1, started and stopped by the tests: a devpi
+server (with a user and password), a plain HTTP server for the static wheel tree, and the conda
+channel server (shipyard.conda.serve, token in the path)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import requests
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
+# devpi derives its token key with argon2 at every start (10 s and 512 MB by default): cheap
+# parameters keep a restart to a few seconds. Passwords are still checked.
+_CHEAP_ARGON2 = ["--argon2-memory-cost", "64", "--argon2-time-cost", "1", "--argon2-parallelism", "1"]
+
+
+@dataclass
+class Devpi:
+    """A devpi-server process over `serverdir`; `restart()` keeps its data, as a real restart does."""
+
+    serverdir: Path
+    port: int
+    log: Path
+    root_password: str = ""
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 90) -> None:
+        with self.log.open("ab") as sink:
+            # A server outlives any one command, so it cannot go through command.run.
+            self.process = subprocess.Popen(
+                [BIN / "devpi-server", "--serverdir", self.serverdir, "--host", "127.0.0.1", "--port",
+                 str(self.port), "--secretfile", self.serverdir.parent / "devpi-secret", *_CHEAP_ARGON2],
+                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if requests.get(f"{self.url}/+api", timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"devpi-server did not come up:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=20)
+        self.process = None
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=20)
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def add_user(self, name: str, password: str | None = None) -> str:
+        """A new devpi user (each test publishes as its own, so their indexes never meet); its password."""
+        password = password or secrets.token_urlsafe(12)
+        response = requests.put(f"{self.url}/{name}", auth=("root", self.root_password), timeout=30,
+                                json={"password": password, "email": "ci@example.invalid"})
+        assert response.status_code in (200, 201), response.text
+        return password
+
+    def indexes(self, user: str) -> list[str]:
+        response = requests.get(f"{self.url}/{user}", headers={"Accept": "application/json"}, timeout=30)
+        return sorted(response.json()["result"].get("indexes", {})) if response.status_code == 200 else []
+
+
+@contextmanager
+def devpi_server(folder: Path, port: int) -> Iterator[Devpi]:
+    """A fresh devpi server on `port` with no PyPI mirror; `add_user` makes publishers."""
+    folder.mkdir(parents=True, exist_ok=True)
+    root_password = secrets.token_urlsafe(12)
+    server = Devpi(folder / "server", port, folder / "devpi.log", root_password=root_password)
+    subprocess.run([BIN / "devpi-gen-secret", "--secretfile", folder / "devpi-secret"], check=True,
+                   capture_output=True)
+    subprocess.run([BIN / "devpi-init", "--serverdir", server.serverdir, "--root-passwd", root_password,
+                    "--no-root-pypi"], check=True, capture_output=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@contextmanager
+def static_server(folder: Path, port: int = 0) -> Iterator[str]:
+    """`folder` over HTTP (what a plain web server in front of the static tree does); yields the base URL."""
+    folder.mkdir(parents=True, exist_ok=True)
+    server = ThreadingHTTPServer(("127.0.0.1", port), functools.partial(_QuietHandler, directory=str(folder)))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@dataclass
+class Site:
+    """The three servers over one folder: devpi, a web server over `folder/whl`, the conda channel
+    server over `folder/conda` (token in the path)."""
+
+    devpi: Devpi
+    folder: Path
+    tree_url: str
+    conda_url: str  # the channel server's base URL, with its token
+    token: str
+
+    def release_yaml(self, root: Path, *, prefix: str = "", devpi_url: str | None = None,
+                     conda_url: str | None = None) -> None:
+        """release.yaml and feature_status.yaml in `root`, the publish targets pointed at these servers
+        (devpi through `devpi_url` when given, e.g. a fault proxy); `prefix` gives this root's trees
+        sub-folders of their own."""
+        sub = f"{prefix}/" if prefix else ""
+        conda_base = (conda_url or self.conda_url).split("/t/")[0]
+        text = (REPO / "release.yaml").read_text()
+        text = (text.replace("url: http://127.0.0.1:8081/", f"url: {devpi_url or self.devpi.url}/")
+                    .replace("url: http://127.0.0.1:8083/whl/", f"url: {self.tree_url}{sub}")
+                    .replace("url: http://127.0.0.1:8082/conda/", f"url: {conda_base}/conda/{sub}")
+                    .replace("path: dist/site/whl", f"path: {self.folder / 'whl' / prefix}")
+                    .replace("path: dist/site/conda", f"path: {self.folder / 'conda' / prefix}"))
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "release.yaml").write_text(text)
+        shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
+        for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
+            (root / "library" / component).mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def publish_site(base: Path) -> Iterator[Site]:
+    """Start the servers in `base` (devpi on a claimed port), stop them at the end."""
+    from shipyard.conda.serve import serve_channel
+    from shipyard.port_ranges import claimed_port_range
+
+    folder = base / "site"
+    (folder / "conda").mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(18)
+    with claimed_port_range() as ports, devpi_server(base / "devpi", ports[0]) as devpi, \
+            static_server(folder / "whl") as tree, serve_channel({"conda": folder / "conda"}, token=token) as conda:
+        yield Site(devpi, folder, tree, conda, token)
+
+
+def pip_installed_sha(index_url: str, requirement: str, dest: Path, *extra: str) -> str:
+    """pip installs `requirement` from `index_url` only; the sha256 of the archive it installed."""
+    dest.mkdir(parents=True, exist_ok=True)
+    report = dest / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--isolated", "--no-cache-dir",
+                           "--index-url", index_url, "--target", str(dest / "site"), "--report", str(report),
+                           *extra, requirement], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [item] = json.loads(report.read_text())["install"]
+    return item["download_info"]["archive_info"]["hashes"]["sha256"]
