@@ -1,6 +1,7 @@
 """Real servers for the publish tests, on 127.0.0.1, started and stopped by the tests: a devpi
-server (with a user and password), a plain HTTP server for the static wheel tree, and the conda
-channel server (shipyard.conda.serve, token in the path)."""
+server (with a user and password), a plain HTTP server for the static wheel tree, the conda
+channel server (shipyard.conda.serve, token in the path) and Debian's docker-registry with
+htpasswd (bcrypt) auth."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 import requests
 
 BIN = Path(sys.executable).parent
@@ -130,6 +132,72 @@ def static_server(folder: Path, port: int = 0) -> Iterator[str]:
         thread.join(timeout=10)
 
 
+@dataclass(frozen=True)
+class Registry:
+    address: str  # host:port, what release.yaml's `kind: docker` target names as its url
+    user: str
+    password: str
+
+    def auth(self) -> dict[str, str]:
+        return {"username": self.user, "password": self.password}
+
+
+@contextmanager
+def docker_registry(folder: Path, *, user: str = "shipyard", password: str | None = None) -> Iterator[Registry]:
+    """Debian's docker-registry on a claimed 127.0.0.1 port, storing under `folder`, with htpasswd
+    (bcrypt) auth for `user`; stopped at the end."""
+    from shipyard import command
+    from shipyard.port_ranges import claimed_port_range
+
+    if shutil.which("docker-registry") is None or shutil.which("htpasswd") is None:
+        pytest.fail("docker-registry and htpasswd are missing: run ci/bootstrap.sh "
+                    "(apt-get install -y docker-registry apache2-utils)")
+    folder.mkdir(parents=True, exist_ok=True)
+    password = password or secrets.token_urlsafe(18)
+    htpasswd = command.run(["htpasswd", "-B", "-i", "-n", user], input_text=password, timeout=30).stdout
+    (folder / "htpasswd").write_text(htpasswd)
+    with claimed_port_range() as ports:
+        port = ports[0]
+        config = {"version": 0.1, "log": {"level": "warn"},
+                  "storage": {"filesystem": {"rootdirectory": str(folder / "data")}},
+                  "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+                  "auth": {"htpasswd": {"realm": "shipyard-test", "path": str(folder / "htpasswd")}}}
+        (folder / "config.yml").write_text(json.dumps(config))  # JSON is YAML
+        with (folder / "registry.log").open("w") as log:
+            # A server outlives any one command, so it cannot go through command.run.
+            server = subprocess.Popen(["docker-registry", "serve", str(folder / "config.yml")], stdout=log,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if requests.get(f"http://127.0.0.1:{port}/v2/", timeout=2).status_code == 401:
+                        break
+                except requests.ConnectionError:
+                    pass
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"docker-registry did not come up:\n{(folder / 'registry.log').read_text()}")
+                time.sleep(0.2)
+            yield Registry(f"127.0.0.1:{port}", user, password)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
+    """The repository's release.yaml and feature_status.yaml in `root`, each `old: new` of
+    `replacements` applied (a target's url or path), and the component folders it names."""
+    text = (REPO / "release.yaml").read_text()
+    for old, new in replacements.items():
+        assert old in text, f"release.yaml no longer holds {old!r}"
+        text = text.replace(old, new)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "release.yaml").write_text(text)
+    shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
+    for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
+        (root / "library" / component).mkdir(parents=True, exist_ok=True)
+
+
 @dataclass
 class Site:
     """The three servers over one folder: devpi, a web server over `folder/whl`, the conda channel
@@ -148,17 +216,11 @@ class Site:
         sub-folders of their own."""
         sub = f"{prefix}/" if prefix else ""
         conda_base = (conda_url or self.conda_url).split("/t/")[0]
-        text = (REPO / "release.yaml").read_text()
-        text = (text.replace("url: http://127.0.0.1:8081/", f"url: {devpi_url or self.devpi.url}/")
-                    .replace("url: http://127.0.0.1:8083/whl/", f"url: {self.tree_url}{sub}")
-                    .replace("url: http://127.0.0.1:8082/conda/", f"url: {conda_base}/conda/{sub}")
-                    .replace("path: dist/site/whl", f"path: {self.folder / 'whl' / prefix}")
-                    .replace("path: dist/site/conda", f"path: {self.folder / 'conda' / prefix}"))
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "release.yaml").write_text(text)
-        shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
-        for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
-            (root / "library" / component).mkdir(parents=True, exist_ok=True)
+        point_release_yaml(root, {"url: http://127.0.0.1:8081/": f"url: {devpi_url or self.devpi.url}/",
+                                  "url: http://127.0.0.1:8083/whl/": f"url: {self.tree_url}{sub}",
+                                  "url: http://127.0.0.1:8082/conda/": f"url: {conda_base}/conda/{sub}",
+                                  "path: dist/site/whl": f"path: {self.folder / 'whl' / prefix}",
+                                  "path: dist/site/conda": f"path: {self.folder / 'conda' / prefix}"})
 
 
 @contextmanager

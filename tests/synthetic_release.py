@@ -103,3 +103,34 @@ def synthetic_dist(dist: Path, conda_packages: Iterable[Path] = (), *, projects:
                               **common))
     write_manifest(dist, records, version)
     return records
+
+
+def import_image(folder: Path, ref: str, payload: str) -> str:
+    """A one-layer image `ref` made with `docker import` from a tarball holding one file (no base
+    image, no build): its image id."""
+    import io
+    import tarfile
+
+    from shipyard import command
+
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = folder / f"{ref.replace(':', '_').replace('/', '_')}.tar"
+    data = f"{ref} {payload}\n".encode()
+    with tarfile.open(archive, "w") as tar:
+        info = tarfile.TarInfo("etc/shipyard-test-image")
+        info.size, info.mtime, info.mode = len(data), 1603800000, 0o644
+        tar.addfile(info, io.BytesIO(data))
+    command.run(["docker", "import", str(archive), ref], timeout=120)
+    return command.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref], timeout=60).stdout.strip()
+
+
+def image_record(ref: str, image_id: str, *, variant: str = "cpu", tag: str = "cpu", stable: str = "passed",
+                 version: str = VERSION) -> ArtifactRecord:
+    """The manifest record `shipyard image build` writes for an image (package type docker):
+    its version tag as name, its id as sha256."""
+    repository = ref.split(":", 1)[0]
+    return ArtifactRecord(
+        name=ref, path="", sha256=image_id.removeprefix("sha256:"), size=1, cell_id=f"{ref}-docker",
+        component=repository, package_type="docker", variant=variant, variant_tag=tag, platform="linux-x86_64",
+        python="3.11", version=version, features=(FeatureRecord(id="ember.kernels", title="kernels", status="stable"),),
+        tests={"result": "passed", "features": features(stable)}, build={"tags": [ref], "target": "runtime"})

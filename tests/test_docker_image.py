@@ -14,12 +14,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import json
 import os
 import re
 import secrets
 import shutil
-import subprocess
 import time
 import uuid
 import zipfile
@@ -29,6 +27,7 @@ from pathlib import Path
 import docker
 import pytest
 import requests
+from publish_servers import docker_registry
 
 from shipyard import command
 from shipyard.errors import CheckFailed
@@ -37,7 +36,6 @@ from shipyard.image.hygiene import scan_image
 from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.image.registry import RegistryError, push_image
 from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
-from shipyard.port_ranges import claimed_port_range
 from shipyard.source_tree import git_info
 from shipyard.spec import PublishTarget
 from shipyard.validate import Spec, load_spec
@@ -418,37 +416,8 @@ def test_one_changed_wheel_keeps_base_and_dependency_layers(images: Images, clie
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     """Debian's docker-registry on 127.0.0.1 with htpasswd (bcrypt) auth: (host:port, user, password)."""
-    if shutil.which("docker-registry") is None or shutil.which("htpasswd") is None:
-        pytest.fail("docker-registry and htpasswd are missing: run ci/bootstrap.sh "
-                    "(apt-get install -y docker-registry apache2-utils)")
-    user, password = "shipyard", secrets.token_urlsafe(18)
-    htpasswd = command.run(["htpasswd", "-B", "-i", "-n", user], input_text=password, timeout=30).stdout
-    (tmp_path / "htpasswd").write_text(htpasswd)
-    with claimed_port_range() as ports:
-        port = ports[0]
-        config = {"version": 0.1, "log": {"level": "warn"},
-                  "storage": {"filesystem": {"rootdirectory": str(tmp_path / "data")}},
-                  "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
-                  "auth": {"htpasswd": {"realm": "shipyard-test", "path": str(tmp_path / "htpasswd")}}}
-        (tmp_path / "config.yml").write_text(json.dumps(config))  # JSON is YAML
-        log = (tmp_path / "registry.log").open("w")
-        server = subprocess.Popen(["docker-registry", "serve", str(tmp_path / "config.yml")], stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if requests.get(f"http://127.0.0.1:{port}/v2/", timeout=2).status_code == 401:
-                        break
-                except requests.ConnectionError:
-                    pass
-                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "registry.log").read_text()
-                time.sleep(0.2)
-            yield f"127.0.0.1:{port}", user, password
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-            log.close()
+    with docker_registry(tmp_path / "registry") as server:
+        yield server.address, server.user, server.password
 
 
 def test_push_then_pull_gives_the_same_digest(images: Images, client: docker.DockerClient,

@@ -250,7 +250,7 @@ _SECRET_WORDS = ("password", "passwd", "token", "secret", "apikey", "api_key", "
 
 # Which manifest package types each kind of publish target takes.
 PACKAGE_TYPES_BY_TARGET: dict[str, tuple[str, ...]] = {
-    "pypi": ("wheel",), "static": ("wheel",), "conda": ("conda",), "docker": ("image",),
+    "pypi": ("wheel",), "static": ("wheel",), "conda": ("conda",), "docker": ("docker",),
 }
 
 

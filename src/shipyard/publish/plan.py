@@ -106,7 +106,9 @@ def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: 
         # name-version-build.conda: the package name is what a channel lists it under.
         return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.name.rsplit("-", 2)[0], a.version,
                             a.name) for a in mine]
-    return [PublishFile("image", a.name, dist / a.path, a.sha256, a.component, a.version, a.name) for a in mine]
+    # An image (package type docker) is no file: its name is its version tag (ember:1.7.0-cpu-runtime),
+    # its sha256 the image id, and the registry target pushes it from the docker engine by that id.
+    return [PublishFile("image", a.name, dist, a.sha256, a.name.split(":", 1)[0], a.version, a.name) for a in mine]
 
 
 def _wheel_files(target: PublishTarget, wheels: list[ArtifactRecord], dist: Path, derived: Path) -> list[PublishFile]:

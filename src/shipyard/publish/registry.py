@@ -1,31 +1,245 @@
-"""Images in a docker registry, tagged per channel (not finished: images land with issue #12).
+"""Images in a docker registry, one tag per channel, written last: `<url>/<repo>:<tag>-<channel>`
+(ember's CPU runtime image on nightly: `127.0.0.1:5000/ember:1.7.0-cpu-runtime-nightly`).
 
-The design, behind the same interface as the other targets: the manifest's artifacts of package
-type `image` (name = the image's tag, sha256 = its manifest digest, path = a `docker save`
-archive) are loaded and pushed with the docker SDK to `<url>/<repo>:<version>-<variant>-<kind>-
-<channel>-staging`; each is pulled back by digest and compared; then the channel tag
-(`…-<channel>`) is written last, one registry PUT of the same manifest per image, so a tag only
-ever names a complete, verified image.
+An image's manifest record (package type `docker`) names it by its version tag
+(`ember:1.7.0-cpu-runtime`) and gives its image id as sha256; the image id is the digest of the
+image's config, which the registry manifest names too, so "the bytes the manifest records" is
+checkable on the registry without pulling a layer. A publish, per image:
+
+1. pushes the local image (found by its id, not by a tag that may have moved) under a staging
+   tag, `<tag>-<channel>-stage-<id[:12]>`, with image.registry.push_image (the docker SDK, the
+   credentials in its auth header only);
+2. reads the pushed manifest back by its digest, checks the digest of the bytes served, that its
+   config is the recorded image id, and the config blob's own sha256;
+3. writes the channel tag with one PUT of exactly those manifest bytes, then reads the tag back.
+
+A tag names a complete, verified image or nothing, and a channel tag is never moved: run.py
+refuses an image whose channel tag already names another id (naming both), and leaves one that
+names the same id alone. Staging tags stay (a registry can delete a manifest, not a tag). A
+killed publish is finished by running it again: pushes are idempotent, and an image the journal
+records as verified under its staging tag is not pushed again.
+
+Promotion pulls the image by digest from the source channel, checks its id, and publishes it as
+above: the same layers and config, so the same manifest digest, without a rebuild.
+
+The registry's HTTP API (tags, manifests, blobs) is read with requests through retry.py, with
+the target's credentials as basic auth (Debian's docker-registry with htpasswd); pushes and
+pulls go through the docker engine, which retries layer transfers itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import docker
+import requests
+
+from shipyard.image.registry import push_image
 from shipyard.publish.errors import PublishError
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.target import Backend, Listed
+from shipyard.publish.retry import bounded_session, describe, with_retries
+from shipyard.publish.target import Backend, Listed, TargetContext
+
+_MANIFESTS = ", ".join(("application/vnd.docker.distribution.manifest.v2+json",
+                        "application/vnd.oci.image.manifest.v1+json"))
+
+
+def channel_tag(name: str, channel: str) -> str:
+    """`ember:1.7.0-cpu-runtime` on `test` → `ember:1.7.0-cpu-runtime-test`."""
+    return f"{name}-{channel}"
+
+
+def staging_tag(name: str, channel: str, image_id: str) -> str:
+    """The tag an image is pushed and verified under before its channel tag exists: the same
+    name on every re-run of the same image, another one for another image."""
+    return f"{channel_tag(name, channel)}-stage-{image_id[:12]}"
 
 
 class RegistryBackend(Backend):
+    def __init__(self, ctx: TargetContext) -> None:
+        super().__init__(ctx)
+        self.host = ctx.target.url.split("://", 1)[-1].rstrip("/")
+        self.api = f"http://{self.host}/v2"  # the registries shipyard targets listen on 127.0.0.1
+        self.session = bounded_session(ctx.policy)
+        if ctx.credentials.username or ctx.credentials.password:
+            self.session.auth = ctx.credentials.basic_auth()
+        self._client: docker.DockerClient | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            self._client = docker.from_env(timeout=max(600, int(self.ctx.policy.timeout)))
+        return self._client
+
+    def describe(self, channel: str) -> str:
+        return f"{self.host}/<repo>:<tag>-{channel}"
+
+    # --- the registry's API ------------------------------------------------------------------
+
+    def _request(self, method: str, what: str, url: str, **kwargs: Any) -> requests.Response:
+        return with_retries(what, self.target.url, lambda: self.session.request(method, url, **kwargs),
+                            self.ctx.policy, scrub=self.ctx.scrub)
+
+    def _fail(self, what: str, response: requests.Response) -> PublishError:
+        hint = (f"; check {self.target.username_env} and {self.target.password_env} (release.yaml: "
+                f"publish.{self.target.name})" if response.status_code in (401, 403) else "")
+        return PublishError(self.ctx.scrub(f"{what}: {self.target.url}: {describe(response)}{hint}"))
+
+    def _repositories(self) -> list[str]:
+        response = self._request("GET", "list repositories", f"{self.api}/_catalog")
+        if response.status_code != 200:
+            raise self._fail("list repositories", response)
+        return sorted(response.json().get("repositories") or [])
+
+    def _tags(self, repo: str) -> list[str]:
+        response = self._request("GET", f"list the tags of {repo}", f"{self.api}/{repo}/tags/list")
+        if response.status_code == 404:
+            return []
+        if response.status_code != 200:
+            raise self._fail(f"list the tags of {repo}", response)
+        return sorted(response.json().get("tags") or [])
+
+    def _manifest(self, repo: str, reference: str) -> tuple[bytes, str, str]:
+        """(the manifest's bytes, its media type, its digest as computed from those bytes)."""
+        what = f"read {repo}:{reference}" if ":" not in reference else f"read {repo}@{reference}"
+        response = self._request("GET", what, f"{self.api}/{repo}/manifests/{reference}",
+                                 headers={"Accept": _MANIFESTS})
+        if response.status_code != 200:
+            raise self._fail(what, response)
+        kind = response.headers.get("Content-Type", "").split(";")[0]
+        return response.content, kind, "sha256:" + hashlib.sha256(response.content).hexdigest()
+
+    @staticmethod
+    def _config_digest(body: bytes, where: str) -> str:
+        data = json.loads(body)
+        config = (data.get("config") or {}).get("digest")
+        if not config:
+            raise PublishError(f"{where}: the registry serves a manifest without a config (media type "
+                               f"{data.get('mediaType')!r}); shipyard publishes single-platform images")
+        return str(config)
+
+    # --- Backend ----------------------------------------------------------------------------
+
     def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
                 projects: Sequence[str] | None = None) -> list[Listed]:
-        return []
+        """Every `<repo>:<tag>-<channel>` with the image id its manifest names."""
+        out = []
+        suffix = f"-{channel}"
+        for repo in (projects if projects is not None else self._repositories()):
+            for tag in self._tags(repo):
+                if not tag.endswith(suffix):
+                    continue
+                body, _, digest = self._manifest(repo, tag)
+                config = self._config_digest(body, f"{self.host}/{repo}:{tag}")
+                name = tag.removesuffix(suffix)
+                out.append(Listed("image", f"{repo}:{name}", config.removeprefix("sha256:"), repo,
+                                  name.split("-", 1)[0], f"{self.host}/{repo}@{digest}"))
+        return out
 
     def fetch(self, listed: Listed, dest: Path) -> Path:
-        raise PublishError(f"{self.target.name}: pulling images for promotion is not implemented yet (issue #12)")
+        """Pull the listed image by manifest digest; `dest/<repo>_<tag>.id` holds the id it has."""
+        repository, digest = listed.url.split("@", 1)
+        try:
+            image = self.client.images.pull(repository, tag=digest, auth_config=self._auth())
+        except docker.errors.APIError as exc:
+            raise PublishError(self.ctx.scrub(f"pull {listed.url}: {exc.explanation or exc}")) from None
+        dest.mkdir(parents=True, exist_ok=True)
+        marker = dest / f"{listed.filename.replace(':', '_').replace('/', '_')}.id"
+        tmp = marker.with_suffix(".part")
+        tmp.write_text(str(image.id) + "\n")
+        tmp.replace(marker)
+        return marker
+
+    def fetched_sha256(self, path: Path) -> str:
+        """The id of the pulled image `fetch` recorded, as the engine holds it now."""
+        image_id = path.read_text().strip()
+        try:
+            return str(self.client.images.get(image_id).id).removeprefix("sha256:")
+        except docker.errors.ImageNotFound:
+            return f"no image {image_id} in the engine"
 
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:
-        raise PublishError(f"{self.target.name}: publishing images ({', '.join(f.filename for f in files)}) is not "
-                           f"implemented yet (issue #12); publish the other targets with --target")
+        for f in files:
+            self._release_one(channel, f)
+        self.ctx.progress(f"{self.target.name}: {self.describe(channel)}: {len(files)} images visible")
+
+    def _release_one(self, channel: str, f: PublishFile) -> None:
+        repo, name = f.filename.split(":", 1)
+        staging = staging_tag(name, channel, f.sha256)
+        stage_ref = f"{self.host}/{repo}:{staging}"
+        verified = self.ctx.journal.verified(stage_ref).get(f.filename)
+        if verified is None or not self._tag_has(repo, staging, verified):
+            digest = self._push(f, repo, staging)
+            self.ctx.journal.record("stage", target=self.target.name, channel=channel, image=f.filename,
+                                    ref=stage_ref, digest=digest, sha256=f.sha256)
+            body = self._verify(repo, digest, f)
+            self.ctx.journal.record("verified", target=self.target.name, where=stage_ref, file=f.filename,
+                                    sha256=digest, image_id=f.sha256)
+        else:
+            digest = verified
+            body = self._verify(repo, digest, f)
+        self._write_channel_tag(repo, channel_tag(name, channel), body, digest, f)
+        self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
+                                ref=f"{self.host}/{repo}:{channel_tag(name, channel)}", digest=digest,
+                                sha256=f.sha256)
+
+    def _auth(self) -> dict[str, str] | None:
+        creds = self.ctx.credentials
+        return {"username": creds.username or "", "password": creds.password or ""} if creds.password else None
+
+    def _push(self, f: PublishFile, repo: str, tag: str) -> str:
+        """Push the local image with id `f.sha256` as `<repo>:<tag>`; the manifest digest."""
+        try:
+            image = self.client.images.get(f"sha256:{f.sha256}")
+        except docker.errors.ImageNotFound:
+            raise PublishError(f"{f.artifact}: the docker engine holds no image sha256:{f.sha256} (the image id "
+                               f"dist/manifest.json records); build it again (shipyard image build) or publish "
+                               f"on the machine that built it") from None
+        local = f"{repo}:{tag}"
+        image.tag(repo, tag)
+        try:
+            return push_image(local, self.target, client=self.client).digest
+        finally:
+            try:  # the staging tag was only the push's handle
+                self.client.images.remove(local, noprune=True)
+            except docker.errors.APIError:
+                pass
+
+    def _tag_has(self, repo: str, tag: str, digest: str) -> bool:
+        response = self._request("HEAD", f"read {repo}:{tag}", f"{self.api}/{repo}/manifests/{tag}",
+                                 headers={"Accept": _MANIFESTS})
+        return response.status_code == 200 and response.headers.get("Docker-Content-Digest") == digest
+
+    def _verify(self, repo: str, digest: str, f: PublishFile) -> bytes:
+        """The manifest the registry serves by `digest`: its bytes hash to it, its config is the
+        image id the manifest records, and the config blob hashes to that id."""
+        where = f"{self.host}/{repo}@{digest}"
+        body, _, served = self._manifest(repo, digest)
+        config = self._config_digest(body, where)
+        blob = self._request("GET", f"read the config of {where}", f"{self.api}/{repo}/blobs/{config}")
+        blob_digest = ("sha256:" + hashlib.sha256(blob.content).hexdigest() if blob.status_code == 200
+                       else describe(blob))
+        if served != digest or config != f"sha256:{f.sha256}" or blob_digest != config:
+            raise PublishError(f"{f.artifact}: {where} reads back as manifest {served} with config {config} "
+                               f"(blob: {blob_digest}); the manifest records image id sha256:{f.sha256}; nothing "
+                               f"became visible under a channel tag: check the registry, then publish again")
+        return body
+
+    def _write_channel_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
+        """One PUT of the verified manifest's bytes under the channel tag, then read it back."""
+        kind = self._media_type(body)
+        url = f"{self.api}/{repo}/manifests/{tag}"
+        response = self._request("PUT", f"tag {repo}:{tag}", url, data=body, headers={"Content-Type": kind})
+        if response.status_code not in (200, 201):
+            raise self._fail(f"tag {f.artifact} as {repo}:{tag}", response)
+        if not self._tag_has(repo, tag, digest):
+            raise PublishError(f"{f.artifact}: {self.host}/{repo}:{tag} does not read back as {digest} after it "
+                               f"was written; publish again")
+
+    @staticmethod
+    def _media_type(body: bytes) -> str:
+        return str(json.loads(body).get("mediaType") or "application/vnd.oci.image.manifest.v1+json")

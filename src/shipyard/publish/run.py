@@ -30,7 +30,6 @@ from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
 from shipyard.spec import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.validate import Spec
-from shipyard.wheel.index import sha256_of
 
 BACKENDS: dict[str, type[Backend]] = {"pypi": DevpiBackend, "static": StaticTreeBackend,
                                       "conda": CondaChannelBackend, "docker": RegistryBackend}
@@ -218,9 +217,10 @@ def _copied(backend: Backend, target: PublishTarget, channel: str, request: Prom
                                f"sha256 {entry.sha256}, the manifest records {record.sha256}; it is not what was "
                                f"tested: do not promote it")
         path = backend.fetch(entry, request.state / "publish" / "promote" / entry.sha256)
-        if sha256_of(path) != entry.sha256:
+        fetched = backend.fetched_sha256(path)
+        if fetched != entry.sha256:
             raise PublishError(f"promote {request.version}: {target.name}: {entry.filename} downloaded from {channel} "
-                               f"has sha256 {sha256_of(path)}, its index says {entry.sha256}; try again")
+                               f"has sha256 {fetched}, its index says {entry.sha256}; try again")
         files.append(PublishFile(entry.index, entry.filename, path, entry.sha256, entry.project, entry.version,
                                  record.name if record else entry.filename))
     return files

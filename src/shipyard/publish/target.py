@@ -21,6 +21,7 @@ from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import RetryPolicy
 from shipyard.spec import PublishTarget
+from shipyard.wheel.index import sha256_of
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ class Backend(ABC):
     @abstractmethod
     def fetch(self, listed: Listed, dest: Path) -> Path:
         """Download a listed file into the folder `dest`; return its path."""
+
+    def fetched_sha256(self, path: Path) -> str:
+        """The sha256 of what `fetch` returned (the file's; a registry's: the pulled image's id)."""
+        return sha256_of(path)
 
     def describe(self, channel: str) -> str:
         """Where users find the channel (no credentials)."""

@@ -1,0 +1,264 @@
+"""shipyard publish and promote for images (#13): Debian's docker-registry with htpasswd auth on
+127.0.0.1, tiny one-layer images made with `docker import` and recorded in a synthetic manifest as
+`shipyard image build` records its images (name = version tag, sha256 = image id). What a user
+sees is what `docker pull` gets from each channel's tag."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import pytest
+import requests
+from publish_servers import Registry, docker_registry, point_release_yaml
+from synthetic_release import VERSION, image_record, import_image, write_manifest
+
+from shipyard.cli import main
+
+pytestmark = pytest.mark.slow
+SECRET = "s3cr3t-Rk7uWq4Tn-registry"
+_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+@pytest.fixture(scope="module")
+def registry(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with docker_registry(tmp_path_factory.mktemp("registry")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(docker_engine: None) -> docker.DockerClient:
+    return docker.from_env(timeout=300)
+
+
+@dataclass
+class Project:
+    root: Path
+    dist: Path
+    env: dict[str, str]
+    repo: str  # each test's own repository in the registry
+    made: list[str] = field(default_factory=list)  # the ids of the images the test imported
+
+    def remove_images(self, client: docker.DockerClient) -> None:
+        """Every image the test made or pulled (a re-import leaves the one before untagged)."""
+        ids = set(self.made) | {image.id for image in client.images.list(all=True)
+                                if any(self.repo in ref for ref in image.tags + (image.attrs.get("RepoDigests") or []))}
+        for image_id in ids:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(image_id, force=True)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repo}:{VERSION}-cpu-runtime"
+
+    def run(self, *args: str, tries: int = 2) -> tuple[int, str]:
+        """`shipyard …` as a user runs it: its own process, its environment only these credentials."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | self.env
+        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(self.root), *args, "--target",
+                               "images", "--dist", str(self.dist), "--tries", str(tries), "--first-pause", "0.1",
+                               "--timeout", "10"], capture_output=True, text=True, env=env, timeout=300)
+        return done.returncode, done.stdout + done.stderr
+
+
+@pytest.fixture
+def project(registry: Registry, client: docker.DockerClient, tmp_path: Path) -> Iterator[Project]:
+    root = tmp_path / "root"
+    point_release_yaml(root, {"url: 127.0.0.1:5000": f"url: {registry.address}"})
+    made = Project(root, tmp_path / "dist", {"SHIPYARD_REGISTRY_USERNAME": registry.user,
+                                             "SHIPYARD_REGISTRY_PASSWORD": registry.password},
+                   f"shipyard-test-{uuid.uuid4().hex[:8]}")
+    made.dist.mkdir()
+    yield made
+    made.remove_images(client)
+
+
+def _image(project: Project, payload: str, **record: str) -> str:
+    """A new image under the project's ref, recorded alone in dist/manifest.json; its id."""
+    image_id = import_image(project.dist.parent / "images", project.ref, payload)
+    project.made.append(image_id)
+    write_manifest(project.dist, [image_record(project.ref, image_id, **record)])
+    return image_id
+
+
+def _served(registry: Registry, repo: str, tag: str) -> str | None:
+    """The manifest digest the registry serves under `repo:tag` (None: no such tag)."""
+    answer = requests.head(f"http://{registry.address}/v2/{repo}/manifests/{tag}", auth=(registry.user,
+                           registry.password), headers={"Accept": _MANIFEST}, timeout=30)
+    return answer.headers["Docker-Content-Digest"] if answer.status_code == 200 else None
+
+
+def _tags(registry: Registry, repo: str) -> list[str]:
+    answer = requests.get(f"http://{registry.address}/v2/{repo}/tags/list", auth=(registry.user, registry.password),
+                          timeout=30)
+    return sorted(answer.json().get("tags") or []) if answer.status_code == 200 else []
+
+
+def _pulled_id(client: docker.DockerClient, registry: Registry, repo: str, tag: str) -> str:
+    """`docker pull <registry>/<repo>:<tag>` on an engine holding no image of `repo`: the id it gets."""
+    for image in client.images.list():
+        if any(repo in ref for ref in image.tags + image.attrs.get("RepoDigests", [])):
+            client.images.remove(image.id, force=True)
+    return str(client.images.pull(f"{registry.address}/{repo}", tag=tag, auth_config=registry.auth()).id)
+
+
+def test_an_image_goes_nightly_test_release_and_docker_pull_gets_the_recorded_id(
+        project: Project, registry: Registry, client: docker.DockerClient) -> None:
+    image_id = _image(project, "first")
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    assert "nightly: 1 files published" in " ".join(out.split()), out
+    digest = _served(registry, project.repo, f"{VERSION}-cpu-runtime-nightly")
+    assert digest is not None
+    assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-nightly") == image_id
+    # The engine now holds the image only as pulled from nightly: promotion pulls it again by digest.
+    for source, channel in (("nightly", "test"), ("test", "release")):
+        code, out = project.run("promote", VERSION, "--from", source, "--to", channel)
+        assert code == 0, out
+        assert _served(registry, project.repo, f"{VERSION}-cpu-runtime-{channel}") == digest  # the same manifest
+        assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-{channel}") == image_id
+    staging = {f"{VERSION}-cpu-runtime-{c}-stage-{image_id.removeprefix('sha256:')[:12]}"
+               for c in ("nightly", "test", "release")}
+    assert set(_tags(registry, project.repo)) == staging | {f"{VERSION}-cpu-runtime-{c}"
+                                                           for c in ("nightly", "test", "release")}
+    journal = [line for line in (project.root / ".shipyard" / "publish" / "images.jsonl").read_text().splitlines()
+               if '"switched"' in line]
+    assert len(journal) == 3 and all(digest in line for line in journal), journal
+
+
+def test_republishing_the_same_image_pushes_nothing(project: Project, registry: Registry) -> None:
+    _image(project, "same")
+    assert project.run("publish", "--channel", "nightly")[0] == 0
+    tags = _tags(registry, project.repo)
+    journal = (project.root / ".shipyard" / "publish" / "images.jsonl").read_text()
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    assert "nightly: 0 files published, 1 already there" in " ".join(out.split()), out
+    assert _tags(registry, project.repo) == tags
+    assert (project.root / ".shipyard" / "publish" / "images.jsonl").read_text() == journal
+
+
+def test_another_image_under_a_published_channel_tag_is_refused_naming_both_ids(
+        project: Project, registry: Registry) -> None:
+    first = _image(project, "first").removeprefix("sha256:")
+    assert project.run("publish", "--channel", "nightly")[0] == 0
+    tag = f"{VERSION}-cpu-runtime-nightly"
+    digest = _served(registry, project.repo, tag)
+    tags = _tags(registry, project.repo)
+    second = _image(project, "rebuilt").removeprefix("sha256:")  # the same tag, another image
+    assert first != second
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 8, out
+    flat = " ".join(out.split())
+    assert f"{project.ref} is published with sha256 {first}; this one has sha256 {second}" in flat, out
+    assert "nothing was uploaded" in flat
+    assert _served(registry, project.repo, tag) == digest and _tags(registry, project.repo) == tags
+
+
+def test_a_failing_stable_feature_keeps_an_image_from_test(project: Project, registry: Registry) -> None:
+    _image(project, "gated", stable="failed")
+    code, out = project.run("publish", "--channel", "test")
+    assert code == 9, out
+    assert "ember.kernels (stable)" in " ".join(out.split()), out
+    assert _tags(registry, project.repo) == []
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    assert "marked: published to nightly with a failing stable feature" in " ".join(out.split()), out
+
+
+def test_the_registry_password_appears_in_no_output_and_no_written_file(
+        client: docker.DockerClient, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registry whose password is a known secret; every image path run, failures included."""
+    caplog.set_level(logging.DEBUG)
+    with docker_registry(tmp_path / "registry", password=SECRET) as registry:
+        root = tmp_path / "root"
+        point_release_yaml(root, {"url: 127.0.0.1:5000": f"url: {registry.address}"})
+        project = Project(root, tmp_path / "dist", {}, f"shipyard-test-{uuid.uuid4().hex[:8]}")
+        project.dist.mkdir()
+        monkeypatch.setenv("SHIPYARD_REGISTRY_USERNAME", registry.user)
+        monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", SECRET)
+
+        def shipyard(*args: str) -> int:
+            return main(["-v", "--root", str(root), *args, "--target", "images", "--dist", str(project.dist),
+                         "--tries", "2", "--first-pause", "0.05", "--timeout", "5"])
+
+        try:
+            _image(project, "secret")
+            codes = [shipyard("publish", "--channel", "nightly"), shipyard("publish", "--channel", "nightly"),
+                     shipyard("promote", VERSION, "--from", "nightly", "--to", "test")]
+            _image(project, "other bytes")
+            codes.append(shipyard("publish", "--channel", "nightly"))  # immutability failure
+            write_manifest(project.dist, [image_record(project.ref, "sha256:" + "0" * 64)])
+            codes.append(shipyard("publish", "--channel", "release"))  # no such image in the engine
+            _image(project, "refused")
+            monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", "wrong-" + SECRET)  # a refused login
+            codes.append(shipyard("publish", "--channel", "release"))
+        finally:
+            project.remove_images(client)
+    assert codes[:3] == [0, 0, 0] and all(c != 0 for c in codes[3:]), codes
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err + caplog.text
+    assert "is published with sha256" in shown and "holds no image" in shown and "401" in shown, shown
+    assert SECRET not in shown
+    written = [p for folder in (root, project.dist) for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.name.endswith(".jsonl") for p in written)
+    assert [p for p in written if SECRET.encode() in p.read_bytes()] == []
+
+
+class _Killed(BaseException):
+    """Stands for a kill -9 at one chosen point: nothing after it runs, no handler sees it."""
+
+
+def test_a_publish_killed_before_the_channel_tag_is_finished_by_a_rerun_without_pushing_again(
+        project: Project, registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shipyard.publish.registry import RegistryBackend
+
+    image_id = _image(project, "resumed").removeprefix("sha256:")
+    for name, value in project.env.items():
+        monkeypatch.setenv(name, value)
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise _Killed
+
+    args = ["--root", str(project.root), "publish", "--channel", "nightly", "--target", "images",
+            "--dist", str(project.dist)]
+    with monkeypatch.context() as patch:
+        patch.setattr(RegistryBackend, "_write_channel_tag", killed)
+        with pytest.raises(_Killed):
+            main(args)
+    tag = f"{VERSION}-cpu-runtime-nightly"
+    assert _tags(registry, project.repo) == [f"{tag}-stage-{image_id[:12]}"]  # pushed, verified, not visible
+    assert main(args) == 0
+    digest = _served(registry, project.repo, tag)
+    assert digest == _served(registry, project.repo, f"{tag}-stage-{image_id[:12]}")
+    events = [line.split('"event": "')[1].split('"')[0]
+              for line in (project.root / ".shipyard" / "publish" / "images.jsonl").read_text().splitlines()]
+    assert events == ["stage", "verified", "switched"], events  # the re-run did not push again
+
+
+def test_a_flaky_registry_is_tried_again_and_one_that_keeps_failing_is_named(
+        project: Project, registry: Registry) -> None:
+    from fault_proxy import FaultProxy
+
+    image_id = _image(project, "flaky")
+    port = int(registry.address.rsplit(":", 1)[1])
+    faults = {1: "503", 2: "reset"}
+    with FaultProxy(port, lambda n, line: faults.get(n, "pass")) as proxy:
+        point_release_yaml(project.root, {"url: 127.0.0.1:5000": f"url: 127.0.0.1:{proxy.port}"})
+        code, out = project.run("publish", "--channel", "nightly", tries=3)
+        assert code == 0, out
+        assert proxy.injected == {"503": 1, "reset": 1}
+        assert _pulled_id(docker.from_env(), registry, project.repo, f"{VERSION}-cpu-runtime-nightly") == image_id
+        proxy.plan = lambda n, line: "503"
+        code, out = project.run("publish", "--channel", "test")
+    assert code == 7, out
+    flat = " ".join(out.split())
+    assert f"127.0.0.1:{proxy.port}: gave up after 2 tries; last response: HTTP 503 Service Unavailable" in flat, out
