@@ -262,3 +262,17 @@ def test_a_flaky_registry_is_tried_again_and_one_that_keeps_failing_is_named(
     assert code == 7, out
     flat = " ".join(out.split())
     assert f"127.0.0.1:{proxy.port}: gave up after 2 tries; last response: HTTP 503 Service Unavailable" in flat, out
+
+
+def test_an_image_missing_from_the_engine_stops_the_publish_before_any_push(
+        project: Project, registry: Registry) -> None:
+    image_id = _image(project, "present")
+    missing = "sha256:" + "0" * 64
+    write_manifest(project.dist, [image_record(project.ref, image_id),
+                                  image_record(f"{project.repo}:{VERSION}-cpu-devel", missing)])
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 7, out
+    flat = " ".join(out.split())
+    assert f"{project.repo}:{VERSION}-cpu-devel: the docker engine holds no image {missing}" in flat, out
+    assert "nothing was uploaded" in flat
+    assert _tags(registry, project.repo) == []  # not even the image that is there

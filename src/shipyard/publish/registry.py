@@ -11,7 +11,8 @@ checkable on the registry without pulling a layer. A publish, per image:
    credentials in its auth header only);
 2. reads the pushed manifest back by its digest, checks the digest of the bytes served, that its
    config is the recorded image id, and the config blob's own sha256;
-3. writes the channel tag with one PUT of exactly those manifest bytes, then reads the tag back.
+3. when every image of the release is staged and verified, writes each channel tag with one PUT
+   of exactly those manifest bytes, then reads the tag back.
 
 A tag names a complete, verified image or nothing, and a channel tag is never moved: run.py
 refuses an image whose channel tag already names another id (naming both), and leaves one that
@@ -37,7 +38,9 @@ from typing import Any
 
 import docker
 import requests
+from docker.models.images import Image
 
+from shipyard.docker_base import ensure_docker_engine
 from shipyard.image.registry import push_image
 from shipyard.publish.errors import PublishError
 from shipyard.publish.plan import PublishFile
@@ -72,6 +75,7 @@ class RegistryBackend(Backend):
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
+            ensure_docker_engine(required=True)  # else: the fix, not the SDK's traceback
             self._client = docker.from_env(timeout=max(600, int(self.ctx.policy.timeout)))
         return self._client
 
@@ -163,29 +167,46 @@ class RegistryBackend(Backend):
             return f"no image {image_id} in the engine"
 
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:
-        for f in files:
-            self._release_one(channel, f)
+        """Every image staged and verified first, then the channel tags, one PUT each: the
+        release's images appear together, and none before all of them are verified."""
+        staged = [(f, *self._stage(channel, f)) for f in files]
+        for f, digest, body in staged:
+            repo, name = f.filename.split(":", 1)
+            self._write_channel_tag(repo, channel_tag(name, channel), body, digest, f)
+            self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
+                                    ref=f"{self.host}/{repo}:{channel_tag(name, channel)}", digest=digest,
+                                    sha256=f.sha256)
         self.ctx.progress(f"{self.target.name}: {self.describe(channel)}: {len(files)} images visible")
 
-    def _release_one(self, channel: str, f: PublishFile) -> None:
+    def preflight(self, files: Sequence[PublishFile]) -> None:
+        """The engine answers and holds every image by the id the manifest records."""
+        for f in files:
+            self._local_image(f)
+
+    def _local_image(self, f: PublishFile) -> Image:
+        try:
+            return self.client.images.get(f"sha256:{f.sha256}")
+        except docker.errors.ImageNotFound:
+            raise PublishError(f"{f.artifact}: the docker engine holds no image sha256:{f.sha256} (the image id "
+                               f"dist/manifest.json records); nothing was uploaded: build it again (shipyard image "
+                               f"build) or publish on the machine that built it") from None
+
+    def _stage(self, channel: str, f: PublishFile) -> tuple[str, bytes]:
+        """The image under its staging tag, verified: (manifest digest, manifest bytes). Not pushed
+        again when the journal and the registry agree it is there."""
         repo, name = f.filename.split(":", 1)
         staging = staging_tag(name, channel, f.sha256)
         stage_ref = f"{self.host}/{repo}:{staging}"
-        verified = self.ctx.journal.verified(stage_ref).get(f.filename)
-        if verified is None or not self._tag_has(repo, staging, verified):
-            digest = self._push(f, repo, staging)
-            self.ctx.journal.record("stage", target=self.target.name, channel=channel, image=f.filename,
-                                    ref=stage_ref, digest=digest, sha256=f.sha256)
-            body = self._verify(repo, digest, f)
-            self.ctx.journal.record("verified", target=self.target.name, where=stage_ref, file=f.filename,
-                                    sha256=digest, image_id=f.sha256)
-        else:
-            digest = verified
-            body = self._verify(repo, digest, f)
-        self._write_channel_tag(repo, channel_tag(name, channel), body, digest, f)
-        self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
-                                ref=f"{self.host}/{repo}:{channel_tag(name, channel)}", digest=digest,
-                                sha256=f.sha256)
+        digest = self.ctx.journal.verified(stage_ref).get(f.filename)
+        if digest is not None and self._tag_has(repo, staging, digest):
+            return digest, self._verify(repo, digest, f)
+        digest = self._push(f, repo, staging)
+        self.ctx.journal.record("stage", target=self.target.name, channel=channel, image=f.filename,
+                                ref=stage_ref, digest=digest, sha256=f.sha256)
+        body = self._verify(repo, digest, f)
+        self.ctx.journal.record("verified", target=self.target.name, where=stage_ref, file=f.filename,
+                                sha256=digest, image_id=f.sha256)
+        return digest, body
 
     def _auth(self) -> dict[str, str] | None:
         creds = self.ctx.credentials
@@ -193,12 +214,7 @@ class RegistryBackend(Backend):
 
     def _push(self, f: PublishFile, repo: str, tag: str) -> str:
         """Push the local image with id `f.sha256` as `<repo>:<tag>`; the manifest digest."""
-        try:
-            image = self.client.images.get(f"sha256:{f.sha256}")
-        except docker.errors.ImageNotFound:
-            raise PublishError(f"{f.artifact}: the docker engine holds no image sha256:{f.sha256} (the image id "
-                               f"dist/manifest.json records); build it again (shipyard image build) or publish "
-                               f"on the machine that built it") from None
+        image = self._local_image(f)
         local = f"{repo}:{tag}"
         image.tag(repo, tag)
         try:

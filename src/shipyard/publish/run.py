@@ -147,6 +147,9 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
                                  + "\n  ".join(conflicts) + "\npublish a new version (or build number) instead")
     for name, files in new.items():
         if files:
+            session.backends[name].preflight(files)  # e.g. the engine holds every image: before any upload
+    for name, files in new.items():
+        if files:
             if gating.marked:  # nightly took artifacts with a failing stable feature: the journal says so
                 session.backends[name].ctx.journal.record(
                     "marked", channel=channel, notes=[str(n) for n in gating.marked

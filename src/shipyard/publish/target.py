@@ -66,6 +66,9 @@ class Backend(ABC):
     def fetch(self, listed: Listed, dest: Path) -> Path:
         """Download a listed file into the folder `dest`; return its path."""
 
+    def preflight(self, files: Sequence[PublishFile]) -> None:  # noqa: B027 - a hook, no-op by default
+        """Whatever else must hold before any target uploads anything (files are checked already)."""
+
     def fetched_sha256(self, path: Path) -> str:
         """The sha256 of what `fetch` returned (the file's; a registry's: the pulled image's id)."""
         return sha256_of(path)
