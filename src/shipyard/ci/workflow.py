@@ -59,11 +59,13 @@ def _host_tools(spec: Spec) -> list[Step]:
         {"name": "Python for shipyard", "uses": uses("actions/setup-python"),
          "with": {"python-version": _tools_python(spec.release)}},
         {"name": "Install shipyard", "env": {"UV_REQUIREMENT": _uv_requirement(spec.root)},
-         "run": "python -m pip install --disable-pip-version-check \"$UV_REQUIREMENT\"\n"
-                "python -m uv venv .venv\n"
-                "python -m uv pip install --python .venv .\n"
-                "python -c 'import os; print(os.path.abspath(os.path.join(\".venv\", "
-                "\"Scripts\" if os.name == \"nt\" else \"bin\")))' >> \"$GITHUB_PATH\"\n"},
+         # a venv of its own: the runner's tool-cache Python stays as setup-python left it
+         "run": "python -m venv .venv\n"
+                "bin=.venv/bin; [ \"$RUNNER_OS\" = Windows ] && bin=.venv/Scripts\n"
+                "\"$bin/python\" -m pip install --quiet --disable-pip-version-check \"$UV_REQUIREMENT\"\n"
+                "\"$bin/python\" -m uv pip install --python \"$bin/python\" .\n"
+                "\"$bin/python\" -c 'import os, sys; print(os.path.dirname(os.path.abspath(sys.executable)))' "
+                ">> \"$GITHUB_PATH\"\n"},
     ]
 
 
