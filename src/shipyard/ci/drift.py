@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.ci.workflow import generate
 from shipyard.validate import Spec
+from shipyard.wheel.index import write_atomic
 
 
 @dataclass(frozen=True)
@@ -38,11 +37,6 @@ def write_generated(spec: Spec) -> list[Path]:
         target = spec.root / path
         if target.is_file() and target.read_text() == text:
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        write_atomic(target, text)
         changed.append(path)
     return changed
