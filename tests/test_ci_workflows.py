@@ -69,6 +69,8 @@ def test_check_fails_on_drift_and_generate_repairs_it(ci_copy, capsys):
 
 
 def test_actionlint_passes_on_the_committed_workflows(repo):
+    # actionlint checks every run: script with shellcheck when it finds one (ci/bootstrap.sh installs it)
+    assert shutil.which("shellcheck"), "shellcheck is missing: run ci/bootstrap.sh"
     files = [str(repo / name) for name in WORKFLOWS]
     done = subprocess.run([ACTIONLINT, "-no-color", *files], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -79,10 +81,12 @@ def test_actionlint_passes_on_the_committed_workflows(repo):
 def test_actionlint_catches_a_broken_workflow(repo, tmp_path):
     """The lint is real: the same file with one job's `needs` pointing nowhere fails it."""
     text = (repo / WORKFLOWS[0]).read_text().replace("    - plan\n", "    - plann\n", 1)
+    text = text.replace('shipyard ci pythons "${pythons[@]}"', "shipyard ci pythons ${pythons[@]}", 1)
     broken = tmp_path / "release.yml"
     broken.write_text(text)
     done = subprocess.run([ACTIONLINT, "-no-color", str(broken)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "plann" in done.stdout, done.stdout
+    assert "SC2068" in done.stdout, done.stdout  # the unquoted array, found by shellcheck
 
 
 def _build_command_kind(job: dict) -> str:

@@ -92,8 +92,8 @@ def _container_tools() -> list[Step]:
 def _pythons_and_cache() -> list[Step]:
     return [
         {"name": "Pythons of the job", "env": {"PYTHONS": "${{ matrix.pythons }}"},
-         # unquoted on purpose: one argument per Python
-         "run": "shipyard ci pythons $PYTHONS\n"},
+         "run": "read -r -a pythons <<< \"$PYTHONS\"  # one argument per Python\n"
+                "shipyard ci pythons \"${pythons[@]}\"\n"},
         {"name": "Cache key (shipyard's own, from the job's sources and release.yaml)", "id": "cache-key",
          "env": {"JOB_ID": "${{ matrix.id }}"},
          "run": "echo \"key=$(shipyard ci cache-key \"$JOB_ID\")\" >> \"$GITHUB_OUTPUT\"\n"},
@@ -246,8 +246,8 @@ def _docker_lane(spec: Spec, lane: Lane) -> Job:
              {"name": "Save the images for publish", "env": {"REPOSITORY": "${{ matrix.component }}",
                                                                "VARIANT_TAG": "${{ matrix.variant_tag }}"},
               "run": "mkdir -p dist/images\n"
-                     "docker save -o \"dist/images/$VARIANT_TAG.tar\" "
-                     "$(docker image ls --format '{{.Repository}}:{{.Tag}}' \"$REPOSITORY\")\n"},
+                     "mapfile -t images < <(docker image ls --format '{{.Repository}}:{{.Tag}}' \"$REPOSITORY\")\n"
+                     "docker save -o \"dist/images/$VARIANT_TAG.tar\" \"${images[@]}\"\n"},
              _upload_fragment()]
     return {"steps": steps}
 
@@ -335,7 +335,7 @@ def _publish_job(spec: Spec, all_lanes: list[Lane], environment: str) -> Job:
              {"name": "Download the release", "uses": uses("actions/download-artifact"),
               "with": {"name": "release-dist", "path": "dist"}},
              {"name": "Load the images", "run": "for tar in dist/images/*.tar; do\n"
-                                                "  [ -e \"$tar\" ] && docker load -i \"$tar\"\n"
+                                                "  if [ -e \"$tar\" ]; then docker load -i \"$tar\"; fi\n"
                                                 "done\n"}]
     if oidc:
         permissions["id-token"] = "write"
