@@ -223,3 +223,19 @@ def test_lanes_split_at_the_matrix_limit_and_the_guard_names_the_fix(repo, monke
 def test_plan_refuses_a_tag_that_is_not_the_release_version(repo, capsys):
     assert main(["--root", str(repo), "ci", "plan", "--channel", "release", "--ref", "refs/tags/v1.6.0"]) == 2
     assert "tag v1.6.0: release.yaml's release.version is 1.7.0" in capsys.readouterr().err
+
+
+def test_the_readme_fan_out_is_what_the_workflows_run(repo):
+    """README's "How many jobs" figures are the generated ones (they change with release.yaml)."""
+    release = load_spec(repo).release
+    readme = (repo / "README.md").read_text()
+    section = readme[readme.index("## Releasing on GitHub Actions"):readme.index("## A tour of `release.yaml`")]
+    rows = dict(re.findall(r"^\| `([\w-]+)` \| (\d+) \|", section, flags=re.M))
+    all_lanes = lanes(release)
+    assert rows == {lane.job_id: str(len(lane.jobs)) for lane in all_lanes}
+    build_jobs_count = sum(len(lane.jobs) for lane in all_lanes)
+    workflow_jobs = len(_load(repo / WORKFLOWS[0])["jobs"])
+    assert f"Each workflow has {workflow_jobs} jobs" in section
+    assert f"fan out\nto {build_jobs_count} build jobs" in section or f"fan out to {build_jobs_count} build jobs" in section
+    assert f"the {len(expand(release))} cells of `shipyard matrix`" in section
+    assert f"a release runs {build_jobs_count + 3} jobs" in section
