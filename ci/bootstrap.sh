@@ -11,6 +11,7 @@ APT_PACKAGES=(
   g++-mingw-w64-x86-64 wine64                  # Windows DLLs of ember's core, tested under wine
   clang                                        # ember's core must build with clang -Werror too
   docker.io debootstrap docker-registry apache2-utils       # images, the local registry, htpasswd
+  shellcheck                                   # actionlint checks the workflows' run: scripts with it
 )
 
 missing=()

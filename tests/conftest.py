@@ -47,7 +47,7 @@ class SpecCopy:
 SLOWEST_FIRST = ("test_release_build.py", "test_release_cuda.py", "test_conda_install.py", "test_ember_native.py",
                  "test_docker_image.py",
                  "test_mobile_release.py", "test_conda_build.py", "test_publish_release.py", "test_publish_faults.py",
-                 "test_publish.py",
+                 "test_publish.py", "test_ci_steps.py",
                  "test_wheel_pipeline.py", "test_test_gating.py", "test_container_build.py", "test_cuda_toolkit.py")
 
 

@@ -320,6 +320,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_publish_commands(sub)
 
+    from shipyard.manifest_cli import add_manifest_commands
+
+    add_manifest_commands(sub)
+
+    from shipyard.ci.cli import add_ci_commands
+
+    add_ci_commands(sub)
+
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")
     p.set_defaults(func=cmd_schema)

@@ -40,7 +40,8 @@ def content_identity(wheel: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` so that a reader sees the old file or the new one, never half (0644)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -72,8 +73,8 @@ def write_index(variant_dir: Path) -> list[str]:
     for project in projects:
         _write_project(variant_dir / project, project)
     links = "\n".join(f'    <a href="{quote(p)}/">{html.escape(p)}</a><br/>' for p in projects)
-    _write_atomic(variant_dir / "index.html", _page("Simple index", links))
-    _write_atomic(variant_dir / "index.json", json.dumps({
+    write_atomic(variant_dir / "index.html", _page("Simple index", links))
+    write_atomic(variant_dir / "index.json", json.dumps({
         "meta": {"api-version": "1.1"},
         "projects": [{"name": p} for p in projects],
     }, indent=1, sort_keys=True) + "\n")
@@ -106,8 +107,8 @@ def _write_project(folder: Path, project: str) -> None:
         if python:
             entry["requires-python"] = python
         files.append(entry)
-    _write_atomic(folder / "index.html", _page(f"Links for {project}", "\n".join(anchors)))
-    _write_atomic(folder / "index.json", json.dumps({
+    write_atomic(folder / "index.html", _page(f"Links for {project}", "\n".join(anchors)))
+    write_atomic(folder / "index.json", json.dumps({
         "meta": {"api-version": "1.1"}, "name": project, "files": files,
         "versions": sorted(versions),
     }, indent=1, sort_keys=True) + "\n")

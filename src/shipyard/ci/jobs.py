@@ -1,0 +1,185 @@
+"""The release matrix as GitHub jobs: one job per (component, variant, platform) and package
+type, building every Python of its cells, so a native core is built once per job as it is here.
+
+Jobs fall into lanes, one workflow job (one `strategy.matrix`) each: Linux wheels in the builder
+container, Linux wheels of a CUDA version that needs NVIDIA's toolkit image, Windows and macOS
+wheels, pure wheels (once, after the Linux wheels they are tested against), conda packages per
+OS, the mobile runtime, and the Docker images. GitHub runs at most 256 jobs from one matrix: a
+lane with more is split into numbered lanes when the workflows are generated, and `shipyard ci
+plan` refuses to emit a matrix over the limit (`check_lane_size`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from shipyard import matrix
+from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES, HOST_OS
+from shipyard.errors import ShipyardError
+from shipyard.matrix import ANY, Cell, builder_platform, expand
+from shipyard.spec import Release
+
+
+class MatrixTooLarge(ShipyardError):
+    """A lane's matrix holds more jobs than GitHub runs from one matrix."""
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """One GitHub job: every cell of one component, variant and platform of one package type."""
+
+    kind: str  # wheel | conda | mobile | docker
+    component: str
+    variant: str  # the variant the build command takes (a pure job's: the first it stands for)
+    variant_tag: str
+    platform: str  # the platform built for; "any" for a pure job, "mobile" for the mobile targets
+    builder: str  # the platform whose runner builds it
+    os: str
+    runner: str
+    cuda: str
+    pythons: tuple[str, ...]
+    cells: tuple[str, ...] = field(default=())
+
+    @property
+    def id(self) -> str:
+        if self.platform == ANY:
+            return f"{self.kind}-{self.component}-{ANY}"
+        return f"{self.kind}-{self.component}-{self.variant_tag}-{self.platform}"
+
+    @property
+    def lane(self) -> str:
+        if self.kind == "mobile":
+            return "mobile"
+        if self.kind == "docker":
+            return "docker"
+        if self.platform == ANY:
+            return f"{self.kind}-pure"
+        if self.os == "linux" and self.cuda in CUDA_TOOLKIT_IMAGES:
+            return f"{self.kind}-linux-cuda-image"
+        return f"{self.kind}-{self.os}"
+
+    def matrix_entry(self) -> dict[str, str]:
+        return {"id": self.id, "component": self.component, "variant": self.variant,
+                "variant_tag": self.variant_tag, "platform": self.platform, "builder": self.builder,
+                "os": self.os, "runner": self.runner, "cuda": self.cuda, "pythons": " ".join(self.pythons),
+                "cells": str(len(self.cells))}
+
+
+def build_jobs(release: Release, cells: Iterable[Cell] | None = None) -> list[BuildJob]:
+    """The jobs that build `cells` (default: the whole matrix), in matrix order."""
+    jobs: dict[tuple[str, str, str, str], list[Cell]] = {}
+    for cell in expand(release) if cells is None else cells:
+        platform = "mobile" if cell.package_type == "mobile" else cell.platform
+        jobs.setdefault((cell.package_type, cell.component, cell.variant, platform), []).append(cell)
+    out = []
+    for (kind, component, variant_name, platform), members in jobs.items():
+        first = members[0]
+        variant = release.variants[first.variants[0] if first.is_pure else variant_name]
+        builder = builder_platform(release, first)
+        pythons = tuple(dict.fromkeys(c.python for c in members if c.python))
+        if first.is_pure:  # built once, with the release's Pythons available for its tests
+            pythons = release.pythons
+        out.append(BuildJob(kind=kind, component=component, variant=variant.name, variant_tag=variant.tag,
+                            platform=platform, builder=builder.name, os=builder.os, runner=builder.github_runner,
+                            cuda="" if first.is_pure else variant.cuda or "", pythons=pythons,
+                            cells=tuple(c.id for c in members)))
+    return out
+
+
+def docker_jobs(release: Release) -> list[BuildJob]:
+    """One job per variant of release.yaml's images section: a runtime and a devel image."""
+    images = release.images
+    if images is None:
+        return []
+    platform = release.platforms[images.platform]
+    return [BuildJob(kind="docker", component=images.repository, variant=name, variant_tag=release.variants[name].tag,
+                     platform=platform.name, builder=platform.name, os=platform.os, runner=platform.github_runner,
+                     cuda=release.variants[name].cuda or "", pythons=(images.python,))
+            for name in images.variants]
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One workflow job and its matrix. `part` numbers the lanes a big one was split into."""
+
+    name: str
+    jobs: tuple[BuildJob, ...]
+    part: int = 0
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.name}-{self.part}" if self.part else self.name
+
+    @property
+    def output(self) -> str:
+        """The plan job's output holding this lane's matrix."""
+        return self.job_id.replace("-", "_").replace(".", "_")
+
+    @property
+    def kind(self) -> str:
+        return self.jobs[0].kind
+
+    @property
+    def os(self) -> str:
+        return self.jobs[0].os
+
+    def matrix(self) -> dict[str, list[dict[str, str]]]:
+        return {"include": [job.matrix_entry() for job in self.jobs]}
+
+
+# The order lanes appear in the workflow (and run in, where they depend on each other).
+LANE_ORDER = ("wheel-linux", "wheel-linux-cuda-image", "wheel-windows", "wheel-macos", "wheel-pure",
+              "conda-linux", "conda-linux-cuda-image", "conda-windows", "conda-macos", "conda-pure",
+              "mobile", "docker")
+
+
+def lanes(release: Release, limit: int | None = None) -> list[Lane]:
+    """Every lane with at least one job, split into parts of at most `limit` jobs (default:
+    GitHub's limit per matrix)."""
+    limit = limit or matrix.GITHUB_MATRIX_LIMIT
+    by_lane: dict[str, list[BuildJob]] = {}
+    for job in [*build_jobs(release), *docker_jobs(release)]:
+        by_lane.setdefault(job.lane, []).append(job)
+    unknown = set(by_lane) - set(LANE_ORDER)
+    if unknown:
+        raise ShipyardError(f"release.yaml: no GitHub job lane for {', '.join(sorted(unknown))}; "
+                            f"shipyard.ci.jobs.LANE_ORDER lists the lanes the workflows have")
+    out = []
+    for name in LANE_ORDER:
+        members = by_lane.get(name, [])
+        if len(members) <= limit:
+            if members:
+                out.append(Lane(name, tuple(members)))
+            continue
+        for part, start in enumerate(range(0, len(members), limit), start=1):
+            out.append(Lane(name, tuple(members[start:start + limit]), part))
+    return out
+
+
+def check_lane_size(lane: Lane, limit: int | None = None) -> None:
+    """Raise MatrixTooLarge when `lane` holds more jobs than GitHub runs from one matrix."""
+    limit = limit or matrix.GITHUB_MATRIX_LIMIT
+    if len(lane.jobs) > limit:
+        raise MatrixTooLarge(f"job {lane.job_id}: its matrix has {len(lane.jobs)} jobs but GitHub Actions runs at "
+                             f"most {limit} from one matrix; run `shipyard ci generate`, which splits it into "
+                             f"{lane.name}-1, {lane.name}-2, … of at most {limit} jobs each, and commit the workflows")
+
+
+def plan_outputs(release: Release) -> dict[str, str]:
+    """The plan job's outputs: each lane's matrix as compact JSON, by output name."""
+    out: dict[str, str] = {}
+    for lane in lanes(release):
+        check_lane_size(lane)
+        out[lane.output] = json.dumps(lane.matrix(), separators=(",", ":"))
+    return out
+
+
+def host_runner(release: Release) -> str:
+    """The runner of the plan, manifest and publish jobs: the first Linux platform's."""
+    for platform in release.platforms.values():
+        if platform.os == HOST_OS:
+            return platform.github_runner
+    raise ShipyardError("release.yaml: the release pipeline's plan and publish jobs run on a Linux runner; "
+                        "add a platform with os: linux and its github_runner")

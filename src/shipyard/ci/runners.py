@@ -1,0 +1,44 @@
+"""What the pipeline needs to know about GitHub's runners that release.yaml does not say.
+
+release.yaml names the runner of each platform (`platforms.*.github_runner`); the rest is here,
+in one place, because it describes GitHub's machines rather than the release.
+"""
+
+from __future__ import annotations
+
+# The image Linux jobs build in: the same Debian 12 builder this repository's wheels are made
+# on (glibc 2.36, gcc 12); auditwheel then repairs every wheel to the platform's manylinux tag,
+# so the builder is manylinux-style in what it promises. ci/bootstrap.sh sets it up, as here.
+LINUX_BUILDER_IMAGE = "debian:bookworm"
+
+# CUDA versions no runner image can install (they need a host gcc older than any runner has):
+# these cells build in NVIDIA's devel image, which carries the toolkit and a gcc it accepts,
+# the way PyTorch built its CUDA 10.2 wheels. The image is glibc 2.27, too old for the Node 20
+# that actions run on, so the job stays on the runner and `docker run`s the build step in it.
+CUDA_TOOLKIT_IMAGES: dict[str, str] = {
+    "10.2": "nvidia/cuda:10.2-devel-ubuntu18.04",
+}
+
+# Windows has no `shipyard toolchain install` (it assembles Linux toolkits): the job runs
+# NVIDIA's network installer for the full release of each CUDA version, compiler and runtime only.
+CUDA_WINDOWS_RELEASES: dict[str, str] = {
+    "11.8": "11.8.0",
+    "12.4": "12.4.1",
+    "13.0": "13.0.0",
+}
+
+# Minutes each kind of job may run before GitHub cancels it: measured builds here times the
+# runners' slower cores, with room (README, "Releasing on GitHub Actions").
+TIMEOUT_MINUTES: dict[str, int] = {
+    "plan": 10,
+    "wheels": 120,
+    "wheels-cuda": 180,
+    "conda": 120,
+    "mobile": 60,
+    "docker": 60,
+    "manifest": 20,
+    "publish": 60,
+}
+
+# The runner plan, manifest, publish, mobile and docker jobs use: the Linux platform's.
+HOST_OS = "linux"

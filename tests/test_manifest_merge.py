@@ -1,0 +1,68 @@
+"""`shipyard manifest merge|gate`: separate jobs' dist/ folders become one release record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from synthetic_release import features, make_wheel, record, write_manifest
+
+from shipyard.cli import main
+
+
+def _fragment(root: Path, name: str, project: str, tag: str, *, payload: str = "", stable: str = "passed") -> Path:
+    dist = root / name
+    wheel = make_wheel(dist / "whl" / tag / project, project, "1.7.0", payload=payload)
+    write_manifest(dist, [record(dist, wheel, component=project, package_type="wheel", variant=tag, tag=tag,
+                                 tests=features(stable=stable))])
+    return dist
+
+
+def _merge(repo: Path, dist: Path, *fragments: Path) -> int:
+    return main(["--root", str(repo), "manifest", "merge", "--dist", str(dist), *map(str, fragments)])
+
+
+def test_merge_makes_one_manifest_and_index_and_is_idempotent(repo, tmp_path, capsys):
+    a = _fragment(tmp_path, "fragment-a", "ember", "cpu")
+    b = _fragment(tmp_path, "fragment-b", "emberaudio", "cpu")
+    dist = tmp_path / "dist"
+    assert _merge(repo, dist, a, b) == 0
+    assert "merged 2 fragments (2 records: 2 wheel files" in capsys.readouterr().out
+    manifest = json.loads((dist / "manifest.json").read_text())
+    assert sorted(x["component"] for x in manifest["artifacts"]) == ["ember", "emberaudio"]
+    index = json.loads((dist / "whl" / "cpu" / "index.json").read_text())
+    assert [p["name"] for p in index["projects"]] == ["ember", "emberaudio"]
+    before = (dist / "manifest.json").read_bytes()
+    assert _merge(repo, dist, b, a) == 0
+    assert (dist / "manifest.json").read_bytes() == before
+
+
+def test_two_fragments_disagreeing_about_a_cell_are_refused(repo, tmp_path, capsys):
+    a = _fragment(tmp_path / "one", "fragment-a", "ember", "cpu", payload="one")
+    b = _fragment(tmp_path / "two", "fragment-b", "ember", "cpu", payload="two")
+    dist = tmp_path / "dist"
+    assert _merge(repo, dist, a, b) == 6
+    err = capsys.readouterr().err
+    assert "cell ember-cpu-ember-1.7.0-py3-none-any.whl:" in err and "one cell must be built by one job only" in err
+    assert not (dist / "manifest.json").exists()
+
+
+def test_a_damaged_fragment_is_refused_before_anything_is_written(repo, tmp_path, capsys):
+    a = _fragment(tmp_path, "fragment-a", "ember", "cpu")
+    wheel = next((a / "whl").rglob("*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"x")
+    dist = tmp_path / "dist"
+    assert _merge(repo, dist, a) == 6
+    assert "the fragment is damaged: rerun its job" in capsys.readouterr().err
+    assert not dist.exists()
+
+
+def test_gate_blocks_a_failing_stable_feature_on_a_block_channel_only(repo, tmp_path, capsys):
+    dist = tmp_path / "dist"
+    assert _merge(repo, dist, _fragment(tmp_path, "fragment-a", "ember", "cpu", stable="failed")) == 0
+    capsys.readouterr()
+    assert main(["--root", str(repo), "manifest", "gate", "--dist", str(dist), "--channel", "nightly"]) == 0
+    assert "marked" in capsys.readouterr().out
+    code = main(["--root", str(repo), "manifest", "gate", "--dist", str(dist), "--channel", "release"])
+    assert code != 0
+    assert "channel release (gate: block) refuses artifacts with a failing stable feature" in capsys.readouterr().err
