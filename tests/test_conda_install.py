@@ -205,10 +205,10 @@ def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo: Path, released: R
 
 def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo: Path, with_cuda: Released):
     variant = load_spec(repo).release.variants["cuda11"]
-    lib = _published(with_cuda, "libember-cuda11-linux-x86_64-conda")
+    lib = _published(with_cuda, f"libember-{variant.tag}-linux-x86_64-conda")
     assert lib.name.startswith("libember-") and f"-{variant.tag}_h" in lib.name
     assert f"cuda-cudart {variant.cuda}.*" in IndexJson.from_package_archive(lib).depends
-    mutex = _published(with_cuda, "ember-variant-cuda11-conda")
+    mutex = _published(with_cuda, f"ember-variant-{variant.tag}-conda")
     assert IndexJson.from_package_archive(mutex).constrains == [f"__cuda >={variant.cuda}"]
 
 

@@ -223,7 +223,7 @@ def _publish(spec: Spec, cells: list[CondaCell], request: CondaRunRequest, progr
             # recorded too, so that `shipyard publish` (whose only input is the manifest) sends it.
             assert variant is not None
             records.append(conda_artifact_record(
-                cell.package.path, channel=channel, cell_id=f"{cell.package.name}-{variant.name}-conda",
+                cell.package.path, channel=channel, cell_id=f"{cell.package.name}-{variant.tag}-conda",
                 component=cell.package.name, variant=variant.name, variant_tag=variant.tag, platform="any",
                 python=None, version=release.release.version, features=(), tests=None,
                 build={"key": cell.package.key, "result": cell.package.result,
