@@ -62,6 +62,11 @@ def read_token(token_file: Optional[str]) -> Optional[bytes]:
             raise UsageError(f"--rdzv-token-file {token_file}: cannot read it ({err.strerror})") from None
         if not token:
             raise UsageError(f"--rdzv-token-file {token_file} is empty; put the job's token in it")
+        try:
+            token.decode("utf-8")  # handed to the workers through their environment
+        except UnicodeDecodeError:
+            raise UsageError(f"--rdzv-token-file {token_file} is not text; use e.g. the output of "
+                             "`openssl rand -hex 32`") from None
         return token
     token = os.environ.get(TOKEN_ENV, "").strip()
     return token.encode() if token else None

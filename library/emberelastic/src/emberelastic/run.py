@@ -12,8 +12,8 @@ from typing import List, Optional
 
 import secrets
 
-from emberelastic.config import TOKEN_ENV, LaunchConfig, UsageError, is_loopback, parse_endpoint,
-                                parse_nnodes, read_token
+from emberelastic.config import (TOKEN_ENV, LaunchConfig, UsageError, is_loopback, parse_endpoint,
+                                 parse_nnodes, read_token)
 
 EXIT_USAGE = 2
 
@@ -110,8 +110,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"ember-run: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     from emberelastic.agent import ElasticAgent  # imports ember only once the options are valid
+    from ember.distributed import DistributedError
 
-    return ElasticAgent(config).run()
+    try:
+        agent = ElasticAgent(config)
+    except (DistributedError, ValueError) as err:
+        # Most often a store that refused this node's token, or one that cannot be reached.
+        print(f"ember-run: error: rendezvous store {config.rdzv_host or '127.0.0.1'}:{config.rdzv_port}: {err}",
+              file=sys.stderr)
+        return 1
+    return agent.run()
 
 
 if __name__ == "__main__":
