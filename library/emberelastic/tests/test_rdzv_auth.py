@@ -48,6 +48,7 @@ def test_a_non_loopback_endpoint_needs_a_token_not_on_the_command_line(tmp_path,
     rc, out, err = run.finish(run.launch("--nnodes", "2", "--rdzv-endpoint", "192.0.2.1:29400",
                                          "--rdzv-bind", "0.0.0.0", mode="env", out_dir=tmp_path), timeout=30)
     assert rc == 2, err
+    assert "--rdzv-bind 0.0.0.0) authenticates every peer" in err
     assert "--rdzv-token-file FILE or $EMBER_RDZV_TOKEN" in err
     empty = token_file(tmp_path, "empty", "")
     rc, out, err = run.finish(run.launch("--nnodes", "2", "--rdzv-endpoint", "192.0.2.1:29400",

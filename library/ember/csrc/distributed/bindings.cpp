@@ -224,7 +224,7 @@ ember_dist_server* server_of(PyObject* self) { return reinterpret_cast<ServerObj
 
 PyObject* server_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"host", "port", "token", nullptr};
-  const char* host = "";
+  const char* host = "127.0.0.1";
   int port = 0;
   const char* token = nullptr;
   Py_ssize_t token_len = 0;
@@ -286,7 +286,7 @@ PyType_Slot server_slots[] = {
     {Py_tp_dealloc, reinterpret_cast<void*>(server_dealloc)},
     {Py_tp_methods, server_methods},
     {Py_tp_getset, server_getset},
-    {Py_tp_doc, const_cast<char*>("StoreServer(host='', port=0, token=b''): a store server running on a thread of this process; "
+    {Py_tp_doc, const_cast<char*>("StoreServer(host='127.0.0.1', port=0, token=b''): a store server running on a thread of this process; "
                                       "peers must prove they hold the token.")},
     {0, nullptr},
 };

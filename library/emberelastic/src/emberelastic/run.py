@@ -66,27 +66,24 @@ def config_from_args(argv: Optional[List[str]] = None) -> LaunchConfig:
             host, port = parse_endpoint(args.rdzv_endpoint)
         run_id = args.rdzv_id or ("default" if host is not None else uuid.uuid4().hex[:12])
     bind = args.rdzv_bind
-    if host is None or is_loopback(host):
+    if host is not None and bind is None and not is_loopback(host):
+        raise UsageError(
+            f"--rdzv-endpoint {args.rdzv_endpoint} is not a loopback address, so the rendezvous "
+            "store would listen beyond loopback; say where with --rdzv-bind ADDRESS (the "
+            "endpoint's host name to listen only on the address it names here, an address of "
+            "this host, or 0.0.0.0 for every interface)")
+    if host is None and bind is not None:
+        raise UsageError("--rdzv-bind needs --rdzv-endpoint (a single-node job listens on loopback)")
+    if token is None:
         if bind is not None and not is_loopback(bind):
-            raise UsageError(f"--rdzv-bind {bind} listens beyond loopback, but the rendezvous "
-                             "endpoint is this machine's loopback; drop --rdzv-bind")
-        # A job confined to this machine: a local store, and (for --standalone and a single
-        # node without an endpoint) a token made here and handed to the workers.
-        bind = None
-        if token is None:
-            token = secrets.token_hex(32).encode() if host is None else b""
-    else:
-        if bind is None:
             raise UsageError(
-                f"--rdzv-endpoint {args.rdzv_endpoint} is not a loopback address, so the rendezvous "
-                "store would listen beyond loopback; say where with --rdzv-bind ADDRESS (the "
-                "endpoint's host name to listen only on the address it names here, an address of "
-                "this host, or 0.0.0.0 for every interface)")
-        if token is None:
-            raise UsageError(
-                f"a rendezvous beyond loopback ({args.rdzv_endpoint}) authenticates every peer with "
+                f"a rendezvous beyond loopback (--rdzv-bind {bind}) authenticates every peer with "
                 f"the job's token: give it with --rdzv-token-file FILE or ${TOKEN_ENV} (the same "
                 "on every node; not on the command line)")
+        # A job confined to this machine. Without an endpoint (--standalone, or one node) the
+        # token is made here and handed to the workers; agents sharing a loopback endpoint
+        # cannot agree on one made up, so they use the empty token unless given one.
+        token = secrets.token_hex(32).encode() if host is None else b""
     if args.module and args.no_python:
         raise UsageError("-m and --no-python exclude each other")
     if args.no_python:

@@ -319,6 +319,8 @@ class StoreServer::Loop {
         r.expect_end();
         respond(c, wire::Status::kOk, "");
         return;
+      case Op::kAuth:
+        break;  // only ever the first frame of a connection
     }
     throw wire::MalformedMessage{"unknown op"};
   }
