@@ -209,9 +209,10 @@ class StoreServer::Loop {
     const std::string client_nonce(reinterpret_cast<const char*>(payload), auth::kNonceSize);
     const auth::Digest expected = auth::hmac_sha256(token_, wire::kClientLabel + c.nonce + client_nonce);
     if (!auth::equal_digests(payload + auth::kNonceSize, expected.data(), auth::kMacSize)) {
-      // Said once, then closed: the client reports it instead of a bare reset.
-      respond(c, wire::Status::kError, "authentication failed: the peer does not hold this store's token");
+      // Counted before the answer leaves, so whoever reads the refusal also sees the count;
+      // said once, then closed: the client reports it instead of a bare reset.
       reject(c);
+      respond(c, wire::Status::kError, "authentication failed: the peer does not hold this store's token");
       return;
     }
     c.authenticated = true;
