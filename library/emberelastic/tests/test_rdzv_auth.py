@@ -97,7 +97,7 @@ def test_a_node_with_the_wrong_token_is_refused(tmp_path, run, no_token_env):
     assert not list(tmp_path.glob("env-*.json"))  # no worker of either node ever started
 
 
-def test_a_node_without_a_token_is_refused(tmp_path, run, no_token_env, monkeypatch):
+def test_a_node_without_a_token_is_refused(tmp_path, run, no_token_env):
     host, peer = _joined_job(tmp_path, run,
                              lambda port: ("--rdzv-endpoint", f"127.0.0.1:{port}",
                                            "--rdzv-token-file", str(token_file(tmp_path, "t", TOKEN))),
