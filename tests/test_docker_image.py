@@ -152,13 +152,32 @@ def network(client: docker.DockerClient) -> Iterator[str]:
         net.remove()
 
 
-def _node(client: docker.DockerClient, image: str, network: str, name: str, rdzv_host: str,
+@pytest.fixture
+def job_token(tmp_path: Path) -> Path:
+    """The job's secret in a folder of its own, bind-mounted read-only into every node: the
+    token reaches ember-run through --rdzv-token-file, never through argv or the image."""
+    folder = tmp_path / "job-secret"
+    folder.mkdir(mode=0o755)
+    token = folder / "token"
+    token.write_text(secrets.token_hex(32) + "\n")
+    token.chmod(0o444)  # the image's user is not root
+    return folder
+
+
+TOKEN_MOUNT = "/run/secrets/ember"
+
+
+def _node(client: docker.DockerClient, image: str, network: str, name: str, rdzv_host: str, token: Path,
           *extra: str, steps: int = 200, collective_timeout: int = 60) -> docker.models.containers.Container:
+    # --rdzv-bind names the endpoint's host: its own node listens on that address only, and
+    # every other node (where the name is not a local address) connects instead.
     return client.containers.run(
         image, ["ember-run", "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"{rdzv_host}:29400",
+                "--rdzv-bind", rdzv_host, "--rdzv-token-file", f"{TOKEN_MOUNT}/token",
                 "--rdzv-id", "two-containers", *extra, EXAMPLE, "--steps", str(steps),
                 "--timeout", str(collective_timeout)],
-        name=name, hostname=name, network=network, detach=True)
+        name=name, hostname=name, network=network, detach=True,
+        volumes={str(token): {"bind": TOKEN_MOUNT, "mode": "ro"}})
 
 
 def _wait(container, timeout: float) -> int:  # noqa: ANN001
@@ -166,16 +185,20 @@ def _wait(container, timeout: float) -> int:  # noqa: ANN001
 
 
 def test_two_containers_form_one_two_node_job(images: Images, client: docker.DockerClient, network: str,
-                                              request: pytest.FixtureRequest) -> None:
+                                              job_token: Path, request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
     image = images.get(variant).plan.tag
     host = f"{network}-node0"
-    nodes = [_node(client, image, network, host, host, "--rdzv-timeout", "60"),
-             _node(client, image, network, f"{network}-node1", host, "--rdzv-timeout", "60")]
+    nodes = [_node(client, image, network, host, host, job_token, "--rdzv-timeout", "60"),
+             _node(client, image, network, f"{network}-node1", host, job_token, "--rdzv-timeout", "60")]
     codes = [_wait(n, RUN_TIMEOUT) for n in nodes]
     logs = [n.logs().decode() for n in nodes]
     print("\n".join(logs))
     assert codes == [0, 0], logs
+    token = (job_token / "token").read_text().strip()
+    for node in nodes:  # the secret is in no log and in no container's command line
+        node.reload()
+        assert token not in " ".join(node.attrs["Args"]) and token not in node.logs().decode()
     rounds = sorted(re.search(r"round \d+: node (\d)/2, ranks (\d)\.\.(\d) of 4", log).groups() for log in logs)
     assert rounds == [("0", "0", "1"), ("1", "2", "3")], logs  # both nodes' ranks, one job of four
     trained = [log for log in logs if "world_size=4" in log]
@@ -185,7 +208,7 @@ def test_two_containers_form_one_two_node_job(images: Images, client: docker.Doc
 
 
 def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images, client: docker.DockerClient,
-                                                                 network: str,
+                                                                 network: str, job_token: Path,
                                                                  request: pytest.FixtureRequest) -> None:
     """ember-run's policy (library/emberelastic/README.md): a node that leaves makes its peers'
     collectives fail, the group restarts with the remaining nodes as long as MIN remain; with
@@ -195,10 +218,10 @@ def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images,
     image = images.get(variant).plan.tag
     host = f"{network}-node0"
     timeout, collective = 20, 15
-    survivor = _node(client, image, network, host, host, "--rdzv-timeout", str(timeout), steps=10**8,
-                     collective_timeout=collective)
-    victim = _node(client, image, network, f"{network}-node1", host, "--rdzv-timeout", str(timeout), steps=10**8,
-                   collective_timeout=collective)
+    survivor = _node(client, image, network, host, host, job_token, "--rdzv-timeout", str(timeout),
+                     steps=10**8, collective_timeout=collective)
+    victim = _node(client, image, network, f"{network}-node1", host, job_token, "--rdzv-timeout", str(timeout),
+                   steps=10**8, collective_timeout=collective)
     deadline = time.monotonic() + 90
     while not all(b"round 0:" in n.logs() for n in (survivor, victim)):
         assert time.monotonic() < deadline, [n.logs().decode() for n in (survivor, victim)]

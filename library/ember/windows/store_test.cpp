@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +81,38 @@ int main() {
     });
   for (auto& t : threads) t.join();
   CHECK(a.get("shared") == "200");
+
+  // Authentication: a store with a token serves the clients that hold it and refuses, at
+  // once and with a reason, those that hold another or none; a store without a token may
+  // not listen beyond loopback.
+  {
+    const std::string token = "job-secret";
+    StoreServer guarded("127.0.0.1", 0, token);
+    StoreClient member("127.0.0.1", guarded.port(), Milliseconds(5000), token);
+    member.set("k", "v");
+    CHECK(member.get("k") == "v");
+    CHECK(member.token() == token);
+    for (const std::string& wrong : {std::string("job-secreT"), std::string()}) {
+      bool refused = false;
+      const auto start = Clock::now();
+      try {
+        StoreClient stranger("127.0.0.1", guarded.port(), Milliseconds(20000), wrong);
+      } catch (const DistributedError& e) {
+        refused = std::string(e.what()).find("authentication failed") != std::string::npos;
+      }
+      CHECK(refused);
+      CHECK(Clock::now() - start < std::chrono::seconds(5));
+    }
+    CHECK(guarded.rejected_connections() == 2);
+    CHECK(member.get("k") == "v");
+    bool needs_token = false;
+    try {
+      StoreServer open_to_all("0.0.0.0", 0);
+    } catch (const std::invalid_argument& e) {
+      needs_token = std::string(e.what()).find("needs a token") != std::string::npos;
+    }
+    CHECK(needs_token);
+  }
 
   if (failures) {
     std::printf("store_test: %d FAILED\n", failures);

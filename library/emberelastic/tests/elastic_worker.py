@@ -12,6 +12,9 @@ keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "G
         "MASTER_PORT", "EMBER_ELASTIC_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "MAX_RESTARTS"]
 record = {k: os.environ.get(k) for k in keys}
 record["pid"] = os.getpid()
+record["argv"] = sys.argv
+# Whether the launcher handed the job token over (the token itself is never recorded).
+record["has_token"] = bool(os.environ.get("EMBER_RDZV_TOKEN"))
 
 
 def write(name, data):

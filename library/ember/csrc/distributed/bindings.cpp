@@ -223,17 +223,20 @@ struct ServerObject {
 ember_dist_server* server_of(PyObject* self) { return reinterpret_cast<ServerObject*>(self)->server; }
 
 PyObject* server_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"host", "port", nullptr};
-  const char* host = "";
+  static const char* kw[] = {"host", "port", "token", nullptr};
+  const char* host = "127.0.0.1";
   int port = 0;
+  const char* token = nullptr;
+  Py_ssize_t token_len = 0;
   uint16_t p;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|si:StoreServer", const_cast<char**>(kw), &host, &port) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|siy#:StoreServer", const_cast<char**>(kw), &host, &port,
+                                   &token, &token_len) ||
       !to_port(port, &p))
     return nullptr;
   ember_dist_server* server = nullptr;
   ember_dist_status status;
   Py_BEGIN_ALLOW_THREADS
-  status = ember_dist_server_create(host, p, &server);
+  status = ember_dist_server_create_with_token(host, p, token, static_cast<size_t>(token_len), &server);
   Py_END_ALLOW_THREADS
   if (status != EMBER_DIST_OK) return raise_status(status);
   auto* self = reinterpret_cast<ServerObject*>(type->tp_alloc(type, 0));
@@ -283,7 +286,8 @@ PyType_Slot server_slots[] = {
     {Py_tp_dealloc, reinterpret_cast<void*>(server_dealloc)},
     {Py_tp_methods, server_methods},
     {Py_tp_getset, server_getset},
-    {Py_tp_doc, const_cast<char*>("StoreServer(host='', port=0): a store server running on a thread of this process.")},
+    {Py_tp_doc, const_cast<char*>("StoreServer(host='127.0.0.1', port=0, token=b''): a store server running on a thread of this process; "
+                                      "peers must prove they hold the token.")},
     {0, nullptr},
 };
 PyType_Spec server_spec = {"ember._distributed.StoreServer", sizeof(ServerObject), 0, Py_TPFLAGS_DEFAULT,
@@ -299,20 +303,22 @@ struct ClientObject {
 ember_dist_client* client_of(PyObject* self) { return reinterpret_cast<ClientObject*>(self)->client; }
 
 PyObject* client_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"host", "port", "timeout", nullptr};
+  static const char* kw[] = {"host", "port", "timeout", "token", nullptr};
   const char* host;
   int port;
   double timeout = 300.0;
+  const char* token = nullptr;
+  Py_ssize_t token_len = 0;
   uint16_t p;
   int64_t ms;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "si|d:StoreClient", const_cast<char**>(kw), &host, &port,
-                                   &timeout) ||
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "si|dy#:StoreClient", const_cast<char**>(kw), &host, &port,
+                                   &timeout, &token, &token_len) ||
       !to_port(port, &p) || !to_ms(timeout, &ms))
     return nullptr;
   ember_dist_client* client = nullptr;
   ember_dist_status status;
   Py_BEGIN_ALLOW_THREADS
-  status = ember_dist_client_create(host, p, ms, &client);
+  status = ember_dist_client_create_with_token(host, p, token, static_cast<size_t>(token_len), ms, &client);
   Py_END_ALLOW_THREADS
   if (status != EMBER_DIST_OK) return raise_status(status);
   auto* self = reinterpret_cast<ClientObject*>(type->tp_alloc(type, 0));
@@ -512,7 +518,7 @@ PyType_Slot client_slots[] = {
     {Py_tp_dealloc, reinterpret_cast<void*>(client_dealloc)},
     {Py_tp_methods, client_methods},
     {Py_tp_getset, client_getset},
-    {Py_tp_doc, const_cast<char*>("StoreClient(host, port, timeout=300.0): a connection to a store server.")},
+    {Py_tp_doc, const_cast<char*>("StoreClient(host, port, timeout=300.0, token=b''): an authenticated connection to a store server.")},
     {0, nullptr},
 };
 PyType_Spec client_spec = {"ember._distributed.StoreClient", sizeof(ClientObject), 0, Py_TPFLAGS_DEFAULT,

@@ -106,6 +106,79 @@ def procs():
     return SimpleNamespace(free_port=free_port, start_rank=start_rank, result_of=result_of, run_group=run_group)
 
 
+# --- the wire protocols' handshakes, for tests that play a peer by hand ----------------------
+# Both follow library/ember/core/distributed/src/store_wire.h and group_wire.h (version 2).
+
+STORE_MAGIC, STORE_VERSION = 0x53424D45, 2
+STATUS_OK, STATUS_ERROR, STATUS_CHALLENGE, OP_AUTH = 0, 2, 3, 10
+
+
+def _hmac(token: bytes, message: bytes) -> bytes:
+    import hashlib
+    import hmac
+    return hmac.new(token, message, hashlib.sha256).digest()
+
+
+def store_frame(code: int, payload: bytes = b"") -> bytes:
+    import struct
+    return struct.pack("<IHHI", STORE_MAGIC, STORE_VERSION, code, len(payload)) + payload
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"peer closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def recv_frame(sock: socket.socket):
+    """One store frame: (code, payload)."""
+    import struct
+    magic, version, code, length = struct.unpack("<IHHI", recv_exactly(sock, 12))
+    assert (magic, version) == (STORE_MAGIC, STORE_VERSION), (hex(magic), version)
+    assert length <= 4096, length
+    return code, recv_exactly(sock, length)
+
+
+def store_client_handshake(sock: socket.socket, token: bytes = b""):
+    """Plays a store client's side of the handshake; returns the server's (status, payload)."""
+    code, server_nonce = recv_frame(sock)
+    assert code == STATUS_CHALLENGE and len(server_nonce) == 32
+    client_nonce = os.urandom(32)
+    sock.sendall(store_frame(OP_AUTH, client_nonce + _hmac(token, b"ember-store-v2 client" + server_nonce + client_nonce)))
+    return recv_frame(sock)
+
+
+def store_server_handshake(sock: socket.socket, token: bytes = b"") -> None:
+    """Plays a store server's side of the handshake with an honest client."""
+    server_nonce = os.urandom(32)
+    sock.sendall(store_frame(STATUS_CHALLENGE, server_nonce))
+    code, payload = recv_frame(sock)
+    assert code == OP_AUTH and len(payload) == 64
+    client_nonce = payload[:32]
+    sock.sendall(store_frame(STATUS_OK, _hmac(token, b"ember-store-v2 server" + server_nonce + client_nonce)))
+
+
+def group_hello(sock: socket.socket, tag: int, rank: int, kind: int, token: bytes = b"") -> None:
+    """A process-group connection's opening: read the acceptor's nonce, send hello + proof."""
+    import struct
+    nonce = recv_exactly(sock, 32)
+    hello = struct.pack("<IIII", 0x50424D45, tag, rank, kind)
+    sock.sendall(hello + _hmac(token, b"ember-pg-v2 hello" + nonce + hello))
+
+
+@pytest.fixture(scope="session")
+def wire():
+    """Handshake helpers for tests that play a store or group peer over a raw socket."""
+    return SimpleNamespace(frame=store_frame, recv_frame=recv_frame, recv_exactly=recv_exactly,
+                           client_handshake=store_client_handshake, server_handshake=store_server_handshake,
+                           group_hello=group_hello, OK=STATUS_OK, ERROR=STATUS_ERROR,
+                           CHALLENGE=STATUS_CHALLENGE, OP_AUTH=OP_AUTH)
+
+
 # --- wine, for the Windows prototype's tests -------------------------------------------------
 
 WINE = shutil.which("wine64") or ("/usr/lib/wine/wine64" if os.path.exists("/usr/lib/wine/wine64") else None)

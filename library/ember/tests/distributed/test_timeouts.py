@@ -87,7 +87,7 @@ def _trickle(sock: socket.socket, data: bytes, stop: threading.Event) -> None:
             return
 
 
-def test_trickling_peer_cannot_keep_a_collective_alive():
+def test_trickling_peer_cannot_keep_a_collective_alive(wire):
     """Rank 1 is a raw socket that speaks the frame protocol correctly but sends its allreduce
     data one byte per 0.1 s (6.4 s in all): rank 0's 1 s timeout must still fire at ~1 s."""
     from ember import _distributed as C
@@ -111,9 +111,9 @@ def test_trickling_peer_cannot_keep_a_collective_alive():
         fake = C.StoreClient("127.0.0.1", server.port, 10.0)
         host, port = fake.get("pg/addr/0").decode().rsplit(":", 1)
         tag = _fnv1a("pg") ^ 2
-        for kind in (0, 1):  # data, then control connection: u32 magic, tag, rank, kind
+        for kind in (0, 1):  # data, then control connection: u32 magic, tag, rank, kind (+ proof)
             sockets.append(socket.create_connection((host, int(port))))
-            sockets[-1].sendall(struct.pack("<IIII", 0x50424D45, tag, 1, kind))
+            wire.group_hello(sockets[-1], tag, 1, kind)
         data, ctrl = sockets
         # Arrival notice for collective #1 with the same call: allreduce(10 x float32, SUM).
         ctrl.sendall(struct.pack("<IIQ", 0x43424D45, 1, 1) + struct.pack("<IIIIQ", 1, 0, 0, 0, 10))
@@ -132,7 +132,7 @@ def test_trickling_peer_cannot_keep_a_collective_alive():
     assert 0.9 < result["elapsed"] < 1.5, result
 
 
-def test_trickling_store_server_cannot_keep_a_call_alive():
+def test_trickling_store_server_cannot_keep_a_call_alive(wire):
     """A store server that answers one byte per 0.1 s: a client with a 1 s timeout gives up at
     ~1 s (it used to allow a fixed 5 s grace on top of any wait)."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -141,9 +141,10 @@ def test_trickling_store_server_cannot_keep_a_call_alive():
     def serve():
         conn, _ = listener.accept()
         with conn:
+            wire.server_handshake(conn)
             conn.recv(4096)  # the request
             # A well-formed reply header announcing 100 bytes, trickled.
-            _trickle(conn, struct.pack("<IHHI", 0x53424D45, 1, 0, 100) + b"x" * 100, stop)
+            _trickle(conn, wire.frame(0, b"x" * 100), stop)
 
     server = threading.Thread(target=serve)
     server.start()

@@ -28,10 +28,13 @@ def _log(message: str) -> None:
 class ElasticAgent:
     def __init__(self, config: LaunchConfig):
         self.config = config
-        self.store = open_store(config.rdzv_host, config.rdzv_port, config.rdzv_timeout)
+        self.store = open_store(config.rdzv_host, config.rdzv_port, config.rdzv_timeout,
+                                token=config.rdzv_token, bind=config.rdzv_bind)
         self.rdzv = Rendezvous(self.store, config.rdzv_id, config.min_nodes, config.max_nodes,
-                               config.nproc_per_node, config.rdzv_timeout, config.last_call)
-        self.workers = WorkerGroup(config.command, config.nproc_per_node, config.max_restarts, config.rdzv_id)
+                               config.nproc_per_node, config.rdzv_timeout, config.last_call,
+                               token=config.rdzv_token)
+        self.workers = WorkerGroup(config.command, config.nproc_per_node, config.max_restarts, config.rdzv_id,
+                                   token=config.rdzv_token)
         self._signal: Optional[int] = None
 
     def _on_signal(self, signum, frame) -> None:

@@ -1,8 +1,15 @@
 """Launcher options, resolved once into a frozen LaunchConfig."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ipaddress
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Tuple
+
+#: The job token's environment variable (the same one ember.distributed.TCPStore reads).
+TOKEN_ENV = "EMBER_RDZV_TOKEN"
 
 
 class UsageError(ValueError):
@@ -29,6 +36,42 @@ def parse_endpoint(value: str) -> Tuple[str, int]:
     return host, int(port)
 
 
+def is_loopback(host: str) -> bool:
+    """True when ``host`` names this machine's loopback (resolved here, without importing ember)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except OSError:
+        return False
+
+
+def read_token(token_file: Optional[str]) -> Optional[bytes]:
+    """The job token from --rdzv-token-file, else $EMBER_RDZV_TOKEN, else None.
+
+    Never from the command line itself (argv shows in ``ps``), and never printed.
+    """
+    if token_file is not None:
+        try:
+            token = Path(token_file).read_bytes().strip()
+        except OSError as err:
+            raise UsageError(f"--rdzv-token-file {token_file}: cannot read it ({err.strerror})") from None
+        if not token:
+            raise UsageError(f"--rdzv-token-file {token_file} is empty; put the job's token in it")
+        try:
+            token.decode("utf-8")  # handed to the workers through their environment
+        except UnicodeDecodeError:
+            raise UsageError(f"--rdzv-token-file {token_file} is not text; use e.g. the output of "
+                             "`openssl rand -hex 32`") from None
+        return token
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    return token.encode() if token else None
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     min_nodes: int
@@ -44,6 +87,12 @@ class LaunchConfig:
     grace_period: float
     command: Tuple[str, ...]  # the worker command line, interpreter included
     run_as_module: bool = False
+    # Where this node's rendezvous store listens: None for loopback (the only choice without
+    # --rdzv-bind), else an address of this host or "0.0.0.0".
+    rdzv_bind: Optional[str] = None
+    # The job's secret every store and rank-to-rank connection proves; kept out of repr so
+    # that no log or traceback shows it.
+    rdzv_token: bytes = field(default=b"", repr=False)
 
     def __post_init__(self):
         if self.nproc_per_node < 1:

@@ -31,21 +31,25 @@ class RoundInfo:
     master_port: int
 
 
-def open_store(host: Optional[str], port: int, timeout: float) -> TCPStore:
-    """Hosts the store if this node can bind host:port, else connects to whoever does."""
+def open_store(host: Optional[str], port: int, timeout: float, token: bytes = b"",
+               bind: Optional[str] = None) -> TCPStore:
+    """Hosts the store if this node can bind ``bind``:port (loopback when None), else connects
+    to whoever does. Every connection proves it holds ``token``."""
     if host is None:  # standalone
-        return TCPStore("127.0.0.1", 0, is_master=True, timeout=timeout)
+        return TCPStore("127.0.0.1", 0, is_master=True, timeout=timeout, token=token)
     try:
-        return TCPStore(host, port, is_master=True, timeout=timeout)
+        return TCPStore(host, port, is_master=True, timeout=timeout, token=token,
+                        bind=bind if bind is not None else "127.0.0.1")
     except DistributedError:
         # Another agent (here or on the host that owns the address) already serves it.
-        return TCPStore(host, port, is_master=False, timeout=timeout)
+        return TCPStore(host, port, is_master=False, timeout=timeout, token=token)
 
 
 class Rendezvous:
     def __init__(self, store: TCPStore, run_id: str, min_nodes: int, max_nodes: int,
-                 nproc_per_node: int, timeout: float, last_call: float):
+                 nproc_per_node: int, timeout: float, last_call: float, token: bytes = b""):
         self.store = store
+        self.token = token
         self.prefix = f"emberelastic/{run_id}/"
         self.min_nodes, self.max_nodes = min_nodes, max_nodes
         self.nproc = nproc_per_node
@@ -135,7 +139,10 @@ class Rendezvous:
             # (or met by a peer's connect to itself), and the round then hangs until its timeout.
             self.close_worker_store()
             host = self.store.client.local_address()
-            self.worker_store = TCPStore(host, 0, is_master=True, timeout=self.timeout)
+            # It listens only on the address it publishes: the one this node reaches the
+            # rendezvous store through (loopback for a loopback rendezvous).
+            self.worker_store = TCPStore(host, 0, is_master=True, timeout=self.timeout, token=self.token,
+                                         bind=host)
             self.store.set(master_key, f"{host}:{self.worker_store.port}")
         master_host, _, master_port = self.store.get(master_key).decode().rpartition(":")
         return RoundInfo(round=r, group_rank=slot, num_nodes=num_nodes, rank_offset=sum(nprocs[:slot]),

@@ -25,8 +25,10 @@ def _die_with_parent() -> None:
 
 
 class WorkerGroup:
-    def __init__(self, command: Sequence[str], nproc: int, max_restarts: int, run_id: str):
+    def __init__(self, command: Sequence[str], nproc: int, max_restarts: int, run_id: str,
+                 token: bytes = b""):
         self.command = list(command)
+        self.token = token
         self.nproc = nproc
         self.max_restarts = max_restarts
         self.run_id = run_id
@@ -51,6 +53,12 @@ class WorkerGroup:
             "TORCHELASTIC_USE_AGENT_STORE": "True",
             "PYTHONUNBUFFERED": "1",
         })
+        # The job token reaches the workers through their environment only (never argv):
+        # their store and rank-to-rank connections prove it.
+        if self.token:
+            env["EMBER_RDZV_TOKEN"] = self.token.decode()
+        else:
+            env.pop("EMBER_RDZV_TOKEN", None)
         return env
 
     def start(self, info: RoundInfo) -> None:

@@ -18,7 +18,8 @@ namespace ed = ember::distributed;
 
 struct ember_dist_server {
   ed::StoreServer server;
-  ember_dist_server(const std::string& host, uint16_t port) : server(host, port) {}
+  ember_dist_server(const std::string& host, uint16_t port, const std::string& token)
+      : server(host, port, token) {}
 };
 
 struct ember_dist_client {
@@ -146,9 +147,13 @@ void ember_dist_free(char* buffer) { std::free(buffer); }
 // --- server -----------------------------------------------------------------------------
 
 ember_dist_status ember_dist_server_create(const char* host, uint16_t port, ember_dist_server** out) {
+  return ember_dist_server_create_with_token(host, port, nullptr, 0, out);
+}
+ember_dist_status ember_dist_server_create_with_token(const char* host, uint16_t port, const char* token,
+                                                      size_t token_len, ember_dist_server** out) {
   return guarded([&] {
     need(out, "out");  // checked before anything is created, so a refusal leaks nothing
-    *out = new ember_dist_server(need(host, "host"), port);
+    *out = new ember_dist_server(need(host, "host"), port, bytes(token, token_len, "token"));
   });
 }
 void ember_dist_server_destroy(ember_dist_server* server) { delete server; }
@@ -164,9 +169,15 @@ uint64_t ember_dist_server_rejected_connections(const ember_dist_server* server)
 
 ember_dist_status ember_dist_client_create(const char* host, uint16_t port, int64_t timeout_ms,
                                            ember_dist_client** out) {
+  return ember_dist_client_create_with_token(host, port, nullptr, 0, timeout_ms, out);
+}
+ember_dist_status ember_dist_client_create_with_token(const char* host, uint16_t port, const char* token,
+                                                      size_t token_len, int64_t timeout_ms,
+                                                      ember_dist_client** out) {
   return guarded([&] {
     need(out, "out");
-    auto client = std::make_shared<ed::StoreClient>(need(host, "host"), port, ms(timeout_ms));
+    auto client = std::make_shared<ed::StoreClient>(need(host, "host"), port, ms(timeout_ms),
+                                                    bytes(token, token_len, "token"));
     *out = new ember_dist_client{std::move(client)};
   });
 }

@@ -15,6 +15,9 @@ constexpr uint32_t kHelloMagic = 0x50424D45;  // "EMBP"
 constexpr uint32_t kCtrlMagic = 0x43424D45;   // "EMBC"
 constexpr uint32_t kDataMagic = 0x44424D45;   // "EMBD"
 constexpr size_t kFrameSize = 16;
+// The hello (kFrameSize bytes: magic, tag, rank, connection kind) is followed by
+// HMAC-SHA256(token, kHelloLabel | acceptor's nonce | hello); the acceptor sends the nonce.
+constexpr const char* kHelloLabel = "ember-pg-v2 hello";
 // Every data message starts with a header, so a receiver checks what it is about to read
 // (which operation, which collective, how many bytes) instead of trusting the stream:
 //   u32 magic | u16 kind | u8 dtype | u8 reduce op | u64 sequence number | u64 byte count

@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "auth.h"
 #include "ember/distributed/errors.h"
 #include "group_wire.h"
 
@@ -84,9 +85,16 @@ ProcessGroup::~ProcessGroup() {
 void ProcessGroup::connect_mesh(StoreClient& store, const std::string& prefix, Deadline deadline) {
   const char* op = "init_process_group";
   if (world_size_ == 1) return;
-  Socket listener = Socket::listen("", 0, 2 * world_size_ + 8);
-  // The address this host uses to reach the store is one the peers can reach us at.
+  // The address this host uses to reach the store is one the peers can reach us at, and
+  // the only one we listen on.
   const std::string host = store.local_address();
+  Socket listener = Socket::listen(host, 0, 2 * world_size_ + 8);
+  // Every connection proves it holds the store's token: the acceptor sends a fresh nonce,
+  // the connector answers with its hello and HMAC(token, label | nonce | hello).
+  const std::string& token = store.token();
+  auto proof = [&](const std::string& nonce, const char* hello) {
+    return auth::hmac_sha256(token, std::string(kHelloLabel) + nonce + std::string(hello, kFrameSize));
+  };
   auto addr_key = [&](int r) { return prefix + "/addr/" + std::to_string(r); };
   store.set(addr_key(rank_), host + ":" + std::to_string(listener.local_port()));
   const uint32_t tag = fnv1a(prefix) ^ static_cast<uint32_t>(world_size_);
@@ -110,11 +118,16 @@ void ProcessGroup::connect_mesh(StoreClient& store, const std::string& prefix, D
     for (uint32_t kind : {kDataConn, kCtrlConn}) {
       Socket s = Socket::connect(peer_host, peer_port, deadline,
                                  std::string(op) + " (connecting to rank " + std::to_string(p) + ")");
-      char hello[kFrameSize];
+      std::string nonce(auth::kNonceSize, '\0');
+      if (!s.recv_all(&nonce[0], nonce.size(), deadline))
+        throw TimeoutError(op, "handshake with rank " + std::to_string(p) + " timed out", {p});
+      char hello[kFrameSize + auth::kMacSize];
       put_u32(hello, kHelloMagic);
       put_u32(hello + 4, tag);
       put_u32(hello + 8, static_cast<uint32_t>(rank_));
       put_u32(hello + 12, kind);
+      const auth::Digest mac = proof(nonce, hello);
+      std::memcpy(hello + kFrameSize, mac.data(), mac.size());
       if (!s.send_all(hello, sizeof(hello), deadline))
         throw TimeoutError(op, "handshake with rank " + std::to_string(p) + " timed out", {p});
       (kind == kDataConn ? peers_[p]->data : peers_[p]->ctrl) = std::move(s);
@@ -131,16 +144,24 @@ void ProcessGroup::connect_mesh(StoreClient& store, const std::string& prefix, D
       throw TimeoutError(op, "ranks " + format_ranks(missing) + " did not join within the timeout",
                          missing);
     }
-    char hello[kFrameSize];
+    const std::string nonce = auth::random_nonce();
+    char hello[kFrameSize + auth::kMacSize];
     bool ok = false;
     try {
-      ok = s.recv_all(hello, sizeof(hello), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+      // Exactly one hello is read, within 5 s: a silent or chatty stray costs no more.
+      const Deadline hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
+      ok = s.send_all(nonce.data(), nonce.size(), hello_deadline) &&
+           s.recv_all(hello, sizeof(hello), hello_deadline);
     } catch (const DistributedError&) {
       ok = false;
     }
-    // Anything that is not a well-formed hello from an expected peer is a stray
-    // connection: drop it and keep waiting for the real ones.
+    // Anything that is not a well-formed hello proving the token from an expected peer is a
+    // stray connection: drop it and keep waiting for the real ones.
     if (!ok || get_u32(hello) != kHelloMagic || get_u32(hello + 4) != tag) continue;
+    const auth::Digest mac = proof(nonce, hello);
+    if (!auth::equal_digests(reinterpret_cast<const unsigned char*>(hello + kFrameSize), mac.data(),
+                             mac.size()))
+      continue;
     uint32_t peer = get_u32(hello + 8), kind = get_u32(hello + 12);
     if (peer <= static_cast<uint32_t>(rank_) || peer >= static_cast<uint32_t>(world_size_) ||
         kind > kCtrlConn)

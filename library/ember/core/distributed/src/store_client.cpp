@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "ember/distributed/errors.h"
+#include "auth.h"
 #include "ember/distributed/store.h"
 #include "store_wire.h"
 
@@ -15,15 +16,69 @@ constexpr Milliseconds kMaxReplyGrace{5000};
 
 }  // namespace
 
-StoreClient::StoreClient(const std::string& host, uint16_t port, Milliseconds timeout)
-    : host_(host), port_(port), timeout_(timeout) {
+StoreClient::StoreClient(const std::string& host, uint16_t port, Milliseconds timeout,
+                         const std::string& token)
+    : host_(host), port_(port), timeout_(timeout), token_(token) {
   std::lock_guard<std::mutex> lock(mutex_);
   connect_locked(Clock::now() + timeout_);
 }
 
 void StoreClient::connect_locked(Deadline deadline) {
-  socket_ = Socket::connect(host_, port_, deadline,
-                            "store connect " + host_ + ":" + std::to_string(port_));
+  Socket s = Socket::connect(host_, port_, deadline, "store connect " + host_ + ":" + std::to_string(port_));
+  authenticate(s, deadline);
+  socket_ = std::move(s);
+}
+
+void StoreClient::authenticate(Socket& s, Deadline deadline) {
+  const char* op = "store connect";
+  const std::string where = "the store at " + host_ + ":" + std::to_string(port_);
+  const std::string fix =
+      "; every process of a job needs the job's token (EMBER_RDZV_TOKEN, or ember-run --rdzv-token-file)";
+  // Reads one reply frame of at most `limit` payload bytes.
+  auto read_frame = [&](uint32_t limit, std::string* body) -> uint16_t {
+    unsigned char header[wire::kHeaderSize];
+    if (!s.recv_all(header, sizeof(header), deadline))
+      throw TimeoutError(op, where + " did not complete the handshake before the timeout");
+    auto h = wire::parse_header(header);
+    if (h.magic != wire::kMagic) throw DistributedError(op, where + " is not an ember store");
+    if (h.version != wire::kVersion)
+      throw DistributedError(op, where + " speaks store protocol version " + std::to_string(h.version) +
+                                     ", this process version " + std::to_string(wire::kVersion) +
+                                     " (mixed ember versions in one job?)");
+    if (h.length > limit) throw DistributedError(op, "malformed handshake from " + where);
+    body->assign(h.length, '\0');
+    if (h.length && !s.recv_all(&(*body)[0], h.length, deadline))
+      throw TimeoutError(op, where + " did not complete the handshake before the timeout");
+    return h.code;
+  };
+  try {
+    std::string server_nonce;
+    if (read_frame(wire::kChallengePayload, &server_nonce) != uint16_t(wire::Status::kChallenge) ||
+        server_nonce.size() != wire::kChallengePayload)
+      throw DistributedError(op, "malformed handshake from " + where);
+    const std::string client_nonce = auth::random_nonce();
+    const std::string proof =
+        auth::as_string(auth::hmac_sha256(token_, wire::kClientLabel + server_nonce + client_nonce));
+    const std::string request = wire::frame(uint16_t(wire::Op::kAuth), client_nonce + proof);
+    if (!s.send_all(request.data(), request.size(), deadline))
+      throw TimeoutError(op, where + " did not complete the handshake before the timeout");
+    std::string answer;
+    const uint16_t status = read_frame(1024, &answer);
+    if (status == uint16_t(wire::Status::kError))
+      throw DistributedError(op, where + " refused this process: " + answer + fix);
+    const auth::Digest expected = auth::hmac_sha256(token_, wire::kServerLabel + server_nonce + client_nonce);
+    if (status != uint16_t(wire::Status::kOk) || answer.size() != auth::kMacSize ||
+        !auth::equal_digests(reinterpret_cast<const unsigned char*>(answer.data()), expected.data(),
+                             auth::kMacSize))
+      throw DistributedError(op, where + " did not prove it holds the job's token" + fix);
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const DistributedError& e) {
+    if (e.op() == op) throw;
+    // The server closes at once on a failed handshake; say what that most likely means.
+    throw DistributedError(op, where + " closed the connection during the handshake (" + e.what() +
+                                   "): most likely it refused this process's token" + fix);
+  }
 }
 
 std::string StoreClient::local_address() {

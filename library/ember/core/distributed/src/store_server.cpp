@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 
+#include "auth.h"
 #include "ember/distributed/errors.h"
 #include "ember/distributed/store.h"
 #include "store_wire.h"
@@ -46,8 +48,8 @@ bool checked_add(int64_t a, int64_t b, int64_t* out) {
 
 class StoreServer::Loop {
  public:
-  Loop(Socket listener, std::atomic<bool>& stopping, std::atomic<uint64_t>& rejected)
-      : listener_(std::move(listener)), stopping_(stopping), rejected_(rejected) {}
+  Loop(Socket listener, std::string token, std::atomic<bool>& stopping, std::atomic<uint64_t>& rejected)
+      : listener_(std::move(listener)), token_(std::move(token)), stopping_(stopping), rejected_(rejected) {}
 
   void run() {
     while (!stopping_.load()) {
@@ -68,6 +70,7 @@ class StoreServer::Loop {
       }
       for (auto& [id, c] : clients_) process_frames(id, c);
       expire_waiters();
+      expire_handshakes();
       for (auto it = clients_.begin(); it != clients_.end();) {
         if (it->second.dead) {
           drop_waiters(it->first);
@@ -86,6 +89,10 @@ class StoreServer::Loop {
     std::string out;
     bool waiting = false;
     bool dead = false;
+    // Nothing but the handshake is read or served until the peer proved it holds the token.
+    bool authenticated = false;
+    std::string nonce;
+    Deadline handshake_deadline;
   };
   struct Waiter {
     uint64_t client;
@@ -105,7 +112,11 @@ class StoreServer::Loop {
     while (clients_.size() < kMaxClients) {
       Socket s = listener_.accept(Clock::now());
       if (!s.valid()) return;
-      clients_[next_id_++].sock = std::move(s);
+      Client& c = clients_[next_id_++];
+      c.sock = std::move(s);
+      c.nonce = auth::random_nonce();
+      c.handshake_deadline = Clock::now() + std::chrono::milliseconds(wire::kAuthTimeoutMs);
+      respond(c, wire::Status::kChallenge, c.nonce);
     }
   }
 
@@ -114,10 +125,24 @@ class StoreServer::Loop {
     rejected_.fetch_add(1);
   }
 
+  // A frame the server accepts in the connection's current state (before the handshake:
+  // only the kAuth frame, of exactly its size).
+  static bool acceptable(const Client& c, const wire::Header& h) {
+    if (h.magic != wire::kMagic || h.version != wire::kVersion || h.length > wire::kMaxPayload) return false;
+    return c.authenticated || (h.code == uint16_t(wire::Op::kAuth) && h.length == wire::kAuthPayload);
+  }
+
   void read_from(uint64_t, Client& c) {
     char buf[kReadChunk];
     for (int rounds = 0; rounds < 16 && !c.dead; ++rounds) {
-      IoResult r = c.sock.recv_some(buf, sizeof(buf));
+      // Before the handshake, read no further than the one frame it may send.
+      size_t want = sizeof(buf);
+      if (!c.authenticated) {
+        const size_t limit = wire::kHeaderSize + wire::kAuthPayload;
+        if (c.in.size() >= limit) return;
+        want = limit - c.in.size();
+      }
+      IoResult r = c.sock.recv_some(buf, want);
       if (r.status == IoResult::kClosed) {
         c.dead = true;
         return;
@@ -128,7 +153,7 @@ class StoreServer::Loop {
       // after 12 bytes instead of being buffered.
       if (c.in.size() >= wire::kHeaderSize) {
         auto h = wire::parse_header(reinterpret_cast<const unsigned char*>(c.in.data()));
-        if (h.magic != wire::kMagic || h.version != wire::kVersion || h.length > wire::kMaxPayload) {
+        if (!acceptable(c, h)) {
           reject(c);
           return;
         }
@@ -158,11 +183,16 @@ class StoreServer::Loop {
     while (!c.dead && !c.waiting && c.in.size() >= wire::kHeaderSize) {
       auto* bytes = reinterpret_cast<const unsigned char*>(c.in.data());
       auto h = wire::parse_header(bytes);
-      if (h.magic != wire::kMagic || h.version != wire::kVersion || h.length > wire::kMaxPayload) {
+      if (!acceptable(c, h)) {
         reject(c);
         return;
       }
       if (c.in.size() < wire::kHeaderSize + h.length) return;
+      if (!c.authenticated) {
+        check_proof(c, bytes + wire::kHeaderSize);
+        c.in.erase(0, wire::kHeaderSize + h.length);
+        continue;
+      }
       try {
         wire::Reader reader(bytes + wire::kHeaderSize, h.length);
         handle(id, c, static_cast<wire::Op>(h.code), reader);
@@ -172,6 +202,29 @@ class StoreServer::Loop {
       }
       c.in.erase(0, wire::kHeaderSize + h.length);
     }
+  }
+
+  // The kAuth payload: client nonce | HMAC(token, client label | server nonce | client nonce).
+  void check_proof(Client& c, const unsigned char* payload) {
+    const std::string client_nonce(reinterpret_cast<const char*>(payload), auth::kNonceSize);
+    const auth::Digest expected = auth::hmac_sha256(token_, wire::kClientLabel + c.nonce + client_nonce);
+    if (!auth::equal_digests(payload + auth::kNonceSize, expected.data(), auth::kMacSize)) {
+      // Counted before the answer leaves, so whoever reads the refusal also sees the count;
+      // said once, then closed: the client reports it instead of a bare reset.
+      reject(c);
+      respond(c, wire::Status::kError, "authentication failed: the peer does not hold this store's token");
+      return;
+    }
+    c.authenticated = true;
+    respond(c, wire::Status::kOk,
+            auth::as_string(auth::hmac_sha256(token_, wire::kServerLabel + c.nonce + client_nonce)));
+    c.nonce.clear();
+  }
+
+  void expire_handshakes() {
+    const auto now = Clock::now();
+    for (auto& [id, c] : clients_)
+      if (!c.authenticated && !c.dead && c.handshake_deadline <= now) reject(c);
   }
 
   void handle(uint64_t id, Client& c, wire::Op op, wire::Reader& r) {
@@ -267,6 +320,8 @@ class StoreServer::Loop {
         r.expect_end();
         respond(c, wire::Status::kOk, "");
         return;
+      case Op::kAuth:
+        break;  // only ever the first frame of a connection
     }
     throw wire::MalformedMessage{"unknown op"};
   }
@@ -320,6 +375,7 @@ class StoreServer::Loop {
   }
 
   Socket listener_;
+  const std::string token_;
   std::atomic<bool>& stopping_;
   std::atomic<uint64_t>& rejected_;
   std::map<uint64_t, Client> clients_;
@@ -328,10 +384,15 @@ class StoreServer::Loop {
   uint64_t next_id_ = 1;
 };
 
-StoreServer::StoreServer(const std::string& host, uint16_t port) {
+StoreServer::StoreServer(const std::string& host, uint16_t port, const std::string& token) {
   Socket listener = Socket::listen(host, port);
   port_ = listener.local_port();
-  loop_ = std::make_unique<Loop>(std::move(listener), stopping_, rejected_);
+  const std::string bound = listener.local_address();
+  if (token.empty() && !auth::is_loopback(bound))
+    throw std::invalid_argument("a store listening on " + bound + ":" + std::to_string(port_) +
+                                " (beyond loopback) needs a token for its peers to prove; give it the "
+                                "job's token (EMBER_RDZV_TOKEN, or ember-run --rdzv-token-file)");
+  loop_ = std::make_unique<Loop>(std::move(listener), token, stopping_, rejected_);
   thread_ = std::thread([this] {
     try {
       loop_->run();

@@ -2,6 +2,17 @@
 //   u32 magic "EMBS" | u16 version | u16 code (request op or response status) | u32 length
 // Payload fields are little-endian: i64 values and byte strings (u32 length + bytes).
 // Every size is bounded so a garbage or hostile client can only get itself disconnected.
+//
+// Version 2 opens every connection with a mutual HMAC-SHA256 handshake over the job's
+// token (an empty token for a loopback store started without one) before any request:
+//   server -> client  status kChallenge, payload: server nonce (32 random bytes)
+//   client -> server  op kAuth, payload: client nonce (32) | HMAC(token, kClientLabel | server nonce | client nonce)
+//   server -> client  status kOk, payload: HMAC(token, kServerLabel | server nonce | client nonce)
+//                     or status kError with a message, after which the server closes.
+// Until the handshake is done the server reads at most one header plus kAuthPayload bytes,
+// drops any other frame, and drops the connection after kAuthTimeoutMs. A client checks the
+// server's answer too, so it never talks to a store that does not hold the token.
+// Version 1 (no handshake) peers are refused by the version check on either side.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +24,16 @@
 namespace ember::distributed::wire {
 
 constexpr uint32_t kMagic = 0x53424D45;  // "EMBS" read little-endian
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 constexpr size_t kHeaderSize = 12;
 constexpr uint32_t kMaxPayload = 64u << 20;
 constexpr uint32_t kMaxKeySize = 4096;
 constexpr uint32_t kMaxKeysPerRequest = 4096;
+constexpr uint32_t kChallengePayload = 32;  // the server nonce
+constexpr uint32_t kAuthPayload = 64;       // client nonce | HMAC
+constexpr int kAuthTimeoutMs = 10000;
+constexpr const char* kClientLabel = "ember-store-v2 client";
+constexpr const char* kServerLabel = "ember-store-v2 server";
 
 enum class Op : uint16_t {
   kSet = 1,
@@ -29,9 +45,10 @@ enum class Op : uint16_t {
   kDelete = 7,
   kNumKeys = 8,
   kPing = 9,
+  kAuth = 10,
 };
 
-enum class Status : uint16_t { kOk = 0, kTimeout = 1, kError = 2 };
+enum class Status : uint16_t { kOk = 0, kTimeout = 1, kError = 2, kChallenge = 3 };
 
 struct Header {
   uint32_t magic;

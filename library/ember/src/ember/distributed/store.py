@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import datetime
+import ipaddress
+import os
+import socket
 from typing import Iterable, Optional, Union
 
 from ember import _distributed as _C
@@ -16,10 +19,51 @@ def seconds(timeout: Timeout) -> float:
     return float(timeout)
 
 
-def _bind_host(host: str) -> str:
-    # Loopback endpoints bind loopback only; anything else listens on every interface
-    # so that peers reaching us through any address of this host get through.
-    return "127.0.0.1" if host in ("127.0.0.1", "localhost") else ""
+#: The job's shared secret: every connection to a store (and between ranks) proves it
+#: holds it. Given to processes through the environment, never on a command line.
+TOKEN_ENV = "EMBER_RDZV_TOKEN"
+#: Where a store's master listens when its host is not loopback (an address of this host,
+#: or 0.0.0.0 for every interface); the ``bind=`` argument of TCPStore wins over it.
+BIND_ENV = "EMBER_RDZV_BIND"
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` names this machine's loopback interface (it is resolved if needed)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except OSError:
+        return False
+
+
+def token_from_env() -> bytes:
+    """The job token from ``EMBER_RDZV_TOKEN`` (empty without one)."""
+    return os.environ.get(TOKEN_ENV, "").encode()
+
+
+def _as_token(token: Union[None, bytes, str]) -> bytes:
+    if token is None:
+        return token_from_env()
+    return token.encode() if isinstance(token, str) else bytes(token)
+
+
+def _bind_address(host: str, bind: Optional[str]) -> str:
+    """Where a master listens: loopback for a loopback host, else what the caller stated."""
+    if bind is None:
+        bind = os.environ.get(BIND_ENV) or None
+    if bind is not None:
+        return "" if bind in ("", "0.0.0.0") else bind
+    if host in ("", "0.0.0.0") or not is_loopback(host):
+        raise ValueError(
+            f"TCPStore(is_master=True) for host {host!r} would listen beyond loopback; state the "
+            f"address to listen on with bind=ADDRESS (or the {BIND_ENV} environment variable; "
+            "'0.0.0.0' for every interface); ember-run takes it as --rdzv-bind ADDRESS")
+    return "127.0.0.1"
 
 
 class TCPStore:
@@ -28,16 +72,29 @@ class TCPStore:
     ``port=0`` with ``is_master=True`` picks a free port (read it back from ``.port``).
     Every call takes the store's timeout unless given one, and raises
     ``DistributedTimeoutError`` naming the keys that did not appear.
+
+    A master listens on loopback when ``host_name`` is loopback; otherwise it needs ``bind``
+    (an address of this host, or ``'0.0.0.0'`` for every interface) and a token. Every
+    connection proves it holds ``token`` (bytes or str; default ``$EMBER_RDZV_TOKEN``) in a
+    challenge-response handshake; a store refuses a peer with another token or none.
     """
 
     def __init__(self, host_name: str, port: int, world_size: Optional[int] = None,
-                 is_master: bool = False, timeout: Timeout = 300.0):
+                 is_master: bool = False, timeout: Timeout = 300.0, *,
+                 token: Union[None, bytes, str] = None, bind: Optional[str] = None):
         self.host = host_name
         self.world_size = world_size
-        self._server = _C.StoreServer(_bind_host(host_name), int(port)) if is_master else None
+        secret = _as_token(token)
+        self._server = (_C.StoreServer(_bind_address(host_name, bind), int(port), secret)
+                        if is_master else None)
         self.port = self._server.port if self._server is not None else int(port)
         connect_host = "127.0.0.1" if is_master and host_name in ("", "0.0.0.0") else host_name
-        self.client = _C.StoreClient(connect_host, self.port, seconds(timeout))
+        try:
+            self.client = _C.StoreClient(connect_host, self.port, seconds(timeout), secret)
+        except BaseException:
+            if self._server is not None:
+                self._server.stop()
+            raise
 
     @property
     def is_master(self) -> bool:

@@ -47,8 +47,14 @@ EMBER_DIST_API size_t ember_dist_error_missing_ranks(const int** ranks);
 /* Buffers returned by the store calls (get, compare_set, local_address). */
 EMBER_DIST_API void ember_dist_free(char* buffer);
 
-/* Store server: runs on a thread of this process. */
+/* Store server: runs on a thread of this process. Every connection must prove it holds the
+ * token (an HMAC-SHA256 challenge-response, see store_wire.h) before it is served. Without a
+ * token (NULL or empty) the server may only listen on loopback: EMBER_DIST_INVALID otherwise.
+ * ember_dist_server_create is ember_dist_server_create_with_token with no token. */
 EMBER_DIST_API ember_dist_status ember_dist_server_create(const char* host, uint16_t port, ember_dist_server** out);
+EMBER_DIST_API ember_dist_status ember_dist_server_create_with_token(const char* host, uint16_t port,
+                                                                     const char* token, size_t token_len,
+                                                                     ember_dist_server** out);
 EMBER_DIST_API void ember_dist_server_destroy(ember_dist_server* server);
 EMBER_DIST_API ember_dist_status ember_dist_server_stop(ember_dist_server* server);
 EMBER_DIST_API uint16_t ember_dist_server_port(const ember_dist_server* server);
@@ -58,6 +64,11 @@ EMBER_DIST_API uint64_t ember_dist_server_rejected_connections(const ember_dist_
  * the client's own timeout. */
 EMBER_DIST_API ember_dist_status ember_dist_client_create(const char* host, uint16_t port, int64_t timeout_ms,
                                                           ember_dist_client** out);
+/* Authenticates with `token`; a store that refuses it (or cannot prove it holds it) is
+ * EMBER_DIST_ERROR naming the store. Process groups made on this client use the token too. */
+EMBER_DIST_API ember_dist_status ember_dist_client_create_with_token(const char* host, uint16_t port,
+                                                                     const char* token, size_t token_len,
+                                                                     int64_t timeout_ms, ember_dist_client** out);
 EMBER_DIST_API void ember_dist_client_destroy(ember_dist_client* client);
 EMBER_DIST_API ember_dist_status ember_dist_client_set(ember_dist_client* client, const char* key, size_t key_len,
                                                        const char* value, size_t value_len);

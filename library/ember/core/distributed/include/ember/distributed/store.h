@@ -22,14 +22,16 @@ using Milliseconds = std::chrono::milliseconds;
 class EMBER_DIST_API StoreServer {
  public:
   // Binds host:port (port 0 picks a free port) and starts serving. Throws if the port is taken.
-  StoreServer(const std::string& host, uint16_t port);
+  // Every connection must prove it holds `token` (store_wire.h) before it is served. A
+  // store without a token may only listen on loopback (std::invalid_argument otherwise).
+  StoreServer(const std::string& host, uint16_t port, const std::string& token = "");
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
   uint16_t port() const noexcept { return port_; }
   void stop();
-  // Connections dropped for protocol violations since start (for tests and logs).
+  // Connections dropped for protocol violations or a failed handshake since start.
   uint64_t rejected_connections() const noexcept { return rejected_.load(); }
 
  private:
@@ -45,7 +47,10 @@ class EMBER_DIST_API StoreServer {
 // reconnecting once if the connection broke.
 class EMBER_DIST_API StoreClient {
  public:
-  StoreClient(const std::string& host, uint16_t port, Milliseconds timeout);
+  // Connects and authenticates with `token`; throws DistributedError if the store refuses it
+  // (or cannot prove it holds the token itself).
+  StoreClient(const std::string& host, uint16_t port, Milliseconds timeout,
+              const std::string& token = "");
 
   void set(const std::string& key, const std::string& value);
   // Blocks until `key` exists (up to timeout) and returns its value.
@@ -67,6 +72,8 @@ class EMBER_DIST_API StoreClient {
   void set_timeout(Milliseconds timeout) noexcept { timeout_ = timeout; }
   const std::string& host() const noexcept { return host_; }
   uint16_t port() const noexcept { return port_; }
+  // The job's secret: the process group authenticates its peers with it too.
+  const std::string& token() const noexcept { return token_; }
   // This side's address of the store connection: an address peers can reach us at.
   std::string local_address();
 
@@ -76,10 +83,12 @@ class EMBER_DIST_API StoreClient {
   std::pair<uint16_t, std::string> call(const char* op, uint16_t code,
                                         const std::string& payload, Milliseconds wait_ms);
   void connect_locked(Deadline deadline);
+  void authenticate(Socket& socket, Deadline deadline);
 
   std::string host_;
   uint16_t port_;
   Milliseconds timeout_;
+  std::string token_;
   std::mutex mutex_;
   Socket socket_;
 };
