@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from shipyard.matrix import _all_cells, exclusion_cells, expand, select
 from shipyard.validate import load_spec
 
 WORKFLOWS = (".github/workflows/release.yml", ".github/workflows/nightly.yml")
-ACTIONLINT = shutil.which("actionlint") or str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "actionlint")
+# The binary the test extra installs next to this interpreter (nox puts it on PATH too).
+ACTIONLINT = shutil.which("actionlint") or str(Path(sys.executable).parent / "actionlint")
 
 
 def _load(path: Path) -> dict:
