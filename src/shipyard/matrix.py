@@ -148,6 +148,16 @@ def exclusion_cells(release: Release) -> list[set[str]]:
     return matched
 
 
+def excluded_cells(release: Release) -> list[tuple[Cell, Exclusion]]:
+    """Every cell an exclusion removes, with the first exclusion that removes it (release.yaml order)."""
+    out = []
+    for cell in _all_cells(release):
+        exclusion = _excluded_by(cell, release.exclusions)
+        if exclusion is not None:
+            out.append((cell, exclusion))
+    return out
+
+
 def select(cells: list[Cell], *, variant: str | None = None, platform: str | None = None,
            package_type: str | None = None, component: str | None = None,
            python: str | None = None) -> list[Cell]:

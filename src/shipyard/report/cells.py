@@ -1,0 +1,126 @@
+"""The cells of the report: every built cell of the manifest, and every cell of the matrix that
+was not built here, with the reason (unavailable on this host, excluded, builds on a runner)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from shipyard.manifest import ArtifactRecord, Manifest
+from shipyard.matrix import Cell, builder_platform, excluded_cells, expand
+from shipyard.spec import Release
+from shipyard.toolchains.discover import Inventory
+from shipyard.toolchains.resolve import Missing, resolve
+
+State = Literal["passed", "failed", "cached", "skipped", "unavailable", "excluded", "elsewhere", "pending"]
+
+# The states in the order a release manager reads them: what needs action first.
+STATES: tuple[State, ...] = ("failed", "passed", "cached", "skipped", "unavailable", "elsewhere", "excluded",
+                             "pending")
+
+
+@dataclass(frozen=True)
+class FeatureResult:
+    """One feature's tests in one cell, as the manifest records them."""
+
+    id: str
+    status: str  # stable / beta / prototype
+    result: str  # failed / passed / partial / skipped / not-run
+    summary: str  # 'passed (2 of 5 skipped: no CUDA device)'
+    passed: int
+    failed: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class ReportCell:
+    """One cell of the grid. `reason` says why it is not built here or why it failed; `label` is
+    the short text the grid shows (a colour never says it alone)."""
+
+    id: str
+    component: str
+    python: str | None
+    variant: str
+    platform: str
+    package_type: str
+    state: State
+    label: str
+    reason: str = ""
+    features: tuple[FeatureResult, ...] = ()
+    log_tail: str = ""
+    build_seconds: float | None = None
+    test_seconds: float | None = None
+    artifact: ArtifactRecord | None = None
+
+    @property
+    def cached(self) -> bool:
+        return self.state == "cached"
+
+
+def collect_cells(release: Release, manifest: Manifest | None, inventory: Inventory) -> list[ReportCell]:
+    """The manifest's cells, then every matrix cell it lacks (unavailable here, builds on a
+    runner, or not built yet), then the excluded ones."""
+    records = manifest.by_cell() if manifest else {}
+    cells = [recorded_cell(r) for r in records.values()]
+    for cell in expand(release):
+        if cell.id not in records:
+            cells.append(_unbuilt(release, cell, inventory))
+    for cell, exclusion in excluded_cells(release):
+        cells.append(_from_matrix(cell, "excluded", "excluded", exclusion.reason))
+    return cells
+
+
+def recorded_cell(record: ArtifactRecord) -> ReportCell:
+    tests: Mapping[str, Any] = record.tests or {}
+    build: Mapping[str, Any] = record.build
+    state = _recorded_state(record)
+    reason = str(build.get("detail") or tests.get("detail") or "; ".join(map(str, tests.get("problems") or ())))
+    return ReportCell(
+        id=record.cell_id, component=record.component, python=record.python, variant=record.variant,
+        platform=record.platform, package_type=record.package_type, state=state,
+        label={"skipped": "built, not tested"}.get(state, state), reason=reason,
+        features=tuple(_feature_result(fid, f) for fid, f in (tests.get("features") or {}).items()),
+        log_tail=str(tests.get("log_tail") or ""), build_seconds=_seconds(build.get("seconds")),
+        test_seconds=_seconds(tests.get("seconds")), artifact=record)
+
+
+def _recorded_state(record: ArtifactRecord) -> State:
+    tests = record.tests or {}
+    build = record.build
+    if build.get("result") == "failed" or tests.get("result") == "failed":
+        return "failed"
+    if build.get("result") == "cached" or build.get("cached") is True:
+        return "cached"
+    if tests.get("result") == "passed":
+        return "passed"
+    return "skipped"  # built, and no verdict recorded: the tests were not run (--no-tests, an image)
+
+
+def _feature_result(feature_id: str, data: Mapping[str, Any]) -> FeatureResult:
+    return FeatureResult(id=feature_id, status=str(data.get("status", "")), result=str(data.get("result", "")),
+                         summary=str(data.get("summary") or data.get("result", "")),
+                         passed=int(data.get("passed", 0)), failed=int(data.get("failed", 0)),
+                         skipped=int(data.get("skipped", 0)))
+
+
+def _seconds(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _unbuilt(release: Release, cell: Cell, inventory: Inventory) -> ReportCell:
+    host = inventory.host_platform
+    if cell.package_type == "mobile" or host in (cell.platform, *cell.platforms):
+        result = resolve(cell, release, inventory)
+        if isinstance(result, Missing):
+            return _from_matrix(cell, "unavailable", "unavailable", str(result))
+        return _from_matrix(cell, "pending", "not built", "this host can build it; it is not in the manifest yet")
+    runner = builder_platform(release, cell).github_runner  # runner names live in release.yaml only
+    return _from_matrix(cell, "elsewhere", f"builds on {runner}",
+                        f"{cell.platform} cells build on GitHub's {runner} runners, not on this {host} host")
+
+
+def _from_matrix(cell: Cell, state: State, label: str, reason: str) -> ReportCell:
+    return ReportCell(id=cell.id, component=cell.package or cell.component, python=cell.python,
+                      variant=cell.variant, platform=cell.platform, package_type=cell.package_type,
+                      state=state, label=label, reason=reason)

@@ -1,0 +1,84 @@
+"""The matrix grid: rows are component x Python, columns variant x platform; a slot holds the
+cells of one row and column (one per package type, or several images of one variant)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from shipyard.matrix import ANY
+from shipyard.report.cells import ReportCell
+from shipyard.spec import Release
+
+
+@dataclass(frozen=True)
+class Row:
+    component: str
+    python: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.component} · py{self.python}" if self.python else f"{self.component} · no Python"
+
+
+@dataclass(frozen=True)
+class Column:
+    variant: str
+    platform: str
+
+    @property
+    def label(self) -> str:
+        return "any variant · any platform" if self.platform == ANY else f"{self.variant} · {self.platform}"
+
+
+@dataclass(frozen=True)
+class GridSection:
+    """One table of the grid: the release's platforms, or its mobile targets."""
+
+    title: str
+    rows: tuple[Row, ...]
+    columns: tuple[Column, ...]
+    slots: dict[tuple[Row, Column], tuple[ReportCell, ...]]
+    # Columns whose cells come in several package types show the type on every cell.
+    mixed_types: frozenset[Column]
+
+    def slot(self, row: Row, column: Column) -> tuple[ReportCell, ...]:
+        return self.slots.get((row, column), ())
+
+
+def grid_sections(release: Release, cells: list[ReportCell]) -> list[GridSection]:
+    """The platforms' table, then the mobile targets' one; sections without cells are left out."""
+    mobile = [c for c in cells if c.package_type == "mobile"]
+    other = [c for c in cells if c.package_type != "mobile"]
+    sections = [_section("Platforms", release, other), _section("Mobile targets", release, mobile)]
+    return [s for s in sections if s.slots]
+
+
+def _section(title: str, release: Release, cells: list[ReportCell]) -> GridSection:
+    components = {name: i for i, name in enumerate(release.components)}
+    pythons = {p: i for i, p in enumerate(release.pythons)}
+    variants = {name: i for i, name in enumerate(release.variants)}
+    platforms = {name: i for i, name in enumerate([*release.platforms, *release.mobile_targets])}
+    last = len(components) + len(pythons) + len(variants) + len(platforms)  # unknown names sort after known ones
+
+    def row_key(row: Row) -> tuple[int, str, int, str]:
+        return (components.get(row.component, last), row.component,
+                -1 if row.python is None else pythons.get(row.python, last), row.python or "")
+
+    def column_key(column: Column) -> tuple[int, int, str, str]:
+        # The pure column (any x any) comes last: it stands for every other one.
+        return (column.platform == ANY, variants.get(column.variant, last), column.variant,
+                f"{platforms.get(column.platform, last):04d}{column.platform}")
+
+    slots: dict[tuple[Row, Column], list[ReportCell]] = {}
+    for cell in cells:
+        key = (Row(cell.component, cell.python), Column(cell.variant, cell.platform))
+        slots.setdefault(key, []).append(cell)
+    types = Counter((column, c.package_type) for (_, column), held in slots.items() for c in held)
+    kinds = Counter(column for column, _ in types)
+    return GridSection(
+        title=title,
+        rows=tuple(sorted({row for row, _ in slots}, key=row_key)),
+        columns=tuple(sorted({column for _, column in slots}, key=column_key)),
+        slots={key: tuple(sorted(held, key=lambda c: (c.package_type, c.id))) for key, held in slots.items()},
+        mixed_types=frozenset(column for column, n in kinds.items() if n > 1))
