@@ -180,6 +180,22 @@ def promote(session: nox.Session) -> None:
     session.run("shipyard", "promote", *session.posargs)
 
 
+@nox.session(name="report")
+def report(session: nox.Session) -> None:
+    """The release report of dist/manifest.json: dist/report/index.html, one offline page
+    (-- --format text prints the grid here)."""
+    _install_shipyard(session)
+    session.run("shipyard", "report", *session.posargs)
+
+
+@nox.session(name="notes")
+def notes(session: nox.Session) -> None:
+    """Release notes from dist/manifest.json and feature_status.yaml: dist/RELEASE_NOTES.md
+    (-- --previous v1.6.0 adds the new features and status changes since that ref)."""
+    _install_shipyard(session)
+    session.run("shipyard", "notes", *session.posargs)
+
+
 @nox.session(name="bench-publish")
 def bench_publish(session: nox.Session) -> None:
     """An unchanged re-publish of 100 artifacts against a real devpi server (goal: at most 2 s), beside the first."""

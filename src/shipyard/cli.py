@@ -328,6 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_ci_commands(sub)
 
+    from shipyard.report.cli import add_report_commands
+
+    add_report_commands(sub)
+
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")
     p.set_defaults(func=cmd_schema)

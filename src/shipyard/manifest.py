@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from shipyard.errors import ShipyardError
 from shipyard.file_lock import exclusive
 
 SCHEMA_VERSION = 1
@@ -58,9 +59,18 @@ class Manifest(BaseModel):
 
 
 def read_manifest(path: Path) -> Manifest | None:
+    """The manifest at `path`, None when there is none; ShipyardError naming the file and the first
+    bad key when it is not one."""
     if not path.is_file():
         return None
-    return Manifest.model_validate_json(path.read_text())
+    try:
+        return Manifest.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ShipyardError(f"{path}: not a shipyard manifest: {where}: {first['msg']}; delete it and build "
+                            f"again (nox -s build-cpu), or merge the jobs' fragments (shipyard manifest merge)"
+                            ) from exc
 
 
 def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord]) -> Manifest:

@@ -121,6 +121,7 @@ def _unbuilt(release: Release, cell: Cell, inventory: Inventory) -> ReportCell:
 
 
 def _from_matrix(cell: Cell, state: State, label: str, reason: str) -> ReportCell:
-    return ReportCell(id=cell.id, component=cell.package or cell.component, python=cell.python,
+    # The conda core (libember) sits in its component's row, as the manifest records it.
+    return ReportCell(id=cell.id, component=cell.component, python=cell.python,
                       variant=cell.variant, platform=cell.platform, package_type=cell.package_type,
                       state=state, label=label, reason=reason)

@@ -1,0 +1,53 @@
+"""Artifacts against their size budgets, and the seconds each cell took to build and test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shipyard.manifest import ArtifactRecord
+from shipyard.report.cells import ReportCell
+from shipyard.spec import Release
+
+
+@dataclass(frozen=True)
+class ArtifactRow:
+    record: ArtifactRecord
+    budget_bytes: int | None  # release.yaml's budget for this kind of artifact, when it has one
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget_bytes is not None and self.record.size > self.budget_bytes
+
+    @property
+    def share(self) -> float:
+        """The size as a share of the budget (of the largest artifact when there is no budget)."""
+        return self.record.size / self.budget_bytes if self.budget_bytes else 0.0
+
+
+@dataclass(frozen=True)
+class TimingRow:
+    cell_id: str
+    build_seconds: float
+    test_seconds: float
+    cached: bool
+
+
+def artifact_rows(release: Release, records: tuple[ArtifactRecord, ...]) -> list[ArtifactRow]:
+    return [ArtifactRow(r, _budget_bytes(release, r)) for r in sorted(records, key=lambda r: r.cell_id)]
+
+
+def _budget_bytes(release: Release, record: ArtifactRecord) -> int | None:
+    if record.package_type == "wheel":
+        variant = release.find_variant(record.variant)
+        mb = release.wheel_size_budget_mb(variant) if variant else release.release.wheel_size_budget_mb
+        return int(mb * 1024 * 1024)  # as wheel/checks.check_size counts a MiB
+    if record.package_type == "docker" and isinstance(record.build.get("budget_mb"), int | float):
+        return int(record.build["budget_mb"] * 1_000_000)  # docker counts MB (image/build.py)
+    return None
+
+
+def timing_rows(cells: list[ReportCell]) -> list[TimingRow]:
+    """Every built cell with the seconds it recorded, in cell order."""
+    return [TimingRow(c.id, c.build_seconds or 0.0, c.test_seconds or 0.0, c.cached)
+            for c in sorted(cells, key=lambda c: c.id)
+            if c.artifact is not None and (c.build_seconds is not None or c.test_seconds is not None)]

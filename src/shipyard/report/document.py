@@ -1,0 +1,49 @@
+"""The release report as data: what `shipyard report` renders as HTML or as a terminal grid."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.manifest import Manifest, read_manifest
+from shipyard.report.artifacts import ArtifactRow, TimingRow, artifact_rows, timing_rows
+from shipyard.report.cells import STATES, ReportCell, collect_cells
+from shipyard.report.features import FeatureRow, feature_platforms, feature_rows
+from shipyard.report.grid import GridSection, grid_sections
+from shipyard.toolchains.discover import Inventory
+from shipyard.validate import Spec
+
+
+@dataclass(frozen=True)
+class ReleaseReport:
+    name: str
+    version: str
+    host_platform: str
+    manifest_path: Path
+    manifest_found: bool
+    cells: list[ReportCell]
+    sections: list[GridSection]
+    platforms: list[str]  # the features table's columns
+    features: list[FeatureRow]
+    artifacts: list[ArtifactRow]
+    timings: list[TimingRow]
+
+    def counts(self) -> list[tuple[str, int]]:
+        """(state, number of cells) for every state that occurs, most urgent first."""
+        seen = Counter(c.state for c in self.cells)
+        return [(state, seen[state]) for state in STATES if seen[state]]
+
+
+def build_report(spec: Spec, manifest_path: Path, inventory: Inventory) -> ReleaseReport:
+    """The report of `manifest_path` (which may be missing or hold any part of the matrix)."""
+    manifest: Manifest | None = read_manifest(manifest_path)
+    release = spec.release
+    cells = collect_cells(release, manifest, inventory)
+    return ReleaseReport(
+        name=release.release.name, version=release.release.version, host_platform=inventory.host_platform,
+        manifest_path=manifest_path, manifest_found=manifest is not None, cells=cells,
+        sections=grid_sections(release, cells), platforms=feature_platforms(release),
+        features=feature_rows(release, spec.features.features, cells, inventory.host_platform),
+        artifacts=artifact_rows(release, manifest.artifacts if manifest else ()),
+        timings=timing_rows(cells))

@@ -1,0 +1,96 @@
+"""dist/RELEASE_NOTES.md in the shape of PyTorch 1.7's notes: highlights, the features grouped
+Stable / Beta / Prototype, known issues, and what changed since the previous release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shipyard.report.document import ReleaseReport
+from shipyard.report.features import FeatureRow
+from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
+from shipyard.spec import STATUS_ORDER, FeatureFile
+
+
+def release_notes(report: ReleaseReport, features: FeatureFile, previous: PreviousRelease | None = None) -> str:
+    """The notes as Markdown."""
+    lines = [f"# {report.name} {report.version} release notes", "", "## Highlights", ""]
+    lines += _highlights(report, features, previous)
+    for status in STATUS_ORDER:
+        lines += ["", f"## {status.capitalize()} features", ""]
+        listed = [(row, [p for p, o in row.outcomes.items() if o.status == status]) for row in report.features]
+        listed = [(row, on) for row, on in listed if on]
+        lines += [f"- **{row.feature.title}** (`{row.feature.id}`, {row.feature.component}): {', '.join(on)}"
+                  for row, on in listed] or ["- none"]
+    blockers = _issues(report.features, ("stable",), only_failed=True)
+    if blockers:
+        lines += ["", "## Release blockers", "", "A stable feature failed its tests: its cells are not released.", ""]
+        lines += blockers
+    lines += ["", "## Known issues", ""]
+    lines += _issues(report.features, ("beta", "prototype"), only_failed=False) or ["- none"]
+    if previous is not None:
+        lines += ["", f"## Changes since {previous.label}", ""]
+        lines += _changes(features, previous, report.platforms)
+    return "\n".join(lines) + "\n"
+
+
+def write_notes(text: str, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def _highlights(report: ReleaseReport, features: FeatureFile, previous: PreviousRelease | None) -> list[str]:
+    by_status = {s: sum(1 for r in report.features if any(o.status == s for o in r.outcomes.values()))
+                 for s in STATUS_ORDER}
+    out = [f"- {len(features.features)} features: {by_status['stable']} stable, {by_status['beta']} beta, "
+           f"{by_status['prototype']} prototype (a feature may have another status on another platform)."]
+    if previous is not None:
+        added = new_features(features, previous.features)
+        promoted = [c for c in status_changes(features, previous.features, report.platforms)
+                    if STATUS_ORDER[c.after] < STATUS_ORDER[c.before]]
+        if added:
+            out.append(f"- New since {previous.label}: " + ", ".join(f"{f.title} (`{f.id}`)" for f in added) + ".")
+        out += [f"- {c.feature.title} (`{c.feature.id}`) is now {c.after} on {', '.join(c.platforms)} "
+                f"(was {c.before})." for c in promoted]
+    else:
+        fresh = [f for f in features.features if f.since == report.version]
+        if fresh:
+            out.append(f"- New in {report.version}: " + ", ".join(f"{f.title} (`{f.id}`)" for f in fresh) + ".")
+    built = [c for c in report.cells if c.artifact is not None]
+    failed = [c for c in built if c.state == "failed"]
+    out.append(f"- {len(built)} artifacts built and recorded in the manifest; {len(failed)} failed their tests."
+               if built else "- No artifact is recorded in the manifest yet: the test results below are empty.")
+    return out
+
+
+def _issues(rows: list[FeatureRow], statuses: tuple[str, ...], *, only_failed: bool) -> list[str]:
+    """One line per feature and status: where it failed (with the cells) and where it did not run."""
+    out = []
+    for row in rows:
+        for status in statuses:
+            here = {p: o for p, o in row.outcomes.items() if o.status == status}
+            failed = {p: o for p, o in here.items() if o.result == "failed"}
+            idle = [p for p, o in here.items() if o.result == "not-run"]
+            parts = [f"failed on {p}: {o.text} ({', '.join(o.failed_cells)})" for p, o in failed.items()]
+            if idle and not only_failed:
+                parts.append(f"did not run on {', '.join(idle)} (no cell of the manifest tested it there)")
+            if parts:
+                out.append(f"- **{row.feature.title}** (`{row.feature.id}`, {status}): " + "; ".join(parts) + ".")
+    return out
+
+
+def _changes(features: FeatureFile, previous: PreviousRelease, platforms: list[str]) -> list[str]:
+    out = ["### New features", ""]
+    out += [f"- **{f.title}** (`{f.id}`, {f.component}): "
+            + ", ".join(f"{s} on {p}" for p in platforms if (s := f.status_on(p)))
+            for f in new_features(features, previous.features)] or ["- none"]
+    out += ["", "### Status changes", ""]
+    out += [f"- **{c.feature.title}** (`{c.feature.id}`): {c.before} → {c.after} on {', '.join(c.platforms)}"
+            for c in status_changes(features, previous.features, platforms)] or ["- none"]
+    removed = removed_features(features, previous.features)
+    if removed:
+        out += ["", "### Removed features", ""]
+        out += [f"- **{f.title}** (`{f.id}`)" for f in removed]
+    return out

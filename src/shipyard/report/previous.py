@@ -1,0 +1,83 @@
+"""The previous release's feature_status.yaml, from a file or a git ref, and what changed since."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from shipyard import command
+from shipyard.errors import ShipyardError, ToolError, UsageError
+from shipyard.spec import Feature, FeatureFile
+
+
+@dataclass(frozen=True)
+class PreviousRelease:
+    label: str  # what the notes call it: the git ref or the file given
+    features: FeatureFile
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    feature: Feature
+    before: str
+    after: str
+    platforms: tuple[str, ...]
+
+
+def load_previous(root: Path, ref_or_file: str) -> PreviousRelease:
+    """`ref_or_file` is a feature_status.yaml of the previous release, or a git ref of this
+    repository whose feature_status.yaml (beside release.yaml) is that release's."""
+    path = Path(ref_or_file)
+    if path.is_file():
+        return PreviousRelease(str(path), _parse(path.read_text(), str(path)))
+    try:
+        shown = command.run(["git", "show", f"{ref_or_file}:./feature_status.yaml"], cwd=root, what="git show")
+    except ToolError as exc:
+        raise UsageError(f"--previous {ref_or_file}: no such file, and git cannot show feature_status.yaml at that "
+                         f"ref in {root} ({exc.output.strip().splitlines()[-1] if exc.output.strip() else exc}); "
+                         f"give a tag or commit of an earlier release (e.g. v1.6.0), or a path to its "
+                         f"feature_status.yaml") from exc
+    return PreviousRelease(ref_or_file, _parse(shown.stdout, f"{ref_or_file}:feature_status.yaml"))
+
+
+def _parse(text: str, where: str) -> FeatureFile:
+    try:
+        return FeatureFile.model_validate(yaml.safe_load(text))
+    except yaml.YAMLError as exc:
+        raise ShipyardError(f"{where}: not YAML ({exc}); give the previous release's feature_status.yaml") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ShipyardError(f"{where}: {key}: {first['msg']}; give a feature_status.yaml that shipyard "
+                            f"validate accepted in that release") from exc
+
+
+def new_features(current: FeatureFile, previous: FeatureFile) -> list[Feature]:
+    known = {f.id for f in previous.features}
+    return [f for f in current.features if f.id not in known]
+
+
+def removed_features(current: FeatureFile, previous: FeatureFile) -> list[Feature]:
+    kept = {f.id for f in current.features}
+    return [f for f in previous.features if f.id not in kept]
+
+
+def status_changes(current: FeatureFile, previous: FeatureFile, platforms: list[str]) -> list[StatusChange]:
+    """Every feature of both releases whose status moved on some platform, one entry per move
+    (beta → stable on linux-x86_64 and windows-amd64)."""
+    before = {f.id: f for f in previous.features}
+    out = []
+    for feature in current.features:
+        old = before.get(feature.id)
+        if old is None:
+            continue
+        moves: dict[tuple[str, str], list[str]] = {}
+        for platform in platforms:
+            was, now = old.status_on(platform), feature.status_on(platform)
+            if was and now and was != now:
+                moves.setdefault((was, now), []).append(platform)
+        out += [StatusChange(feature, was, now, tuple(on)) for (was, now), on in moves.items()]
+    return out

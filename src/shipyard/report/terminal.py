@@ -1,0 +1,57 @@
+"""`shipyard report --format text`: the grid compactly in a terminal, one rich table per section."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from shipyard.report.document import ReleaseReport
+from shipyard.report.html import ICONS, STATE_NAMES
+
+STYLES = {"passed": "green", "failed": "bold red", "cached": "cyan", "skipped": "yellow", "unavailable": "dim",
+          "excluded": "dim", "elsewhere": "magenta", "pending": "white"}
+# A slot holding several package types names each by its first letter: w(heel), c(onda), d(ocker), m(obile).
+_TYPE_LETTER = {"wheel": "w", "conda": "c", "docker": "d", "mobile": "m"}
+
+
+def terminal_view(report: ReleaseReport) -> Group:
+    """The legend with counts, the grid, and the failed cells with their reason."""
+    parts: list[Table | Text] = [_legend(report)]
+    for section in report.sections:
+        # Compactly: a column of excluded cells only (cuda x macOS) is left out; the legend counts them.
+        columns = [c for c in section.columns
+                   if any(cell.state != "excluded" for row in section.rows for cell in section.slot(row, c))]
+        rows = [r for r in section.rows if any(section.slot(r, c) for c in columns)]
+        table = Table(title=section.title, title_justify="left", padding=(0, 1), show_lines=False)
+        table.add_column("component · Python", no_wrap=True)
+        for column in columns:
+            table.add_column(column.label.replace(" · ", "\n"), overflow="fold")
+        for row in rows:
+            slots = []
+            for column in columns:
+                text = Text()
+                for cell in section.slot(row, column):
+                    letter = _TYPE_LETTER.get(cell.package_type, "?") if column in section.mixed_types else ""
+                    text.append(f"{letter}{ICONS[cell.state]} ", style=STYLES[cell.state])
+                slots.append(text)
+            table.add_row(row.label, *slots)
+        parts.append(table)
+    failed = [c for c in report.cells if c.state == "failed"]
+    for cell in failed:
+        line = Text("✗ failed ", style="bold red")
+        line.append(cell.id)
+        line.append(f": {cell.reason or 'no reason recorded'}")
+        parts.append(line)
+    return Group(*parts)
+
+
+def _legend(report: ReleaseReport) -> Text:
+    text = Text(f"{report.name} {report.version} from {report.manifest_path}"
+                f"{'' if report.manifest_found else ' (no manifest yet)'}\n")
+    for state, n in report.counts():
+        text.append(f"{ICONS[state]} {n} {STATE_NAMES[state]}", style=STYLES[state])
+        text.append("   ")
+    if any(s.mixed_types for s in report.sections):
+        text.append("\nw wheel, c conda, d docker, m mobile; columns of excluded cells only are left out")
+    return text
