@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -40,9 +42,41 @@ class _LiveSteps:
         self._progress.update(self._main, description=f"{self._title}: done")
 
 
+class _PlainSteps:
+    """The `progress(step)` callback without a terminal (a CI log, a pipe): one plain line per
+    step, UTC-timestamped, with no spinner and no source-file column; a running piece of work
+    gets a line when it starts and one with its seconds when it ends."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self._console = console
+        self._title = title
+
+    def __call__(self, text: str) -> None:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._console.print(f"{stamp} {self._title}: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    @contextmanager
+    def running(self, label: str) -> Iterator[None]:
+        self(f"{label}: started")
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self(f"{label}: ended after {time.monotonic() - start:.1f} s")
+
+    def done(self) -> None:
+        self("done")
+
+
 @contextmanager
-def live_progress(console: Console, title: str) -> Iterator[_LiveSteps]:
-    """A spinner line for the current step and one per running cell; yields the callback."""
+def live_progress(console: Console, title: str) -> Iterator[_LiveSteps | _PlainSteps]:
+    """In a terminal, a spinner line for the current step and one per running cell; elsewhere,
+    plain timestamped lines. Yields the callback."""
+    if not console.is_terminal:
+        plain = _PlainSteps(console, title)
+        yield plain
+        plain.done()
+        return
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
         steps = _LiveSteps(progress, title)
