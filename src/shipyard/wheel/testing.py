@@ -109,6 +109,8 @@ class TestRun:
                                 "skip_reasons": list(f.skip_reasons)} for f in self.features},
             "slowest": [[test, seconds] for test, seconds in self.slowest],
             "span": [round(t, 2) for t in self.span],
+            # pytest's last lines: what the release report shows when a cell is opened.
+            "log_tail": self.log_tail,
         }
 
     @classmethod
@@ -117,7 +119,8 @@ class TestRun:
         features = tuple(FeatureOutcome(fid, f["status"], f["passed"], f["failed"], f["skipped"],
                                         tuple(f["skip_reasons"])) for fid, f in data["features"].items())
         span = data.get("span") or (0.0, 0.0)
-        return cls(data["installed"], features, data["seconds"], "", tuple(data["problems"]), data["installer"],
+        return cls(data["installed"], features, data["seconds"], data.get("log_tail", ""), tuple(data["problems"]),
+                   data["installer"],
                    tuple((test, seconds) for test, seconds in data.get("slowest", [])), (span[0], span[1]))
 
 
