@@ -29,7 +29,7 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
     lines += _issues(report.features, ("beta", "prototype"), only_failed=False) or ["- none"]
     if previous is not None:
         lines += ["", f"## Changes since {previous.label}", ""]
-        lines += _changes(features, previous, report.platforms)
+        lines += _changes(features, previous, _shipped(report))
     return "\n".join(lines) + "\n"
 
 
@@ -48,7 +48,7 @@ def _highlights(report: ReleaseReport, features: FeatureFile, previous: Previous
            f"{by_status['prototype']} prototype (a feature may have another status on another platform)."]
     if previous is not None:
         added = new_features(features, previous.features)
-        promoted = [c for c in status_changes(features, previous.features, report.platforms)
+        promoted = [c for c in status_changes(features, previous.features, _shipped(report))
                     if STATUS_ORDER[c.after] < STATUS_ORDER[c.before]]
         if added:
             out.append(f"- New since {previous.label}: " + ", ".join(f"{f.title} (`{f.id}`)" for f in added) + ".")
@@ -81,10 +81,15 @@ def _issues(rows: list[FeatureRow], statuses: tuple[str, ...], *, only_failed: b
     return out
 
 
-def _changes(features: FeatureFile, previous: PreviousRelease, platforms: list[str]) -> list[str]:
+def _shipped(report: ReleaseReport) -> dict[str, list[str]]:
+    """Feature id -> the platforms it ships on (where its component is released)."""
+    return {row.feature.id: [p for p, o in row.outcomes.items() if o.status] for row in report.features}
+
+
+def _changes(features: FeatureFile, previous: PreviousRelease, platforms: dict[str, list[str]]) -> list[str]:
     out = ["### New features", ""]
     out += [f"- **{f.title}** (`{f.id}`, {f.component}): "
-            + ", ".join(f"{s} on {p}" for p in platforms if (s := f.status_on(p)))
+            + ", ".join(f"{s} on {p}" for p in platforms.get(f.id, ()) if (s := f.status_on(p)))
             for f in new_features(features, previous.features)] or ["- none"]
     out += ["", "### Status changes", ""]
     out += [f"- **{c.feature.title}** (`{c.feature.id}`): {c.before} → {c.after} on {', '.join(c.platforms)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +66,10 @@ def removed_features(current: FeatureFile, previous: FeatureFile) -> list[Featur
     return [f for f in previous.features if f.id not in kept]
 
 
-def status_changes(current: FeatureFile, previous: FeatureFile, platforms: list[str]) -> list[StatusChange]:
-    """Every feature of both releases whose status moved on some platform, one entry per move
-    (beta → stable on linux-x86_64 and windows-amd64)."""
+def status_changes(current: FeatureFile, previous: FeatureFile,
+                   platforms: Mapping[str, list[str]]) -> list[StatusChange]:
+    """Every feature of both releases whose status moved on a platform it ships on (`platforms`:
+    feature id -> those platforms), one entry per move (beta → stable on linux-x86_64 and windows-amd64)."""
     before = {f.id: f for f in previous.features}
     out = []
     for feature in current.features:
@@ -75,7 +77,7 @@ def status_changes(current: FeatureFile, previous: FeatureFile, platforms: list[
         if old is None:
             continue
         moves: dict[tuple[str, str], list[str]] = {}
-        for platform in platforms:
+        for platform in platforms.get(feature.id, ()):
             was, now = old.status_on(platform), feature.status_on(platform)
             if was and now and was != now:
                 moves.setdefault((was, now), []).append(platform)

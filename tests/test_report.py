@@ -1,0 +1,203 @@
+"""`shipyard report` and `shipyard notes` on a partial manifest, an empty one and a broken one:
+the page's cells and what they say, the terminal grid, the notes' sections, the CI log lines."""
+
+from __future__ import annotations
+
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from shipyard.build_report import live_progress
+from shipyard.cli import main
+from shipyard.errors import ShipyardError
+from shipyard.progress import running
+from shipyard.report.document import build_report
+from shipyard.report.html import write_html
+from shipyard.report.notes import release_notes
+from shipyard.report.previous import load_previous
+from shipyard.validate import Spec, load_spec
+from report_release import (
+    CACHED,
+    FAILED,
+    FAILED_LOG,
+    PASSED,
+    UNTESTED,
+    expected_cell_count,
+    host_without_tools,
+    write_release_dist,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class _Cells(HTMLParser):
+    """The grid cells of a page (elements with data-cell), their state, and the text inside each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: dict[str, str] = {}
+        self.text: dict[str, str] = {}
+        self.links: list[str] = []
+        self._open: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        cell = found.get("data-cell")
+        if cell:
+            self.state[cell] = found["data-state"] or ""
+            self.text[cell] = ""
+        if tag == "a" and found.get("href"):
+            self.links.append(found["href"] or "")
+        if tag == "details":
+            self._open.append((tag, cell))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "details" and self._open:
+            self._open.pop()
+
+    def handle_data(self, data: str) -> None:
+        for _, cell in self._open:
+            if cell:
+                self.text[cell] += data
+
+
+@pytest.fixture(scope="module")
+def spec() -> Spec:
+    return load_spec(REPO)
+
+
+def _page(spec: Spec, dist: Path) -> tuple[_Cells, Path]:
+    report = build_report(spec, dist / "manifest.json", host_without_tools())
+    out = write_html(report, dist / "report" / "index.html", dist)
+    parser = _Cells()
+    parser.feed(out.read_text())
+    return parser, out
+
+
+def test_partial_manifest_page(spec: Spec, tmp_path: Path) -> None:
+    manifest = write_release_dist(spec, tmp_path)
+    page, out = _page(spec, tmp_path)
+    assert len(page.state) == expected_cell_count(spec, manifest)
+    assert {cell: page.state[cell] for cell in (PASSED, FAILED, CACHED, UNTESTED)} == {
+        PASSED: "passed", FAILED: "failed", CACHED: "cached", UNTESTED: "skipped"}
+    # The failed cell opens to its tests per feature and the tail of its log.
+    assert "vision.transforms" in page.text[FAILED] and "failed (1 of 1)" in page.text[FAILED]
+    assert FAILED_LOG.splitlines()[1] in page.text[FAILED]
+    # Cells not built here say why: a missing interpreter, an exclusion, the runner that builds them.
+    assert page.state["ember-cpu-linux-x86_64-cp39-wheel"] == "unavailable"
+    assert "Python 3.9" in page.text["ember-cpu-linux-x86_64-cp39-wheel"]
+    assert page.state["ember-cpu-windows-amd64-cp311-wheel"] == "elsewhere"
+    assert "builds on windows-2022" in page.text["ember-cpu-windows-amd64-cp311-wheel"]
+    assert page.state["ember-cu118-macos-arm64-cp311-wheel"] == "excluded"
+    assert "no CUDA on macOS" in page.text["ember-cu118-macos-arm64-cp311-wheel"]
+    # Every artifact link opens its file, relative to the page.
+    assert len(page.links) == 4
+    assert all((out.parent / link).resolve().is_file() for link in page.links), page.links
+    html = out.read_text()
+    assert "passed, 4 of 6 skipped" not in html  # ember.cuda: 4 passed, 2 skipped of 6 in one cell
+    assert "passed, 2 of 6 skipped in 1 cell" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "the page must not load anything from outside"
+
+
+def test_empty_manifest_page(spec: Spec, tmp_path: Path) -> None:
+    page, out = _page(spec, tmp_path)  # no manifest.json at all
+    assert len(page.state) == expected_cell_count(spec, None)
+    assert set(page.state.values()) <= {"unavailable", "elsewhere", "excluded", "pending"}
+    assert {"unavailable", "elsewhere", "excluded"} <= set(page.state.values())
+    assert "No artifacts in the manifest." in out.read_text()
+
+
+def test_cli_report_text_and_html(spec: Spec, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_release_dist(spec, tmp_path)
+    assert main(["--root", str(REPO), "report", "--format", "text", "--dist", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 failed" in out and "1 passed" in out and "1 cached" in out
+    row = next(line for line in out.splitlines() if "embervision · py3.11" in line)
+    assert "✗" in row  # the failed wheel, in its row, with its reason below the grid
+    assert f"✗ failed {FAILED}: stable feature vision.transforms failed" in out
+    assert main(["--root", str(REPO), "report", "--dist", str(tmp_path)]) == 0
+    assert f"wrote {tmp_path / 'report' / 'index.html'}" in capsys.readouterr().out
+
+
+def test_broken_manifest_names_the_file(spec: Spec, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "manifest.json").write_text('{"release": "ember", "version": "1.7.0", "artifacts": [{"name": 1}]}')
+    assert main(["--root", str(REPO), "report", "--dist", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'manifest.json'}: not a shipyard manifest: artifacts.0.name" in " ".join(err.split())
+
+
+def _section(notes: str, heading: str) -> str:
+    """The text under `heading` up to the next heading of the same or a higher level."""
+    level = heading.split(" ")[0]
+    body = notes.split(f"\n{heading}\n", 1)[1]
+    stop = re.search(rf"\n#{{1,{len(level)}}} ", body)
+    return body[:stop.start()] if stop else body
+
+
+def test_notes_list_failing_beta_and_status_change(spec: Spec, tmp_path: Path) -> None:
+    write_release_dist(spec, tmp_path / "dist")
+    previous = tmp_path / "feature_status-1.6.yaml"
+    text = (REPO / "feature_status.yaml").read_text()
+    # In the previous release set_deterministic was a prototype and audio did not exist yet.
+    old = text.replace("title: set_deterministic\n    component: ember\n    since: 1.7.0\n    status: beta",
+                       "title: set_deterministic\n    component: ember\n    since: 1.7.0\n    status: prototype")
+    assert old != text
+    start = old.index("  - id: audio.core")
+    end = old.find("\n  - id:", start + 1)
+    previous.write_text(old[:start] + (old[end + 1:] if end != -1 else ""))
+    report = build_report(spec, tmp_path / "dist" / "manifest.json", host_without_tools())
+    notes = release_notes(report, spec.features, load_previous(REPO, str(previous)))
+
+    beta = _section(notes, "## Beta features")
+    assert "- **NumPy-compatible ember.fft** (`ember.fft`, ember): linux-x86_64, windows-amd64, macos-arm64" in beta
+    issues = _section(notes, "## Known issues")
+    fft = next(line for line in issues.splitlines() if "`ember.fft`" in line)
+    assert f"failed on linux-x86_64: failed, 1 of 1 tests in 1 of 1 cells ({PASSED})" in fft
+    blockers = _section(notes, "## Release blockers")
+    assert f"`vision.transforms`, stable): failed on linux-x86_64" in blockers and FAILED in blockers
+    changes = _section(notes, "### Status changes")
+    assert "- **set_deterministic** (`ember.deterministic`): prototype → beta on linux-x86_64, windows-amd64, " \
+           "macos-arm64" in changes
+    assert "`audio.core`" in _section(notes, "### New features")
+    assert "`ember.fft`" not in _section(notes, f"## Changes since {previous}")
+    # A promotion is a highlight; a feature new since then too.
+    highlights = _section(notes, "## Highlights")
+    assert "- set_deterministic (`ember.deterministic`) is now beta on linux-x86_64, windows-amd64, macos-arm64 " \
+           "(was prototype)." in highlights
+    assert f"- New since {previous}: audio: WAV IO, resampling, spectrograms (`audio.core`)." in highlights
+
+
+def test_notes_cli_previous_git_ref(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # This repository's own HEAD as the previous release: git shows its feature_status.yaml.
+    assert main(["--root", str(REPO), "notes", "--dist", str(tmp_path), "--previous", "HEAD"]) == 0
+    notes = (tmp_path / "RELEASE_NOTES.md").read_text()
+    assert notes.startswith("# ember 1.7.0 release notes\n\n## Highlights\n")
+    assert "## Changes since HEAD" in notes
+    assert main(["--root", str(REPO), "notes", "--dist", str(tmp_path), "--previous", "v0.0-no-such-tag"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--previous v0.0-no-such-tag: no such file, and git cannot show feature_status.yaml" in err
+
+
+def test_previous_file_that_is_not_a_feature_file(tmp_path: Path) -> None:
+    bad = tmp_path / "old.yaml"
+    bad.write_text("schema_version: 1\nfeatures:\n  - id: ember.fft\n    title: fft\n")
+    with pytest.raises(ShipyardError, match=rf"{re.escape(str(bad))}: features\.0\.component: Field required"):
+        load_previous(REPO, str(bad))
+
+
+def test_progress_without_a_terminal_is_plain_timestamped_lines() -> None:
+    out = io.StringIO()
+    with live_progress(Console(file=out, width=160), "build cpu") as progress:
+        progress("ember: native core for cpu")
+        with running(progress, "test ember-cpu-linux-x86_64-cp311-wheel"):
+            pass
+    lines = out.getvalue().splitlines()
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+    assert re.fullmatch(rf"{stamp} build cpu: ember: native core for cpu", lines[0]), lines
+    assert re.fullmatch(rf"{stamp} build cpu: test ember-cpu-linux-x86_64-cp311-wheel: ended after \d+\.\d s",
+                        lines[2]), lines
+    assert not any(".py:" in line for line in lines), lines  # no source-file column
