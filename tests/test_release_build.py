@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
 import pytest
+from report_release import expected_cell_count
 
 from shipyard.cli import main
+from shipyard.manifest import read_manifest
 from shipyard.toolchains.discover import discover
 from shipyard.validate import load_spec
 
@@ -69,6 +72,15 @@ def test_build_cpu_main_job(repo, capsys):
     assert "libembervision.so" in needed[extension], needed
     assert not any("png" in lib or "jpeg" in lib for lib in needed[extension]), needed
     assert any("libpng" in lib for lib in needed["embervision/lib/libembervision.so"]), needed
+    # What `nox -s report` and `nox -s notes` run after this job, on its real manifest.
+    assert main(["--root", str(repo), "report"]) == 0
+    page = (repo / "dist" / "report" / "index.html").read_text()
+    states = dict(re.findall(r'data-cell="([^"]+)" data-state="([a-z]+)"', page))
+    assert len(states) == expected_cell_count(load_spec(repo), read_manifest(repo / "dist" / "manifest.json"))
+    assert {states[cell_id] for cell_id in expected} <= {"passed", "cached"}, states
+    assert main(["--root", str(repo), "notes"]) == 0
+    notes = (repo / "dist" / "RELEASE_NOTES.md").read_text()
+    assert "\n## Stable features\n\n- **CPU kernels" in notes and "\n## Known issues\n" in notes
 
 
 def _needed(elf: bytes) -> list[str]:

@@ -9,6 +9,16 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from report_release import (
+    CACHED,
+    FAILED,
+    FAILED_LOG,
+    PASSED,
+    UNTESTED,
+    expected_cell_count,
+    host_without_tools,
+    write_release_dist,
+)
 from rich.console import Console
 
 from shipyard.build_report import live_progress
@@ -20,16 +30,6 @@ from shipyard.report.html import write_html
 from shipyard.report.notes import release_notes
 from shipyard.report.previous import load_previous
 from shipyard.validate import Spec, load_spec
-from report_release import (
-    CACHED,
-    FAILED,
-    FAILED_LOG,
-    PASSED,
-    UNTESTED,
-    expected_cell_count,
-    host_without_tools,
-    write_release_dist,
-)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -158,7 +158,7 @@ def test_notes_list_failing_beta_and_status_change(spec: Spec, tmp_path: Path) -
     fft = next(line for line in issues.splitlines() if "`ember.fft`" in line)
     assert f"failed on linux-x86_64: failed, 1 of 1 tests in 1 of 1 cells ({PASSED})" in fft
     blockers = _section(notes, "## Release blockers")
-    assert f"`vision.transforms`, stable): failed on linux-x86_64" in blockers and FAILED in blockers
+    assert "`vision.transforms`, stable): failed on linux-x86_64" in blockers and FAILED in blockers
     changes = _section(notes, "### Status changes")
     assert "- **set_deterministic** (`ember.deterministic`): prototype → beta on linux-x86_64, windows-amd64, " \
            "macos-arm64" in changes

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from report_release import FAILED, PASSED, expected_cell_count, host_without_tools, write_release_dist
 
 from shipyard import command
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
 from shipyard.validate import Spec, load_spec
-from report_release import FAILED, PASSED, expected_cell_count, host_without_tools, write_release_dist
 
 REPO = Path(__file__).resolve().parent.parent
 WIDTH, HEIGHT = 1600, 1400
