@@ -201,3 +201,22 @@ def test_progress_without_a_terminal_is_plain_timestamped_lines() -> None:
     assert re.fullmatch(rf"{stamp} build cpu: test ember-cpu-linux-x86_64-cp311-wheel: ended after \d+\.\d s",
                         lines[2]), lines
     assert not any(".py:" in line for line in lines), lines  # no source-file column
+
+
+def _luminance(hex_colour: str) -> float:
+    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def test_every_state_and_badge_has_readable_contrast() -> None:
+    css = (REPO / "src" / "shipyard" / "report" / "templates" / "report.css").read_text()
+    pairs = {name: (bg, fg) for name, bg, fg in
+             re.findall(r"\.(state-[a-z]+) \{ background: (#[0-9a-f]{6}); color: (#[0-9a-f]{6});", css)}
+    pairs |= {name: (bg, "#ffffff") for name, bg in re.findall(r"\.badge\.([a-z]+) \{ background: (#[0-9a-f]{6}); \}",
+                                                               css)}
+    assert set(pairs) >= {f"state-{s}" for s in ("passed", "failed", "cached", "skipped", "unavailable", "excluded",
+                                                 "elsewhere", "pending")} | {"stable", "beta", "prototype"}
+    for name, (bg, fg) in pairs.items():
+        light, dark = sorted((_luminance(bg), _luminance(fg)), reverse=True)
+        assert (light + 0.05) / (dark + 0.05) >= 4.5, (name, bg, fg)  # WCAG AA for normal text
