@@ -157,6 +157,7 @@ def test_notes_list_failing_beta_and_status_change(spec: Spec, tmp_path: Path) -
     issues = _section(notes, "## Known issues")
     fft = next(line for line in issues.splitlines() if "`ember.fft`" in line)
     assert f"failed on linux-x86_64: failed, 1 of 1 tests in 1 of 1 cells ({PASSED})" in fft
+    assert "not tested on windows-amd64, macos-arm64 (no cell of those platforms is in this manifest)" in fft
     blockers = _section(notes, "## Release blockers")
     assert "`vision.transforms`, stable): failed on linux-x86_64" in blockers and FAILED in blockers
     changes = _section(notes, "### Status changes")

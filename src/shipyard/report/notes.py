@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shipyard.matrix import ANY
 from shipyard.report.document import ReleaseReport
-from shipyard.report.features import FeatureRow
 from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
 from shipyard.spec import STATUS_ORDER, FeatureFile
 
@@ -21,12 +21,12 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
         listed = [(row, on) for row, on in listed if on]
         lines += [f"- **{row.feature.title}** (`{row.feature.id}`, {row.feature.component}): {', '.join(on)}"
                   for row, on in listed] or ["- none"]
-    blockers = _issues(report.features, ("stable",), only_failed=True)
+    blockers = _issues(report, ("stable",), only_failed=True)
     if blockers:
         lines += ["", "## Release blockers", "", "A stable feature failed its tests: its cells are not released.", ""]
         lines += blockers
     lines += ["", "## Known issues", ""]
-    lines += _issues(report.features, ("beta", "prototype"), only_failed=False) or ["- none"]
+    lines += _issues(report, ("beta", "prototype"), only_failed=False) or ["- none"]
     if previous is not None:
         lines += ["", f"## Changes since {previous.label}", ""]
         lines += _changes(features, previous, _shipped(report))
@@ -65,17 +65,25 @@ def _highlights(report: ReleaseReport, features: FeatureFile, previous: Previous
     return out
 
 
-def _issues(rows: list[FeatureRow], statuses: tuple[str, ...], *, only_failed: bool) -> list[str]:
-    """One line per feature and status: where it failed (with the cells) and where it did not run."""
+def _issues(report: ReleaseReport, statuses: tuple[str, ...], *, only_failed: bool) -> list[str]:
+    """One line per feature and status: where it failed (with the cells), where its platform's
+    cells ran none of its tests, and where no cell of the platform is in the manifest at all."""
+    built = {report.host_platform if c.platform == ANY else c.platform for c in report.cells if c.artifact}
     out = []
-    for row in rows:
+    for row in report.features:
         for status in statuses:
             here = {p: o for p, o in row.outcomes.items() if o.status == status}
-            failed = {p: o for p, o in here.items() if o.result == "failed"}
+            parts = [f"failed on {p}: {o.text} ({', '.join(o.failed_cells)})"
+                     for p, o in here.items() if o.result == "failed"]
             idle = [p for p, o in here.items() if o.result == "not-run"]
-            parts = [f"failed on {p}: {o.text} ({', '.join(o.failed_cells)})" for p, o in failed.items()]
             if idle and not only_failed:
-                parts.append(f"did not run on {', '.join(idle)} (no cell of the manifest tested it there)")
+                ran_none = [p for p in idle if p in built]
+                absent = [p for p in idle if p not in built]
+                if ran_none:
+                    parts.append(f"did not run on {', '.join(ran_none)} (the cells built there ran none of its tests)")
+                if absent:
+                    which = "that platform" if len(absent) == 1 else "those platforms"
+                    parts.append(f"not tested on {', '.join(absent)} (no cell of {which} is in this manifest)")
             if parts:
                 out.append(f"- **{row.feature.title}** (`{row.feature.id}`, {status}): " + "; ".join(parts) + ".")
     return out
