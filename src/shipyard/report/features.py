@@ -8,38 +8,34 @@ from dataclasses import dataclass
 from shipyard.matrix import ANY, expand
 from shipyard.report.cells import ReportCell
 from shipyard.spec import Feature, Release
+from shipyard.wheel.testing import FeatureOutcome as TestedFeature
 
 
 @dataclass(frozen=True)
 class FeatureOutcome:
     """One feature on one platform: its status (None where it does not ship) and its tests,
-    summed over the cells that ran them."""
+    summed over the cells that ran them (`tests`, judged as a cell's own are)."""
 
     status: str | None
     cells: int  # cells whose tests reported this feature
-    passed: int
-    failed: int
-    skipped: int
+    tests: TestedFeature
     failed_cells: tuple[str, ...] = ()
 
     @property
     def result(self) -> str:
-        """failed / passed / partial / skipped / not-run, as testing.FeatureOutcome has it."""
-        if self.failed:
-            return "failed"
-        if self.passed:
-            return "partial" if self.skipped else "passed"
-        return "skipped" if self.skipped else "not-run"
+        """failed / passed / partial / skipped / not-run."""
+        return self.tests.result
 
     @property
     def text(self) -> str:
-        total = self.passed + self.failed + self.skipped
+        t = self.tests
+        total = t.passed + t.failed + t.skipped
         cells = f" in {self.cells} cell{'s' if self.cells != 1 else ''}"
         match self.result:
             case "failed":
-                return f"failed, {self.failed} of {total} tests in {len(self.failed_cells)} of {self.cells} cells"
+                return f"failed, {t.failed} of {total} tests in {len(self.failed_cells)} of {self.cells} cells"
             case "partial":
-                return f"passed, {self.skipped} of {total} skipped{cells}"
+                return f"passed, {t.skipped} of {total} skipped{cells}"
             case "passed":
                 return f"passed, {total} of {total}{cells}"
             case "skipped":
@@ -80,8 +76,8 @@ def feature_rows(release: Release, features: tuple[Feature, ...], cells: list[Re
             outcomes[platform] = FeatureOutcome(
                 status=feature.status_on(platform) if platform in shipped.get(feature.component, ()) else None,
                 cells=len(ran),
-                passed=sum(r.passed for _, r in ran), failed=sum(r.failed for _, r in ran),
-                skipped=sum(r.skipped for _, r in ran),
+                tests=TestedFeature(feature.id, feature.status_on(platform) or "", passed=sum(r.passed for _, r in ran),
+                                    failed=sum(r.failed for _, r in ran), skipped=sum(r.skipped for _, r in ran)),
                 failed_cells=tuple(c.id for c, r in ran if r.failed))
         rows.append(FeatureRow(feature, outcomes))
     return rows
