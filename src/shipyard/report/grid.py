@@ -28,7 +28,8 @@ class Column:
 
     @property
     def label(self) -> str:
-        return "any variant · any platform" if self.platform == ANY else f"{self.variant} · {self.platform}"
+        variant = "any variant" if self.variant == ANY else self.variant  # the conda mutex is one per variant
+        return f"{variant} · {'any platform' if self.platform == ANY else self.platform}"
 
 
 @dataclass(frozen=True)
