@@ -221,3 +221,33 @@ def test_every_state_and_badge_has_readable_contrast() -> None:
     for name, (bg, fg) in pairs.items():
         light, dark = sorted((_luminance(bg), _luminance(fg)), reverse=True)
         assert (light + 0.05) / (dark + 0.05) >= 4.5, (name, bg, fg)  # WCAG AA for normal text
+
+
+def test_images_mobile_and_mutex_records_get_their_cells(spec: Spec, tmp_path: Path) -> None:
+    """Records of every artifact kind sit in the grid: two images of one variant share a slot,
+    the mobile package its target's column, the conda mutex its variant's."""
+    from shipyard.manifest import ArtifactRecord, merge_artifacts
+
+    def record(cell_id: str, **fields: object) -> ArtifactRecord:
+        base: dict[str, object] = dict(name=cell_id, path="", sha256="0" * 64, size=1000, cell_id=cell_id,
+                                       component="ember", package_type="docker", variant="cpu", variant_tag="cpu",
+                                       platform="linux-x86_64", python="3.11", version="1.7.0", features=(),
+                                       tests=None, build={})
+        return ArtifactRecord.model_validate(base | fields)
+
+    records = [
+        record("ember-1.7.0-cpu-runtime", build={"cached": True, "seconds": 2.0, "budget_mb": 0.0005}),
+        record("ember-1.7.0-cpu-devel", build={"cached": False, "seconds": 80.0, "budget_mb": 900}),
+        record("ember-lite-cpu-host-mobile", component="ember-lite", package_type="mobile", platform="host",
+               python=None, tests={"result": "passed", "tests_run": True, "detail": ""}, build={"seconds": 9.0}),
+        record("ember-variant-cpu-conda", component="ember-variant", package_type="conda", platform="any",
+               python=None, build={"result": "built", "seconds": 1.0}),
+    ]
+    manifest = merge_artifacts(tmp_path / "manifest.json", release="ember", version="1.7.0", records=records)
+    page, out = _page(spec, tmp_path)
+    assert len(page.state) == expected_cell_count(spec, manifest)
+    assert page.state["ember-1.7.0-cpu-runtime"] == "cached" and page.state["ember-1.7.0-cpu-devel"] == "skipped"
+    assert page.state["ember-lite-cpu-host-mobile"] == "passed"
+    html = out.read_text()
+    assert "cpu · any platform" in html  # the mutex's column
+    assert "over budget" in html  # the runtime image against its (tiny) budget
