@@ -96,6 +96,10 @@ def test_pure_wheel_job_steps_run_here_and_the_manifest_job_merges_the_fragments
                        github=_github(workspace2, "manifest"))
     runner.run_job(workflow["jobs"]["manifest"])
     release = artifacts / "release-dist"
+    # The release manager's report and notes, uploaded before the gate could stop the job.
+    report = artifacts / "release-report"
+    assert 'data-state="passed"' in (report / "report" / "index.html").read_text()
+    assert "## Stable" in (report / "RELEASE_NOTES.md").read_text()
     merged = read_manifest(release / "manifest.json")
     assert merged is not None
     ember_cells = set(read_manifest(ember_fragment / "manifest.json").by_cell())  # type: ignore[union-attr]

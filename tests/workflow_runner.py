@@ -107,11 +107,23 @@ class JobRunner:
         if action == "actions/checkout":
             assert (self.workspace / "release.yaml").is_file()  # the caller's copy of the repository
         elif action == "actions/upload-artifact":
-            source = self.workspace / args["path"]
-            assert source.exists(), f"upload-artifact: {source} does not exist"
+            # One path per line; the artifact's root is their deepest common folder, as GitHub's.
+            sources = [self.workspace / line.strip() for line in args["path"].splitlines() if line.strip()]
+            for source in sources:
+                assert source.exists(), f"upload-artifact: {source} does not exist"
             target = self.artifacts / args["name"]
             assert not target.exists(), f"artifact {args['name']} uploaded twice"
-            shutil.copytree(source, target, symlinks=False)
+            if len(sources) == 1 and sources[0].is_dir():
+                shutil.copytree(sources[0], target, symlinks=False)
+            else:
+                root = Path(os.path.commonpath([s if s.is_dir() and len(sources) > 1 else s.parent for s in sources]))
+                for source in sources:
+                    dest = target / source.relative_to(root)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    if source.is_dir():
+                        shutil.copytree(source, dest, symlinks=False, dirs_exist_ok=True)
+                    else:
+                        shutil.copy2(source, dest)
         elif action == "actions/download-artifact":
             base = self.workspace / args.get("path", ".")
             if "name" in args:

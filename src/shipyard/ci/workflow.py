@@ -312,6 +312,12 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
                    "with": {"pattern": "fragment-*", "path": "fragments"}},
                   {"name": "Merge them into the one manifest",
                    "run": "shipyard manifest merge --dist dist fragments/*\n"},
+                  # Before the gate: a release manager reads why it failed from the report.
+                  {"name": "Write the release report and the release notes",
+                   "run": "shipyard report --dist dist\nshipyard notes --dist dist\n"},
+                  {"name": "Upload the release report and notes", "uses": uses("actions/upload-artifact"),
+                   "with": {"name": "release-report", "path": "dist/report/\ndist/RELEASE_NOTES.md\n",
+                            "if-no-files-found": "error", "retention-days": 30}},
                   {"name": "Gate on the stable features of the merged manifest",
                    "run": "shipyard manifest gate --dist dist --channel \"$SHIPYARD_CHANNEL\"\n"},
                   {"name": "Upload the release", "uses": uses("actions/upload-artifact"),
