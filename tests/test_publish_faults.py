@@ -11,7 +11,6 @@ output of a failure)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -29,7 +28,14 @@ import pytest
 import requests
 from fault_proxy import FaultProxy
 from publish_servers import MANIFEST_V2, Registry, docker_registry, publish_site
-from synthetic_release import build_conda_packages, image_record, import_image, synthetic_dist, write_manifest
+from synthetic_release import (
+    build_conda_packages,
+    image_record,
+    import_image,
+    remove_images,
+    synthetic_dist,
+    write_manifest,
+)
 
 from shipyard.publish.plain_version import plain_name
 
@@ -189,17 +195,6 @@ def _images(folder: Path, repo: str, version: str) -> dict[str, str]:
             for tag in IMAGE_TAGS}
 
 
-def _remove_images(client: docker.DockerClient, repo: str, ids: set[str]) -> None:
-    """The images the test imported, with every tag they got (a killed push leaves its handles)."""
-    for image_id in ids:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            client.images.remove(f"sha256:{image_id}", force=True)
-    for image in client.images.list(all=True):
-        if any(repo in ref for ref in image.tags + (image.attrs.get("RepoDigests") or [])):
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(image.id, force=True)
-
-
 class RegistryFaults:
     """The plan of the proxy in front of the registry: faults at `rate`, and, at the chosen HTTP
     connection of the run, kill -9 of the publisher (after a pause) or a registry restart."""
@@ -354,7 +349,7 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
         finally:
             reader.stop.set()
             reader.join(timeout=30)
-            _remove_images(client, repo, made)
+            remove_images(client, repo, made)
         # Nothing lost, nothing duplicated: every file once, with the manifest's bytes.
         final = reader.snapshot()
         for label, names in final.items():

@@ -5,7 +5,6 @@ sees is what `docker pull` gets from each channel's tag."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 from publish_servers import Registry, docker_registry, point_release_yaml
-from synthetic_release import VERSION, image_record, import_image, write_manifest
+from synthetic_release import VERSION, image_record, import_image, remove_images, write_manifest
 
 from shipyard.cli import main
 
@@ -46,12 +45,7 @@ class Project:
     made: list[str] = field(default_factory=list)  # the ids of the images the test imported
 
     def remove_images(self, client: docker.DockerClient) -> None:
-        """Every image the test made or pulled (a re-import leaves the one before untagged)."""
-        ids = set(self.made) | {image.id for image in client.images.list(all=True)
-                                if any(self.repo in ref for ref in image.tags + (image.attrs.get("RepoDigests") or []))}
-        for image_id in ids:
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(image_id, force=True)
+        remove_images(client, self.repo, self.made)
 
     @property
     def ref(self) -> str:
