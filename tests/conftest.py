@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ember_images import EmberImages
 
 from shipyard import docker_base
 from shipyard.conda.bootstrap import (
@@ -140,3 +141,10 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def ember_images(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> EmberImages:
+    """ember's images, each built once per session by shipyard's image pipeline: tested by
+    test_docker_image.py, published end to end by test_publish_release.py."""
+    return EmberImages(load_spec(REPO), tmp_path_factory)

@@ -24,6 +24,7 @@ import requests
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
+MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 # devpi derives its token key with argon2 at every start (10 s and 512 MB by default): cheap
 # parameters keep a restart to a few seconds. Passwords are still checked.
 _CHEAP_ARGON2 = ["--argon2-memory-cost", "64", "--argon2-time-cost", "1", "--argon2-parallelism", "1"]
@@ -102,7 +103,8 @@ def devpi_server(folder: Path, port: int) -> Iterator[Devpi]:
     server = Devpi(folder / "server", port, folder / "devpi.log", root_password=root_password)
     subprocess.run([BIN / "devpi-gen-secret", "--secretfile", folder / "devpi-secret"], check=True,
                    capture_output=True)
-    subprocess.run([BIN / "devpi-init", "--serverdir", server.serverdir, "--root-passwd", root_password,
+    # `--root-passwd=…` in one word: a generated password may begin with "-".
+    subprocess.run([BIN / "devpi-init", "--serverdir", server.serverdir, f"--root-passwd={root_password}",
                     "--no-root-pypi"], check=True, capture_output=True)
     server.start()
     try:
@@ -132,14 +134,65 @@ def static_server(folder: Path, port: int = 0) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Registry:
+    """Debian's docker-registry serving `config` on `address`; `restart()` keeps its storage and port,
+    as a real restart does."""
+
     address: str  # host:port, what release.yaml's `kind: docker` target names as its url
     user: str
     password: str
+    config: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log(self) -> Path:
+        return self.config.parent / "registry.log"
 
     def auth(self) -> dict[str, str]:
         return {"username": self.user, "password": self.password}
+
+    def start(self, timeout: float = 30) -> None:
+        with self.log.open("ab") as log:
+            # A server outlives any one command, so it cannot go through command.run.
+            self.process = subprocess.Popen(["docker-registry", "serve", str(self.config)], stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if requests.get(f"http://{self.address}/v2/", timeout=2).status_code == 401:
+                    return
+            except requests.ConnectionError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"docker-registry did not come up:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def served_digest(self, repo: str, tag: str) -> str | None:
+        """The manifest digest the registry serves under `repo:tag` (None: no such tag), from its API."""
+        answer = requests.head(f"http://{self.address}/v2/{repo}/manifests/{tag}", auth=(self.user, self.password),
+                               headers={"Accept": MANIFEST_V2}, timeout=30)
+        return answer.headers["Docker-Content-Digest"] if answer.status_code == 200 else None
+
+    def tags(self, repo: str) -> list[str]:
+        answer = requests.get(f"http://{self.address}/v2/{repo}/tags/list", auth=(self.user, self.password),
+                              timeout=30)
+        return sorted(answer.json().get("tags") or []) if answer.status_code == 200 else []
 
 
 @contextmanager
@@ -163,25 +216,12 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
                   "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
                   "auth": {"htpasswd": {"realm": "shipyard-test", "path": str(folder / "htpasswd")}}}
         (folder / "config.yml").write_text(json.dumps(config))  # JSON is YAML
-        with (folder / "registry.log").open("w") as log:
-            # A server outlives any one command, so it cannot go through command.run.
-            server = subprocess.Popen(["docker-registry", "serve", str(folder / "config.yml")], stdout=log,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        server = Registry(f"127.0.0.1:{port}", user, password, folder / "config.yml")
+        server.start()
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if requests.get(f"http://127.0.0.1:{port}/v2/", timeout=2).status_code == 401:
-                        break
-                except requests.ConnectionError:
-                    pass
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"docker-registry did not come up:\n{(folder / 'registry.log').read_text()}")
-                time.sleep(0.2)
-            yield Registry(f"127.0.0.1:{port}", user, password)
+            yield server
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
 
 
 def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
@@ -210,17 +250,18 @@ class Site:
     token: str
 
     def release_yaml(self, root: Path, *, prefix: str = "", devpi_url: str | None = None,
-                     conda_url: str | None = None) -> None:
+                     conda_url: str | None = None, registry: str | None = None) -> None:
         """release.yaml and feature_status.yaml in `root`, the publish targets pointed at these servers
-        (devpi through `devpi_url` when given, e.g. a fault proxy); `prefix` gives this root's trees
-        sub-folders of their own."""
+        (devpi through `devpi_url` when given, e.g. a fault proxy; the images target at `registry`,
+        host:port, when given); `prefix` gives this root's trees sub-folders of their own."""
         sub = f"{prefix}/" if prefix else ""
         conda_base = (conda_url or self.conda_url).split("/t/")[0]
         point_release_yaml(root, {"url: http://127.0.0.1:8081/": f"url: {devpi_url or self.devpi.url}/",
                                   "url: http://127.0.0.1:8083/whl/": f"url: {self.tree_url}{sub}",
                                   "url: http://127.0.0.1:8082/conda/": f"url: {conda_base}/conda/{sub}",
                                   "path: dist/site/whl": f"path: {self.folder / 'whl' / prefix}",
-                                  "path: dist/site/conda": f"path: {self.folder / 'conda' / prefix}"})
+                                  "path: dist/site/conda": f"path: {self.folder / 'conda' / prefix}",
+                                  **({"url: 127.0.0.1:5000": f"url: {registry}"} if registry else {})})
 
 
 @contextmanager

@@ -4,11 +4,13 @@ a dist/manifest.json that records them with per-feature test results."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import docker
 import yaml
 from wheel.wheelfile import WheelFile
 
@@ -122,6 +124,16 @@ def import_image(folder: Path, ref: str, payload: str) -> str:
         tar.addfile(info, io.BytesIO(data))
     command.run(["docker", "import", str(archive), ref], timeout=120)
     return command.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref], timeout=60).stdout.strip()
+
+
+def remove_images(client: docker.DockerClient, repo: str, ids: Iterable[str] = ()) -> None:
+    """The images a test imported (`ids`) and every image any of whose references names `repo`
+    (a re-import leaves the one before untagged; a killed push leaves its registry handle)."""
+    found = {image.id for image in client.images.list(all=True)
+             if any(repo in ref for ref in image.tags + (image.attrs.get("RepoDigests") or []))}
+    for image_id in {f"sha256:{i.removeprefix('sha256:')}" for i in ids} | found:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(image_id, force=True)
 
 
 def image_record(ref: str, image_id: str, *, variant: str = "cpu", tag: str = "cpu", stable: str = "passed",

@@ -2,11 +2,11 @@
 across two, surviving (or cleanly failing) a killed peer, labelled, within budget, clean, and
 pushed to a real registry.
 
-The wheels are built once per session for Python 3.11 into a temporary dist (shipyard's build
-cache under the repository's .shipyard, shared with test_release_build/_cuda, makes that a copy
-when they ran first); `nox -s docker-<variant>` instead points the tests at the tested wheels of
-dist/ (SHIPYARD_IMAGE_TESTED_WHEELS=1) and at one variant (--image-variant). Each image is built
-once per session; a second build must change nothing.
+The images come from conftest's `ember_images` (tests/ember_images.py): each is built once per
+session, from wheels out of shipyard's build cache, and the end-to-end publish
+(test_publish_release.py) publishes the same CPU runtime image; `nox -s docker-<variant>` points
+them at the tested wheels of dist/ and at one variant (--image-variant). A second build must
+change nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import os
 import re
 import secrets
 import shutil
@@ -27,11 +26,12 @@ from pathlib import Path
 import docker
 import pytest
 import requests
+from ember_images import EmberImages
 from publish_servers import docker_registry
 
 from shipyard import command
 from shipyard.errors import CheckFailed
-from shipyard.image.build import ImageRequest, ImageResult, build_images
+from shipyard.image.build import ImageRequest, build_images
 from shipyard.image.hygiene import scan_image
 from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.image.registry import RegistryError, push_image
@@ -40,7 +40,6 @@ from shipyard.source_tree import git_info
 from shipyard.spec import PublishTarget
 from shipyard.validate import Spec, load_spec
 from shipyard.wheel.index import sha256_of, write_index
-from shipyard.wheel.pipeline import BuildRequest, build_variant
 
 pytestmark = pytest.mark.slow
 
@@ -65,54 +64,6 @@ def _variants(config: pytest.Config) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="session")
-def dists(tmp_path_factory: pytest.TempPathFactory, spec: Spec) -> Iterator[dict[str, Path]]:
-    """Per variant, a dist folder with its wheels for the images' Python and their manifest."""
-    made: dict[str, Path] = {}
-
-    def get(variant: str) -> Path:
-        if os.environ.get("SHIPYARD_IMAGE_TESTED_WHEELS"):
-            return REPO / "dist"  # nox -s docker-<variant> built and tested them there
-        if variant not in made:
-            assert spec.release.images is not None
-            dist = tmp_path_factory.mktemp(f"dist-{variant}")
-            outcomes = build_variant(spec, BuildRequest(variant=variant, pythons=(spec.release.images.python,),
-                                                        components=spec.release.images.components, run_tests=False,
-                                                        dist=dist, state=REPO / ".shipyard"))
-            assert all(o.result in ("built", "cached") for o in outcomes), [(o.cell.id, o.detail) for o in outcomes]
-            made[variant] = dist
-        return made[variant]
-
-    yield get  # type: ignore[misc]
-
-
-class Images:
-    """Each variant's images, built once; a second build is timed to prove it changes nothing."""
-
-    def __init__(self, spec: Spec, dists) -> None:  # noqa: ANN001
-        self.spec, self.dists = spec, dists
-        self.results: dict[tuple[str, str], ImageResult] = {}
-        self.rebuild_seconds: dict[str, float] = {}
-
-    def request(self, variant: str, targets: tuple[str, ...]) -> ImageRequest:
-        return ImageRequest(variant=variant, dist=self.dists(variant), targets=targets,
-                            allow_untested=not os.environ.get("SHIPYARD_IMAGE_TESTED_WHEELS"))
-
-    def get(self, variant: str, target: str = "runtime") -> ImageResult:
-        if (variant, target) not in self.results:
-            start = time.monotonic()
-            for result in build_images(self.spec, self.request(variant, (target,))):
-                self.results[(variant, result.plan.target)] = result
-            print(f"\nimage {variant} {target}: {time.monotonic() - start:.0f} s, "
-                  f"{self.results[(variant, target)].size_mb:.0f} MB")
-        return self.results[(variant, target)]
-
-
-@pytest.fixture(scope="session")
-def images(docker_engine: None, spec: Spec, dists) -> Images:  # noqa: ANN001
-    return Images(spec, dists)
-
-
-@pytest.fixture(scope="session")
 def client(docker_engine: None) -> docker.DockerClient:
     return docker.from_env(timeout=600)
 
@@ -129,9 +80,9 @@ def _losses(output: str) -> tuple[float, float]:
     return float(found.group(1)), float(found.group(2))
 
 
-def test_standalone_two_process_training_loss_falls(images: Images, request: pytest.FixtureRequest) -> None:
+def test_standalone_two_process_training_loss_falls(ember_images: EmberImages, request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    image = images.get(variant).plan.tag
+    image = ember_images.get(variant).plan.tag
     done = _run(image, "ember-run", "--standalone", "--nproc-per-node", "2", EXAMPLE)
     assert done.returncode == 0, done.output
     first, last = _losses(done.output)
@@ -184,10 +135,10 @@ def _wait(container, timeout: float) -> int:  # noqa: ANN001
     return int(container.wait(timeout=timeout)["StatusCode"])
 
 
-def test_two_containers_form_one_two_node_job(images: Images, client: docker.DockerClient, network: str,
+def test_two_containers_form_one_two_node_job(ember_images: EmberImages, client: docker.DockerClient, network: str,
                                               job_token: Path, request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    image = images.get(variant).plan.tag
+    image = ember_images.get(variant).plan.tag
     host = f"{network}-node0"
     nodes = [_node(client, image, network, host, host, job_token, "--rdzv-timeout", "60"),
              _node(client, image, network, f"{network}-node1", host, job_token, "--rdzv-timeout", "60")]
@@ -207,7 +158,7 @@ def test_two_containers_form_one_two_node_job(images: Images, client: docker.Doc
     assert last < first / 100
 
 
-def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images, client: docker.DockerClient,
+def test_killed_container_makes_its_peer_exit_with_a_clear_error(ember_images: EmberImages, client: docker.DockerClient,
                                                                  network: str, job_token: Path,
                                                                  request: pytest.FixtureRequest) -> None:
     """ember-run's policy (library/emberelastic/README.md): a node that leaves makes its peers'
@@ -215,7 +166,7 @@ def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images,
     --nnodes 2 none can, so the survivor's rendezvous times out and it exits 1 saying so. A killed
     container sends nothing, so its peers' workers learn of it from their collective timeout."""
     variant, _ = _variants(request.config)
-    image = images.get(variant).plan.tag
+    image = ember_images.get(variant).plan.tag
     host = f"{network}-node0"
     timeout, collective = 20, 15
     survivor = _node(client, image, network, host, host, job_token, "--rdzv-timeout", str(timeout),
@@ -244,10 +195,10 @@ def test_killed_container_makes_its_peer_exit_with_a_clear_error(images: Images,
 # --- the CUDA image --------------------------------------------------------------------------
 
 @pytest.mark.cuda_image
-def test_cuda_image_falls_back_to_cpu_and_resolves_its_cuda_libraries(images: Images,
+def test_cuda_image_falls_back_to_cpu_and_resolves_its_cuda_libraries(ember_images: EmberImages,
                                                                       request: pytest.FixtureRequest) -> None:
     _, cuda_variant = _variants(request.config)
-    plan = images.get(cuda_variant).plan
+    plan = ember_images.get(cuda_variant).plan
     assert plan.variant.cuda, f"--image-variant {cuda_variant} is not a CUDA variant"
     code = ("import ember, numpy as np; c = ember.cuda; "
             "print('compiled', c.compiled_with_cuda(), 'available', c.is_available(), 'archs', len(c.arch_list())); "
@@ -273,10 +224,10 @@ def test_cuda_image_falls_back_to_cpu_and_resolves_its_cuda_libraries(images: Im
 
 # --- labels, tags, user, budget, hygiene -------------------------------------------------------
 
-def test_labels_tags_and_user(images: Images, client: docker.DockerClient, spec: Spec,
+def test_labels_tags_and_user(ember_images: EmberImages, client: docker.DockerClient, spec: Spec,
                               request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    result = images.get(variant)
+    result = ember_images.get(variant)
     plan = result.plan
     flavour = f"cuda{plan.variant.cuda}" if plan.variant.cuda else "cpu"
     assert plan.tags == (f"ember:1.7.0-{flavour}-runtime", f"ember:nightly-{flavour}-runtime")
@@ -301,47 +252,47 @@ def test_labels_tags_and_user(images: Images, client: docker.DockerClient, spec:
     who = _run(plan.tag, "sh", "-c", "id -u; id -un; command -v ember-run; ls /opt/ember/examples")
     assert who.stdout.split() == ["1000", "ember", "/opt/python/bin/ember-run", "train_sgd.py"], who.output
     # The manifest records the image for publish.
-    manifest = read_manifest(images.dists(variant) / "manifest.json")
+    manifest = read_manifest(ember_images.dists(variant) / "manifest.json")
     assert manifest is not None
     record = manifest.by_cell()[f"ember-{plan.variant.tag}-linux-x86_64-runtime-docker"]
     assert record.sha256 == result.image_id.removeprefix("sha256:") and record.build["tags"] == list(plan.tags)
 
 
-def test_unchanged_rerun_is_a_no_op(images: Images, request: pytest.FixtureRequest) -> None:
+def test_unchanged_rerun_is_a_no_op(ember_images: EmberImages, request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    first = images.get(variant)
+    first = ember_images.get(variant)
     start = time.monotonic()
-    (again,) = build_images(images.spec, images.request(variant, ("runtime",)))
+    (again,) = build_images(ember_images.spec, ember_images.request(variant, ("runtime",)))
     seconds = time.monotonic() - start
     assert again.cached and again.image_id == first.image_id
     assert seconds < 5, f"an unchanged re-run took {seconds:.1f} s of shipyard's own time"
 
 
-def test_size_budget_is_enforced(images: Images, request: pytest.FixtureRequest) -> None:
+def test_size_budget_is_enforced(ember_images: EmberImages, request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    built = images.get(variant)
-    settings = images.spec.release.images
+    built = ember_images.get(variant)
+    settings = ember_images.spec.release.images
     assert settings is not None
     assert built.size_mb <= built.plan.budget_mb
     tight = settings.variants[variant].model_copy(update={"runtime_budget_mb": 1.0})
-    release = images.spec.release.model_copy(
+    release = ember_images.spec.release.model_copy(
         update={"images": settings.model_copy(update={"variants": {**settings.variants, variant: tight}})})
-    small = dataclasses.replace(images.spec, release=release)
+    small = dataclasses.replace(ember_images.spec, release=release)
     with pytest.raises(CheckFailed) as caught:
-        build_images(small, images.request(variant, ("runtime",)))
+        build_images(small, ember_images.request(variant, ("runtime",)))
     message = str(caught.value)
     assert f"{built.plan.tag} is {built.size_mb:.0f} MB, over its budget of 1 MB" in message, message
     assert f"images.variants.{variant}.runtime_budget_mb" in message, message
 
 
-def test_images_hold_no_pip_cache_apt_list_or_secret(images: Images, client: docker.DockerClient,
+def test_images_hold_no_pip_cache_apt_list_or_secret(ember_images: EmberImages, client: docker.DockerClient,
                                                      request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    assert scan_image(images.get(variant).plan.tag, client=client) == []
+    assert scan_image(ember_images.get(variant).plan.tag, client=client) == []
     # The scanner finds what a careless build leaves: a pip cache, an apt list, a build argument.
     token = secrets.token_hex(16)
     tag = f"shipyard-leaky:{uuid.uuid4().hex[:8]}"
-    base = images.get(variant).labels["org.shipyard.image.base"].split(": ", 1)[1]
+    base = ember_images.get(variant).labels["org.shipyard.image.base"].split(": ", 1)[1]
     dockerfile = (f"FROM {base}\nARG TOKEN\nRUN mkdir -p /root/.cache/pip/http /var/lib/apt/lists "
                   "&& echo cached > /root/.cache/pip/http/entry && echo list > /var/lib/apt/lists/deb_Packages "
                   "&& echo \"$TOKEN\" > /etc/leaked\n")
@@ -377,15 +328,15 @@ def _edit_wheel(wheel: Path, member: str, extra: bytes) -> None:
     tmp.replace(wheel)
 
 
-def test_one_changed_wheel_keeps_base_and_dependency_layers(images: Images, client: docker.DockerClient,
+def test_one_changed_wheel_keeps_base_and_dependency_layers(ember_images: EmberImages, client: docker.DockerClient,
                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             request: pytest.FixtureRequest) -> None:
     """A changed emberaudio wheel: only the layer holding the release's installed wheels changes.
     Planted on the way: a credential in the environment (the release's registry password
     variable) and a secret file in the wheel index; neither may reach the image."""
     variant, _ = _variants(request.config)
-    before = images.get(variant)
-    source = images.dists(variant)
+    before = ember_images.get(variant)
+    source = ember_images.dists(variant)
     dist = tmp_path / "dist"
     shutil.copytree(source / "whl", dist / "whl")
     shutil.copy(source / "manifest.json", dist / "manifest.json")
@@ -402,9 +353,9 @@ def test_one_changed_wheel_keeps_base_and_dependency_layers(images: Images, clie
     planted = f"planted-{secrets.token_hex(12)}"
     (dist / "whl" / tag / "emberaudio" / ".netrc").write_text(f"machine example.org password {planted}\n")
     monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", planted)
-    settings = images.spec.release.images
+    settings = ember_images.spec.release.images
     assert settings is not None
-    other = dataclasses.replace(images.spec, release=images.spec.release.model_copy(
+    other = dataclasses.replace(ember_images.spec, release=ember_images.spec.release.model_copy(
         update={"images": settings.model_copy(update={"repository": "ember-layer-test"})}))
     start = time.monotonic()
     (after,) = build_images(other, ImageRequest(variant=variant, dist=dist, targets=("runtime",),
@@ -443,12 +394,12 @@ def registry(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
         yield server.address, server.user, server.password
 
 
-def test_push_then_pull_gives_the_same_digest(images: Images, client: docker.DockerClient,
+def test_push_then_pull_gives_the_same_digest(ember_images: EmberImages, client: docker.DockerClient,
                                               registry: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch,
                                               capfd: pytest.CaptureFixture[str],
                                               request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    plan = images.get(variant).plan
+    plan = ember_images.get(variant).plan
     address, user, password = registry
     target = PublishTarget(name="images", kind="docker", url=address, username_env="SHIPYARD_REGISTRY_USERNAME",
                            password_env="SHIPYARD_REGISTRY_PASSWORD")
@@ -486,9 +437,9 @@ def test_push_then_pull_gives_the_same_digest(images: Images, client: docker.Doc
 
 # --- devel ---------------------------------------------------------------------------------------
 
-def test_devel_image_builds_against_ember_cpp_api(images: Images, request: pytest.FixtureRequest) -> None:
+def test_devel_image_builds_against_ember_cpp_api(ember_images: EmberImages, request: pytest.FixtureRequest) -> None:
     variant, _ = _variants(request.config)
-    devel = images.get(variant, "devel")
+    devel = ember_images.get(variant, "devel")
     assert devel.size_mb <= devel.plan.budget_mb
     project = (
         "mkdir -p /tmp/p && cd /tmp/p && "

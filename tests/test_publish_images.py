@@ -5,7 +5,6 @@ sees is what `docker pull` gets from each channel's tag."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import subprocess
@@ -17,15 +16,13 @@ from pathlib import Path
 
 import docker
 import pytest
-import requests
 from publish_servers import Registry, docker_registry, point_release_yaml
-from synthetic_release import VERSION, image_record, import_image, write_manifest
+from synthetic_release import VERSION, image_record, import_image, remove_images, write_manifest
 
 from shipyard.cli import main
 
 pytestmark = pytest.mark.slow
 SECRET = "s3cr3t-Rk7uWq4Tn-registry"
-_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +45,7 @@ class Project:
     made: list[str] = field(default_factory=list)  # the ids of the images the test imported
 
     def remove_images(self, client: docker.DockerClient) -> None:
-        """Every image the test made or pulled (a re-import leaves the one before untagged)."""
-        ids = set(self.made) | {image.id for image in client.images.list(all=True)
-                                if any(self.repo in ref for ref in image.tags + (image.attrs.get("RepoDigests") or []))}
-        for image_id in ids:
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(image_id, force=True)
+        remove_images(client, self.repo, self.made)
 
     @property
     def ref(self) -> str:
@@ -88,19 +80,6 @@ def _image(project: Project, payload: str, **record: str) -> str:
     return image_id
 
 
-def _served(registry: Registry, repo: str, tag: str) -> str | None:
-    """The manifest digest the registry serves under `repo:tag` (None: no such tag)."""
-    answer = requests.head(f"http://{registry.address}/v2/{repo}/manifests/{tag}", auth=(registry.user,
-                           registry.password), headers={"Accept": _MANIFEST}, timeout=30)
-    return answer.headers["Docker-Content-Digest"] if answer.status_code == 200 else None
-
-
-def _tags(registry: Registry, repo: str) -> list[str]:
-    answer = requests.get(f"http://{registry.address}/v2/{repo}/tags/list", auth=(registry.user, registry.password),
-                          timeout=30)
-    return sorted(answer.json().get("tags") or []) if answer.status_code == 200 else []
-
-
 def _pulled_id(client: docker.DockerClient, registry: Registry, repo: str, tag: str) -> str:
     """`docker pull <registry>/<repo>:<tag>` on an engine holding no image of `repo`: the id it gets."""
     for image in client.images.list():
@@ -115,18 +94,18 @@ def test_an_image_goes_nightly_test_release_and_docker_pull_gets_the_recorded_id
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 0, out
     assert "nightly: 1 files published" in " ".join(out.split()), out
-    digest = _served(registry, project.repo, f"{VERSION}-cpu-runtime-nightly")
+    digest = registry.served_digest(project.repo, f"{VERSION}-cpu-runtime-nightly")
     assert digest is not None
     assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-nightly") == image_id
     # The engine now holds the image only as pulled from nightly: promotion pulls it again by digest.
     for source, channel in (("nightly", "test"), ("test", "release")):
         code, out = project.run("promote", VERSION, "--from", source, "--to", channel)
         assert code == 0, out
-        assert _served(registry, project.repo, f"{VERSION}-cpu-runtime-{channel}") == digest  # the same manifest
+        assert registry.served_digest(project.repo, f"{VERSION}-cpu-runtime-{channel}") == digest  # the same manifest
         assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-{channel}") == image_id
     staging = {f"{VERSION}-cpu-runtime-{c}-stage-{image_id.removeprefix('sha256:')[:12]}"
                for c in ("nightly", "test", "release")}
-    assert set(_tags(registry, project.repo)) == staging | {f"{VERSION}-cpu-runtime-{c}"
+    assert set(registry.tags(project.repo)) == staging | {f"{VERSION}-cpu-runtime-{c}"
                                                            for c in ("nightly", "test", "release")}
     journal = [line for line in (project.root / ".shipyard" / "publish" / "images.jsonl").read_text().splitlines()
                if '"switched"' in line]
@@ -136,12 +115,12 @@ def test_an_image_goes_nightly_test_release_and_docker_pull_gets_the_recorded_id
 def test_republishing_the_same_image_pushes_nothing(project: Project, registry: Registry) -> None:
     _image(project, "same")
     assert project.run("publish", "--channel", "nightly")[0] == 0
-    tags = _tags(registry, project.repo)
+    tags = registry.tags(project.repo)
     journal = (project.root / ".shipyard" / "publish" / "images.jsonl").read_text()
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 0, out
     assert "nightly: 0 files published, 1 already there" in " ".join(out.split()), out
-    assert _tags(registry, project.repo) == tags
+    assert registry.tags(project.repo) == tags
     assert (project.root / ".shipyard" / "publish" / "images.jsonl").read_text() == journal
 
 
@@ -150,8 +129,8 @@ def test_another_image_under_a_published_channel_tag_is_refused_naming_both_ids(
     first = _image(project, "first").removeprefix("sha256:")
     assert project.run("publish", "--channel", "nightly")[0] == 0
     tag = f"{VERSION}-cpu-runtime-nightly"
-    digest = _served(registry, project.repo, tag)
-    tags = _tags(registry, project.repo)
+    digest = registry.served_digest(project.repo, tag)
+    tags = registry.tags(project.repo)
     second = _image(project, "rebuilt").removeprefix("sha256:")  # the same tag, another image
     assert first != second
     code, out = project.run("publish", "--channel", "nightly")
@@ -159,7 +138,7 @@ def test_another_image_under_a_published_channel_tag_is_refused_naming_both_ids(
     flat = " ".join(out.split())
     assert f"{project.ref} is published with sha256 {first}; this one has sha256 {second}" in flat, out
     assert "nothing was uploaded" in flat
-    assert _served(registry, project.repo, tag) == digest and _tags(registry, project.repo) == tags
+    assert registry.served_digest(project.repo, tag) == digest and registry.tags(project.repo) == tags
 
 
 def test_a_failing_stable_feature_keeps_an_image_from_test(project: Project, registry: Registry) -> None:
@@ -167,7 +146,7 @@ def test_a_failing_stable_feature_keeps_an_image_from_test(project: Project, reg
     code, out = project.run("publish", "--channel", "test")
     assert code == 9, out
     assert "ember.kernels (stable)" in " ".join(out.split()), out
-    assert _tags(registry, project.repo) == []
+    assert registry.tags(project.repo) == []
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 0, out
     assert "marked: published to nightly with a failing stable feature" in " ".join(out.split()), out
@@ -235,10 +214,10 @@ def test_a_publish_killed_before_the_channel_tag_is_finished_by_a_rerun_without_
         with pytest.raises(_Killed):
             main(args)
     tag = f"{VERSION}-cpu-runtime-nightly"
-    assert _tags(registry, project.repo) == [f"{tag}-stage-{image_id[:12]}"]  # pushed, verified, not visible
+    assert registry.tags(project.repo) == [f"{tag}-stage-{image_id[:12]}"]  # pushed, verified, not visible
     assert main(args) == 0
-    digest = _served(registry, project.repo, tag)
-    assert digest == _served(registry, project.repo, f"{tag}-stage-{image_id[:12]}")
+    digest = registry.served_digest(project.repo, tag)
+    assert digest == registry.served_digest(project.repo, f"{tag}-stage-{image_id[:12]}")
     events = [line.split('"event": "')[1].split('"')[0]
               for line in (project.root / ".shipyard" / "publish" / "images.jsonl").read_text().splitlines()]
     assert events == ["stage", "verified", "switched"], events  # the re-run did not push again
@@ -250,12 +229,21 @@ def test_a_flaky_registry_is_tried_again_and_one_that_keeps_failing_is_named(
 
     image_id = _image(project, "flaky")
     port = int(registry.address.rsplit(":", 1)[1])
-    faults = {1: "503", 2: "reset"}
-    with FaultProxy(port, lambda n, line: faults.get(n, "pass")) as proxy:
+    faults = {1: "503", 2: "reset"}  # the publisher's first requests (its listing)
+    staged: list[str] = []
+
+    def plan(number: int, line: str) -> str:
+        if line.startswith("PUT ") and "-stage-" in line:  # the engine pushing the staging manifest
+            staged.append(line)
+            return "503" if len(staged) == 1 else "pass"
+        return faults.get(number, "pass")
+
+    with FaultProxy(port, plan) as proxy:
         point_release_yaml(project.root, {"url: 127.0.0.1:5000": f"url: 127.0.0.1:{proxy.port}"})
         code, out = project.run("publish", "--channel", "nightly", tries=3)
         assert code == 0, out
-        assert proxy.injected == {"503": 1, "reset": 1}
+        assert proxy.injected == {"503": 2, "reset": 1}
+        assert len(staged) == 2, staged  # the engine does not retry a manifest PUT: shipyard pushed again
         assert _pulled_id(docker.from_env(), registry, project.repo, f"{VERSION}-cpu-runtime-nightly") == image_id
         proxy.plan = lambda n, line: "503"
         code, out = project.run("publish", "--channel", "test")
@@ -275,4 +263,4 @@ def test_an_image_missing_from_the_engine_stops_the_publish_before_any_push(
     flat = " ".join(out.split())
     assert f"{project.repo}:{VERSION}-cpu-devel: the docker engine holds no image {missing}" in flat, out
     assert "nothing was uploaded" in flat
-    assert _tags(registry, project.repo) == []  # not even the image that is there
+    assert registry.tags(project.repo) == []  # not even the image that is there

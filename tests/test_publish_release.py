@@ -1,22 +1,32 @@
-"""End to end (#13): ember's CPU wheels and conda packages for one Python, built as CI builds
-them (shipyard's shared build cache), published to nightly, promoted to test and to release; at
-each step a user installs from that channel with pip (devpi and the static tree, the PyPI flavour
-with --require-hashes) and with a conda solve + install, and gets the manifest's sha256."""
+"""End to end (#13): ember's CPU wheels, conda packages and runtime image for one Python, built as
+CI builds them (shipyard's shared build cache; the image is the one test_docker_image.py tests),
+published to nightly, promoted to test and to release; at each step a user installs from that
+channel with pip (devpi and the static tree, the PyPI flavour with --require-hashes), with a conda
+solve + install, and with `docker pull` from the registry, and gets the manifest's sha256 (for the
+image: its id, under the one manifest digest every channel serves)."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import docker
 import pytest
-from publish_servers import pip_installed_sha, publish_site
+import requests
+from ember_images import EmberImages
+from publish_servers import MANIFEST_V2, Registry, docker_registry, pip_installed_sha, publish_site
 
+from shipyard import command
 from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
-from shipyard.manifest import read_manifest
+from shipyard.manifest import ArtifactRecord, read_manifest
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.wheel.index import sha256_of
 
@@ -25,16 +35,86 @@ PYTHON = "3.11"
 
 
 @pytest.fixture(scope="session")
-def built_dist(repo: Path, conda_bootstrap: BootstrapChannel, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CPU cells for one Python: wheels (tested, verdicts cached) and conda packages, built with
-    the repository's own state folder so that the suite's other builds are reused."""
+def built_dist(repo: Path, conda_bootstrap: BootstrapChannel, ember_images: EmberImages,
+               tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CPU cells for one Python: wheels (tested, verdicts cached), conda packages and the runtime
+    image, built with the repository's own state folder so that the suite's other builds are reused.
+    The image is conftest's (test_docker_image.py tests it): `shipyard image build` over these wheels
+    finds it unchanged, the same bytes, and only records it in this manifest."""
     dist = tmp_path_factory.mktemp("published-dist")
     state = repo / ".shipyard"
     assert main(["--root", str(repo), "build", "--variant", "cpu", "--python", PYTHON, "--dist", str(dist),
                  "--state", str(state)]) == 0
     assert main(["--root", str(repo), "conda", "build", "--variant", "cpu", "--python", PYTHON, "--no-tests",
                  "--channel", conda_bootstrap.url(), "--dist", str(dist), "--state", str(state)]) == 0
+    shared = ember_images.get("cpu")
+    assert main(["--root", str(repo), "image", "build", "--variant", "cpu", "--target", "runtime",
+                 "--dist", str(dist)]) == 0
+    manifest = read_manifest(dist / "manifest.json")
+    assert manifest is not None
+    [image] = [a for a in manifest.artifacts if a.package_type == "docker"]
+    # Not built twice: these wheels are the bytes the shared image was built from.
+    assert image.sha256 == shared.image_id.removeprefix("sha256:") and image.build["cached"], (image, shared)
     return dist
+
+
+def _registry_serves_every_blob(registry: Registry, repo: str, digest: str) -> None:
+    """What a pull on a machine holding none of the image needs: the manifest `digest` and each
+    blob it names, served with the bytes their digests name."""
+    auth = (registry.user, registry.password)
+    base = f"http://{registry.address}/v2/{repo}"
+    manifest = requests.get(f"{base}/manifests/{digest}", auth=auth, headers={"Accept": MANIFEST_V2}, timeout=60)
+    assert manifest.status_code == 200 and "sha256:" + hashlib.sha256(manifest.content).hexdigest() == digest
+    body = json.loads(manifest.content)
+    for blob in (body["config"], *body["layers"]):
+        sha = hashlib.sha256()
+        with requests.get(f"{base}/blobs/{blob['digest']}", auth=auth, stream=True, timeout=60) as answer:
+            assert answer.status_code == 200, (blob, answer.status_code)
+            for chunk in answer.iter_content(1 << 20):
+                sha.update(chunk)
+        assert "sha256:" + sha.hexdigest() == blob["digest"], blob
+
+
+def _wheel_record(wheel: Path) -> set[str]:
+    """The RECORD lines of a wheel's files that pip installs under site-packages as they are."""
+    with zipfile.ZipFile(wheel) as zf:
+        record = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
+        lines = zf.read(record).decode().splitlines()
+    return {line for line in lines if line and not line.startswith(record) and ".data/" not in line.split(",")[0]}
+
+
+def _user_pulls(client: docker.DockerClient, registry: Registry, image: ArtifactRecord, channel: str,
+                ember_wheel: Path) -> str:
+    """`docker pull <registry>/ember:1.7.0-cpu-runtime-<channel>` as a user runs it, then the image
+    run: it is the id the manifest records, holds the tested ember wheel's files and imports ember.
+    The manifest digest it was pulled by."""
+    repo, tag = image.name.split(":", 1)
+    remote = f"{registry.address}/{repo}"
+    pulled = client.images.pull(remote, tag=f"{tag}-{channel}", auth_config=registry.auth())
+    digest = registry.served_digest(repo, f"{tag}-{channel}")
+    assert digest is not None
+    assert pulled.id == f"sha256:{image.sha256}", (channel, pulled.id)
+    assert f"{remote}@{digest}" in pulled.attrs["RepoDigests"], pulled.attrs["RepoDigests"]
+    code = ("import ember, importlib.metadata as m, numpy as np; print(ember.__version__); "
+            "print(float(ember.fft.irfft(ember.fft.rfft(np.arange(8, dtype=np.float32)), 8).sum())); "
+            "print(m.distribution('ember').read_text('RECORD'))")
+    done = command.run(["docker", "run", "--rm", f"{remote}:{tag}-{channel}", "python", "-c", code], timeout=180,
+                       check=False)
+    assert done.returncode == 0, done.output
+    version, total, *installed = done.stdout.splitlines()
+    assert (version, total) == (image.version, "28.0"), done.stdout
+    missing = _wheel_record(ember_wheel) - set(installed)
+    assert not missing, f"{channel}: the image's ember is not the tested wheel: {sorted(missing)[:5]}"
+    return digest
+
+
+def _forget_pulls(client: docker.DockerClient, registry: Registry) -> None:
+    """Drop the engine's references to this test's registry; the shared image keeps its own tags."""
+    for image in client.images.list():
+        for ref in image.tags + (image.attrs.get("RepoDigests") or []):
+            if ref.startswith(f"{registry.address}/"):
+                with contextlib.suppress(docker.errors.APIError):
+                    client.images.remove(ref, noprune=True)
 
 
 def test_a_release_goes_nightly_test_release_and_users_install_the_tested_bytes(
@@ -43,45 +123,59 @@ def test_a_release_goes_nightly_test_release_and_users_install_the_tested_bytes(
     assert manifest is not None
     wheels = {a.component: a for a in manifest.artifacts if a.package_type == "wheel"}
     conda = {a.name.rsplit("-", 2)[0]: a for a in manifest.artifacts if a.package_type == "conda"}
+    [image] = [a for a in manifest.artifacts if a.package_type == "docker"]
     assert {"ember", "embervision", "emberaudio", "emberelastic"} <= set(wheels) and "ember" in conda
+    assert image.name == f"ember:{manifest.version}-cpu-runtime", image.name
     root = tmp_path / "root"
-    with publish_site(tmp_path) as site:
+    client = docker.from_env(timeout=600)
+    digests: dict[str, str] = {}
+    with publish_site(tmp_path) as site, docker_registry(tmp_path / "registry") as registry:
         devpi, tree, served, token = site.devpi, site.tree_url, site.conda_url, site.token
         password = devpi.add_user("ember")
-        site.release_yaml(root)
+        site.release_yaml(root, registry=registry.address)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | {
-            "SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password, "SHIPYARD_CONDA_TOKEN": token}
+            "SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password, "SHIPYARD_CONDA_TOKEN": token,
+            "SHIPYARD_REGISTRY_USERNAME": registry.user, "SHIPYARD_REGISTRY_PASSWORD": registry.password}
 
         def shipyard(*args: str) -> None:
             done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(root), *args,
                                    "--dist", str(built_dist)], env=env, capture_output=True, text=True, timeout=900)
             assert done.returncode == 0, done.stdout + done.stderr
             assert "files published" in done.stdout
+            assert registry.password not in done.stdout + done.stderr
 
         plain = plain_version_wheel(built_dist / wheels["ember"].path, tmp_path / "plain")
-        for step, (source, channel) in enumerate(((None, "nightly"), ("nightly", "test"), ("test", "release"))):
-            if source is None:
-                shipyard("publish", "--channel", channel, "--target", "wheels-staging", "--target", "wheels-tree",
-                         "--target", "conda-staging")
-            else:
-                shipyard("promote", manifest.version, "--from", source, "--to", channel)
-            where = tmp_path / channel
-            for component in ("ember", "embervision", "emberelastic"):
-                artifact = wheels[component]
-                requirement = f"{component}=={artifact.version}" + ("+cpu" if "+cpu" in artifact.name else "")
-                index = f"{devpi.url}/ember/{channel}-cpu/+simple/"
-                assert pip_installed_sha(index, requirement, where / f"devpi-{component}") == artifact.sha256
-                assert pip_installed_sha(f"{tree}{channel}/cpu/", requirement,
-                                         where / f"tree-{component}") == artifact.sha256
-            requirements = where / "requirements.txt"
-            requirements.write_text(f"ember=={manifest.version} --hash=sha256:{sha256_of(plain)}\n")
-            assert pip_installed_sha(f"{devpi.url}/ember/{channel}/+simple/", str(requirements), where / "pypi",
-                                     "--require-hashes", "-r") == sha256_of(plain)
-            result = solve_and_install(InstallRequest(
-                channels=[f"{served}conda/{channel}/", conda_bootstrap.url()],
-                specs=[f"python {PYTHON}.*", "ember * *_cpu_*", "emberaudio"], prefix=str(where / "prefix"),
-                cache_dir=str(where / "cache")))
-            assert result.error is None and result.unsatisfiable is None, result
-            for name in ("ember", "libember", "emberaudio"):
-                installed = result.named(name)
-                assert installed is not None and installed.sha256 == conda[name].sha256, (step, name, installed)
+        try:
+            for step, (source, channel) in enumerate(((None, "nightly"), ("nightly", "test"), ("test", "release"))):
+                if source is None:
+                    shipyard("publish", "--channel", channel, "--target", "wheels-staging", "--target", "wheels-tree",
+                             "--target", "conda-staging", "--target", "images")
+                else:
+                    shipyard("promote", manifest.version, "--from", source, "--to", channel)
+                where = tmp_path / channel
+                for component in ("ember", "embervision", "emberelastic"):
+                    artifact = wheels[component]
+                    requirement = f"{component}=={artifact.version}" + ("+cpu" if "+cpu" in artifact.name else "")
+                    index = f"{devpi.url}/ember/{channel}-cpu/+simple/"
+                    assert pip_installed_sha(index, requirement, where / f"devpi-{component}") == artifact.sha256
+                    assert pip_installed_sha(f"{tree}{channel}/cpu/", requirement,
+                                             where / f"tree-{component}") == artifact.sha256
+                requirements = where / "requirements.txt"
+                requirements.write_text(f"ember=={manifest.version} --hash=sha256:{sha256_of(plain)}\n")
+                assert pip_installed_sha(f"{devpi.url}/ember/{channel}/+simple/", str(requirements), where / "pypi",
+                                         "--require-hashes", "-r") == sha256_of(plain)
+                result = solve_and_install(InstallRequest(
+                    channels=[f"{served}conda/{channel}/", conda_bootstrap.url()],
+                    specs=[f"python {PYTHON}.*", "ember * *_cpu_*", "emberaudio"], prefix=str(where / "prefix"),
+                    cache_dir=str(where / "cache")))
+                assert result.error is None and result.unsatisfiable is None, result
+                for name in ("ember", "libember", "emberaudio"):
+                    installed = result.named(name)
+                    assert installed is not None and installed.sha256 == conda[name].sha256, (step, name, installed)
+                digests[channel] = _user_pulls(client, registry, image, channel, built_dist / wheels["ember"].path)
+                if source is None:
+                    _registry_serves_every_blob(registry, "ember", digests[channel])
+        finally:
+            _forget_pulls(client, registry)
+    # Promoted, not rebuilt: every channel serves the one manifest nightly was verified with.
+    assert len(set(digests.values())) == 1 and len(digests) == 3, digests

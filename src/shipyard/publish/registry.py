@@ -25,13 +25,17 @@ above: the same layers and config, so the same manifest digest, without a rebuil
 
 The registry's HTTP API (tags, manifests, blobs) is read with requests through retry.py, with
 the target's credentials as basic auth (Debian's docker-registry with htpasswd); pushes and
-pulls go through the docker engine, which retries layer transfers itself.
+pulls go through the docker engine, which retries layer transfers itself; a push that fails
+anyway (a 5xx on its ping or manifest PUT, a reset, a registry restarting) is tried again whole,
+as many times as the retry policy allows.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,12 +45,14 @@ import requests
 from docker.models.images import Image
 
 from shipyard.docker_base import ensure_docker_engine
-from shipyard.image.registry import push_image
-from shipyard.publish.errors import PublishError
+from shipyard.errors import ToolError
+from shipyard.image.registry import RegistryError, push_image
+from shipyard.publish.errors import PublishError, RetriesExhausted
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import bounded_session, describe, with_retries
 from shipyard.publish.target import Backend, Listed, TargetContext
 
+log = logging.getLogger("shipyard.publish")
 _MANIFESTS = ", ".join(("application/vnd.docker.distribution.manifest.v2+json",
                         "application/vnd.oci.image.manifest.v1+json"))
 
@@ -213,12 +219,29 @@ class RegistryBackend(Backend):
         return {"username": creds.username or "", "password": creds.password or ""} if creds.password else None
 
     def _push(self, f: PublishFile, repo: str, tag: str) -> str:
-        """Push the local image with id `f.sha256` as `<repo>:<tag>`; the manifest digest."""
+        """Push the local image with id `f.sha256` as `<repo>:<tag>`; the manifest digest. The engine
+        retries a layer upload itself, not its ping or the manifest PUT: a failed push is tried
+        again as a whole (it is idempotent), `policy.tries` times. A refusal of the credentials is
+        tried again too: the listing before it was let in with them, and an engine whose ping
+        failed pushes without them."""
         image = self._local_image(f)
         local = f"{repo}:{tag}"
         image.tag(repo, tag)
+        pauses = self.ctx.policy.pauses()
+        last = "no response"
         try:
-            return push_image(local, self.target, client=self.client).digest
+            for number in range(self.ctx.policy.tries):
+                try:
+                    return push_image(local, self.target, client=self.client).digest
+                except (RegistryError, ToolError) as exc:
+                    last = self.ctx.scrub(str(exc))
+                if number < len(pauses):
+                    log.info("push %s: %s; trying again in %.1f s", local, last, pauses[number])
+                    time.sleep(pauses[number])
+            hint = (f"; check {self.target.username_env} and {self.target.password_env} (release.yaml: "
+                    f"publish.{self.target.name})" if "unauthorized" in last.lower() else "")
+            raise RetriesExhausted(f"{f.artifact}: push to {self.host}: gave up after {self.ctx.policy.tries} "
+                                   f"tries; last response: {last}{hint}")
         finally:
             try:  # the staging tag was only the push's handle
                 self.client.images.remove(local, noprune=True)
