@@ -263,8 +263,11 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
             platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
             # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
             libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
+            # Built against a sysroot: vendor its libraries (the ones the wheel linked), never the host's.
+            sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
             repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
-                                    out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs)
+                                    out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs,
+                                    ldpaths=(*libs, *sysroot.library_dirs) if sysroot else ())
             entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                     "seconds": time.monotonic() - start})
         repaired_wheel = entry.files()[0]
