@@ -79,6 +79,7 @@ def test_wheels_pass_their_tests_inside_bullseye(repo: Path, bullseye_python: st
                         f"--volume={tests}:/tests", bullseye_python, "sh", "-eu", "-c", script],
                        check=False, timeout=3600, what="install and test the wheels in bullseye")
     output = done.stdout + done.stderr
+    print(output[-4000:])
     assert done.returncode == 0, output[-6000:]
     assert "GLIBC 2.31" in output.splitlines()[0], output[:500]
     assert "installed 1.7.0+cpu 1.7.0+cpu ('glibc', '2.31')" in output, output[-3000:]
@@ -90,6 +91,8 @@ def test_wheels_pass_their_tests_inside_bullseye(repo: Path, bullseye_python: st
             outcome.setdefault(verdict, []).append(f"{case.get('file') or case.get('classname')}::{case.get('name')}")
         assert not outcome.get("failure") and not outcome.get("error"), outcome
         passed = outcome.get("passed", [])
+        print(f"\n{component} inside bullseye: {len(passed)} passed, {len(outcome.get('skipped', []))} skipped "
+              "(-rs above gives each reason)")
         for module in RUNTIME_TESTS[component]:
             stem = module.removesuffix(".py")
             assert any(stem in name for name in passed), (component, module, outcome.get("skipped"))
