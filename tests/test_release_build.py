@@ -60,8 +60,10 @@ def test_build_cpu_main_job(repo, capsys):
     # Compiled against the bullseye sysroot: no ELF file of any wheel needs a glibc newer than 2.31.
     for wheel in (repo / "dist" / "whl" / "cpu").glob("*/*-manylinux_*.whl"):
         assert wheel.name.endswith("-manylinux_2_31_x86_64.whl"), wheel.name
-        for member, needed in _glibc_needs(wheel).items():
-            assert needed and glibc_tuple(needed) <= (2, 31), (wheel.name, member, needed)
+        needs = _glibc_needs(wheel)
+        assert any(needs.values()), needs  # the core and vendored libraries do call into glibc
+        for member, needed in needs.items():
+            assert not needed or glibc_tuple(needed) <= (2, 31), (wheel.name, member, needed)
     assert "ember/include/ember/kernels.h" in names
     assert any(n.startswith("ember/lib/libember") for n in names)
     assert info["variant"] == "cpu" and info["cuda_archs"] == []
