@@ -116,10 +116,7 @@ def install_sysroot(name: str, cache: Path, *, progress: Callable[[str], None] =
         installed = _load(final)
         if installed is not None and installed[1] == _recipe_digest(recipe):
             return installed[0]
-        sysroot = _assemble(recipe, final, progress)
-    progress(f"proving the {recipe.name} sysroot: a threaded C++ library linking libpng")
-    prove_sysroot(sysroot)
-    return sysroot
+        return _assemble(recipe, final, progress)
 
 
 def _assemble(recipe: SysrootRecipe, final: Path, progress: Callable[[str], None]) -> Sysroot:
@@ -135,6 +132,9 @@ def _assemble(recipe: SysrootRecipe, final: Path, progress: Callable[[str], None
             command.run(["dpkg-deb", "-x", deb, tree], timeout=600, what=f"dpkg-deb -x {deb.name}")
         _relative_symlinks(tree)
         sysroot = _write_wrappers(recipe, staging, debs)
+        # Proved before it is moved into place: a cache entry is whole and proved, or absent.
+        progress(f"proving the {recipe.name} sysroot: a threaded C++ library linking libpng")
+        prove_sysroot(sysroot)
         shutil.rmtree(staging / "apt")
         if final.exists():
             shutil.rmtree(final)
@@ -169,10 +169,11 @@ def _recipe_digest(recipe: SysrootRecipe) -> str:
 def _load(root: Path) -> tuple[Sysroot, str] | None:
     try:
         data = json.loads((root / _MANIFEST).read_text())
-    except (OSError, ValueError):
+        sysroot = Sysroot(data["name"], root, data["glibc"], data["gcc_major"], data["gcc_version"], data["identity"])
+        recipe = data["recipe"]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    sysroot = Sysroot(data["name"], root, data["glibc"], data["gcc_major"], data["gcc_version"], data["identity"])
-    return (sysroot, data["recipe"]) if sysroot.cxx.is_file() else None
+    return (sysroot, recipe) if sysroot.cxx.is_file() else None
 
 
 def _relative_symlinks(tree: Path) -> None:
