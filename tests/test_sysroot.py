@@ -16,15 +16,20 @@ from shipyard.toolchains.sysroot import find_installed_sysroots, install_sysroot
 
 pytestmark = pytest.mark.slow
 
-# Threads and a std::string: what made the Debian 12 builder's wheels need GLIBC_2.34 and GLIBCXX_3.4.30.
+# Threads and a shared_ptr: what made the Debian 12 builder's wheels need GLIBC_2.34
+# (pthread_create moved into libc) and GLIBC_2.32 (__libc_single_threaded in libstdc++'s headers).
 SOURCE = """#include <png.h>
+#include <pthread.h>
+#include <memory>
 #include <string>
-#include <thread>
+static void* run(void* arg) { static_cast<std::string*>(arg)->append("x"); return nullptr; }
 extern "C" int work(int n) {
-  std::string s(png_get_libpng_ver(nullptr));
-  std::thread t([&] { s.append(n, 'x'); });
-  t.join();
-  return int(s.size());
+  auto s = std::make_shared<std::string>(png_get_libpng_ver(nullptr));
+  std::shared_ptr<std::string> copy = s;
+  pthread_t thread;
+  if (pthread_create(&thread, nullptr, run, copy.get()) != 0) return -1;
+  pthread_join(thread, nullptr);
+  return int(s->size()) + n;
 }
 """
 

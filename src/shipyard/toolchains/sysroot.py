@@ -149,9 +149,13 @@ def prove_sysroot(sysroot: Sysroot) -> None:
     need no glibc newer than the sysroot's own, else ToolchainMissing naming what it needs."""
     with tempfile.TemporaryDirectory(prefix="shipyard-sysroot-probe-") as work:
         source = Path(work) / "probe.cpp"
-        source.write_text("#include <png.h>\n#include <string>\n#include <thread>\n"
-                          "extern \"C\" int probe() { std::string v = png_get_libpng_ver(nullptr);\n"
-                          "  std::thread t([&] { v += '!'; }); t.join(); return int(v.size()); }\n")
+        # pthread_create and a shared_ptr copy: what links GLIBC_2.34 and GLIBC_2.32 on Debian 12.
+        source.write_text("#include <png.h>\n#include <pthread.h>\n#include <memory>\n#include <string>\n"
+                          "static void* run(void* arg) { static_cast<std::string*>(arg)->append(\"!\"); return 0; }\n"
+                          "extern \"C\" int probe() {\n"
+                          "  auto v = std::make_shared<std::string>(png_get_libpng_ver(nullptr)); auto w = v;\n"
+                          "  pthread_t t; pthread_create(&t, nullptr, run, w.get()); pthread_join(t, nullptr);\n"
+                          "  return int(v->size()); }\n")
         library = Path(work) / "libprobe.so"
         command.run([sysroot.cxx, "-O2", "-fPIC", "-shared", "-pthread", source, "-o", library, "-lpng"],
                     timeout=300, what=f"prove the {sysroot.name} sysroot")
