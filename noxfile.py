@@ -51,9 +51,9 @@ def _build_session(variant: str, spec: dict) -> None:
 
     def session_func(session: nox.Session) -> None:
         _install_shipyard(session)
-        # CUDA sessions assemble their toolkit first when this machine can (idempotent).
-        install = ["--install-toolchain"] if spec.get("cuda") else []
-        session.run("shipyard", "build", "--variant", variant, *install, *session.posargs)
+        # Assemble first what this machine can (idempotent): the sysroot for the wheels' glibc
+        # promise, and a CUDA session's toolkit.
+        session.run("shipyard", "build", "--variant", variant, "--install-toolchain", *session.posargs)
 
     session_func.__doc__ = (f"Build, check and test every {cuda} wheel for this host and every Python "
                             f"(-- --python 3.11 --component ember --skip-unavailable --container).")
@@ -82,8 +82,7 @@ def _docker_session(variant: str, spec: dict) -> None:
         _install_shipyard(session, "test")
         python = RELEASE["images"]["python"]
         # The images hold the variant's tested wheels: build (cached when unchanged) and test them first.
-        install = ["--install-toolchain"] if spec.get("cuda") else []
-        session.run("shipyard", "build", "--variant", variant, "--python", python, *install)
+        session.run("shipyard", "build", "--variant", variant, "--python", python, "--install-toolchain")
         # The tests build the images (shipyard.image.build_images, what `shipyard image build` runs)
         # from those wheels in dist/, then test them; their fixture starts dockerd when none runs.
         marks = "slow" if spec.get("cuda") else "slow and not cuda_image"

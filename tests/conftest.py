@@ -4,6 +4,7 @@ services the suite needs (a Docker engine), started here and stopped at the end,
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from shipyard.conda.bootstrap import (
     ensure_bootstrap_channel,
     release_requirements,
 )
+from shipyard.toolchains.discover import discover, toolchain_cache
+from shipyard.toolchains.sysroot import install_sysroot, sysroot_recipes
 from shipyard.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,6 +113,23 @@ def conda_bootstrap(conda_cuda_versions: tuple[str, ...]) -> BootstrapChannel:
     Built once per machine (shipyard's cache), shared by every test and worker."""
     return ensure_bootstrap_channel(pythons=["3.11"], cuda_versions=conda_cuda_versions,
                                     requirements=release_requirements(load_spec(REPO)))
+
+
+@functools.cache
+def _glibc_sysroots() -> None:
+    """Assemble, once per machine, the sysroots the release and the fixture releases promise
+    (manylinux_2_31: bullseye), as `nox -s build-cpu` does with --install-toolchain."""
+    for recipe in sysroot_recipes():
+        install_sysroot(recipe.name, toolchain_cache())
+    discover.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def glibc_sysroot(request: pytest.FixtureRequest) -> None:
+    """Slow tests build Linux wheels, which compile against the bullseye sysroot (README, "The
+    glibc promise"); the fast tier never downloads it."""
+    if request.node.get_closest_marker("slow") is not None:
+        _glibc_sysroots()
 
 
 @pytest.fixture(scope="session")

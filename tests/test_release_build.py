@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from report_release import expected_cell_count
 from shipyard.cli import main
 from shipyard.manifest import read_manifest
 from shipyard.toolchains.discover import discover
+from shipyard.toolchains.glibc import glibc_required, glibc_tuple
 from shipyard.validate import load_spec
 
 pytestmark = pytest.mark.slow
@@ -54,10 +56,17 @@ def test_build_cpu_main_job(repo, capsys):
     # The Windows prototype's native tests (mingw + wine) ran and passed; a skip is no pass.
     windows = cells["ember-cpu-linux-x86_64-cp313-wheel"]["tests"]["features"]["distributed.windows"]
     assert windows["result"] == "passed" and windows["skipped"] == 0, windows
-    ember = repo / "dist" / "whl" / "cpu" / "ember" / "ember-1.7.0+cpu-cp311-cp311-manylinux_2_35_x86_64.whl"
+    ember = repo / "dist" / "whl" / "cpu" / "ember" / "ember-1.7.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(ember) as zf:
         names = set(zf.namelist())
         info = json.loads(zf.read("ember/_build_info.json"))
+    # Compiled against the bullseye sysroot: no ELF file of any wheel needs a glibc newer than 2.31.
+    for wheel in (repo / "dist" / "whl" / "cpu").glob("*/*-manylinux_*.whl"):
+        assert wheel.name.endswith("-manylinux_2_31_x86_64.whl"), wheel.name
+        needs = _glibc_needs(wheel)
+        assert any(needs.values()), needs  # the core and vendored libraries do call into glibc
+        for member, needed in needs.items():
+            assert not needed or glibc_tuple(needed) <= (2, 31), (wheel.name, member, needed)
     assert "ember/include/ember/kernels.h" in names
     assert any(n.startswith("ember/lib/libember") for n in names)
     assert info["variant"] == "cpu" and info["cuda_archs"] == []
@@ -81,6 +90,17 @@ def test_build_cpu_main_job(repo, capsys):
     assert main(["--root", str(repo), "notes"]) == 0
     notes = (repo / "dist" / "RELEASE_NOTES.md").read_text()
     assert "\n## Stable features\n\n- **CPU kernels" in notes and "\n## Known issues\n" in notes
+
+
+def _glibc_needs(wheel: Path) -> dict[str, str]:
+    """The newest GLIBC_ symbol version each shared library in a wheel needs."""
+    found = {}
+    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
+        for name in zf.namelist():
+            if ".so" in name.rsplit("/", 1)[-1]:
+                found[name] = glibc_required(Path(zf.extract(name, tmp)))
+    assert found, wheel.name
+    return found
 
 
 def _needed(elf: bytes) -> list[str]:

@@ -60,7 +60,8 @@ def test_a_secret_in_release_yaml_is_refused_and_never_printed(spec_copy, capsys
     assert _files_holding(spec_copy.root, SECRET.encode()) == [spec_copy.root / R]
 
 
-def test_secrets_in_the_environment_appear_in_no_output_and_no_written_file(tmp_path, monkeypatch, capsys, caplog):
+def test_secrets_in_the_environment_appear_in_no_output_and_no_written_file(tmp_path, monkeypatch, capsys, caplog,
+                                                                            request):
     (tmp_path / "root").mkdir()
     spec = SpecCopy(tmp_path / "root")
     for name, value in IN_ENV.items():
@@ -71,6 +72,9 @@ def test_secrets_in_the_environment_appear_in_no_output_and_no_written_file(tmp_
     # Look at the host afresh, with the secrets in the environment: an inventory cached by an
     # earlier test would run (and log) no command here.
     discover.cache_clear()
+    # ... and leave none behind: the inventory seen here, with an empty SHIPYARD_CACHE, has none of
+    # the machine's toolchains (the bullseye sysroot, CUDA toolkits) that later tests rely on.
+    request.addfinalizer(discover.cache_clear)
     for command in (["validate"], ["matrix", "--cells"], ["matrix", "--format", "json"],
                     ["matrix", "--format", "github"], ["doctor"], ["schema", "--out", str(tmp_path / "schemas")]):
         assert main(["-v", "--root", str(spec.root), *command]) == 0, command

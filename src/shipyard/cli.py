@@ -136,19 +136,26 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
     from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
     from shipyard.toolchains.discover import toolchain_cache
+    from shipyard.toolchains.sysroot import install_sysroot, sysroot_recipes
 
+    say = lambda step: console.print(f"  [cyan]•[/] {step}")  # noqa: E731
+    sysroots = [r.name for r in sysroot_recipes()]
+    if args.name in sysroots:
+        sysroot = install_sysroot(args.name, toolchain_cache(), progress=say)
+        console.print(f"[green]ready[/]: the {sysroot.name} sysroot at {sysroot.root} (g++ {sysroot.gcc_version}, "
+                      f"glibc {sysroot.glibc}; CC={sysroot.cc} CXX={sysroot.cxx})")
+        return 0
     spec = _spec(args)
     variant = spec.release.variants.get(args.name)
     if variant is None:
         cuda_variants = [n for n, v in spec.release.variants.items() if v.cuda]
-        hint = nearest(args.name, cuda_variants)
+        hint = nearest(args.name, cuda_variants + sysroots)
         raise UsageError(f"no variant named {args.name!r} in release.yaml"
                             + (f"; did you mean {hint!r}?" if hint else "")
-                            + f" (CUDA variants: {', '.join(cuda_variants)})")
+                            + f" (CUDA variants: {', '.join(cuda_variants)}; sysroots: {', '.join(sysroots)})")
     if not variant.cuda:
         raise ShipyardError(f"variant {args.name!r} needs no toolkit (it has no cuda version)")
-    toolkit = install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(),
-                                   progress=lambda step: console.print(f"  [cyan]•[/] {step}"))
+    toolkit = install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(), progress=say)
     console.print(f"[green]ready[/]: CUDA {toolkit.version} at {toolkit.root} "
                   f"(nvcc {toolkit.nvcc}, host {toolkit.host_cxx}); verified archs "
                   f"{';'.join(variant.archs)}")
@@ -215,11 +222,18 @@ def cmd_build_mobile(args: argparse.Namespace) -> int:
 
 
 def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> None:  # noqa: ANN001
-    """Assemble the variant's CUDA toolkit unless it is present or cannot be had here (10.2)."""
+    """Assemble the sysroot this host's wheels need to keep their glibc promise, and the variant's
+    CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc older than any sysroot)."""
     from shipyard.errors import ToolchainMissing
     from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
     from shipyard.toolchains.discover import discover, toolchain_cache
+    from shipyard.toolchains.sysroot import install_sysroot, recipe_for_glibc
 
+    platform = spec.release.platforms.get(discover().host_platform)
+    glibc = platform.promised_glibc if platform else None
+    if glibc and discover().compiler_at_most(None, glibc=glibc) is None and (recipe := recipe_for_glibc(glibc)):
+        install_sysroot(recipe.name, toolchain_cache(), progress=progress)
+        discover.cache_clear()
     variant = spec.release.find_variant(variant_name)
     if variant is None or not variant.cuda:
         return
@@ -275,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("toolchain", help="manage toolchains in shipyard's cache")
     tsub = p.add_subparsers(dest="toolchain_command", required=True)
-    tp = tsub.add_parser("install", help="assemble a CUDA toolkit for a variant (cuda11, cuda12, cuda13)")
+    tp = tsub.add_parser("install", help="assemble a CUDA toolkit for a variant (cuda11, cuda12, cuda13), "
+                                          "or a sysroot (bullseye: gcc 10, glibc 2.31)")
     tp.add_argument("name")
     tp.set_defaults(func=cmd_toolchain_install)
 
@@ -289,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build native wheels with cibuildwheel in a local manylinux-style image")
     p.add_argument("--no-tests", action="store_true", help="build and check only")
     p.add_argument("--install-toolchain", action="store_true",
-                   help="first assemble the variant's CUDA toolkit if it is missing and obtainable here")
+                   help="first assemble what the build needs if it is missing and obtainable here: the "
+                        "sysroot for the platform's glibc promise, the variant's CUDA toolkit")
     p.add_argument("--dist", help="output folder (default: <root>/dist)")
     p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),

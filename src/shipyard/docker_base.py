@@ -21,13 +21,13 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from shipyard import command
-from shipyard.apt_sources import apt_sources
+from shipyard.apt_sources import apt_sources, debian_mirror
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.progress import Progress
 
+SUITE = "bookworm"
 DEFAULT_BASE_TAG = "shipyard/bookworm-base:latest"
 MANYLINUX_REPOSITORY = "shipyard/manylinux-bookworm_x86_64"
-SUITE = "bookworm"
 VARIANT = "minbase"
 ARCH = "amd64"
 # Bump when the bootstrap steps below change what ends up in the base image.
@@ -105,23 +105,39 @@ def apt_mirror(suite: str = SUITE, apt_dir: Path = Path("/etc/apt")) -> str:
                            f"(e.g. http://deb.debian.org/debian)")
 
 
+def suite_mirror(suite: str) -> str:
+    """The mirror for `suite`: the one the machine's apt sources name for it, else the machine's
+    Debian archive, which serves every suite (bullseye beside bookworm)."""
+    try:
+        return apt_mirror(suite)
+    except ToolchainMissing:
+        return debian_mirror()
+
+
+def suite_base_tag(suite: str) -> str:
+    """The local tag of a debootstrapped suite: shipyard/bookworm-base:latest."""
+    return f"shipyard/{suite}-base:latest"
+
+
 def _digest(inputs: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def bootstrap_base_image(tag: str = DEFAULT_BASE_TAG, *, mirror: str | None = None,
+def bootstrap_base_image(tag: str | None = None, *, suite: str = SUITE, mirror: str | None = None,
                          progress: Progress | None = None) -> str:
-    """Make `tag` a Debian bookworm minbase image (debootstrap + docker import); returns `tag`.
+    """Make `tag` (default: suite_base_tag(suite)) a Debian minbase image of `suite`, bookworm unless
+    told (debootstrap + docker import); returns the tag.
 
     Skipped when the image exists with the same recorded inputs (suite, variant, arch, mirror,
     debootstrap version, recipe); any change rebuilds it.
     """
+    tag = tag or suite_base_tag(suite)
     ensure_docker_engine(required=True)
     if shutil.which("debootstrap") is None:
         raise ToolchainMissing("debootstrap is not installed: apt-get install -y debootstrap")
-    mirror = (mirror or apt_mirror()).rstrip("/")
+    mirror = (mirror or suite_mirror(suite)).rstrip("/")
     debootstrap_version = command.run(["debootstrap", "--version"], timeout=30).stdout.strip()
-    inputs = {"suite": SUITE, "variant": VARIANT, "arch": ARCH, "mirror": mirror,
+    inputs = {"suite": suite, "variant": VARIANT, "arch": ARCH, "mirror": mirror,
               "debootstrap": debootstrap_version, "recipe": _BASE_RECIPE}
     digest = _digest(inputs)
     existing = image_labels(tag)
@@ -134,9 +150,9 @@ def bootstrap_base_image(tag: str = DEFAULT_BASE_TAG, *, mirror: str | None = No
     # /var/tmp rather than /tmp: the tree is ~200 MB and /tmp may be a small tmpfs.
     with tempfile.TemporaryDirectory(prefix="shipyard-debootstrap-", dir="/var/tmp") as work:
         rootfs = Path(work) / "rootfs"
-        _say(progress, f"debootstrap --variant={VARIANT} {SUITE} from {mirror}")
+        _say(progress, f"debootstrap --variant={VARIANT} {suite} from {mirror}")
         command.run(["debootstrap", f"--variant={VARIANT}", f"--arch={ARCH}", "--components=main",
-                     SUITE, rootfs, mirror], timeout=1800, what="debootstrap")
+                     suite, rootfs, mirror], timeout=1800, what="debootstrap")
         provenance = _slim_and_describe(rootfs)
         archive = Path(work) / "rootfs.tar"
         _say(progress, "packing the root file system")
@@ -152,7 +168,7 @@ def bootstrap_base_image(tag: str = DEFAULT_BASE_TAG, *, mirror: str | None = No
         _say(progress, f"docker import as {tag}")
         command.run(["docker", "import", f"--platform=linux/{ARCH}",
                      *[arg for change in changes for arg in ("--change", change)],
-                     "--message", f"debootstrap {VARIANT} {SUITE} {mirror}", archive, tag],
+                     "--message", f"debootstrap {VARIANT} {suite} {mirror}", archive, tag],
                     timeout=600, what="docker import")
     return tag
 

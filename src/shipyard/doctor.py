@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from shipyard.matrix import Cell, expand, select
 from shipyard.spec import Release
-from shipyard.toolchains.discover import Inventory
+from shipyard.toolchains.discover import Compiler, Inventory
+from shipyard.toolchains.glibc import glibc_tuple, toolkit_glibc
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 
 
@@ -39,9 +40,26 @@ def describe(toolchain: Toolchain) -> str:
     if toolchain.interpreter:
         parts.append(f"python {toolchain.interpreter.full_version}")
     if toolchain.compiler:
-        parts.append(f"g++ {toolchain.compiler.version}")
+        parts.append(f"g++ {toolchain.compiler.version}" + _links(toolchain.compiler))
     if toolchain.cuda:
-        parts.append(f"nvcc {toolchain.cuda.version} ({toolchain.cuda.origin})")
+        parts.append(f"nvcc {toolchain.cuda.version} ({toolchain.cuda.origin}{_toolkit_glibc(toolchain)})")
     if toolchain.cuda_host_compiler:
-        parts.append(f"host g++-{toolchain.cuda_host_compiler.major}")
+        parts.append(f"host g++-{toolchain.cuda_host_compiler.major}" + _links(toolchain.cuda_host_compiler))
     return ", ".join(parts) or "no tools needed"
+
+
+def _links(compiler: Compiler) -> str:
+    return f" ({compiler.origin}, glibc {compiler.glibc})" if compiler.sysroot is not None else ""
+
+
+def _toolkit_glibc(toolchain: Toolchain) -> str:
+    """For a build against a sysroot: whether the toolkit itself could run on that older system."""
+    compiler = toolchain.cuda_host_compiler
+    if toolchain.cuda is None or compiler is None or compiler.sysroot is None:
+        return ""
+    needs = toolkit_glibc(toolchain.cuda.root)
+    if needs.tools and glibc_tuple(needs.tools) > glibc_tuple(compiler.glibc):
+        return (f"; its {needs.tool} needs GLIBC_{needs.tools} and cannot run on {compiler.sysroot.name}: it runs "
+                f"on this host and compiles against the sysroot, and a {compiler.sysroot.name} builder image "
+                "could not hold it")
+    return f"; runs on glibc {needs.tools or '?'} and newer, {needs.runtime_library} needs {needs.runtime or '?'}"

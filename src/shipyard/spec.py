@@ -205,6 +205,15 @@ class Platform(Frozen):
     wheel_platform_tag: str
     github_runner: str  # the runner label the release pipeline builds this platform on
 
+    @property
+    def promised_glibc(self) -> str | None:
+        """The glibc a manylinux tag promises to run on: manylinux_2_31_x86_64 -> '2.31' (and the
+        legacy aliases: manylinux2014 -> '2.17'); None for other platforms."""
+        legacy = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+        if match := re.fullmatch(r"manylinux_(\d+)_(\d+)_\w+", self.wheel_platform_tag):
+            return f"{match.group(1)}.{match.group(2)}"
+        return legacy.get(self.wheel_platform_tag.split("_", 1)[0])
+
 
 class MobileTarget(Frozen):
     name: str

@@ -7,8 +7,12 @@ in one place, because it describes GitHub's machines rather than the release.
 from __future__ import annotations
 
 # The image Linux jobs build in: the same Debian 12 builder this repository's wheels are made
-# on (glibc 2.36, gcc 12); auditwheel then repairs every wheel to the platform's manylinux tag,
-# so the builder is manylinux-style in what it promises. ci/bootstrap.sh sets it up, as here.
+# on. Its own gcc links glibc 2.36, so the wheel jobs first assemble the sysroot that keeps
+# release.yaml's glibc promise (bullseye for manylinux_2_31, toolchains.sysroot) and compile
+# against it, as here; auditwheel then repairs every wheel to exactly that tag. A promise older
+# than any sysroot Debian's mirror can give (manylinux_2_28, manylinux2014) needs an older image
+# here instead (quay.io/pypa/manylinux_2_28_x86_64), as README "Older glibc promises" says.
+# ci/bootstrap.sh sets the machine up, as here.
 LINUX_BUILDER_IMAGE = "debian:bookworm"
 
 # CUDA versions no runner image can install (they need a host gcc older than any runner has):

@@ -134,6 +134,7 @@ def _linux_lane(spec: Spec, lane: Lane) -> Job:
         kind = lane.kind
         steps += _download_fragments(f"fragment-{kind}-*-{first.variant_tag}-{first.builder}",
                                      f"the {first.variant_tag} {first.builder} {kind} fragments it is tested against")
+    steps += _sysroot_steps(spec, lane)
     if any(job.cuda for job in lane.jobs):
         steps.append({"name": "CUDA toolkit (shipyard toolchain install)", "if": "matrix.cuda != ''",
                       "env": {"VARIANT": "${{ matrix.variant }}"},
@@ -141,6 +142,18 @@ def _linux_lane(spec: Spec, lane: Lane) -> Job:
     steps += [{"name": "Build and test every Python", "env": dict(_MATRIX_ENV), "run": _build_command(lane.kind)},
               _upload_fragment()]
     return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
+
+
+def _sysroot_steps(spec: Spec, lane: Lane) -> list[Step]:
+    """Platform wheels whose glibc promise is older than the builder image's own compile against a
+    sysroot (toolchains.sysroot), assembled from Debian's mirror like here."""
+    from shipyard.toolchains.sysroot import recipe_for_glibc
+
+    promises = {spec.release.platforms[job.platform].promised_glibc for job in lane.jobs
+                if job.kind == "wheel" and job.platform in spec.release.platforms}
+    recipes = sorted({r.name for glibc in promises if glibc and (r := recipe_for_glibc(glibc))})
+    return [{"name": f"{name} sysroot (shipyard toolchain install {name})",
+             "run": f"shipyard toolchain install {name}\n"} for name in recipes]
 
 
 def _cuda_image_lane(spec: Spec, lane: Lane) -> Job:

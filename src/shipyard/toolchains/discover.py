@@ -15,6 +15,8 @@ from pathlib import Path
 
 from shipyard import command
 from shipyard.errors import ToolError
+from shipyard.toolchains.glibc import glibc_tuple, host_glibc
+from shipyard.toolchains.sysroot import Sysroot, find_installed_sysroots
 
 
 def cache_root() -> Path:
@@ -46,12 +48,24 @@ class Interpreter:
 
 @dataclass(frozen=True)
 class Compiler:
-    """A host C/C++ compiler pair (gcc-N / g++-N)."""
+    """A C/C++ compiler pair (gcc-N / g++-N): the host's own, or a sysroot's (toolchains.sysroot)."""
 
     major: int
     cc: Path
     cxx: Path
     version: str
+    glibc: str = ""  # the glibc its objects link against: the host's, or its sysroot's
+    sysroot: Sysroot | None = None
+
+    @property
+    def identity(self) -> str:
+        """What cache keys use: the version, and which sysroot's libraries it links."""
+        return self.version if self.sysroot is None else f"{self.version}@{self.sysroot.name}:{self.sysroot.identity}"
+
+    @property
+    def origin(self) -> str:
+        """Where it links from, in words: 'host' or 'bullseye sysroot'."""
+        return "host" if self.sysroot is None else f"{self.sysroot.name} sysroot"
 
 
 @dataclass(frozen=True)
@@ -72,21 +86,27 @@ class Inventory:
 
     host_platform: str
     interpreters: tuple[Interpreter, ...]
-    compilers: tuple[Compiler, ...]
+    compilers: tuple[Compiler, ...]  # the host's own
     cuda_toolkits: tuple[CudaToolkit, ...]
     cross_compilers: dict[str, Path]  # triple -> g++
     emulators: dict[str, Path]  # qemu-aarch64 -> path
     wine: Path | None
     docker_engine: str | None  # server version, when an engine answers
     android_ndk: Path | None
+    sysroot_compilers: tuple[Compiler, ...] = ()  # assembled sysroots' (toolchains.sysroot)
 
     def interpreter(self, version: str) -> Interpreter | None:
         return next((i for i in self.interpreters if i.version == version), None)
 
-    def compiler_at_most(self, major: int | None) -> Compiler | None:
-        """The newest gcc not newer than `major` (any, when None)."""
-        fitting = [c for c in self.compilers if major is None or c.major <= major]
-        return max(fitting, key=lambda c: c.major) if fitting else None
+    def compiler_at_most(self, major: int | None, *, glibc: str | None = None) -> Compiler | None:
+        """The newest gcc not newer than `major` (any, when None). With `glibc`, only compilers
+        whose objects need no newer glibc (a sysroot's, or the host's when its glibc is old
+        enough); on a tie the host's own."""
+        candidates = self.compilers if glibc is None else tuple(
+            c for c in (*self.compilers, *self.sysroot_compilers)
+            if c.glibc and glibc_tuple(c.glibc) <= glibc_tuple(glibc))
+        fitting = [c for c in candidates if major is None or c.major <= major]
+        return max(fitting, key=lambda c: (c.major, c.sysroot is None)) if fitting else None
 
     def cuda_toolkit(self, version: str) -> CudaToolkit | None:
         return next((t for t in self.cuda_toolkits if t.version == version), None)
@@ -149,11 +169,18 @@ def _keep_newest(found: dict[str, Interpreter], candidate: Interpreter) -> None:
 
 def find_compilers() -> tuple[Compiler, ...]:
     found = []
+    glibc = host_glibc()
     for major in range(4, 20):
         cc, cxx = shutil.which(f"gcc-{major}"), shutil.which(f"g++-{major}")
         if cc and cxx:
-            found.append(Compiler(major, Path(cc), Path(cxx), _gcc_version(Path(cxx))))
+            found.append(Compiler(major, Path(cc), Path(cxx), _gcc_version(Path(cxx)), glibc))
     return tuple(found)
+
+
+def find_sysroot_compilers() -> tuple[Compiler, ...]:
+    """The compilers of the sysroots assembled in the toolchain cache (`shipyard toolchain install bullseye`)."""
+    return tuple(Compiler(s.gcc_major, s.cc, s.cxx, s.gcc_version, s.glibc, s)
+                 for s in find_installed_sysroots(toolchain_cache()))
 
 
 def _gcc_version(cxx: Path) -> str:
@@ -230,4 +257,5 @@ def discover() -> Inventory:
         wine=wine,
         docker_engine=_docker_engine(),
         android_ndk=Path(ndk) if ndk and Path(ndk).is_dir() else None,
+        sysroot_compilers=find_sysroot_compilers(),
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from shipyard.matrix import Cell
 from shipyard.spec import Release
 from shipyard.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
+from shipyard.toolchains.glibc import glibc_tuple, toolkit_glibc
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,9 @@ class Toolchain:
     def identity(self) -> str:
         parts = [
             f"python={self.interpreter.identity}" if self.interpreter else "python=none",
-            f"gcc={self.compiler.version}" if self.compiler else "gcc=none",
+            f"gcc={self.compiler.identity}" if self.compiler else "gcc=none",
             f"cuda={self.cuda.identity}" if self.cuda else "cuda=none",
-            f"cuda-host={self.cuda_host_compiler.version}" if self.cuda_host_compiler else "",
+            f"cuda-host={self.cuda_host_compiler.identity}" if self.cuda_host_compiler else "",
         ]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -61,12 +62,31 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
     variant = release.variants[cell.variant]
     if component.kind == "python-pure":
         return Toolchain(interpreter, None, None, None)
-    compiler = inventory.compiler_at_most(None)
+    # A wheel keeps its platform tag's glibc promise only when compiled against that glibc or older.
+    glibc = platform.promised_glibc if cell.package_type == "wheel" else None
+    compiler = inventory.compiler_at_most(None, glibc=glibc)
     if compiler is None:
-        return Missing("no C++ compiler (g++-N)", "apt-get install -y g++")
+        return _missing_compiler(inventory, platform.wheel_platform_tag, glibc)
     if not variant.is_cuda:
         return Toolchain(interpreter, compiler, None, None)
-    return _resolve_cuda(cell, release, inventory, interpreter, compiler)
+    return _resolve_cuda(cell, release, inventory, interpreter, compiler, glibc)
+
+
+def _missing_compiler(inventory: Inventory, platform_tag: str, glibc: str | None) -> Missing:
+    if glibc is None or not inventory.compilers:
+        return Missing("no C++ compiler (g++-N)", "apt-get install -y g++")
+    from shipyard.toolchains.sysroot import recipe_for_glibc
+
+    host = inventory.compilers[0].glibc or "?"
+    what = (f"no C++ compiler links against glibc {glibc} or older, as {platform_tag} promises "
+            f"(this host's gcc links its glibc {host})")
+    recipe = recipe_for_glibc(glibc)
+    if recipe is not None:
+        return Missing(what, f"shipyard toolchain install {recipe.name}   (Debian {recipe.suite}'s gcc "
+                             f"{recipe.gcc} and glibc {recipe.glibc} as a sysroot, from this machine's mirror)")
+    return Missing(what, f"build these wheels in an older builder image on the CI runners (for manylinux_2_28: "
+                         f"quay.io/pypa/manylinux_2_28_x86_64; for manylinux2014: quay.io/pypa/manylinux2014_x86_64), "
+                         f"or promise a newer glibc in release.yaml ({platform_tag})")
 
 
 def _resolve_pure(release: Release, inventory: Inventory) -> Toolchain | Missing:
@@ -79,7 +99,7 @@ def _resolve_pure(release: Release, inventory: Inventory) -> Toolchain | Missing
 
 
 def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interpreter: Interpreter | None,
-                  compiler: Compiler) -> Toolchain | Missing:
+                  compiler: Compiler, glibc: str | None) -> Toolchain | Missing:
     variant = release.variants[cell.variant]
     assert variant.cuda is not None
     toolkit = inventory.cuda_toolkit(variant.cuda)
@@ -101,10 +121,22 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
     if toolkit.cuobjdump is None:
         return Missing(f"CUDA {variant.cuda} toolkit at {toolkit.root} has no cuobjdump for the arch check",
                        f"shipyard toolchain install {variant.name}")
-    host = inventory.compiler_at_most(variant.host_gcc_max)
+    host = inventory.compiler_at_most(variant.host_gcc_max, glibc=glibc)
     if host is None:
-        return Missing(f"CUDA {variant.cuda} needs a host gcc at most {variant.host_gcc_max}",
-                       f"apt-get install -y g++-{variant.host_gcc_max}")
+        if glibc is None:
+            return Missing(f"CUDA {variant.cuda} needs a host gcc at most {variant.host_gcc_max}",
+                           f"apt-get install -y g++-{variant.host_gcc_max}")
+        return Missing(f"CUDA {variant.cuda} needs a host gcc at most {variant.host_gcc_max} that links glibc "
+                       f"{glibc} or older; the {compiler.origin}'s gcc is {compiler.major}",
+                       "build this variant in an older builder image on the CI runners, one whose gcc nvcc "
+                       f"{variant.cuda} accepts (README, \"Older glibc promises\")")
+    if glibc is not None:
+        needs = toolkit_glibc(toolkit.root)
+        if needs.runtime and glibc_tuple(needs.runtime) > glibc_tuple(glibc):
+            return Missing(f"CUDA {variant.cuda}'s runtime {needs.runtime_library} needs GLIBC_{needs.runtime}, "
+                           f"newer than the promised glibc {glibc}: its wheels cannot run there",
+                           "promise a newer glibc for this platform in release.yaml, or build the variant "
+                           "with a toolkit whose runtime supports it")
     return Toolchain(interpreter, compiler, toolkit, host)
 
 

@@ -13,6 +13,10 @@ from shipyard.toolchains.resolve import Toolchain
 def shipyard_cmake_defines(variant: Variant, toolchain: Toolchain) -> dict[str, str]:
     """The CMake definitions every native build receives (library/README.md)."""
     defines = {"SHIPYARD_VARIANT": variant.tag, "SHIPYARD_CUDA": "ON" if variant.is_cuda else "OFF"}
+    if toolchain.compiler and toolchain.compiler.sysroot:
+        # find_package looks in the sysroot first (its libpng, not the host's); the compiler
+        # wrappers already pass --sysroot, so this changes where CMake searches, not how it compiles.
+        defines["CMAKE_SYSROOT"] = str(toolchain.compiler.sysroot.tree)
     if variant.is_cuda and toolchain.cuda and toolchain.cuda_host_compiler:
         defines |= {
             "SHIPYARD_NVCC": str(toolchain.cuda.nvcc),

@@ -263,8 +263,11 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
             platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
             # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
             libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
+            # Built against a sysroot: vendor its libraries (the ones the wheel linked), never the host's.
+            sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
             repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
-                                    out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs)
+                                    out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs,
+                                    ldpaths=(*libs, *sysroot.library_dirs) if sysroot else ())
             entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                     "seconds": time.monotonic() - start})
         repaired_wheel = entry.files()[0]
@@ -299,13 +302,13 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
     if ctx.request.container:
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
         python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
-        return _container_build(ctx, cell, component, project, out, defines, environment, python)
+        return _container_build(ctx, cell, component, toolchain, project, out, defines, environment, python)
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if component.kind == "python-native" else None, jobs=jobs)
 
 
-def _container_build(ctx: _Context, cell: Cell, component: Component, project: Path, out: Path,
-                     defines: dict[str, str], environment: dict[str, str], python: str) -> Path:
+def _container_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, project: Path,
+                     out: Path, defines: dict[str, str], environment: dict[str, str], python: str) -> Path:
     """The same build through cibuildwheel in the local manylinux-style image (`--container`)."""
     from shipyard.docker_base import build_manylinux_image, ensure_docker_engine
     from shipyard.wheel.container import build_wheels_in_container, host_path
@@ -320,6 +323,10 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, project: P
     settings = {f"cmake.define.{k}": host_path(Path(v)) if Path(v).is_absolute() and Path(v).exists() else v
                 for k, v in defines.items()}
     env = {k: v for k, v in environment.items() if k not in ("CC", "CXX", "CFLAGS", "CXXFLAGS")}
+    if toolchain.compiler is not None and toolchain.compiler.sysroot is not None:
+        # The image's own gcc links its glibc (bookworm's); the sysroot's, seen under /host, keeps
+        # the platform tag's promise there as on the host (CMAKE_SYSROOT is mapped with the defines).
+        env |= {"CC": host_path(toolchain.compiler.cc), "CXX": host_path(toolchain.compiler.cxx)}
     wheels = build_wheels_in_container(project, out, pythons=[python], image=image, environment=env,
                                        config_settings=settings, progress=ctx.progress,
                                        pure=component.kind == "python-pure")

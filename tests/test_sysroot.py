@@ -1,0 +1,63 @@
+"""The bullseye sysroot, assembled for real from the machine's Debian mirror into a fresh cache:
+its gcc 10 links bullseye's glibc 2.31 where this host's gcc links 2.34+ symbols, and a second
+install reuses it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from shipyard import command
+from shipyard.toolchains.discover import discover
+from shipyard.toolchains.glibc import glibc_required, glibc_tuple
+from shipyard.toolchains.sysroot import find_installed_sysroots, install_sysroot
+
+pytestmark = pytest.mark.slow
+
+# Threads and a shared_ptr: what made the Debian 12 builder's wheels need GLIBC_2.34
+# (pthread_create moved into libc) and GLIBC_2.32 (__libc_single_threaded in libstdc++'s headers).
+SOURCE = """#include <png.h>
+#include <pthread.h>
+#include <memory>
+#include <string>
+static void* run(void* arg) { static_cast<std::string*>(arg)->append("x"); return nullptr; }
+extern "C" int work(int n) {
+  auto s = std::make_shared<std::string>(png_get_libpng_ver(nullptr));
+  std::shared_ptr<std::string> copy = s;
+  pthread_t thread;
+  if (pthread_create(&thread, nullptr, run, copy.get()) != 0) return -1;
+  pthread_join(thread, nullptr);
+  return int(s->size()) + n;
+}
+"""
+
+
+def test_bullseye_sysroot_links_glibc_2_31(tmp_path: Path) -> None:
+    cache = tmp_path / "toolchains"
+    steps: list[str] = []
+    sysroot = install_sysroot("bullseye", cache, progress=steps.append)
+    assert sysroot.root == cache / "sysroots" / "bullseye"
+    assert sysroot.gcc_major == 10 and sysroot.gcc_version.startswith("10.") and sysroot.glibc == "2.31"
+    assert (sysroot.tree / "lib" / "x86_64-linux-gnu" / "libc-2.31.so").is_file()
+    assert any("proving" in s for s in steps), steps
+    assert find_installed_sysroots(cache) == [sysroot]
+
+    source = tmp_path / "work.cpp"
+    source.write_text(SOURCE)
+    built = {}
+    host = discover().compiler_at_most(None)
+    assert host is not None
+    for name, cxx in (("sysroot", sysroot.cxx), ("host", host.cxx)):
+        library = tmp_path / f"lib{name}.so"
+        command.run([cxx, "-O2", "-fPIC", "-shared", "-pthread", source, "-o", library, "-lpng"], timeout=300)
+        built[name] = glibc_required(library)
+    assert glibc_tuple(built["sysroot"]) <= (2, 31), built
+    # The same source with this host's own gcc needs the newer glibc the sysroot exists to avoid.
+    assert glibc_tuple(built["host"]) > (2, 31), built
+
+    start = time.monotonic()
+    again = install_sysroot("bullseye", cache, progress=steps.append)
+    assert again == sysroot and time.monotonic() - start < 5
+    assert steps[-1].startswith("sysroot bullseye is up to date")
