@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from build import ProjectBuilder
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from shipyard import command
 from shipyard.file_lock import exclusive
+from shipyard.project_declaration import declaration_hash
 from shipyard.toolchains.discover import Interpreter
 
 # Always present: the frontend itself and the backends ember's components use.
@@ -41,9 +43,17 @@ class BuildEnv:
 
 
 def build_requirements(project: Path) -> tuple[str, ...]:
-    """[build-system].requires of a pyproject-based project."""
-    data = tomllib.loads((project / "pyproject.toml").read_text())
-    return tuple(data.get("build-system", {}).get("requires", []))
+    """[build-system].requires of the project; PEP 517's setuptools fallback for a setup.py-only
+    project (as read by `build`, the frontend that runs the build)."""
+    return tuple(sorted(ProjectBuilder(project).build_system_requires))
+
+
+def combined_requirements(project_requires: Sequence[str]) -> tuple[str, ...]:
+    """The project's build requirements and the base ones it does not name: where a project pins
+    its backend (setuptools<70, say), its pin is the one installed."""
+    named = {canonicalize_name(Requirement(r).name) for r in project_requires}
+    base = [r for r in BASE_REQUIREMENTS if canonicalize_name(Requirement(r).name) not in named]
+    return tuple(sorted(set(base) | set(project_requires)))
 
 
 def hook_runner(what: str, extra_env: Mapping[str, str] | None = None, timeout: float = 3600):  # noqa: ANN201
@@ -57,7 +67,7 @@ def hook_runner(what: str, extra_env: Mapping[str, str] | None = None, timeout: 
 def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> BuildEnv:
     """A venv of `interpreter` holding everything `project` needs to build a wheel (made once,
     reused after; a project with other requirements gets its own)."""
-    wanted = tuple(sorted(set(BASE_REQUIREMENTS) | set(build_requirements(project))))
+    wanted = combined_requirements(build_requirements(project))
     tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
     root = state / "envs" / f"build-{interpreter.full_version}-{interpreter.binary_sha256[:8]}-{tag}"
     python = root / "bin" / "python"
@@ -70,7 +80,7 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
                 shutil.rmtree(root)
             command.run([interpreter.path, "-m", "venv", root], what=f"venv for Python {interpreter.version}")
             _pip_install(python, wanted, interpreter)
-        dynamic = root / "shipyard-dynamic" / hashlib.sha256((project / "pyproject.toml").read_bytes()).hexdigest()[:16]
+        dynamic = root / "shipyard-dynamic" / declaration_hash(project)
         if not dynamic.is_file():
             builder = ProjectBuilder(project, python_executable=str(python),
                                      runner=hook_runner(f"build requirements of {project.name}"))
