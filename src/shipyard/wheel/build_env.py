@@ -11,7 +11,9 @@ environment is made, so each build can skip the frontend's per-build dependency 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from shipyard import command
 from shipyard.file_lock import exclusive
-from shipyard.project_declaration import declaration_hash
+from shipyard.project_declaration import SCIKIT_BUILD_CORE, build_backend, declaration_hash
 from shipyard.toolchains.discover import Interpreter
 
 # Always present: the frontend itself and the backends ember's components use.
@@ -40,6 +42,11 @@ class BuildEnv:
     @property
     def python(self) -> Path:
         return self.root / "bin" / "python"
+
+    def path_env(self) -> dict[str, str]:
+        """PATH with the environment's bin first: backends run tools installed beside them
+        (meson-python runs `meson` and `ninja`), as they would in an isolated build."""
+        return {"PATH": os.pathsep.join([str(self.root / "bin"), os.environ.get("PATH", "")])}
 
 
 def build_requirements(project: Path) -> tuple[str, ...]:
@@ -82,9 +89,15 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
             _pip_install(python, wanted, interpreter)
         dynamic = root / "shipyard-dynamic" / declaration_hash(project)
         if not dynamic.is_file():
-            builder = ProjectBuilder(project, python_executable=str(python),
-                                     runner=hook_runner(f"build requirements of {project.name}"))
-            extra = sorted(builder.get_requires_for_build("wheel"))
+            path = BuildEnv(interpreter, root, wanted, "").path_env()
+            with tempfile.TemporaryDirectory(prefix="shipyard-requires-") as tmp:
+                # setuptools answers this hook by writing egg-info into the project: ask a copy,
+                # so the sources (and their hash, the build's cache key) stay as they are.
+                where = project if build_backend(project) == SCIKIT_BUILD_CORE else copy_project(
+                    project, Path(tmp) / project.name)
+                builder = ProjectBuilder(where, python_executable=str(python),
+                                         runner=hook_runner(f"build requirements of {project.name}", path))
+                extra = sorted(builder.get_requires_for_build("wheel"))
             if extra:
                 _pip_install(python, extra, interpreter)
             dynamic.parent.mkdir(exist_ok=True)
@@ -94,6 +107,19 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
             marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
         identity = hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
         return BuildEnv(interpreter, root, wanted, identity)
+
+
+def copy_project(project: Path, dest: Path) -> Path:
+    """A copy of `project` at `dest` to build in, git metadata included (setuptools_scm reads it),
+    without what earlier builds left behind."""
+    leftovers = shutil.ignore_patterns("*.egg-info", "__pycache__", ".mesonpy-*")
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        top = {"build", "dist"} & set(names) if Path(folder) == project else set()
+        return set(leftovers(folder, names)) | top
+
+    shutil.copytree(project, dest, symlinks=True, ignore=ignore)
+    return dest
 
 
 def _pip_install(python: Path, requirements: Sequence[str], interpreter: Interpreter) -> None:

@@ -26,7 +26,7 @@ from shipyard.toolchains.discover import Interpreter, Inventory, discover
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
 from shipyard.wheel import checks
-from shipyard.wheel.build_env import ensure_build_env
+from shipyard.wheel.build_env import copy_project, ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
 from shipyard.wheel.labels import package_files
 from shipyard.wheel.metadata import requires_python_problem, wheel_version
@@ -331,15 +331,9 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
         # and egg-info, meson-python's .mesonpy-*): each cell builds a copy of its own, git
         # metadata included (setuptools_scm reads it), so Pythons build side by side and the
         # sources stay as they are.
-        project = _project_copy(project, build_dir / "src")
+        project = copy_project(project, build_dir / project.name)
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if cmake else None, jobs=jobs)
-
-
-def _project_copy(project: Path, dest: Path) -> Path:
-    shutil.copytree(project, dest, symlinks=True,
-                    ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".mesonpy-*"))
-    return dest
 
 
 def _container_build(ctx: _Context, cell: Cell, component: Component, project: Path, out: Path,
