@@ -35,7 +35,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     cells = expand(spec.release)
     console.print(f"[green]ok[/]: release.yaml and feature_status.yaml are valid "
                   f"({len(spec.release.components)} components, {len(spec.release.variants)} variants, "
-                  f"{len(spec.features.features)} features, {len(cells)} cells)")
+                  f"{len(spec.features.features)} features, {len(cells)} cells"
+                  + (f", {n} not applicable by requires-python" if (n := len(not_applicable(spec.release))) else "")
+                  + ")")
     if spec.pending_tests:
         console.print(f"[yellow]pending[/]: {len(spec.pending_tests)} test ids point at tests that do "
                       f"not exist yet:")

@@ -152,7 +152,8 @@ def _requirement(value: Any) -> Any:
     try:
         Requirement(value)
     except InvalidRequirement as exc:
-        raise ValueError(f"not a PEP 508 requirement ({exc}); write one like \"hypothesis>=6\"") from exc
+        reason = str(exc).splitlines()[0]  # packaging adds the text and a caret on further lines
+        raise ValueError(f"not a PEP 508 requirement ({reason}); write one like \"hypothesis>=6\"") from exc
     return value
 
 
