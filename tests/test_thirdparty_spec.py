@@ -9,7 +9,13 @@ from pathlib import Path
 
 from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
 from shipyard.matrix import expand, not_applicable
-from shipyard.project_declaration import LEGACY_BACKEND, build_backend, declared_requires_python, uses_vcs_version
+from shipyard.project_declaration import (
+    LEGACY_BACKEND,
+    build_backend,
+    declared_requires_python,
+    uses_vcs_version,
+    writes_into_sources,
+)
 from shipyard.validate import load_spec
 from shipyard.wheel.build_env import build_requirements, combined_requirements
 from shipyard.wheel.metadata import requires_python_problem
@@ -25,6 +31,9 @@ def test_backends_and_build_requirements_are_the_projects_own():
     assert build_requirements(LIBRARY / "mesonext") == ("meson-python==0.18.0", "meson==1.8.2", "ninja==1.11.1.4")
     assert uses_vcs_version(build_requirements(LIBRARY / "scmpkg"))
     assert not uses_vcs_version(build_requirements(LIBRARY / "newpy"))
+    # Those that leave files in the project build a copy of it; the others build in place.
+    assert [writes_into_sources(build_backend(LIBRARY / p)) for p in ("oldsetup", "scmpkg", "mesonext")] == [True] * 3
+    assert not writes_into_sources("hatchling.build") and not writes_into_sources("scikit_build_core.build")
 
 
 def test_a_project_pin_of_a_base_backend_wins():

@@ -46,6 +46,13 @@ def build_backend(project: Path) -> str:
     return str(_pyproject(project).get("build-system", {}).get("build-backend", LEGACY_BACKEND))
 
 
+def writes_into_sources(backend: str) -> bool:
+    """Whether the backend leaves files in the project as it builds (setuptools' build/ and
+    egg-info, meson-python's .mesonpy-* folder); hatchling and scikit-build-core (with its
+    build-dir) do not."""
+    return backend.split(":")[0] in ("setuptools.build_meta", "mesonpy")
+
+
 def declaration_hash(project: Path) -> str:
     """A hash of the files that declare how `project` builds (pyproject.toml, setup.py, setup.cfg)."""
     digest = hashlib.sha256()

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from shipyard import command
 from shipyard.file_lock import exclusive
-from shipyard.project_declaration import SCIKIT_BUILD_CORE, build_backend, declaration_hash
+from shipyard.project_declaration import build_backend, declaration_hash, writes_into_sources
 from shipyard.toolchains.discover import Interpreter
 
 # Always present: the frontend itself and the backends ember's components use.
@@ -93,8 +93,8 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
             with tempfile.TemporaryDirectory(prefix="shipyard-requires-") as tmp:
                 # setuptools answers this hook by writing egg-info into the project: ask a copy,
                 # so the sources (and their hash, the build's cache key) stay as they are.
-                where = project if build_backend(project) == SCIKIT_BUILD_CORE else copy_project(
-                    project, Path(tmp) / project.name)
+                where = (copy_project(project, Path(tmp) / project.name)
+                         if writes_into_sources(build_backend(project)) else project)
                 builder = ProjectBuilder(where, python_executable=str(python),
                                          runner=hook_runner(f"build requirements of {project.name}", path))
                 extra = sorted(builder.get_requires_for_build("wheel"))

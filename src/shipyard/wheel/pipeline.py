@@ -19,7 +19,13 @@ from shipyard.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord
 from shipyard.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
-from shipyard.project_declaration import SCIKIT_BUILD_CORE, build_backend, uses_vcs_version, vcs_state
+from shipyard.project_declaration import (
+    SCIKIT_BUILD_CORE,
+    build_backend,
+    uses_vcs_version,
+    vcs_state,
+    writes_into_sources,
+)
 from shipyard.source_tree import GitInfo, git_info, hash_tree
 from shipyard.spec import Component, Variant
 from shipyard.toolchains.discover import Interpreter, Inventory, discover
@@ -313,7 +319,8 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
     out = ctx.request.state / "raw" / cell.id
     # shipyard's CMake definitions (CUDA, reproducibility, the native core's prefix) are
     # scikit-build-core config settings; another backend (setuptools, meson-python) would refuse them.
-    cmake = component.kind == "python-native" and build_backend(project) == SCIKIT_BUILD_CORE
+    backend = build_backend(project)
+    cmake = component.kind == "python-native" and backend == SCIKIT_BUILD_CORE
     defines = shipyard_cmake_defines(ctx.variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES if cmake else {}
     if core_prefix is not None and component.native_core is not None:
         defines[component.native_core.prefix_define] = str(core_prefix)
@@ -326,11 +333,11 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
         python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
         return _container_build(ctx, cell, component, project, out, defines, environment, python)
-    if not cmake:
+    if writes_into_sources(backend):
         # Backends without an out-of-tree build folder write into the project (setuptools' build/
         # and egg-info, meson-python's .mesonpy-*): each cell builds a copy of its own, git
         # metadata included (setuptools_scm reads it), so Pythons build side by side and the
-        # sources stay as they are.
+        # sources (and their hash, the cache key) stay as they are.
         project = copy_project(project, build_dir / project.name)
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if cmake else None, jobs=jobs)
