@@ -126,3 +126,15 @@ def test_unmarked_tests_are_gated_by_feature_status_yaml(built):
     assert artifacts["mesonext-cpu-linux-x86_64-cp39-wheel"]["tests"]["features"]["mesonext.mean"]["passed"] == 3
     # scmpkg's tests come from outside the project and needed attrs (test_requires).
     assert artifacts["scmpkg-any-wheel"]["tests"]["features"]["scmpkg.version"]["passed"] == 2
+
+
+def test_the_sources_stay_as_they_were(built):
+    """setuptools and meson-python write into the project they build (build/, egg-info,
+    .mesonpy-*): shipyard builds copies, so the checkout holds nothing new but dist/ and .shipyard/."""
+    root, _, _ = built
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root, check=True,
+                            capture_output=True, text=True).stdout.splitlines()
+    assert {line.split()[1].split("/")[0] for line in status} <= {"dist", ".shipyard"}, status
+    scm = subprocess.run(["git", "status", "--porcelain"], cwd=root / "library" / "scmpkg", check=True,
+                         capture_output=True, text=True).stdout
+    assert scm == ""
