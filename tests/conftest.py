@@ -52,7 +52,8 @@ SLOWEST_FIRST = ("test_release_build.py", "test_release_cuda.py", "test_conda_in
                  "test_docker_image.py",
                  "test_mobile_release.py", "test_conda_build.py", "test_publish_release.py", "test_publish_faults.py",
                  "test_publish.py", "test_ci_steps.py",
-                 "test_wheel_pipeline.py", "test_test_gating.py", "test_container_build.py", "test_cuda_toolkit.py")
+                 "test_wheel_pipeline.py", "test_thirdparty_build.py", "test_test_gating.py", "test_container_build.py",
+                 "test_cuda_toolkit.py")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -106,6 +106,25 @@ def _cases() -> list[Case]:
         c("cuda_kernels not a bool", R, "    cuda_kernels: true\n    tests: tests\n  embervision:",
           "    cuda_kernels: yes please\n    tests: tests\n  embervision:", "components.ember.cuda_kernels",
           "must be true or false", got="'yes please'"),
+        # Any PEP 517 project as a component: its requires-python, test requirements, version, tests.
+        c("requires_python not a specifier", R, "    import_name: emberaudio\n",
+          "    import_name: emberaudio\n    requires_python: 3.11+\n", "components.emberaudio.requires_python",
+          "not a PEP 440 version specifier", at="requires_python:", got="'3.11+'"),
+        c("requires_python a number", R, "    import_name: emberaudio\n",
+          "    import_name: emberaudio\n    requires_python: 3.11\n", "components.emberaudio.requires_python",
+          "given as a number", at="requires_python:", got="3.11"),
+        c("test_requires not PEP 508", R, "    import_name: emberaudio\n",
+          "    import_name: emberaudio\n    test_requires: [\"attrs>>=23\"]\n",
+          "components.emberaudio.test_requires.0", "not a PEP 508 requirement", at="test_requires", got="'attrs>>=23'"),
+        c("component version not PEP 440", R, "    import_name: emberaudio\n",
+          "    import_name: emberaudio\n    version: newest\n", "components.emberaudio.version",
+          "not a PEP 440 version", at="version: newest", got="'newest'"),
+        c("tests folder outside the release", R, "    tests: tests\n  emberelastic:",
+          "    tests: ../../../elsewhere\n  emberelastic:", "components.emberaudio.tests",
+          "outside the release", at="tests: ../../../elsewhere", got="'../../../elsewhere'"),
+        c("test_requires on a native component", R, "    package_types: [mobile]\n",
+          "    package_types: [mobile]\n    test_requires: [attrs]\n", "components.ember-lite",
+          "apply to Python packages", at="  ember-lite:"),
         c("component folder missing", R, "    path: library/emberaudio\n", "    path: library/nowhere\n",
           "components.emberaudio.path", "folder does not exist", got="'library/nowhere'"),
         c("arch_list names no arch", R, '    arch_list: "3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0"\n', '    arch_list: ";"\n',
@@ -313,6 +332,20 @@ def test_every_command_refuses_bad_input_the_same_way(spec_copy, capsys, command
     err = capsys.readouterr().err
     assert f"{spec_copy.root / R}:1: (file): is not UTF-8 text (byte 0xff at offset 6); save the file as UTF-8" in err
     assert "Traceback" not in err
+
+
+def test_requires_python_that_contradicts_the_project_is_refused(spec_copy, capsys):
+    """release.yaml may state requires-python for a setup.py-only project, but not contradict the
+    one the project's pyproject.toml declares."""
+    (spec_copy.root / "library" / "emberaudio" / "pyproject.toml").write_text(
+        '[project]\nname = "emberaudio"\nversion = "1.7.0"\nrequires-python = ">=3.10"\n')
+    spec_copy.edit(R, "    import_name: emberaudio\n", "    import_name: emberaudio\n    requires_python: \">=3.9\"\n")
+    assert main(["--root", str(spec_copy.root), "validate"]) == 2
+    err = capsys.readouterr().err
+    line = _line_of(spec_copy.root / R, "requires_python")
+    assert (f"{spec_copy.root / R}:{line}: components.emberaudio.requires_python: disagrees with the project's "
+            f"pyproject.toml [project] requires-python ('>=3.10'); remove it (the project's own declaration is "
+            f"read) or make the two agree (got '>=3.9')") in err, err
 
 
 def test_merge_keys_are_read_as_yaml_defines_them(spec_copy):

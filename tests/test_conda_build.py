@@ -82,8 +82,9 @@ def test_matrix_has_the_conda_cells(repo):
 def test_shipyard_build_still_builds_only_wheels(repo):
     from shipyard.wheel.pipeline import BuildRequest, _cells
 
-    cells = _cells(load_spec(repo), BuildRequest(variant="cpu"), discover())
+    cells, ruled_out = _cells(load_spec(repo), BuildRequest(variant="cpu"), discover())
     assert cells and {c.package_type for c in cells} == {"wheel"}
+    assert ruled_out == []  # every ember component admits every Python of the release
 
 
 # --- recipe errors and the preflight ----------------------------------------------------------

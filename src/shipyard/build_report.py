@@ -14,7 +14,7 @@ from rich.table import Table
 from shipyard.wheel.pipeline import CellOutcome
 
 _STYLE = {"passed": "green", "cached": "cyan", "built": "green", "failed": "red", "skipped": "yellow",
-          "unavailable": "yellow"}
+          "unavailable": "yellow", "not applicable": "dim"}
 
 
 class _LiveSteps:
@@ -96,6 +96,9 @@ def summary_table(outcomes: list[CellOutcome], title: str) -> Table:
         size = f"{outcome.size / 1048576:.2f} MiB" if outcome.size else "-"
         # In full: a skipped or failed feature must not hide behind an ellipsis.
         note = "; ".join(line.strip() for line in outcome.detail.strip().splitlines() if line.strip())
-        table.add_row(outcome.cell.id, f"[{_STYLE.get(result, 'white')}]{result}[/]",
+        shown = result
+        if result == "not applicable":  # the project's own requires-python rules it out
+            shown, note = f"not applicable ({outcome.detail})", ""
+        table.add_row(outcome.cell.id, f"[{_STYLE.get(result, 'white')}]{shown}[/]",
                       f"{outcome.seconds:.1f}", size, note)
     return table

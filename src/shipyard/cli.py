@@ -15,7 +15,7 @@ from rich.table import Table
 
 from shipyard.cell_filters import check_filters
 from shipyard.errors import ShipyardError
-from shipyard.matrix import ANY, Cell, builder_platform, check_github_matrix_size, expand, select
+from shipyard.matrix import ANY, Cell, builder_platform, check_github_matrix_size, expand, not_applicable, select
 from shipyard.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
@@ -35,7 +35,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     cells = expand(spec.release)
     console.print(f"[green]ok[/]: release.yaml and feature_status.yaml are valid "
                   f"({len(spec.release.components)} components, {len(spec.release.variants)} variants, "
-                  f"{len(spec.features.features)} features, {len(cells)} cells)")
+                  f"{len(spec.features.features)} features, {len(cells)} cells"
+                  + (f", {n} not applicable by requires-python" if (n := len(not_applicable(spec.release))) else "")
+                  + ")")
     if spec.pending_tests:
         console.print(f"[yellow]pending[/]: {len(spec.pending_tests)} test ids point at tests that do "
                       f"not exist yet:")
@@ -96,9 +98,18 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         print(json.dumps(github_include(spec, cells), separators=(",", ":")))
     else:
         console.print(matrix_table(spec, cells))
+        ruled_out = [n for n in not_applicable(spec.release)
+                     if select([n.cell], variant=args.variant, platform=args.platform,
+                               package_type=args.package_type, component=args.component)]
         if args.cells:
             for cell in cells:
                 console.print(f"  {cell.id}")
+            for skipped in ruled_out:
+                console.print(f"  {skipped.cell.id}: not applicable ({skipped.reason})", style="dim")
+        elif ruled_out:
+            reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
+            console.print(f"not applicable, not counted: {len(ruled_out)} cells ("
+                          + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + "); --cells lists them")
     return 0
 
 
@@ -188,7 +199,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     for outcome in failed:
         err_console.print(f"[red]failed[/] {outcome.cell.id}:", end=" ")
         err_console.print(outcome.detail, markup=False, soft_wrap=True)
-    console.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} cells ok; manifest: "
+    # Cells a project's requires-python rules out are neither built nor failures: the exit
+    # status ignores them.
+    ruled_out = sum(o.result == "not applicable" for o in outcomes)
+    counted = len(outcomes) - ruled_out
+    tail = f" ({ruled_out} more not applicable)" if ruled_out else ""
+    console.print(f"{counted - len(failed)} of {counted} cells ok{tail}; manifest: "
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
     return 1 if failed else 0
 

@@ -131,7 +131,7 @@ def test_files(root: Path, folders: list[Path], listed: list[str]) -> list[str]:
     for folder in folders:
         if folder.is_dir():
             for path in [*folder.rglob("test_*.py"), *folder.rglob("*_test.py")]:
-                found.add(path.relative_to(root).as_posix())
+                found.add(path.relative_to(root.resolve()).as_posix())
     return sorted(found)
 
 
@@ -150,7 +150,7 @@ def marker_issues(release: Release, features: FeatureFile, doc: YamlDocument, ro
     """
     ids = [f.id for f in features.features]
     listed = [(i, j, test_id) for i, f in enumerate(features.features) for j, test_id in enumerate(f.tests)]
-    folders = [root / c.path / c.tests for c in release.components.values() if c.tests]
+    folders = [c.tests_folder(root) for c in release.components.values() if c.tests]
     issues: list[SpecIssue] = []
     for relative in test_files(root, folders, [t.partition("::")[0] for _, _, t in listed]):
         test_file = read_test_file(root, relative)

@@ -47,12 +47,28 @@ class ArtifactRecord(BaseModel):
     build: dict[str, Any]  # cache key, cached or not, seconds, git sha
 
 
+class NotApplicableRecord(BaseModel):
+    """A cell its own project rules out (requires-python): no artifact, never a failure."""
+
+    model_config = ConfigDict(frozen=True)
+    cell_id: str
+    component: str
+    package_type: str
+    variant: str
+    variant_tag: str
+    platform: str
+    python: str | None
+    result: str = "not applicable"
+    reason: str  # e.g. "requires-python >=3.11"
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(frozen=True)
     schema_version: int = SCHEMA_VERSION
     release: str
     version: str
     artifacts: tuple[ArtifactRecord, ...] = ()
+    not_applicable: tuple[NotApplicableRecord, ...] = ()
 
     def by_cell(self) -> dict[str, ArtifactRecord]:
         return {a.cell_id: a for a in self.artifacts}
@@ -73,15 +89,24 @@ def read_manifest(path: Path) -> Manifest | None:
                             ) from exc
 
 
-def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord]) -> Manifest:
-    """Replace the records of the same cells, keep every other, write atomically."""
+def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord],
+                    not_applicable: Iterable[NotApplicableRecord] = ()) -> Manifest:
+    """Replace the records of the same cells, keep every other, write atomically. A cell is either
+    an artifact or not applicable: the newer record of a cell replaces the other kind too."""
     with exclusive(path.with_name(f".{path.name}.lock")):
         current = read_manifest(path)
-        by_cell = current.by_cell() if current and current.version == version else {}
+        same = current is not None and current.version == version
+        by_cell = current.by_cell() if current and same else {}
+        ruled_out = {r.cell_id: r for r in current.not_applicable} if current and same else {}
         for record in records:
             by_cell[record.cell_id] = record
+            ruled_out.pop(record.cell_id, None)
+        for skipped in not_applicable:
+            ruled_out[skipped.cell_id] = skipped
+            by_cell.pop(skipped.cell_id, None)
         manifest = Manifest(release=release, version=version,
-                            artifacts=tuple(by_cell[k] for k in sorted(by_cell)))
+                            artifacts=tuple(by_cell[k] for k in sorted(by_cell)),
+                            not_applicable=tuple(ruled_out[k] for k in sorted(ruled_out)))
         fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")

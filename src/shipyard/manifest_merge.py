@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
+from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
 from shipyard.wheel.index import add_wheel, sha256_of, write_index
 
 
@@ -56,6 +56,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
         raise MergeError("no fragments to merge; pass the folders the build jobs uploaded (each holds a "
                          "manifest.json)")
     records: dict[str, tuple[ArtifactRecord, Path]] = {}
+    ruled_out: dict[str, NotApplicableRecord] = {}  # cells their projects rule out (requires-python)
     files: dict[str, tuple[Path, str, Path]] = {}  # dist-relative path -> (source, sha256, fragment)
     wheels: list[tuple[Path, str]] = []
     conda: list[Path] = []
@@ -68,6 +69,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
         if (manifest.release, manifest.version) != (release, version):
             raise MergeError(f"{fragment / 'manifest.json'}: release {manifest.release} {manifest.version}, but "
                              f"release.yaml is {release} {version}; merge fragments of this release only")
+        ruled_out |= {r.cell_id: r for r in manifest.not_applicable}
         for record in manifest.artifacts:
             if record.path:
                 source = fragment / record.path
@@ -122,6 +124,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
         os.replace(tmp, target)
     dist.mkdir(parents=True, exist_ok=True)
     merged = merge_artifacts(dist / "manifest.json", release=release, version=version,
-                             records=[record for record, _ in records.values()])
+                             records=[record for record, _ in records.values()],
+                             not_applicable=[r for cell, r in ruled_out.items() if cell not in records])
     return MergeReport(fragments=len(fragments), records=len(records), wheels=len(wheels),
                        conda_packages=len(conda), other_files=len(other), total_artifacts=len(merged.artifacts))

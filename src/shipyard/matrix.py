@@ -93,7 +93,8 @@ def expand(release: Release) -> list[Cell]:
     """Every cell of the release, in release.yaml order, exclusions removed; the wheel cells
     of a pure component collapse into one pure cell, at the place of its first, and so do its
     conda cells (one `noarch: python` package)."""
-    kept = [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None]
+    kept = [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None
+            and not not_applicable_reason(release, cell)]
     pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
     out: list[Cell] = []
     collapsed: set[tuple[str, str]] = set()
@@ -106,6 +107,32 @@ def expand(release: Release) -> list[Cell]:
             out.append(_pure_cell(cell.component, cell.package_type,
                                   [c for c in kept if (c.component, c.package_type) == group]))
     return out
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A cell the project itself rules out (its requires-python excludes the cell's Python): never
+    built, never a failure, shown as "not applicable (requires-python >=3.11)"."""
+
+    cell: Cell
+    reason: str
+
+
+def not_applicable_reason(release: Release, cell: Cell) -> str:
+    """Why the component's own project rules `cell` out ('requires-python >=3.11'), or ''."""
+    component = release.components[cell.component]
+    if cell.python is None or component.admits_python(cell.python):
+        return ""
+    return f"requires-python {component.requires_python}"
+
+
+def not_applicable(release: Release) -> list[NotApplicable]:
+    """The cells of the release (exclusions removed) that their projects rule out, in release.yaml
+    order. A pure component has none: its one wheel is built with a Python it admits."""
+    pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
+    return [NotApplicable(cell, reason) for cell in _all_cells(release)
+            if cell.component not in pure and _excluded_by(cell, release.exclusions) is None
+            and (reason := not_applicable_reason(release, cell))]
 
 
 def _pure_cell(component: str, package_type: str, covered: list[Cell]) -> Cell:

@@ -8,12 +8,16 @@ into these frozen objects; nothing downstream reads the YAML again.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import tomllib
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -130,6 +134,29 @@ PACKAGE_TYPES_BY_KIND: dict[str, tuple[str, ...]] = {
 }
 
 
+def _requires_python(value: Any) -> Any:
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        raise ValueError(f"requires-python given as a number ({value!r}); write a quoted specifier, e.g. \">=3.10\"")
+    if not isinstance(value, str):
+        raise ValueError("not a version specifier; write one quoted, e.g. \">=3.10\"")
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier as exc:
+        raise ValueError("not a PEP 440 version specifier; write one like \">=3.10\" or \">=3.9,<3.13\"") from exc
+    return value
+
+
+def _requirement(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("not a requirement; write one like \"hypothesis>=6\"")
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        reason = str(exc).splitlines()[0]  # packaging adds the text and a caret on further lines
+        raise ValueError(f"not a PEP 508 requirement ({reason}); write one like \"hypothesis>=6\"") from exc
+    return value
+
+
 class Component(Frozen):
     name: str
     path: str
@@ -141,7 +168,18 @@ class Component(Frozen):
     cuda_kernels: bool = False
     vendored_libraries: tuple[str, ...] = ()
     console_scripts: tuple[str, ...] = ()
+    # The tests folder, relative to `path`; it may lie outside the project (`../tests-of-x`), for
+    # projects whose sources ship no tests, but not outside the release.
     tests: str | None = None
+    # What the tests need beyond pytest and the wheel's own dependencies (PEP 508 requirements).
+    test_requires: tuple[Annotated[str, BeforeValidator(_requirement)], ...] = ()
+    # The wheel's version is the project's own (its built metadata: setuptools_scm, a
+    # pyproject version, setup.py's) unless this overrides it.
+    version: Annotated[str, BeforeValidator(_version)] | None = None
+    # The Pythons the project supports. Read from the project (pyproject.toml's [project] or
+    # setup.cfg) when not given; a setup.py-only project states it here. The matrix's other
+    # Pythons become "not applicable" cells, never failures.
+    requires_python: Annotated[str, BeforeValidator(_requires_python)] | None = None
 
     @model_validator(mode="after")
     def _python_needs_import_name(self) -> Component:
@@ -158,9 +196,29 @@ class Component(Frozen):
                              f"use {', '.join(allowed)}, or change its kind")
         return self
 
+    @model_validator(mode="after")
+    def _python_only_keys(self) -> Component:
+        given = [k for k in ("test_requires", "version", "requires_python") if getattr(self, k)]
+        if self.kind == "native" and given:
+            raise ValueError(f"{', '.join(given)} apply to Python packages; component {self.name!r} is "
+                             f"native: remove them")
+        return self
+
     @property
     def is_python(self) -> bool:
         return self.kind != "native"
+
+    def tests_folder(self, root: Path) -> Path:
+        """The absolute, normalised tests folder (it may lie outside the project)."""
+        assert self.tests is not None
+        return Path(os.path.normpath(root.resolve() / self.path / self.tests))
+
+    def admits_python(self, python: str) -> bool:
+        """Whether `requires_python` admits some release of Python `python` (major.minor)."""
+        if not self.requires_python:
+            return True
+        spec = SpecifierSet(self.requires_python)
+        return any(spec.contains(f"{python}.{patch}", prereleases=True) for patch in (0, 99))
 
 
 class Variant(Frozen):

@@ -20,9 +20,10 @@ from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
 from shipyard.cuda_archs import supported_archs
-from shipyard.errors import NO_VALUE, REDACTED, SpecError, SpecIssue, nearest
+from shipyard.errors import NO_VALUE, REDACTED, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.feature_markers import marker_issues
 from shipyard.matrix import exclusion_cells
+from shipyard.project_declaration import declared_requires_python
 from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
@@ -214,6 +215,12 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
         if Path(component.path).is_absolute() or not _is_dir(root / component.path):
             out.add(doc, ("components", name, "path"),
                     "folder does not exist; give the component's folder relative to release.yaml")
+        elif component.tests:
+            tests = component.tests_folder(root)
+            if Path(component.tests).is_absolute() or not tests.is_relative_to(root.resolve()):
+                out.add(doc, ("components", name, "tests"), "the tests folder lies outside the release",
+                        fix="give a folder relative to the component's path inside the release (it may be "
+                            "outside the project, e.g. ../tests-of-x)")
         if component.package_types.count("mobile") and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
@@ -378,6 +385,26 @@ def _test_state(root: Path, test_id: str) -> str:
     return "ok"
 
 
+def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: _Collector) -> Release:
+    """The release with each Python component's requires-python filled in from its project where
+    release.yaml does not give it; a release.yaml value that contradicts the project is an issue."""
+    components = {}
+    for name, component in release.components.items():
+        try:
+            declared = declared_requires_python(root / component.path) if component.is_python else None
+        except ShipyardError as exc:
+            out.add(doc, ("components", name, "path"), str(exc), value=component.path)
+            declared = None
+        if declared and component.requires_python and declared[0] != component.requires_python:
+            out.add(doc, ("components", name, "requires_python"),
+                    f"disagrees with the project's {declared[1]} ({declared[0]!r})",
+                    fix="remove it (the project's own declaration is read) or make the two agree")
+        if declared and not component.requires_python:
+            component = component.model_copy(update={"requires_python": declared[0]})
+        components[name] = component
+    return release.model_copy(update={"components": components})
+
+
 def load_spec(root: Path, release_file: str = "release.yaml",
               feature_file: str = "feature_status.yaml") -> Spec:
     """Validate both files under `root`; raise SpecError listing every issue found."""
@@ -408,6 +435,8 @@ def load_spec(root: Path, release_file: str = "release.yaml",
             pending = _check_features(release, features, feature_doc, root, out)
             if not out.issues:
                 out.issues.extend(marker_issues(release, features, feature_doc, root))
+    if release is not None and release_doc is not None and not out.issues:
+        release = _with_requires_python(release, release_doc, root, out)
     if out.issues:
         raise SpecError(out.issues)
     assert release is not None and features is not None

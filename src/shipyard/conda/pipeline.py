@@ -142,7 +142,7 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
             assert python is not None and package.cell is not None
             component = spec.release.components[package.cell.component]
             assert component.tests
-            tests_dir = spec.root / component.path / component.tests
+            tests_dir = component.tests_folder(spec.root)
             platform = _host_platform(spec) if package.cell.platform == "any" else package.cell.platform
             with claimed_port_range() as ports, running(progress, f"test {package.label} (Python {python})"):
                 cell.test = run_conda_package_tests(
@@ -179,7 +179,7 @@ def _test_key(spec: Spec, cell: CondaCell, channel_state: dict[str, str]) -> str
     assert matrix_cell is not None
     component = spec.release.components[matrix_cell.component]
     assert component.tests
-    tests_dir = spec.root / component.path / component.tests
+    tests_dir = component.tests_folder(spec.root)
     platform = _host_platform(spec) if matrix_cell.platform == "any" else matrix_cell.platform
     gate = feature_gate(spec, component.name, platform, tests_dir, spec.root)
     inputs = {"package": sha256_of(package.path), "channels": channel_state,

@@ -11,16 +11,20 @@ environment is made, so each build can skip the frontend's per-build dependency 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
-import tomllib
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from build import ProjectBuilder
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from shipyard import command
 from shipyard.file_lock import exclusive
+from shipyard.project_declaration import build_backend, declaration_hash, writes_into_sources
 from shipyard.toolchains.discover import Interpreter
 
 # Always present: the frontend itself and the backends ember's components use.
@@ -39,11 +43,24 @@ class BuildEnv:
     def python(self) -> Path:
         return self.root / "bin" / "python"
 
+    def path_env(self) -> dict[str, str]:
+        """PATH with the environment's bin first: backends run tools installed beside them
+        (meson-python runs `meson` and `ninja`), as they would in an isolated build."""
+        return {"PATH": os.pathsep.join([str(self.root / "bin"), os.environ.get("PATH", "")])}
+
 
 def build_requirements(project: Path) -> tuple[str, ...]:
-    """[build-system].requires of a pyproject-based project."""
-    data = tomllib.loads((project / "pyproject.toml").read_text())
-    return tuple(data.get("build-system", {}).get("requires", []))
+    """[build-system].requires of the project; PEP 517's setuptools fallback for a setup.py-only
+    project (as read by `build`, the frontend that runs the build)."""
+    return tuple(sorted(ProjectBuilder(project).build_system_requires))
+
+
+def combined_requirements(project_requires: Sequence[str]) -> tuple[str, ...]:
+    """The project's build requirements and the base ones it does not name: where a project pins
+    its backend (setuptools<70, say), its pin is the one installed."""
+    named = {canonicalize_name(Requirement(r).name) for r in project_requires}
+    base = [r for r in BASE_REQUIREMENTS if canonicalize_name(Requirement(r).name) not in named]
+    return tuple(sorted(set(base) | set(project_requires)))
 
 
 def hook_runner(what: str, extra_env: Mapping[str, str] | None = None, timeout: float = 3600):  # noqa: ANN201
@@ -57,7 +74,7 @@ def hook_runner(what: str, extra_env: Mapping[str, str] | None = None, timeout: 
 def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> BuildEnv:
     """A venv of `interpreter` holding everything `project` needs to build a wheel (made once,
     reused after; a project with other requirements gets its own)."""
-    wanted = tuple(sorted(set(BASE_REQUIREMENTS) | set(build_requirements(project))))
+    wanted = combined_requirements(build_requirements(project))
     tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
     root = state / "envs" / f"build-{interpreter.full_version}-{interpreter.binary_sha256[:8]}-{tag}"
     python = root / "bin" / "python"
@@ -70,11 +87,17 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
                 shutil.rmtree(root)
             command.run([interpreter.path, "-m", "venv", root], what=f"venv for Python {interpreter.version}")
             _pip_install(python, wanted, interpreter)
-        dynamic = root / "shipyard-dynamic" / hashlib.sha256((project / "pyproject.toml").read_bytes()).hexdigest()[:16]
+        dynamic = root / "shipyard-dynamic" / declaration_hash(project)
         if not dynamic.is_file():
-            builder = ProjectBuilder(project, python_executable=str(python),
-                                     runner=hook_runner(f"build requirements of {project.name}"))
-            extra = sorted(builder.get_requires_for_build("wheel"))
+            path = BuildEnv(interpreter, root, wanted, "").path_env()
+            with tempfile.TemporaryDirectory(prefix="shipyard-requires-") as tmp:
+                # setuptools answers this hook by writing egg-info into the project: ask a copy,
+                # so the sources (and their hash, the build's cache key) stay as they are.
+                where = (copy_project(project, Path(tmp) / project.name)
+                         if writes_into_sources(build_backend(project)) else project)
+                builder = ProjectBuilder(where, python_executable=str(python),
+                                         runner=hook_runner(f"build requirements of {project.name}", path))
+                extra = sorted(builder.get_requires_for_build("wheel"))
             if extra:
                 _pip_install(python, extra, interpreter)
             dynamic.parent.mkdir(exist_ok=True)
@@ -84,6 +107,19 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
             marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
         identity = hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
         return BuildEnv(interpreter, root, wanted, identity)
+
+
+def copy_project(project: Path, dest: Path) -> Path:
+    """A copy of `project` at `dest` to build in, git metadata included (setuptools_scm reads it),
+    without what earlier builds left behind."""
+    leftovers = shutil.ignore_patterns("*.egg-info", "__pycache__", ".mesonpy-*")
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        top = {"build", "dist"} & set(names) if Path(folder) == project else set()
+        return set(leftovers(folder, names)) | top
+
+    shutil.copytree(project, dest, symlinks=True, ignore=ignore)
+    return dest
 
 
 def _pip_install(python: Path, requirements: Sequence[str], interpreter: Interpreter) -> None:

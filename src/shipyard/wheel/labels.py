@@ -33,12 +33,13 @@ def features_document(spec: Spec, component: str, platform: str | Sequence[str])
 
 
 def package_files(spec: Spec, cell: Cell, component: Component, variant: Variant,
-                  git_sha: str | None) -> dict[str, bytes]:
+                  git_sha: str | None, version: str | None = None) -> dict[str, bytes]:
     """_build_info.json and _features.json for `cell`'s wheel, by wheel-relative path. A pure
     wheel's are platform-, variant- and Python-neutral: the same bytes wherever it is built.
-    The conda packages carry the same two files (git_sha None: they are keyed by their sources)."""
+    The conda packages carry the same two files (git_sha None: they are keyed by their sources).
+    `version` is the package's own (the release's when not given)."""
     assert component.import_name
-    version = spec.release.release.version
+    version = version or spec.release.release.version
     if cell.is_pure:
         info: dict[str, object] = {"component": component.name, "version": version, "git_sha": git_sha}
         features = features_document(spec, component.name, cell.platforms)

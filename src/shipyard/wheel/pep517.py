@@ -21,7 +21,7 @@ def build_wheel(project: Path, env: BuildEnv, out_dir: Path, *, cmake_defines: d
     if build_dir is not None:
         settings["build-dir"] = str(build_dir)
     what = f"build {project.name} wheel for Python {env.interpreter.version}"
-    runner = hook_runner(what, {**extra_env, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)})
+    runner = hook_runner(what, {**env.path_env(), **extra_env, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)})
     builder = ProjectBuilder(project, python_executable=str(env.python), runner=runner)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="shipyard-wheel-") as tmp:

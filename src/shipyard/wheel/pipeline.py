@@ -15,19 +15,27 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from shipyard.build_cache import BuildCache, cache_key
 from shipyard.errors import ShipyardError, ToolchainMissing
-from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
-from shipyard.matrix import Cell, builder_platform, expand, select
+from shipyard.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
+from shipyard.project_declaration import (
+    SCIKIT_BUILD_CORE,
+    build_backend,
+    uses_vcs_version,
+    vcs_state,
+    writes_into_sources,
+)
 from shipyard.source_tree import GitInfo, git_info, hash_tree
 from shipyard.spec import Component, Variant
 from shipyard.toolchains.discover import Interpreter, Inventory, discover
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
 from shipyard.wheel import checks
-from shipyard.wheel.build_env import ensure_build_env
+from shipyard.wheel.build_env import copy_project, ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
 from shipyard.wheel.labels import package_files
+from shipyard.wheel.metadata import requires_python_problem, wheel_version
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
@@ -73,7 +81,8 @@ class BuildRequest:
 
 @dataclass
 class CellOutcome:
-    """What happened to one cell; `result` is passed, failed, cached, skipped or unavailable."""
+    """What happened to one cell; `result` is passed, failed, cached, skipped, unavailable or
+    not applicable (its project's requires-python excludes its Python; `detail` says so)."""
 
     cell: Cell
     result: str
@@ -103,25 +112,34 @@ class _Context:
         return self.spec.root
 
 
-def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> list[Cell]:
+def _selected(cells: list[Cell], request: BuildRequest, inventory: Inventory) -> list[Cell]:
     # A pure cell builds once for every variant, on any platform it stands for: each variant's build makes it.
-    cells = select(expand(spec.release), variant=request.variant, platform=inventory.host_platform,
-                   package_type="wheel")
+    cells = select(cells, variant=request.variant, platform=inventory.host_platform, package_type="wheel")
     if request.components:
-        unknown = set(request.components) - set(spec.release.components)
-        if unknown:
-            raise ShipyardError(f"unknown component(s) {', '.join(sorted(unknown))}; release.yaml has "
-                                f"{', '.join(spec.release.components)}")
         cells = [c for c in cells if c.component in request.components]
     if request.pythons:
         cells = [c for c in cells if c.python in request.pythons or c.is_pure]
     return cells
 
 
-def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: Toolchain) -> Toolchain:
-    """A pure wheel is built and tested once, with the first requested Python found here
-    (the oldest of the release's otherwise)."""
-    chosen = next((i for p in request.pythons if (i := inventory.interpreter(p))), toolchain.interpreter)
+def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> tuple[list[Cell], list[NotApplicable]]:
+    """The wheel cells to build, and those of the selection that their projects rule out."""
+    if request.components:
+        unknown = set(request.components) - set(spec.release.components)
+        if unknown:
+            raise ShipyardError(f"unknown component(s) {', '.join(sorted(unknown))}; release.yaml has "
+                                f"{', '.join(spec.release.components)}")
+    ruled_out = not_applicable(spec.release)
+    kept = {c.id for c in _selected([n.cell for n in ruled_out], request, inventory)}
+    return (_selected(expand(spec.release), request, inventory), [n for n in ruled_out if n.cell.id in kept])
+
+
+def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: Toolchain,
+                      component: Component, pythons: tuple[str, ...]) -> Toolchain:
+    """A pure wheel is built and tested once, with the first requested Python found here that
+    its project admits (the oldest of the release's it admits otherwise)."""
+    candidates = [p for p in (*request.pythons, *pythons) if component.admits_python(p)]
+    chosen = next((i for p in candidates if (i := inventory.interpreter(p))), toolchain.interpreter)
     return Toolchain(chosen, None, None, None)
 
 
@@ -135,12 +153,13 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     if variant.name != request.variant:
         request = BuildRequest(**{**request.__dict__, "variant": variant.name})
     inventory = discover()
-    cells = _cells(spec, request, inventory)
+    cells, ruled_out = _cells(spec, request, inventory)
     if not cells:
         raise ShipyardError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "
                             f"match the selection")
     resolved: dict[str, Toolchain] = {}
-    outcomes: list[CellOutcome] = []
+    # Cells the project itself rules out: shown and recorded as such, never built, never failures.
+    outcomes: list[CellOutcome] = [CellOutcome(n.cell, "not applicable", detail=n.reason) for n in ruled_out]
     missing: list[str] = []
     for cell in cells:
         result = resolve(cell, release, inventory)
@@ -148,7 +167,8 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
             missing.append(f"{cell.id}: {result}")
             outcomes.append(CellOutcome(cell, "unavailable", detail=str(result)))
         else:
-            resolved[cell.id] = _pure_interpreter(request, inventory, result) if cell.is_pure else result
+            resolved[cell.id] = (_pure_interpreter(request, inventory, result, release.components[cell.component],
+                                                   release.pythons) if cell.is_pure else result)
     if missing and not request.skip_unavailable:
         raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
                                + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
@@ -170,8 +190,8 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     if request.run_tests:
         _test_all(ctx, built, resolved, variant_dir)
     outcomes += built
-    _record(ctx, built)
-    order = {c.id: i for i, c in enumerate(cells)}
+    _record(ctx, built, ruled_out)
+    order = {c.id: i for i, c in enumerate([*cells, *(n.cell for n in ruled_out)])}
     return sorted(outcomes, key=lambda o: order[o.cell.id])
 
 
@@ -180,7 +200,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
 def _spec_section(ctx: _Context, component: Component) -> dict[str, object]:
     release = ctx.spec.release
     # What the checks and tests hold a wheel to does not change its bytes: no rebuild for it.
-    section = component.model_dump(mode="json", exclude={"vendored_libraries", "console_scripts"})
+    section = component.model_dump(mode="json", exclude={"vendored_libraries", "console_scripts", "test_requires"})
     if component.kind == "python-pure":  # one build for every variant and platform
         return {"component": section, "version": release.release.version}
     platform = release.platforms[ctx.inventory.host_platform]
@@ -250,10 +270,12 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
     assert toolchain.interpreter is not None
     env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
     pure = component.kind == "python-pure"
+    # A version computed from git (setuptools_scm) changes with a tag, not with the sources.
+    vcs = vcs_state(project) if uses_vcs_version(env.requirements) else ""
     key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
                     toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                     python=None if pure else cell.python,
-                    extra={"core": core_key or "", "container": str(ctx.request.container)})
+                    extra={"core": core_key or "", "container": str(ctx.request.container), "vcs": vcs})
     with ctx.cache.building(key):
         entry = ctx.cache.get(key)
         cached = entry is not None
@@ -271,13 +293,21 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
             entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                     "seconds": time.monotonic() - start})
         repaired_wheel = entry.files()[0]
+        # The project's own version (its built metadata) unless release.yaml overrides it.
+        version = component.version or wheel_version(repaired_wheel)
         # A pure wheel has no local version: the same name and bytes in every variant's index, and
         # pip resolves it by name from each (as PyTorch publishes its pure packages). Still under
         # the key's lock: every variant's run labels a pure cell into the same folder.
         labelled = relabel_wheel(repaired_wheel, label=None if pure else ctx.variant.tag,
-                                 extra_files=package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha),
-                                 out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
-    failures = checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant, toolchain)
+                                 extra_files=package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha,
+                                                           version=version),
+                                 out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time,
+                                 version=version)
+    failures: list[object] = list(checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant,
+                                                          toolchain))
+    if problem := requires_python_problem(labelled, component.name, toolchain.interpreter.full_version,
+                                          component.requires_python):
+        failures.append(problem)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
                   "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
                   "source_date_epoch": ctx.git.commit_time}
@@ -290,8 +320,11 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
 def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
                project: Path, core_prefix: Path | None, jobs: int) -> Path:
     out = ctx.request.state / "raw" / cell.id
-    defines = (shipyard_cmake_defines(ctx.variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES
-               if component.kind == "python-native" else {})
+    # shipyard's CMake definitions (CUDA, reproducibility, the native core's prefix) are
+    # scikit-build-core config settings; another backend (setuptools, meson-python) would refuse them.
+    backend = build_backend(project)
+    cmake = component.kind == "python-native" and backend == SCIKIT_BUILD_CORE
+    defines = shipyard_cmake_defines(ctx.variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES if cmake else {}
     if core_prefix is not None and component.native_core is not None:
         defines[component.native_core.prefix_define] = str(core_prefix)
     build_dir = ctx.request.state / "build" / cell.id
@@ -303,8 +336,14 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
         python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
         return _container_build(ctx, cell, component, toolchain, project, out, defines, environment, python)
+    if writes_into_sources(backend):
+        # Backends without an out-of-tree build folder write into the project (setuptools' build/
+        # and egg-info, meson-python's .mesonpy-*): each cell builds a copy of its own, git
+        # metadata included (setuptools_scm reads it), so Pythons build side by side and the
+        # sources (and their hash, the cache key) stay as they are.
+        project = copy_project(project, build_dir / project.name)
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
-                       build_dir=build_dir if component.kind == "python-native" else None, jobs=jobs)
+                       build_dir=build_dir if cmake else None, jobs=jobs)
 
 
 def _container_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, project: Path,
@@ -368,7 +407,7 @@ def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, To
             continue
         interpreter = resolved[outcome.cell.id].interpreter
         assert interpreter is not None
-        tests_dir = ctx.root / component.path / component.tests
+        tests_dir = component.tests_folder(ctx.root)
         # A pure wheel is tested here, so this host's platform gates it.
         platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
         tasks.append(_TestTask(outcome, interpreter, tests_dir,
@@ -419,7 +458,8 @@ def _test_key(ctx: _Context, task: _TestTask) -> str:
     test_inputs = {"wheel": content_identity(task.wheel), "index": index_state, "installer": task.installer,
                    "gating": dict(gate.statuses), "present": sorted(gate.present),
                    "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
-                   "console_scripts": list(component.console_scripts)}
+                   "console_scripts": list(component.console_scripts),
+                   "test_requires": list(component.test_requires)}
     return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
                      toolchain=task.interpreter.identity, python=task.outcome.cell.python)
 
@@ -437,7 +477,8 @@ def _run_tests(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[Nor
                 wheel=task.wheel, variant_index=variant_dir, interpreter=task.interpreter,
                 tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
                 source_dir=ctx.root / component.path, state=ctx.request.state, work=work,
-                local_projects=local, installer=task.installer, ports=ports)
+                local_projects=local, installer=task.installer, ports=ports,
+                test_requires=component.test_requires)
             # In the venv the tests ran in: each declared console script is there and runs.
             scripts = console_script_problems(work / "venv", component.console_scripts)
     except ShipyardError as exc:
@@ -497,7 +538,7 @@ def _local_dependency_wheels(wheel: Path, variant_dir: Path, local: set[Normaliz
 
 # --- record ---------------------------------------------------------------------------------
 
-def _record(ctx: _Context, outcomes: list[CellOutcome]) -> None:
+def _record(ctx: _Context, outcomes: list[CellOutcome], ruled_out: list[NotApplicable]) -> None:
     release = ctx.spec.release
     records = []
     for outcome in outcomes:
@@ -509,9 +550,12 @@ def _record(ctx: _Context, outcomes: list[CellOutcome]) -> None:
             sha256=sha256_of(outcome.wheel), size=outcome.wheel.stat().st_size, cell_id=cell.id,
             component=cell.component, package_type=cell.package_type, variant=cell.variant,
             variant_tag=cell.variant_tag, platform=cell.platform, python=cell.python,
-            version=release.release.version,
+            version=wheel_version(outcome.wheel),
             features=tuple(FeatureRecord(id=i, title=t, status=s) for i, t, s in ctx.spec.features_for(
                 cell.component, ctx.inventory.host_platform if cell.is_pure else cell.platform)),
             tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail}))
+    skipped = [NotApplicableRecord(cell_id=n.cell.id, component=n.cell.component, package_type=n.cell.package_type,
+                                   variant=n.cell.variant, variant_tag=n.cell.variant_tag, platform=n.cell.platform,
+                                   python=n.cell.python, reason=n.reason) for n in ruled_out]
     merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
-                    version=release.release.version, records=records)
+                    version=release.release.version, records=records, not_applicable=skipped)

@@ -98,11 +98,12 @@ def local_version(version: str, label: str | None) -> str:
 
 
 def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, bytes], out_dir: Path,
-                  epoch: int) -> Path:
-    """Give the wheel local version `+label` (none when `label` is None), add `extra_files` (wheel-relative paths) and
+                  epoch: int, version: str | None = None) -> Path:
+    """Give the wheel local version `+label` (none when `label` is None) on its own public version
+    (or on `version`, when release.yaml overrides it), add `extra_files` (wheel-relative paths) and
     re-pack it reproducibly into `out_dir`."""
-    _, version, _, _ = parse_wheel_filename(wheel.name)
-    new_version = local_version(str(version), label)
+    _, built, _, _ = parse_wheel_filename(wheel.name)
+    new_version = local_version(version or str(built), label)
     with tempfile.TemporaryDirectory(prefix="shipyard-relabel-") as tmp:
         tree = Path(tmp) / "tree"
         with zipfile.ZipFile(wheel) as zf:

@@ -152,9 +152,12 @@ class FeatureGate:
 def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
                         gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path,
                         state: Path, work: Path, local_projects: set[NormalizedName],
-                        installer: str = "uv", ports: range | None = None, timeout: float = 1800) -> TestRun:
+                        installer: str = "uv", ports: range | None = None, timeout: float = 1800,
+                        test_requires: Sequence[str] = ()) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
     `interpreter` (with `installer`), run `tests_dir` against it, and judge the run by `gate`.
+    The tests' requirements are pytest, `tests_dir/requirements.txt` and `test_requires`
+    (release.yaml's, for a project whose tests folder it does not own).
 
     Everything the run writes stays under `work` (its TMPDIR too); `ports`, when given, is the
     range the tests pick fixed ports from (SHIPYARD_PORT_RANGE), so cells run side by side."""
@@ -169,7 +172,7 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     runtime_deps = [str(r) for r in requires_dist(wheel)
                     if canonicalize_name(r.name) not in local_projects
                     and (r.marker is None or "extra" not in str(r.marker))]
-    requirements = component_test_requirements(tests_dir)
+    requirements = [*component_test_requirements(tests_dir), *test_requires]
     house = ensure_wheelhouse(interpreter, runtime_deps + requirements, state)
     python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
                            requirements=requirements, index=variant_index, project=str(name),
