@@ -183,6 +183,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         err_console.print(outcome.detail, markup=False, soft_wrap=True)
     console.print(f"{len(outcomes) - len(failed)} of {len(outcomes)} cells ok; manifest: "
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
+    from shipyard.supply.cli import sign_after_build
+
+    sign_after_build(args, request.dist)
     return 1 if failed else 0
 
 
@@ -211,6 +214,9 @@ def cmd_build_mobile(args: argparse.Namespace) -> int:
     for result in failed:
         err_console.print(f"[red]failed[/] {result.target}:", end=" ")
         err_console.print(result.reason, markup=False, soft_wrap=True)
+    from shipyard.supply.cli import sign_after_build
+
+    sign_after_build(args, dist)
     return 1 if failed else 0
 
 
@@ -327,6 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
     from shipyard.ci.cli import add_ci_commands
 
     add_ci_commands(sub)
+
+    from shipyard.supply.cli import add_supply_commands
+
+    add_supply_commands(sub)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")

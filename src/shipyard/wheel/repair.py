@@ -93,12 +93,17 @@ def local_version(version: str, label: str | None) -> str:
     return f"{public}+{label}" if label else public
 
 
+def wheel_version(wheel: Path, label: str | None) -> str:
+    """The version `wheel` has once relabelled with `label` (see relabel_wheel)."""
+    _, version, _, _ = parse_wheel_filename(wheel.name)
+    return local_version(str(version), label)
+
+
 def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, bytes], out_dir: Path,
                   epoch: int) -> Path:
-    """Give the wheel local version `+label` (none when `label` is None), add `extra_files` (wheel-relative paths) and
-    re-pack it reproducibly into `out_dir`."""
-    _, version, _, _ = parse_wheel_filename(wheel.name)
-    new_version = local_version(str(version), label)
+    """Give the wheel local version `+label` (none when `label` is None), add `extra_files` (wheel-relative paths;
+    they are its only `.dist-info/sboms/`) and re-pack it reproducibly into `out_dir`."""
+    new_version = wheel_version(wheel, label)
     with tempfile.TemporaryDirectory(prefix="shipyard-relabel-") as tmp:
         tree = Path(tmp) / "tree"
         with zipfile.ZipFile(wheel) as zf:
@@ -113,6 +118,10 @@ def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, b
         lines = [f"Version: {new_version}" if ln.startswith("Version: ") else ln for ln in lines]
         metadata.write_text("\n".join(lines), encoding="utf-8")
         (new_info / "RECORD").unlink(missing_ok=True)
+        # An SBOM that repair wrote (auditwheel's, PEP 770) names the version before relabelling:
+        # only the SBOMs given in extra_files describe the wheel that comes out.
+        for stale in sorted((new_info / "sboms").glob("*")):
+            stale.unlink()
         for rel, data in extra_files.items():
             target = tree / rel
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,106 @@
+"""`shipyard keygen | attest | verify | repro`: the supply chain's commands, thin over the package."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from shipyard.cli import _spec, console, err_console
+from shipyard.errors import ShipyardError, UsageError
+
+
+def _dist(args: argparse.Namespace) -> Path:
+    return (Path(args.dist) if args.dist else Path(args.root) / "dist").resolve()
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from shipyard.supply.keys import generate_key
+
+    spec = _spec(args)
+    settings = spec.release.supply_chain
+    if args.out:
+        target = Path(args.out)
+    elif settings and settings.signing_key_file:
+        target = spec.root / settings.signing_key_file
+    else:
+        raise UsageError("release.yaml names no supply_chain.signing_key_file; pass --out FILE")
+    private, public, made = generate_key(target, overwrite=args.force)
+    console.print(f"{'made' if made else 'kept'} Ed25519 signing key {private} (mode 0600); public key: {public}")
+    return 0
+
+
+def report_signing(report: object) -> None:
+    """One line after a build: how many artifacts were signed, with which key (never the key)."""
+    from shipyard.supply.provenance import AttestReport
+
+    if isinstance(report, AttestReport):
+        console.print(f"provenance: {report.signed} signed, {report.kept} unchanged (key: {report.key})")
+
+
+def sign_after_build(args: argparse.Namespace, dist: Path) -> None:
+    """What a build command runs last: sign the manifest's artifacts when a key is there; without
+    one, say so (verify will then fail on them) and how to make one."""
+    from shipyard.supply.keys import SigningKeyError
+    from shipyard.supply.provenance import sign_dist
+
+    start = time.monotonic()
+    try:
+        report = sign_dist(_spec(args), dist)
+    except SigningKeyError as exc:
+        err_console.print(f"[yellow]unsigned[/]: {exc}", markup=True, soft_wrap=True)
+        return
+    report_signing(report)
+    if report is not None:
+        console.print(f"provenance: {time.monotonic() - start:.2f} s")
+
+
+def cmd_attest(args: argparse.Namespace) -> int:
+    from shipyard.supply.provenance import sign_dist
+
+    spec = _spec(args)
+    if spec.release.supply_chain is None:
+        raise UsageError("release.yaml has no supply_chain section: name signing_key_file or signing_key_env and "
+                         "builder_id there")
+    report_signing(sign_dist(spec, _dist(args)))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from shipyard.supply.keys import load_public_key
+    from shipyard.supply.verify import verify
+
+    key = load_public_key(Path(args.public_key))
+    results = verify(Path(args.target), key)
+    if not results:
+        raise ShipyardError(f"{args.target}: no artifacts to verify")
+    table = Table(title=f"verify {args.target}")
+    for column in ("artifact", "check", "result", "detail"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        table.add_row(result.artifact, result.check, "[green]ok[/]" if result.ok else "[red]FAILED[/]", result.detail)
+    console.print(table)
+    failed = [r for r in results if not r.ok]
+    for result in failed:
+        err_console.print(str(result), markup=False, soft_wrap=True)
+    artifacts = len({r.artifact for r in results})
+    console.print(f"{artifacts - len({r.artifact for r in failed})} of {artifacts} artifacts verified")
+    return 1 if failed else 0
+
+
+def add_supply_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("keygen", help="make the Ed25519 key pair that signs provenance (kept if it exists)")
+    p.add_argument("--out", help="private key file (default: release.yaml's supply_chain.signing_key_file)")
+    p.add_argument("--force", action="store_true", help="replace an existing key")
+    p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser("attest", help="sign provenance for every artifact of dist/manifest.json")
+    p.add_argument("--dist", help="dist folder (default: <root>/dist)")
+    p.set_defaults(func=cmd_attest)
+
+    p = sub.add_parser("verify", help="check signatures, subject digests and SBOMs of artifacts")
+    p.add_argument("target", help="a dist/ folder or one artifact in it")
+    p.add_argument("--public-key", required=True, help="the Ed25519 public key (PEM) provenance was signed with")
+    p.set_defaults(func=cmd_verify)
