@@ -12,6 +12,7 @@ APT_PACKAGES=(
   clang                                        # ember's core must build with clang -Werror too
   docker.io debootstrap docker-registry apache2-utils       # images, the local registry, htpasswd
   shellcheck                                   # actionlint checks the workflows' run: scripts with it
+  diffoscope-minimal                           # nox -s repro: shows where two builds of an artifact differ
 )
 
 missing=()

@@ -417,7 +417,7 @@ class SupplyChain(Frozen):
     key itself, and the builder id the provenance names."""
 
     # A PEM (PKCS#8) private key file, relative to release.yaml, or an environment variable holding
-    # the PEM text (a CI secret). The file wins when both are named and it exists.
+    # the PEM text (a CI secret). The variable wins when it is set.
     signing_key_file: str | None = None
     signing_key_env: str | None = Field(default=None, pattern=_ENV_NAME)
     builder_id: str = Field(min_length=3)

@@ -90,6 +90,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_repro(args: argparse.Namespace) -> int:
+    from shipyard.build_report import live_progress
+    from shipyard.cell_filters import check_filters
+    from shipyard.supply.repro import ReproRequest, reproduce, summary_lines
+
+    spec = _spec(args)
+    check_filters(spec.release, variant=args.variant, python=args.python, component=args.component,
+                  target=args.mobile_target)
+    work = Path(args.work) if args.work else spec.root / ".shipyard" / "repro"
+    request = ReproRequest(variant=args.variant, pythons=tuple(args.python or ()),
+                           components=tuple(args.component or ()), mobile_targets=tuple(args.mobile_target or ()),
+                           conda=args.conda, work=work)
+    start = time.monotonic()
+    with live_progress(err_console, "repro") as progress:
+        report = reproduce(spec.root, request, progress)
+    for line in summary_lines(report):
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"repro: {time.monotonic() - start:.0f} s; {'identical' if report.ok else 'NOT identical'}")
+    return 0 if report.ok else 1
+
+
 def add_supply_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("keygen", help="make the Ed25519 key pair that signs provenance (kept if it exists)")
     p.add_argument("--out", help="private key file (default: release.yaml's supply_chain.signing_key_file)")
@@ -104,3 +125,12 @@ def add_supply_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", help="a dist/ folder or one artifact in it")
     p.add_argument("--public-key", required=True, help="the Ed25519 public key (PEM) provenance was signed with")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("repro", help="build cells twice from clean clones and compare every artifact's bytes")
+    p.add_argument("--variant", default="cpu", help="the variant to build (default: cpu)")
+    p.add_argument("--python", action="append", help="only this Python (repeatable)")
+    p.add_argument("--component", action="append", help="only this component (repeatable)")
+    p.add_argument("--mobile-target", action="append", help="also build this ember-lite target (repeatable)")
+    p.add_argument("--conda", action="store_true", help="also build the variant's conda packages")
+    p.add_argument("--work", help="where the two clones go (default: <root>/.shipyard/repro)")
+    p.set_defaults(func=cmd_repro)

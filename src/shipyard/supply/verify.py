@@ -77,13 +77,15 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
     try:
         envelope.verify([key], 1)
     except VerificationError:
+        signers = ", ".join(k[:16] + "…" for k in envelope.signatures)
         yield CheckResult(name, "signature", False, f"{path} is not signed by the given public key (keyid "
-                                                    f"{key.keyid[:16]}…; signed by {', '.join(k[:16] + '…' for k in envelope.signatures)})")
+                                                    f"{key.keyid[:16]}…; signed by {signers})")
         return
     yield CheckResult(name, "signature", True, f"{path.relative_to(dist)} signed by keyid {key.keyid[:16]}…")
     statement = json.loads(envelope.payload)
     if envelope.payload_type != PAYLOAD_TYPE or statement.get("_type") != STATEMENT_TYPE:
-        yield CheckResult(name, "subject", False, f"the envelope holds no in-toto Statement v1 ({envelope.payload_type})")
+        yield CheckResult(name, "subject", False,
+                          f"the envelope holds no in-toto Statement v1 ({envelope.payload_type})")
         return
     subjects = {s["name"]: s["digest"].get("sha256") for s in statement.get("subject", [])}
     if record.path and not (dist / record.path).is_file():
