@@ -1,0 +1,58 @@
+"""The provenance key: made once, found where release.yaml says, never printed; statements sign and verify."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError
+
+from shipyard.spec import SupplyChain
+from shipyard.supply.keys import SigningKeyError, generate_key, load_public_key, load_signer
+from shipyard.supply.provenance import sign_statement
+
+
+def test_keygen_keeps_an_existing_key_and_writes_it_private(tmp_path):
+    private, public, made = generate_key(tmp_path / "keys" / "k.pem")
+    assert made and private.stat().st_mode & 0o777 == 0o600
+    assert public.name == "k.pub.pem" and b"BEGIN PUBLIC KEY" in public.read_bytes()
+    before = private.read_bytes()
+    assert generate_key(private) == (private, public, False)
+    assert private.read_bytes() == before
+
+
+def test_the_variable_wins_over_the_file_and_the_key_is_never_in_an_error(tmp_path, monkeypatch):
+    file_key, file_pub, _ = generate_key(tmp_path / "file.pem")
+    env_key, env_pub, _ = generate_key(tmp_path / "env.pem")
+    settings = SupplyChain(signing_key_file="file.pem", signing_key_env="SHIPYARD_TEST_SIGNING_KEY",
+                           builder_id="https://example.invalid/b")
+    monkeypatch.delenv("SHIPYARD_TEST_SIGNING_KEY", raising=False)
+    signer, where = load_signer(settings, tmp_path)
+    assert where == str(file_key)
+    monkeypatch.setenv("SHIPYARD_TEST_SIGNING_KEY", env_key.read_text())
+    signer, where = load_signer(settings, tmp_path)
+    assert where == "$SHIPYARD_TEST_SIGNING_KEY"
+    envelope = Envelope.from_dict(json.loads(sign_statement({"_type": "x"}, signer)))
+    envelope.verify([load_public_key(env_pub)], 1)
+    with pytest.raises(VerificationError):
+        envelope.verify([load_public_key(file_pub)], 1)
+    # Not an Ed25519 key: the error names where it came from, and no byte of it.
+    ec = generate_private_key(SECP256R1()).private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()).decode()
+    monkeypatch.setenv("SHIPYARD_TEST_SIGNING_KEY", ec)
+    with pytest.raises(SigningKeyError) as info:
+        load_signer(settings, tmp_path)
+    assert "$SHIPYARD_TEST_SIGNING_KEY" in str(info.value) and "not an Ed25519 key" in str(info.value)
+    assert ec.splitlines()[1] not in str(info.value)
+
+
+def test_no_key_anywhere_says_how_to_make_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("SHIPYARD_TEST_SIGNING_KEY", raising=False)
+    settings = SupplyChain(signing_key_file="keys/k.pem", signing_key_env="SHIPYARD_TEST_SIGNING_KEY",
+                           builder_id="https://example.invalid/b")
+    with pytest.raises(SigningKeyError, match=r"no signing key in the file keys/k.pem or \$SHIPYARD_TEST_SIGNING_KEY; "
+                                              r"run `shipyard keygen`"):
+        load_signer(settings, tmp_path)
