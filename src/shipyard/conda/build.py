@@ -415,10 +415,13 @@ def _reset(root: Path) -> None:
 
 def _after_build(package: Path, epoch: int) -> None:
     """Runs on every package as soon as it is built, before anything can consume it: the
-    normalising repack (rattler-build embeds its build time; conda/normalize.py), then the
+    normalising repack (rattler-build embeds its build time; conda/normalize.py) adding the
+    SBOM under info/, then the
     package's channel (the build root) indexed again, so that a later build of this run
     solves to these exact bytes (a dependent's rendered recipe records their sha256)."""
-    normalize_conda_package(package, epoch=epoch)
+    from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
+
+    normalize_conda_package(package, epoch=epoch, info_files={CONDA_SBOM: conda_sbom(package, epoch=epoch)})
     index_channel(package.parent.parent)
 
 

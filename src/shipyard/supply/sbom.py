@@ -101,9 +101,9 @@ def _dependency(requirement: str) -> Component:
                      properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, str(req))])
 
 
-def render(subject: SbomSubject, parts: Sequence[Component], *, epoch: int) -> bytes:
+def render(subject: SbomSubject, parts: Sequence[Component], *, epoch: int, purl: PackageURL | None = None) -> bytes:
     """The SBOM as CycloneDX 1.6 JSON: the subject as metadata.component, `parts` as its components."""
-    purl = PackageURL(subject.purl_type, None, subject.name.lower(), subject.version)
+    purl = purl or PackageURL(subject.purl_type, None, subject.name.lower(), subject.version)
     main = Component(name=subject.name, version=subject.version, type=ComponentType.LIBRARY,
                      bom_ref=str(purl), purl=purl)
     # Derived from the content, so the same artifact gets the same serial number on every build.
@@ -145,6 +145,28 @@ def wheel_sbom_files(wheel: Path, toolchain: Toolchain, *, version: str, epoch: 
     return {member: wheel_sbom(wheel, subject, toolchain, epoch=epoch, library_path=library_path)}
 
 
+CONDA_SBOM = "info/sbom.cdx.json"
+
+
+def conda_sbom(package: Path, *, epoch: int) -> bytes:
+    """The SBOM of a conda package: the package (name, version, build, subdir) and its run
+    dependencies as its info/index.json declares them (conda packages vendor nothing: libpng and
+    the CUDA runtime are dependencies, resolved at install)."""
+    from rattler.package import IndexJson
+
+    index = IndexJson.from_package_archive(package)
+    name = index.name.normalized
+    purl = PackageURL("conda", None, name, str(index.version), {"build": str(index.build), "subdir": index.subdir or ""})
+    parts = []
+    for spec in index.depends:
+        dep = spec.split()[0]
+        parts.append(Component(name=dep, type=ComponentType.LIBRARY, bom_ref=f"dependency:{dep}",
+                               purl=PackageURL("conda", None, dep, None),
+                               properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, spec)]))
+    subject = SbomSubject(name=name, version=str(index.version), purl_type="conda")
+    return render(subject, parts, epoch=epoch, purl=purl)
+
+
 # --- reading ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -163,11 +185,31 @@ def read_wheel_sbom(zf: zipfile.ZipFile) -> SbomListing | None:
                and PurePosixPath(n).parent.parent.name.endswith(".dist-info") and n.endswith(".cdx.json")]
     if not members:
         return None
-    data = json.loads(zf.read(members[0]))
+    return _listing(members[0], json.loads(zf.read(members[0])))
+
+
+def _listing(member: str, data: dict) -> SbomListing:
     main = data["metadata"]["component"]
     vendored = {}
     for component in data.get("components", []):
         props = {p["name"]: p["value"] for p in component.get("properties", [])}
         if props.get(ROLE) == "vendored":
             vendored[props[WHEEL_PATH]] = f"{component['name']} {component.get('version', '')}".strip()
-    return SbomListing(members[0], main["name"], main.get("version", ""), vendored)
+    return SbomListing(member, main["name"], main.get("version", ""), vendored)
+
+
+def read_conda_sbom(package: Path) -> SbomListing | None:
+    """The SBOM a .conda package carries at info/sbom.cdx.json, or None."""
+    import tarfile
+
+    import zstandard
+
+    with zipfile.ZipFile(package) as zf:
+        info = next(n for n in zf.namelist() if n.startswith("info-") and n.endswith(".tar.zst"))
+        with zf.open(info) as source, zstandard.ZstdDecompressor().stream_reader(source) as reader, \
+                tarfile.open(fileobj=reader, mode="r|") as tar:
+            for member in tar:
+                handle = tar.extractfile(member) if member.name == CONDA_SBOM else None
+                if handle is not None:
+                    return _listing(CONDA_SBOM, json.loads(handle.read()))
+    return None

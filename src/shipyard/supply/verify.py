@@ -20,7 +20,7 @@ from shipyard.errors import ShipyardError
 from shipyard.manifest import ArtifactRecord, read_manifest
 from shipyard.supply.grafted import grafted_members
 from shipyard.supply.provenance import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_path, subject_digest
-from shipyard.supply.sbom import read_wheel_sbom
+from shipyard.supply.sbom import CONDA_SBOM, read_conda_sbom, read_wheel_sbom
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,21 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
         yield CheckResult(name, "subject", True, f"sha256 {digest[:16]}… as signed")
     if record.package_type == "wheel":
         yield from _verify_wheel(dist / record.path)
+    elif record.package_type == "conda" and record.path.endswith(".conda"):
+        yield _verify_conda(dist / record.path)
+
+
+def _verify_conda(package: Path) -> CheckResult:
+    from rattler.package import IndexJson
+
+    version = str(IndexJson.from_package_archive(package).version)
+    listing = read_conda_sbom(package)
+    if listing is None:
+        return CheckResult(package.name, "sbom", False, f"no CycloneDX SBOM at {CONDA_SBOM}")
+    if listing.version != version:
+        return CheckResult(package.name, "sbom", False, f"{CONDA_SBOM} describes version {listing.version}, "
+                                                        f"the package is {version}")
+    return CheckResult(package.name, "sbom", True, f"{CONDA_SBOM} names {listing.subject} {listing.version}")
 
 
 def _verify_wheel(wheel: Path) -> Iterator[CheckResult]:
