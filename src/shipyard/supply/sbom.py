@@ -156,7 +156,8 @@ def conda_sbom(package: Path, *, epoch: int) -> bytes:
 
     index = IndexJson.from_package_archive(package)
     name = index.name.normalized
-    purl = PackageURL("conda", None, name, str(index.version), {"build": str(index.build), "subdir": index.subdir or ""})
+    qualifiers = {"build": str(index.build), "subdir": index.subdir or ""}
+    purl = PackageURL("conda", None, name, str(index.version), qualifiers)
     parts = []
     for spec in index.depends:
         dep = spec.split()[0]
