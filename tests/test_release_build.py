@@ -33,9 +33,11 @@ def _pythons(repo: Path) -> list[str]:
 
 
 def test_build_cpu_main_job(repo, capsys):
+    assert main(["--root", str(repo), "keygen"]) == 0  # as the nox session does: provenance gets signed
     code = main(["--root", str(repo), "build", "--variant", "cpu"])
     out = capsys.readouterr().out
     assert code == 0, out
+    assert "provenance: " in out and "signed" in out, out
     pythons = _pythons(repo)
     assert pythons == ["3.9", "3.10", "3.11", "3.12", "3.13"]
     cells = _manifest(repo)
@@ -69,6 +71,34 @@ def test_build_cpu_main_job(repo, capsys):
     assert "libembervision.so" in needed[extension], needed
     assert not any("png" in lib or "jpeg" in lib for lib in needed[extension]), needed
     assert any("libpng" in lib for lib in needed["embervision/lib/libembervision.so"]), needed
+    _assert_sbom_lists_what_is_vendored(vision, vendored)
+    # Every artifact of the main job: signature, signed digest, RECORD and SBOM.
+    public_key = repo / ".shipyard" / "keys" / "provenance-ed25519.pub.pem"
+    capsys.readouterr()
+    code = main(["verify", str(repo / "dist"), "--public-key", str(public_key)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+
+
+def _assert_sbom_lists_what_is_vendored(wheel: Path, vendored: list[str]) -> None:
+    """The wheel's SBOM names each vendored library with the Debian package version it came from."""
+    import subprocess
+
+    with zipfile.ZipFile(wheel) as zf:
+        sbom = next(n for n in zf.namelist() if ".dist-info/sboms/" in n)
+        bom = json.loads(zf.read(sbom))
+    listed = {}
+    for component in bom["components"]:
+        props = {p["name"]: p["value"] for p in component.get("properties", [])}
+        if props.get("shipyard:role") == "vendored":
+            listed[props["shipyard:wheel-path"]] = (component["name"], component["version"])
+    assert set(listed) == set(vendored), (listed, vendored)
+    packages = {name: version for name, version in listed.values()}
+    assert set(packages) == {"libpng16-16", "libjpeg62-turbo"}, packages
+    for package, version in packages.items():
+        installed = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True,
+                                   text=True, check=True).stdout
+        assert version == installed, (package, version, installed)
 
 
 def _needed(elf: bytes) -> list[str]:

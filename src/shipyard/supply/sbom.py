@@ -168,6 +168,45 @@ def conda_sbom(package: Path, *, epoch: int) -> bytes:
     return render(subject, parts, epoch=epoch, purl=purl)
 
 
+@dataclass(frozen=True)
+class ImageContents:
+    """What an image is made of, as the image build knows it."""
+
+    repository: str
+    version: str
+    release_wheels: tuple[tuple[str, str], ...]  # (wheel file name, sha256), installed by name
+    pins: tuple[str, ...]  # the third-party wheels, name==version
+    bases: tuple[tuple[str, str, str], ...]  # (role, reference, image id)
+
+
+def image_sbom(contents: ImageContents, *, epoch: int) -> bytes:
+    """The SBOM of an image: the release wheels it installs (with their sha256), the pinned
+    third-party wheels, and the base images by id. Attached beside the image (dist/sboms/) and
+    named by its sha256 in a label, so the image points at exactly this document."""
+    from packaging.utils import parse_wheel_filename
+
+    parts = []
+    for wheel, digest in contents.release_wheels:
+        name, version, _, _ = parse_wheel_filename(wheel)
+        parts.append(Component(name=str(name), version=str(version), type=ComponentType.LIBRARY,
+                               bom_ref=f"wheel:{wheel}", purl=PackageURL("pypi", None, str(name), str(version)),
+                               hashes=[HashType(alg=HashAlgorithm.SHA_256, content=digest)],
+                               properties=[_prop(ROLE, "release-wheel"), _prop("shipyard:file", wheel)]))
+    for pin in contents.pins:
+        req = Requirement(pin)
+        pinned = next(iter(req.specifier)).version if req.specifier else None
+        purl = PackageURL("pypi", None, req.name.lower(), pinned)
+        parts.append(Component(name=req.name, version=pinned, type=ComponentType.LIBRARY,
+                               bom_ref=f"dependency:{req.name}", purl=purl,
+                               properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, pin)]))
+    for role, reference, image_id in contents.bases:
+        parts.append(Component(name=reference, type=ComponentType.CONTAINER, bom_ref=f"base:{role}",
+                               hashes=[HashType(alg=HashAlgorithm.SHA_256, content=image_id.removeprefix("sha256:"))],
+                               properties=[_prop(ROLE, f"base-image:{role}")]))
+    subject = SbomSubject(name=contents.repository, version=contents.version, purl_type="docker")
+    return render(subject, parts, epoch=epoch)
+
+
 # --- reading ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

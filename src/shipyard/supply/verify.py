@@ -4,6 +4,7 @@ SBOM it carries lists exactly the shared libraries vendored in it, with a RECORD
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import Key
 from wheel.wheelfile import WheelError, WheelFile
 
+from shipyard import docker_base
 from shipyard.errors import ShipyardError
 from shipyard.manifest import ArtifactRecord, read_manifest
 from shipyard.supply.grafted import grafted_members
@@ -91,7 +93,14 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
     if record.path and not (dist / record.path).is_file():
         yield CheckResult(name, "subject", False, f"{dist / record.path} is missing")
         return
-    digest = subject_digest(dist, record)
+    if record.package_type == "docker":
+        digest = _engine_image_id(record.name)
+        if digest is None:
+            yield CheckResult(name, "subject", False, f"the local docker engine holds no image {name}; pull it "
+                                                      f"(docker pull) and verify again")
+            return
+    else:
+        digest = subject_digest(dist, record)
     if name not in subjects:
         yield CheckResult(name, "subject", False, f"the statement's subjects are {sorted(subjects)}, not this artifact")
     elif subjects[name] != digest:
@@ -103,6 +112,35 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
         yield from _verify_wheel(dist / record.path)
     elif record.package_type == "conda" and record.path.endswith(".conda"):
         yield _verify_conda(dist / record.path)
+    elif record.package_type == "docker":
+        yield _verify_image_sbom(dist, record)
+
+
+def _engine_image_id(tag: str) -> str | None:
+    """The id (config digest, hex) of the image the local engine holds under `tag`, or None."""
+    from shipyard.errors import ToolError
+
+    try:
+        labels = docker_base.image_labels(tag)
+        return docker_base.image_id(tag).removeprefix("sha256:") if labels is not None else None
+    except (ToolError, FileNotFoundError):
+        return None
+
+
+def _verify_image_sbom(dist: Path, record: ArtifactRecord) -> CheckResult:
+    """An image's SBOM is the file beside it whose sha256 the image's label names."""
+    from shipyard.image.build import SBOM_LABEL
+
+    name = record.name
+    relative = record.build.get("sbom")
+    if not relative or not (dist / relative).is_file():
+        return CheckResult(name, "sbom", False, f"no SBOM file recorded or present ({relative or 'none recorded'})")
+    digest = hashlib.sha256((dist / relative).read_bytes()).hexdigest()
+    labelled = (docker_base.image_labels(name) or {}).get(SBOM_LABEL)
+    if labelled != digest:
+        return CheckResult(name, "sbom", False, f"{relative} has sha256 {digest[:16]}…, the image's {SBOM_LABEL} "
+                                                f"label names {labelled or 'nothing'}")
+    return CheckResult(name, "sbom", True, f"{relative} is the SBOM the image's label names")
 
 
 def _verify_conda(package: Path) -> CheckResult:
