@@ -56,3 +56,27 @@ def test_no_key_anywhere_says_how_to_make_one(tmp_path, monkeypatch):
     with pytest.raises(SigningKeyError, match=r"no signing key in the file keys/k.pem or \$SHIPYARD_TEST_SIGNING_KEY; "
                                               r"run `shipyard keygen`"):
         load_signer(settings, tmp_path)
+
+
+def test_compare_names_each_differing_file_and_shows_diffoscope(tmp_path):
+    import shutil
+    import zipfile
+
+    from shipyard.supply.repro import compare, summary_lines
+
+    for run, payload in (("one", b"\x00" * 12), ("two", b"\x00" * 24)):
+        dist = tmp_path / run / "dist"
+        (dist / "whl" / "cpu" / "x").mkdir(parents=True)
+        with zipfile.ZipFile(dist / "whl" / "cpu" / "x" / "x-1.0-py3-none-any.whl", "w") as zf:
+            zf.writestr("x/_ext.so", b"ELF" + payload)
+        (dist / "whl" / "cpu" / "index.html").write_text("same\n")
+        (dist / "manifest.json").write_text(run)  # timings: never compared
+    report = compare(tmp_path / "one" / "dist", tmp_path / "two" / "dist")
+    assert not report.ok
+    assert report.identical == ["whl/cpu/index.html"]
+    assert list(report.different) == ["whl/cpu/x/x-1.0-py3-none-any.whl"]
+    lines = "\n".join(summary_lines(report))
+    assert "wheel: 0 of 1 identical" in lines and "DIFFERENT: whl/cpu/x/x-1.0-py3-none-any.whl" in lines
+    assert shutil.which("diffoscope"), "diffoscope is missing: run ci/bootstrap.sh (it installs diffoscope-minimal)"
+    # diffoscope's report names the member that differs.
+    assert "x/_ext.so" in report.different["whl/cpu/x/x-1.0-py3-none-any.whl"], lines
