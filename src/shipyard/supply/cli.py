@@ -38,6 +38,8 @@ def report_signing(report: object) -> None:
 
     if isinstance(report, AttestReport):
         console.print(f"provenance: {report.signed} signed, {report.kept} unchanged (key: {report.key})")
+        for reason in report.refused:
+            err_console.print(f"[yellow]unsigned[/]: {reason}", soft_wrap=True)
 
 
 def sign_after_build(args: argparse.Namespace, dist: Path) -> None:
@@ -64,8 +66,9 @@ def cmd_attest(args: argparse.Namespace) -> int:
     if spec.release.supply_chain is None:
         raise UsageError("release.yaml has no supply_chain section: name signing_key_file or signing_key_env and "
                          "builder_id there")
-    report_signing(sign_dist(spec, _dist(args)))
-    return 0
+    report = sign_dist(spec, _dist(args))
+    report_signing(report)
+    return 1 if report and report.refused else 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

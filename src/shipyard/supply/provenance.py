@@ -97,6 +97,7 @@ class AttestReport:
     signed: int
     kept: int  # already signed for the same bytes
     key: str  # where the key came from (a path or $NAME)
+    refused: tuple[str, ...] = ()  # artifacts left unsigned: missing, or not the bytes the manifest records
 
 
 def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str) -> AttestReport:
@@ -106,15 +107,18 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str) -> 
     if manifest is None:
         raise ShipyardError(f"{dist / 'manifest.json'}: no manifest to attest; build first")
     definition = build_definition(spec)
-    updated, kept = [], 0
+    updated, kept, refused = [], 0, []
     for record in manifest.artifacts:
+        # Never sign what the manifest does not describe: such an artifact stays unsigned, and verify says so.
         if record.path and not (dist / record.path).is_file():
-            raise ShipyardError(f"{dist / record.path}: recorded in the manifest (cell {record.cell_id}) but "
-                                f"missing; rebuild it before signing")
+            refused.append(f"{dist / record.path}: recorded in the manifest (cell {record.cell_id}) but missing; "
+                           f"rebuild it")
+            continue
         digest = subject_digest(dist, record)
         if digest != record.sha256:
-            raise ShipyardError(f"{record.name}: its sha256 is {digest} but the manifest records {record.sha256}; "
-                                f"the file changed after it was recorded: rebuild it")
+            refused.append(f"{record.name}: its sha256 is {digest} but the manifest records {record.sha256}; "
+                           f"the file changed after it was recorded: rebuild it")
+            continue
         path = envelope_path(dist, record)
         data = statement(record, digest, definition)
         envelope = sign_statement(data, signer)
@@ -128,7 +132,7 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str) -> 
     if updated:
         merge_artifacts(dist / "manifest.json", release=manifest.release, version=manifest.version,
                         records=updated)
-    return AttestReport(signed=len(updated), kept=kept, key=key_source)
+    return AttestReport(signed=len(updated), kept=kept, key=key_source, refused=tuple(refused))
 
 
 def sign_dist(spec: Spec, dist: Path) -> AttestReport | None:
