@@ -188,6 +188,14 @@ def bench_docker(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_docker.py", *session.posargs)
 
 
+@nox.session(name="bench-supply")
+def bench_supply(session: nox.Session) -> None:
+    """What SBOMs and signed provenance add to a build: re-pack with and without the SBOM per wheel, signing
+    and verifying every artifact of dist/ (after nox -s build-cpu; -- DIST for another folder)."""
+    _install_shipyard(session)
+    session.run("python", "benchmarks/bench_supply.py", *session.posargs)
+
+
 @nox.session(name="publish")
 def publish(session: nox.Session) -> None:
     """Publish dist/manifest.json's artifacts to every target of release.yaml

@@ -185,7 +185,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
     from shipyard.supply.cli import sign_after_build
 
-    sign_after_build(args, request.dist)
+    sign_after_build(spec, request.dist)
     return 1 if failed else 0
 
 
@@ -216,7 +216,7 @@ def cmd_build_mobile(args: argparse.Namespace) -> int:
         err_console.print(result.reason, markup=False, soft_wrap=True)
     from shipyard.supply.cli import sign_after_build
 
-    sign_after_build(args, dist)
+    sign_after_build(spec, dist)
     return 1 if failed else 0
 
 

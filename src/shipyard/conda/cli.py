@@ -118,7 +118,7 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
                   f"{', '.join(run.channels)}")
     from shipyard.supply.cli import sign_after_build
 
-    sign_after_build(args, request.dist)
+    sign_after_build(spec, request.dist)
     return 0 if run.passed else 1
 
 

@@ -38,7 +38,7 @@ def cmd_image_build(args: argparse.Namespace) -> int:
                   "'{{json .Config.Labels}}' " + results[0].plan.tag)
     from shipyard.supply.cli import sign_after_build
 
-    sign_after_build(args, request.dist)
+    sign_after_build(spec, request.dist)
     return 0
 
 

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from shipyard.cli import _spec, console, err_console
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.validate import Spec
 
 
 def _dist(args: argparse.Namespace) -> Path:
@@ -42,7 +43,7 @@ def report_signing(report: object) -> None:
             err_console.print(f"[yellow]unsigned[/]: {reason}", soft_wrap=True)
 
 
-def sign_after_build(args: argparse.Namespace, dist: Path) -> None:
+def sign_after_build(spec: Spec, dist: Path) -> None:
     """What a build command runs last: sign the manifest's artifacts when a key is there; without
     one, say so (verify will then fail on them) and how to make one."""
     from shipyard.supply.keys import SigningKeyError
@@ -50,7 +51,7 @@ def sign_after_build(args: argparse.Namespace, dist: Path) -> None:
 
     start = time.monotonic()
     try:
-        report = sign_dist(_spec(args), dist)
+        report = sign_dist(spec, dist)
     except SigningKeyError as exc:
         err_console.print(f"[yellow]unsigned[/]: {exc}", markup=True, soft_wrap=True)
         return

@@ -56,15 +56,20 @@ def _read_private(pem: bytes, where: str) -> Ed25519PrivateKey:
     return key
 
 
+def signer_from_pem(pem: bytes, where: str) -> CryptoSigner:
+    """A signer for an Ed25519 PEM private key; `where` names it in errors (never the key)."""
+    return CryptoSigner(_read_private(pem, where))
+
+
 def load_signer(settings: SupplyChain, root: Path) -> tuple[CryptoSigner, str]:
     """The signer release.yaml names, and where its key came from (a path or `$NAME`, never the key)."""
     # The variable first: on CI it carries the release key, whatever a checkout holds.
     if settings.signing_key_env and os.environ.get(settings.signing_key_env):
         where = f"${settings.signing_key_env}"
-        return CryptoSigner(_read_private(os.environ[settings.signing_key_env].encode(), where)), where
+        return signer_from_pem(os.environ[settings.signing_key_env].encode(), where), where
     if settings.signing_key_file and (root / settings.signing_key_file).is_file():
         path = root / settings.signing_key_file
-        return CryptoSigner(_read_private(path.read_bytes(), str(path))), str(path)
+        return signer_from_pem(path.read_bytes(), str(path)), str(path)
     named = " or ".join(x for x in (f"the file {settings.signing_key_file}" if settings.signing_key_file else "",
                                     f"${settings.signing_key_env}" if settings.signing_key_env else "") if x)
     fix = (f"run `shipyard keygen` (writes {settings.signing_key_file})" if settings.signing_key_file

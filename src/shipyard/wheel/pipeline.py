@@ -280,7 +280,8 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
                                  out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time)
     failures = checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant, toolchain)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
-                  "toolchain": "pure" if pure else toolchain.identity, "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
+                  "toolchain": "pure" if pure else toolchain.identity,
+                  "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
                   "source_date_epoch": ctx.git.commit_time}
     if failures:
         return CellOutcome(cell, "failed", time.monotonic() - start, labelled,
