@@ -80,3 +80,22 @@ def test_compare_names_each_differing_file_and_shows_diffoscope(tmp_path):
     assert shutil.which("diffoscope"), "diffoscope is missing: run ci/bootstrap.sh (it installs diffoscope-minimal)"
     # diffoscope's report names the member that differs.
     assert "x/_ext.so" in report.different["whl/cpu/x/x-1.0-py3-none-any.whl"], lines
+
+
+def test_image_sbom_lists_wheels_pins_and_bases_and_is_stable():
+    from shipyard.supply.sbom import ImageContents, image_sbom
+
+    contents = ImageContents(
+        repository="ember", version="1.7.0",
+        release_wheels=(("ember-1.7.0+cpu-cp311-cp311-manylinux_2_35_x86_64.whl", "ab" * 32),
+                        ("emberaudio-1.7.0-py3-none-any.whl", "cd" * 32)),
+        pins=("numpy==2.1.3",), bases=(("base", "debian:bookworm-slim", "sha256:" + "ef" * 32),))
+    first, second = image_sbom(contents, epoch=1603800000), image_sbom(contents, epoch=1603800000)
+    assert first == second  # no clock, no random serial: the image's label can name its sha256
+    bom = json.loads(first)
+    assert bom["metadata"]["component"]["purl"] == "pkg:docker/ember@1.7.0"
+    by_name = {c["name"]: c for c in bom["components"]}
+    assert by_name["ember"]["version"] == "1.7.0+cpu" and by_name["ember"]["hashes"][0]["content"] == "ab" * 32
+    assert by_name["numpy"]["version"] == "2.1.3"
+    assert by_name["debian:bookworm-slim"]["type"] == "container"
+    assert by_name["debian:bookworm-slim"]["hashes"][0]["content"] == "ef" * 32
