@@ -44,6 +44,7 @@ class ReproReport:
     identical: list[str] = field(default_factory=list)  # dist-relative paths
     different: dict[str, str] = field(default_factory=dict)  # path -> diffoscope's first lines
     only_in_one: list[str] = field(default_factory=list)
+    commit: str = ""  # the commit both builds were made from
 
     @property
     def total(self) -> int:
@@ -69,12 +70,16 @@ def artifact_kind(path: str) -> str:
     return "other"
 
 
-def _clone(source: Path, dest: Path) -> None:
+def _clone(source: Path, dest: Path, commit: str) -> None:
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    # A clone is the clean state: HEAD's files only, no dist/, no .shipyard/ caches.
-    command.run(["git", "clone", "--quiet", "--no-hardlinks", source, dest], timeout=600, what=f"clone to {dest}")
+    # A clone is the clean state: the commit's files only, no dist/, no .shipyard/ caches. Both
+    # clones check out the one commit resolved at the start, even if HEAD moves meanwhile.
+    command.run(["git", "clone", "--quiet", "--no-hardlinks", "--no-checkout", source, dest], timeout=600,
+                what=f"clone to {dest}")
+    command.run(["git", "-C", dest, "checkout", "--quiet", "--detach", commit], timeout=600,
+                what=f"check out {commit[:12]} in {dest}")
 
 
 def _build(clone: Path, request: ReproRequest, run: int) -> None:
@@ -132,19 +137,23 @@ def reproduce(source: Path, request: ReproRequest, progress=lambda _: None) -> R
     """Build `request`'s cells from two clean clones of `source` (a git checkout) and compare."""
     if not (source / ".git").exists():
         raise ShipyardError(f"{source}: not a git checkout; repro builds from clean clones of one")
+    commit = command.run(["git", "-C", source, "rev-parse", "HEAD"], timeout=60).stdout.strip()
     clones = [request.work.resolve() / p for p in CLONE_PATHS]
     for run, clone in enumerate(clones):
-        progress(f"repro: clone and build {run + 1} of 2 in {clone}")
-        _clone(source, clone)
+        progress(f"repro: clone {commit[:12]} and build {run + 1} of 2 in {clone}")
+        _clone(source, clone, commit)
         _build(clone, request, run)
     progress("repro: compare")
-    return compare(clones[0] / "dist", clones[1] / "dist")
+    report = compare(clones[0] / "dist", clones[1] / "dist")
+    report.commit = commit
+    return report
 
 
 def summary_lines(report: ReproReport) -> Sequence[str]:
     lines = [f"{kind}: {same} of {total} identical" for kind, (same, total) in report.by_kind().items()]
     percent = 100 * len(report.identical) / report.total if report.total else 0
-    lines.append(f"total: {len(report.identical)} of {report.total} files identical ({percent:.0f} %)")
+    of = f" (commit {report.commit[:12]})" if report.commit else ""
+    lines.append(f"total: {len(report.identical)} of {report.total} files identical ({percent:.0f} %){of}")
     lines += [f"only in one build: {p}" for p in report.only_in_one]
     for path, diff in report.different.items():
         lines += [f"DIFFERENT: {path}", diff]
