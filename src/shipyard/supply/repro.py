@@ -64,7 +64,8 @@ class ReproReport:
 def artifact_kind(path: str) -> str:
     name = path.rsplit("/", 1)[-1]
     for suffix, kind in ((".whl", "wheel"), (".conda", "conda"), (".tar.bz2", "conda"), (".tar.gz", "mobile"),
-                         (".aar", "mobile"), (".html", "index"), (".json", "index")):
+                         (".aar", "mobile"), (".html", "index"), (".json", "index"),
+                         (".json.zst", "index")):
         if name.endswith(suffix):
             return kind
     return "other"
