@@ -18,8 +18,9 @@ from report_release import expected_cell_count
 
 from shipyard.cli import main
 from shipyard.manifest import read_manifest
-from shipyard.toolchains.discover import discover
+from shipyard.toolchains.discover import discover, toolchain_cache
 from shipyard.toolchains.glibc import glibc_required, glibc_tuple
+from shipyard.toolchains.sysroot import find_installed_sysroots
 from shipyard.validate import load_spec
 
 pytestmark = pytest.mark.slow
@@ -38,9 +39,11 @@ def _pythons(repo: Path) -> list[str]:
 
 
 def test_build_cpu_main_job(repo, capsys):
+    assert main(["--root", str(repo), "keygen"]) == 0  # as the nox session does: provenance gets signed
     code = main(["--root", str(repo), "build", "--variant", "cpu"])
     out = capsys.readouterr().out
     assert code == 0, out
+    assert "provenance: " in out and "signed" in out, out
     pythons = _pythons(repo)
     assert pythons == ["3.9", "3.10", "3.11", "3.12", "3.13"]
     cells = _manifest(repo)
@@ -81,6 +84,13 @@ def test_build_cpu_main_job(repo, capsys):
     assert "libembervision.so" in needed[extension], needed
     assert not any("png" in lib or "jpeg" in lib for lib in needed[extension]), needed
     assert any("libpng" in lib for lib in needed["embervision/lib/libembervision.so"]), needed
+    _assert_sbom_lists_what_is_vendored(vision, vendored)
+    # Every artifact of the main job: signature, signed digest, RECORD and SBOM.
+    public_key = repo / ".shipyard" / "keys" / "provenance-ed25519.pub.pem"
+    capsys.readouterr()
+    code = main(["verify", str(repo / "dist"), "--public-key", str(public_key)])
+    out = capsys.readouterr().out
+    assert code == 0, out
     # What `nox -s report` and `nox -s notes` run after this job, on its real manifest.
     assert main(["--root", str(repo), "report"]) == 0
     page = (repo / "dist" / "report" / "index.html").read_text()
@@ -101,6 +111,29 @@ def _glibc_needs(wheel: Path) -> dict[str, str]:
                 found[name] = glibc_required(Path(zf.extract(name, tmp)))
     assert found, wheel.name
     return found
+
+
+def _assert_sbom_lists_what_is_vendored(wheel: Path, vendored: list[str]) -> None:
+    """The wheel's SBOM names each vendored library with the bullseye .deb (and its version) that
+    put the original into the sysroot the wheel was linked against, not this host's package."""
+    (sysroot,) = [s for s in find_installed_sysroots(toolchain_cache()) if s.name == "bullseye"]
+    # name_version_arch of every .deb unpacked into the sysroot, as apt downloaded them
+    debs = dict(entry.split("_")[:2] for entry in json.loads((sysroot.root / "sysroot.json").read_text())["debs"])
+    with zipfile.ZipFile(wheel) as zf:
+        sbom = next(n for n in zf.namelist() if ".dist-info/sboms/" in n)
+        bom = json.loads(zf.read(sbom))
+    listed = {}
+    for component in bom["components"]:
+        props = {p["name"]: p["value"] for p in component.get("properties", [])}
+        if props.get("shipyard:role") == "vendored":
+            listed[props["shipyard:wheel-path"]] = (component["name"], component["version"])
+            assert Path(props["shipyard:original-file"]).is_relative_to(sysroot.tree), props
+            assert component["purl"].startswith(f"pkg:deb/debian/{component['name']}@"), component["purl"]
+    assert set(listed) == set(vendored), (listed, vendored)
+    packages = {name: version for name, version in listed.values()}
+    assert set(packages) == {"libpng16-16", "libjpeg62-turbo"}, packages
+    for package, version in packages.items():
+        assert version == debs[package], (package, version, debs[package])
 
 
 def _needed(elf: bytes) -> list[str]:
