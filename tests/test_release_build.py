@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from report_release import expected_cell_count
+from sysroot_debs import deb_versions, installed_sysroot
 
 from shipyard.cli import main
 from shipyard.manifest import read_manifest
-from shipyard.toolchains.discover import discover, toolchain_cache
+from shipyard.toolchains.discover import discover
 from shipyard.toolchains.glibc import glibc_required, glibc_tuple
-from shipyard.toolchains.sysroot import find_installed_sysroots
 from shipyard.validate import load_spec
 
 pytestmark = pytest.mark.slow
@@ -116,9 +116,8 @@ def _glibc_needs(wheel: Path) -> dict[str, str]:
 def _assert_sbom_lists_what_is_vendored(wheel: Path, vendored: list[str]) -> None:
     """The wheel's SBOM names each vendored library with the bullseye .deb (and its version) that
     put the original into the sysroot the wheel was linked against, not this host's package."""
-    (sysroot,) = [s for s in find_installed_sysroots(toolchain_cache()) if s.name == "bullseye"]
-    # name_version_arch of every .deb unpacked into the sysroot, as apt downloaded them
-    debs = dict(entry.split("_")[:2] for entry in json.loads((sysroot.root / "sysroot.json").read_text())["debs"])
+    sysroot = installed_sysroot("bullseye")
+    debs = deb_versions(sysroot)
     with zipfile.ZipFile(wheel) as zf:
         sbom = next(n for n in zf.namelist() if ".dist-info/sboms/" in n)
         bom = json.loads(zf.read(sbom))

@@ -6,12 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 from minirelease import make_checkout
+from sysroot_debs import deb_versions, installed_sysroot
 
 from shipyard.cli import main
 from shipyard.supply.keys import generate_key
@@ -48,11 +48,6 @@ def _copy(root: Path, tmp_path: Path) -> Path:
     return dist
 
 
-def _dpkg_version(package: str) -> str:
-    return subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True,
-                          check=True).stdout
-
-
 def test_the_wheel_sbom_names_the_libpng_inside_it(signed_build):
     wheel = signed_build / "dist" / "whl" / "cpu" / "fixcext" / FIXCEXT
     with zipfile.ZipFile(wheel) as zf:
@@ -70,7 +65,11 @@ def test_the_wheel_sbom_names_the_libpng_inside_it(signed_build):
             if {"name": "shipyard:role", "value": "vendored"} in c["properties"]}
     assert set(libs) == {"libpng16-16"}
     png = libs["libpng16-16"]
-    assert png["version"] == _dpkg_version("libpng16-16")  # what Debian installed, e.g. 1.6.39-2+deb12u4
+    # Linked against the bullseye sysroot: its libpng, from the bullseye .deb (1.6.37-3), not this host's.
+    sysroot = installed_sysroot("bullseye")
+    assert png["version"] == deb_versions(sysroot)["libpng16-16"]
+    original = next(p["value"] for p in png["properties"] if p["name"] == "shipyard:original-file")
+    assert Path(original).is_relative_to(sysroot.tree), original
     assert png["purl"].startswith("pkg:deb/debian/libpng16-16@")
     assert {"name": "shipyard:wheel-path", "value": vendored[0]} in png["properties"]
     tools = {c["name"]: c["version"] for c in bom["components"] if c.get("scope") == "excluded"}
