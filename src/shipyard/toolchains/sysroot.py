@@ -29,10 +29,13 @@ from shipyard.errors import ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
 from shipyard.toolchains.glibc import glibc_required, glibc_tuple
 
-_RECIPE_FORMAT = "2"  # bump when the assembly below changes what a sysroot holds (2: owners.json)
+_RECIPE_FORMAT = "1"  # bump when the assembly below changes what a sysroot holds
 _MANIFEST = "sysroot.json"
 # Which .deb put each file into the tree: the sysroot has no dpkg database, and an SBOM must name
-# the package (and version) a vendored library came from. Read only by the SBOM step.
+# the package (and version) a vendored library came from. A sysroot assembled before this file
+# existed counts as absent and is reassembled (_load), never read without it; the tree itself is
+# the same, so its identity (and every cache key built on it) is unchanged, and a shipyard that
+# predates the file accepts a sysroot that has it (the shared cache does not flip between them).
 _OWNERS = "owners.json"
 _TRIPLE = "x86_64-linux-gnu"
 
@@ -101,8 +104,8 @@ class DebPackage:
 
 @cache
 def _owners(path: Path, identity: str) -> tuple[dict[str, DebPackage], dict[str, str]]:
-    """({package: DebPackage}, {tree-relative path: package}) as the assembly of the sysroot
-    `identity` recorded them (a reassembled sysroot has another identity: read again)."""
+    """({package: DebPackage}, {tree-relative path: package}) as the sysroot's assembly recorded
+    them (the identity hashes its .debs' versions: another identity, another record)."""
     try:
         data = json.loads(path.read_text())
         return {name: DebPackage(**fields) for name, fields in data["packages"].items()}, data["files"]
@@ -236,7 +239,7 @@ def _load(root: Path) -> tuple[Sysroot, str] | None:
         recipe = data["recipe"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return (sysroot, recipe) if sysroot.cxx.is_file() else None
+    return (sysroot, recipe) if sysroot.cxx.is_file() and (root / _OWNERS).is_file() else None
 
 
 def _relative_symlinks(tree: Path) -> None:
