@@ -1,5 +1,6 @@
 """Where a library that auditwheel grafted into a wheel came from: the file on this machine
-and the Debian package (and version) that installed it, or the CUDA toolkit it belongs to.
+and the Debian package (and version) that installed it (on the host, or unpacked into the
+sysroot the wheel was compiled against), or the CUDA toolkit it belongs to.
 
 auditwheel names a grafted copy `<base>-<first 8 hex of the original's sha256>.<ext>`
 (`libpng16-1b2c3d4e.so.16.39.0` from `libpng16.so.16.39.0`), so the original is found by
@@ -68,9 +69,9 @@ def find_original(wheel_path: str, folders: Sequence[Path]) -> tuple[Path, str]:
         if candidate.is_file() and (digest := _sha256(candidate.resolve())).startswith(prefix):
             return candidate, digest
     raise BuildError(f"{wheel_path}: no {name} whose sha256 starts with {prefix} in "
-                     f"{', '.join(map(str, folders))}; the library changed since "
-                     f"the wheel was repaired (an apt upgrade?): rebuild it (rm -rf .shipyard/cache) so its SBOM "
-                     f"names what is inside")
+                     f"{', '.join(map(str, folders))}; the library changed since the wheel was repaired "
+                     f"(an apt upgrade, a reassembled sysroot?): rebuild it (rm -rf .shipyard/cache) so its "
+                     f"SBOM names what is inside")
 
 
 @cache
