@@ -133,15 +133,16 @@ def test_a_library_grafted_from_a_sysroot_is_traced_to_the_suites_deb_not_the_ho
     sysroot = Sysroot("bullseye", tmp_path / "sysroot", "2.31", 10, "10.2.1", "0123456789abcdef")
     sysroot.tree.mkdir(parents=True)
     subprocess.run(["dpkg-deb", "-x", deb, sysroot.tree], check=True)
-    record_deb_owners([deb], sysroot.root / "owners.json")
+    record_deb_owners([deb], "bullseye", sysroot.root / "owners.json")
     grafted = identify(f"embervision.libs/libpng16-{digest[:8]}.so.16.37.0", sysroot=sysroot)
-    assert (grafted.package, grafted.version, grafted.arch, grafted.source_package) == (
-        "libpng16-16", "1.6.37-3", "amd64", "libpng1.6")
-    assert grafted.original_path == str(sysroot.tree / "usr/lib/x86_64-linux-gnu/libpng16.so.16.37.0")
+    assert (grafted.package, grafted.version, grafted.arch, grafted.source_package, grafted.distro) == (
+        "libpng16-16", "1.6.37-3", "amd64", "libpng1.6", "bullseye")
+    # Its path in the suite, not in this machine's cache (the SBOM is the same wherever it was assembled).
+    assert grafted.original_path == "/usr/lib/x86_64-linux-gnu/libpng16.so.16.37.0"
     assert grafted.sha256 == digest
     # Through its soname symlink, too (the loader's name for it).
     assert sysroot.debian_package(sysroot.tree / "usr/lib/x86_64-linux-gnu/libpng16.so.16") == DebPackage(
-        "libpng16-16", "1.6.37-3", "amd64", "libpng1.6")
+        "libpng16-16", "1.6.37-3", "amd64", "libpng1.6", "bullseye")
     # Other bytes than the ones grafted: named, never traced to the wrong file.
     with pytest.raises(BuildError, match=r"no libpng16\.so\.16\.37\.0 whose sha256 starts with 00000000 in .*sysroot"):
         identify("embervision.libs/libpng16-00000000.so.16.37.0", sysroot=sysroot)

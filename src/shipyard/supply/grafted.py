@@ -38,6 +38,7 @@ class GraftedLibrary:
     version: str  # its version (1.6.39-2+deb12u4), or the toolkit's CUDA version
     arch: str  # amd64, or "" where not a Debian package
     source_package: str  # the Debian source package (libpng1.6), or the toolkit's origin
+    distro: str = ""  # the suite of a sysroot's .deb (bullseye); "" for the host's own packages
 
 
 def grafted_members(names: Sequence[str]) -> list[str]:
@@ -103,7 +104,11 @@ def identify(wheel_path: str, *, library_path: Sequence[Path] = (), sysroot: Sys
     original, digest = find_original(wheel_path, folders)
     name = original_name(wheel_path)[0]
     if sysroot is not None and (deb := sysroot.debian_package(original)) is not None:
-        return GraftedLibrary(wheel_path, name, str(original), digest, deb.package, deb.version, deb.arch, deb.source)
+        # Its path in the suite (/usr/lib/…), not in this machine's cache: the SBOM is the same bytes
+        # wherever the sysroot was assembled.
+        inside = f"/{original.relative_to(sysroot.tree).as_posix()}"
+        return GraftedLibrary(wheel_path, name, inside, digest, deb.package, deb.version, deb.arch, deb.source,
+                              deb.distro)
     owner = debian_package(original) if sysroot is None else None
     if owner is not None:
         package, version, arch, source = owner

@@ -56,7 +56,8 @@ def _prop(name: str, value: str) -> Property:
 
 def _vendored(lib: GraftedLibrary) -> Component:
     if lib.arch:  # a Debian binary package
-        purl = PackageURL("deb", "debian", lib.package, lib.version, {"arch": lib.arch})
+        qualifiers = {"arch": lib.arch} | ({"distro": lib.distro} if lib.distro else {})
+        purl = PackageURL("deb", "debian", lib.package, lib.version, qualifiers)
     else:
         purl = PackageURL("generic", "nvidia", lib.package, lib.version)
     return Component(

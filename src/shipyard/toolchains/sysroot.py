@@ -100,6 +100,7 @@ class DebPackage:
     version: str  # 1.6.37-3
     arch: str  # amd64
     source: str  # libpng1.6
+    distro: str  # the suite it came from: bullseye
 
 
 @cache
@@ -170,7 +171,7 @@ def _assemble(recipe: SysrootRecipe, final: Path, progress: Callable[[str], None
         tree.mkdir()
         for deb in debs:
             command.run(["dpkg-deb", "-x", deb, tree], timeout=600, what=f"dpkg-deb -x {deb.name}")
-        record_deb_owners(debs, staging / _OWNERS)
+        record_deb_owners(debs, recipe.suite, staging / _OWNERS)
         _relative_symlinks(tree)
         sysroot = _write_wrappers(recipe, staging, debs)
         # Proved before it is moved into place: a cache entry is whole and proved, or absent.
@@ -207,15 +208,16 @@ def prove_sysroot(sysroot: Sysroot) -> None:
                                f"rm -rf {sysroot.root} && shipyard toolchain install {sysroot.name}")
 
 
-def record_deb_owners(debs: list[Path], out: Path) -> None:
-    """Write which .deb (package, version, arch, source package) unpacked each file and symlink."""
+def record_deb_owners(debs: list[Path], suite: str, out: Path) -> None:
+    """Write which .deb of `suite` (package, version, arch, source package) unpacked each file and symlink."""
     packages: dict[str, dict[str, str]] = {}
     files: dict[str, str] = {}
     for deb in debs:
         fields = command.run(["dpkg-deb", "--show", "--showformat",
                               "${Package}\t${Version}\t${Architecture}\t${source:Package}", deb],
                              timeout=60, what=f"dpkg-deb --show {deb.name}").stdout.strip().split("\t")
-        package = DebPackage(*fields)
+        name, version, arch, source = fields
+        package = DebPackage(name, version, arch, source, distro=suite)
         packages[package.package] = asdict(package)
         listing = command.run(["dpkg-deb", "--contents", deb], timeout=120, what=f"dpkg-deb --contents {deb.name}")
         for line in listing.stdout.splitlines():
