@@ -26,6 +26,7 @@ from packageurl import PackageURL
 from packaging.requirements import Requirement
 
 from shipyard.supply.grafted import GraftedLibrary, grafted_members, identify
+from shipyard.toolchains.discover import Compiler
 from shipyard.toolchains.resolve import Toolchain
 
 # Properties shipyard adds to components (CycloneDX's `properties`, namespaced by their prefix).
@@ -80,13 +81,19 @@ def toolchain_components(toolchain: Toolchain) -> list[Component]:
     if toolchain.interpreter:
         tools.append(_tool("cpython", toolchain.interpreter.full_version, toolchain.interpreter.binary_sha256))
     if toolchain.compiler:
-        tools.append(_tool("gcc", toolchain.compiler.version, str(toolchain.compiler.cxx)))
+        tools.append(_tool("gcc", toolchain.compiler.version, _compiler_detail(toolchain.compiler)))
     if toolchain.cuda:
         tools.append(_tool("nvcc", toolchain.cuda.version, toolchain.cuda.identity))
     if toolchain.cuda_host_compiler:
         tools.append(_tool("cuda-host-gcc", toolchain.cuda_host_compiler.version,
-                           str(toolchain.cuda_host_compiler.cxx)))
+                           _compiler_detail(toolchain.cuda_host_compiler)))
     return tools
+
+
+def _compiler_detail(compiler: Compiler) -> str:
+    """The host's g++ by its path; a sysroot's by the sysroot and its identity (10.2.1@bullseye:…),
+    not by its path in this machine's cache, so the SBOM does not depend on where that is."""
+    return compiler.identity if compiler.sysroot else str(compiler.cxx)
 
 
 def sbom_toolchain(toolchain: Toolchain, *, pure: bool) -> Toolchain:
