@@ -6,6 +6,7 @@ and `conda-cpu`, `conda-cuda11`, … for the conda packages).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
@@ -46,14 +47,27 @@ def doctor(session: nox.Session) -> None:
     session.run("shipyard", "doctor", *session.posargs)
 
 
+def _local_signing_key() -> str | None:
+    """The public key file of release.yaml's local signing key, or None when CI's variable holds the key."""
+    supply = RELEASE.get("supply_chain") or {}
+    if not supply.get("signing_key_file") or os.environ.get(supply.get("signing_key_env") or "-"):
+        return None
+    return supply["signing_key_file"].removesuffix(".pem") + ".pub.pem"
+
+
 def _build_session(variant: str, spec: dict) -> None:
     cuda = f"CUDA {spec['cuda']} ({spec['tag']}, archs {spec['arch_list']})" if spec.get("cuda") else "CPU"
 
     def session_func(session: nox.Session) -> None:
         _install_shipyard(session)
+        local_key = _local_signing_key()
+        if local_key:  # provenance is signed with a local key unless CI's variable holds the release key
+            session.run("shipyard", "keygen")
         # Assemble first what this machine can (idempotent): the sysroot for the wheels' glibc
         # promise, and a CUDA session's toolkit.
         session.run("shipyard", "build", "--variant", variant, "--install-toolchain", *session.posargs)
+        if local_key:  # every artifact's signature, digest and SBOM
+            session.run("shipyard", "verify", "dist", "--public-key", local_key)
 
     session_func.__doc__ = (f"Build, check and test every {cuda} wheel for this host and every Python "
                             f"(-- --python 3.11 --component ember --skip-unavailable --container).")
@@ -100,6 +114,15 @@ for _variant, _spec in RELEASE["variants"].items():
     _conda_session(_variant, _spec)
     if _variant in RELEASE.get("images", {}).get("variants", {}):
         _docker_session(_variant, _spec)
+
+
+@nox.session(name="repro")
+def repro(session: nox.Session) -> None:
+    """Build cells twice from clean clones (other folder, time, TZ, umask) and compare every artifact's bytes;
+    diffoscope on a difference (default: -- --variant cpu --python 3.11 --mobile-target host)."""
+    _install_shipyard(session)
+    session.run("shipyard", "repro", *(session.posargs or ["--variant", "cpu", "--python", "3.11",
+                                                           "--mobile-target", "host"]))
 
 
 @nox.session(name="build-mobile")
@@ -162,6 +185,14 @@ def bench_docker(session: nox.Session) -> None:
     """Image rebuild after one changed wheel vs a cold build, side by side, and the image sizes."""
     _install_shipyard(session)
     session.run("python", "benchmarks/bench_docker.py", *session.posargs)
+
+
+@nox.session(name="bench-supply")
+def bench_supply(session: nox.Session) -> None:
+    """What SBOMs and signed provenance add to a build: re-pack with and without the SBOM per wheel, signing
+    and verifying every artifact of dist/ (after nox -s build-cpu; -- DIST for another folder)."""
+    _install_shipyard(session)
+    session.run("python", "benchmarks/bench_supply.py", *session.posargs)
 
 
 @nox.session(name="publish")

@@ -13,6 +13,7 @@ APT_PACKAGES=(
   docker.io debootstrap docker-registry apache2-utils       # images, the local registry, htpasswd
   shellcheck                                   # actionlint checks the workflows' run: scripts with it
   chromium                                     # the report test renders dist/report/index.html headless
+  diffoscope-minimal                           # nox -s repro: shows where two builds of an artifact differ
 )
 
 missing=()

@@ -40,6 +40,13 @@ class Case:
 def _cases() -> list[Case]:
     c = Case
     return [
+        # Where the provenance key comes from: a file or a variable's name, never the key.
+        c("supply chain names no key", R, "  signing_key_file: .shipyard/keys/provenance-ed25519.pem\n"
+          "  signing_key_env: SHIPYARD_SIGNING_KEY\n", "", "supply_chain", "needs signing_key_file",
+          at="supply_chain:"),
+        c("signing key env not a variable name", R, "signing_key_env: SHIPYARD_SIGNING_KEY",
+          "signing_key_env: shipyard key", "supply_chain.signing_key_env", "NAME of an environment variable",
+          got="'shipyard key'"),
         # The file itself.
         c("binary file", R, "", "", "(file)", "binary file", at="\0"),
         c("invalid UTF-8", R, "# The ember 1.7.0", "# The \xff ember", "(file)", "not UTF-8 text", at="\xff"),

@@ -113,6 +113,25 @@ def _repodata(channel: Path, subdir: str = "noarch") -> tuple[dict, dict]:
 # --- reproducibility ---------------------------------------------------------------------------
 
 @pytest.mark.slow
+def test_the_repack_puts_the_sbom_under_info_and_stays_reproducible(built: Built, tmp_path: Path) -> None:
+    from rattler.package import IndexJson
+
+    from shipyard.supply.sbom import CONDA_SBOM, conda_sbom, read_conda_sbom
+
+    copies = [_copy(p, tmp_path / n) for p, n in ((built.cpu_first, "a"), (built.cpu_second, "b"))]
+    for copy in copies:
+        assert normalize_conda_package(copy, epoch=EPOCH, info_files={CONDA_SBOM: conda_sbom(copy, epoch=EPOCH)})
+    assert copies[0].read_bytes() == copies[1].read_bytes()
+    # Idempotent: the SBOM of the repacked package is the same bytes, and replaces itself.
+    assert not normalize_conda_package(copies[0], epoch=EPOCH,
+                                       info_files={CONDA_SBOM: conda_sbom(copies[0], epoch=EPOCH)})
+    index = IndexJson.from_package_archive(copies[0])
+    listing = read_conda_sbom(copies[0])
+    assert listing is not None and (listing.subject, listing.version) == (index.name.normalized, str(index.version))
+
+
+
+@pytest.mark.slow
 def test_two_clean_builds_are_byte_identical_after_the_normalising_repack(built: Built, tmp_path: Path) -> None:
     from rattler.package import AboutJson, IndexJson
     from rattler.package_streaming import extract

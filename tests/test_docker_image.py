@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import json
 import re
 import secrets
 import shutil
@@ -256,6 +257,13 @@ def test_labels_tags_and_user(ember_images: EmberImages, client: docker.DockerCl
     assert manifest is not None
     record = manifest.by_cell()[f"ember-{plan.variant.tag}-linux-x86_64-runtime-docker"]
     assert record.sha256 == result.image_id.removeprefix("sha256:") and record.build["tags"] == list(plan.tags)
+    # Its SBOM is attached beside it, and the image's label names that document's sha256.
+    sbom = ember_images.dists(variant) / record.build["sbom"]
+    assert labels["org.shipyard.image.sbom.sha256"] == hashlib.sha256(sbom.read_bytes()).hexdigest()
+    bom = json.loads(sbom.read_text())
+    wheels = {p["value"] for c in bom["components"] for p in c.get("properties", []) if p["name"] == "shipyard:file"}
+    assert {w.split("-")[0] for w in wheels} == set(spec.release.images.components), wheels  # type: ignore[union-attr]
+    assert any(c["type"] == "container" for c in bom["components"])
 
 
 def test_unchanged_rerun_is_a_no_op(ember_images: EmberImages, request: pytest.FixtureRequest) -> None:

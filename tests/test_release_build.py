@@ -6,6 +6,7 @@ this repository, so CI proves them from a clean clone.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from report_release import expected_cell_count
+from sysroot_debs import deb_versions, installed_sysroot
 
 from shipyard.cli import main
 from shipyard.manifest import read_manifest
@@ -38,9 +40,11 @@ def _pythons(repo: Path) -> list[str]:
 
 
 def test_build_cpu_main_job(repo, capsys):
+    assert main(["--root", str(repo), "keygen"]) == 0  # as the nox session does: provenance gets signed
     code = main(["--root", str(repo), "build", "--variant", "cpu"])
     out = capsys.readouterr().out
     assert code == 0, out
+    assert "provenance: " in out and "signed" in out, out
     pythons = _pythons(repo)
     assert pythons == ["3.9", "3.10", "3.11", "3.12", "3.13"]
     cells = _manifest(repo)
@@ -81,6 +85,13 @@ def test_build_cpu_main_job(repo, capsys):
     assert "libembervision.so" in needed[extension], needed
     assert not any("png" in lib or "jpeg" in lib for lib in needed[extension]), needed
     assert any("libpng" in lib for lib in needed["embervision/lib/libembervision.so"]), needed
+    _assert_sbom_lists_what_is_vendored(vision, vendored)
+    # Every artifact of the main job: signature, signed digest, RECORD and SBOM.
+    public_key = repo / ".shipyard" / "keys" / "provenance-ed25519.pub.pem"
+    capsys.readouterr()
+    code = main(["verify", str(repo / "dist"), "--public-key", str(public_key)])
+    out = capsys.readouterr().out
+    assert code == 0, out
     # What `nox -s report` and `nox -s notes` run after this job, on its real manifest.
     assert main(["--root", str(repo), "report"]) == 0
     page = (repo / "dist" / "report" / "index.html").read_text()
@@ -101,6 +112,30 @@ def _glibc_needs(wheel: Path) -> dict[str, str]:
                 found[name] = glibc_required(Path(zf.extract(name, tmp)))
     assert found, wheel.name
     return found
+
+
+def _assert_sbom_lists_what_is_vendored(wheel: Path, vendored: list[str]) -> None:
+    """The wheel's SBOM names each vendored library with the bullseye .deb (and its version) that
+    put the original into the sysroot the wheel was linked against, not this host's package."""
+    sysroot = installed_sysroot("bullseye")
+    debs = deb_versions(sysroot)
+    with zipfile.ZipFile(wheel) as zf:
+        sbom = next(n for n in zf.namelist() if ".dist-info/sboms/" in n)
+        bom = json.loads(zf.read(sbom))
+    listed = {}
+    for component in bom["components"]:
+        props = {p["name"]: p["value"] for p in component.get("properties", [])}
+        if props.get("shipyard:role") == "vendored":
+            listed[props["shipyard:wheel-path"]] = (component["name"], component["version"])
+            # its path in the suite, and that file of the sysroot is the one auditwheel copied
+            original = sysroot.tree / props["shipyard:original-file"].lstrip("/")
+            assert hashlib.sha256(original.read_bytes()).hexdigest() == component["hashes"][0]["content"], props
+            assert component["purl"].endswith("?arch=amd64&distro=bullseye"), component["purl"]
+    assert set(listed) == set(vendored), (listed, vendored)
+    packages = {name: version for name, version in listed.values()}
+    assert set(packages) == {"libpng16-16", "libjpeg62-turbo"}, packages
+    for package, version in packages.items():
+        assert version == debs[package], (package, version, debs[package])
 
 
 def _needed(elf: bytes) -> list[str]:

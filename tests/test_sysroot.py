@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sysroot_debs import deb_versions
 
 from shipyard import command
 from shipyard.toolchains.discover import discover
@@ -43,6 +44,10 @@ def test_bullseye_sysroot_links_glibc_2_31(tmp_path: Path) -> None:
     assert (sysroot.tree / "lib" / "x86_64-linux-gnu" / "libc-2.31.so").is_file()
     assert any("proving" in s for s in steps), steps
     assert find_installed_sysroots(cache) == [sysroot]
+    # With no dpkg database in the tree, each file's .deb is recorded for the SBOMs (supply/grafted.py).
+    png = sysroot.debian_package(sysroot.tree / "usr" / "lib" / "x86_64-linux-gnu" / "libpng16.so.16")
+    assert png is not None and (png.package, png.source) == ("libpng16-16", "libpng1.6"), png
+    assert png.version == deb_versions(sysroot)["libpng16-16"] and png.version.startswith("1.6.37"), png
 
     source = tmp_path / "work.cpp"
     source.write_text(SOURCE)

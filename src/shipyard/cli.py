@@ -206,6 +206,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     tail = f" ({ruled_out} more not applicable)" if ruled_out else ""
     console.print(f"{counted - len(failed)} of {counted} cells ok{tail}; manifest: "
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
+    from shipyard.supply.cli import sign_after_build
+
+    sign_after_build(spec, request.dist)
     return 1 if failed else 0
 
 
@@ -234,6 +237,9 @@ def cmd_build_mobile(args: argparse.Namespace) -> int:
     for result in failed:
         err_console.print(f"[red]failed[/] {result.target}:", end=" ")
         err_console.print(result.reason, markup=False, soft_wrap=True)
+    from shipyard.supply.cli import sign_after_build
+
+    sign_after_build(spec, dist)
     return 1 if failed else 0
 
 
@@ -363,6 +369,10 @@ def build_parser() -> argparse.ArgumentParser:
     from shipyard.report.cli import add_report_commands
 
     add_report_commands(sub)
+
+    from shipyard.supply.cli import add_supply_commands
+
+    add_supply_commands(sub)
 
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
     p.add_argument("--out", default="schemas")

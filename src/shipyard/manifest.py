@@ -45,6 +45,8 @@ class ArtifactRecord(BaseModel):
     features: tuple[FeatureRecord, ...]
     tests: dict[str, Any] | None  # testing.TestRun.to_json(), None when not tested
     build: dict[str, Any]  # cache key, cached or not, seconds, git sha
+    # The signed provenance (DSSE envelope), relative to the dist folder (shipyard.supply.provenance).
+    provenance: str | None = None
 
 
 class NotApplicableRecord(BaseModel):

@@ -479,6 +479,26 @@ class ImageSettings(Frozen):
         return self.variants[variant].base_image or self.base_image
 
 
+class SupplyChain(Frozen):
+    """Signed provenance (shipyard.supply): where the Ed25519 signing key comes from, never the
+    key itself, and the builder id the provenance names."""
+
+    # A PEM (PKCS#8) private key file, relative to release.yaml, or an environment variable holding
+    # the PEM text (a CI secret). The variable wins when it is set.
+    signing_key_file: str | None = None
+    signing_key_env: str | None = Field(default=None, pattern=_ENV_NAME)
+    builder_id: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _names_a_key(self) -> SupplyChain:
+        if not (self.signing_key_file or self.signing_key_env):
+            raise ValueError("supply_chain needs signing_key_file (a PEM file, relative to release.yaml) or "
+                             "signing_key_env (the name of the environment variable holding the PEM key)")
+        if self.signing_key_file and "PRIVATE KEY" in self.signing_key_file:
+            raise ValueError("signing_key_file holds a key, not a path; name the file the key is in")
+        return self
+
+
 class Release(Frozen):
     schema_version: Literal[1]
     release: ReleaseInfo
@@ -493,6 +513,7 @@ class Release(Frozen):
     channels: Annotated[dict[str, ReleaseChannel], BeforeValidator(_named("channels"))] = {}
     conda: CondaSettings | None = None
     images: ImageSettings | None = None
+    supply_chain: SupplyChain | None = None
 
     @field_validator("components", "variants", "platforms")
     @classmethod

@@ -55,6 +55,7 @@ from shipyard.matrix import Cell, expand, select
 from shipyard.progress import Progress
 from shipyard.source_tree import git_info, hash_tree
 from shipyard.spec import Component, Release, Variant
+from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
 from shipyard.toolchains.discover import discover
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
@@ -490,9 +491,9 @@ def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: Bu
                request: CondaBuildRequest, variant: Variant, epoch: int, progress: Progress) -> tuple[Path, str, float]:
     """The package in the build root's channel: from the cache, or built, hooked and checked.
     As soon as it is built, before anything can consume it, it gets the normalising repack
-    (rattler-build embeds its build time; conda/normalize.py) and joins the root's channel, so
-    that a later build of this run solves to these exact bytes (a dependent's rendered recipe
-    records their sha256)."""
+    (rattler-build embeds its build time; conda/normalize.py), which adds the SBOM under info/,
+    and joins the root's channel, so that a later build of this run solves to these exact bytes
+    (a dependent's rendered recipe records their sha256)."""
     start = time.monotonic()
     with cache.building(item.key):
         entry = cache.get(item.key)
@@ -521,7 +522,7 @@ def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: Bu
         if len(result.packages) != 1:
             raise BuildError(f"conda build of {item.label} made {len(result.packages)} packages, expected one")
         package = Path(result.packages[0])
-        normalize_conda_package(package, epoch=epoch)
+        normalize_conda_package(package, epoch=epoch, info_files={CONDA_SBOM: conda_sbom(package, epoch=epoch)})
         _check_pins(item, package)
         package = root.add(item, package)
         cache.put(item.key, [package], {"kind": "conda", "package": package.name,

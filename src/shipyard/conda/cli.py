@@ -116,6 +116,9 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
     dist = request.dist / "conda"
     console.print(f"{len(run.published)} packages in {dist} (indexed); dependencies from "
                   f"{', '.join(run.channels)}")
+    from shipyard.supply.cli import sign_after_build
+
+    sign_after_build(spec, request.dist)
     return 0 if run.passed else 1
 
 

@@ -40,6 +40,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -68,9 +69,11 @@ class NormalizeError(ShipyardError):
     """A file given to the repack is not a .conda package that rattler-build wrote."""
 
 
-def normalize_conda_package(path: Path, *, epoch: int) -> bool:
+def normalize_conda_package(path: Path, *, epoch: int, info_files: Mapping[str, bytes] | None = None) -> bool:
     """Rewrite the .conda at `path` in place (atomically) so that it carries `epoch` as its build
-    time and no trace of its build folder; return whether its bytes changed. Idempotent."""
+    time and no trace of its build folder; return whether its bytes changed. Idempotent.
+    `info_files` ({"info/…": bytes}) are added to the info tar, replacing members of the same name
+    (the SBOM, shipyard.supply.sbom)."""
     if not path.name.endswith(".conda"):
         raise NormalizeError(f"{path}: not a .conda package; shipyard normalises only .conda "
                              f"(build with package_format='conda')")
@@ -95,7 +98,8 @@ def normalize_conda_package(path: Path, *, epoch: int) -> bool:
                     with tempfile.TemporaryFile() as member:
                         if name.endswith(".tar.zst"):
                             with zin.open(name) as source:
-                                _retar(source, member, epoch=epoch, level=level)
+                                extra = (info_files or {}) if name.startswith("info-") else {}
+                                _retar(source, member, epoch=epoch, level=level, extra=extra)
                         else:
                             with zin.open(name) as source:
                                 shutil.copyfileobj(source, member, _CHUNK)
@@ -139,14 +143,19 @@ def _zstd_level(zin: zipfile.ZipFile, names: list[str]) -> int:
     return DEFAULT_ZSTD_LEVEL
 
 
-def _retar(source: IO[bytes], target: IO[bytes], *, epoch: int, level: int) -> None:
-    """One tar.zst member, decompressed, rewritten member by member and recompressed."""
+def _retar(source: IO[bytes], target: IO[bytes], *, epoch: int, level: int,
+           extra: Mapping[str, bytes] | None = None) -> None:
+    """One tar.zst member, decompressed, rewritten member by member (then `extra` appended, in
+    name order, replacing members of the same name) and recompressed."""
+    extra = extra or {}
     with tempfile.TemporaryFile() as plain, tempfile.TemporaryFile() as rewritten:
         zstandard.ZstdDecompressor().copy_stream(source, plain)
         plain.seek(0)
         with tarfile.open(fileobj=plain, mode="r:") as src, \
                 tarfile.open(fileobj=rewritten, mode="w:", format=tarfile.GNU_FORMAT) as dst:
             for member in src:
+                if member.name in extra:
+                    continue
                 data: IO[bytes] | None = src.extractfile(member) if member.isfile() else None
                 if member.name in ("info/index.json", RENDERED_RECIPE) and data is not None:
                     body = data.read()
@@ -157,6 +166,10 @@ def _retar(source: IO[bytes], target: IO[bytes], *, epoch: int, level: int) -> N
                 member.mtime, member.uid, member.gid, member.uname, member.gname = epoch, 0, 0, "", ""
                 member.pax_headers = {}
                 dst.addfile(member, data)
+            for name in sorted(extra):
+                added = tarfile.TarInfo(name)
+                added.size, added.mtime, added.mode = len(extra[name]), epoch, 0o644
+                dst.addfile(added, io.BytesIO(extra[name]))
         size = rewritten.tell()
         rewritten.seek(0)
         zstandard.ZstdCompressor(level=level, threads=0).copy_stream(rewritten, target, size=size)

@@ -38,6 +38,7 @@ DOCKERFILE = Path(__file__).resolve().parents[3] / "docker" / "Dockerfile"
 # Bump when the staging below changes what reaches the image.
 _RECIPE = "1"
 INPUTS_LABEL = f"{LABEL_PREFIX}.inputs"
+SBOM_LABEL = f"{LABEL_PREFIX}.sbom.sha256"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class ImageResult:
     seconds: float
     labels: dict[str, str]
     findings: tuple[Finding, ...] = ()
+    sbom: bytes = b""  # CycloneDX JSON, written to dist/sboms/<cell id>.cdx.json by record_images
 
     @property
     def size_mb(self) -> float:
@@ -94,6 +96,8 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
             labels = image_labels(plan, revision=git.sha, created_epoch=git.commit_time, source=settings.source,
                                   licenses=licenses(wheels))
             labels[f"{LABEL_PREFIX}.base"] = f"{bases.origin}: {bases.base_image}"
+            sbom = _sbom(plan, wheels, wheelhouse, bases, git.commit_time)
+            labels[SBOM_LABEL] = hashlib.sha256(sbom).hexdigest()  # the document, attached in dist/sboms/
             inputs = _inputs_digest(request, plan, wheels, wheelhouse, bases, build_args, labels)
             labels[INPUTS_LABEL] = inputs
             cached = not request.no_cache and _unchanged(plan, inputs)
@@ -111,10 +115,21 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
                 progress(f"{plan.tag} is up to date")
             size = docker_base.image_size(plan.tag)
             results.append(ImageResult(plan, docker_base.image_id(plan.tag), size, cached,
-                                       time.monotonic() - start, labels, findings))
+                                       time.monotonic() - start, labels, findings, sbom))
     _check(results)  # an image over budget or with a finding is never recorded
     record_images(spec, request.dist, results)
     return results
+
+
+def _sbom(plan: ImagePlan, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse, bases: Bases, epoch: int) -> bytes:
+    from shipyard.supply.sbom import ImageContents, image_sbom
+
+    identity = bases.identity()
+    contents = ImageContents(
+        repository=plan.settings.repository, version=plan.version,
+        release_wheels=tuple((w.record.name, w.record.sha256) for w in wheels), pins=tuple(wheelhouse.pins),
+        bases=(("base", bases.base_image, identity["base"]), ("python", bases.python_image, identity["python"])))
+    return image_sbom(contents, epoch=epoch)
 
 
 def _inputs_digest(request: ImageRequest, plan: ImagePlan, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse,

@@ -36,6 +36,9 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"done in {time.monotonic() - start:.1f} s; labels: docker inspect --format "
                   "'{{json .Config.Labels}}' " + results[0].plan.tag)
+    from shipyard.supply.cli import sign_after_build
+
+    sign_after_build(spec, request.dist)
     return 0
 
 

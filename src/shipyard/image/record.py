@@ -26,6 +26,9 @@ def record_images(spec: Spec, dist: Path, results: Sequence[ImageResult]) -> Non
     records = []
     for result in results:
         plan = result.plan
+        sbom = f"sboms/{image_cell_id(result)}.cdx.json"
+        (dist / sbom).parent.mkdir(parents=True, exist_ok=True)
+        (dist / sbom).write_bytes(result.sbom)
         features = tuple(FeatureRecord(id=fid, title=title, status=status)
                          for component in plan.settings.components
                          for fid, title, status in spec.features_for(component, plan.settings.platform))
@@ -36,7 +39,7 @@ def record_images(spec: Spec, dist: Path, results: Sequence[ImageResult]) -> Non
             python=plan.settings.python, version=plan.version, features=features, tests=None,
             build={"tags": list(plan.tags), "target": plan.target, "cached": result.cached,
                    "seconds": round(result.seconds, 2), "inputs": result.labels.get("org.shipyard.image.inputs"),
-                   "budget_mb": plan.budget_mb}))
+                   "budget_mb": plan.budget_mb, "sbom": sbom}))
     dist.mkdir(parents=True, exist_ok=True)
     merge_artifacts(dist / "manifest.json", release=release.release.name, version=release.release.version,
                     records=records)

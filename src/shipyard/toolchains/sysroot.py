@@ -19,6 +19,7 @@ import tempfile
 import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from urllib.parse import unquote
@@ -30,6 +31,12 @@ from shipyard.toolchains.glibc import glibc_required, glibc_tuple
 
 _RECIPE_FORMAT = "1"  # bump when the assembly below changes what a sysroot holds
 _MANIFEST = "sysroot.json"
+# Which .deb put each file into the tree: the sysroot has no dpkg database, and an SBOM must name
+# the package (and version) a vendored library came from. A sysroot assembled before this file
+# existed counts as absent and is reassembled (_load), never read without it; the tree itself is
+# the same, so its identity (and every cache key built on it) is unchanged, and a shipyard that
+# predates the file accepts a sysroot that has it (the shared cache does not flip between them).
+_OWNERS = "owners.json"
 _TRIPLE = "x86_64-linux-gnu"
 
 
@@ -72,6 +79,40 @@ class Sysroot:
     def library_dirs(self) -> tuple[Path, ...]:
         """Where the suite's shared libraries live: what auditwheel searches instead of the host's."""
         return (self.tree / "lib" / _TRIPLE, self.tree / "usr" / "lib" / _TRIPLE)
+
+    def debian_package(self, path: Path) -> DebPackage | None:
+        """The suite's .deb that unpacked `path` (a file in the tree, or a symlink to one), or None."""
+        packages, files = _owners(self.root / _OWNERS, self.identity)
+        tree = self.tree.resolve()
+        for candidate in (path, path.resolve()):
+            if candidate.is_relative_to(self.tree) or candidate.is_relative_to(tree):
+                rel = candidate.relative_to(self.tree if candidate.is_relative_to(self.tree) else tree)
+                if (package := files.get(rel.as_posix())) is not None:
+                    return packages[package]
+        return None
+
+
+@dataclass(frozen=True)
+class DebPackage:
+    """A Debian binary package as an SBOM names it."""
+
+    package: str  # libpng16-16
+    version: str  # 1.6.37-3
+    arch: str  # amd64
+    source: str  # libpng1.6
+    distro: str  # the suite it came from: bullseye
+
+
+@cache
+def _owners(path: Path, identity: str) -> tuple[dict[str, DebPackage], dict[str, str]]:
+    """({package: DebPackage}, {tree-relative path: package}) as the sysroot's assembly recorded
+    them (the identity hashes its .debs' versions: another identity, another record)."""
+    try:
+        data = json.loads(path.read_text())
+        return {name: DebPackage(**fields) for name, fields in data["packages"].items()}, data["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ToolchainMissing(f"{path}: unreadable ({exc}); reassemble the sysroot: rm -rf {path.parent} && "
+                               f"shipyard toolchain install {path.parent.name}") from None
 
 
 def sysroot_recipes() -> list[SysrootRecipe]:
@@ -130,6 +171,7 @@ def _assemble(recipe: SysrootRecipe, final: Path, progress: Callable[[str], None
         tree.mkdir()
         for deb in debs:
             command.run(["dpkg-deb", "-x", deb, tree], timeout=600, what=f"dpkg-deb -x {deb.name}")
+        record_deb_owners(debs, recipe.suite, staging / _OWNERS)
         _relative_symlinks(tree)
         sysroot = _write_wrappers(recipe, staging, debs)
         # Proved before it is moved into place: a cache entry is whole and proved, or absent.
@@ -166,6 +208,28 @@ def prove_sysroot(sysroot: Sysroot) -> None:
                                f"rm -rf {sysroot.root} && shipyard toolchain install {sysroot.name}")
 
 
+def record_deb_owners(debs: list[Path], suite: str, out: Path) -> None:
+    """Write which .deb of `suite` (package, version, arch, source package) unpacked each file and symlink."""
+    packages: dict[str, dict[str, str]] = {}
+    files: dict[str, str] = {}
+    for deb in debs:
+        fields = command.run(["dpkg-deb", "--show", "--showformat",
+                              "${Package}\t${Version}\t${Architecture}\t${source:Package}", deb],
+                             timeout=60, what=f"dpkg-deb --show {deb.name}").stdout.strip().split("\t")
+        name, version, arch, source = fields
+        package = DebPackage(name, version, arch, source, distro=suite)
+        packages[package.package] = asdict(package)
+        listing = command.run(["dpkg-deb", "--contents", deb], timeout=120, what=f"dpkg-deb --contents {deb.name}")
+        for line in listing.stdout.splitlines():
+            # "-rw-r--r-- root/root 12345 2021-01-01 00:00 ./usr/lib/x86_64-linux-gnu/libpng16.so.16.37.0"
+            # "lrwxrwxrwx root/root 0 2021-01-01 00:00 ./usr/lib/x86_64-linux-gnu/libpng16.so.16 -> libpng16…"
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[0][0] in "-l":
+                name = parts[5].split(" -> ", 1)[0] if parts[0][0] == "l" else parts[5]
+                files[name.removeprefix("./")] = package.package
+    out.write_text(json.dumps({"packages": packages, "files": files}, indent=0, sort_keys=True) + "\n")
+
+
 def _recipe_digest(recipe: SysrootRecipe) -> str:
     return hashlib.sha256(json.dumps([_RECIPE_FORMAT, asdict(recipe)], sort_keys=True).encode()).hexdigest()
 
@@ -177,7 +241,7 @@ def _load(root: Path) -> tuple[Sysroot, str] | None:
         recipe = data["recipe"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return (sysroot, recipe) if sysroot.cxx.is_file() else None
+    return (sysroot, recipe) if sysroot.cxx.is_file() and (root / _OWNERS).is_file() else None
 
 
 def _relative_symlinks(tree: Path) -> None:

@@ -28,6 +28,7 @@ from shipyard.project_declaration import (
 )
 from shipyard.source_tree import GitInfo, git_info, hash_tree
 from shipyard.spec import Component, Variant
+from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
 from shipyard.toolchains.discover import Interpreter, Inventory, discover
 from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
@@ -43,7 +44,7 @@ from shipyard.wheel.native_core import (
     shipyard_cmake_defines,
 )
 from shipyard.wheel.pep517 import build_wheel
-from shipyard.wheel.repair import relabel_wheel, repair_wheel
+from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
 from shipyard.wheel.testing import (
     FeatureGate,
     console_script_problems,
@@ -276,6 +277,8 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
                     toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                     python=None if pure else cell.python,
                     extra={"core": core_key or "", "container": str(ctx.request.container), "vcs": vcs})
+    # cudart comes from the variant's toolkit; auditwheel must find it to vendor it, the SBOM to trace it.
+    libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
     with ctx.cache.building(key):
         entry = ctx.cache.get(key)
         cached = entry is not None
@@ -283,8 +286,6 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
             ctx.progress(f"build {cell.id}")
             raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
             platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
-            # cudart comes from the variant's toolkit; auditwheel must find it to vendor it.
-            libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
             # Built against a sysroot: vendor its libraries (the ones the wheel linked), never the host's.
             sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
             repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
@@ -298,9 +299,11 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
         # A pure wheel has no local version: the same name and bytes in every variant's index, and
         # pip resolves it by name from each (as PyTorch publishes its pure packages). Still under
         # the key's lock: every variant's run labels a pure cell into the same folder.
-        labelled = relabel_wheel(repaired_wheel, label=None if pure else ctx.variant.tag,
-                                 extra_files=package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha,
-                                                           version=version),
+        label = None if pure else ctx.variant.tag
+        extra_files = package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha, version=version) | \
+            wheel_sbom_files(repaired_wheel, sbom_toolchain(toolchain, pure=pure),
+                             version=local_version(version, label), epoch=ctx.git.commit_time, library_path=libs)
+        labelled = relabel_wheel(repaired_wheel, label=label, extra_files=extra_files,
                                  out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time,
                                  version=version)
     failures: list[object] = list(checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant,
@@ -309,6 +312,7 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
                                           component.requires_python):
         failures.append(problem)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
+                  "toolchain": "pure" if pure else toolchain.identity,
                   "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
                   "source_date_epoch": ctx.git.commit_time}
     if failures:

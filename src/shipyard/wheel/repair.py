@@ -118,6 +118,10 @@ def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, b
         lines = [f"Version: {new_version}" if ln.startswith("Version: ") else ln for ln in lines]
         metadata.write_text("\n".join(lines), encoding="utf-8")
         (new_info / "RECORD").unlink(missing_ok=True)
+        # An SBOM that repair wrote (auditwheel's, PEP 770) names the version before relabelling:
+        # only the SBOMs given in extra_files describe the wheel that comes out.
+        for stale in sorted((new_info / "sboms").glob("*")):
+            stale.unlink()
         for rel, data in extra_files.items():
             target = tree / rel
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,140 @@
+"""`shipyard keygen | attest | verify | repro`: the supply chain's commands, thin over the package."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from shipyard.cli import _spec, console, err_console
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.validate import Spec
+
+
+def _dist(args: argparse.Namespace) -> Path:
+    return (Path(args.dist) if args.dist else Path(args.root) / "dist").resolve()
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from shipyard.supply.keys import generate_key
+
+    spec = _spec(args)
+    settings = spec.release.supply_chain
+    if args.out:
+        target = Path(args.out)
+    elif settings and settings.signing_key_file:
+        target = spec.root / settings.signing_key_file
+    else:
+        raise UsageError("release.yaml names no supply_chain.signing_key_file; pass --out FILE")
+    private, public, made = generate_key(target, overwrite=args.force)
+    console.print(f"{'made' if made else 'kept'} Ed25519 signing key {private} (mode 0600); public key: {public}")
+    return 0
+
+
+def report_signing(report: object) -> None:
+    """One line after a build: how many artifacts were signed, with which key (never the key)."""
+    from shipyard.supply.provenance import AttestReport
+
+    if isinstance(report, AttestReport):
+        console.print(f"provenance: {report.signed} signed, {report.kept} unchanged (key: {report.key})")
+        for reason in report.refused:
+            err_console.print(f"[yellow]unsigned[/]: {reason}", soft_wrap=True)
+
+
+def sign_after_build(spec: Spec, dist: Path) -> None:
+    """What a build command runs last: sign the manifest's artifacts when a key is there; without
+    one, say so (verify will then fail on them) and how to make one."""
+    from shipyard.supply.keys import SigningKeyError
+    from shipyard.supply.provenance import sign_dist
+
+    start = time.monotonic()
+    try:
+        report = sign_dist(spec, dist)
+    except SigningKeyError as exc:
+        err_console.print(f"[yellow]unsigned[/]: {exc}", markup=True, soft_wrap=True)
+        return
+    report_signing(report)
+    if report is not None:
+        console.print(f"provenance: {time.monotonic() - start:.2f} s")
+
+
+def cmd_attest(args: argparse.Namespace) -> int:
+    from shipyard.supply.provenance import sign_dist
+
+    spec = _spec(args)
+    if spec.release.supply_chain is None:
+        raise UsageError("release.yaml has no supply_chain section: name signing_key_file or signing_key_env and "
+                         "builder_id there")
+    report = sign_dist(spec, _dist(args))
+    report_signing(report)
+    return 1 if report and report.refused else 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from shipyard.supply.keys import load_public_key
+    from shipyard.supply.verify import verify
+
+    key = load_public_key(Path(args.public_key))
+    results = verify(Path(args.target), key)
+    if not results:
+        raise ShipyardError(f"{args.target}: no artifacts to verify")
+    table = Table(title=f"verify {args.target}")
+    for column in ("artifact", "check", "result", "detail"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        table.add_row(result.artifact, result.check, "[green]ok[/]" if result.ok else "[red]FAILED[/]", result.detail)
+    console.print(table)
+    failed = [r for r in results if not r.ok]
+    for result in failed:
+        err_console.print(str(result), markup=False, soft_wrap=True)
+    artifacts = len({r.artifact for r in results})
+    console.print(f"{artifacts - len({r.artifact for r in failed})} of {artifacts} artifacts verified")
+    return 1 if failed else 0
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    from shipyard.build_report import live_progress
+    from shipyard.cell_filters import check_filters
+    from shipyard.supply.repro import ReproRequest, reproduce, summary_lines
+
+    spec = _spec(args)
+    check_filters(spec.release, variant=args.variant, python=args.python, component=args.component,
+                  target=args.mobile_target)
+    work = Path(args.work) if args.work else spec.root / ".shipyard" / "repro"
+    request = ReproRequest(variant=args.variant, pythons=tuple(args.python or ()),
+                           components=tuple(args.component or ()), mobile_targets=tuple(args.mobile_target or ()),
+                           conda=args.conda, work=work)
+    start = time.monotonic()
+    with live_progress(err_console, "repro") as progress:
+        report = reproduce(spec.root, request, progress)
+    for line in summary_lines(report):
+        console.print(line, markup=False, soft_wrap=True)
+    console.print(f"repro: {time.monotonic() - start:.0f} s; {'identical' if report.ok else 'NOT identical'}")
+    return 0 if report.ok else 1
+
+
+def add_supply_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("keygen", help="make the Ed25519 key pair that signs provenance (kept if it exists)")
+    p.add_argument("--out", help="private key file (default: release.yaml's supply_chain.signing_key_file)")
+    p.add_argument("--force", action="store_true", help="replace an existing key")
+    p.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser("attest", help="sign provenance for every artifact of dist/manifest.json")
+    p.add_argument("--dist", help="dist folder (default: <root>/dist)")
+    p.set_defaults(func=cmd_attest)
+
+    p = sub.add_parser("verify", help="check signatures, subject digests and SBOMs of artifacts")
+    p.add_argument("target", help="a dist/ folder or one artifact in it")
+    p.add_argument("--public-key", required=True, help="the Ed25519 public key (PEM) provenance was signed with")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("repro", help="build cells twice from clean clones and compare every artifact's bytes")
+    p.add_argument("--variant", default="cpu", help="the variant to build (default: cpu)")
+    p.add_argument("--python", action="append", help="only this Python (repeatable)")
+    p.add_argument("--component", action="append", help="only this component (repeatable)")
+    p.add_argument("--mobile-target", action="append", help="also build this ember-lite target (repeatable)")
+    p.add_argument("--conda", action="store_true", help="also build the variant's conda packages")
+    p.add_argument("--work", help="where the two clones go (default: <root>/.shipyard/repro)")
+    p.set_defaults(func=cmd_repro)

@@ -1,0 +1,90 @@
+"""The Ed25519 key that signs provenance: made by `shipyard keygen`, found where release.yaml's
+`supply_chain` says (a PEM file, or an environment variable holding the PEM text), never printed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from securesystemslib.signer import CryptoSigner, SSlibKey
+
+from shipyard.errors import ShipyardError
+from shipyard.spec import SupplyChain
+
+
+class SigningKeyError(ShipyardError):
+    """The signing key or public key is missing or unusable."""
+
+
+def public_key_path(private_key: Path) -> Path:
+    return private_key.with_name(private_key.name.removesuffix(".pem") + ".pub.pem")
+
+
+def generate_key(private_key: Path, *, overwrite: bool = False) -> tuple[Path, Path, bool]:
+    """Write an Ed25519 key pair (PKCS#8 PEM, mode 0600; public key beside it, `.pub.pem`).
+    Returns (private, public, made): an existing key is kept unless `overwrite`."""
+    public = public_key_path(private_key)
+    if private_key.exists() and not overwrite:
+        if not public.exists():
+            public.write_bytes(_public_pem(_read_private(private_key.read_bytes(), str(private_key)).public_key()))
+        return private_key, public, False
+    key = Ed25519PrivateKey.generate()
+    private_key.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(private_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()))
+    public.write_bytes(_public_pem(key.public_key()))
+    return private_key, public, True
+
+
+def _public_pem(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _read_private(pem: bytes, where: str) -> Ed25519PrivateKey:
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError) as exc:  # never quote the bytes: they are the key
+        raise SigningKeyError(f"{where}: not an unencrypted PEM private key ({type(exc).__name__}); make one with "
+                              f"`shipyard keygen`") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SigningKeyError(f"{where}: a {type(key).__name__.removeprefix('_')}, not an Ed25519 key; make one "
+                              f"with `shipyard keygen`")
+    return key
+
+
+def signer_from_pem(pem: bytes, where: str) -> CryptoSigner:
+    """A signer for an Ed25519 PEM private key; `where` names it in errors (never the key)."""
+    return CryptoSigner(_read_private(pem, where))
+
+
+def load_signer(settings: SupplyChain, root: Path) -> tuple[CryptoSigner, str]:
+    """The signer release.yaml names, and where its key came from (a path or `$NAME`, never the key)."""
+    # The variable first: on CI it carries the release key, whatever a checkout holds.
+    if settings.signing_key_env and os.environ.get(settings.signing_key_env):
+        where = f"${settings.signing_key_env}"
+        return signer_from_pem(os.environ[settings.signing_key_env].encode(), where), where
+    if settings.signing_key_file and (root / settings.signing_key_file).is_file():
+        path = root / settings.signing_key_file
+        return signer_from_pem(path.read_bytes(), str(path)), str(path)
+    named = " or ".join(x for x in (f"the file {settings.signing_key_file}" if settings.signing_key_file else "",
+                                    f"${settings.signing_key_env}" if settings.signing_key_env else "") if x)
+    fix = (f"run `shipyard keygen` (writes {settings.signing_key_file})" if settings.signing_key_file
+           else f"export {settings.signing_key_env} with the PEM private key")
+    raise SigningKeyError(f"release.yaml: supply_chain: no signing key in {named}; {fix}")
+
+
+def load_public_key(path: Path) -> SSlibKey:
+    """A public key (PEM, as `shipyard keygen` writes it) to verify signatures with."""
+    if not path.is_file():
+        raise SigningKeyError(f"{path}: no such public key file; pass the .pub.pem that `shipyard keygen` wrote")
+    try:
+        key = serialization.load_pem_public_key(path.read_bytes())
+    except ValueError as exc:
+        raise SigningKeyError(f"{path}: not a PEM public key ({exc})") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise SigningKeyError(f"{path}: not an Ed25519 public key")
+    return SSlibKey.from_crypto(key)

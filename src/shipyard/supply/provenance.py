@@ -1,0 +1,146 @@
+"""Provenance: an in-toto Statement v1 with a SLSA Provenance v1 predicate for each artifact of
+dist/manifest.json, signed offline as a DSSE envelope with the Ed25519 key release.yaml names.
+
+The envelope of a cell lives at `dist/provenance/<cell id>.intoto.jsonl` (one JSON line, as the
+SLSA GitHub generator writes them) and the manifest records that path: `manifest merge` carries
+it like any other file of a fragment. On GitHub Actions the same statement would be signed
+keylessly with Sigstore (the job's OIDC identity, Fulcio certificate, Rekor entry); that path is
+described in the README and was not run here: this machine reaches neither Fulcio nor Rekor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from securesystemslib.dsse import Envelope
+from securesystemslib.signer import Signer
+
+from shipyard.errors import ShipyardError
+from shipyard.manifest import ArtifactRecord, Manifest, merge_artifacts, read_manifest
+from shipyard.source_tree import git_info
+from shipyard.validate import Spec
+from shipyard.wheel.index import sha256_of
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+BUILD_TYPE = "https://github.com/ember-ml/shipyard/buildtypes/cell/v1"
+PROVENANCE_DIR = "provenance"
+
+
+@dataclass(frozen=True)
+class BuildDefinition:
+    """What every statement of one signing run shares."""
+
+    release_yaml_sha256: str
+    git_sha: str
+    source: str  # the repository URL the git sha belongs to
+    builder_id: str
+
+
+def envelope_path(dist: Path, record: ArtifactRecord) -> Path:
+    return dist / PROVENANCE_DIR / f"{record.cell_id}.intoto.jsonl"
+
+
+def subject_digest(dist: Path, record: ArtifactRecord) -> str:
+    """The sha256 a statement names: of the file, or an image's id (its config digest)."""
+    return sha256_of(dist / record.path) if record.path else record.sha256
+
+
+def statement(record: ArtifactRecord, digest: str, definition: BuildDefinition) -> dict[str, Any]:
+    """The in-toto Statement v1 (SLSA Provenance v1 predicate) of one artifact."""
+    git_sha = str(record.build.get("git_sha") or definition.git_sha)
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": record.name, "digest": {"sha256": digest}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": {
+                    "release": {"path": "release.yaml", "digest": {"sha256": definition.release_yaml_sha256}},
+                    "cell": record.cell_id, "component": record.component, "package_type": record.package_type,
+                    "variant": record.variant, "platform": record.platform, "python": record.python,
+                    "version": record.version,
+                },
+                "internalParameters": {"toolchain": record.build.get("toolchain"),
+                                       "cache_key": record.build.get("cache_key")},
+                "resolvedDependencies": [{"uri": f"git+{definition.source}@{git_sha}",
+                                          "digest": {"gitCommit": git_sha}}],
+            },
+            "runDetails": {"builder": {"id": definition.builder_id}},
+        },
+    }
+
+
+def sign_statement(data: dict[str, Any], signer: Signer) -> bytes:
+    """The DSSE envelope of a statement as one JSON line."""
+    envelope = Envelope(json.dumps(data, sort_keys=True, separators=(",", ":")).encode(), PAYLOAD_TYPE, {})
+    envelope.sign(signer)
+    return (json.dumps(envelope.to_dict(), sort_keys=True) + "\n").encode()
+
+
+def build_definition(spec: Spec) -> BuildDefinition:
+    settings = spec.release.supply_chain
+    assert settings is not None
+    source = spec.release.images.source if spec.release.images else spec.root.resolve().as_uri()
+    return BuildDefinition(release_yaml_sha256=hashlib.sha256((spec.root / "release.yaml").read_bytes()).hexdigest(),
+                           git_sha=git_info(spec.root).sha, source=source, builder_id=settings.builder_id)
+
+
+@dataclass(frozen=True)
+class AttestReport:
+    signed: int
+    kept: int  # already signed for the same bytes
+    key: str  # where the key came from (a path or $NAME)
+    refused: tuple[str, ...] = ()  # artifacts left unsigned: missing, or not the bytes the manifest records
+
+
+def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str) -> AttestReport:
+    """Sign a provenance statement for every artifact in `dist/manifest.json` that has none for its
+    current bytes; record each envelope's path in the manifest."""
+    manifest: Manifest | None = read_manifest(dist / "manifest.json")
+    if manifest is None:
+        raise ShipyardError(f"{dist / 'manifest.json'}: no manifest to attest; build first")
+    definition = build_definition(spec)
+    updated, kept, refused = [], 0, []
+    for record in manifest.artifacts:
+        # Never sign what the manifest does not describe: such an artifact stays unsigned, and verify says so.
+        if record.path and not (dist / record.path).is_file():
+            refused.append(f"{dist / record.path}: recorded in the manifest (cell {record.cell_id}) but missing; "
+                           f"rebuild it")
+            continue
+        digest = subject_digest(dist, record)
+        if digest != record.sha256:
+            refused.append(f"{record.name}: its sha256 is {digest} but the manifest records {record.sha256}; "
+                           f"the file changed after it was recorded: rebuild it")
+            continue
+        path = envelope_path(dist, record)
+        data = statement(record, digest, definition)
+        envelope = sign_statement(data, signer)
+        # Ed25519 signatures are deterministic: the same statement and key give the same bytes.
+        if path.is_file() and path.read_bytes() == envelope and record.provenance:
+            kept += 1
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(envelope)
+        updated.append(record.model_copy(update={"provenance": path.relative_to(dist).as_posix()}))
+    if updated:
+        merge_artifacts(dist / "manifest.json", release=manifest.release, version=manifest.version,
+                        records=updated)
+    return AttestReport(signed=len(updated), kept=kept, key=key_source, refused=tuple(refused))
+
+
+def sign_dist(spec: Spec, dist: Path) -> AttestReport | None:
+    """Sign every artifact of `dist` with release.yaml's key; None when the release names no
+    supply_chain. A missing key raises SigningKeyError with the fix."""
+    from shipyard.supply.keys import load_signer
+
+    if spec.release.supply_chain is None:
+        return None
+    signer, source = load_signer(spec.release.supply_chain, spec.root)
+    return attest_manifest(spec, dist, signer, source)

@@ -1,0 +1,265 @@
+"""CycloneDX SBOMs (cyclonedx-python-lib): what is inside an artifact.
+
+A wheel's lists the component and its version, each library auditwheel grafted with the Debian
+package (or CUDA toolkit) and version it came from, the toolchain that built it (compiler,
+nvcc, Python) and its Python dependencies. Wheels carry it under `.dist-info/sboms/` (PEP 770).
+Everything in it follows from the wheel and the toolchain: no clock time, no random ids, so a
+rebuild gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.parser import BytesHeaderParser
+from pathlib import Path, PurePosixPath
+
+from cyclonedx.model import HashAlgorithm, HashType, Property
+from cyclonedx.model.bom import Bom, BomMetaData
+from cyclonedx.model.component import Component, ComponentScope, ComponentType
+from cyclonedx.output.json import JsonV1Dot6
+from packageurl import PackageURL
+from packaging.requirements import Requirement
+
+from shipyard.supply.grafted import GraftedLibrary, grafted_members, identify
+from shipyard.toolchains.discover import Compiler
+from shipyard.toolchains.resolve import Toolchain
+
+# Properties shipyard adds to components (CycloneDX's `properties`, namespaced by their prefix).
+ROLE = "shipyard:role"  # vendored | toolchain | dependency
+WHEEL_PATH = "shipyard:wheel-path"  # where a vendored library sits in the wheel
+ORIGINAL_FILE = "shipyard:original-file"
+SOURCE_PACKAGE = "shipyard:source-package"
+REQUIREMENT = "shipyard:requirement"
+
+
+@dataclass(frozen=True)
+class SbomSubject:
+    """The artifact an SBOM describes."""
+
+    name: str  # distribution name, as in the wheel's file name
+    version: str  # the final version (1.7.0+cpu)
+    purl_type: str = "pypi"
+
+
+def sbom_member(dist_info: str, name: str) -> str:
+    """Where a wheel carries its SBOM (PEP 770): `<dist-info>/sboms/<name>.cdx.json`."""
+    return f"{dist_info}/sboms/{name}.cdx.json"
+
+
+def _prop(name: str, value: str) -> Property:
+    return Property(name=name, value=value)
+
+
+def _vendored(lib: GraftedLibrary) -> Component:
+    if lib.arch:  # a Debian binary package
+        qualifiers = {"arch": lib.arch} | ({"distro": lib.distro} if lib.distro else {})
+        purl = PackageURL("deb", "debian", lib.package, lib.version, qualifiers)
+    else:
+        purl = PackageURL("generic", "nvidia", lib.package, lib.version)
+    return Component(
+        name=lib.package, version=lib.version, type=ComponentType.LIBRARY, bom_ref=f"vendored:{lib.wheel_path}",
+        purl=purl, hashes=[HashType(alg=HashAlgorithm.SHA_256, content=lib.sha256)],
+        properties=[_prop(ROLE, "vendored"), _prop(WHEEL_PATH, lib.wheel_path),
+                    _prop(ORIGINAL_FILE, lib.original_path), _prop(SOURCE_PACKAGE, lib.source_package)])
+
+
+def _tool(name: str, version: str, detail: str = "") -> Component:
+    # Built with, not shipped: CycloneDX's `excluded` scope.
+    props = [_prop(ROLE, "toolchain")] + ([_prop("shipyard:identity", detail)] if detail else [])
+    return Component(name=name, version=version, type=ComponentType.APPLICATION, scope=ComponentScope.EXCLUDED,
+                     bom_ref=f"toolchain:{name}", properties=props)
+
+
+def toolchain_components(toolchain: Toolchain) -> list[Component]:
+    """The compilers and interpreter that built the artifact (the facts of toolchains/)."""
+    tools = []
+    if toolchain.interpreter:
+        tools.append(_tool("cpython", toolchain.interpreter.full_version, toolchain.interpreter.binary_sha256))
+    if toolchain.compiler:
+        tools.append(_tool("gcc", toolchain.compiler.version, _compiler_detail(toolchain.compiler)))
+    if toolchain.cuda:
+        tools.append(_tool("nvcc", toolchain.cuda.version, toolchain.cuda.identity))
+    if toolchain.cuda_host_compiler:
+        tools.append(_tool("cuda-host-gcc", toolchain.cuda_host_compiler.version,
+                           _compiler_detail(toolchain.cuda_host_compiler)))
+    return tools
+
+
+def _compiler_detail(compiler: Compiler) -> str:
+    """The host's g++ by its path; a sysroot's by the sysroot and its identity (10.2.1@bullseye:…),
+    not by its path in this machine's cache, so the SBOM does not depend on where that is."""
+    return compiler.identity if compiler.sysroot else str(compiler.cxx)
+
+
+def sbom_toolchain(toolchain: Toolchain, *, pure: bool) -> Toolchain:
+    """The toolchain an SBOM names. A pure wheel compiles nothing and is the same bytes whichever
+    Python built it (every variant's index holds it), so it names none."""
+    return Toolchain(None, None, None, None) if pure else toolchain
+
+
+def _dependency(requirement: str) -> Component:
+    req = Requirement(requirement)
+    return Component(name=req.name, type=ComponentType.LIBRARY, bom_ref=f"dependency:{req.name}",
+                     purl=PackageURL("pypi", None, req.name.lower(), None),
+                     properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, str(req))])
+
+
+def render(subject: SbomSubject, parts: Sequence[Component], *, epoch: int, purl: PackageURL | None = None) -> bytes:
+    """The SBOM as CycloneDX 1.6 JSON: the subject as metadata.component, `parts` as its components."""
+    purl = purl or PackageURL(subject.purl_type, None, subject.name.lower(), subject.version)
+    main = Component(name=subject.name, version=subject.version, type=ComponentType.LIBRARY,
+                     bom_ref=str(purl), purl=purl)
+    # Derived from the content, so the same artifact gets the same serial number on every build.
+    identity = "\n".join([str(purl), *sorted(f"{c.bom_ref.value}={c.version}" for c in parts)])
+    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, identity),
+              metadata=BomMetaData(component=main, timestamp=datetime.fromtimestamp(epoch, UTC)))
+    for part in parts:
+        bom.components.add(part)
+    bom.register_dependency(main, [p for p in parts if p.scope != ComponentScope.EXCLUDED])
+    text = JsonV1Dot6(bom).output_as_string(indent=2)
+    return (json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n").encode()
+
+
+def _requires_dist(zf: zipfile.ZipFile) -> list[str]:
+    metadata = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
+    headers = BytesHeaderParser().parsebytes(zf.read(metadata))
+    return headers.get_all("Requires-Dist") or []
+
+
+def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch: int,
+               library_path: Sequence[Path] = ()) -> bytes:
+    """The SBOM of a repaired wheel: every grafted library traced to the file and package it came
+    from (the sysroot's .debs when the toolchain compiled against one, the host's otherwise)."""
+    cuda = toolchain.cuda
+    with zipfile.ZipFile(wheel) as zf:
+        grafted = grafted_members(zf.namelist())
+        requirements = _requires_dist(zf)
+    sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
+    vendored = [identify(m, library_path=library_path, sysroot=sysroot, cuda_version=cuda.version if cuda else None,
+                         cuda_root=cuda.root if cuda else None) for m in grafted]
+    parts = [*map(_vendored, vendored), *toolchain_components(toolchain), *map(_dependency, requirements)]
+    return render(subject, parts, epoch=epoch)
+
+
+def wheel_sbom_files(wheel: Path, toolchain: Toolchain, *, version: str, epoch: int,
+                     library_path: Sequence[Path] = ()) -> dict[str, bytes]:
+    """{wheel-relative path: bytes} of the SBOM for a wheel that will carry `version` (relabel adds it)."""
+    name = wheel.name.split("-", 1)[0]
+    subject = SbomSubject(name=name, version=version)
+    member = sbom_member(f"{name}-{version}.dist-info", name)
+    return {member: wheel_sbom(wheel, subject, toolchain, epoch=epoch, library_path=library_path)}
+
+
+CONDA_SBOM = "info/sbom.cdx.json"
+
+
+def conda_sbom(package: Path, *, epoch: int) -> bytes:
+    """The SBOM of a conda package: the package (name, version, build, subdir) and its run
+    dependencies as its info/index.json declares them (conda packages vendor nothing: libpng and
+    the CUDA runtime are dependencies, resolved at install)."""
+    from rattler.package import IndexJson
+
+    index = IndexJson.from_package_archive(package)
+    name = index.name.normalized
+    qualifiers = {"build": str(index.build), "subdir": index.subdir or ""}
+    purl = PackageURL("conda", None, name, str(index.version), qualifiers)
+    parts = []
+    for spec in index.depends:
+        dep = spec.split()[0]
+        parts.append(Component(name=dep, type=ComponentType.LIBRARY, bom_ref=f"dependency:{dep}",
+                               purl=PackageURL("conda", None, dep, None),
+                               properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, spec)]))
+    subject = SbomSubject(name=name, version=str(index.version), purl_type="conda")
+    return render(subject, parts, epoch=epoch, purl=purl)
+
+
+@dataclass(frozen=True)
+class ImageContents:
+    """What an image is made of, as the image build knows it."""
+
+    repository: str
+    version: str
+    release_wheels: tuple[tuple[str, str], ...]  # (wheel file name, sha256), installed by name
+    pins: tuple[str, ...]  # the third-party wheels, name==version
+    bases: tuple[tuple[str, str, str], ...]  # (role, reference, image id)
+
+
+def image_sbom(contents: ImageContents, *, epoch: int) -> bytes:
+    """The SBOM of an image: the release wheels it installs (with their sha256), the pinned
+    third-party wheels, and the base images by id. Attached beside the image (dist/sboms/) and
+    named by its sha256 in a label, so the image points at exactly this document."""
+    from packaging.utils import parse_wheel_filename
+
+    parts = []
+    for wheel, digest in contents.release_wheels:
+        name, version, _, _ = parse_wheel_filename(wheel)
+        parts.append(Component(name=str(name), version=str(version), type=ComponentType.LIBRARY,
+                               bom_ref=f"wheel:{wheel}", purl=PackageURL("pypi", None, str(name), str(version)),
+                               hashes=[HashType(alg=HashAlgorithm.SHA_256, content=digest)],
+                               properties=[_prop(ROLE, "release-wheel"), _prop("shipyard:file", wheel)]))
+    for pin in contents.pins:
+        req = Requirement(pin)
+        pinned = next(iter(req.specifier)).version if req.specifier else None
+        purl = PackageURL("pypi", None, req.name.lower(), pinned)
+        parts.append(Component(name=req.name, version=pinned, type=ComponentType.LIBRARY,
+                               bom_ref=f"dependency:{req.name}", purl=purl,
+                               properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, pin)]))
+    for role, reference, image_id in contents.bases:
+        parts.append(Component(name=reference, type=ComponentType.CONTAINER, bom_ref=f"base:{role}",
+                               hashes=[HashType(alg=HashAlgorithm.SHA_256, content=image_id.removeprefix("sha256:"))],
+                               properties=[_prop(ROLE, f"base-image:{role}")]))
+    subject = SbomSubject(name=contents.repository, version=contents.version, purl_type="docker")
+    return render(subject, parts, epoch=epoch)
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SbomListing:
+    """What an SBOM says, as `shipyard verify` compares it with an artifact."""
+
+    member: str
+    subject: str
+    version: str
+    vendored: dict[str, str]  # wheel path -> "package version"
+
+
+def read_wheel_sbom(zf: zipfile.ZipFile) -> SbomListing | None:
+    """The SBOM a wheel carries under .dist-info/sboms/, or None."""
+    members = [n for n in zf.namelist() if PurePosixPath(n).parent.name == "sboms"
+               and PurePosixPath(n).parent.parent.name.endswith(".dist-info") and n.endswith(".cdx.json")]
+    if not members:
+        return None
+    return _listing(members[0], json.loads(zf.read(members[0])))
+
+
+def _listing(member: str, data: dict) -> SbomListing:
+    main = data["metadata"]["component"]
+    vendored = {}
+    for component in data.get("components", []):
+        props = {p["name"]: p["value"] for p in component.get("properties", [])}
+        if props.get(ROLE) == "vendored":
+            vendored[props[WHEEL_PATH]] = f"{component['name']} {component.get('version', '')}".strip()
+    return SbomListing(member, main["name"], main.get("version", ""), vendored)
+
+
+def read_conda_sbom(package: Path) -> SbomListing | None:
+    """The SBOM a .conda package carries at info/sbom.cdx.json, or None."""
+    import tarfile
+
+    import zstandard
+
+    with zipfile.ZipFile(package) as zf:
+        info = next(n for n in zf.namelist() if n.startswith("info-") and n.endswith(".tar.zst"))
+        with zf.open(info) as source, zstandard.ZstdDecompressor().stream_reader(source) as reader, \
+                tarfile.open(fileobj=reader, mode="r|") as tar:
+            for member in tar:
+                handle = tar.extractfile(member) if member.name == CONDA_SBOM else None
+                if handle is not None:
+                    return _listing(CONDA_SBOM, json.loads(handle.read()))
+    return None

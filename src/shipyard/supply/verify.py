@@ -1,0 +1,186 @@
+"""`shipyard verify <artifact | dist/> --public-key K`: for each artifact, its signed provenance
+verifies against K, the statement's subject is this file's name and sha256, and (wheels) the
+SBOM it carries lists exactly the shared libraries vendored in it, with a RECORD that matches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError
+from securesystemslib.signer import Key
+from wheel.wheelfile import WheelError, WheelFile
+
+from shipyard import docker_base
+from shipyard.errors import ShipyardError
+from shipyard.manifest import ArtifactRecord, read_manifest
+from shipyard.supply.grafted import grafted_members
+from shipyard.supply.provenance import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_path, subject_digest
+from shipyard.supply.sbom import CONDA_SBOM, read_conda_sbom, read_wheel_sbom
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    artifact: str
+    check: str  # provenance | signature | subject | record | sbom
+    ok: bool
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.artifact}: {self.check}: {'ok' if self.ok else 'FAILED'}: {self.detail}"
+
+
+def _find_records(target: Path) -> tuple[Path, list[ArtifactRecord]]:
+    """(dist folder, records to verify) for a dist folder or one artifact inside one."""
+    if target.is_dir():
+        manifest = read_manifest(target / "manifest.json")
+        if manifest is None:
+            raise ShipyardError(f"{target}: no manifest.json; pass a dist/ folder that a build wrote, or an artifact")
+        return target, list(manifest.artifacts)
+    if not target.is_file():
+        raise ShipyardError(f"{target}: no such artifact or folder")
+    for folder in target.resolve().parents:
+        manifest = read_manifest(folder / "manifest.json")
+        if manifest is None:
+            continue
+        found = [r for r in manifest.artifacts if r.path and (folder / r.path).resolve() == target.resolve()]
+        if found:
+            return folder, found
+    raise ShipyardError(f"{target}: recorded in no manifest.json of a folder above it; verify it inside the dist/ "
+                        f"folder it was built into (its provenance is recorded there)")
+
+
+def verify(target: Path, public_key: Key) -> list[CheckResult]:
+    """Every check of every artifact under `target` (a dist folder or one artifact)."""
+    dist, records = _find_records(target)
+    results: list[CheckResult] = []
+    for record in records:
+        results += list(_verify_one(dist, record, public_key))
+    return results
+
+
+def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckResult]:
+    name = record.name
+    path = dist / record.provenance if record.provenance else envelope_path(dist, record)
+    if not path.is_file():
+        yield CheckResult(name, "provenance", False, f"no signed provenance at {path}; sign with `shipyard attest`")
+        return
+    try:
+        envelope = Envelope.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as exc:
+        yield CheckResult(name, "provenance", False, f"{path} is not a DSSE envelope ({exc})")
+        return
+    try:
+        envelope.verify([key], 1)
+    except VerificationError:
+        signers = ", ".join(k[:16] + "…" for k in envelope.signatures)
+        yield CheckResult(name, "signature", False, f"{path} is not signed by the given public key (keyid "
+                                                    f"{key.keyid[:16]}…; signed by {signers})")
+        return
+    yield CheckResult(name, "signature", True, f"{path.relative_to(dist)} signed by keyid {key.keyid[:16]}…")
+    statement = json.loads(envelope.payload)
+    if envelope.payload_type != PAYLOAD_TYPE or statement.get("_type") != STATEMENT_TYPE:
+        yield CheckResult(name, "subject", False,
+                          f"the envelope holds no in-toto Statement v1 ({envelope.payload_type})")
+        return
+    subjects = {s["name"]: s["digest"].get("sha256") for s in statement.get("subject", [])}
+    if record.path and not (dist / record.path).is_file():
+        yield CheckResult(name, "subject", False, f"{dist / record.path} is missing")
+        return
+    if record.package_type == "docker":
+        digest = _engine_image_id(record.name)
+        if digest is None:
+            yield CheckResult(name, "subject", False, f"the local docker engine holds no image {name}; pull it "
+                                                      f"(docker pull) and verify again")
+            return
+    else:
+        digest = subject_digest(dist, record)
+    if name not in subjects:
+        yield CheckResult(name, "subject", False, f"the statement's subjects are {sorted(subjects)}, not this artifact")
+    elif subjects[name] != digest:
+        yield CheckResult(name, "subject", False, f"sha256 {digest} of the file, but the signed statement names "
+                                                  f"{subjects[name]}: the artifact changed after signing")
+    else:
+        yield CheckResult(name, "subject", True, f"sha256 {digest[:16]}… as signed")
+    if record.package_type == "wheel":
+        yield from _verify_wheel(dist / record.path)
+    elif record.package_type == "conda" and record.path.endswith(".conda"):
+        yield _verify_conda(dist / record.path)
+    elif record.package_type == "docker":
+        yield _verify_image_sbom(dist, record)
+
+
+def _engine_image_id(tag: str) -> str | None:
+    """The id (config digest, hex) of the image the local engine holds under `tag`, or None."""
+    from shipyard.errors import ToolError
+
+    try:
+        labels = docker_base.image_labels(tag)
+        return docker_base.image_id(tag).removeprefix("sha256:") if labels is not None else None
+    except (ToolError, FileNotFoundError):
+        return None
+
+
+def _verify_image_sbom(dist: Path, record: ArtifactRecord) -> CheckResult:
+    """An image's SBOM is the file beside it whose sha256 the image's label names."""
+    from shipyard.image.build import SBOM_LABEL
+
+    name = record.name
+    relative = record.build.get("sbom")
+    if not relative or not (dist / relative).is_file():
+        return CheckResult(name, "sbom", False, f"no SBOM file recorded or present ({relative or 'none recorded'})")
+    digest = hashlib.sha256((dist / relative).read_bytes()).hexdigest()
+    labelled = (docker_base.image_labels(name) or {}).get(SBOM_LABEL)
+    if labelled != digest:
+        return CheckResult(name, "sbom", False, f"{relative} has sha256 {digest[:16]}…, the image's {SBOM_LABEL} "
+                                                f"label names {labelled or 'nothing'}")
+    return CheckResult(name, "sbom", True, f"{relative} is the SBOM the image's label names")
+
+
+def _verify_conda(package: Path) -> CheckResult:
+    from rattler.package import IndexJson
+
+    version = str(IndexJson.from_package_archive(package).version)
+    listing = read_conda_sbom(package)
+    if listing is None:
+        return CheckResult(package.name, "sbom", False, f"no CycloneDX SBOM at {CONDA_SBOM}")
+    if listing.version != version:
+        return CheckResult(package.name, "sbom", False, f"{CONDA_SBOM} describes version {listing.version}, "
+                                                        f"the package is {version}")
+    return CheckResult(package.name, "sbom", True, f"{CONDA_SBOM} names {listing.subject} {listing.version}")
+
+
+def _verify_wheel(wheel: Path) -> Iterator[CheckResult]:
+    name = wheel.name
+    try:  # wheel's reader checks every member against RECORD's hash and size
+        with WheelFile(wheel) as wf:
+            for info in wf.infolist():
+                wf.read(info.filename)
+    except (WheelError, zipfile.BadZipFile, OSError) as exc:
+        yield CheckResult(name, "record", False, f"RECORD does not match the contents: {exc}")
+        return
+    yield CheckResult(name, "record", True, "every member matches RECORD")
+    with zipfile.ZipFile(wheel) as zf:
+        listing = read_wheel_sbom(zf)
+        inside = set(grafted_members(zf.namelist()))
+    if listing is None:
+        yield CheckResult(name, "sbom", False, "no CycloneDX SBOM under .dist-info/sboms/ (PEP 770)")
+        return
+    _, version, _, _ = parse_wheel_filename(name)
+    problems = []
+    if listing.version != str(version):
+        problems.append(f"it describes version {listing.version}, the wheel is {version}")
+    listed = set(listing.vendored)
+    problems += [f"{m} is vendored but not listed" for m in sorted(inside - listed)]
+    problems += [f"{m} is listed but not in the wheel" for m in sorted(listed - inside)]
+    if problems:
+        yield CheckResult(name, "sbom", False, f"{listing.member}: " + "; ".join(problems))
+    else:
+        libs = ", ".join(sorted(listing.vendored.values())) or "no vendored libraries"
+        yield CheckResult(name, "sbom", True, f"lists what is vendored: {libs}")

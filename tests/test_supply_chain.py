@@ -1,0 +1,171 @@
+"""Supply chain on the fixture release: the SBOM inside a wheel, signed provenance, `shipyard
+verify` on good artifacts and on each kind of tampering, and `shipyard repro`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from minirelease import make_checkout
+from sysroot_debs import deb_versions, installed_sysroot
+
+from shipyard.cli import main
+from shipyard.supply.keys import generate_key
+from shipyard.supply.repro import ReproRequest, reproduce, summary_lines
+
+pytestmark = pytest.mark.slow
+
+FIXCEXT = "fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl"
+
+
+@pytest.fixture(scope="module")
+def signed_build(tmp_path_factory):
+    """The fixture release's CPU wheels for Python 3.11, built and signed as `nox -s build-cpu` does."""
+    root = make_checkout(tmp_path_factory.mktemp("supply") / "release")
+    assert main(["--root", str(root), "keygen"]) == 0
+    assert main(["--root", str(root), "build", "--variant", "cpu", "--python", "3.11", "--no-tests"]) == 0
+    return root
+
+
+def _public_key(root: Path) -> str:
+    return str(root / ".shipyard" / "keys" / "provenance-ed25519.pub.pem")
+
+
+def _verify(target: Path, key: str, capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["verify", str(target), "--public-key", key])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def _copy(root: Path, tmp_path: Path) -> Path:
+    dist = tmp_path / "dist"
+    shutil.copytree(root / "dist", dist)
+    return dist
+
+
+def test_the_wheel_sbom_names_the_libpng_inside_it(signed_build):
+    wheel = signed_build / "dist" / "whl" / "cpu" / "fixcext" / FIXCEXT
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        sboms = [n for n in names if "/sboms/" in n]
+        bom = json.loads(zf.read(sboms[0]))
+        record = zf.read("fixcext-0.3.0+cpu.dist-info/RECORD").decode()
+    # Ours only: auditwheel's own SBOM named the version before relabelling.
+    assert sboms == ["fixcext-0.3.0+cpu.dist-info/sboms/fixcext.cdx.json"]
+    assert f"{sboms[0]},sha256=" in record
+    assert bom["metadata"]["component"]["version"] == "0.3.0+cpu"
+    vendored = [n for n in names if n.startswith("fixcext.libs/")]
+    assert len(vendored) == 1 and "libpng16" in vendored[0], vendored
+    libs = {c["name"]: c for c in bom["components"]
+            if {"name": "shipyard:role", "value": "vendored"} in c["properties"]}
+    assert set(libs) == {"libpng16-16"}
+    png = libs["libpng16-16"]
+    # Linked against the bullseye sysroot: its libpng, from the bullseye .deb (1.6.37-3), not this host's.
+    sysroot = installed_sysroot("bullseye")
+    assert png["version"] == deb_versions(sysroot)["libpng16-16"]
+    # named by its path in the suite (not this machine's cache path), and it is that file of the sysroot
+    original = next(p["value"] for p in png["properties"] if p["name"] == "shipyard:original-file")
+    assert original.startswith("/usr/lib/x86_64-linux-gnu/libpng16.so.16"), original
+    assert hashlib.sha256((sysroot.tree / original.lstrip("/")).read_bytes()).hexdigest() == png["hashes"][0]["content"]
+    assert png["purl"] == f"pkg:deb/debian/libpng16-16@{png['version']}?arch=amd64&distro=bullseye", png["purl"]
+    assert {"name": "shipyard:wheel-path", "value": vendored[0]} in png["properties"]
+    # Nothing in it depends on where this machine keeps its toolchains (the sysroot, its g++).
+    assert str(sysroot.root) not in json.dumps(bom) and "/.cache/" not in json.dumps(bom), bom
+    tools = {c["name"]: c["version"] for c in bom["components"] if c.get("scope") == "excluded"}
+    assert tools["cpython"].startswith("3.11.") and tools["gcc"].split(".")[0].isdigit(), tools
+
+
+def test_verify_passes_on_the_built_dist_and_on_one_artifact(signed_build, capsys):
+    key = _public_key(signed_build)
+    code, out = _verify(signed_build / "dist", key, capsys)
+    assert code == 0, out
+    assert "2 of 2 artifacts verified" in out
+    envelope = json.loads((signed_build / "dist" / "provenance" / "fixcext-cpu-linux-x86_64-cp311-wheel.intoto.jsonl")
+                          .read_text())
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    code, out = _verify(signed_build / "dist" / "whl" / "cpu" / "fixcext" / FIXCEXT, key, capsys)
+    assert code == 0, out
+    assert "1 of 1 artifacts verified" in out
+
+
+def test_a_flipped_byte_fails_the_subject_check(signed_build, tmp_path, capsys):
+    dist = _copy(signed_build, tmp_path)
+    wheel = dist / "whl" / "cpu" / "fixcext" / FIXCEXT
+    data = bytearray(wheel.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    wheel.write_bytes(bytes(data))
+    code, out = _verify(dist, _public_key(signed_build), capsys)
+    assert code == 1
+    assert f"{FIXCEXT}: subject: FAILED" in out and "changed after signing" in out
+    assert "1 of 2 artifacts verified" in out
+
+
+def test_a_wrong_key_fails_the_signature_check(signed_build, tmp_path, capsys):
+    _, other, _ = generate_key(tmp_path / "other.pem")
+    code, out = _verify(signed_build / "dist", str(other), capsys)
+    assert code == 1
+    assert f"{FIXCEXT}: signature: FAILED" in out and "not signed by the given public key" in out
+    assert "fixpure-0.3.0-py3-none-any.whl: signature: FAILED" in out
+
+
+def test_a_missing_sbom_entry_fails_the_sbom_check_even_when_re_signed(signed_build, tmp_path, capsys):
+    """Drop libpng from the SBOM, rebuild RECORD and re-sign: signature and digest pass, the SBOM check fails."""
+    from wheel.wheelfile import WheelFile
+
+    dist = _copy(signed_build, tmp_path)
+    wheel = dist / "whl" / "cpu" / "fixcext" / FIXCEXT
+    tree = tmp_path / "tree"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tree)
+    sbom = tree / "fixcext-0.3.0+cpu.dist-info" / "sboms" / "fixcext.cdx.json"
+    bom = json.loads(sbom.read_text())
+    bom["components"] = [c for c in bom["components"] if c["name"] != "libpng16-16"]
+    sbom.write_text(json.dumps(bom))
+    (tree / "fixcext-0.3.0+cpu.dist-info" / "RECORD").unlink()
+    wheel.unlink()
+    with WheelFile(wheel, "w") as wf:
+        wf.write_files(str(tree))
+    # The manifest follows the new bytes, and the artifact is signed again with the right key.
+    manifest = json.loads((dist / "manifest.json").read_text())
+    for artifact in manifest["artifacts"]:
+        if artifact["name"] == FIXCEXT:
+            artifact["sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
+            artifact["size"] = wheel.stat().st_size
+    (dist / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["--root", str(signed_build), "attest", "--dist", str(dist)]) == 0
+    code, out = _verify(dist, _public_key(signed_build), capsys)
+    assert code == 1
+    assert f"{FIXCEXT}: signature: FAILED" not in out and f"{FIXCEXT}: subject: FAILED" not in out
+    assert f"{FIXCEXT}: sbom: FAILED" in out
+    assert "fixcext.libs/libpng16-" in out and "is vendored but not listed" in out
+
+
+def test_a_tampered_statement_fails_the_signature_check(signed_build, tmp_path, capsys):
+    import base64
+
+    dist = _copy(signed_build, tmp_path)
+    path = dist / "provenance" / "fixcext-cpu-linux-x86_64-cp311-wheel.intoto.jsonl"
+    envelope = json.loads(path.read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"]["runDetails"]["builder"]["id"] = "https://attacker.invalid"
+    envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    path.write_text(json.dumps(envelope))
+    code, out = _verify(dist, _public_key(signed_build), capsys)
+    assert code == 1
+    assert f"{FIXCEXT}: signature: FAILED" in out
+
+
+def test_repro_reports_every_artifact_identical(tmp_path):
+    root = make_checkout(tmp_path / "release")
+    report = reproduce(root, ReproRequest(variant="cpu", pythons=("3.11",), work=tmp_path / "repro"))
+    lines = "\n".join(summary_lines(report))
+    assert report.ok, lines
+    # fixcext for 3.11, and fixpure in the index of every variant it stands for (cpu, cu102, cu118).
+    assert report.by_kind()["wheel"] == (4, 4), lines
+    assert report.by_kind()["index"][0] == report.by_kind()["index"][1] > 0, lines
+    assert "(100 %)" in lines
