@@ -13,14 +13,12 @@ benchmark's images use their own repository name, so ember:* tags are left alone
 from __future__ import annotations
 
 import argparse
-import base64
 import dataclasses
-import hashlib
 import shutil
 import statistics
+import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 import docker
@@ -32,6 +30,9 @@ from shipyard.wheel.index import sha256_of, write_index
 from shipyard.wheel.pipeline import BuildRequest, build_variant
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' wheel-edit helper, as bench_publish uses their servers
+
+from wheel_edit import append_to_wheel_member  # noqa: E402
 
 
 def _wheels(spec: Spec, variant: str, dist: Path) -> None:
@@ -44,22 +45,8 @@ def _wheels(spec: Spec, variant: str, dist: Path) -> None:
 def _change_wheel(dist: Path, variant_tag: str, round_no: int) -> None:
     """Append a comment to emberaudio/__init__.py inside its wheel; fix RECORD, index and manifest."""
     wheel = next((dist / "whl" / variant_tag / "emberaudio").glob("*.whl"))
-    member = "emberaudio/__init__.py"
-    tmp = wheel.with_suffix(".tmp")
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
-        record = next(n for n in src.namelist() if n.endswith(".dist-info/RECORD"))
-        data = src.read(member) + f"\n# bench-docker change {round_no} {time.time()}\n".encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        for info in src.infolist():
-            if info.filename == member:
-                dst.writestr(info, data)
-            elif info.filename == record:
-                lines = [f"{member},sha256={digest},{len(data)}" if line.startswith(f"{member},") else line
-                         for line in src.read(record).decode().splitlines()]
-                dst.writestr(info, "\n".join(lines) + "\n")
-            else:
-                dst.writestr(info, src.read(info.filename))
-    tmp.replace(wheel)
+    append_to_wheel_member(wheel, "emberaudio/__init__.py",
+                           f"\n# bench-docker change {round_no} {time.time()}\n".encode())
     write_index(dist / "whl" / variant_tag)
     manifest = read_manifest(dist / "manifest.json")
     assert manifest is not None

@@ -11,7 +11,6 @@ change nothing.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import json
@@ -20,7 +19,6 @@ import secrets
 import shutil
 import time
 import uuid
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +27,7 @@ import pytest
 import requests
 from ember_images import EmberImages
 from publish_servers import docker_registry
+from wheel_edit import append_to_wheel_member
 
 from shipyard import command
 from shipyard.errors import CheckFailed
@@ -317,25 +316,6 @@ def test_images_hold_no_pip_cache_apt_list_or_secret(ember_images: EmberImages, 
         client.images.remove(tag, force=True)
 
 
-def _edit_wheel(wheel: Path, member: str, extra: bytes) -> None:
-    """Append `extra` to one file of a wheel and fix its RECORD line (the wheel stays valid)."""
-    tmp = wheel.with_suffix(".tmp")
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
-        record_name = next(n for n in src.namelist() if n.endswith(".dist-info/RECORD"))
-        data = src.read(member) + extra
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        for info in src.infolist():
-            if info.filename == member:
-                dst.writestr(info, data)
-            elif info.filename == record_name:
-                lines = [f"{member},sha256={digest},{len(data)}" if line.startswith(f"{member},") else line
-                         for line in src.read(record_name).decode().splitlines()]
-                dst.writestr(info, "\n".join(lines) + "\n")
-            else:
-                dst.writestr(info, src.read(info.filename))
-    tmp.replace(wheel)
-
-
 def test_one_changed_wheel_keeps_base_and_dependency_layers(ember_images: EmberImages, client: docker.DockerClient,
                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             request: pytest.FixtureRequest) -> None:
@@ -350,7 +330,7 @@ def test_one_changed_wheel_keeps_base_and_dependency_layers(ember_images: EmberI
     shutil.copy(source / "manifest.json", dist / "manifest.json")
     tag = before.plan.variant.tag
     wheel = next((dist / "whl" / tag / "emberaudio").glob("*.whl"))
-    _edit_wheel(wheel, "emberaudio/__init__.py", b"\n# changed for the layer-reuse test\n")
+    append_to_wheel_member(wheel, "emberaudio/__init__.py", b"\n# changed for the layer-reuse test\n")
     write_index(dist / "whl" / tag)
     manifest = read_manifest(dist / "manifest.json")
     assert manifest is not None
