@@ -15,7 +15,8 @@ from rich.table import Table
 
 from shipyard.cell_filters import check_filters
 from shipyard.errors import ShipyardError
-from shipyard.matrix import ANY, Cell, builder_platform, check_github_matrix_size, expand, not_applicable, select
+from shipyard.matrix import (ANY, Cell, NotApplicable, builder_platform, check_github_matrix_size, expand,
+                             not_applicable, select)
 from shipyard.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
@@ -83,33 +84,48 @@ def matrix_table(spec: Spec, cells: list[Cell]) -> Table:
     return table
 
 
+def _json_cells(cells: list[Cell], ruled_out: list[NotApplicable]) -> list[dict[str, str | None]]:
+    """`matrix --format json`: every cell to build, then every cell its project rules out, each
+    with its status ("build" or "not applicable") and, for the latter, the reason."""
+    def entry(cell: Cell, status: str, reason: str | None) -> dict[str, str | None]:
+        return {**cell.selector_fields(), "id": cell.id, "variant_tag": cell.variant_tag, "python": cell.python,
+                "status": status, "reason": reason}
+    return [*(entry(c, "build", None) for c in cells), *(entry(n.cell, "not applicable", n.reason) for n in ruled_out)]
+
+
+def _not_applicable_summary(ruled_out: list[NotApplicable]) -> str:
+    reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
+    return f"{len(ruled_out)} cells (" + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + ")"
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     spec = _spec(args)
     check_filters(spec.release, variant=args.variant, platform=args.platform, package_type=args.package_type,
                   component=args.component)
-    cells = select(expand(spec.release), variant=args.variant, platform=args.platform,
-                   package_type=args.package_type, component=args.component)
+    filters = {"variant": args.variant, "platform": args.platform, "package_type": args.package_type,
+               "component": args.component}
+    cells = select(expand(spec.release), **filters)
+    ruled_out = [n for n in not_applicable(spec.release) if select([n.cell], **filters)]
     if args.format == "github":
         check_github_matrix_size(cells)
     if args.format == "json":
-        print(json.dumps([{**c.selector_fields(), "id": c.id, "variant_tag": c.variant_tag,
-                           "python": c.python} for c in cells], indent=2))
+        print(json.dumps(_json_cells(cells, ruled_out), indent=2))
     elif args.format == "github":
+        # A job for a cell its project rules out could only say so: it is not scheduled. stdout
+        # stays the matrix alone (a workflow reads it); the note goes to stderr.
         print(json.dumps(github_include(spec, cells), separators=(",", ":")))
+        if ruled_out:
+            err_console.print(f"not applicable, not scheduled: {_not_applicable_summary(ruled_out)}; "
+                              f"`shipyard matrix --cells` lists them")
     else:
         console.print(matrix_table(spec, cells))
-        ruled_out = [n for n in not_applicable(spec.release)
-                     if select([n.cell], variant=args.variant, platform=args.platform,
-                               package_type=args.package_type, component=args.component)]
         if args.cells:
             for cell in cells:
                 console.print(f"  {cell.id}")
             for skipped in ruled_out:
                 console.print(f"  {skipped.cell.id}: not applicable ({skipped.reason})", style="dim")
         elif ruled_out:
-            reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
-            console.print(f"not applicable, not counted: {len(ruled_out)} cells ("
-                          + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + "); --cells lists them")
+            console.print(f"not applicable, not counted: {_not_applicable_summary(ruled_out)}; --cells lists them")
     return 0
 
 
