@@ -15,8 +15,16 @@ from rich.table import Table
 
 from shipyard.cell_filters import check_filters
 from shipyard.errors import ShipyardError
-from shipyard.matrix import (ANY, Cell, NotApplicable, builder_platform, check_github_matrix_size, expand,
-                             not_applicable, select)
+from shipyard.matrix import (
+    ANY,
+    Cell,
+    NotApplicable,
+    builder_platform,
+    check_github_matrix_size,
+    expand,
+    not_applicable,
+    select,
+)
 from shipyard.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
@@ -93,7 +101,8 @@ def _json_cells(cells: list[Cell], ruled_out: list[NotApplicable]) -> list[dict[
     return [*(entry(c, "build", None) for c in cells), *(entry(n.cell, "not applicable", n.reason) for n in ruled_out)]
 
 
-def _not_applicable_summary(ruled_out: list[NotApplicable]) -> str:
+def not_applicable_summary(ruled_out: list[NotApplicable]) -> str:
+    """'3 cells (newpy: requires-python >=3.11, 3)': how many, per component and reason."""
     reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
     return f"{len(ruled_out)} cells (" + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + ")"
 
@@ -115,7 +124,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         # stays the matrix alone (a workflow reads it); the note goes to stderr.
         print(json.dumps(github_include(spec, cells), separators=(",", ":")))
         if ruled_out:
-            err_console.print(f"not applicable, not scheduled: {_not_applicable_summary(ruled_out)}; "
+            err_console.print(f"not applicable, not scheduled: {not_applicable_summary(ruled_out)}; "
                               f"`shipyard matrix --cells` lists them")
     else:
         console.print(matrix_table(spec, cells))
@@ -125,7 +134,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             for skipped in ruled_out:
                 console.print(f"  {skipped.cell.id}: not applicable ({skipped.reason})", style="dim")
         elif ruled_out:
-            console.print(f"not applicable, not counted: {_not_applicable_summary(ruled_out)}; --cells lists them")
+            console.print(f"not applicable, not counted: {not_applicable_summary(ruled_out)}; --cells lists them")
     return 0
 
 
