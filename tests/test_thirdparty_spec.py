@@ -94,6 +94,13 @@ def test_github_matrix_and_ci_jobs_do_not_schedule_not_applicable_cells(capsys):
     assert newpy.matrix_entry()["cells"] == "3"
 
 
+def test_doctor_does_not_check_not_applicable_cells_and_says_so(capsys):
+    assert main(["--root", str(FIXTURE), "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "newpy-cpu-linux-x86_64-cp311-wheel" in out and "newpy-cpu-linux-x86_64-cp39-wheel" not in out
+    assert "not applicable, not checked: 2 cells (newpy: requires-python >=3.11, 2)" in " ".join(out.split())
+
+
 def test_admits_python_reads_specifiers_per_minor_version():
     component = load_spec(FIXTURE).release.components["newpy"]
     checks = {spec: [p for p in ("3.9", "3.10", "3.11", "3.12", "3.13")
