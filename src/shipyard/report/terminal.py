@@ -57,7 +57,8 @@ def _not_applicable_lines(report: ReleaseReport) -> list[Text]:
             groups.setdefault((cell.component, cell.label), []).append(cell)
     lines = []
     for (component, label), cells in groups.items():
-        pythons = ", ".join(dict.fromkeys(c.python or "" for c in cells))
+        found = {c.python for c in cells if c.python}
+        pythons = ", ".join(sorted(found, key=lambda v: tuple(int(x) for x in v.split("."))))
         lines.append(Text(f"{ICONS['not-applicable']} {component} · Python {pythons} ({len(cells)} cells): {label}; "
                           f"never built, never a failure"))
     return lines
