@@ -178,7 +178,7 @@ def test_a_python_the_component_rules_out_is_not_applicable_not_a_failure(conda_
     assert code == 0  # nothing the run asked for can be built, and that is no failure
     cell = "ember-cpu-linux-x86_64-cp39-conda"
     assert re.search(rf"{cell} │ not applicable \(requires-python >=3\.10\) │ not built", out), out
-    assert "not applicable, not built: 1 cells (ember: requires-python >=3.10, 1)" in out
+    assert "not applicable, not built: 1 cell (ember: requires-python >=3.10, 1)" in out
     manifest = read_manifest(dist / "manifest.json")
     assert manifest is not None and manifest.artifacts == ()
     assert [(r.cell_id, r.package_type, r.python, r.result, r.reason) for r in manifest.not_applicable] == [

@@ -104,7 +104,8 @@ def _json_cells(cells: list[Cell], ruled_out: list[NotApplicable]) -> list[dict[
 def not_applicable_summary(ruled_out: list[NotApplicable]) -> str:
     """'3 cells (newpy: requires-python >=3.11, 3)': how many, per component and reason."""
     reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
-    return f"{len(ruled_out)} cells (" + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + ")"
+    return (f"{len(ruled_out)} cell{'' if len(ruled_out) == 1 else 's'} ("
+            + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + ")")
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:

@@ -59,7 +59,8 @@ def _not_applicable_lines(report: ReleaseReport) -> list[Text]:
     for (component, label), cells in groups.items():
         found = {c.python for c in cells if c.python}
         pythons = ", ".join(sorted(found, key=lambda v: tuple(int(x) for x in v.split("."))))
-        lines.append(Text(f"{ICONS['not-applicable']} {component} · Python {pythons} ({len(cells)} cells): {label}; "
+        count = f"{len(cells)} cell{'' if len(cells) == 1 else 's'}"
+        lines.append(Text(f"{ICONS['not-applicable']} {component} · Python {pythons} ({count}): {label}; "
                           f"never built, never a failure"))
     return lines
 
