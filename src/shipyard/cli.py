@@ -159,8 +159,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     console.print(table)
     ready = sum(r.ready for r in rows)
     console.print(f"{ready} of {len(rows)} cells ready on this host")
-    ruled_out = [n for n in not_applicable(spec.release) if select([n.cell], variant=args.variant)
-                 and (inventory.host_platform == n.cell.platform or n.cell.package_type == "mobile")]
+    ruled_out = [n for n in not_applicable(spec.release)
+                 if select([n.cell], variant=args.variant, platform=inventory.host_platform)]
     if ruled_out:  # their Pythons need no interpreter here
         console.print(f"not applicable, not checked: {not_applicable_summary(ruled_out)}")
     others = [c for c in select(expand(spec.release), variant=args.variant)
