@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from shipyard.manifest import ArtifactRecord, FeatureRecord, Manifest
-from shipyard.matrix import Cell, excluded_cells, expand
+from shipyard.matrix import Cell, excluded_cells, expand, not_applicable
 from shipyard.toolchains.discover import Inventory
 from shipyard.validate import Spec
 
@@ -85,6 +85,7 @@ def write_release_dist(spec: Spec, dist: Path) -> Manifest:
 
 
 def expected_cell_count(spec: Spec, manifest: Manifest | None) -> int:
-    """The manifest's cells plus every matrix cell it lacks plus the excluded ones."""
+    """The manifest's cells plus every matrix cell it lacks plus the excluded and the not-applicable ones."""
     built = set(manifest.by_cell()) if manifest else set()
-    return len(built) + sum(1 for c in expand(spec.release) if c.id not in built) + len(excluded_cells(spec.release))
+    return (len(built) + sum(1 for c in expand(spec.release) if c.id not in built) + len(excluded_cells(spec.release))
+            + len(not_applicable(spec.release)))

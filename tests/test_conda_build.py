@@ -20,6 +20,7 @@ from shipyard.cli import main
 from shipyard.conda.build import BUILD_ROOT_ENV, conda_output_dir
 from shipyard.conda.variants import write_variant_config
 from shipyard.errors import SpecError
+from shipyard.manifest import read_manifest
 from shipyard.matrix import expand, select
 from shipyard.toolchains.discover import discover
 from shipyard.validate import load_spec
@@ -159,3 +160,43 @@ def test_an_unsatisfiable_dependency_is_reported_before_any_build(conda_repo, tm
     root = tmp_path / "roots" / "cpu"
     assert not list(root.glob("*/*.conda")) and not list(root.glob("bld/*"))
     assert not conda_output_dir(state, load_spec(conda_repo.root).release.variants["cpu"]).exists()
+
+
+# --- requires-python --------------------------------------------------------------------------
+
+def _ember_requires(conda_repo, specifier: str) -> None:
+    conda_repo.edit("release.yaml", "    import_name: ember\n",
+                    f"    import_name: ember\n    requires_python: \"{specifier}\"\n")
+
+
+def test_a_python_the_component_rules_out_is_not_applicable_not_a_failure(conda_repo, tmp_path, capsys):
+    _ember_requires(conda_repo, ">=3.10")
+    dist, state = tmp_path / "dist", tmp_path / "state"
+    code = main(["--root", str(conda_repo.root), "conda", "build", "--variant", "cpu", "--component", "ember",
+                 "--python", "3.9", "--channel", "file:///nonexistent", "--state", str(state), "--dist", str(dist)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0  # nothing the run asked for can be built, and that is no failure
+    cell = "ember-cpu-linux-x86_64-cp39-conda"
+    assert re.search(rf"{cell} │ not applicable \(requires-python >=3\.10\) │ not built", out), out
+    assert "not applicable, not built: 1 cell (ember: requires-python >=3.10, 1)" in out
+    manifest = read_manifest(dist / "manifest.json")
+    assert manifest is not None and manifest.artifacts == ()
+    assert [(r.cell_id, r.package_type, r.python, r.result, r.reason) for r in manifest.not_applicable] == [
+        (cell, "conda", "3.9", "not applicable", "requires-python >=3.10")]
+    # Never attempted: no build root, no package, no channel.
+    assert not (tmp_path / "roots").exists() and not (dist / "conda").exists()
+
+
+def test_the_conda_build_plans_no_package_for_a_python_the_component_rules_out(conda_repo, tmp_path, capsys):
+    """With every Python, the ones ember admits are planned (libember once) and 3.9 is not: the
+    preflight solves each planned package and names every one whose dependencies are missing."""
+    _ember_requires(conda_repo, ">=3.10")
+    empty = _metadata_channel(tmp_path / "bare", [("python", "3.11.7", "linux-64")])
+    code = main(["--root", str(conda_repo.root), "conda", "build", "--variant", "cpu", "--component", "ember",
+                 "--channel", empty, "--state", str(tmp_path / "state"), "--dist", str(tmp_path / "dist")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 4, err
+    assert "ember-cpu-linux-x86_64-cp39-conda: not applicable (requires-python >=3.10), not built" in err
+    # The mutex, libember and ember for 3.10 to 3.13; every Python's ember fails for want of pip and numpy.
+    assert "preflight, solving 6 packages' requirements" in err
+    assert set(re.findall(r"\bember-[0-9.]+-py(\d+)_cpu_h", err)) == {"310", "311", "312", "313"}, err

@@ -24,6 +24,7 @@ from rich.console import Console
 from shipyard.build_report import live_progress
 from shipyard.cli import main
 from shipyard.errors import ShipyardError
+from shipyard.manifest import NotApplicableRecord, merge_artifacts
 from shipyard.progress import running
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
@@ -123,11 +124,55 @@ def test_cli_report_text_and_html(spec: Spec, tmp_path: Path, capsys: pytest.Cap
     assert f"wrote {tmp_path / 'report' / 'index.html'}" in capsys.readouterr().out
 
 
+def test_not_applicable_cells_are_shown_as_such_with_their_reason(spec_copy, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """embervision's requires-python rules out 3.9 and 3.10: those cells are neither failed nor
+    missing, on every platform and package type, whether the build recorded them or not yet."""
+    spec_copy.edit("release.yaml", "    import_name: embervision\n",
+                   "    import_name: embervision\n    requires_python: \">=3.11\"\n")
+    spec = load_spec(spec_copy.root)
+    dist = tmp_path / "dist"
+    write_release_dist(spec, dist)
+    recorded = "embervision-cpu-linux-x86_64-cp39-wheel"  # as `shipyard build` records it
+    merge_artifacts(dist / "manifest.json", release="ember", version="1.7.0", records=[], not_applicable=[
+        NotApplicableRecord(cell_id=recorded, component="embervision", package_type="wheel", variant="cpu",
+                            variant_tag="cpu", platform="linux-x86_64", python="3.9",
+                            reason="requires-python >=3.11")])
+    page, out = _page(spec, dist)
+    ruled_out = {c for c, state in page.state.items() if state == "not-applicable"}
+    assert recorded in ruled_out
+    assert {"embervision-cu118-windows-amd64-cp310-wheel", "embervision-cpu-linux-x86_64-cp39-conda"} <= ruled_out
+    # Every embervision cell of 3.9 and 3.10 is not applicable, but where an exclusion removed it first.
+    assert {page.state[c] for c in page.state if c.startswith("embervision-") and ("-cp39-" in c or "-cp310-" in c)
+            and c not in ruled_out} == {"excluded"}
+    assert {c for c in ruled_out if not c.startswith("embervision-") or not ("-cp39-" in c or "-cp310-" in c)} == set()
+    for cell in ruled_out:
+        assert "not applicable: requires-python >=3.11" in page.text[cell]
+    assert "rules out Python 3.10; never built, never a failure" in page.text[
+        "embervision-cpu-linux-x86_64-cp310-wheel"]
+    assert page.state["embervision-cpu-linux-x86_64-cp311-wheel"] == "failed"  # the Pythons it admits: as before
+    assert page.state["ember-cpu-linux-x86_64-cp39-wheel"] == "unavailable"  # ember admits 3.9
+    html = out.read_text()
+    assert f"{len(ruled_out)} not applicable (requires-python)</li>" in " ".join(html.split())
+
+    assert main(["--root", str(spec_copy.root), "report", "--format", "text", "--dist", str(dist)]) == 0
+    text = capsys.readouterr().out
+    assert f"⊖ {len(ruled_out)} not applicable (requires-python)" in " ".join(text.split())
+    for python in ("3.9", "3.10"):
+        row = next(line for line in text.splitlines() if f"embervision · py{python} " in line)
+        assert "⊖" in row and not {"✗", "⊘", "…"} & set(row), row
+    assert (f"⊖ embervision · Python 3.9, 3.10 ({len(ruled_out)} cells): not applicable: requires-python >=3.11; "
+            f"never built, never a failure") in " ".join(text.split())
+    assert "✗ failed embervision-cpu-linux-x86_64-cp39" not in text
+
+
 def test_broken_manifest_names_the_file(spec: Spec, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "manifest.json").write_text('{"release": "ember", "version": "1.7.0", "artifacts": [{"name": 1}]}')
     assert main(["--root", str(REPO), "report", "--dist", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert f"{tmp_path / 'manifest.json'}: not a shipyard manifest: artifacts.0.name" in " ".join(err.split())
+    # The first bad key in the record's field order: the cell identity (manifest.CellRecord) comes first.
+    assert f"{tmp_path / 'manifest.json'}: not a shipyard manifest: artifacts.0.cell_id: Field required" in " ".join(
+        err.split())
 
 
 def _section(notes: str, heading: str) -> str:

@@ -56,7 +56,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Spec, int, Path]:
 def test_dom_holds_every_cell(page: tuple[Spec, int, Path], tmp_path: Path) -> None:
     _, expected, out = page
     dom = chromium(tmp_path / "profile", "--dump-dom", out.as_uri()).stdout
-    cells = re.findall(r'<details class="cell state-([a-z]+)" data-cell="([^"]+)"', dom)
+    cells = re.findall(r'<details class="cell state-([a-z-]+)" data-cell="([^"]+)"', dom)
     assert len(cells) == expected
     assert dict((cell, state) for state, cell in cells)[FAILED] == "failed"
 

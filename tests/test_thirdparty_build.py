@@ -114,6 +114,16 @@ def test_the_summary_and_the_matrix_show_the_not_applicable_cells(built, capsys)
     out = capsys.readouterr().out
     assert "newpy-cpu-linux-x86_64-cp310-wheel: not applicable (requires-python >=3.11)" in out
     assert "newpy-cpu-linux-x86_64-cp311-wheel\n" in out
+    # The release report of this build's manifest: its own state, with the reason, not failed or missing.
+    assert main(["--root", str(root), "report", "--format", "text"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "⊖ 2 not applicable (requires-python)" in out and "✗" not in out
+    assert ("⊖ newpy · Python 3.9, 3.10 (2 cells): not applicable: requires-python >=3.11; never built, "
+            "never a failure") in out
+    assert main(["--root", str(root), "report"]) == 0
+    html = (root / "dist" / "report" / "index.html").read_text()
+    for python in ("39", "310"):
+        assert (f'data-cell="newpy-cpu-linux-x86_64-cp{python}-wheel" data-state="not-applicable"') in html
 
 
 def test_unmarked_tests_are_gated_by_feature_status_yaml(built):

@@ -4,9 +4,12 @@ how they are recorded. tests/test_thirdparty_build.py builds the same fixture pr
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
+from shipyard.ci.jobs import build_jobs
+from shipyard.cli import main
 from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
 from shipyard.matrix import expand, not_applicable
 from shipyard.project_declaration import (
@@ -60,6 +63,42 @@ def test_pythons_a_project_excludes_are_not_applicable_not_cells():
     assert {c for c in ids if c.startswith("newpy-")} == {f"newpy-cpu-linux-x86_64-cp{p}-wheel"
                                                           for p in ("311", "312", "313")}
     assert "scmpkg-any-wheel" in ids
+
+
+def test_matrix_json_lists_not_applicable_cells_with_their_reason(capsys):
+    assert main(["--root", str(FIXTURE), "matrix", "--format", "json", "--component", "newpy"]) == 0
+    cells = json.loads(capsys.readouterr().out)
+    assert [(c["id"], c["status"], c["reason"]) for c in cells] == [
+        ("newpy-cpu-linux-x86_64-cp311-wheel", "build", None),
+        ("newpy-cpu-linux-x86_64-cp312-wheel", "build", None),
+        ("newpy-cpu-linux-x86_64-cp313-wheel", "build", None),
+        ("newpy-cpu-linux-x86_64-cp39-wheel", "not applicable", "requires-python >=3.11"),
+        ("newpy-cpu-linux-x86_64-cp310-wheel", "not applicable", "requires-python >=3.11")]
+    assert {c["python"] for c in cells if c["status"] == "not applicable"} == {"3.9", "3.10"}
+    # A filter that leaves newpy out leaves its not-applicable cells out too.
+    assert main(["--root", str(FIXTURE), "matrix", "--format", "json", "--component", "oldsetup"]) == 0
+    assert {c["status"] for c in json.loads(capsys.readouterr().out)} == {"build"}
+
+
+def test_github_matrix_and_ci_jobs_do_not_schedule_not_applicable_cells(capsys):
+    assert main(["--root", str(FIXTURE), "matrix", "--format", "github"]) == 0
+    captured = capsys.readouterr()
+    include = json.loads(captured.out)["include"]  # stdout is the matrix alone, as a workflow reads it
+    assert sorted(e["python"] for e in include if e["component"] == "newpy") == ["3.11", "3.12", "3.13"]
+    assert ("not applicable, not scheduled: 2 cells (newpy: requires-python >=3.11, 2); "
+            "`shipyard matrix --cells` lists them") in " ".join(captured.err.split())
+    # The generated workflows' jobs (one per component, variant and platform) install and build
+    # only the Pythons the project admits.
+    newpy = next(j for j in build_jobs(load_spec(FIXTURE).release) if j.component == "newpy")
+    assert newpy.matrix_entry()["pythons"] == "3.11 3.12 3.13"
+    assert newpy.matrix_entry()["cells"] == "3"
+
+
+def test_doctor_does_not_check_not_applicable_cells_and_says_so(capsys):
+    assert main(["--root", str(FIXTURE), "doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "newpy-cpu-linux-x86_64-cp311-wheel" in out and "newpy-cpu-linux-x86_64-cp39-wheel" not in out
+    assert "not applicable, not checked: 2 cells (newpy: requires-python >=3.11, 2)" in " ".join(out.split())
 
 
 def test_admits_python_reads_specifiers_per_minor_version():

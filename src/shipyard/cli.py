@@ -15,7 +15,16 @@ from rich.table import Table
 
 from shipyard.cell_filters import check_filters
 from shipyard.errors import ShipyardError
-from shipyard.matrix import ANY, Cell, builder_platform, check_github_matrix_size, expand, not_applicable, select
+from shipyard.matrix import (
+    ANY,
+    Cell,
+    NotApplicable,
+    builder_platform,
+    check_github_matrix_size,
+    expand,
+    not_applicable,
+    select,
+)
 from shipyard.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
@@ -83,33 +92,50 @@ def matrix_table(spec: Spec, cells: list[Cell]) -> Table:
     return table
 
 
+def _json_cells(cells: list[Cell], ruled_out: list[NotApplicable]) -> list[dict[str, str | None]]:
+    """`matrix --format json`: every cell to build, then every cell its project rules out, each
+    with its status ("build" or "not applicable") and, for the latter, the reason."""
+    def entry(cell: Cell, status: str, reason: str | None) -> dict[str, str | None]:
+        return {**cell.selector_fields(), "id": cell.id, "variant_tag": cell.variant_tag, "python": cell.python,
+                "status": status, "reason": reason}
+    return [*(entry(c, "build", None) for c in cells), *(entry(n.cell, "not applicable", n.reason) for n in ruled_out)]
+
+
+def not_applicable_summary(ruled_out: list[NotApplicable]) -> str:
+    """'3 cells (newpy: requires-python >=3.11, 3)': how many, per component and reason."""
+    reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
+    return (f"{len(ruled_out)} cell{'' if len(ruled_out) == 1 else 's'} ("
+            + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + ")")
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     spec = _spec(args)
     check_filters(spec.release, variant=args.variant, platform=args.platform, package_type=args.package_type,
                   component=args.component)
-    cells = select(expand(spec.release), variant=args.variant, platform=args.platform,
-                   package_type=args.package_type, component=args.component)
+    filters = {"variant": args.variant, "platform": args.platform, "package_type": args.package_type,
+               "component": args.component}
+    cells = select(expand(spec.release), **filters)
+    ruled_out = [n for n in not_applicable(spec.release) if select([n.cell], **filters)]
     if args.format == "github":
         check_github_matrix_size(cells)
     if args.format == "json":
-        print(json.dumps([{**c.selector_fields(), "id": c.id, "variant_tag": c.variant_tag,
-                           "python": c.python} for c in cells], indent=2))
+        print(json.dumps(_json_cells(cells, ruled_out), indent=2))
     elif args.format == "github":
+        # A job for a cell its project rules out could only say so: it is not scheduled. stdout
+        # stays the matrix alone (a workflow reads it); the note goes to stderr.
         print(json.dumps(github_include(spec, cells), separators=(",", ":")))
+        if ruled_out:
+            err_console.print(f"not applicable, not scheduled: {not_applicable_summary(ruled_out)}; "
+                              f"`shipyard matrix --cells` lists them")
     else:
         console.print(matrix_table(spec, cells))
-        ruled_out = [n for n in not_applicable(spec.release)
-                     if select([n.cell], variant=args.variant, platform=args.platform,
-                               package_type=args.package_type, component=args.component)]
         if args.cells:
             for cell in cells:
                 console.print(f"  {cell.id}")
             for skipped in ruled_out:
                 console.print(f"  {skipped.cell.id}: not applicable ({skipped.reason})", style="dim")
         elif ruled_out:
-            reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
-            console.print(f"not applicable, not counted: {len(ruled_out)} cells ("
-                          + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + "); --cells lists them")
+            console.print(f"not applicable, not counted: {not_applicable_summary(ruled_out)}; --cells lists them")
     return 0
 
 
@@ -133,6 +159,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     console.print(table)
     ready = sum(r.ready for r in rows)
     console.print(f"{ready} of {len(rows)} cells ready on this host")
+    ruled_out = [n for n in not_applicable(spec.release)
+                 if select([n.cell], variant=args.variant, platform=inventory.host_platform)]
+    if ruled_out:  # their Pythons need no interpreter here
+        console.print(f"not applicable, not checked: {not_applicable_summary(ruled_out)}")
     others = [c for c in select(expand(spec.release), variant=args.variant)
               if c.platform != inventory.host_platform and c.package_type != "mobile" and not c.is_pure]
     if others:

@@ -11,12 +11,15 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shipyard.errors import ShipyardError
 from shipyard.file_lock import exclusive
+
+if TYPE_CHECKING:
+    from shipyard.matrix import Cell
 
 SCHEMA_VERSION = 1
 
@@ -28,12 +31,10 @@ class FeatureRecord(BaseModel):
     status: str
 
 
-class ArtifactRecord(BaseModel):
+class CellRecord(BaseModel):
+    """The cell a record stands for: its identity in the matrix (matrix.Cell)."""
+
     model_config = ConfigDict(frozen=True)
-    name: str  # file name
-    path: str  # relative to the dist folder
-    sha256: str
-    size: int
     cell_id: str
     component: str
     package_type: str
@@ -41,6 +42,20 @@ class ArtifactRecord(BaseModel):
     variant_tag: str
     platform: str
     python: str | None
+
+    @staticmethod
+    def identity(cell: Cell) -> dict[str, Any]:
+        """The identity fields of `cell`, to build a record with (`ArtifactRecord(**identity, …)`)."""
+        return {"cell_id": cell.id, "component": cell.component, "package_type": cell.package_type,
+                "variant": cell.variant, "variant_tag": cell.variant_tag, "platform": cell.platform,
+                "python": cell.python}
+
+
+class ArtifactRecord(CellRecord):
+    name: str  # file name
+    path: str  # relative to the dist folder
+    sha256: str
+    size: int
     version: str
     features: tuple[FeatureRecord, ...]
     tests: dict[str, Any] | None  # testing.TestRun.to_json(), None when not tested
@@ -49,17 +64,9 @@ class ArtifactRecord(BaseModel):
     provenance: str | None = None
 
 
-class NotApplicableRecord(BaseModel):
+class NotApplicableRecord(CellRecord):
     """A cell its own project rules out (requires-python): no artifact, never a failure."""
 
-    model_config = ConfigDict(frozen=True)
-    cell_id: str
-    component: str
-    package_type: str
-    variant: str
-    variant_tag: str
-    platform: str
-    python: str | None
     result: str = "not applicable"
     reason: str  # e.g. "requires-python >=3.11"
 

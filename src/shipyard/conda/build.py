@@ -51,7 +51,7 @@ from shipyard.conda.recipes import StagedRecipe, mirror_checkout, stage_recipe
 from shipyard.conda.variants import variant_config, write_variant_config
 from shipyard.errors import BuildError, ToolchainMissing, UsageError
 from shipyard.file_lock import exclusive
-from shipyard.matrix import Cell, expand, select
+from shipyard.matrix import Cell, NotApplicable, expand, not_applicable, select
 from shipyard.progress import Progress
 from shipyard.source_tree import git_info, hash_tree
 from shipyard.spec import Component, Release, Variant
@@ -178,8 +178,8 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
     if not request.channels:
         raise UsageError("no channel to take dependencies from; pass --channel URL (the bootstrap channel, "
                          "or release.yaml's conda.channels where they can be reached)")
-    components = _components(release, request.components)
-    pythons = _pythons(release, request.pythons)
+    components = conda_components(release, request.components)
+    pythons = run_pythons(release, request.pythons)
     inventory = discover()
     platform = release.platforms[inventory.host_platform]
     host_subdir = CONDA_SUBDIRS.get((platform.os, platform.arch), f"{platform.os}-{platform.arch}")
@@ -230,7 +230,8 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
 
 # --- what to build --------------------------------------------------------------------------
 
-def _components(release: Release, wanted: tuple[str, ...]) -> list[Component]:
+def conda_components(release: Release, wanted: tuple[str, ...]) -> list[Component]:
+    """The components with a conda package, or those of them `wanted` (UsageError for any other)."""
     conda = [c for c in release.components.values() if "conda" in c.package_types]
     if not wanted:
         return conda
@@ -244,7 +245,8 @@ def _components(release: Release, wanted: tuple[str, ...]) -> list[Component]:
     return [c for c in conda if c.name in wanted]
 
 
-def _pythons(release: Release, wanted: tuple[str, ...]) -> list[str]:
+def run_pythons(release: Release, wanted: tuple[str, ...]) -> list[str]:
+    """The release's Pythons, or those of them `wanted` (UsageError for any other)."""
     unknown = [p for p in wanted if p not in release.pythons]
     if unknown:
         raise UsageError(f"Python {', '.join(unknown)} is not one of the release's ({', '.join(release.pythons)})")
@@ -327,13 +329,20 @@ def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: li
     jobs: list[tuple[str, Component | None]] = [(mutex_name(release), None)]
     jobs += [(c.name, c) for c in components]
     for recipe_name, component in jobs:
-        representative = _cell_for(cells, component, pythons[0]) if component else None
+        # A Python the component's requires-python rules out is never rendered: its cell is not
+        # applicable (the pipeline records it so), and a Python-independent core is built only
+        # with a Python that needs it. A noarch package is one build for every Python, as before.
+        admitted = [p for p in pythons if component is None or component.kind == "python-pure"
+                    or component.admits_python(p)]
+        if not admitted:
+            continue
+        representative = _cell_for(cells, component, admitted[0]) if component else None
         files = (_package_files(spec, representative, component, variant)
                  if component is not None and representative is not None else {})
         extra = _features_extra(spec, representative, component, variant, files)
         staged = stage_recipe(spec.root, mirror, recipe_name, extra)
         recipe = staged.parse()
-        for python in pythons:
+        for python in admitted:
             cell = _cell_for(cells, component, python) if component else None
             env = dict(env_base, SHIPYARD_PACKAGE_FILES="")
             if component is not None and cell is not None:
@@ -354,6 +363,16 @@ def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: li
                 item.check.requirements = requirements_of(rv.recipe.to_dict())
                 planned[ident] = item
     return list(planned.values())
+
+
+def not_applicable_cells(release: Release, variant: Variant, platform: str, components: list[Component],
+                         pythons: list[str]) -> list[NotApplicable]:
+    """The conda cells of this run (variant, host platform, components, Pythons) that their
+    components' requires-python rules out: never rendered or built, never a failure."""
+    names = {c.name for c in components}
+    return [n for n in not_applicable(release)
+            if n.cell.package_type == "conda" and n.cell.variant == variant.name and n.cell.platform == platform
+            and n.cell.component in names and n.cell.python in pythons]
 
 
 def _cell_for(cells: list[Cell], component: Component | None, python: str) -> Cell | None:

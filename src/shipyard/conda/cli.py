@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from shipyard.cell_filters import check_filters
-from shipyard.cli import _spec, console, err_console
+from shipyard.cli import _spec, console, err_console, not_applicable_summary
 
 # --- conda features ---------------------------------------------------------------------------
 
@@ -112,7 +112,11 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
         else:
             verdict = "[red]failed[/]: " + "; ".join(cell.test.problems)
         table.add_row(cell.package.label, done, verdict)
+    for skipped in run.not_applicable:  # ruled out by the component's requires-python: never a failure
+        table.add_row(skipped.cell.id, f"[dim]not applicable ({skipped.reason})[/]", "[dim]not built[/]")
     console.print(table)
+    if run.not_applicable:
+        console.print(f"not applicable, not built: {not_applicable_summary(list(run.not_applicable))}")
     dist = request.dist / "conda"
     console.print(f"{len(run.published)} packages in {dist} (indexed); dependencies from "
                   f"{', '.join(run.channels)}")

@@ -24,12 +24,21 @@ from pathlib import Path
 
 from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
-from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_variant, conda_output_dir
+from shipyard.conda.build import (
+    CondaBuildRequest,
+    PackageOutcome,
+    build_conda_variant,
+    conda_components,
+    conda_output_dir,
+    not_applicable_cells,
+    run_pythons,
+)
 from shipyard.conda.channel import conda_artifact_record, publish_packages
 from shipyard.conda.install_test import BuiltPackage, run_conda_package_tests
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
-from shipyard.manifest import FeatureRecord, merge_artifacts
+from shipyard.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.matrix import NotApplicable
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
 from shipyard.source_tree import hash_tree
@@ -71,6 +80,9 @@ class CondaRun:
     cells: list[CondaCell]
     channels: tuple[str, ...]
     published: tuple[str, ...]
+    # The run's cells that their components' requires-python rules out: not built, recorded in
+    # the manifest as not applicable, and no part of `passed`.
+    not_applicable: tuple[NotApplicable, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -83,7 +95,15 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
     if variant is None:
         raise UsageError(f"--variant {request.variant}: no such variant in release.yaml "
                          f"(variants: {', '.join(release.variants)})")
-    pythons = tuple(request.pythons or release.pythons)
+    pythons = tuple(run_pythons(release, request.pythons))
+    components = conda_components(release, request.components)
+    ruled_out = tuple(not_applicable_cells(release, variant, _host_platform(spec), components, list(pythons)))
+    for skipped in ruled_out:
+        progress(f"{skipped.cell.id}: not applicable ({skipped.reason}), not built")
+    if components and not any(c.kind == "python-pure" or any(c.admits_python(p) for p in pythons) for c in components):
+        # Every package the run asked for is ruled out: nothing to build, nothing to fail.
+        _publish(spec, [], ruled_out, request, progress)
+        return CondaRun([], request.channels, (), ruled_out)
     channels = request.channels
     if not channels:
         bootstrap = ensure_bootstrap_channel(pythons=pythons, cuda_versions=[variant.cuda] if variant.cuda else [],
@@ -98,8 +118,8 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
     cells = [CondaCell(p, _test_python(spec, p, pythons)) for p in packages]
     if request.tests:
         _test_all(spec, cells, channels, conda_output_dir(request.state, variant), request, progress)
-    published = _publish(spec, cells, request, progress)
-    return CondaRun(cells, channels, published)
+    published = _publish(spec, cells, ruled_out, request, progress)
+    return CondaRun(cells, channels, published, ruled_out)
 
 
 def _test_python(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) -> str | None:
@@ -111,7 +131,8 @@ def _test_python(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) ->
     component = spec.release.components[cell.component]
     if not component.tests:
         return None
-    return cell.python or max(pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+    admitted = [p for p in pythons if component.admits_python(p)]  # a noarch package's tests too
+    return cell.python or max(admitted or pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
 
 
 def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], output: Path,
@@ -202,18 +223,24 @@ def _host_platform(spec: Spec) -> str:
     return discover().host_platform
 
 
-def _publish(spec: Spec, cells: list[CondaCell], request: CondaRunRequest, progress: Progress) -> tuple[str, ...]:
-    """Publish what passed (and what it needs from this run); record every published package."""
+def _publish(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotApplicable], request: CondaRunRequest,
+             progress: Progress) -> tuple[str, ...]:
+    """Publish what passed (and what it needs from this run); record every published package, and
+    the cells that are not applicable."""
+    release = spec.release
+    skipped = [NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason) for n in ruled_out]
     failed = {c.package.name for c in cells if not c.passed}
     kept = [c for c in cells if c.passed]
     if not kept:
+        if skipped:
+            merge_artifacts(request.dist / "manifest.json", release=release.release.name,
+                            version=release.release.version, records=[], not_applicable=skipped)
         return ()
     channel = request.dist / "conda"
     update = publish_packages(channel, [c.package.path for c in kept])
     progress(f"dist/conda: {len(update.added)} added, {len(update.replaced)} replaced, "
              f"{len(update.unchanged)} unchanged" + (f"; not published (tests failed): {', '.join(sorted(failed))}"
                                                       if failed else ""))
-    release = spec.release
     records = []
     variant = release.find_variant(request.variant)
     for cell in kept:
@@ -240,5 +267,5 @@ def _publish(spec: Spec, cells: list[CondaCell], request: CondaRunRequest, progr
             build={"key": cell.package.key, "result": cell.package.result, "seconds": round(cell.package.seconds, 2),
                    "package": cell.package.label}))
     merge_artifacts(request.dist / "manifest.json", release=release.release.name, version=release.release.version,
-                    records=records)
+                    records=records, not_applicable=skipped)
     return update.packages

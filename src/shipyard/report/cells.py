@@ -1,5 +1,6 @@
 """The cells of the report: every built cell of the manifest, and every cell of the matrix that
-was not built here, with the reason (unavailable on this host, excluded, builds on a runner)."""
+was not built here, with the reason (unavailable on this host, excluded, builds on a runner, or
+not applicable: its project's requires-python rules its Python out)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shipyard.manifest import ArtifactRecord, Manifest
-from shipyard.matrix import Cell, builder_platform, excluded_cells, expand
+from shipyard.manifest import ArtifactRecord, Manifest, NotApplicableRecord
+from shipyard.matrix import Cell, builder_platform, excluded_cells, expand, not_applicable
 from shipyard.spec import Release
 from shipyard.toolchains.discover import Inventory
 from shipyard.toolchains.resolve import Missing, resolve
 
-State = Literal["passed", "failed", "cached", "skipped", "unavailable", "excluded", "elsewhere", "pending"]
+State = Literal["passed", "failed", "cached", "skipped", "unavailable", "excluded", "elsewhere", "pending",
+                "not-applicable"]
 
 # The states in the order a release manager reads them: what needs action first.
 STATES: tuple[State, ...] = ("failed", "passed", "cached", "skipped", "unavailable", "elsewhere", "excluded",
-                             "pending")
+                             "not-applicable", "pending")
 
 
 @dataclass(frozen=True)
@@ -59,16 +61,32 @@ class ReportCell:
 
 
 def collect_cells(release: Release, manifest: Manifest | None, inventory: Inventory) -> list[ReportCell]:
-    """The manifest's cells, then every matrix cell it lacks (unavailable here, builds on a
-    runner, or not built yet), then the excluded ones."""
+    """The manifest's cells (built, or recorded as not applicable), then every matrix cell it lacks
+    (unavailable here, builds on a runner, not built yet, or ruled out by its project's
+    requires-python), then the excluded ones."""
     records = manifest.by_cell() if manifest else {}
     cells = [recorded_cell(r) for r in records.values()]
+    # The cells ruled out by their project's requires-python: as the build recorded them, and as
+    # the matrix says for those not built yet.
+    ruled_out = {r.cell_id: r for r in manifest.not_applicable} if manifest else {}
+    ruled_out |= {n.cell.id: NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason)
+                  for n in not_applicable(release) if n.cell.id not in ruled_out}
+    cells += [_not_applicable(r) for r in ruled_out.values() if r.cell_id not in records]
     for cell in expand(release):
-        if cell.id not in records:
+        if cell.id not in records and cell.id not in ruled_out:
             cells.append(_unbuilt(release, cell, inventory))
     for cell, exclusion in excluded_cells(release):
         cells.append(_from_matrix(cell, "excluded", "excluded", exclusion.reason))
     return cells
+
+
+def _not_applicable(record: NotApplicableRecord) -> ReportCell:
+    """A cell its project rules out: neither failed nor missing, and the grid says why."""
+    return ReportCell(id=record.cell_id, component=record.component, python=record.python, variant=record.variant,
+                      platform=record.platform, package_type=record.package_type, state="not-applicable",
+                      label=f"not applicable: {record.reason}",
+                      reason=f"its project's {record.reason} rules out Python {record.python}; never built, "
+                             f"never a failure")
 
 
 def recorded_cell(record: ArtifactRecord) -> ReportCell:

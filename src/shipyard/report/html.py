@@ -16,10 +16,11 @@ from shipyard.report.document import ReleaseReport
 
 # Each state has an icon and words besides its colour; every pair passes WCAG AA (4.5:1) contrast.
 ICONS = {"passed": "✓", "failed": "✗", "cached": "↻", "skipped": "–", "unavailable": "⊘", "excluded": "∅",
-         "elsewhere": "→", "pending": "…"}
+         "elsewhere": "→", "pending": "…", "not-applicable": "⊖"}
 STATE_NAMES = {"passed": "passed", "failed": "failed", "cached": "cached", "skipped": "built, not tested",
                "unavailable": "unavailable here", "excluded": "excluded", "elsewhere": "build on CI runners",
-               "pending": "not built yet"}
+               "pending": "not built yet",
+               "not-applicable": "not applicable (requires-python)"}
 
 _BAR_WIDTH = 160
 

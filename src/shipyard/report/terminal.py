@@ -6,11 +6,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from shipyard.report.cells import ReportCell
 from shipyard.report.document import ReleaseReport
 from shipyard.report.html import ICONS, STATE_NAMES
 
 STYLES = {"passed": "green", "failed": "bold red", "cached": "cyan", "skipped": "yellow", "unavailable": "dim",
-          "excluded": "dim", "elsewhere": "magenta", "pending": "white"}
+          "excluded": "dim", "elsewhere": "magenta", "pending": "white",
+          "not-applicable": "dim"}
 # A slot holding several package types names each by its first letter: w(heel), c(onda), d(ocker), m(obile).
 _TYPE_LETTER = {"wheel": "w", "conda": "c", "docker": "d", "mobile": "m"}
 
@@ -43,7 +45,24 @@ def terminal_view(report: ReleaseReport) -> Group:
         line.append(cell.id)
         line.append(f": {cell.reason or 'no reason recorded'}")
         parts.append(line)
+    parts += _not_applicable_lines(report)
     return Group(*parts)
+
+
+def _not_applicable_lines(report: ReleaseReport) -> list[Text]:
+    """One line per component and reason: the Pythons its project rules out, and how many cells."""
+    groups: dict[tuple[str, str], list[ReportCell]] = {}
+    for cell in report.cells:
+        if cell.state == "not-applicable":
+            groups.setdefault((cell.component, cell.label), []).append(cell)
+    lines = []
+    for (component, label), cells in groups.items():
+        found = {c.python for c in cells if c.python}
+        pythons = ", ".join(sorted(found, key=lambda v: tuple(int(x) for x in v.split("."))))
+        count = f"{len(cells)} cell{'' if len(cells) == 1 else 's'}"
+        lines.append(Text(f"{ICONS['not-applicable']} {component} · Python {pythons} ({count}): {label}; "
+                          f"never built, never a failure"))
+    return lines
 
 
 def _legend(report: ReleaseReport) -> Text:

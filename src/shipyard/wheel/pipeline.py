@@ -551,15 +551,11 @@ def _record(ctx: _Context, outcomes: list[CellOutcome], ruled_out: list[NotAppli
         cell = outcome.cell
         records.append(ArtifactRecord(
             name=outcome.wheel.name, path=outcome.wheel.relative_to(ctx.request.dist).as_posix(),
-            sha256=sha256_of(outcome.wheel), size=outcome.wheel.stat().st_size, cell_id=cell.id,
-            component=cell.component, package_type=cell.package_type, variant=cell.variant,
-            variant_tag=cell.variant_tag, platform=cell.platform, python=cell.python,
+            sha256=sha256_of(outcome.wheel), size=outcome.wheel.stat().st_size, **ArtifactRecord.identity(cell),
             version=wheel_version(outcome.wheel),
             features=tuple(FeatureRecord(id=i, title=t, status=s) for i, t, s in ctx.spec.features_for(
                 cell.component, ctx.inventory.host_platform if cell.is_pure else cell.platform)),
             tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail}))
-    skipped = [NotApplicableRecord(cell_id=n.cell.id, component=n.cell.component, package_type=n.cell.package_type,
-                                   variant=n.cell.variant, variant_tag=n.cell.variant_tag, platform=n.cell.platform,
-                                   python=n.cell.python, reason=n.reason) for n in ruled_out]
+    skipped = [NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason) for n in ruled_out]
     merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
                     version=release.release.version, records=records, not_applicable=skipped)
