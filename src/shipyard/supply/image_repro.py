@@ -77,7 +77,7 @@ class ImageComparison:
 
     @property
     def identical(self) -> bool:
-        return self.ids[0] == self.ids[1] or (not self.config_differences and all(l.identical for l in self.layers))
+        return self.ids[0] == self.ids[1] or (not self.config_differences and all(x.identical for x in self.layers))
 
     def lines(self) -> list[str]:
         if self.ids[0] == self.ids[1]:

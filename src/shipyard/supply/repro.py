@@ -75,8 +75,8 @@ class ReproReport:
 
 def artifact_kind(path: str) -> str:
     name = path.rsplit("/", 1)[-1]
-    for suffix, kind in ((".cdx.json", "sbom"), (".whl", "wheel"), (".conda", "conda"), (".tar.bz2", "conda"), (".tar.gz", "mobile"),
-                         (".aar", "mobile"), (".html", "index"), (".json", "index"),
+    for suffix, kind in ((".cdx.json", "sbom"), (".whl", "wheel"), (".conda", "conda"), (".tar.bz2", "conda"),
+                         (".tar.gz", "mobile"), (".aar", "mobile"), (".html", "index"), (".json", "index"),
                          (".json.zst", "index")):
         if name.endswith(suffix):
             return kind
