@@ -52,7 +52,7 @@ class LayerComparison:
     index: int
     step: str  # the Dockerfile instruction that made it (the config's history)
     identical: bool  # the same diff_id
-    mtimes_only: int  # entries that differ in nothing but their modification time
+    mtimes_only: tuple[str, ...]  # entries that differ in nothing but their modification time
     differing: tuple[str, ...]  # entries that differ in content, mode, owner or presence
 
     def describe(self) -> str:
@@ -60,12 +60,15 @@ class LayerComparison:
             return f"layer {self.index}: identical ({self.step})"
         parts = []
         if self.mtimes_only:
-            parts.append(f"{self.mtimes_only} entries differ only in mtime")
+            parts.append(f"{len(self.mtimes_only)} entries differ only in mtime: {_some(self.mtimes_only)}")
         if self.differing:
-            shown = ", ".join(self.differing[:ENTRIES_SHOWN])
-            more = f" and {len(self.differing) - ENTRIES_SHOWN} more" if len(self.differing) > ENTRIES_SHOWN else ""
-            parts.append(f"{len(self.differing)} differ in content or metadata: {shown}{more}")
+            parts.append(f"{len(self.differing)} differ in content or metadata: {_some(self.differing)}")
         return f"layer {self.index}: DIFFERENT ({self.step}): {'; '.join(parts) or 'in the tar stream only'}"
+
+
+def _some(paths: tuple[str, ...]) -> str:
+    more = f" and {len(paths) - ENTRIES_SHOWN} more" if len(paths) > ENTRIES_SHOWN else ""
+    return ", ".join(paths[:ENTRIES_SHOWN]) + more
 
 
 @dataclass(frozen=True)
@@ -140,15 +143,15 @@ def compare_images(name: str, ids: tuple[str, str], first: SavedImage, second: S
     for index, (one, two) in enumerate(zip(first.layers, second.layers, strict=False)):
         step = " ".join(steps[index].split())[:90] if index < len(steps) else "?"
         same = index < min(map(len, diff_ids)) and diff_ids[0][index] == diff_ids[1][index]
-        mtimes_only = 0
+        mtimes_only: list[str] = []
         differing: list[str] = []
         if not same:
             for path in sorted(one.keys() | two.keys()):
                 if path not in one or path not in two or one[path][0] != two[path][0]:
                     differing.append(path)
                 elif one[path][1] != two[path][1]:
-                    mtimes_only += 1
-        layers.append(LayerComparison(index, step, same, mtimes_only, tuple(differing)))
+                    mtimes_only.append(path)
+        layers.append(LayerComparison(index, step, same, tuple(mtimes_only), tuple(differing)))
     if len(first.layers) != len(second.layers):
         differences += (f"rootfs: {len(first.layers)} layers against {len(second.layers)}",)
     return ImageComparison(name, ids, differences, tuple(layers))
