@@ -194,14 +194,17 @@ def _link_or_copy(src: Path, dest: Path) -> None:
 
 def _stage_examples(wheels: list[ReleaseWheel], dest: Path, epoch: int) -> None:
     """The example training scripts, taken from the released wheels (the bytes that were tested).
-    Their times are the source's, so the layer holding them is the same bytes on every build."""
+    Their times are the source's and their modes fixed (not the umask's), so the layer holding
+    them is the same bytes on every build."""
     dest.mkdir(parents=True)
+    os.chmod(dest, 0o755)
     for wheel in wheels:
         with zipfile.ZipFile(wheel.path) as zf:
             for name in zf.namelist():
                 parts = name.split("/")
                 if len(parts) == 3 and parts[1] == "examples" and name.endswith(".py") and parts[2] != "__init__.py":
                     (dest / parts[2]).write_bytes(zf.read(name))
+                    os.chmod(dest / parts[2], 0o644)
                     os.utime(dest / parts[2], (epoch, epoch))
     os.utime(dest, (epoch, epoch))
 
