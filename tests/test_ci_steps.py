@@ -6,8 +6,9 @@ fresh copy of the repository; `uses:` steps are replaced by their local equivale
 (tests/workflow_runner.py). The job is tested against ember's cpu wheel, which on GitHub comes
 from the ember job's fragment: here that fragment is made by `shipyard build` for the one
 Python the pure wheel is tested with, without its tests, through the repository's own build cache
-(a hit when the cpu release test built it). Then the manifest job's steps merge the two
-fragments and gate the result, as they would on GitHub.
+(a hit when the cpu release test built it). The signing key comes from the secret the build step
+names, as on GitHub (the copied workspace holds no key file), so the job's wheel comes out signed.
+Then the manifest job's steps merge the two fragments and gate the result, as they would on GitHub.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from workflow_runner import JobRunner, copy_repository
 
 from shipyard.cli import main
 from shipyard.manifest import read_manifest
+from shipyard.supply.keys import generate_key
 from shipyard.validate import load_spec
 from shipyard.wheel.index import sha256_of
 
@@ -71,9 +73,14 @@ def test_pure_wheel_job_steps_run_here_and_the_manifest_job_merges_the_fragments
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
     shutil.copytree(ember_fragment, artifacts / ember_fragment.name)
+    secret = load_spec(repo).release.supply_chain.signing_key_env  # type: ignore[union-attr]
+    build_step = next(s for s in job["steps"] if s.get("name") == "Build and test every Python")
+    assert build_step["env"][secret] == f"${{{{ secrets.{secret} }}}}"
+    private, public, _ = generate_key(tmp_path / "ci-secret" / "key.pem")
     workspace = copy_repository(repo, tmp_path / "job" / "work")
+    assert not (workspace / ".shipyard").exists()  # no key file: only the secret can sign
     runner = JobRunner(workspace, artifacts, entry, contexts={}, workflow_env=_workflow_env(workflow),
-                       github=_github(workspace, "wheel-pure"))
+                       github=_github(workspace, "wheel-pure"), secrets={secret: private.read_text()})
     run = runner.run_job(job)
     print("\n".join(f"  {s.seconds:6.1f}s {s.kind:4} {s.name}" for s in run.steps))
     ran = [s.name for s in run.steps]
@@ -89,6 +96,9 @@ def test_pure_wheel_job_steps_run_here_and_the_manifest_job_merges_the_fragments
     assert wheel.name == "emberaudio-1.7.0-py3-none-any.whl" and sha256_of(wheel) == record.sha256
     assert record.tests is not None and record.tests["installed"] == "1.7.0"
     assert not [f for f, r in record.tests["features"].items() if r["result"] == "failed"], record.tests
+    # Signed with the secret's key: the fragment verifies against its public key.
+    assert record.provenance and (fragment / record.provenance).is_file()
+    assert main(["verify", str(fragment / record.path), "--public-key", str(public)]) == 0
 
     # The manifest job: every fragment downloaded, merged, gated, uploaded as the release.
     workspace2 = copy_repository(repo, tmp_path / "manifest-job" / "work")

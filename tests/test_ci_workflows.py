@@ -173,20 +173,30 @@ def test_no_secret_value_in_the_workflows_only_secret_references(ci_copy, monkey
     spec_copy = ci_copy
     values = {"SHIPYARD_PYPI_USERNAME": "release-bot-7f3a", "SHIPYARD_PYPI_PASSWORD": "pw-9c1e55aa0b",
               "SHIPYARD_CONDA_TOKEN": "tok-31d0f8e2", "SHIPYARD_REGISTRY_USERNAME": "reg-user-5b",
-              "SHIPYARD_REGISTRY_PASSWORD": "reg-pw-c2e7d1"}
+              "SHIPYARD_REGISTRY_PASSWORD": "reg-pw-c2e7d1",
+              "SHIPYARD_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----\nMC4CAQAw-not-a-key\n-----END PRIVATE KEY-----"}
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     spec = load_spec(spec_copy.root)
     texts = generate(spec)
     names = {env for target in spec.release.publish.values() for env in target.credential_envs()}
-    assert names == set(values)
+    signing = spec.release.supply_chain.signing_key_env  # type: ignore[union-attr]
+    assert names | {signing} == set(values)
     for path, text in texts.items():
         for value in values.values():
             assert value not in text, path
         publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
         step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
         assert step["env"] == {name: f"${{{{ secrets.{name} }}}}" for name in names}
-        assert re.findall(r"secrets\.(\w+)", text) and set(re.findall(r"secrets\.(\w+)", text)) == names
+        assert re.findall(r"secrets\.(\w+)", text) and set(re.findall(r"secrets\.(\w+)", text)) == names | {signing}
+        # The signing key reaches every step that builds, and no other.
+        builds = re.compile(r"shipyard (conda |image )?build")
+        for job_id, job in yaml.load(text, Loader=yaml.BaseLoader)["jobs"].items():
+            for step in job.get("steps", []):
+                builder = bool(builds.search(step.get("run", "")))
+                assert (signing in step.get("env", {})) == builder, (job_id, step.get("name"))
+                if builder:
+                    assert step["env"][signing] == f"${{{{ secrets.{signing} }}}}"
         assert "id-token" not in publish["permissions"]  # none of these targets takes trusted publishing
 
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+import zstandard
 from rattler.index import index_fs
 from rattler_build import assemble_package
 
@@ -200,3 +203,50 @@ def test_the_conda_build_plans_no_package_for_a_python_the_component_rules_out(c
     # The mutex, libember and ember for 3.10 to 3.13; every Python's ember fails for want of pip and numpy.
     assert "preflight, solving 6 packages' requirements" in err
     assert set(re.findall(r"\bember-[0-9.]+-py(\d+)_cpu_h", err)) == {"310", "311", "312", "313"}, err
+
+
+# --- the channel index ----------------------------------------------------------------------
+
+
+def test_indexing_the_same_packages_later_gives_the_same_repodata_bytes(tmp_path):
+    """py-rattler stamps each record it indexes for the first time with the clock (indexed_timestamp,
+    in ms); shipyard's index drops it, so two clean indexings a moment apart (two builds) write the
+    same repodata.json and .json.zst, and a solver still picks the packages from the channel
+    (exclude_newer falls back to the packages' build time)."""
+    from rattler import Channel, Gateway, solve
+
+    from shipyard.conda.rattler_glue import index_channel
+
+    channels = [tmp_path / "first", tmp_path / "second"]
+    _metadata_channel(channels[0], [("tiny", "1.0", "noarch"), ("tiny-native", "2.0", "linux-64")])
+    shutil.copytree(channels[0], channels[1])
+    raw = {}
+    for channel in channels:  # py-rattler's own first index of each: the clock is in it
+        _remove_index(channel)
+        time.sleep(0.05)
+        asyncio.run(index_fs(channel, write_zst=True, write_shards=False, force=True))
+        raw[channel] = (channel / "noarch" / "repodata.json").read_bytes()
+    assert raw[channels[0]] != raw[channels[1]], "py-rattler's index no longer differs: simplify index_channel"
+    written = []
+    for channel in channels:
+        _remove_index(channel)
+        time.sleep(0.05)
+        index_channel(channel)
+        written.append({f"{subdir}/{name}": (channel / subdir / name).read_bytes()
+                        for subdir in ("noarch", "linux-64") for name in ("repodata.json", "repodata.json.zst")})
+    assert written[0] == written[1]
+    record = json.loads(written[0]["noarch/repodata.json"])["packages.conda"]["tiny-1.0-0.conda"]
+    assert "indexed_timestamp" not in record and record["timestamp"] == 1767225600000
+    assert json.loads(zstandard.ZstdDecompressor().decompressobj().decompress(
+        written[0]["linux-64/repodata.json.zst"])) == json.loads(written[0]["linux-64/repodata.json"])
+
+    cutoff = datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC)
+    records = asyncio.run(solve([Channel(channels[1].as_uri())], ["tiny", "tiny-native"],
+                                platforms=["linux-64", "noarch"], gateway=Gateway(cache_dir=tmp_path / "cache"),
+                                exclude_newer=cutoff))
+    assert sorted(f"{r.name.normalized}-{r.version}" for r in records) == ["tiny-1.0", "tiny-native-2.0"]
+
+
+def _remove_index(channel: Path) -> None:
+    for repodata in channel.glob("*/repodata.json*"):
+        repodata.unlink()

@@ -83,3 +83,29 @@ def test_registry_credentials_come_from_the_named_variables_only(monkeypatch) ->
 def test_secret_needles_take_whole_secrets_and_config_values() -> None:
     assert secret_needles(["[global]\nindex-url = https://u:tok123456@x/\n", "short"]) == [
         b"[global]\nindex-url = https://u:tok123456@x/", b"https://u:tok123456@x/"]
+
+
+def test_staged_example_scripts_do_not_depend_on_the_umask(tmp_path) -> None:
+    """`shipyard repro --images` found the scripts' layer differing by the mode a umask of 002
+    gave train_sgd.py; their modes and times are now fixed."""
+    import os
+    import zipfile
+    from types import SimpleNamespace
+
+    from shipyard.image.build import _stage_examples
+
+    wheel = tmp_path / "emberelastic-1.7.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("emberelastic/examples/train_sgd.py", "print('train')\n")
+        zf.writestr("emberelastic/examples/__init__.py", "")
+    modes = []
+    for umask in (0o022, 0o002):
+        old = os.umask(umask)
+        try:
+            _stage_examples([SimpleNamespace(path=wheel)], tmp_path / f"examples-{umask:o}", 1700000000)  # type: ignore[list-item]
+        finally:
+            os.umask(old)
+        script = tmp_path / f"examples-{umask:o}" / "train_sgd.py"
+        modes.append((os.stat(script.parent).st_mode & 0o777, script.stat().st_mode & 0o777, script.stat().st_mtime))
+    assert modes == [(0o755, 0o644, 1700000000)] * 2
+    assert sorted(p.name for p in (tmp_path / "examples-22").iterdir()) == ["train_sgd.py"]

@@ -17,6 +17,7 @@ from securesystemslib.exceptions import VerificationError
 from shipyard.errors import BuildError
 from shipyard.spec import SupplyChain
 from shipyard.supply.grafted import identify
+from shipyard.supply.image_repro import Entry, SavedImage, compare_images, save_image
 from shipyard.supply.keys import SigningKeyError, generate_key, load_public_key, load_signer
 from shipyard.supply.provenance import sign_statement
 from shipyard.toolchains.sysroot import DebPackage, Sysroot, record_deb_owners
@@ -152,3 +153,71 @@ def test_a_library_grafted_from_a_sysroot_is_traced_to_the_suites_deb_not_the_ho
     stray_hash = hashlib.sha256(b"stray").hexdigest()[:8]
     with pytest.raises(BuildError, match="belongs to no .deb of the bullseye sysroot"):
         identify(f"x.libs/libstray-{stray_hash}.so.1.0.0", sysroot=sysroot)
+
+
+# --- images in repro ---------------------------------------------------------------------------
+
+def _entry(content: bytes, mode: int = 0o644) -> Entry:
+    return Entry(kind=b"0", mode=mode, owner=(0, 0), size=len(content), link="",
+                 content=hashlib.sha256(content).hexdigest())
+
+
+def _saved(created: str, container: str, diff_ids: list[str], layers: list[dict[str, tuple[Entry, int]]]) -> SavedImage:
+    config = {"created": created, "container": container, "architecture": "amd64",
+              "config": {"User": "ember", "Image": f"sha256:{container}", "Labels": {"a": "1"}},
+              "container_config": {"Hostname": container[:12], "Image": f"sha256:{container}"},
+              "history": [{"created": created, "created_by": f"step {i}"} for i in range(len(layers))],
+              "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    return SavedImage(config, tuple(layers))
+
+
+def test_an_image_that_differs_only_in_build_times_is_identical_and_a_changed_file_is_named():
+    same = {"usr/bin/tool": (_entry(b"tool"), 100)}
+    first = _saved("2026-01-01T00:00:00Z", "a" * 64, ["sha256:1", "sha256:2"],
+                   [same, {"opt/x": (_entry(b"x"), 100), "opt/y": (_entry(b"y"), 100)}])
+    later = _saved("2026-01-01T01:00:00Z", "b" * 64, ["sha256:1", "sha256:2"],
+                   [same, {"opt/x": (_entry(b"x"), 100), "opt/y": (_entry(b"y"), 100)}])
+    assert compare_images("img:1", ("sha256:i1", "sha256:i2"), first, later).identical
+
+    touched = _saved("2026-01-01T01:00:00Z", "b" * 64, ["sha256:1", "sha256:3"],
+                     [same, {"opt/x": (_entry(b"x"), 200), "opt/y": (_entry(b"Y"), 100), "opt/z": (_entry(b"z"), 1)}])
+    result = compare_images("img:1", ("sha256:i1", "sha256:i2"), first, touched)
+    assert not result.identical and result.config_differences == ()
+    assert [layer.identical for layer in result.layers] == [True, False]
+    assert result.layers[1].mtimes_only == ("opt/x",) and result.layers[1].differing == ("opt/y", "opt/z")
+    assert "layer 1: DIFFERENT (step 1): 1 entries differ only in mtime: opt/x; 2 differ in content or " \
+           "metadata: opt/y, opt/z" in "\n".join(result.lines())
+
+    relabelled = _saved("2026-01-01T00:00:00Z", "a" * 64, ["sha256:1", "sha256:2"], first.layers)
+    relabelled.config["config"]["Labels"] = {"a": "2"}
+    assert compare_images("img:1", ("sha256:i1", "sha256:i3"), first, relabelled).config_differences == (
+        "config.Labels.a",)
+
+
+def test_two_builds_of_one_dockerfile_are_compared_layer_by_layer_in_the_engine(docker_engine, tmp_path):
+    """The classic builder of docker.io 20.10, as `shipyard repro --images` uses it: a step that
+    writes the same bytes gives a layer that differs only in mtimes, one that writes the clock
+    differs in that file; the base layer is identical."""
+    from shipyard import docker_base
+    from shipyard.image.build import docker_client
+
+    base = docker_base.bootstrap_base_image()
+    (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN echo same > /same && date +%s%N > /clock\n"
+                                         "RUN mkdir -p /opt/d && echo one > /opt/d/one\n")
+    client = docker_client()
+    ids = []
+    try:
+        for _ in range(2):
+            image, _log = client.images.build(path=str(tmp_path), nocache=True, rm=True, forcerm=True, pull=False)
+            ids.append(image.id)
+        saved = [save_image(client, image, tmp_path / f"saved-{n}.tar") for n, image in enumerate(ids)]
+    finally:
+        for image in set(ids):
+            client.images.remove(image, force=True)
+    result = compare_images("probe", (ids[0], ids[1]), *saved)
+    assert ids[0] != ids[1] and not result.identical and result.config_differences == ()
+    base_layers = len(saved[0].layers) - 2
+    assert all(layer.identical for layer in result.layers[:base_layers])
+    clock, written = result.layers[base_layers:]
+    assert clock.differing == ("clock",) and clock.mtimes_only == ("same",)  # same bytes, later mtime
+    assert written.differing == () and set(written.mtimes_only) == {"opt", "opt/d", "opt/d/one"}

@@ -4,7 +4,8 @@ What GitHub would do around the scripts is done here as GitHub documents it: eac
 `bash --noprofile --norc -eo pipefail <file>` (the workflows' `defaults.run.shell: bash`) in the
 workspace, with the job's and the step's `env:`, the GITHUB_* variables, and GITHUB_ENV,
 GITHUB_PATH and GITHUB_OUTPUT read back after each step. `${{ }}` expressions are substituted
-from the matrix entry, the step outputs and the given contexts; an expression this runner does
+from the matrix entry, the step outputs, the given contexts and secrets (a secret not given is
+empty, as on GitHub); an expression this runner does
 not know fails the run rather than being guessed.
 
 `uses:` steps fetch from outside, so each has its documented local equivalent:
@@ -49,13 +50,15 @@ class JobRun:
 
 class JobRunner:
     def __init__(self, workspace: Path, artifacts: Path, matrix: dict[str, str], contexts: dict[str, str],
-                 workflow_env: dict[str, str], github: dict[str, str]) -> None:
+                 workflow_env: dict[str, str], github: dict[str, str],
+                 secrets: dict[str, str] | None = None) -> None:
         self.workspace = workspace
         self.artifacts = artifacts
         self.matrix = matrix
         self.contexts = contexts  # e.g. {"needs.plan.outputs.wheel_pure": "..."}
         self.workflow_env = workflow_env  # already evaluated: the workflow's env for this event
         self.github = github
+        self.secrets = secrets or {}
         self.step_outputs: dict[str, dict[str, str]] = {}
         self.extra_env: dict[str, str] = {}
         self.extra_path: list[str] = []
@@ -69,6 +72,8 @@ class JobRunner:
             return self.step_outputs.get(match.group(1), {}).get(match.group(2), "")
         if expr in self.contexts:
             return self.contexts[expr]
+        if re.fullmatch(r"secrets\.\w+", expr):
+            return self.secrets.get(expr.removeprefix("secrets."), "")
         raise AssertionError(f"the local runner does not evaluate ${{{{ {expr} }}}}")
 
     def substitute(self, text: Any) -> str:

@@ -121,6 +121,15 @@ def _upload_fragment() -> Step:
 _MATRIX_ENV = {"VARIANT": "${{ matrix.variant }}", "COMPONENT": "${{ matrix.component }}"}
 
 
+def _signing_env(spec: Spec) -> dict[str, str]:
+    """The env of a step that builds: the provenance key from the secret named like release.yaml's
+    supply_chain.signing_key_env. Only the building steps see it. Where the secret is not set,
+    GitHub gives an empty value and the build says `unsigned`."""
+    chain = spec.release.supply_chain
+    name = chain.signing_key_env if chain else None
+    return {name: f"${{{{ secrets.{name} }}}}"} if name else {}
+
+
 def _build_command(kind: str) -> str:
     return {"wheel": "shipyard build --variant \"$VARIANT\" --component \"$COMPONENT\"\n",
             "conda": "shipyard conda build --variant \"$VARIANT\" --component \"$COMPONENT\"\n",
@@ -139,7 +148,8 @@ def _linux_lane(spec: Spec, lane: Lane) -> Job:
         steps.append({"name": "CUDA toolkit (shipyard toolchain install)", "if": "matrix.cuda != ''",
                       "env": {"VARIANT": "${{ matrix.variant }}"},
                       "run": "shipyard toolchain install \"$VARIANT\"\n"})
-    steps += [{"name": "Build and test every Python", "env": dict(_MATRIX_ENV), "run": _build_command(lane.kind)},
+    steps += [{"name": "Build and test every Python", "env": {**_MATRIX_ENV, **_signing_env(spec)},
+               "run": _build_command(lane.kind)},
               _upload_fragment()]
     return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
 
@@ -164,8 +174,10 @@ def _cuda_image_lane(spec: Spec, lane: Lane) -> Job:
                             f"give each CUDA version of shipyard.ci.runners.CUDA_TOOLKIT_IMAGES its own lane")
     image = next(iter(images.values()))
     command = _build_command(lane.kind).strip()
+    signing = _signing_env(spec)
+    passed = "".join(f" -e {name}" for name in signing)  # by name: the value never is on a command line
     run = ("# The image's glibc (2.27) is too old for the actions' Node 20: only this step runs in it.\n"
-           "docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS \\\n"
+           f"docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS{passed} \\\n"
            "  -e OWNER=\"$(id -u):$(id -g)\" \\\n"
            "  -e CUDA_HOME=/usr/local/cuda -e HOME=/work/.home \"$TOOLKIT_IMAGE\" bash -euo pipefail -c '\n"
            "  apt-get update -qq\n"
@@ -183,7 +195,8 @@ def _cuda_image_lane(spec: Spec, lane: Lane) -> Job:
               "echo .venv/bin/uv)\" .venv-host/bin/uv\n"},
              *_pythons_and_cache()[1:],
              {"name": f"Build and test every Python in {image}",
-              "env": {**_MATRIX_ENV, "PYTHONS": "${{ matrix.pythons }}", "TOOLKIT_IMAGE": image}, "run": run},
+              "env": {**_MATRIX_ENV, "PYTHONS": "${{ matrix.pythons }}", "TOOLKIT_IMAGE": image, **signing},
+              "run": run},
              _upload_fragment()]
     return {"steps": steps}
 
@@ -227,7 +240,8 @@ def _host_lane(spec: Spec, lane: Lane) -> Job:
         if any(job.cuda for job in lane.jobs):
             steps.append(_windows_cuda_step(lane))
     steps += [*_pythons_and_cache(),
-              {"name": "Build and test every Python", "env": dict(_MATRIX_ENV), "run": _build_command(lane.kind)},
+              {"name": "Build and test every Python", "env": {**_MATRIX_ENV, **_signing_env(spec)},
+               "run": _build_command(lane.kind)},
               _upload_fragment()]
     return {"steps": steps}
 
@@ -240,7 +254,7 @@ def _mobile_lane(spec: Spec, lane: Lane) -> Job:
                      "sudo apt-get update -qq\n"
                      "sudo apt-get install -y -qq --no-install-recommends cmake ninja-build g++-aarch64-linux-gnu "
                      "g++-arm-linux-gnueabihf qemu-user >/dev/null\n"},
-             {"name": "Build and test every mobile target", "run": _build_command("mobile")},
+             {"name": "Build and test every mobile target", "env": _signing_env(spec), "run": _build_command("mobile")},
              _upload_fragment()]
     return {"steps": steps}
 
@@ -254,7 +268,7 @@ def _docker_lane(spec: Spec, lane: Lane) -> Job:
               "with": {"pattern": "fragment-wheel-*-any", "path": "fragments-pure"}},
              {"name": "Merge the pure wheels into dist/",
               "run": "shipyard manifest merge --dist dist fragments-pure/*\n"},
-             {"name": "Build the images", "env": {"VARIANT": "${{ matrix.variant }}"},
+             {"name": "Build the images", "env": {"VARIANT": "${{ matrix.variant }}", **_signing_env(spec)},
               "run": "shipyard image build --variant \"$VARIANT\" --channel \"$SHIPYARD_CHANNEL\"\n"},
              {"name": "Save the images for publish", "env": {"REPOSITORY": "${{ matrix.component }}",
                                                                "VARIANT_TAG": "${{ matrix.variant_tag }}"},

@@ -1,15 +1,27 @@
 """What every rattler-build call and every channel folder of shipyard needs: the build log
-rattler-build keeps nowhere else, and a py-rattler index of a folder."""
+rattler-build keeps nowhere else, and a py-rattler index of a folder that is the same bytes
+whenever the packages are."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+import zstandard
 from rattler.index import index_fs
+
+# The one field of py-rattler's index that comes from the clock: the milliseconds at which each
+# record was indexed. It is optional (conda-index never wrote it), and rattler's solver falls back
+# to the package's own build `timestamp` for exclude_newer when it is missing.
+CLOCK_FIELDS = ("indexed_timestamp",)
+# zstd's output is a function of the input, the level and the library version only (no time, no
+# threads here), so the rewritten repodata.json.zst is as reproducible as repodata.json.
+ZSTD_LEVEL = 19
 
 
 class BuildLog:
@@ -51,3 +63,28 @@ def index_channel(folder: Path) -> None:
     (folder / "noarch").mkdir(parents=True, exist_ok=True)
     asyncio.run(index_fs(folder, write_zst=True, write_shards=False, force=True))
     shutil.rmtree(folder / ".tmp", ignore_errors=True)  # index_fs's scratch folder, empty when it is done
+    for repodata in sorted(folder.glob("*/repodata.json")):
+        drop_clock_fields(repodata)
+
+
+def drop_clock_fields(repodata: Path) -> None:
+    """Rewrite `repodata` (and its .zst beside it) without the fields that hold the clock time of
+    the indexing, so that indexing the same packages twice gives the same bytes. Each file is
+    replaced whole (os.replace), in py-rattler's own layout: compact JSON, keys sorted."""
+    data = json.loads(repodata.read_bytes())
+    for group in ("packages", "packages.conda"):
+        for record in data.get(group, {}).values():
+            for name in CLOCK_FIELDS:
+                record.pop(name, None)
+    plain = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    _replace(repodata, plain)
+    packed = repodata.with_name(repodata.name + ".zst")
+    if packed.exists():
+        _replace(packed, zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(plain))
+
+
+def _replace(target: Path, data: bytes) -> None:
+    staged = target.with_name(f".{target.name}.tmp")
+    staged.write_bytes(data)
+    os.chmod(staged, 0o644)
+    os.replace(staged, target)

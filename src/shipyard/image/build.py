@@ -9,6 +9,7 @@ rebuilt: its inputs' digest is a label, and a re-run that finds it does nothing 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -87,7 +88,8 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
     git = git_info(spec.root)
     build_args = {"BASE_IMAGE": bases.base_image, "PYTHON_IMAGE": bases.python_image,
                   "PYTHON_PREFIX": bases.python_prefix, "CUDA_VERSION": variant.cuda or "",
-                  "EMBER_REQUIREMENTS": " ".join(w.requirement for w in wheels)}
+                  "EMBER_REQUIREMENTS": " ".join(w.requirement for w in wheels),
+                  "LAYER_EPOCH": str(_layer_epoch(bases.base_image))}
     results = []
     with tempfile.TemporaryDirectory(prefix="shipyard-image-", dir="/var/tmp") as work:
         context: Path | None = None
@@ -149,6 +151,14 @@ def _inputs_digest(request: ImageRequest, plan: ImagePlan, wheels: list[ReleaseW
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
+def _layer_epoch(base_image: str) -> int:
+    """The time the Dockerfile's RUN steps give every file they write: the base image's creation
+    time (seconds). Fixed for one base, so that two builds write the same layers, and changing only
+    with the base, so that the layer cache holds across commits."""
+    created = str(docker_client().images.get(base_image).attrs["Created"])  # RFC 3339, nanoseconds
+    return int(datetime.datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.UTC).timestamp())
+
+
 def _unchanged(plan: ImagePlan, inputs: str) -> bool:
     """Both tags name one image built from these inputs."""
     labels = docker_base.image_labels(plan.tag)
@@ -184,14 +194,17 @@ def _link_or_copy(src: Path, dest: Path) -> None:
 
 def _stage_examples(wheels: list[ReleaseWheel], dest: Path, epoch: int) -> None:
     """The example training scripts, taken from the released wheels (the bytes that were tested).
-    Their times are the source's, so the layer holding them is the same bytes on every build."""
+    Their times are the source's and their modes fixed (not the umask's), so the layer holding
+    them is the same bytes on every build."""
     dest.mkdir(parents=True)
+    os.chmod(dest, 0o755)
     for wheel in wheels:
         with zipfile.ZipFile(wheel.path) as zf:
             for name in zf.namelist():
                 parts = name.split("/")
                 if len(parts) == 3 and parts[1] == "examples" and name.endswith(".py") and parts[2] != "__init__.py":
                     (dest / parts[2]).write_bytes(zf.read(name))
+                    os.chmod(dest / parts[2], 0o644)
                     os.utime(dest / parts[2], (epoch, epoch))
     os.utime(dest, (epoch, epoch))
 

@@ -14,9 +14,12 @@ from shipyard.cli import _spec, console, err_console
 def cmd_image_build(args: argparse.Namespace) -> int:
     from shipyard.build_report import live_progress
     from shipyard.image.build import ImageRequest, build_images
+    from shipyard.image.plan import with_repository
 
     start = time.monotonic()
     spec = _spec(args)
+    if args.repository:
+        spec = with_repository(spec, args.repository)
     root = Path(args.root)
     request = ImageRequest(
         variant=args.variant, dist=(Path(args.dist) if args.dist else root / "dist").resolve(),
@@ -80,6 +83,8 @@ def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     b.add_argument("--allow-untested", action="store_true",
                    help="accept wheels built with --no-tests (their manifest records no test run)")
     b.add_argument("--no-cache", action="store_true", help="build every layer again")
+    b.add_argument("--repository", help="name the images REPOSITORY instead of images.repository (shipyard repro "
+                                        "builds under its own name)")
     b.set_defaults(func=cmd_image_build)
     u = isub.add_parser("push", help="push a variant's images (both tags) to a docker publish target")
     u.add_argument("--variant", required=True)

@@ -6,10 +6,13 @@ the YAML files.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from pydantic import ValidationError
 
 from shipyard.errors import UsageError, nearest
 from shipyard.spec import STATUS_ORDER, ImageSettings, ImageVariant, Variant
@@ -87,6 +90,19 @@ def image_plans(spec: Spec, variant_name: str, *, targets: Iterable[str] = TARGE
     if wrong:
         raise UsageError(f"--target {', '.join(wrong)}: the targets are {', '.join(TARGETS)}")
     return [ImagePlan(spec, variant, t, chosen) for t in TARGETS if t in targets]  # type: ignore[arg-type]
+
+
+def with_repository(spec: Spec, repository: str) -> Spec:
+    """`spec` with its images named `repository` instead of images.repository (a repro's own
+    name, so that its builds never move the release's tags in a shared engine)."""
+    images = spec.release.images
+    if images is None:
+        return spec
+    try:
+        renamed = ImageSettings.model_validate({**images.model_dump(), "repository": repository})
+    except ValidationError as exc:
+        raise UsageError(f"--repository {repository}: {exc.errors()[0]['msg']}") from exc
+    return dataclasses.replace(spec, release=spec.release.model_copy(update={"images": renamed}))
 
 
 def feature_ids(spec: Spec, components: Iterable[str], platform: str) -> dict[str, list[str]]:

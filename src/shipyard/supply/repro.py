@@ -3,7 +3,9 @@ different time, time zone and umask) and compare every artifact's bytes; diffosc
 each difference.
 
 Compared: everything the builds put in dist/ (wheels, the wheel indexes, conda packages,
-mobile tarballs, SBOMs inside them), except manifest.json, which records how long each step took.
+mobile tarballs, SBOMs inside them), except manifest.json, which records how long each step took;
+with `images`, the variant's runtime image of each clone too (supply/image_repro.py), built under
+its own repository name so that the release's tags in a shared engine stay where they were.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 from shipyard import command
 from shipyard.errors import ShipyardError, ToolError
+from shipyard.manifest import read_manifest
+from shipyard.supply.image_repro import ImageComparison, compare_images, save_image
 
 # Two clones whose paths differ in length: a path that leaks into a binary changes its size too.
 CLONE_PATHS = ("one/src", "second-build-in-a-longer-folder/x/src")
@@ -27,6 +31,8 @@ CLONE_PATHS = ("one/src", "second-build-in-a-longer-folder/x/src")
 RUN_ENVIRONMENTS = ({"TZ": "UTC"}, {"TZ": "Asia/Kolkata"})
 UMASKS = (0o022, 0o002)
 DIFFOSCOPE_LINES = 40
+# The repository both clones' images are built under (`image build --repository`).
+IMAGE_REPOSITORY = "shipyard-repro"
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class ReproRequest:
     components: tuple[str, ...] = ()
     mobile_targets: tuple[str, ...] = ()  # also build these ember-lite targets
     conda: bool = False  # also build the variant's conda packages (no tests)
+    images: bool = False  # also build the variant's runtime image (from the untested wheels)
     work: Path = Path(".shipyard/repro")
 
 
@@ -44,6 +51,7 @@ class ReproReport:
     identical: list[str] = field(default_factory=list)  # dist-relative paths
     different: dict[str, str] = field(default_factory=dict)  # path -> diffoscope's first lines
     only_in_one: list[str] = field(default_factory=list)
+    images: list[ImageComparison] = field(default_factory=list)
     commit: str = ""  # the commit both builds were made from
 
     @property
@@ -52,19 +60,23 @@ class ReproReport:
 
     @property
     def ok(self) -> bool:
-        return self.total > 0 and not self.different and not self.only_in_one
+        return (self.total > 0 and not self.different and not self.only_in_one
+                and all(image.identical for image in self.images))
 
     def by_kind(self) -> dict[str, tuple[int, int]]:
         """{artifact kind: (identical, total)}."""
         same = Counter(artifact_kind(p) for p in self.identical)
         every = Counter(artifact_kind(p) for p in [*self.identical, *self.different, *self.only_in_one])
-        return {kind: (same[kind], every[kind]) for kind in sorted(every)}
+        kinds = {kind: (same[kind], every[kind]) for kind in sorted(every)}
+        if self.images:
+            kinds["image"] = (sum(image.identical for image in self.images), len(self.images))
+        return kinds
 
 
 def artifact_kind(path: str) -> str:
     name = path.rsplit("/", 1)[-1]
-    for suffix, kind in ((".whl", "wheel"), (".conda", "conda"), (".tar.bz2", "conda"), (".tar.gz", "mobile"),
-                         (".aar", "mobile"), (".html", "index"), (".json", "index"),
+    for suffix, kind in ((".cdx.json", "sbom"), (".whl", "wheel"), (".conda", "conda"), (".tar.bz2", "conda"),
+                         (".tar.gz", "mobile"), (".aar", "mobile"), (".html", "index"), (".json", "index"),
                          (".json.zst", "index")):
         if name.endswith(suffix):
             return kind
@@ -98,6 +110,10 @@ def _build(clone: Path, request: ReproRequest, run: int) -> None:
         if request.conda:
             command.run([*shipyard, "conda", "build", "--variant", request.variant, "--no-tests", *selection],
                         extra_env=env, timeout=7200, what=f"repro conda build {run + 1}")
+        if request.images:
+            command.run([*shipyard, "image", "build", "--variant", request.variant, "--target", "runtime",
+                         "--allow-untested", "--no-cache", "--repository", IMAGE_REPOSITORY],
+                        extra_env=env, timeout=7200, what=f"repro image build {run + 1}")
     finally:
         os.umask(old)
 
@@ -147,7 +163,47 @@ def reproduce(source: Path, request: ReproRequest, progress=lambda _: None) -> R
     progress("repro: compare")
     report = compare(clones[0] / "dist", clones[1] / "dist")
     report.commit = commit
+    if request.images:
+        progress("repro: compare the images (docker save)")
+        report.images = compare_built_images(clones, request.work.resolve() / "images")
     return report
+
+
+def _image_ids(dist: Path) -> dict[str, str]:
+    manifest = read_manifest(dist / "manifest.json")
+    return {a.name: f"sha256:{a.sha256}" for a in (manifest.artifacts if manifest else ())
+            if a.package_type == "docker"}
+
+
+def compare_built_images(clones: Sequence[Path], work: Path) -> list[ImageComparison]:
+    """Each image the two clones' manifests record, compared layer by layer; then the images and
+    their saved copies are removed (repro made them; a shared engine keeps only what it needs)."""
+    import docker
+
+    from shipyard.image.build import docker_client
+
+    ids = [_image_ids(clone / "dist") for clone in clones]
+    if not ids[0] or ids[0].keys() != ids[1].keys():
+        raise ShipyardError(f"repro: the two builds recorded different images ({sorted(ids[0])} and "
+                            f"{sorted(ids[1])}) in dist/manifest.json; see the image build's output above")
+    client = docker_client()
+    comparisons = []
+    try:
+        for name in sorted(ids[0]):
+            pair = (ids[0][name], ids[1][name])
+            if pair[0] == pair[1]:
+                saved = [save_image(client, pair[0], work / "image.tar")] * 2
+            else:
+                saved = [save_image(client, image, work / f"image-{run + 1}.tar") for run, image in enumerate(pair)]
+            comparisons.append(compare_images(name, pair, *saved))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        for image in {i for found in ids for i in found.values()}:
+            try:
+                client.images.remove(image, force=True)
+            except docker.errors.NotFound:  # both builds gave one id: it is gone already
+                pass
+    return comparisons
 
 
 def summary_lines(report: ReproReport) -> Sequence[str]:
@@ -156,6 +212,8 @@ def summary_lines(report: ReproReport) -> Sequence[str]:
     of = f" (commit {report.commit[:12]})" if report.commit else ""
     lines.append(f"total: {len(report.identical)} of {report.total} files identical ({percent:.0f} %){of}")
     lines += [f"only in one build: {p}" for p in report.only_in_one]
+    for image in report.images:
+        lines += image.lines()
     for path, diff in report.different.items():
         lines += [f"DIFFERENT: {path}", diff]
     return lines
