@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,37 @@ def test_an_image_that_differs_only_in_build_times_is_identical_and_a_changed_fi
         "config.Labels.a",)
 
 
+def _directory(mode: int = 0o755) -> Entry:
+    return Entry(kind=tarfile.DIRTYPE, mode=mode, owner=(0, 0), size=0, link="", content="")
+
+
+def test_only_the_mtimes_of_a_copys_destination_directories_are_normalised():
+    copy = "/bin/sh -c #(nop) COPY dir:0123abcd in /opt/python/ "
+    files = {"opt/python/lib/x.py": (_entry(b"x"), 100)}
+
+    def saved(stamp: int, extra: dict[str, tuple[Entry, int]], diff_id: str) -> SavedImage:
+        image = _saved("2026-01-01T00:00:00Z", "a" * 64, ["sha256:base", diff_id],
+                       [{}, {"opt": (_directory(), stamp), "opt/python": (_directory(), stamp), **files, **extra}])
+        image.config["history"][1]["created_by"] = copy
+        return image
+
+    result = compare_images("img:1", ("sha256:i1", "sha256:i2"), saved(100, {}, "sha256:c1"),
+                            saved(200, {}, "sha256:c2"))
+    assert not result.identical and result.reproducible and result.verdict() == "identical (normalised)"
+    assert result.layers[1].copy_directories == ("opt", "opt/python")
+    assert "identical but for the mtimes of the directories a COPY writes into" in result.lines()[0]
+    # A file's mtime, or a directory the COPY does not write into, is never normalised.
+    for extra in ({"opt/python/lib/y.py": (_entry(b"y"), 0)}, {"srv": (_directory(), 0)}):
+        later = {path: (entry, 300) for path, (entry, _) in extra.items()}
+        other = compare_images("img:1", ("sha256:i1", "sha256:i2"), saved(100, extra, "sha256:c1"),
+                               saved(200, later, "sha256:c2"))
+        assert not other.reproducible and other.verdict() == "DIFFERENT", other.lines()
+    # The same directories touched by a RUN step are not normalised either.
+    run = saved(200, {}, "sha256:c2")
+    run.config["history"][1]["created_by"] = "/bin/sh -c mkdir -p /opt/python"
+    assert not compare_images("img:1", ("sha256:i1", "sha256:i2"), saved(100, {}, "sha256:c1"), run).reproducible
+
+
 def test_two_builds_of_one_dockerfile_are_compared_layer_by_layer_in_the_engine(docker_engine, tmp_path):
     """The classic builder of docker.io 20.10, as `shipyard repro --images` uses it: a step that
     writes the same bytes gives a layer that differs only in mtimes, one that writes the clock
@@ -202,8 +234,11 @@ def test_two_builds_of_one_dockerfile_are_compared_layer_by_layer_in_the_engine(
     from shipyard.image.build import docker_client
 
     base = docker_base.bootstrap_base_image()
+    (tmp_path / "copied").mkdir()
+    (tmp_path / "copied" / "file").write_text("copied\n")
     (tmp_path / "Dockerfile").write_text(f"FROM {base}\nRUN echo same > /same && date +%s%N > /clock\n"
-                                         "RUN mkdir -p /opt/d && echo one > /opt/d/one\n")
+                                         "RUN mkdir -p /opt/d && echo one > /opt/d/one\n"
+                                         "COPY copied/ /srv/c/\n")
     client = docker_client()
     ids = []
     try:
@@ -216,8 +251,11 @@ def test_two_builds_of_one_dockerfile_are_compared_layer_by_layer_in_the_engine(
             client.images.remove(image, force=True)
     result = compare_images("probe", (ids[0], ids[1]), *saved)
     assert ids[0] != ids[1] and not result.identical and result.config_differences == ()
-    base_layers = len(saved[0].layers) - 2
+    base_layers = len(saved[0].layers) - 3
     assert all(layer.identical for layer in result.layers[:base_layers])
-    clock, written = result.layers[base_layers:]
+    clock, written, copied = result.layers[base_layers:]
     assert clock.differing == ("clock",) and clock.mtimes_only == ("same",)  # same bytes, later mtime
     assert written.differing == () and set(written.mtimes_only) == {"opt", "opt/d", "opt/d/one"}
+    assert not written.normalised  # a RUN step's clock is the Dockerfile's to fix (LAYER_EPOCH)
+    # The COPY keeps the file's time and stamps the directories it writes into with the clock.
+    assert copied.differing == () and set(copied.mtimes_only) == {"srv", "srv/c"} and copied.normalised

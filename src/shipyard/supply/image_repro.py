@@ -5,12 +5,20 @@ diff_id is and the configs differ only in NORMALISED_CONFIG: the fields where th
 writes the clock and the build container's random id. A layer whose diff_id differs is compared
 entry by entry, once as it is and once without modification times, so that the report says
 whether only the clock differs or which files do.
+
+One more part is normalised, and named in the report: the modification time of the directory a
+COPY writes into and of its parents (`opt`, `opt/python`). The classic builder of docker.io 20.10
+stamps them with the clock when it copies, no RUN step can reach them, and BuildKit's
+`rewrite-timestamp`, which would, is not in that engine. Every other entry of such a layer must
+be the same, its mtime included. An image that needs this is "identical (normalised)", never
+plain "identical".
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +35,8 @@ from shipyard.errors import ShipyardError
 NORMALISED_CONFIG = ("created", "container", "container_config.Hostname", "container_config.Image", "config.Image",
                      "history.*.created")
 ENTRIES_SHOWN = 8
+# The classic builder's history line for a COPY: `/bin/sh -c #(nop) COPY dir:<hash> in /opt/python/ `.
+_COPY_DESTINATION = re.compile(r"#\(nop\)\s+COPY\s+\S+\s+in\s+(\S+)")
 
 
 @dataclass(frozen=True)
@@ -54,10 +64,20 @@ class LayerComparison:
     identical: bool  # the same diff_id
     mtimes_only: tuple[str, ...]  # entries that differ in nothing but their modification time
     differing: tuple[str, ...]  # entries that differ in content, mode, owner or presence
+    copy_directories: tuple[str, ...] = ()  # of mtimes_only: the COPY's destination and its parents
+
+    @property
+    def normalised(self) -> bool:
+        """Identical but for the clock on the directories a COPY wrote into (see the module's doc)."""
+        return (not self.identical and not self.differing and bool(self.mtimes_only)
+                and set(self.mtimes_only) <= set(self.copy_directories))
 
     def describe(self) -> str:
         if self.identical:
             return f"layer {self.index}: identical ({self.step})"
+        if self.normalised:
+            return (f"layer {self.index}: identical (normalised) ({self.step}): only the mtimes of the directories "
+                    f"the COPY writes into differ: {_some(self.mtimes_only)}")
         parts = []
         if self.mtimes_only:
             parts.append(f"{len(self.mtimes_only)} entries differ only in mtime: {_some(self.mtimes_only)}")
@@ -82,13 +102,25 @@ class ImageComparison:
     def identical(self) -> bool:
         return self.ids[0] == self.ids[1] or (not self.config_differences and all(x.identical for x in self.layers))
 
+    @property
+    def reproducible(self) -> bool:
+        """Identical, or identical but for the documented COPY-directory mtimes."""
+        return self.identical or (not self.config_differences
+                                  and all(x.identical or x.normalised for x in self.layers))
+
+    def verdict(self) -> str:
+        return "identical" if self.identical else "identical (normalised)" if self.reproducible else "DIFFERENT"
+
     def lines(self) -> list[str]:
         if self.ids[0] == self.ids[1]:
             return [f"image {self.name}: identical (id {self.ids[0][:19]})"]
         same = sum(layer.identical for layer in self.layers)
-        lines = [f"image {self.name}: {'identical' if self.identical else 'DIFFERENT'} after dropping "
+        normalised = sum(layer.normalised for layer in self.layers)
+        lines = [f"image {self.name}: {self.verdict()} after dropping "
                  f"{', '.join(NORMALISED_CONFIG)} from the config (ids {self.ids[0][:19]} and {self.ids[1][:19]}); "
-                 f"{same} of {len(self.layers)} layers identical"]
+                 f"{same} of {len(self.layers)} layers identical"
+                 + (f", {normalised} identical but for the mtimes of the directories a COPY writes into"
+                    if normalised else "")]
         if self.config_differences:
             lines.append(f"  config differs in: {', '.join(self.config_differences)}")
         lines += [f"  {layer.describe()}" for layer in self.layers if not layer.identical]
@@ -151,10 +183,19 @@ def compare_images(name: str, ids: tuple[str, str], first: SavedImage, second: S
                     differing.append(path)
                 elif one[path][1] != two[path][1]:
                     mtimes_only.append(path)
-        layers.append(LayerComparison(index, step, same, tuple(mtimes_only), tuple(differing)))
+        copied = _COPY_DESTINATION.search(steps[index]) if index < len(steps) else None
+        directories = _with_parents(copied.group(1)) if copied else ()
+        copy_directories = tuple(p for p in mtimes_only if p in directories and one[p][0].kind == tarfile.DIRTYPE)
+        layers.append(LayerComparison(index, step, same, tuple(mtimes_only), tuple(differing), copy_directories))
     if len(first.layers) != len(second.layers):
         differences += (f"rootfs: {len(first.layers)} layers against {len(second.layers)}",)
     return ImageComparison(name, ids, differences, tuple(layers))
+
+
+def _with_parents(destination: str) -> tuple[str, ...]:
+    """'/opt/python/' -> ('opt', 'opt/python'): the names a layer's tar gives those directories."""
+    parts = [p for p in destination.split("/") if p]
+    return tuple("/".join(parts[:n]) for n in range(1, len(parts) + 1))
 
 
 def _normalised(config: dict[str, Any]) -> dict[str, Any]:

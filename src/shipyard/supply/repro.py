@@ -61,7 +61,7 @@ class ReproReport:
     @property
     def ok(self) -> bool:
         return (self.total > 0 and not self.different and not self.only_in_one
-                and all(image.identical for image in self.images))
+                and all(image.reproducible for image in self.images))
 
     def by_kind(self) -> dict[str, tuple[int, int]]:
         """{artifact kind: (identical, total)}."""
@@ -69,7 +69,7 @@ class ReproReport:
         every = Counter(artifact_kind(p) for p in [*self.identical, *self.different, *self.only_in_one])
         kinds = {kind: (same[kind], every[kind]) for kind in sorted(every)}
         if self.images:
-            kinds["image"] = (sum(image.identical for image in self.images), len(self.images))
+            kinds["image"] = (sum(image.reproducible for image in self.images), len(self.images))
         return kinds
 
 
@@ -207,7 +207,11 @@ def compare_built_images(clones: Sequence[Path], work: Path) -> list[ImageCompar
 
 
 def summary_lines(report: ReproReport) -> Sequence[str]:
-    lines = [f"{kind}: {same} of {total} identical" for kind, (same, total) in report.by_kind().items()]
+    normalised = sum(image.reproducible and not image.identical for image in report.images)
+    note = {"image": f" ({normalised} of them normalised: the mtimes of the directories a COPY writes into)"
+            if normalised else ""}
+    lines = [f"{kind}: {same} of {total} identical{note.get(kind, '')}"
+             for kind, (same, total) in report.by_kind().items()]
     percent = 100 * len(report.identical) / report.total if report.total else 0
     of = f" (commit {report.commit[:12]})" if report.commit else ""
     lines.append(f"total: {len(report.identical)} of {report.total} files identical ({percent:.0f} %){of}")
