@@ -203,6 +203,34 @@ def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo: Path, released: R
         assert _about(package)["extra"] == {"shipyard": {"variant": "cpu", "features": expected}}
 
 
+def _payload(package: Path) -> dict[str, bytes]:
+    """The files a .conda installs (its pkg-*.tar.zst), by path."""
+    with zipfile.ZipFile(package) as archive:
+        pkg = next(n for n in archive.namelist() if n.startswith("pkg-"))
+        data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(archive.read(pkg))).read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("component", ["ember", "embervision"])
+def test_a_per_python_package_holds_the_dist_info_of_its_wheel_and_no_build_path(
+        repo: Path, released: Released, component: str):
+    """The per-Python packages are built by scikit-build-core's build_wheel hook and installed by pip
+    from the wheel's folder (recipes/README.md): the dist-info is the wheel's, its RECORD lists every
+    installed file, and no direct_url.json records the build's temporary folder."""
+    version = load_spec(repo).release.release.version
+    files = _payload(_published(released, f"{component}-cpu-linux-x86_64-cp311-conda"))
+    dist_info = f"lib/python3.11/site-packages/{component}-{version}.dist-info/"
+    assert sorted(n.removeprefix(dist_info) for n in files if n.startswith(dist_info)) == [
+        "INSTALLER", "METADATA", "RECORD", "REQUESTED", "WHEEL"]
+    assert b"Generator: scikit-build-core" in files[dist_info + "WHEEL"]
+    assert b"Tag: cp311-cp311-linux_x86_64" in files[dist_info + "WHEEL"]
+    record = {line.split(",")[0] for line in files[dist_info + "RECORD"].decode().splitlines() if line}
+    extensions = [n for n in files if n.endswith(".cpython-311-x86_64-linux-gnu.so")]
+    assert extensions and {n.removeprefix("lib/python3.11/site-packages/") for n in extensions} <= record
+    assert not [n for n in files if b"rattler-build_" in files[n] and n.endswith((".json", "RECORD"))]
+
+
 def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo: Path, with_cuda: Released):
     variant = load_spec(repo).release.variants["cuda11"]
     lib = _published(with_cuda, f"libember-{variant.tag}-linux-x86_64-conda")
