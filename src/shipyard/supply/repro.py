@@ -157,14 +157,14 @@ def reproduce(source: Path, request: ReproRequest, progress=lambda _: None) -> R
     commit = command.run(["git", "-C", source, "rev-parse", "HEAD"], timeout=60).stdout.strip()
     clones = [request.work.resolve() / p for p in CLONE_PATHS]
     for run, clone in enumerate(clones):
-        progress(f"repro: clone {commit[:12]} and build {run + 1} of 2 in {clone}")
+        progress(f"clone {commit[:12]} and build {run + 1} of 2 in {clone}")
         _clone(source, clone, commit)
         _build(clone, request, run)
-    progress("repro: compare")
+    progress("compare")
     report = compare(clones[0] / "dist", clones[1] / "dist")
     report.commit = commit
     if request.images:
-        progress("repro: compare the images (docker save)")
+        progress("compare the images (docker save)")
         report.images = compare_built_images(clones, request.work.resolve() / "images")
     return report
 
