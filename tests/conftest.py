@@ -125,6 +125,13 @@ def _glibc_sysroots() -> None:
     discover.cache_clear()
 
 
+@pytest.fixture(scope="session")
+def glibc_sysroots() -> None:
+    """For a fast test that needs them: the sysroots assembled, as on a machine where
+    `shipyard toolchain install bullseye` ran (a bare machine has none)."""
+    _glibc_sysroots()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def glibc_sysroot(request: pytest.FixtureRequest) -> None:
     """Slow tests build Linux wheels, which compile against the bullseye sysroot (README, "The

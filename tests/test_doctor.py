@@ -10,7 +10,7 @@ from shipyard.toolchains.discover import discover
 from shipyard.validate import load_spec
 
 
-def test_cpu_cells_of_this_host_are_ready(repo):
+def test_cpu_cells_of_this_host_are_ready_once_the_bullseye_sysroot_is_installed(repo, glibc_sysroots):
     rows = diagnose(load_spec(repo).release, discover(), "cpu")
     linux = [r for r in rows if r.cell.platform == "linux-x86_64"]
     assert len(linux) == 22  # 10 wheels; 12 conda packages (2 cores, 2 x 5 Pythons)
