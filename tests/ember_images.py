@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.cli import install_toolchain_if_obtainable
 from shipyard.image.build import ImageRequest, ImageResult, build_images
 from shipyard.validate import Spec
 from shipyard.wheel.pipeline import BuildRequest, build_variant
@@ -45,6 +46,9 @@ class EmberImages:
             settings = self.spec.release.images
             assert settings is not None
             dist = self._tmp.mktemp(f"dist-{variant}")
+            # As `shipyard build --install-toolchain` does: on a bare machine no other test may
+            # have assembled the variant's CUDA toolkit yet.
+            install_toolchain_if_obtainable(self.spec, variant, lambda _: None)
             outcomes = build_variant(self.spec, BuildRequest(variant=variant, pythons=(settings.python,),
                                                              components=settings.components, run_tests=False,
                                                              dist=dist, state=REPO / ".shipyard"))

@@ -221,7 +221,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         test_installer=args.test_installer)
     with live_progress(err_console, f"build {args.variant}") as progress:
         if args.install_toolchain:
-            _install_toolchain_if_obtainable(spec, args.variant, progress)
+            install_toolchain_if_obtainable(spec, args.variant, progress)
         outcomes = build_variant(spec, request, progress)
     console.print(summary_table(outcomes, f"{spec.release.release.name} {spec.release.release.version} "
                                           f"variant {args.variant}"))
@@ -273,7 +273,7 @@ def cmd_build_mobile(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> None:  # noqa: ANN001
+def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> None:  # noqa: ANN001
     """Assemble the sysroot this host's wheels need to keep their glibc promise, and the variant's
     CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc older than any sysroot)."""
     from shipyard.errors import ToolchainMissing

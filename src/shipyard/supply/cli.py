@@ -51,7 +51,7 @@ def sign_after_build(spec: Spec, dist: Path) -> None:
 
     start = time.monotonic()
     try:
-        report = sign_dist(spec, dist)
+        report = sign_dist(spec, dist, keep_signed=True)
     except SigningKeyError as exc:
         err_console.print(f"[yellow]unsigned[/]: {exc}", markup=True, soft_wrap=True)
         return

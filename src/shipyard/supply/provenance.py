@@ -100,9 +100,15 @@ class AttestReport:
     refused: tuple[str, ...] = ()  # artifacts left unsigned: missing, or not the bytes the manifest records
 
 
-def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str) -> AttestReport:
+def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str, *,
+                    keep_signed: bool = False) -> AttestReport:
     """Sign a provenance statement for every artifact in `dist/manifest.json` that has none for its
-    current bytes; record each envelope's path in the manifest."""
+    current bytes; record each envelope's path in the manifest.
+
+    With `keep_signed` (what a build does at its end), an envelope already there whose statement
+    names the file's current sha256 is kept whoever signed it: a CI job that merged another job's
+    fragment into its dist/ does not re-sign, and so re-upload under the same name, what it did
+    not build. `shipyard attest` re-signs everything with the current key."""
     manifest: Manifest | None = read_manifest(dist / "manifest.json")
     if manifest is None:
         raise ShipyardError(f"{dist / 'manifest.json'}: no manifest to attest; build first")
@@ -120,6 +126,9 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str) -> 
                            f"the file changed after it was recorded: rebuild it")
             continue
         path = envelope_path(dist, record)
+        if keep_signed and record.provenance and path.is_file() and _signed_digest(path, record.name) == digest:
+            kept += 1
+            continue
         data = statement(record, digest, definition)
         envelope = sign_statement(data, signer)
         # Ed25519 signatures are deterministic: the same statement and key give the same bytes.
@@ -135,7 +144,16 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str) -> 
     return AttestReport(signed=len(updated), kept=kept, key=key_source, refused=tuple(refused))
 
 
-def sign_dist(spec: Spec, dist: Path) -> AttestReport | None:
+def _signed_digest(envelope: Path, name: str) -> str | None:
+    """The sha256 the envelope's statement names for `name`; None when it cannot be read as one."""
+    try:
+        statement = json.loads(Envelope.from_dict(json.loads(envelope.read_bytes())).payload)
+        return next((s["digest"].get("sha256") for s in statement.get("subject", []) if s.get("name") == name), None)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def sign_dist(spec: Spec, dist: Path, *, keep_signed: bool = False) -> AttestReport | None:
     """Sign every artifact of `dist` with release.yaml's key; None when the release names no
     supply_chain. A missing key raises SigningKeyError with the fix."""
     from shipyard.supply.keys import load_signer
@@ -143,4 +161,4 @@ def sign_dist(spec: Spec, dist: Path) -> AttestReport | None:
     if spec.release.supply_chain is None:
         return None
     signer, source = load_signer(spec.release.supply_chain, spec.root)
-    return attest_manifest(spec, dist, signer, source)
+    return attest_manifest(spec, dist, signer, source, keep_signed=keep_signed)
