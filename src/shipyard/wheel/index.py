@@ -30,11 +30,11 @@ def sha256_of(path: Path) -> str:
 
 def content_identity(wheel: Path) -> str:
     """sha256 over a wheel's payload (names and bytes), leaving out what a re-label changes on
-    every commit: the build info (git sha), RECORD and zip timestamps."""
+    every commit: the build info (git sha), the SBOM (dated by the commit), RECORD and zip timestamps."""
     digest = hashlib.sha256()
     with zipfile.ZipFile(wheel) as zf:
         for name in sorted(zf.namelist()):
-            if name.endswith(("/_build_info.json", ".dist-info/RECORD")):
+            if name.endswith(("/_build_info.json", ".dist-info/RECORD")) or ".dist-info/sboms/" in name:
                 continue
             digest.update(name.encode() + b"\0" + hashlib.sha256(zf.read(name)).digest())
     return digest.hexdigest()
