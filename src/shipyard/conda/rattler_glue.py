@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any
 
 import zstandard
 from rattler.index import index_fs
+
+from shipyard.wheel.index import write_atomic
 
 # The one field of py-rattler's index that comes from the clock: the milliseconds at which each
 # record was indexed. It is optional (conda-index never wrote it), and rattler's solver falls back
@@ -70,21 +71,14 @@ def index_channel(folder: Path) -> None:
 def drop_clock_fields(repodata: Path) -> None:
     """Rewrite `repodata` (and its .zst beside it) without the fields that hold the clock time of
     the indexing, so that indexing the same packages twice gives the same bytes. Each file is
-    replaced whole (os.replace), in py-rattler's own layout: compact JSON, keys sorted."""
+    replaced whole (write_atomic), in py-rattler's own layout: compact JSON, keys sorted."""
     data = json.loads(repodata.read_bytes())
     for group in ("packages", "packages.conda"):
         for record in data.get(group, {}).values():
             for name in CLOCK_FIELDS:
                 record.pop(name, None)
     plain = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    _replace(repodata, plain)
+    write_atomic(repodata, plain)
     packed = repodata.with_name(repodata.name + ".zst")
     if packed.exists():
-        _replace(packed, zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(plain))
-
-
-def _replace(target: Path, data: bytes) -> None:
-    staged = target.with_name(f".{target.name}.tmp")
-    staged.write_bytes(data)
-    os.chmod(staged, 0o644)
-    os.replace(staged, target)
+        write_atomic(packed, zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(plain))

@@ -40,12 +40,12 @@ def content_identity(wheel: Path) -> str:
     return digest.hexdigest()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` so that a reader sees the old file or the new one, never half (0644)."""
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write `text` (UTF-8 when a str) so that a reader sees the old file or the new one, never half (0644)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(text.encode() if isinstance(text, str) else text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
 
