@@ -21,6 +21,7 @@ from rattler_build import assemble_package
 
 from shipyard.cli import main
 from shipyard.conda.build import BUILD_ROOT_ENV, conda_output_dir
+from shipyard.conda.install_test import conda_specs
 from shipyard.conda.variants import write_variant_config
 from shipyard.errors import SpecError
 from shipyard.manifest import read_manifest
@@ -250,3 +251,11 @@ def test_indexing_the_same_packages_later_gives_the_same_repodata_bytes(tmp_path
 def _remove_index(channel: Path) -> None:
     for repodata in channel.glob("*/repodata.json*"):
         repodata.unlink()
+
+
+def test_test_requirements_become_conda_specs_named_as_conda_forge_names_them():
+    """A tests folder's requirements.txt is solved from conda channels: each PyPI name becomes the
+    package conda-forge publishes it as (`installer` is `python-installer` there), its version
+    specifier kept."""
+    assert conda_specs(["pytest>=7", "Scikit_Build_Core", "installer==0.7.0", "numpy"]) == [
+        "pytest >=7", "scikit-build-core", "python-installer ==0.7.0", "numpy"]

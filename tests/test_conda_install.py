@@ -215,8 +215,8 @@ def _payload(package: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("component", ["ember", "embervision"])
 def test_a_per_python_package_holds_the_dist_info_of_its_wheel_and_no_build_path(
         repo: Path, released: Released, component: str):
-    """The per-Python packages are built by scikit-build-core's build_wheel hook and installed by pip
-    from the wheel's folder (recipes/README.md): the dist-info is the wheel's, its RECORD lists every
+    """The per-Python packages are built by scikit-build-core's build_wheel hook and installed by
+    pypa's installer from the wheel file (recipes/README.md): the dist-info is the wheel's, its RECORD lists every
     installed file, and no direct_url.json records the build's temporary folder."""
     version = load_spec(repo).release.release.version
     files = _payload(_published(released, f"{component}-cpu-linux-x86_64-cp311-conda"))

