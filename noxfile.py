@@ -55,19 +55,26 @@ def _local_signing_key() -> str | None:
     return supply["signing_key_file"].removesuffix(".pem") + ".pub.pem"
 
 
+def _build_signed_and_verified(session: nox.Session, *build: str) -> None:
+    """Run a building command with provenance signed by the local key (made once), then verify every
+    artifact in dist/; on CI, whose variable holds the release key, the command alone."""
+    local_key = _local_signing_key()
+    if local_key:
+        session.run("shipyard", "keygen")
+    session.run(*build)
+    if local_key:  # every artifact's signature, digest and SBOM
+        session.run("shipyard", "verify", "dist", "--public-key", local_key)
+
+
 def _build_session(variant: str, spec: dict) -> None:
     cuda = f"CUDA {spec['cuda']} ({spec['tag']}, archs {spec['arch_list']})" if spec.get("cuda") else "CPU"
 
     def session_func(session: nox.Session) -> None:
         _install_shipyard(session)
-        local_key = _local_signing_key()
-        if local_key:  # provenance is signed with a local key unless CI's variable holds the release key
-            session.run("shipyard", "keygen")
         # Assemble first what this machine can (idempotent): the sysroot for the wheels' glibc
         # promise, and a CUDA session's toolkit.
-        session.run("shipyard", "build", "--variant", variant, "--install-toolchain", *session.posargs)
-        if local_key:  # every artifact's signature, digest and SBOM
-            session.run("shipyard", "verify", "dist", "--public-key", local_key)
+        _build_signed_and_verified(session, "shipyard", "build", "--variant", variant, "--install-toolchain",
+                                   *session.posargs)
 
     session_func.__doc__ = (f"Build, check and test every {cuda} wheel for this host and every Python "
                             f"(-- --python 3.11 --component ember --skip-unavailable --container).")
@@ -81,7 +88,7 @@ def _conda_session(variant: str, spec: dict) -> None:
         _install_shipyard(session)
         if spec.get("cuda"):  # assemble the variant's CUDA toolkit when this machine can (cached)
             session.run("shipyard", "toolchain", "install", variant)
-        session.run("shipyard", "conda", "build", "--variant", variant, *session.posargs)
+        _build_signed_and_verified(session, "shipyard", "conda", "build", "--variant", variant, *session.posargs)
 
     session_func.__doc__ = (f"Build the {cuda} conda packages with rattler-build for every Python, test each "
                             f"in an environment solved from the served channel, publish to dist/conda "
