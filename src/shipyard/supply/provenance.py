@@ -51,6 +51,11 @@ def subject_digest(dist: Path, record: ArtifactRecord) -> str:
     return sha256_of(dist / record.path) if record.path else record.sha256
 
 
+def statement_subjects(data: dict[str, Any]) -> dict[str, str | None]:
+    """What a statement signs: each subject's name and the sha256 it names."""
+    return {s["name"]: s["digest"].get("sha256") for s in data.get("subject", [])}
+
+
 def statement(record: ArtifactRecord, digest: str, definition: BuildDefinition) -> dict[str, Any]:
     """The in-toto Statement v1 (SLSA Provenance v1 predicate) of one artifact."""
     git_sha = str(record.build.get("git_sha") or definition.git_sha)
@@ -147,8 +152,7 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str, *,
 def _signed_digest(envelope: Path, name: str) -> str | None:
     """The sha256 the envelope's statement names for `name`; None when it cannot be read as one."""
     try:
-        statement = json.loads(Envelope.from_dict(json.loads(envelope.read_bytes())).payload)
-        return next((s["digest"].get("sha256") for s in statement.get("subject", []) if s.get("name") == name), None)
+        return statement_subjects(json.loads(Envelope.from_dict(json.loads(envelope.read_bytes())).payload)).get(name)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 

@@ -21,7 +21,7 @@ from shipyard import docker_base
 from shipyard.errors import ShipyardError
 from shipyard.manifest import ArtifactRecord, read_manifest
 from shipyard.supply.grafted import grafted_members
-from shipyard.supply.provenance import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_path, subject_digest
+from shipyard.supply.provenance import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_path, statement_subjects, subject_digest
 from shipyard.supply.sbom import CONDA_SBOM, read_conda_sbom, read_wheel_sbom
 
 
@@ -89,7 +89,7 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
         yield CheckResult(name, "subject", False,
                           f"the envelope holds no in-toto Statement v1 ({envelope.payload_type})")
         return
-    subjects = {s["name"]: s["digest"].get("sha256") for s in statement.get("subject", [])}
+    subjects = statement_subjects(statement)
     if record.path and not (dist / record.path).is_file():
         yield CheckResult(name, "subject", False, f"{dist / record.path} is missing")
         return
