@@ -36,6 +36,7 @@ _CUDA_VERSION = r"^\d+\.\d+$"
 _FEATURE_ID = r"^[a-z][a-z0-9-]*(\.[a-z0-9-]+)*$"
 _TRIPLE = r"^[a-z0-9_]+(-[a-z0-9_]+){1,3}$"
 _DEBIAN_PACKAGE = r"^[a-z0-9][a-z0-9.+-]+$"
+_ANDROID_ABI = r"^[a-z0-9][a-z0-9_-]*$"
 
 # What each pattern means to a person, and how to fix a value that breaks it.
 PATTERN_HINTS: dict[str, tuple[str, str]] = {
@@ -48,6 +49,7 @@ PATTERN_HINTS: dict[str, tuple[str, str]] = {
     _FEATURE_ID: ("must be lowercase dotted words", "write e.g. 'ember.fft'"),
     _TRIPLE: ("must be a GNU target triple", "write e.g. aarch64-linux-gnu"),
     _DEBIAN_PACKAGE: ("must be a Debian package name", "write e.g. g++-aarch64-linux-gnu"),
+    _ANDROID_ABI: ("must be an Android ABI name", "write e.g. arm64-v8a"),
 }
 
 
@@ -308,7 +310,7 @@ Argv = Annotated[tuple[Annotated[str, BeforeValidator(_argument)], ...], BeforeV
 class MobileTarget(Frozen):
     name: str
     toolchain: Literal["android-ndk", "cross-gcc", "host"]
-    abi: str | None = None
+    abi: str | None = Field(default=None, pattern=_ANDROID_ABI)  # passed to CMake as ANDROID_ABI
     triple: str | None = Field(default=None, pattern=_TRIPLE)
     # The command ctest runs the target's programs under, e.g. [qemu-aarch64, -L, /usr/aarch64-linux-gnu].
     emulator: Argv | None = None
