@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import yaml
+from report_release import host_without_tools
 
 from shipyard.ci.workflow import workflows
 from shipyard.cli import main
@@ -117,3 +118,15 @@ def test_a_new_cross_triple_is_found_once_its_compiler_is_installed(spec_copy, r
     step = next(s for s in mobile["steps"] if s.get("name") == "Android NDK and cross compilers")
     install = next(line for line in step["run"].splitlines() if "apt-get install" in line)
     assert "g++-riscv64-linux-gnu" in install.split() and "qemu-user" in install.split(), install
+
+
+def test_a_target_may_name_the_packages_that_provide_its_tools(spec_copy):
+    # A toolchain Debian names otherwise (here a distribution's own cross gcc and emulator).
+    spec_copy.edit("release.yaml", "mobile_targets:\n", "mobile_targets:\n" + RISCV +
+                   "    packages: [gcc-riscv64-unknown-elf, box64]\n")
+    release = load_spec(spec_copy.root).release
+    assert release.mobile_targets["linux-riscv64"].apt_packages == ("gcc-riscv64-unknown-elf", "box64")
+    assert release.mobile_targets["linux-armv7"].apt_packages == ("g++-arm-linux-gnueabihf", "qemu-user")
+    (row,) = [r for r in diagnose(release, host_without_tools(), "cpu") if r.cell.platform == "linux-riscv64"]
+    assert row.detail == ("no riscv64-linux-gnu cross compiler (riscv64-linux-gnu-g++). "
+                          "Fix: apt-get install -y gcc-riscv64-unknown-elf box64")

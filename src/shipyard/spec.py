@@ -280,9 +280,9 @@ class Platform(Frozen):
 
 
 # What a shell or CMake would read as more than one plain argument: blanks split words, ';' ends a
-# command (and separates a CMake list), quotes, '$', backticks, redirections and globs change
+# command (and separates a CMake list), quotes, '$', backticks, redirections, braces and globs change
 # what runs. A command is an argv list, so no single argument needs any of them.
-_SPLITTING = re.compile(r"[\s;|&$`'\"\\<>()*?#]")
+_SPLITTING = re.compile(r"[\s;|&$`'\"\\<>(){}\[\]*?#]")
 
 
 def _argument(value: Any) -> Any:
