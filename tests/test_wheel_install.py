@@ -56,6 +56,14 @@ def test_a_wheel_install_plans_an_image_build_from_its_own_dockerfile(spec_copy,
     assert (f"Dockerfile: {installed} (sha256 {hashlib.sha256(recipe).hexdigest()}, {len(recipe)} bytes)"
             in out), out
 
+    # The build context the engine would get holds those bytes.
+    staged = tmp_path / "staged"
+    (staged / "deps").mkdir(parents=True)
+    context = _run([python, "-c", "import sys; from pathlib import Path; from shipyard.image import build, deps; "
+                                  "print(build.stage_context(Path(sys.argv[1]), [], deps.Wheelhouse(Path(sys.argv[1]) "
+                                  "/ 'deps', ()), build.DOCKERFILE, 0))", staged], cwd=tmp_path, env=env).strip()
+    assert (Path(context) / "Dockerfile").read_bytes() == recipe
+
     # The manylinux image's recipe too: its inputs hash the files the wheel carries.
     inputs = json.loads(_run([python, "-c", "import json; from shipyard import docker_base; "
                                             "print(json.dumps(docker_base.manylinux_inputs([], 'base')))"],
