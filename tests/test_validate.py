@@ -261,3 +261,22 @@ def test_an_exclusion_covered_by_two_others_together(spec_copy):
     assert ("exclusions.4: every cell this exclusion removes is already removed by exclusions.0 (no CUDA on macOS) "
             "and exclusions.2 (the elastic launcher relies on POSIX signals and process groups); remove it, or "
             "narrow the others") in error
+
+
+@pytest.mark.parametrize("emulator", ['"qemu-arm; echo pwned"', '[qemu-arm, "-L /usr/arm-linux-gnueabihf"]',
+                                      '[qemu-arm, "$(id)"]'])
+def test_an_emulator_that_a_shell_or_cmake_would_split_is_refused(spec_copy, capsys, emulator):
+    # It becomes one CMake list entry per argument (CMAKE_CROSSCOMPILING_EMULATOR): a ';' or a
+    # blank inside one would pass ctest other arguments than release.yaml shows.
+    spec_copy.edit(R, "    emulator: [qemu-arm, -L, /usr/arm-linux-gnueabihf]\n", f"    emulator: {emulator}\n")
+    assert main(["--root", str(spec_copy.root), "validate"]) == 2
+    err = capsys.readouterr().err.strip()
+    lines = [line for line in err.splitlines()[1:] if line.strip()]
+    assert len(lines) == 1, err
+    line = _line_of(spec_copy, R, f"    emulator: {emulator}")
+    index = 0 if emulator.startswith('"') else 1
+    assert re.fullmatch(
+        rf"{re.escape(str(spec_copy.root / R))}:{line}: mobile_targets\.linux-armv7\.emulator\.{index}: "
+        r"'.' in an argument would split it or run something else in a shell or a CMake list; "
+        r"give each argument as its own list entry, e.g. \[qemu-aarch64, -L, /usr/aarch64-linux-gnu\], "
+        r"with no shell syntax \(got '.+'\)", lines[0].strip()), lines[0]

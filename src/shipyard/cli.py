@@ -143,11 +143,11 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from shipyard.doctor import diagnose
-    from shipyard.toolchains.discover import discover
+    from shipyard.toolchains.discover import discover_for
 
     spec = _spec(args)
     check_filters(spec.release, variant=args.variant)
-    inventory = discover()
+    inventory = discover_for(spec.release)
     rows = diagnose(spec.release, inventory, args.variant)
     table = Table(title=f"doctor: host {inventory.host_platform}")
     table.add_column("cell")

@@ -17,6 +17,8 @@ import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -37,8 +39,9 @@ ENGINE_FIX = "apt-get install -y docker.io && dockerd &"
 
 LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
 
-# Where docker/base/ lives: the repository checkout this module was installed from (editable).
-RECIPE_DIR = Path(__file__).resolve().parents[2] / "docker" / "base"
+# The manylinux image's recipe is shipyard's own data (src/shipyard/resources/docker/base/), read
+# through importlib.resources: found in a wheel install as in a checkout.
+RECIPE_DIR = resources.files("shipyard.resources").joinpath("docker", "base")
 
 
 def _say(progress: Progress | None, text: str) -> None:
@@ -320,7 +323,7 @@ def local_trust_anchors(root: Path = LOCAL_CA_DIR) -> list[Path]:
 
 
 def manylinux_inputs(pythons: Sequence[PythonPrefix], base_image_id: str,
-                     recipe_dir: Path = RECIPE_DIR) -> dict[str, str]:
+                     recipe_dir: Path | Traversable = RECIPE_DIR) -> dict[str, str]:
     """Everything that can change the manylinux image's bytes, as one flat mapping."""
     inputs = {"base": base_image_id}
     for cert in local_trust_anchors():
@@ -334,12 +337,12 @@ def manylinux_inputs(pythons: Sequence[PythonPrefix], base_image_id: str,
 
 def build_manylinux_image(pythons: Sequence[InterpreterLike | PythonPrefix], *,
                           base_tag: str = DEFAULT_BASE_TAG, mirror: str | None = None,
-                          recipe_dir: Path = RECIPE_DIR, progress: Progress | None = None) -> str:
+                          recipe_dir: Path | Traversable = RECIPE_DIR, progress: Progress | None = None) -> str:
     """Build (or reuse) `shipyard/manylinux-bookworm_x86_64:<hash>` holding `pythons` under
     /opt/python/cpXY-cpXY, plus 3.9 which cibuildwheel itself runs in; returns the tag."""
-    if not (recipe_dir / "Dockerfile.manylinux").exists():
+    if not (recipe_dir / "Dockerfile.manylinux").is_file():
         raise ToolchainMissing(f"the manylinux image recipe is missing: {recipe_dir}/Dockerfile.manylinux "
-                               "(shipyard must run from its repository checkout, installed editable)")
+                               "(reinstall shipyard: it ships the recipe as package data)")
     prefixes = {p.version: p for p in map(python_prefix, pythons)}
     too_old = sorted(v for v in prefixes if tuple(map(int, v.split("."))) < (3, 9))
     if too_old:
@@ -375,14 +378,14 @@ def build_manylinux_image(pythons: Sequence[InterpreterLike | PythonPrefix], *,
             shutil.copyfile(cert, context / "local-ca" / cert.name)
         (context / "pythons.txt").write_text(
             "".join(f"{p.abi_dir} {p.prefix}\n" for p in ordered))
-        for name in ("setup-pythons.sh", "constraints.txt"):
-            shutil.copy2(recipe_dir / name, context / name)
+        for name in ("Dockerfile.manylinux", "setup-pythons.sh", "constraints.txt"):
+            (context / name).write_bytes((recipe_dir / name).read_bytes())
         _say(progress, f"docker build {tag} ({', '.join(p.abi_dir for p in ordered)})")
         labels = {f"{_LABEL}.manylinux.inputs": digest,
                   f"{_LABEL}.manylinux.base": base_tag,
                   f"{_LABEL}.manylinux.pythons": " ".join(f"{p.abi_dir}={p.prefix}" for p in ordered)}
         done = command.run(
-            ["docker", "build", "--force-rm", "--file", recipe_dir / "Dockerfile.manylinux", "--tag", tag,
+            ["docker", "build", "--force-rm", "--file", context / "Dockerfile.manylinux", "--tag", tag,
              "--build-arg", f"BASE_IMAGE={base_tag}",
              *[arg for k, v in labels.items() for arg in ("--label", f"{k}={v}")], context],
             # The legacy builder is what every docker.io client still carries; BuildKit needs

@@ -34,6 +34,9 @@ _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _VARIANT_TAG = r"^(cpu|cu\d{3,4})$"
 _CUDA_VERSION = r"^\d+\.\d+$"
 _FEATURE_ID = r"^[a-z][a-z0-9-]*(\.[a-z0-9-]+)*$"
+_TRIPLE = r"^[a-z0-9_]+(-[a-z0-9_]+){1,3}$"
+_DEBIAN_PACKAGE = r"^[a-z0-9][a-z0-9.+-]+$"
+_ANDROID_ABI = r"^[a-z0-9][a-z0-9_-]*$"
 
 # What each pattern means to a person, and how to fix a value that breaks it.
 PATTERN_HINTS: dict[str, tuple[str, str]] = {
@@ -44,6 +47,9 @@ PATTERN_HINTS: dict[str, tuple[str, str]] = {
     _VARIANT_TAG: ("must be 'cpu' or 'cu' and the CUDA version's digits", "write e.g. 'cpu' or 'cu118'"),
     _CUDA_VERSION: ("must be a CUDA version major.minor", "write it quoted, e.g. \"11.8\""),
     _FEATURE_ID: ("must be lowercase dotted words", "write e.g. 'ember.fft'"),
+    _TRIPLE: ("must be a GNU target triple", "write e.g. aarch64-linux-gnu"),
+    _DEBIAN_PACKAGE: ("must be a Debian package name", "write e.g. g++-aarch64-linux-gnu"),
+    _ANDROID_ABI: ("must be an Android ABI name", "write e.g. arm64-v8a"),
 }
 
 
@@ -273,13 +279,71 @@ class Platform(Frozen):
         return legacy.get(self.wheel_platform_tag.split("_", 1)[0])
 
 
+# What a shell or CMake would read as more than one plain argument: blanks split words, ';' ends a
+# command (and separates a CMake list), quotes, '$', backticks, redirections, braces and globs change
+# what runs. A command is an argv list, so no single argument needs any of them.
+_SPLITTING = re.compile(r"[\s;|&$`'\"\\<>(){}\[\]*?#]")
+
+
+def _argument(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value  # pydantic's own "must be text"
+    if not value.strip():
+        raise ValueError("an argument is empty; remove it")
+    if match := _SPLITTING.search(value):
+        raise ValueError(f"{match.group()!r} in an argument would split it or run something else in a shell "
+                         "or a CMake list; give each argument as its own list entry, e.g. "
+                         "[qemu-aarch64, -L, /usr/aarch64-linux-gnu], with no shell syntax")
+    return value
+
+
+def _argv(value: Any) -> Any:
+    # A plain string is a program name alone: one argument, checked like every other.
+    return [value] if isinstance(value, str) else value
+
+
+# A tool command as its argv: the program, then each argument as its own entry.
+Argv = Annotated[tuple[Annotated[str, BeforeValidator(_argument)], ...], BeforeValidator(_argv),
+                 Field(min_length=1)]
+
+
 class MobileTarget(Frozen):
     name: str
     toolchain: Literal["android-ndk", "cross-gcc", "host"]
-    abi: str | None = None
-    triple: str | None = None
-    emulator: str | None = None
+    abi: str | None = Field(default=None, pattern=_ANDROID_ABI)  # passed to CMake as ANDROID_ABI
+    triple: str | None = Field(default=None, pattern=_TRIPLE)
+    # The command ctest runs the target's programs under, e.g. [qemu-aarch64, -L, /usr/aarch64-linux-gnu].
+    emulator: Argv | None = None
+    # The Debian packages that provide the cross compiler and the emulator. Default: the cross
+    # g++ named after the triple, and qemu-user for a qemu-* emulator (apt_packages).
+    packages: tuple[Annotated[str, Field(pattern=_DEBIAN_PACKAGE)], ...] | None = None
     stands_in_for: str | None = None
+
+    @model_validator(mode="after")
+    def _cross_names_its_tools(self) -> MobileTarget:
+        if self.toolchain == "cross-gcc" and not (self.triple and self.emulator):
+            raise ValueError("a cross-gcc target needs both triple and emulator; add e.g. "
+                             "'triple: aarch64-linux-gnu' and 'emulator: [qemu-aarch64, -L, /usr/aarch64-linux-gnu]'")
+        return self
+
+    @property
+    def compiler(self) -> str | None:
+        """The cross C++ compiler's program name: <triple>-g++."""
+        return f"{self.triple}-g++" if self.triple else None
+
+    @property
+    def apt_packages(self) -> tuple[str, ...]:
+        """What `apt-get install` needs for this target: `packages:` when release.yaml names them,
+        else Debian's cross g++ for the triple (g++-aarch64-linux-gnu; '_' becomes '-', as in
+        g++-x86-64-linux-gnu) and qemu-user when the emulator is one of its programs."""
+        if self.packages is not None:
+            return self.packages
+        if self.toolchain != "cross-gcc":
+            return ()
+        found = [f"g++-{self.triple.replace('_', '-')}"] if self.triple else []
+        if self.emulator and self.emulator[0].startswith("qemu-"):
+            found.append("qemu-user")
+        return tuple(found)
 
 
 class Exclusion(Frozen):

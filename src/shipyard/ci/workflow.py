@@ -247,13 +247,15 @@ def _host_lane(spec: Spec, lane: Lane) -> Job:
 
 
 def _mobile_lane(spec: Spec, lane: Lane) -> Job:
-    """The mobile runtime: the runner's Android NDK, and the cross compilers for the Linux ARM targets."""
+    """The mobile runtime: the runner's Android NDK, and the cross compilers and emulators that
+    release.yaml's mobile_targets name (their apt_packages)."""
+    cross = sorted({p for target in spec.release.mobile_targets.values() for p in target.apt_packages})
     steps = [_checkout(), *_host_tools(spec),
              {"name": "Android NDK and cross compilers",
               "run": "echo \"ANDROID_NDK_HOME=$ANDROID_NDK_LATEST_HOME\" >> \"$GITHUB_ENV\"\n"
                      "sudo apt-get update -qq\n"
-                     "sudo apt-get install -y -qq --no-install-recommends cmake ninja-build g++-aarch64-linux-gnu "
-                     "g++-arm-linux-gnueabihf qemu-user >/dev/null\n"},
+                     f"sudo apt-get install -y -qq --no-install-recommends {' '.join(['cmake', 'ninja-build', *cross])}"
+                     " >/dev/null\n"},
              {"name": "Build and test every mobile target", "env": _signing_env(spec), "run": _build_command("mobile")},
              _upload_fragment()]
     return {"steps": steps}

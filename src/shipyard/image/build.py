@@ -18,6 +18,8 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import docker
@@ -34,8 +36,9 @@ from shipyard.progress import Progress
 from shipyard.source_tree import git_info
 from shipyard.validate import Spec
 
-# Where the Dockerfile lives: the repository checkout this module was installed from (editable).
-DOCKERFILE = Path(__file__).resolve().parents[3] / "docker" / "Dockerfile"
+# The images' recipe is shipyard's own data (src/shipyard/resources/docker/Dockerfile), read through
+# importlib.resources: found in a wheel install as in a checkout.
+DOCKERFILE = resources.files("shipyard.resources").joinpath("docker", "Dockerfile")
 # Bump when the staging below changes what reaches the image.
 _RECIPE = "1"
 INPUTS_LABEL = f"{LABEL_PREFIX}.inputs"
@@ -53,7 +56,7 @@ class ImageRequest:
     python_prefix: str | None = None
     allow_untested: bool = False
     no_cache: bool = False  # build every layer again (the cold build of bench-docker)
-    dockerfile: Path = DOCKERFILE
+    dockerfile: Path | Traversable = DOCKERFILE  # shipyard's own, unless a test names another
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
             findings: tuple[Finding, ...] = ()
             if not cached:
                 if context is None:
-                    context = _stage_context(Path(work), wheels, wheelhouse, request.dockerfile, git.commit_time)
+                    context = stage_context(Path(work), wheels, wheelhouse, request.dockerfile, git.commit_time)
                 progress(f"docker build {plan.tag} (target {plan.target})")
                 _docker_build(request, plan, context, build_args, labels)
                 findings = tuple(scan_image(plan.tag, _secret_texts(spec)))
@@ -168,13 +171,13 @@ def _unchanged(plan: ImagePlan, inputs: str) -> bool:
     return channel is not None and docker_base.image_id(plan.channel_tag) == docker_base.image_id(plan.tag)
 
 
-def _stage_context(work: Path, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse, dockerfile: Path,
-                   epoch: int) -> Path:
+def stage_context(work: Path, wheels: list[ReleaseWheel], wheelhouse: Wheelhouse, dockerfile: Path | Traversable,
+                  epoch: int) -> Path:
     """index/ (the wheels, by name), deps/ (dependency wheels + requirements.txt), examples/ and
     the Dockerfile: only these, never a whole folder of dist/ (it may hold anything)."""
     context = work / "context"
     context.mkdir()
-    shutil.copyfile(dockerfile, context / "Dockerfile")
+    (context / "Dockerfile").write_bytes(dockerfile.read_bytes())
     stage_index(wheels, context / "index")
     (context / "deps").mkdir(parents=True)
     for item in wheelhouse.path.iterdir():

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from shipyard.cli import _spec, console, err_console
+
+if TYPE_CHECKING:
+    from shipyard.image.build import ImageRequest
+    from shipyard.validate import Spec
 
 
 def cmd_image_build(args: argparse.Namespace) -> int:
@@ -26,6 +32,8 @@ def cmd_image_build(args: argparse.Namespace) -> int:
         targets=tuple(args.target or ("runtime", "devel")), channel=args.channel, base_image=args.base_image,
         python_image=args.python_image, python_prefix=args.python_prefix, allow_untested=args.allow_untested,
         no_cache=args.no_cache)
+    if args.plan:
+        return _print_plan(spec, request)
     with live_progress(err_console, f"image {args.variant}") as progress:
         results = build_images(spec, request, progress)
     table = Table(title=f"images, variant {args.variant}")
@@ -42,6 +50,25 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     from shipyard.supply.cli import sign_after_build
 
     sign_after_build(spec, request.dist)
+    return 0
+
+
+def _print_plan(spec: Spec, request: ImageRequest) -> int:
+    """What `image build` would build and from what, with no engine asked and nothing staged."""
+    from shipyard.image.plan import image_plans
+
+    plans = image_plans(spec, request.variant, targets=request.targets, channel=request.channel)
+    table = Table(title=f"images, variant {request.variant} (plan: nothing built)")
+    for column in ("image", "also tagged", "target", "budget"):
+        table.add_column(column, overflow="fold")
+    for plan in plans:
+        table.add_row(plan.tag, plan.channel_tag, plan.target, f"{plan.budget_mb:g} MB")
+    console.print(table)
+    recipe = request.dockerfile.read_bytes()
+    console.print(f"Dockerfile: {request.dockerfile} (sha256 {hashlib.sha256(recipe).hexdigest()}, "
+                  f"{len(recipe)} bytes)", soft_wrap=True)
+    console.print(f"context: Dockerfile, index/ (the variant's wheels in {request.dist}), deps/ (their "
+                  "pinned dependencies), examples/ (from the wheels)", soft_wrap=True)
     return 0
 
 
@@ -83,6 +110,8 @@ def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     b.add_argument("--allow-untested", action="store_true",
                    help="accept wheels built with --no-tests (their manifest records no test run)")
     b.add_argument("--no-cache", action="store_true", help="build every layer again")
+    b.add_argument("--plan", action="store_true",
+                   help="print the images, their tags and the Dockerfile they build from; build nothing")
     b.add_argument("--repository", help="name the images REPOSITORY instead of images.repository (shipyard repro "
                                         "builds under its own name)")
     b.set_defaults(func=cmd_image_build)

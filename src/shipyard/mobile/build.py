@@ -81,15 +81,15 @@ def _build_one(toolchain: TargetToolchain, *, source: Path, version: str,
                 extra_env=env, timeout=3600, what=f"build {what}")
     reason = "built; ctest passed"
     if toolchain.runs_tests:
-        # Cross builds run their tests under qemu: the toolchain files set
-        # CMAKE_CROSSCOMPILING_EMULATOR, which ctest applies to every test program.
+        # Cross builds run their tests under the emulator release.yaml names: resolve_toolchain
+        # passes it as CMAKE_CROSSCOMPILING_EMULATOR, which ctest applies to every test program.
         say(f"{target.name}: test")
         result = command.run(["ctest", "--output-on-failure", "--timeout", "600"], cwd=build_dir,
                              extra_env=env, timeout=1800, what=f"test {what}")
         summary = next((line for line in result.stdout.splitlines() if "tests passed" in line), "")
         reason = f"built; ctest: {summary.strip()}" if summary else reason
         if target.emulator:
-            reason += f" (under {target.emulator})"
+            reason += f" (under {' '.join(target.emulator)})"
     else:
         reason = "built and packaged; tests not run (no Android device or emulator on this host)"
     say(f"{target.name}: package")

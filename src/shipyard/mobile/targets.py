@@ -14,19 +14,22 @@ from shipyard import spec
 @dataclass(frozen=True)
 class MobileTarget:
     """One target of release.yaml's `mobile_targets`, which alone names them: how it builds
-    (`toolchain`: host, cross-gcc or android-ndk), a cross target's GNU `triple` and `emulator`,
-    an Android target's `abi`. `android_platform` is the minimum Android API."""
+    (`toolchain`: host, cross-gcc or android-ndk), a cross target's GNU `triple`, the `emulator`
+    command its programs run under (an argv list) and the Debian `apt_packages` that provide
+    both, an Android target's `abi`. `android_platform` is the minimum Android API."""
 
     name: str
     toolchain: str = "host"
     triple: str | None = None
-    emulator: str | None = None
+    emulator: tuple[str, ...] = ()
     abi: str | None = None
     android_platform: str = "android-21"
+    apt_packages: tuple[str, ...] = ()
 
     @classmethod
     def from_spec(cls, target: spec.MobileTarget) -> MobileTarget:
-        return cls(target.name, target.toolchain, target.triple, target.emulator, target.abi)
+        return cls(target.name, target.toolchain, target.triple, target.emulator or (), target.abi,
+                   apt_packages=target.apt_packages)
 
     @property
     def is_android(self) -> bool:
@@ -60,22 +63,21 @@ def resolve_toolchain(target: MobileTarget, source_dir: Path,
     if target.toolchain == "cross-gcc":
         # The toolchain files under library/ember-lite/cmake/ are named by triple; ctest runs the
         # target's programs under the emulator release.yaml names (CMAKE_CROSSCOMPILING_EMULATOR).
-        triple, qemu = target.triple, target.emulator
-        if not triple or not qemu:
+        triple, emulator = target.triple, target.emulator
+        if not triple or not emulator:
             return TargetToolchain(target, unavailable=f"release.yaml: mobile target {target.name} (cross-gcc) "
                                                        f"needs both triple and emulator")
         compiler = f"{triple}-g++"
         toolchain_file = source_dir / "cmake" / f"{triple}.cmake"
+        install = f"apt-get install -y {' '.join(target.apt_packages)}"
         if not shutil.which(compiler):
-            package = f"g++-{triple}"
-            return TargetToolchain(target, unavailable=f"{compiler} not found: install it "
-                                                       f"(apt-get install {package})")
-        if not shutil.which(qemu) or not Path(f"/usr/{triple}").is_dir():
-            return TargetToolchain(target, unavailable=f"{qemu} or the /usr/{triple} sysroot not found: "
-                                                       "install qemu-user and the cross compiler "
-                                                       "(apt-get install qemu-user)")
+            return TargetToolchain(target, unavailable=f"{compiler} not found: install it ({install})")
+        if not shutil.which(emulator[0]) or not Path(f"/usr/{triple}").is_dir():
+            return TargetToolchain(target, unavailable=f"{emulator[0]} or the /usr/{triple} sysroot not found: "
+                                                       f"install the emulator and the cross compiler ({install})")
+        # A CMake list: release.yaml's argv, each entry already checked to hold no ';' (spec.Argv).
         return TargetToolchain(target, cmake_args=(f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}",
-                                                   f"-DCMAKE_CROSSCOMPILING_EMULATOR={qemu};-L;/usr/{triple}"))
+                                                   f"-DCMAKE_CROSSCOMPILING_EMULATOR={';'.join(emulator)}"))
     if not target.abi:
         return TargetToolchain(target, unavailable=f"release.yaml: mobile target {target.name} (android-ndk) "
                                                    f"needs an abi such as arm64-v8a")

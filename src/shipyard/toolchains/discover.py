@@ -9,14 +9,18 @@ import platform as host_platform
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard import command
 from shipyard.errors import ToolError
 from shipyard.toolchains.glibc import glibc_tuple, host_glibc
 from shipyard.toolchains.sysroot import Sysroot, find_installed_sysroots
+
+if TYPE_CHECKING:
+    from shipyard.spec import Release
 
 
 def cache_root() -> Path:
@@ -236,14 +240,13 @@ def _docker_engine() -> str | None:
 
 
 @cache
-def discover() -> Inventory:
-    """Look at this host once; later calls return the same answer."""
-    cross = {}
-    for triple in ("aarch64-linux-gnu", "arm-linux-gnueabihf", "x86_64-w64-mingw32"):
-        exe = shutil.which(f"{triple}-g++")
-        if exe:
-            cross[triple] = Path(exe)
-    emulators = {name: Path(p) for name in ("qemu-aarch64", "qemu-arm") if (p := shutil.which(name))}
+def discover(cross_compilers: tuple[tuple[str, str], ...] = (), emulators: tuple[str, ...] = ()) -> Inventory:
+    """Look at this host once; later calls return the same answer. The cross tools are the ones
+    asked for, (triple, g++ program) pairs and emulator programs: release.yaml's mobile_targets
+    name them (discover_for), so a new target is found once its compiler is installed."""
+    if cross_compilers or emulators:  # the host's own tools come from the one cached scan
+        return replace(discover(), cross_compilers=_on_path(dict(cross_compilers)),
+                       emulators=_on_path({name: name for name in emulators}))
     wine_candidates = ("/usr/lib/wine/wine64", shutil.which("wine64") or "")
     wine = next((Path(p) for p in wine_candidates if p and Path(p).exists()), None)
     ndk = os.environ.get("ANDROID_NDK_HOME")
@@ -252,10 +255,22 @@ def discover() -> Inventory:
         interpreters=find_interpreters(),
         compilers=find_compilers(),
         cuda_toolkits=find_cuda_toolkits(),
-        cross_compilers=cross,
-        emulators=emulators,
+        cross_compilers={},
+        emulators={},
         wine=wine,
         docker_engine=_docker_engine(),
         android_ndk=Path(ndk) if ndk and Path(ndk).is_dir() else None,
         sysroot_compilers=find_sysroot_compilers(),
     )
+
+
+def discover_for(release: Release) -> Inventory:
+    """discover(), with the cross compilers and emulators release.yaml's mobile_targets name."""
+    targets = [t for t in release.mobile_targets.values() if t.toolchain == "cross-gcc"]
+    return discover(tuple(sorted({(t.triple, t.compiler) for t in targets if t.triple and t.compiler})),
+                    tuple(sorted({t.emulator[0] for t in targets if t.emulator})))
+
+
+def _on_path(programs: dict[str, str]) -> dict[str, Path]:
+    """key -> where the program is, for the programs found on PATH."""
+    return {key: Path(found) for key, program in programs.items() if (found := shutil.which(program))}

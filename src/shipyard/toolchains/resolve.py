@@ -149,11 +149,10 @@ def _resolve_mobile(cell: Cell, release: Release, inventory: Inventory) -> Toolc
                            "runners have it)")
         return Toolchain(None, inventory.compiler_at_most(None), None, None)
     if target.toolchain == "cross-gcc":
-        assert target.triple is not None
+        # discover_for looks for the compiler and emulator this target names (release.yaml).
+        install = f"apt-get install -y {' '.join(target.apt_packages)}"
         if target.triple not in inventory.cross_compilers:
-            package = "g++-" + target.triple.replace("_", "-")
-            return Missing(f"no {target.triple} cross compiler", f"apt-get install -y {package}")
-        if target.emulator and target.emulator not in inventory.emulators:
-            return Missing(f"no {target.emulator} to run the {cell.platform} tests",
-                           "apt-get install -y qemu-user")
+            return Missing(f"no {target.triple} cross compiler ({target.compiler})", install)
+        if target.emulator and target.emulator[0] not in inventory.emulators:
+            return Missing(f"no {target.emulator[0]} to run the {cell.platform} tests", install)
     return Toolchain(None, inventory.compiler_at_most(None), None, None)
