@@ -95,7 +95,7 @@ GITHUB_TOKEN = "ghp_R4nd0mT0k3nV4lu3Xy12AbCdEfGh"
 ANYWHERE = [
     ("a PEM key as signing_key_env", R, "  signing_key_env: SHIPYARD_SIGNING_KEY\n",
      f"  signing_key_env: |\n    -----BEGIN PRIVATE KEY-----\n    {PEM_KEY}\n    -----END PRIVATE KEY-----\n",
-     PEM_KEY, "supply_chain.signing_key_env", "(value hidden: "),
+     PEM_KEY, "supply_chain.signing_key_env", "(value hidden: it looks like a key, token or password)"),
     ("a PEM key as signing_key_file", R, "  signing_key_file: .shipyard/keys/provenance-ed25519.pem\n",
      f"  signing_key_file: \"-----BEGIN PRIVATE KEY-----\\n{PEM_KEY}\\n-----END PRIVATE KEY-----\"\n",
      PEM_KEY, "supply_chain", "signing_key_file holds a key"),

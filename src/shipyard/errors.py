@@ -113,11 +113,11 @@ def hidden_because(value: Any, key: str = "") -> str | None:
     parts = str(key).split(".")
     if parts[0] == "publish" and parts[-1] != "url":
         return "values under publish are never printed"
-    if names_a_secret(key) and not parts[-1].endswith(_PATH_KEY_SUFFIXES):
-        return f"values under a key named like {parts[-1]!r} are never printed"
     text = value if isinstance(value, str) else str(value)
     if looks_secret(public_url(text) if _is_url(value, key) else text):
         return "it looks like a key, token or password"
+    if names_a_secret(key) and not parts[-1].endswith(_PATH_KEY_SUFFIXES):
+        return f"values under a key named like {parts[-1]!r} are never printed"
     return None
 
 
