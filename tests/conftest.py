@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class SpecCopy:
-    """release.yaml + feature_status.yaml copied into a temp root, with empty component folders."""
+    """release.yaml + feature_status.yaml copied into a temp root, with empty component folders
+    (and the empty tests folders release.yaml names: validate refuses a missing one)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -38,6 +39,8 @@ class SpecCopy:
             shutil.copy(REPO / name, root / name)
         for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
             (root / "library" / component).mkdir(parents=True, exist_ok=True)
+            if component != "ember-lite":
+                (root / "library" / component / "tests").mkdir(exist_ok=True)
 
     def edit(self, name: str, old: str, new: str) -> None:
         path = self.root / name

@@ -226,7 +226,7 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
 
 def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
     """The repository's release.yaml and feature_status.yaml in `root`, each `old: new` of
-    `replacements` applied (a target's url or path), and the component folders it names."""
+    `replacements` applied (a target's url or path), and the component and tests folders it names."""
     text = (REPO / "release.yaml").read_text()
     for old, new in replacements.items():
         assert old in text, f"release.yaml no longer holds {old!r}"
@@ -236,6 +236,8 @@ def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
     shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
     for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
         (root / "library" / component).mkdir(parents=True, exist_ok=True)
+        if component != "ember-lite":
+            (root / "library" / component / "tests").mkdir(exist_ok=True)
 
 
 @dataclass

@@ -20,6 +20,9 @@ from shipyard.errors import SpecError
 from shipyard.validate import load_spec
 
 R, F = "release.yaml", "feature_status.yaml"
+# An Ed25519 private key in PEM, as a user might paste it (generated for this test, used nowhere).
+PEM = ("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHq7bKfQ2m9s0Yx1nJv4cT8wLpR3aZ6eU5iO0dGhKjNl\n"
+       "-----END PRIVATE KEY-----")
 
 # file[:line]: key: message; fix — the fix is whatever follows the first "; ".
 LINE = re.compile(r"^(?P<file>/\S+?)(?::(?P<line>\d+))?: (?P<key>\([a-z ]+\)|[^ ]+): (?P<message>.+?); (?P<fix>.+)$")
@@ -35,6 +38,7 @@ class Case:
     says: str  # a fragment of the message
     at: str | None = None  # text on the line the error must point at (default: the edited text)
     got: str | None = None  # the value the error must show, as shown
+    hidden: str | None = None  # a secret nothing may echo; without `got`, the line says "(value hidden: ...)"
 
 
 def _cases() -> list[Case]:
@@ -44,9 +48,13 @@ def _cases() -> list[Case]:
         c("supply chain names no key", R, "  signing_key_file: .shipyard/keys/provenance-ed25519.pem\n"
           "  signing_key_env: SHIPYARD_SIGNING_KEY\n", "", "supply_chain", "needs signing_key_file",
           at="supply_chain:"),
-        c("signing key env not a variable name", R, "signing_key_env: SHIPYARD_SIGNING_KEY",
-          "signing_key_env: shipyard key", "supply_chain.signing_key_env", "NAME of an environment variable",
-          got="'shipyard key'"),
+        # The key itself pasted where the variable's name belongs: refused, and never echoed.
+        c("signing key env holds the key", R, "signing_key_env: SHIPYARD_SIGNING_KEY",
+          f"signing_key_env: |\n    {PEM.replace(chr(10), chr(10) + '    ')}", "supply_chain.signing_key_env",
+          "NAME of an environment variable", at="signing_key_env: |", hidden="MC4CAQAwBQYDK2VwBCIEI"),
+        c("signing key file outside the repository and home", R,
+          "signing_key_file: .shipyard/keys/provenance-ed25519.pem", "signing_key_file: /etc/shadow",
+          "supply_chain.signing_key_file", "outside the repository and your home", got="'/etc/shadow'"),
         # The file itself.
         c("binary file", R, "", "", "(file)", "binary file", at="\0"),
         c("invalid UTF-8", R, "# The ember 1.7.0", "# The \xff ember", "(file)", "not UTF-8 text", at="\xff"),
@@ -84,6 +92,13 @@ def _cases() -> list[Case]:
           'quote it: "1.10"', got="1.10"),
         c("size budget negative", R, "  wheel_size_budget_mb: 40\n", "  wheel_size_budget_mb: -1\n",
           "release.wheel_size_budget_mb", "must be greater than 0", got="-1"),
+        c("size budget infinite", R, "  wheel_size_budget_mb: 40\n", "  wheel_size_budget_mb: .inf\n",
+          "release.wheel_size_budget_mb", "must be a finite number", got=".inf"),
+        c("variant size budget not a number", R, "    host_gcc_max: 11\n    wheel_size_budget_mb: 120\n",
+          "    host_gcc_max: 11\n    wheel_size_budget_mb: .nan\n", "variants.cuda11.wheel_size_budget_mb",
+          "must be a finite number", at="wheel_size_budget_mb: .nan", got=".nan"),
+        c("image budget negative", R, "      runtime_budget_mb: 320\n", "      runtime_budget_mb: -320\n",
+          "images.variants.cpu.runtime_budget_mb", "must be greater than 0", got="-320"),
         c("size budget text", R, "  wheel_size_budget_mb: 40\n", "  wheel_size_budget_mb: big\n",
           "release.wheel_size_budget_mb", "must be a number", got="'big'"),
         c("components a list", R, "components:\n  ember:\n", "components: []\nxcomponents:\n  ember:\n",
@@ -129,6 +144,14 @@ def _cases() -> list[Case]:
         c("tests folder outside the release", R, "    tests: tests\n  emberelastic:",
           "    tests: ../../../elsewhere\n  emberelastic:", "components.emberaudio.tests",
           "outside the release", at="tests: ../../../elsewhere", got="'../../../elsewhere'"),
+        c("tests folder missing", R, "    tests: tests\n  emberelastic:", "    tests: tset\n  emberelastic:",
+          "components.emberaudio.tests", "the tests folder does not exist", at="tests: tset", got="'tset'"),
+        c("console script not an entry-point name", R, "console_scripts: [ember-run]",
+          "console_scripts: [ember run]", "components.emberelastic.console_scripts.0",
+          "must be a console-script name", got="'ember run'"),
+        c("console script that looks like an option", R, "console_scripts: [ember-run]",
+          "console_scripts: [--run]", "components.emberelastic.console_scripts.0",
+          "must be a console-script name", got="'--run'"),
         c("test_requires on a native component", R, "    package_types: [mobile]\n",
           "    package_types: [mobile]\n    test_requires: [attrs]\n", "components.ember-lite",
           "apply to Python packages", at="  ember-lite:"),
@@ -155,6 +178,15 @@ def _cases() -> list[Case]:
           at='    tag: cu118\n    cuda: "11.8"\n    arch_list: "8.0"\n  cuda12'),
         c("platform os typo", R, "    os: linux\n", "    os: linx\n", "platforms.linux-x86_64.os",
           "must be one of linux, windows, macos", got="'linx'"),
+        c("platform tag for another arch", R, "    wheel_platform_tag: manylinux_2_31_x86_64\n",
+          "    wheel_platform_tag: manylinux_2_31_aarch64\n", "platforms.linux-x86_64.wheel_platform_tag",
+          "is a tag for aarch64, but the platform's arch is x86_64", got="'manylinux_2_31_aarch64'"),
+        c("platform tag for another os", R, "    wheel_platform_tag: manylinux_2_31_x86_64\n",
+          "    wheel_platform_tag: win_amd64\n", "platforms.linux-x86_64.wheel_platform_tag",
+          "is a windows tag, but the platform's os is linux", got="'win_amd64'"),
+        c("platform tag not a tag", R, "    wheel_platform_tag: macosx_11_0_arm64\n",
+          "    wheel_platform_tag: macos-arm64\n", "platforms.macos-arm64.wheel_platform_tag",
+          "not a wheel platform tag", got="'macos-arm64'"),
         c("platform runner missing", R, "    github_runner: macos-14\n", "", "platforms.macos-arm64.github_runner",
           "required key is missing", at="  macos-arm64:"),
         c("mobile toolchain typo", R, "    toolchain: host ", "    toolchain: hots ",
@@ -202,6 +234,19 @@ def _cases() -> list[Case]:
         c("publish url with credentials", R, "    url: http://127.0.0.1:8081/\n",
           "    url: http://me:pw@127.0.0.1:8081/\n", "publish.wheels-staging.url", "the URL carries credentials",
           at="url: http://me"),
+        c("publish url not a url", R, "    url: http://127.0.0.1:8081/\n", "    url: not a url at all\n",
+          "publish.wheels-staging.url", "not a URL", got="'not a url at all'"),
+        c("publish url with a token in its query", R, "    url: http://127.0.0.1:8083/whl/\n",
+          "    url: http://127.0.0.1:8083/whl/?token=Zq8vLw2Kp0aB\n", "publish.wheels-tree.url",
+          "carries a query or fragment", got="'http://127.0.0.1:8083/whl/'", hidden="Zq8vLw2Kp0aB"),
+        c("publish url scheme the target cannot speak", R, "    url: http://127.0.0.1:8082/conda/\n",
+          "    url: ftp://127.0.0.1:8082/conda/\n", "publish.conda-staging.url",
+          "a conda target speaks http:// or https://, not ftp://", got="'ftp://127.0.0.1:8082/conda/'"),
+        c("publish registry with a bad port", R, "    url: 127.0.0.1:5000\n", "    url: 127.0.0.1:500000\n",
+          "publish.images.url", "not a URL", got="'127.0.0.1:500000'"),
+        c("conda channel with a token", R, "channels: [conda-forge]",
+          "channels: [conda-forge, 'https://conda.example.org/t/tk-Zq8vLw2Kp0aB/main']", "conda.channels.1",
+          "a channel URL carries credentials", got="'https://conda.example.org/t/***/main'", hidden="Zq8vLw2Kp0aB"),
         c("publish env name is a value", R, "    password_env: SHIPYARD_PYPI_PASSWORD\n",
           "    password_env: hunter2-literal\n", "publish.wheels-staging.password_env",
           "NAME of an environment variable", at="password_env:"),
@@ -224,6 +269,11 @@ def _cases() -> list[Case]:
           "features.10.status.windows-amd46", "names no platform or mobile target", got="'windows-amd46'"),
         c("feature status empty", F, "status: {windows-amd64: prototype}", "status: {}", "features.10.status",
           "must not be empty"),
+        c("stable on a platform the component is excluded from", F,
+          "    component: emberelastic\n    since: 1.7.0\n    status: stable\n",
+          "    component: emberelastic\n    since: 1.7.0\n    status: {linux-x86_64: stable, windows-amd64: beta}\n",
+          "features.11.status.windows-amd64", "beta on windows-amd64, where emberelastic is excluded (exclusions.2",
+          at="stable, windows-amd64: beta}", got="'beta'"),
         c("feature tests empty", F, "    tests:\n      - library/ember/tests/test_fft.py\n", "    tests: []\n",
           "features.2.tests", "must not be empty"),
         c("feature test outside the repository", F, "      - library/ember/tests/test_fft.py\n",
@@ -293,6 +343,10 @@ def _problems(case: Case, root: Path, needle: str, rc: int, out: str, err: str) 
             problems.append(f"points at line {hit['line']}, not {wanted}: {hit.group(0)}")
         if case.got is not None and f"(got {case.got})" not in hit.group(0):
             problems.append(f"does not show the value (got {case.got}): {hit.group(0)}")
+        if case.hidden is not None and case.got is None and "(value hidden: " not in hit.group(0):
+            problems.append(f"does not say the value is hidden: {hit.group(0)}")
+    if case.hidden is not None and case.hidden in out + err:
+        problems.append(f"echoes the secret {case.hidden!r}")
     return problems
 
 
@@ -353,6 +407,17 @@ def test_requires_python_that_contradicts_the_project_is_refused(spec_copy, caps
     assert (f"{spec_copy.root / R}:{line}: components.emberaudio.requires_python: disagrees with the project's "
             f"pyproject.toml [project] requires-python ('>=3.10'); remove it (the project's own declaration is "
             f"read) or make the two agree (got '>=3.9')") in err, err
+
+
+@pytest.mark.parametrize(("project", "release"), [(">=3.11", ">= 3.11"), (">=3.9,<3.13", "<3.13, >=3.9"),
+                                                  (">=3.11", ">=3.11.0")])
+def test_requires_python_that_says_the_same_in_other_words_agrees(spec_copy, capsys, project, release):
+    """The two are compared as specifier sets: spaces, order and trailing zeros change nothing."""
+    (spec_copy.root / "library" / "emberaudio" / "pyproject.toml").write_text(
+        f'[project]\nname = "emberaudio"\nversion = "1.7.0"\nrequires-python = "{project}"\n')
+    spec_copy.edit(R, "    import_name: emberaudio\n",
+                   f"    import_name: emberaudio\n    requires_python: \"{release}\"\n")
+    assert main(["--root", str(spec_copy.root), "validate"]) == 0, capsys.readouterr().err
 
 
 def test_merge_keys_are_read_as_yaml_defines_them(spec_copy):

@@ -50,8 +50,10 @@ def test_conda_channels_are_validated_in_release_yaml(spec_copy):
     with pytest.raises(SpecError) as error:
         load_spec(spec_copy.root)
     text = str(error.value)
-    assert re.search(r"release\.yaml:\d+: conda\.channels: 'conda forge' is not a conda channel; write a "
-                     r"channel name such as conda-forge", text)
+    assert re.search(r"release\.yaml:\d+: conda\.channels\.0: not a conda channel; write a channel name such as "
+                     r"conda-forge, or a URL \(https://…, file:///…\) \(got 'conda forge'\)", text)
+    assert re.search(r"release\.yaml:\d+: conda\.channels\.1: a channel URL carries credentials .+ "
+                     r"\(got 'https://x\.org/c'\)", text)
     assert "pw" not in text
 
 

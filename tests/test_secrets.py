@@ -9,6 +9,9 @@ import pytest
 from conftest import SpecCopy
 
 from shipyard.cli import main
+from shipyard.publish.credentials import read_credentials
+from shipyard.publish.errors import MissingCredential
+from shipyard.spec import PublishTarget
 from shipyard.toolchains.discover import discover
 
 SECRET = "s3cr3t-Zq8vLw2Kp"
@@ -83,3 +86,55 @@ def test_secrets_in_the_environment_appear_in_no_output_and_no_written_file(tmp_
     assert caplog.records and SECRET not in caplog.text
     assert (tmp_path / "schemas" / "release.schema.json").is_file()
     assert _files_holding(tmp_path, SECRET.encode()) == []
+
+
+# A credential pasted under any key, not only under publish: each edit is refused, and the line that
+# names the problem says the value is hidden (or shows a URL without its userinfo and query).
+PEM_KEY = "MC4CAQAwBQYDK2VwBCIEIHq7bKfQ2m9s0Yx1nJv4cT8wLpR3aZ6eU5iO0dGhKjNl"
+GITHUB_TOKEN = "ghp_R4nd0mT0k3nV4lu3Xy12AbCdEfGh"
+ANYWHERE = [
+    ("a PEM key as signing_key_env", R, "  signing_key_env: SHIPYARD_SIGNING_KEY\n",
+     f"  signing_key_env: |\n    -----BEGIN PRIVATE KEY-----\n    {PEM_KEY}\n    -----END PRIVATE KEY-----\n",
+     PEM_KEY, "supply_chain.signing_key_env", "(value hidden: it looks like a key, token or password)"),
+    ("a PEM key as signing_key_file", R, "  signing_key_file: .shipyard/keys/provenance-ed25519.pem\n",
+     f"  signing_key_file: \"-----BEGIN PRIVATE KEY-----\\n{PEM_KEY}\\n-----END PRIVATE KEY-----\"\n",
+     PEM_KEY, "supply_chain", "signing_key_file holds a key"),
+    ("a GitHub token as the release name", R, "  name: ember\n", f"  name: {GITHUB_TOKEN}\n", GITHUB_TOKEN,
+     "release.name", "(value hidden: it looks like a key, token or password)"),
+    ("a PyPI token as a variant tag", R, "    tag: cu118\n", f"    tag: pypi-{SECRET}AgEIcHlwaS5vcmc\n", SECRET,
+     "variants.cuda11.tag", "(value hidden: it looks like a key, token or password)"),
+    ("a random token as an import name", R, "    import_name: emberaudio\n", f"    import_name: {SECRET}\n", SECRET,
+     "components.emberaudio.import_name", "(value hidden: it looks like a key, token or password)"),
+    ("a plain password under a key named so", R, "  wheel_size_budget_mb: 40\n",
+     "  wheel_size_budget_mb: 40\n  password: hunter2\n", "hunter2", "release.password",
+     "(value hidden: values under a key named like 'password' are never printed)"),
+    ("a channel URL with a login and a token", R, "channels: [conda-forge]",
+     f"channels: ['https://bot:{SECRET}@conda.example.org/main?token={GITHUB_TOKEN}']", SECRET,
+     "conda.channels.0", "(got 'https://conda.example.org/main')"),
+    ("a token as a feature's component", "feature_status.yaml", "component: embervision\n",
+     f"component: {GITHUB_TOKEN}\n", GITHUB_TOKEN, "features.14.component",
+     "(value hidden: it looks like a key, token or password)"),
+]
+
+
+@pytest.mark.parametrize(("where", "name", "old", "new", "secret", "key", "says"), ANYWHERE,
+                         ids=[case[0] for case in ANYWHERE])
+def test_a_credential_under_any_key_is_never_printed(spec_copy, capsys, where, name, old, new, secret, key, says):
+    spec_copy.edit(name, old, new)
+    assert main(["--root", str(spec_copy.root), "validate"]) == 2
+    err = capsys.readouterr().err
+    assert secret not in err and secret[:12] not in err, err
+    line = next((x for x in err.splitlines() if f": {key}: " in x), "")
+    assert says in line, err
+
+
+def test_the_missing_credential_error_shows_the_url_without_userinfo_or_query():
+    # validate refuses such a URL; the message must not depend on it, whatever built the target.
+    target = PublishTarget.model_construct(name="wheels", kind="pypi", url=f"https://bot:{SECRET}@pypi.example.org/"
+                                           f"simple/?token={SECRET}", username_env="PYPI_USER",
+                                           password_env="PYPI_PASSWORD", token_env=None)
+    with pytest.raises(MissingCredential) as info:
+        read_credentials(target, {"PYPI_USER": "bot"})
+    assert str(info.value) == ("release.yaml: publish.wheels.password_env: the environment variable PYPI_PASSWORD is "
+                               "not set; export PYPI_PASSWORD with the password for https://pypi.example.org/simple/ "
+                               "before publishing (nothing was uploaded)")

@@ -150,7 +150,6 @@ def test_cuda_tag_must_match_version(spec_copy):
 
 def test_test_id_naming_a_missing_test(spec_copy):
     tests = spec_copy.root / "library" / "emberaudio" / "tests"
-    tests.mkdir()
     (tests / "test_wav.py").write_text("def test_roundtrip():\n    pass\n")
     spec_copy.edit(F, "library/emberaudio/tests/test_wav.py\n", "library/emberaudio/tests/test_wav.py::test_rountrip\n")
     error = _one_error(spec_copy)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import math
+import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,8 +13,6 @@ from typing import Any
 
 # A SpecIssue's value when the problem has no value to show (a missing key, a whole file).
 NO_VALUE: Any = object()
-# What an issue shows instead of a value that may be a credential (anything under `publish`).
-REDACTED = "<hidden: values under publish are never printed>"
 
 
 class ShipyardError(Exception):
@@ -40,20 +41,98 @@ class SpecIssue:
         text = f"{where}: {self.key}: {self.message}"
         if self.fix:
             text += f"; {self.fix}"
-        if self.value is REDACTED:
-            text += " (value hidden: values under publish are never printed)"
-        elif self.value is not NO_VALUE and self.value is not None and not isinstance(self.value, dict | list):
-            text += f" (got {_shown(self.value)})"
+        if self.value is not NO_VALUE and self.value is not None and not isinstance(self.value, dict | list):
+            text += f" ({shown(self.value, self.key)})"
         if self.suggestion:
             text += f"; did you mean {self.suggestion!r}?"
         return text
 
 
-def _shown(value: Any) -> str:
-    # One line, and short: a value is shown to be recognised, not to be reproduced.
+# --- what a message may show of a value ------------------------------------------------------
+# Every value a message quotes goes through `shown`: the one place that decides what is never
+# printed (keys, tokens, passwords, a URL's user:password@ and ?query).
+
+# A key whose name holds one of these words holds a credential (api-token, auth_key, signing_key_env …).
+SECRET_WORDS = ("password", "passwd", "passphrase", "token", "secret", "apikey", "api_key", "auth", "credential",
+                "private_key", "access_key", "signing_key")
+# ... unless it names where the credential is kept: a path is shown (a key pasted there is caught by its shape).
+_PATH_KEY_SUFFIXES = ("_file", "_path", "_dir")
+# Credentials recognisable by their shape: PEM blocks, the prefixed tokens of GitHub, PyPI, GitLab,
+# Slack, npm, AWS and OpenAI-style APIs, and JSON web tokens.
+_SECRET_SHAPES = re.compile(
+    r"-----BEGIN [A-Z0-9 ]+-----"
+    r"|(?<![A-Za-z0-9])(gh[pousr]_|github_pat_|pypi-|glpat-|xox[abposr]-|npm_|sk-|AKIA|ASIA)[A-Za-z0-9_\-]{12,}"
+    r"|(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+_DIGEST = re.compile(r"[0-9a-f]{32,128}")  # a sha256 or a commit: shown, it is what a user compares
+
+
+def names_a_secret(key: str) -> bool:
+    """Whether the key `key` ('publish.x.token', 'password_env') is named like one that holds a
+    credential: its last named part (list indexes skipped) contains a word of SECRET_WORDS."""
+    names = [part for part in str(key).split(".") if part and not part.isdigit()]
+    word = names[-1].lower().replace("-", "_") if names else ""
+    return any(w in word for w in SECRET_WORDS)
+
+
+def _high_entropy(word: str) -> bool:
+    # A random token: long, no spaces, upper and lower case letters and digits all mixed, and
+    # no character repeated much. Names, paths, versions and digests have one or two of those.
+    if len(word) < 16 or _DIGEST.fullmatch(word):
+        return False
+    if not (re.search(r"[a-z]", word) and re.search(r"[A-Z]", word) and re.search(r"[0-9]", word)):
+        return False
+    counts = Counter(word)
+    entropy = -sum(n / len(word) * math.log2(n / len(word)) for n in counts.values())
+    return entropy >= 3.5
+
+
+def looks_secret(text: str) -> bool:
+    """Whether `text` holds something shaped like a key, token or password."""
+    return bool(_SECRET_SHAPES.search(text)) or any(_high_entropy(w) for w in re.split(r"[\s'\"=:,;@/]+", text))
+
+
+def public_url(url: str) -> str:
+    """`url` as a message may show it: without user:password@, ?query, #fragment or a conda /t/<token>/."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+    authority, slash, path = rest.partition("/")
+    shown_url = f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
+    return re.sub(r"/t/[^/\s]+/", "/t/***/", shown_url)
+
+
+def _is_url(value: Any, key: str) -> bool:
+    return isinstance(value, str) and (str(key).split(".")[-1] == "url"
+                                       or re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value) is not None)
+
+
+def hidden_because(value: Any, key: str = "") -> str | None:
+    """Why `value`, found under `key`, must never be printed; None when it may be (a URL: once
+    `public_url` has taken its credentials out)."""
+    parts = str(key).split(".")
+    if parts[0] == "publish" and parts[-1] != "url":
+        return "values under publish are never printed"
+    text = value if isinstance(value, str) else str(value)
+    if looks_secret(public_url(text) if _is_url(value, key) else text):
+        return "it looks like a key, token or password"
+    if names_a_secret(key) and not parts[-1].endswith(_PATH_KEY_SUFFIXES):
+        return f"values under a key named like {parts[-1]!r} are never printed"
+    return None
+
+
+def shown(value: Any, key: str = "") -> str:
+    """What a message may say of `value` found under `key`: "got 'x'" (one short line; a URL
+    without userinfo or query), or "value hidden: why" for anything that may be a credential."""
+    why = hidden_because(value, key)
+    if why:
+        return f"value hidden: {why}"
+    if _is_url(value, key):
+        value = public_url(value)
     raw = getattr(value, "raw", None)  # a YAML number keeps the text it was written as: 3.10, not 3.1
     text = raw if isinstance(raw, str) else repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    # One line, and short: a value is shown to be recognised, not to be reproduced.
+    return "got " + (text if len(text) <= 80 else text[:77] + "...")
 
 
 def nearest(word: str, choices: Iterable[str]) -> str | None:

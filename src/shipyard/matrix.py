@@ -175,6 +175,12 @@ def exclusion_cells(release: Release) -> list[set[str]]:
     return matched
 
 
+def surviving_platforms(release: Release, component: str) -> set[str]:
+    """The platforms and mobile targets on which some cell of `component` survives the exclusions."""
+    return {cell.platform for cell in _all_cells(release)
+            if cell.component == component and _excluded_by(cell, release.exclusions) is None}
+
+
 def excluded_cells(release: Release) -> list[tuple[Cell, Exclusion]]:
     """Every cell an exclusion removes, with the first exclusion that removes it (release.yaml order)."""
     out = []

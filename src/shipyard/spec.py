@@ -19,9 +19,19 @@ from typing import Annotated, Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from shipyard.cuda_archs import parse_arch_list
+from shipyard.errors import names_a_secret
 
 ComponentKind = Literal["python-native", "python-pure", "native"]
 PackageType = Literal["wheel", "mobile", "conda", "docker"]
@@ -37,6 +47,9 @@ _FEATURE_ID = r"^[a-z][a-z0-9-]*(\.[a-z0-9-]+)*$"
 _TRIPLE = r"^[a-z0-9_]+(-[a-z0-9_]+){1,3}$"
 _DEBIAN_PACKAGE = r"^[a-z0-9][a-z0-9.+-]+$"
 _ANDROID_ABI = r"^[a-z0-9][a-z0-9_-]*$"
+# A console script is a file in bin/ that users type: an entry-point name (letters, digits, '_',
+# '.', '-'), not starting with '-' or '.', which a shell would read as an option or a hidden file.
+_SCRIPT_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 
 # What each pattern means to a person, and how to fix a value that breaks it.
 PATTERN_HINTS: dict[str, tuple[str, str]] = {
@@ -50,6 +63,8 @@ PATTERN_HINTS: dict[str, tuple[str, str]] = {
     _TRIPLE: ("must be a GNU target triple", "write e.g. aarch64-linux-gnu"),
     _DEBIAN_PACKAGE: ("must be a Debian package name", "write e.g. g++-aarch64-linux-gnu"),
     _ANDROID_ABI: ("must be an Android ABI name", "write e.g. arm64-v8a"),
+    _SCRIPT_NAME: ("must be a console-script name: letters, digits, '_', '.' or '-', not starting with '-' or '.'",
+                   "write the command users type, e.g. ember-run"),
 }
 
 
@@ -63,7 +78,8 @@ def supported_pythons() -> tuple[str, ...]:
 class Frozen(BaseModel):
     """Base of every spec model: unknown keys are errors and objects are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    # allow_inf_nan=False: `.inf` and `.nan` are YAML numbers, but no budget or version is infinite.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
 
 
 def _python_version(value: Any) -> Any:
@@ -173,7 +189,7 @@ class Component(Frozen):
     # Compiles CUDA code in CUDA variants: its wheels must then hold SASS for the arch list.
     cuda_kernels: bool = False
     vendored_libraries: tuple[str, ...] = ()
-    console_scripts: tuple[str, ...] = ()
+    console_scripts: tuple[Annotated[str, Field(pattern=_SCRIPT_NAME)], ...] = ()
     # The tests folder, relative to `path`; it may lie outside the project (`../tests-of-x`), for
     # projects whose sources ship no tests, but not outside the release.
     tests: str | None = None
@@ -374,9 +390,42 @@ class Exclusion(Frozen):
                 "python": self.python, "package_type": self.package_type}
 
 
-# A key under `publish` containing any of these words holds a credential (api-token, auth_key …).
-_SECRET_WORDS = ("password", "passwd", "token", "secret", "apikey", "api_key", "auth", "credential",
-                 "private_key", "access_key")
+# The URL schemes each kind of publish target speaks ('' is a bare host:port, as registries are named).
+URL_SCHEMES_BY_TARGET: dict[str, tuple[str, ...]] = {
+    "pypi": ("http", "https"), "static": ("http", "https"), "conda": ("http", "https"),
+    "docker": ("", "http", "https"),
+}
+_URL_EXAMPLES = {"pypi": "https://pypi.example.org/", "static": "https://example.org/whl/",
+                 "conda": "https://example.org/conda/", "docker": "127.0.0.1:5000"}
+# A host name, an IPv4 address, or an IPv6 address in brackets.
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$"
+                   r"|^\[[0-9A-Fa-f:.]+\]$")
+
+
+def _publish_url_problem(url: str, kind: str | None) -> str | None:
+    """What is wrong with `url` as a `kind` target's URL ("message; fix"), or None. Never repeats the
+    URL: the part before '@', or the query, may be a credential."""
+    example = _URL_EXAMPLES.get(kind or "", "https://example.org/")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority = rest.partition("/")[0]
+    if "@" in authority:
+        return ("the URL carries credentials (user:password@); remove them and name the environment variables "
+                "that hold them with username_env and password_env")
+    if "?" in url or "#" in url:
+        return ("the URL carries a query or fragment (?… or #…), which may hold a token; remove it and name the "
+                "environment variable that holds a token with token_env")
+    parts = re.fullmatch(r"(?P<host>\[[^\]]*\]|[^:\[\]]*)(:(?P<port>\d{1,5}))?", authority)
+    if (re.search(r"\s", url) or parts is None or not _HOST.match(parts["host"])
+            or (parts["port"] and not 0 < int(parts["port"]) < 65536)):
+        return f"not a URL; write one like {example}"
+    allowed = URL_SCHEMES_BY_TARGET.get(kind or "")
+    if allowed is not None and scheme.lower() not in allowed:
+        speaks = " or ".join(f"{s}://" if s else "host:port" for s in allowed)
+        given = f"{scheme}://" if scheme else "a URL without a scheme"
+        return f"a {kind} target speaks {speaks}, not {given}; write e.g. {example}"
+    return None
 
 
 # Which manifest package types each kind of publish target takes.
@@ -430,7 +479,7 @@ class PublishTarget(Frozen):
         if isinstance(data, dict):
             for key in data:
                 word = str(key).lower().replace("-", "_")
-                if word.endswith("_env") or not any(w in word for w in _SECRET_WORDS):
+                if word.endswith("_env") or not names_a_secret(word):
                     continue
                 raise ValueError(
                     f"{key!r} holds a secret inline and release.yaml must never contain credentials; "
@@ -440,13 +489,11 @@ class PublishTarget(Frozen):
 
     @field_validator("url")
     @classmethod
-    def _no_credentials_in_url(cls, url: str) -> str:
-        # The authority part (between '//' and the next '/') holds user:password@ if any.
-        authority = (url.split("//", 1)[1] if "//" in url else url).split("/", 1)[0]
-        if "@" in authority:
-            # The message never repeats the URL: the part before '@' is a credential.
-            raise ValueError("the URL carries credentials (user:password@); remove them and name the "
-                             "environment variables that hold them with username_env and password_env")
+    def _url_fits_kind(cls, url: str, info: ValidationInfo) -> str:
+        # `kind` is validated first; when it is wrong, only the URL's shape is checked here.
+        problem = _publish_url_problem(url, info.data.get("kind"))
+        if problem:
+            raise ValueError(problem)
         return url
 
 
@@ -463,24 +510,27 @@ _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/label/[A-Za-z0-9._-]+)
 _CHANNEL_URL = re.compile(r"^(https?|file)://\S+$")
 
 
+def _conda_channel(channel: str) -> str:
+    if _CHANNEL_URL.match(channel):
+        authority = channel.split("//", 1)[1].split("/", 1)[0]
+        if "@" in authority or "?" in channel or re.search(r"/t/[^/]+/", channel):
+            raise ValueError("a channel URL carries credentials (user:password@, a /t/<token>/ or a ?query); remove "
+                             "them, conda channels named here must be readable without a login")
+    elif not _CHANNEL_NAME.match(channel):
+        raise ValueError("not a conda channel; write a channel name such as conda-forge, or a URL (https://…, "
+                         "file:///…)")
+    return channel
+
+
 class CondaSettings(Frozen):
     """Where conda packages get their dependencies: channels in priority order. Where none can
     be reached, shipyard's bootstrap channel stands in for them."""
 
-    channels: tuple[str, ...] = Field(min_length=1)
+    channels: tuple[Annotated[str, AfterValidator(_conda_channel)], ...] = Field(min_length=1)
 
     @field_validator("channels")
     @classmethod
-    def _channels_are_names_or_urls(cls, channels: tuple[str, ...]) -> tuple[str, ...]:
-        for channel in channels:
-            if _CHANNEL_URL.match(channel):
-                authority = channel.split("//", 1)[1].split("/", 1)[0]
-                if "@" in authority:  # never repeat it: the part before '@' is a credential
-                    raise ValueError("a channel URL carries credentials (user:password@); remove them, "
-                                     "conda channels named here must be readable without a login")
-            elif not _CHANNEL_NAME.match(channel):
-                raise ValueError(f"{channel!r} is not a conda channel; write a channel name such as "
-                                 f"conda-forge, or a URL (https://…, file:///…)")
+    def _channels_once(cls, channels: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(channels)) != len(channels):
             raise ValueError("a channel appears twice; list each once")
         return channels

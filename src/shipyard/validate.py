@@ -2,7 +2,7 @@
 
 Every problem becomes a `SpecIssue` that names the file, line, key and bad value, says
 what to do, and suggests the nearest valid value for a typo. `load_spec` raises SpecError
-listing them. Values under `publish` are never shown: they may be credentials.
+listing them. What an issue shows of a value is decided by `errors.shown`: never a credential.
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
 from shipyard.cuda_archs import supported_archs
-from shipyard.errors import NO_VALUE, REDACTED, ShipyardError, SpecError, SpecIssue, nearest
+from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.feature_markers import marker_issues
-from shipyard.matrix import exclusion_cells
+from shipyard.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.project_declaration import declared_requires_python
-from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Release
+from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Platform, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
@@ -71,9 +72,6 @@ class _Collector:
             suggestion: str | None = None, fix: str = "") -> None:
         if value is _MISSING:
             value = value_at(doc.data, loc)
-        if (loc and loc[0] == "publish" and doc.path.name != "feature_status.yaml"
-                and value is not None and value is not _MISSING and not isinstance(value, dict | list)):
-            value = REDACTED  # credentials live under publish: never echo what is there
         if not fix and "; " in message:
             message, fix = message.split("; ", 1)
         key = ".".join(str(p) for p in loc) or "(top level)"
@@ -221,6 +219,11 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
                 out.add(doc, ("components", name, "tests"), "the tests folder lies outside the release",
                         fix="give a folder relative to the component's path inside the release (it may be "
                             "outside the project, e.g. ../tests-of-x)")
+            elif not _is_dir(tests):
+                # The build copies this folder beside the installed wheel: a missing one stops it there.
+                out.add(doc, ("components", name, "tests"), "the tests folder does not exist",
+                        fix=f"create {tests.relative_to(root.resolve())}, or give the folder that holds the "
+                            f"component's tests, relative to its path")
         if component.package_types.count("mobile") and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
@@ -243,8 +246,60 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
         out.add(doc, ("channels",), "publish targets need the channels they publish to",
                 fix="add `channels: {nightly: {gate: mark}, test: {gate: block}, release: {gate: block}}`",
                 value=NO_VALUE)
+    for name, platform in release.platforms.items():
+        problem = _platform_tag_problem(platform)
+        if problem:
+            out.add(doc, ("platforms", name, "wheel_platform_tag"), problem)
+    _check_signing_key_file(release, doc, root, out)
     _check_exclusions(release, doc, out)
     _check_images(release, doc, out)
+
+
+# A wheel platform tag's OS and architecture: manylinux_2_31_x86_64, musllinux_1_2_aarch64,
+# manylinux2014_x86_64, linux_armv7l, win_amd64, win32, macosx_11_0_arm64 (universal2: both Macs).
+_TAG_FORMS = (
+    (re.compile(r"(?:manylinux|musllinux)_\d+_\d+_(\w+)|manylinux(?:1|2010|2014)_(\w+)|linux_(\w+)"), "linux"),
+    (re.compile(r"win_(\w+)|(win32)"), "windows"),
+    (re.compile(r"macosx_\d+_\d+_(\w+)"), "macos"),
+)
+# Names of one architecture: PEP 425 tags say x86_64/aarch64 on Linux, amd64/arm64 on Windows.
+_ARCH_NAMES = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "aarch64": "arm64", "arm64": "arm64",
+               "i686": "x86", "i386": "x86", "x86": "x86", "win32": "x86", "armv7l": "armv7", "armv7": "armv7"}
+
+
+def _platform_tag_problem(platform: Platform) -> str | None:
+    """What makes the platform's wheel tag disagree with its os and arch ("message; fix"), or None."""
+    found = next(((match, os_name) for form, os_name in _TAG_FORMS
+                  if (match := form.fullmatch(platform.wheel_platform_tag))), None)
+    if found is None:
+        return "not a wheel platform tag; write one like manylinux_2_31_x86_64, win_amd64 or macosx_11_0_arm64"
+    match, os_name = found
+    tag_arch = next(group for group in match.groups() if group)
+    if os_name != platform.os:
+        return f"is a {os_name} tag, but the platform's os is {platform.os}; make the tag and the os agree"
+    wanted = _ARCH_NAMES.get(platform.arch.lower(), platform.arch.lower())
+    archs = {"x86_64", "arm64"} if tag_arch in ("universal2", "universal") else {_ARCH_NAMES.get(tag_arch, tag_arch)}
+    if wanted not in archs:
+        return (f"is a tag for {tag_arch}, but the platform's arch is {platform.arch}; make the tag and the arch "
+                f"agree")
+    return None
+
+
+def _check_signing_key_file(release: Release, doc: YamlDocument, root: Path, out: _Collector) -> None:
+    """The provenance key file lies in the repository or the user's home: `shipyard keygen` writes
+    there and every build reads it, so a path such as /etc/shadow is a mistake either way."""
+    settings = release.supply_chain
+    if settings is None or not settings.signing_key_file:
+        return
+    try:
+        path = (root / settings.signing_key_file).resolve()
+        inside = path.is_relative_to(root.resolve()) or path.is_relative_to(Path.home().resolve())
+    except (OSError, RuntimeError, ValueError):  # a NUL byte, a symlink loop: not a usable place either
+        inside = False
+    if not inside:
+        out.add(doc, ("supply_chain", "signing_key_file"), "the key file lies outside the repository and your home",
+                fix="keep it in the repository (relative to release.yaml, e.g. .shipyard/keys/provenance-ed25519.pem, "
+                    "git-ignored) or under your home, or use signing_key_env")
 
 
 def _check_images(release: Release, doc: YamlDocument, out: _Collector) -> None:
@@ -345,11 +400,17 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
         if Version(feature.since) > version:
             out.add(doc, ("features", i, "since"), f"is later than the release ({version}) that ships it",
                     fix=f"set since: {version} or earlier, or leave the feature out of this release")
-        for platform in feature.status:
+        for platform, status in feature.status.items():
             if platform != "*" and platform not in platforms:
                 out.add(doc, ("features", i, "status", platform),
                         "names no platform or mobile target of release.yaml", value=platform,
                         fix=f"use one of {', '.join(platforms)}", suggestion=nearest(platform, platforms))
+            elif platform != "*" and status != "prototype" and feature.component in release.components:
+                unbuilt = _not_built_there(release, feature.component, platform)
+                if unbuilt:
+                    out.add(doc, ("features", i, "status", platform),
+                            f"{status} on {platform}, where {feature.component} {unbuilt}",
+                            fix="remove this platform's status, or the exclusion, so that what is promised is built")
         for j, test_id in enumerate(feature.tests):
             state = _test_state(root, test_id)
             if state == "pending":
@@ -357,6 +418,18 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
             elif state != "ok":
                 out.add(doc, ("features", i, "tests", j), state, value=test_id)
     return pending
+
+
+def _not_built_there(release: Release, component: str, platform: str) -> str | None:
+    """Why no cell of `component` is built on `platform` (e.g. 'is excluded (exclusions.2: …)'), or None."""
+    if platform in surviving_platforms(release, component):
+        return None
+    removed = [(cell, exclusion) for cell, exclusion in excluded_cells(release)
+               if cell.component == component and cell.platform == platform]
+    if removed:
+        number = release.exclusions.index(removed[0][1])
+        return f"is excluded (exclusions.{number}: {removed[0][1].reason})"
+    return "builds nothing"
 
 
 def _test_state(root: Path, test_id: str) -> str:
@@ -395,7 +468,7 @@ def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: 
         except ShipyardError as exc:
             out.add(doc, ("components", name, "path"), str(exc), value=component.path)
             declared = None
-        if declared and component.requires_python and declared[0] != component.requires_python:
+        if declared and component.requires_python and not _same_specifiers(declared[0], component.requires_python):
             out.add(doc, ("components", name, "requires_python"),
                     f"disagrees with the project's {declared[1]} ({declared[0]!r})",
                     fix="remove it (the project's own declaration is read) or make the two agree")
@@ -403,6 +476,15 @@ def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: 
             component = component.model_copy(update={"requires_python": declared[0]})
         components[name] = component
     return release.model_copy(update={"components": components})
+
+
+def _same_specifiers(project: str, release: str) -> bool:
+    """Whether two requires-python values say the same (">= 3.11" is ">=3.11"); a project value that
+    is no specifier at all never agrees."""
+    try:
+        return SpecifierSet(project) == SpecifierSet(release)
+    except InvalidSpecifier:
+        return False
 
 
 def load_spec(root: Path, release_file: str = "release.yaml",

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from shipyard.errors import public_url
 from shipyard.publish.errors import MissingCredential
 from shipyard.spec import PublishTarget
 
@@ -43,7 +44,7 @@ def read_credentials(target: PublishTarget, environ: Mapping[str, str] | None = 
         if not value:
             raise MissingCredential(
                 f"release.yaml: publish.{target.name}.{key}: the environment variable {name} is not set; "
-                f"export {name} with the {key.removesuffix('_env')} for {target.url} before publishing "
+                f"export {name} with the {key.removesuffix('_env')} for {public_url(target.url)} before publishing "
                 f"(nothing was uploaded)")
         values[key] = value
     return Credentials(values["username_env"], values["password_env"], values["token_env"])

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
+from shipyard.errors import public_url
 from shipyard.file_lock import exclusive
 from shipyard.generations import current_generation, next_generation, remove_old_generations, switch
 from shipyard.publish.errors import PublishError
@@ -29,7 +30,7 @@ from shipyard.wheel.index import sha256_of, write_index
 
 class StaticTreeBackend(Backend):
     def describe(self, channel: str) -> str:
-        return f"{self.target.url.rstrip('/')}/{channel}/<tag>/ ({self.folder / channel})"
+        return f"{public_url(self.target.url).rstrip('/')}/{channel}/<tag>/ ({self.folder / channel})"
 
     def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
                 projects: Sequence[str] | None = None) -> list[Listed]:

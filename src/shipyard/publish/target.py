@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard.errors import public_url
 from shipyard.progress import Progress
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.journal import Journal
@@ -75,7 +76,7 @@ class Backend(ABC):
 
     def describe(self, channel: str) -> str:
         """Where users find the channel (no credentials)."""
-        return self.target.url
+        return public_url(self.target.url)
 
     @property
     def folder(self) -> Path:
