@@ -71,5 +71,16 @@ elif mode == "probe_master_port":
         probe.close()
     record["rank_sum"] = allreduce_ranks()
     write(f"probe-{rank}.json", record)
+elif mode == "hold_before_init":
+    # Stops between the rendezvous and the group's store, the window in which MASTER_PORT must
+    # already be held, until the test has tried to take the port (it then writes OUT_DIR/go).
+    write(f"ready-{rank}.json", record)
+    deadline = time.monotonic() + 60
+    while not (out / "go").exists():
+        if time.monotonic() > deadline:
+            sys.exit("hold_before_init: the test never wrote go")
+        time.sleep(0.01)
+    record["rank_sum"] = allreduce_ranks()
+    write(f"env-{restart}-{rank}.json", record)
 else:
     sys.exit(f"unknown mode {mode}")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from types import SimpleNamespace
@@ -66,10 +67,11 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in SHIPYARD_PORT_RANGE={span}")
 
 
-def start_rank(scenario: str, rank: int, world: int, port: int, *extra: str, stdin=None) -> subprocess.Popen:
+def start_rank(scenario: str, rank: int, world: int, port: int, *extra: str, stdin=None,
+               env: Optional[dict] = None) -> subprocess.Popen:
     """Starts one rank of a dist_worker.py scenario as a real process (`stdin=subprocess.PIPE`
-    for a rank that waits for the test to close it)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for a rank that waits for the test to close it; `env` adds variables to this one's)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     return subprocess.Popen([sys.executable, str(WORKER), scenario, str(rank), str(world), str(port), *extra],
                             stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=str(HERE))

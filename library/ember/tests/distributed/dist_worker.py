@@ -133,6 +133,23 @@ def scenario_absent(rank, world, port):
         report(elapsed=time.monotonic() - start, **error_fields(exc))
 
 
+def scenario_slow_link(rank, world, port):
+    """Rank 0 runs behind slow_link.c and gives its allreduce 1 s; rank 1 hosts the store (so
+    the first connection rank 0 accepts is rank 1's data connection) and sends its data at
+    once. Rank 0 reports how its allreduce ended and when."""
+    store = dist.TCPStore("127.0.0.1", port, world, is_master=(rank == 1), timeout=20)
+    dist.init_process_group("tcp", store=store, rank=rank, world_size=world, timeout=20)
+    if rank == 0:
+        dist.set_timeout(1.0)
+    data = np.ones(256, dtype=np.float32)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(data)
+        report(error=None, elapsed=time.monotonic() - start, first=float(data[0]))
+    except dist.DistributedError as exc:
+        report(elapsed=time.monotonic() - start, **error_fields(exc))
+
+
 def scenario_init_only(rank, world, port):
     start = time.monotonic()
     try:
@@ -318,8 +335,8 @@ def scenario_c_api_args(rank, world, port):
 
 
 SCENARIOS = {"collectives": scenario_collectives, "victim": scenario_victim, "absent": scenario_absent,
-             "init_only": scenario_init_only, "join": scenario_join, "rpc": scenario_rpc,
-             "mismatch": scenario_mismatch, "c_api_args": scenario_c_api_args}
+             "init_only": scenario_init_only, "slow_link": scenario_slow_link, "join": scenario_join,
+             "rpc": scenario_rpc, "mismatch": scenario_mismatch, "c_api_args": scenario_c_api_args}
 
 if __name__ == "__main__":
     name, rank, world, port, *extra = sys.argv[1:]

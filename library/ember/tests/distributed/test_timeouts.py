@@ -1,12 +1,13 @@
 """Failures never hang: dead, absent and late peers are named on every surviving rank."""
+import shutil
 import signal
 import subprocess
 import socket
-import struct
+import sys
 import threading
 import time
+from pathlib import Path
 
-import numpy as np
 import pytest
 
 import ember.distributed as dist
@@ -69,13 +70,6 @@ def test_peer_that_never_starts_times_out_at_init(procs):
         assert res["elapsed"] < 8
 
 
-def _fnv1a(text: str) -> int:
-    h = 2166136261
-    for c in text.encode():
-        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
-    return h
-
-
 def _trickle(sock: socket.socket, data: bytes, stop: threading.Event) -> None:
     """Sends `data` one byte per 0.1 s: always moving, never finishing in time."""
     for i in range(len(data)):
@@ -87,49 +81,34 @@ def _trickle(sock: socket.socket, data: bytes, stop: threading.Event) -> None:
             return
 
 
-def test_trickling_peer_cannot_keep_a_collective_alive(wire):
-    """Rank 1 is a raw socket that speaks the frame protocol correctly but sends its allreduce
-    data one byte per 0.1 s (6.4 s in all): rank 0's 1 s timeout must still fire at ~1 s."""
-    from ember import _distributed as C
+SLOW_LINK = Path(__file__).resolve().parent / "slow_link.c"
 
-    server = C.StoreServer("127.0.0.1", 0)
-    stop, result, sockets = threading.Event(), {}, []
 
-    def rank0():
-        pg = C.ProcessGroup(C.StoreClient("127.0.0.1", server.port, 10.0), 0, 2, 10.0, "pg")
-        pg.timeout = 1.0
-        start = time.monotonic()
-        try:
-            pg.allreduce(np.ones(10, dtype=np.float32), C.ReduceOp.SUM)
-        except C.DistributedError as exc:
-            result["error"] = exc
-        result["elapsed"] = time.monotonic() - start
-
-    worker = threading.Thread(target=rank0)
-    worker.start()
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("gcc") is None,
+                    reason="needs Linux (LD_PRELOAD) and gcc on PATH to build slow_link.c")
+def test_a_link_that_never_stops_moving_cannot_keep_a_collective_alive(procs, tmp_path):
+    """Rank 1 sends its allreduce data (1 KiB) at once; rank 0 receives it through
+    slow_link.c, one byte per 10 ms and never idle for a whole poll, as a receiver slower than
+    its sender sees the network. Rank 0's 1 s timeout must still fire at ~1 s with rank 1
+    named, although bytes keep moving. (While the deadline was only checked when nothing had
+    moved, rank 0 ran on to the last byte, 10 s and more, and returned as if on time. A peer
+    that pauses between bytes cannot show that: the first idle poll past the deadline fired.)"""
+    shim = tmp_path / "slow_link.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(shim), str(SLOW_LINK), "-ldl"], check=True)
+    port = procs.free_port()
+    slow = procs.start_rank("slow_link", 0, 2, port, env={"LD_PRELOAD": str(shim), "SLOW_LINK_DELAY_MS": "10"})
+    peer = procs.start_rank("slow_link", 1, 2, port)
     try:
-        fake = C.StoreClient("127.0.0.1", server.port, 10.0)
-        host, port = fake.get("pg/addr/0").decode().rsplit(":", 1)
-        tag = _fnv1a("pg") ^ 2
-        for kind in (0, 1):  # data, then control connection: u32 magic, tag, rank, kind (+ proof)
-            sockets.append(socket.create_connection((host, int(port))))
-            wire.group_hello(sockets[-1], tag, 1, kind)
-        data, ctrl = sockets
-        # Arrival notice for collective #1 with the same call: allreduce(10 x float32, SUM).
-        ctrl.sendall(struct.pack("<IIQ", 0x43424D45, 1, 1) + struct.pack("<IIIIQ", 1, 0, 0, 0, 10))
-        message = struct.pack("<IHBBQQ", 0x44424D45, 1, 0, 0, 1, 40) + np.ones(10, dtype=np.float32).tobytes()
-        _trickle(data, message, stop)
+        res = procs.result_of(slow, timeout=60)
     finally:
-        stop.set()
-        worker.join(30)
-        for s in sockets:
-            s.close()
-        server.stop()
-    error = result.get("error")
-    assert isinstance(error, C.DistributedTimeoutError), result
-    assert error.op == "allreduce" and error.missing_ranks == [1], str(error)
-    assert "timed out after 1000 ms" in str(error)
-    assert 0.9 < result["elapsed"] < 1.5, result
+        for p in (slow, peer):
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    assert res.get("is_timeout") and res["is_distributed"], res
+    assert res["op"] == "allreduce" and res["missing"] == [1], res
+    assert "timed out after 1000 ms" in res["message"], res
+    assert 0.9 < res["elapsed"] < 2.0, res
 
 
 def test_trickling_store_server_cannot_keep_a_call_alive(wire):
