@@ -111,6 +111,8 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
                        + ("cached)" if cell.test_cached else f"{cell.test.seconds:.0f} s)"))
         else:
             verdict = "[red]failed[/]: " + "; ".join(cell.test.problems)
+        if cell.withheld:  # a core package whose dependents all failed
+            verdict += f"; [red]not published[/]: {cell.withheld}"
         table.add_row(cell.package.label, done, verdict)
     for skipped in run.not_applicable:  # ruled out by the component's requires-python: never a failure
         table.add_row(skipped.cell.id, f"[dim]not applicable ({skipped.reason})[/]", "[dim]not built[/]")
