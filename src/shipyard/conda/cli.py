@@ -23,7 +23,7 @@ def cmd_conda_features(args: argparse.Namespace) -> int:
         print(json.dumps([p.to_json() for p in packages], indent=2))
         return 0
     table = Table(title=f"features in {hide_tokens(args.channel)}")
-    for column in ("package", "version", "build", "feature", "status"):
+    for column in ("package", "version", "build", "variant", "feature", "status"):
         table.add_column(column, overflow="fold")
     colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}
     bare = []
@@ -34,7 +34,7 @@ def cmd_conda_features(args: argparse.Namespace) -> int:
             status = f"[{colours.get(feature.status, 'white')}]{feature.status}[/]"
             if feature.platform:
                 status += f" ({feature.platform})"
-            table.add_row(package.name, package.version, package.build, feature.id, status)
+            table.add_row(package.name, package.version, package.build, package.variant_tag or "", feature.id, status)
     console.print(table)
     console.print(f"{len(packages)} packages, {len(packages) - len(bare)} with features"
                   + (f"; without: {', '.join(sorted(set(bare)))}" if bare else ""))
