@@ -125,8 +125,12 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
                                       components=request.components, state=request.state, jobs=request.jobs,
                                       recipe_tests=not request.tests)
     packages = build_conda_variant(spec, build_request, progress)
-    runs: dict[str, list[str | None]] = {p.label: [*test_pythons(spec, p, pythons)] or [None] for p in packages}
-    cells = [CondaCell(p, python) for p in packages for python in runs[p.label]]
+    # Without tests, one row per package (its newest Python says "not run").
+    first = 0 if request.tests else -1
+    cells: list[CondaCell] = []
+    for package in packages:
+        cells += [CondaCell(package, python) for python in test_pythons(spec, package, pythons)[first:]] or [
+            CondaCell(package)]
     if request.tests:
         _test_all(spec, cells, channels, conda_output_dir(request.state, variant), request, progress)
     published = publish_run(spec, cells, ruled_out, request, progress)
