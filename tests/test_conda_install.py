@@ -324,16 +324,21 @@ def test_libember_is_not_published_when_every_ember_on_it_failed_its_tests(
     old = "    cuda_kernels: true\n    tests: tests\n  embervision:"
     assert old in text
     release.write_text(text.replace(old, "    cuda_kernels: true\n    tests: ../../ember-tests\n  embervision:", 1))
+    statuses = clone / "feature_status.yaml"  # the features' tests, where they now are
+    statuses.write_text(statuses.read_text().replace("library/ember/tests/", "ember-tests/"))
     dist = tmp_path / "dist"
     code = main(["--root", str(clone), "conda", "build", "--variant", "cpu", "--python", PYTHON,
                  "--component", "ember", "--channel", released.bootstrap, "--state", str(released.state),
                  "--dist", str(dist)])
-    out = " ".join(capsys.readouterr().out.split())
+    captured = capsys.readouterr()
+    out, err = " ".join(captured.out.split()), " ".join(captured.err.split())
     assert code == 1, out
     assert "built in" not in out
     assert re.search(r"(?<![\w-])ember-1\.7\.0-py311\S* │ cached │ failed: tests of no feature failed", out), out
     assert re.search(r"(?<![\w-])libember-1\.7\.0-\S+ │ cached │ \(no tests of its own\); not published: no package "
-                     r"that depends on it passed its tests \(ember-1\.7\.0-py311_cpu_h[0-9a-f]{7}_0 failed\)", out), out
+                     r"that depends on it passed its tests", out), out
+    assert re.search(r"libember-1\.7\.0-\S+: not published: no package that depends on it passed its tests "
+                     r"\(ember-1\.7\.0-py311_cpu_h[0-9a-f]{7}_0 failed\)", err), err
     published = sorted(p.name for p in (dist / "conda").glob("*/*.conda"))
     assert published == ["ember-variant-1.0-cpu.conda"], published
     manifest = read_manifest(dist / "manifest.json")
