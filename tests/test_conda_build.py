@@ -378,7 +378,7 @@ def test_a_recipe_renders_with_its_components_own_version(conda_repo, tmp_path, 
 
 def test_a_noarch_package_is_tested_with_the_oldest_and_the_newest_python(repo, spec_copy):
     from shipyard.conda.build import PackageOutcome
-    from shipyard.conda.pipeline import test_pythons
+    from shipyard.conda.pipeline import pythons_to_test
 
     spec = load_spec(repo)
     cells = {c.id: c for c in expand(spec.release)}
@@ -388,13 +388,13 @@ def test_a_noarch_package_is_tested_with_the_oldest_and_the_newest_python(repo, 
 
     audio = package("emberaudio-any-conda")
     assert spec.release.pythons == ("3.9", "3.10", "3.11", "3.12", "3.13")
-    assert test_pythons(spec, audio, spec.release.pythons) == ["3.9", "3.13"]
-    assert test_pythons(spec, audio, ("3.12", "3.10", "3.11")) == ["3.10", "3.12"]  # the run's Pythons, in order
-    assert test_pythons(spec, audio, ("3.11",)) == ["3.11"]  # one Python: one run
-    assert test_pythons(spec, package("ember-cpu-linux-x86_64-cp312-conda"), spec.release.pythons) == ["3.12"]
-    assert test_pythons(spec, package("libember-cpu-linux-x86_64-conda"), spec.release.pythons) == []
+    assert pythons_to_test(spec, audio, spec.release.pythons) == ["3.9", "3.13"]
+    assert pythons_to_test(spec, audio, ("3.12", "3.10", "3.11")) == ["3.10", "3.12"]  # the run's Pythons, in order
+    assert pythons_to_test(spec, audio, ("3.11",)) == ["3.11"]  # one Python: one run
+    assert pythons_to_test(spec, package("ember-cpu-linux-x86_64-cp312-conda"), spec.release.pythons) == ["3.12"]
+    assert pythons_to_test(spec, package("libember-cpu-linux-x86_64-conda"), spec.release.pythons) == []
     # The oldest Python the component admits, not the release's.
     spec_copy.edit("release.yaml", "    import_name: emberaudio\n",
                    "    import_name: emberaudio\n    requires_python: \">=3.11\"\n")
     narrowed = load_spec(spec_copy.root)
-    assert test_pythons(narrowed, audio, narrowed.release.pythons) == ["3.11", "3.13"]
+    assert pythons_to_test(narrowed, audio, narrowed.release.pythons) == ["3.11", "3.13"]

@@ -129,7 +129,7 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
     first = 0 if request.tests else -1
     cells: list[CondaCell] = []
     for package in packages:
-        cells += [CondaCell(package, python) for python in test_pythons(spec, package, pythons)[first:]] or [
+        cells += [CondaCell(package, python) for python in pythons_to_test(spec, package, pythons)[first:]] or [
             CondaCell(package)]
     if request.tests:
         _test_all(spec, cells, channels, conda_output_dir(request.state, variant), request, progress)
@@ -137,7 +137,7 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
     return CondaRun(cells, channels, published, ruled_out)
 
 
-def test_pythons(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) -> list[str]:
+def pythons_to_test(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) -> list[str]:
     """The Pythons a package's tests run with: its own; for a noarch package, which installs
     into any of them, the oldest and the newest of the run that its component admits (one when
     they are the same); none when it has no tests of its own (a core library, the mutex)."""
@@ -170,7 +170,7 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
             entry = cache.get(key)
             if entry is not None:
                 cell.test, cell.test_cached = TestRun.from_json(entry.metadata()["tests"]), True
-                progress(f"test {cell.package.label}: passed before with these inputs (cached)")
+                progress(f"test {cell.package.label} (Python {cell.python}): passed before with these inputs (cached)")
     tested = [c for c in tested if not c.test_cached]
     if not tested:
         return
@@ -193,7 +193,7 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
                     source_dir=spec.root / component.path, state=request.state,
                     work=request.state / "conda-test" / _run_id(cell), ports=ports)
             verdict = "passed" if cell.test.passed else "FAILED: " + "; ".join(cell.test.problems)[:300]
-            progress(f"test {package.label}: {verdict}")
+            progress(f"test {package.label} (Python {python}): {verdict}")
             if cell.test.passed and _run_id(cell) in keys:
                 cache.put(keys[_run_id(cell)], [], {"kind": "conda-test", "tests": cell.test.to_json()})
 
