@@ -398,3 +398,15 @@ def test_a_noarch_package_is_tested_with_the_oldest_and_the_newest_python(repo, 
                    "    import_name: emberaudio\n    requires_python: \">=3.11\"\n")
     narrowed = load_spec(spec_copy.root)
     assert pythons_to_test(narrowed, audio, narrowed.release.pythons) == ["3.11", "3.13"]
+
+
+def test_a_conda_component_whose_version_only_its_build_knows_must_state_it(conda_repo, tmp_path, capsys):
+    (conda_repo.root / "library" / "emberaudio" / "pyproject.toml").write_text(
+        '[project]\nname = "emberaudio"\ndynamic = ["version"]\n')
+    code = main(["--root", str(conda_repo.root), "conda", "build", "--variant", "cpu", "--component", "emberaudio",
+                 "--channel", "file:///nonexistent", "--state", str(tmp_path / "state")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2, err
+    assert (f"{conda_repo.root / 'release.yaml'}: components.emberaudio.version: its project declares no version "
+            f"that can be read without building it") in err
+    assert "Traceback" not in err

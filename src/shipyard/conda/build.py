@@ -203,7 +203,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         _reset(root)
         mirror_checkout(spec.root, root / "checkout")
         env_base = _build_env(variant, toolchain)
-        planned = _plan(spec, variant, components, pythons, cells, config, root, env_base)
+        planned = _plan(spec, variant, components, pythons, cells, config, versions, root, env_base)
         produced = {p.name for p in planned}
         for item in planned:
             item.needs = {spec_name(s) for specs in item.check.requirements.values() for s in specs} & produced
@@ -313,7 +313,7 @@ def component_versions(spec: Spec) -> dict[str, str]:
         if version is None:
             raise SpecError(f"{spec.root / 'release.yaml'}: components.{component.name}.version: its project "
                             f"declares no version that can be read without building it, and a conda recipe is "
-                            f"rendered before the build; state it (e.g. version: \"1.0.0\")")
+                            f"rendered before the build; state it, e.g. version: \"1.0.0\" (got no version)")
         versions[component.name] = version
     return versions
 
@@ -321,8 +321,9 @@ def component_versions(spec: Spec) -> dict[str, str]:
 def _features_extra(spec: Spec, cell: Cell | None, component: Component | None, variant: Variant) -> dict[str, Any]:
     """`extra` of a package, in the one schema `shipyard conda features` reads (features.package_extra):
     the mutex has no component and no features; a noarch package serves every variant ("any")."""
-    if component is None or cell is None:
-        return package_extra(spec, component=None, platform=(), variant=variant.name, variant_tag=variant.tag)
+    if component is None or cell is None:  # the mutex (or a component with no cell on this platform)
+        return package_extra(spec, component=component.name if component else None, platform=(),
+                             variant=variant.name, variant_tag=variant.tag)
     return package_extra(spec, component=component.name, platform=cell.platforms if cell.is_pure else cell.platform,
                          variant=cell.variant, variant_tag=cell.variant_tag)
 
@@ -342,11 +343,11 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
 
 
 def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
-          config: dict[str, list[str]], root: Path, env_base: dict[str, str]) -> list[_Planned]:
+          config: dict[str, list[str]], versions: Mapping[str, str], root: Path,
+          env_base: dict[str, str]) -> list[_Planned]:
     """Stage and render every recipe of the run, once per Python; identical packages once."""
     release = spec.release
     mirror = root / "checkout"
-    versions = component_versions(spec)
     planned: dict[tuple[str, str, str], _Planned] = {}
     jobs: list[tuple[str, Component | None]] = [(mutex_name(release), None)]
     jobs += [(c.name, c) for c in components]
