@@ -26,6 +26,7 @@ from shipyard.conda.variants import write_variant_config
 from shipyard.errors import SpecError
 from shipyard.manifest import read_manifest
 from shipyard.matrix import expand, select
+from shipyard.project_declaration import declared_version
 from shipyard.toolchains.discover import discover
 from shipyard.validate import load_spec
 
@@ -98,9 +99,14 @@ def test_shipyard_build_still_builds_only_wheels(repo):
 
 @pytest.fixture
 def conda_repo(spec_copy, repo, tmp_path, monkeypatch):
-    """A copy of release.yaml, feature_status.yaml and recipes/, with empty component folders,
-    and its own build root: for the tests that must fail before any build starts."""
+    """A copy of release.yaml, feature_status.yaml and recipes/, with component folders that hold
+    only a pyproject.toml naming the project's version (what a recipe renders with), and its own
+    build root: for the tests that must fail before any build starts."""
     shutil.copytree(repo / "recipes", spec_copy.root / "recipes")
+    for component in ("ember", "embervision", "emberaudio", "emberelastic"):
+        version = declared_version(repo / "library" / component)
+        (spec_copy.root / "library" / component / "pyproject.toml").write_text(
+            f'[project]\nname = "{component}"\nversion = "{version}"\n')
     monkeypatch.setenv(BUILD_ROOT_ENV, str(tmp_path / "roots"))
     return spec_copy
 
@@ -147,8 +153,8 @@ def _metadata_channel(folder: Path, packages: list[tuple[str, str, str]]) -> str
 
 
 def test_an_unsatisfiable_dependency_is_reported_before_any_build(conda_repo, tmp_path, capsys):
-    conda_repo.edit("recipes/emberaudio/recipe.yaml", "    - ember ==${{ version }}\n",
-                    "    - ember ==${{ version }}\n    - no-such-package >=2\n")
+    conda_repo.edit("recipes/emberaudio/recipe.yaml", "    - ember ==${{ ember_version }}\n",
+                    "    - ember ==${{ ember_version }}\n    - no-such-package >=2\n")
     version = load_spec(conda_repo.root).release.release.version
     first = _metadata_channel(tmp_path / "first", [("python", "3.11.7", "linux-64"), ("pip", "26.0", "noarch"),
                                                     ("hatchling", "1.33.0", "noarch"), ("numpy", "2.2.6", "linux-64"),
@@ -261,3 +267,148 @@ def test_test_requirements_become_conda_specs_named_as_conda_forge_names_them():
     specifier kept."""
     assert conda_specs(["pytest>=7", "Scikit_Build_Core", "installer==0.7.0", "numpy"]) == [
         "pytest >=7", "scikit-build-core", "python-installer ==0.7.0", "numpy"]
+
+
+# --- what a run tests and publishes -----------------------------------------------------------
+
+def _package(folder: Path, name: str, version: str, build: str, subdir: str, depends: list[str]) -> Path:
+    """A real (metadata-only) .conda file."""
+    empty = folder / ".empty"
+    empty.mkdir(parents=True, exist_ok=True)
+    out = folder / subdir
+    out.mkdir(parents=True, exist_ok=True)
+    assemble_package(name=name, version=version, target_platform=subdir, build_string=build, output_dir=str(out),
+                     files_dir=str(empty), depends=depends, noarch="generic" if subdir == "noarch" else None,
+                     timestamp=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC), compression_threads=1)
+    return out / f"{name}-{version}-{build}.conda"
+
+
+def _run_cells(spec, folder: Path, ember_results: dict[str, bool]):
+    """The cells of a cpu run as the pipeline has them after its tests: the mutex, libember, an
+    ember per Python in `ember_results` (passed or not), emberaudio (noarch) tested with 3.9 and 3.13."""
+    from shipyard.conda.build import PackageOutcome
+    from shipyard.conda.pipeline import CondaCell
+    from shipyard.wheel.testing import TestRun
+
+    cells = {c.id: c for c in select(expand(spec.release), variant="cpu", platform="linux-x86_64",
+                                     package_type="conda")}
+    version = spec.release.components["ember"].version or "1.7.0"
+
+    def outcome(name: str, version: str, build: str, subdir: str, depends: list[str], cell_id: str | None):
+        path = _package(folder, name, version, build, subdir, depends)
+        return PackageOutcome(name, version, build, subdir, "built", 1.0, path, cells.get(cell_id or ""), "k")
+
+    def verdict(passed: bool) -> TestRun:
+        return TestRun("installed", (), 1.0, problems=() if passed else ("ember.fft (stable): 1 failed",))
+
+    mutex = outcome("ember-variant", "1.0", "cpu", "noarch", [], None)
+    lib = outcome("libember", version, "cpu_h0_0", "linux-64", ["ember-variant ==1.0 cpu"],
+                  "libember-cpu-linux-x86_64-conda")
+    run = [CondaCell(mutex), CondaCell(lib)]
+    for python, passed in ember_results.items():
+        tag = python.replace(".", "")
+        ember = outcome("ember", version, f"py{tag}_cpu_h0_0", "linux-64",
+                        [f"libember =={version} cpu_h0_0", "ember-variant ==1.0 cpu"],
+                        f"ember-cpu-linux-x86_64-cp{tag}-conda")
+        run.append(CondaCell(ember, python, verdict(passed)))
+    audio = outcome("emberaudio", spec.release.components["emberaudio"].version or version, "pyh0_0", "noarch",
+                    [f"ember =={version}"], "emberaudio-any-conda")
+    run += [CondaCell(audio, "3.9", verdict(True)), CondaCell(audio, "3.13", verdict(True))]
+    return run
+
+
+def test_libember_is_published_only_when_a_package_built_on_it_passed(conda_repo, tmp_path):
+    from shipyard.conda.pipeline import CondaRunRequest, publish_run
+
+    spec = load_spec(conda_repo.root)
+    said: list[str] = []
+    request = CondaRunRequest(variant="cpu", state=tmp_path / "state", dist=tmp_path / "dist")
+    cells = _run_cells(spec, tmp_path / "built", {"3.11": False, "3.12": False})
+    publish_run(spec, cells, [], request, said.append)
+    published = sorted(p.name for p in (tmp_path / "dist" / "conda").glob("*/*.conda"))
+    assert published == ["ember-variant-1.0-cpu.conda", "emberaudio-1.7.0-pyh0_0.conda"]
+    assert ("libember-1.7.0-cpu_h0_0: not published: no package that depends on it passed its tests "
+            "(ember-1.7.0-py311_cpu_h0_0, ember-1.7.0-py312_cpu_h0_0 failed)") in said, said
+    manifest = read_manifest(tmp_path / "dist" / "manifest.json")
+    assert manifest is not None
+    assert "libember-cpu-linux-x86_64-conda" not in manifest.by_cell()
+
+    # One ember that passed proves the core: it is published with that ember.
+    cells = _run_cells(spec, tmp_path / "built-again", {"3.11": False, "3.12": True})
+    publish_run(spec, cells, [], request, said.append)
+    manifest = read_manifest(tmp_path / "dist" / "manifest.json")
+    assert manifest is not None
+    assert {"libember-cpu-linux-x86_64-conda", "ember-cpu-linux-x86_64-cp312-conda"} <= set(manifest.by_cell())
+    assert "ember-cpu-linux-x86_64-cp311-conda" not in manifest.by_cell()
+
+
+def test_a_conda_record_carries_the_components_own_version(conda_repo, tmp_path):
+    conda_repo.edit("release.yaml", "  emberaudio:\n    path: library/emberaudio\n",
+                    "  emberaudio:\n    path: library/emberaudio\n    version: \"2.0.1\"\n")
+    from shipyard.conda.pipeline import CondaRunRequest, publish_run
+
+    spec = load_spec(conda_repo.root)
+    assert spec.release.release.version == "1.7.0"
+    request = CondaRunRequest(variant="cpu", state=tmp_path / "state", dist=tmp_path / "dist")
+    publish_run(spec, _run_cells(spec, tmp_path / "built", {"3.11": True}), [], request, lambda _: None)
+    manifest = read_manifest(tmp_path / "dist" / "manifest.json")
+    assert manifest is not None
+    records = manifest.by_cell()
+    audio = records["emberaudio-any-conda"]
+    assert (audio.name, audio.version) == ("emberaudio-2.0.1-pyh0_0.conda", "2.0.1")
+    assert records["ember-cpu-linux-x86_64-cp311-conda"].version == "1.7.0"
+    # A noarch package's record names every Python its tests passed with.
+    assert audio.tests is not None and audio.tests["pythons"] == ["3.9", "3.13"]
+
+
+def test_a_recipe_renders_with_its_components_own_version(conda_repo, tmp_path, capsys):
+    """emberaudio at 2.0.1 in a 1.7.0 release: its package is emberaudio-2.0.1, and it still asks
+    for ember's own version (the preflight names the rendered package, so nothing is built)."""
+    conda_repo.edit("release.yaml", "  emberaudio:\n    path: library/emberaudio\n",
+                    "  emberaudio:\n    path: library/emberaudio\n    version: \"2.0.1\"\n")
+    bare = _metadata_channel(tmp_path / "bare", [("python", "3.11.7", "linux-64")])
+    state = tmp_path / "state"
+    code = main(["--root", str(conda_repo.root), "conda", "build", "--variant", "cpu", "--component", "emberaudio",
+                 "--python", "3.11", "--channel", bare, "--state", str(state)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 4, err
+    assert re.search(r"emberaudio-2\.0\.1-pyh[0-9a-f]{7}_0 \(", err), err
+    assert "ember ==1.7.0" in err
+    config = yaml.safe_load((state / "conda" / "variants" / "cpu.yaml").read_text())
+    assert (config["emberaudio_version"], config["ember_version"]) == (["2.0.1"], ["1.7.0"])
+
+
+def test_a_noarch_package_is_tested_with_the_oldest_and_the_newest_python(repo, spec_copy):
+    from shipyard.conda.build import PackageOutcome
+    from shipyard.conda.pipeline import pythons_to_test
+
+    spec = load_spec(repo)
+    cells = {c.id: c for c in expand(spec.release)}
+
+    def package(cell_id: str) -> PackageOutcome:
+        return PackageOutcome("x", "1", "0", "noarch", "built", 0.0, Path("x.conda"), cells[cell_id], "k")
+
+    audio = package("emberaudio-any-conda")
+    assert spec.release.pythons == ("3.9", "3.10", "3.11", "3.12", "3.13")
+    assert pythons_to_test(spec, audio, spec.release.pythons) == ["3.9", "3.13"]
+    assert pythons_to_test(spec, audio, ("3.12", "3.10", "3.11")) == ["3.10", "3.12"]  # the run's Pythons, in order
+    assert pythons_to_test(spec, audio, ("3.11",)) == ["3.11"]  # one Python: one run
+    assert pythons_to_test(spec, package("ember-cpu-linux-x86_64-cp312-conda"), spec.release.pythons) == ["3.12"]
+    assert pythons_to_test(spec, package("libember-cpu-linux-x86_64-conda"), spec.release.pythons) == []
+    # The oldest Python the component admits, not the release's.
+    spec_copy.edit("release.yaml", "    import_name: emberaudio\n",
+                   "    import_name: emberaudio\n    requires_python: \">=3.11\"\n")
+    narrowed = load_spec(spec_copy.root)
+    assert pythons_to_test(narrowed, audio, narrowed.release.pythons) == ["3.11", "3.13"]
+
+
+def test_a_conda_component_whose_version_only_its_build_knows_must_state_it(conda_repo, tmp_path, capsys):
+    (conda_repo.root / "library" / "emberaudio" / "pyproject.toml").write_text(
+        '[project]\nname = "emberaudio"\ndynamic = ["version"]\n')
+    code = main(["--root", str(conda_repo.root), "conda", "build", "--variant", "cpu", "--component", "emberaudio",
+                 "--channel", "file:///nonexistent", "--state", str(tmp_path / "state")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2, err
+    assert (f"{conda_repo.root / 'release.yaml'}: components.emberaudio.version: its project declares no version "
+            f"that can be read without building it") in err
+    assert "Traceback" not in err

@@ -30,7 +30,6 @@ from shipyard.conda.features import features_from_extra, list_channel_features, 
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.serve import serve_channel
 from shipyard.manifest import FeatureRecord, merge_artifacts, read_manifest
-from shipyard.matrix import Cell
 from shipyard.validate import Spec, load_spec
 from shipyard.wheel.index import sha256_of
 
@@ -64,9 +63,7 @@ def _build(recipe_dir: Path, out: Path, variant_tag: str) -> Path:
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """The fixture recipe with shipyard's extra, built three times (real rattler-build builds)."""
     spec = load_spec(REPO)
-    cell = Cell(COMPONENT, "cpu", "cpu", PLATFORM, None, "conda")
-    extra = package_extra(spec, component=COMPONENT, platform=PLATFORM, variant="cpu", variant_tag="cpu",
-                          cell_id=cell.id)
+    extra = package_extra(spec, component=COMPONENT, platform=PLATFORM, variant="cpu", variant_tag="cpu")
     recipe_dir = tmp_path_factory.mktemp("recipe")
     data = yaml.safe_load(RECIPE.read_text())
     data["extra"] = extra
@@ -293,9 +290,10 @@ def test_features_are_listed_from_a_channel_served_with_a_token(built: Built, tm
         assert cli.main(["conda", "features", "--channel", url]) == 0
         table = capsys.readouterr().out
         rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in table.splitlines() if "│" in line]
-        listed = {(r[0], r[2], r[3], r[4]) for r in rows if r[0]}
+        listed = {(r[0], r[2], r[3], r[4], r[5]) for r in rows if r[0]}
         builds = {p.name.removesuffix(".conda").split("-")[-1] for p in (built.cpu_first, built.cu118)}
-        assert listed == {("shipyard-featured", b, fid, status) for b in builds for fid, _, status in expected}
+        # Both builds carry the fixture's one extra, which names the cpu variant.
+        assert listed == {("shipyard-featured", b, "cpu", fid, status) for b in builds for fid, _, status in expected}
         assert token not in table
         assert cli.main(["conda", "features", "--channel", url, "--json"]) == 0
         as_json = json.loads(capsys.readouterr().out)
@@ -388,8 +386,7 @@ def test_concurrent_publishes_both_land(built: Built, tmp_path: Path) -> None:
 def test_a_noarch_package_carries_each_features_status_per_platform() -> None:
     spec = load_spec(REPO)
     platforms = list(spec.release.platforms)
-    extra = package_extra(spec, component=COMPONENT, platform=platforms, variant="cpu", variant_tag="cpu",
-                          cell_id="ember-noarch")
+    extra = package_extra(spec, component=COMPONENT, platform=platforms, variant="any", variant_tag="any")
     listed = {(f.id, f.platform, f.status) for f in features_from_extra(extra)}
     expected = {(fid, platform, status) for platform in platforms
                 for fid, _, status in spec.features_for(COMPONENT, platform)}

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -73,6 +75,10 @@ def test_every_cpu_package_passes_its_tests_in_an_environment_solved_from_the_se
     out = " ".join(released.cpu_output.split())
     for component in ("ember", "embervision", "emberaudio", "emberelastic"):
         assert re.search(rf"{component}-1\.7\.0-\S+ │ (built in \d+ s|cached) │ passed \(Python", out), out
+    # A noarch package is tested with the run's oldest and newest Python: with one, once.
+    for component in ("emberaudio", "emberelastic"):
+        assert len(re.findall(rf"(?<![\w-]){component}-1\.7\.0-\S+ │", out)) == 1, out
+        assert re.search(rf"(?<![\w-]){component}-1\.7\.0-\S+ │ [^│]+ │ passed \(Python 3\.11[,)]", out), out
     manifest = read_manifest(released.dist / "manifest.json")
     assert manifest is not None
     conda = {a.cell_id: a for a in manifest.artifacts if a.package_type == "conda"}
@@ -146,6 +152,13 @@ def test_conda_features_lists_the_statuses_from_the_channel(repo: Path, released
     assert main(["conda", "features", "--channel", str(released.dist / "conda"), "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     ember = next(p for p in listed if p["name"] == "ember" and "_cpu_" in p["build"])
+    # The variant tag the build wrote is the one the listing reads (one extra.shipyard schema).
+    assert ember["variant_tag"] == "cpu"
+    assert {p["variant_tag"] for p in listed if p["name"] in ("emberaudio", "emberelastic")} == {"any"}
+    assert main(["conda", "features", "--channel", str(released.dist / "conda")]) == 0
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in capsys.readouterr().out.splitlines() if "│" in line]
+    tags = {(r[2], r[3]) for r in rows if r and r[0] == "ember"}
+    assert "cpu" in {tag for _, tag in tags} and all(f"_{tag}_" in build for build, tag in tags), tags
     statuses = {f["id"]: f["status"] for f in ember["features"]}
     expected = {fid: status for fid, _, status in load_spec(repo).features_for("ember", discover().host_platform)}
     assert statuses == expected
@@ -200,7 +213,10 @@ def test_cpu_build_makes_libember_and_ember_pinned_to_it(repo: Path, released: R
     # Each package carries its platform's features and their statuses, from feature_status.yaml.
     expected = [{"id": i, "title": t, "status": s} for i, t, s in spec.features_for("ember", "linux-x86_64")]
     for package in (lib, ember):
-        assert _about(package)["extra"] == {"shipyard": {"variant": "cpu", "features": expected}}
+        assert _about(package)["extra"] == {"shipyard": {"component": "ember", "variant": "cpu", "variant_tag": "cpu",
+                                                         "platform": "linux-x86_64", "features": expected}}
+    assert _about(mutex)["extra"] == {"shipyard": {"component": None, "variant": "cpu", "variant_tag": "cpu",
+                                                   "features": []}}
 
 
 def _payload(package: Path) -> dict[str, bytes]:
@@ -256,6 +272,77 @@ def test_an_unchanged_rerun_is_cached_and_rewrites_nothing(repo: Path, released:
     assert "built in" not in out
     after = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in sorted(output.rglob("*"))}
     assert after == before
+
+
+def _clone(repo: Path, where: Path) -> Path:
+    """A clone of the checkout, with its history (so each package's sources have the same date)
+    and the checkout's own working files of what the conda build reads (uncommitted edits too)."""
+    subprocess.run(["git", "clone", "-q", str(repo), str(where)], check=True)
+    for name in ("release.yaml", "feature_status.yaml"):
+        shutil.copy(repo / name, where / name)
+    for folder in ("recipes", "library"):
+        shutil.copytree(repo / folder, where / folder, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("build", "dist", "__pycache__", ".pytest_cache"))
+    return where
+
+
+def test_a_commit_that_leaves_the_sources_alone_rebuilds_and_retests_nothing(
+        repo: Path, released: Released, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A README-only commit in a clone: every package's key is the same (its date is its
+    sources', not HEAD's), so nothing is built and no test runs again."""
+    clone = _clone(repo, tmp_path / "clone")
+    (clone / "README.md").write_text((clone / "README.md").read_text() + "\nA line about nothing built.\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_AUTHOR_DATE": "2031-01-01T00:00:00+00:00",
+           "GIT_COMMITTER_DATE": "2031-01-01T00:00:00+00:00"}
+    subprocess.run(["git", "-C", str(clone), "commit", "-q", "-m", "README only", "--", "README.md"], env=env,
+                   check=True)
+    code = main(["--root", str(clone), "conda", "build", "--variant", "cpu", "--python", PYTHON,
+                 "--component", "ember", "--component", "emberaudio", "--channel", released.bootstrap,
+                 "--state", str(released.state), "--dist", str(tmp_path / "dist")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    rows = re.findall(r"(?<![\w-])((?:lib)?ember(?:audio|-variant)?-\d\S*) │ ([^│]+) │ ([^│]+) │", out)
+    assert {name.split("-1")[0] for name, _, _ in rows} == {"ember-variant", "libember", "ember", "emberaudio"}, out
+    assert {build.strip() for _, build, _ in rows} == {"cached"}, out
+    tested = [verdict.strip() for name, _, verdict in rows if name.startswith(("ember-1", "emberaudio-"))]
+    assert tested == ["passed (Python 3.11, cached)"] * 2, out
+    assert "built in" not in out
+
+
+def test_libember_is_not_published_when_every_ember_on_it_failed_its_tests(
+        repo: Path, released: Released, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """ember's tests, moved beside the project with one more that fails: every package is taken
+    from the cache (none of their sources changed), ember's tests run and fail, and libember,
+    which only ember's tests prove, stays out of the channel, with the reason in the table."""
+    clone = _clone(repo, tmp_path / "clone")
+    shutil.copytree(repo / "library" / "ember" / "tests", clone / "ember-tests",
+                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    (clone / "ember-tests" / "test_zz_broken.py").write_text("def test_broken():\n    assert False\n")
+    release = clone / "release.yaml"
+    text = release.read_text()
+    old = "    cuda_kernels: true\n    tests: tests\n  embervision:"
+    assert old in text
+    release.write_text(text.replace(old, "    cuda_kernels: true\n    tests: ../../ember-tests\n  embervision:", 1))
+    statuses = clone / "feature_status.yaml"  # the features' tests, where they now are
+    statuses.write_text(statuses.read_text().replace("library/ember/tests/", "ember-tests/"))
+    dist = tmp_path / "dist"
+    code = main(["--root", str(clone), "conda", "build", "--variant", "cpu", "--python", PYTHON,
+                 "--component", "ember", "--channel", released.bootstrap, "--state", str(released.state),
+                 "--dist", str(dist)])
+    captured = capsys.readouterr()
+    out, err = " ".join(captured.out.split()), " ".join(captured.err.split())
+    assert code == 1, out
+    assert "built in" not in out
+    assert re.search(r"(?<![\w-])ember-1\.7\.0-py311\S* │ cached │ failed: tests of no feature failed", out), out
+    assert re.search(r"(?<![\w-])libember-1\.7\.0-\S+ │ cached │ \(no tests of its own\); not published: no package "
+                     r"that depends on it passed its tests", out), out
+    assert re.search(r"libember-1\.7\.0-\S+: not published: no package that depends on it passed its tests "
+                     r"\(ember-1\.7\.0-py311_cpu_h[0-9a-f]{7}_0 failed\)", err), err
+    published = sorted(p.name for p in (dist / "conda").glob("*/*.conda"))
+    assert published == ["ember-variant-1.0-cpu.conda"], published
+    manifest = read_manifest(dist / "manifest.json")
+    assert manifest is not None and [a.cell_id for a in manifest.artifacts] == ["ember-variant-cpu-conda"]
 
 
 def test_a_failed_build_leaves_the_output_as_it_was(repo: Path, released: Released, tmp_path: Path,

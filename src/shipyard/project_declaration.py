@@ -99,3 +99,22 @@ def declared_requires_python(project: Path) -> tuple[str, str] | None:
         if parser.has_option("options", "python_requires"):
             return parser.get("options", "python_requires").strip(), "setup.cfg [options] python_requires"
     return None
+
+
+def declared_version(project: Path) -> str | None:
+    """The version the project states in its files (pyproject.toml's [project] version, unless
+    listed as dynamic, or setup.cfg's [metadata] version); None when its build computes it."""
+    table = _pyproject(project).get("project", {})
+    if "version" in table and "version" not in table.get("dynamic", ()):
+        return str(table["version"])
+    cfg = project / "setup.cfg"
+    if cfg.is_file():
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(cfg, encoding="utf-8")
+        except configparser.Error as exc:
+            raise ShipyardError(f"{cfg}: not a valid setup.cfg ({exc}); fix the file") from exc
+        if parser.has_option("metadata", "version"):
+            value = parser.get("metadata", "version").strip()
+            return value if value and not value.startswith(("attr:", "file:")) else None
+    return None

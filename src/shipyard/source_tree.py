@@ -15,6 +15,10 @@ _IGNORED_DIRS = {".git", "build", "dist", "_skbuild", "__pycache__", ".pytest_ca
                  ".shipyard", ".mypy_cache", ".ruff_cache", ".hypothesis"}
 
 
+# 1980-01-01: the earliest zip timestamp, the date of what no commit dates.
+_NO_DATE = 315532800
+
+
 @dataclass(frozen=True)
 class GitInfo:
     sha: str  # "unknown" outside a git checkout
@@ -30,10 +34,27 @@ def git_info(root: Path) -> GitInfo:
         status = command.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
                              timeout=60).stdout
     except (ToolError, ValueError):
-        sha, when, status = "unknown", 315532800, ""  # 1980-01-01: the earliest zip timestamp
+        sha, when, status = "unknown", _NO_DATE, ""
     if os.environ.get("SOURCE_DATE_EPOCH"):
         when = int(os.environ["SOURCE_DATE_EPOCH"])
     return GitInfo(sha=sha, dirty=bool(status.strip()), commit_time=when)
+
+
+def source_date(root: Path, paths: list[Path]) -> int:
+    """The time of the newest commit that touched any of `paths` (files or folders under the
+    checkout `root`): a date that only a change of those sources moves, so a package stamped with
+    it keeps its bytes across commits that leave them alone. SOURCE_DATE_EPOCH (if set) wins; in
+    a shallow clone the oldest commit it holds seems to add every file, so the date is at most
+    that commit's; outside a git checkout, or for sources never committed, it is 1980-01-01 (the
+    earliest zip timestamp, as git_info's)."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    try:
+        when = command.run(["git", "-C", root, "log", "-1", "--format=%ct", "--", *[str(p) for p in paths]],
+                           timeout=60).stdout.strip()
+        return int(when) if when else _NO_DATE
+    except (ToolError, ValueError):
+        return _NO_DATE
 
 
 def list_files(path: Path) -> list[Path]:

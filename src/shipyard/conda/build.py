@@ -15,11 +15,14 @@ dependencies are built go side by side, `CondaBuildRequest.parallel` at a time: 
 rattler-build's environment installs and packaging, which use one core. A built package is
 copied into the root's own channel, which the later builds take it from.
 
-A package whose inputs did not change is not rebuilt: its key holds the staged recipe, its
-sources, its rendered variant, what shipyard hands the build (CMake definitions, package files),
-the sha256s of the channel packages its environments solve to, the toolchain and rattler-build's
-version. Packages reach the variant's output folder only
-when every build of the run succeeded.
+A package whose inputs did not change is not rebuilt: its key holds what can change its bytes
+and nothing else: the staged recipe, its sources, its rendered variant, what shipyard hands the
+build (CMake definitions, package files), the sha256s of the channel packages its environments
+solve to, the toolchain, rattler-build's version and the date the normalising repack stamps into
+it. That date is its sources' own (the newest commit that touched its source folder or its
+recipe folder, `source_tree.source_date`), never the checkout's HEAD: a commit that leaves a
+package's sources alone (a README) rebuilds nothing, and its tests, keyed by its sha256, are not
+run again. Packages reach the variant's output folder only when every build of the run succeeded.
 """
 
 from __future__ import annotations
@@ -44,16 +47,18 @@ from rattler_build import RattlerBuildError, ToolConfiguration, get_rattler_buil
 from rattler_build.render import RenderedVariant
 
 from shipyard.build_cache import BuildCache, cache_key
+from shipyard.conda.features import package_extra
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.preflight import PreflightPackage, preflight, requirements_of, spec_name
 from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.conda.recipes import StagedRecipe, mirror_checkout, stage_recipe
 from shipyard.conda.variants import variant_config, write_variant_config
-from shipyard.errors import BuildError, ToolchainMissing, UsageError
+from shipyard.errors import BuildError, SpecError, ToolchainMissing, UsageError
 from shipyard.file_lock import exclusive
 from shipyard.matrix import Cell, NotApplicable, expand, not_applicable, select
 from shipyard.progress import Progress
-from shipyard.source_tree import git_info, hash_tree
+from shipyard.project_declaration import declared_version
+from shipyard.source_tree import hash_tree, source_date
 from shipyard.spec import Component, Release, Variant
 from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
 from shipyard.toolchains.discover import discover
@@ -70,7 +75,7 @@ DEFAULT_BUILD_ROOTS = Path("/var/tmp/shipyard-conda")
 CONDA_SUBDIRS = {("linux", "x86_64"): "linux-64", ("linux", "aarch64"): "linux-aarch64",
                  ("windows", "amd64"): "win-64", ("macos", "arm64"): "osx-arm64", ("macos", "x86_64"): "osx-64"}
 # Bump when shipyard changes what it puts into a conda package (staging, hooks, env).
-CONDA_PIPELINE_REVISION = "2"
+CONDA_PIPELINE_REVISION = "3"
 _LOG_TAIL = 40
 
 
@@ -133,6 +138,7 @@ class _Planned:
     cell: Cell | None
     env: dict[str, str]  # what shipyard hands the build through the environment
     sources: str  # hash of the source files its build reads
+    epoch: int  # the date its repack stamps in: its sources' newest commit (source_tree.source_date)
     check: PreflightPackage
     needs: set[str] = field(default_factory=set)  # names built in this run that it requires
     builds_against: set[str] = field(default_factory=set)  # of those, the ones in its build/host env
@@ -184,8 +190,9 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
     platform = release.platforms[inventory.host_platform]
     host_subdir = CONDA_SUBDIRS.get((platform.os, platform.arch), f"{platform.os}-{platform.arch}")
     toolchain = _toolchain(release, variant, components, inventory)
-    config_file = write_variant_config(release, variant, request.state)
-    config = variant_config(release, variant)
+    versions = component_versions(spec)
+    config_file = write_variant_config(release, variant, request.state, versions)
+    config = variant_config(release, variant, versions)
     cells = select(expand(release), variant=variant.name, platform=inventory.host_platform, package_type="conda")
     output = conda_output_dir(request.state, variant)
     channels = list(request.channels) + ([output.resolve().as_uri()] if (output / "noarch" / "repodata.json").is_file()
@@ -196,7 +203,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         _reset(root)
         mirror_checkout(spec.root, root / "checkout")
         env_base = _build_env(variant, toolchain)
-        planned = _plan(spec, variant, components, pythons, cells, config, root, env_base)
+        planned = _plan(spec, variant, components, pythons, cells, config, versions, root, env_base)
         produced = {p.name for p in planned}
         for item in planned:
             item.needs = {spec_name(s) for specs in item.check.requirements.values() for s in specs} & produced
@@ -211,9 +218,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
         preflight([p.check for p in ordered], produced=produced, channels=channels, host_subdir=host_subdir,
                   cache_dir=root / "gateway-cache")
-        # The normalising repack writes this time into every package: it is part of the bytes.
-        epoch = git_info(spec.root).commit_time
-        _keys(ordered, release, toolchain, epoch)
+        _keys(ordered, release, toolchain)
         cache = BuildCache(request.state / "cache")
         index_channel(root)  # the root's channel: every build takes this run's packages from it
         root_channel = RootChannel(root, needed={name for item in ordered for name in item.needs})
@@ -223,7 +228,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
             built = _build_in_order(
                 ordered, request.parallel,
                 lambda item: _build_one(item, root_channel, [root.as_uri(), *channels], cache, request, variant,
-                                        epoch, progress))
+                                        progress))
         outcomes = _publish([(item, *result) for item, result in zip(ordered, built, strict=True)], output)
     return outcomes
 
@@ -295,21 +300,38 @@ def _environ(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _features_extra(spec: Spec, cell: Cell | None, component: Component | None, variant: Variant,
-                    files: dict[str, bytes]) -> dict[str, Any]:
-    """`extra.shipyard` of a package: its variant and the features of its platform with their
-    statuses, as the wheel's _features.json says them (the same code writes both)."""
-    features: list[Any] = []
-    if component is not None and component.import_name:
-        features = json.loads(files[f"{component.import_name}/_features.json"])["features"]
-    tag = cell.variant_tag if cell is not None else variant.tag
-    return {"shipyard": {"variant": tag, "features": features}}
+def component_versions(spec: Spec) -> dict[str, str]:
+    """Each conda component's own version: release.yaml's `components.<c>.version`, else the one
+    its project declares (pyproject.toml [project] version, setup.cfg [metadata] version). The
+    recipes are rendered before anything is built, so a version the build computes (setuptools_scm)
+    must be stated in release.yaml."""
+    versions = {}
+    for component in spec.release.components.values():
+        if "conda" not in component.package_types:
+            continue
+        version = component.version or declared_version(spec.root / component.path)
+        if version is None:
+            raise SpecError(f"{spec.root / 'release.yaml'}: components.{component.name}.version: its project "
+                            f"declares no version that can be read without building it, and a conda recipe is "
+                            f"rendered before the build; state it, e.g. version: \"1.0.0\" (got no version)")
+        versions[component.name] = version
+    return versions
 
 
-def _package_files(spec: Spec, cell: Cell, component: Component, variant: Variant) -> dict[str, bytes]:
+def _features_extra(spec: Spec, cell: Cell | None, component: Component | None, variant: Variant) -> dict[str, Any]:
+    """`extra` of a package, in the one schema `shipyard conda features` reads (features.package_extra):
+    the mutex has no component and no features; a noarch package serves every variant ("any")."""
+    if component is None or cell is None:  # the mutex (or a component with no cell on this platform)
+        return package_extra(spec, component=component.name if component else None, platform=(),
+                             variant=variant.name, variant_tag=variant.tag)
+    return package_extra(spec, component=component.name, platform=cell.platforms if cell.is_pure else cell.platform,
+                         variant=cell.variant, variant_tag=cell.variant_tag)
+
+
+def _package_files(spec: Spec, cell: Cell, component: Component, variant: Variant, version: str) -> dict[str, bytes]:
     # No git sha: a conda package is keyed by its sources, and a new commit that changes none
     # of them must not rebuild it (the wheels add theirs after the cache, when they relabel).
-    return package_files(spec, cell, component, variant, git_sha=None)
+    return package_files(spec, cell, component, variant, git_sha=None, version=version)
 
 
 def _write_files(folder: Path, files: dict[str, bytes]) -> None:
@@ -321,7 +343,8 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
 
 
 def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
-          config: dict[str, list[str]], root: Path, env_base: dict[str, str]) -> list[_Planned]:
+          config: dict[str, list[str]], versions: Mapping[str, str], root: Path,
+          env_base: dict[str, str]) -> list[_Planned]:
     """Stage and render every recipe of the run, once per Python; identical packages once."""
     release = spec.release
     mirror = root / "checkout"
@@ -337,9 +360,7 @@ def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: li
         if not admitted:
             continue
         representative = _cell_for(cells, component, admitted[0]) if component else None
-        files = (_package_files(spec, representative, component, variant)
-                 if component is not None and representative is not None else {})
-        extra = _features_extra(spec, representative, component, variant, files)
+        extra = _features_extra(spec, representative, component, variant)
         staged = stage_recipe(spec.root, mirror, recipe_name, extra)
         recipe = staged.parse()
         for python in admitted:
@@ -347,7 +368,7 @@ def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: li
             env = dict(env_base, SHIPYARD_PACKAGE_FILES="")
             if component is not None and cell is not None:
                 folder = root / "package-files" / cell.id
-                _write_files(folder, _package_files(spec, cell, component, variant))
+                _write_files(folder, _package_files(spec, cell, component, variant, versions[component.name]))
                 env["SHIPYARD_PACKAGE_FILES"] = str(folder)
             with _environ(env):
                 rendered = staged.render(recipe, {**config, "python": [python]})
@@ -356,8 +377,9 @@ def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: li
                 ident = (name, str(rv.recipe.package.version), str(rv.recipe.build.string))
                 if ident in planned:
                     continue
+                sources = _source_paths(spec, component, name)
                 item = _Planned(rv, staged, _cell_of(cells, component, name, python), env,
-                                _sources_hash(spec, component, name),
+                                _sources_hash(sources), source_date(spec.root, [*sources, staged.original.parent]),
                                 PreflightPackage("-".join(ident), staged.original, "", {}))
                 item.check.subdir = item.subdir
                 item.check.requirements = requirements_of(rv.recipe.to_dict())
@@ -391,13 +413,18 @@ def _cell_of(cells: list[Cell], component: Component | None, name: str, python: 
     return core or next((c for c in mine if c.is_pure or c.python == python), None)
 
 
-def _sources_hash(spec: Spec, component: Component | None, name: str) -> str:
+def _source_paths(spec: Spec, component: Component | None, name: str) -> list[Path]:
+    """The folder of sources a package's build reads (none for the mutex: its recipe is all)."""
     if component is None:
-        return ""
+        return []
     path = spec.root / component.path
     if component.native_core is not None and name == f"lib{component.name}":
         path = path / component.native_core.source  # the core's build reads nothing else
-    return hash_tree(path)
+    return [path]
+
+
+def _sources_hash(paths: list[Path]) -> str:
+    return "".join(hash_tree(path) for path in paths)
 
 
 def _ordered(planned: list[_Planned]) -> list[_Planned]:
@@ -418,7 +445,7 @@ def _ordered(planned: list[_Planned]) -> list[_Planned]:
     return out
 
 
-def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None, epoch: int) -> None:
+def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None) -> None:
     keys: dict[str, list[str]] = {}
     version = get_rattler_build_version_py()
     for item in ordered:
@@ -432,7 +459,9 @@ def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None
             spec_section={"recipe": item.staged.text, "variant": item.rv.variant, "files": files,
                           "cmake": item.env["SHIPYARD_CMAKE_ARGS"] if native else ""},
             toolchain=(toolchain.identity if toolchain and native else "none"), python=item.rv.variant.get("python"),
-            extra={"rattler-build": version, "revision": CONDA_PIPELINE_REVISION, "epoch": str(epoch),
+            extra={"rattler-build": version, "revision": CONDA_PIPELINE_REVISION,
+                   # The repack's date is in the bytes; it is the sources' date, not HEAD's.
+                   "epoch": str(item.epoch),
                    "solved": json.dumps(item.check.solved, sort_keys=True),
                    # A run or test dependency built here does not change these bytes: a noarch
                    # package keeps one key (and one build) for every variant.
@@ -512,7 +541,7 @@ def _reset(root: Path) -> None:
 
 
 def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: BuildCache,
-               request: CondaBuildRequest, variant: Variant, epoch: int, progress: Progress) -> tuple[Path, str, float]:
+               request: CondaBuildRequest, variant: Variant, progress: Progress) -> tuple[Path, str, float]:
     """The package in the build root's channel: from the cache, or built, hooked and checked.
     As soon as it is built, before anything can consume it, it gets the normalising repack
     (rattler-build embeds its build time; conda/normalize.py), which adds the SBOM under info/,
@@ -546,7 +575,8 @@ def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: Bu
         if len(result.packages) != 1:
             raise BuildError(f"conda build of {item.label} made {len(result.packages)} packages, expected one")
         package = Path(result.packages[0])
-        normalize_conda_package(package, epoch=epoch, info_files={CONDA_SBOM: conda_sbom(package, epoch=epoch)})
+        normalize_conda_package(package, epoch=item.epoch,
+                                info_files={CONDA_SBOM: conda_sbom(package, epoch=item.epoch)})
         _check_pins(item, package)
         package = root.add(item, package)
         cache.put(item.key, [package], {"kind": "conda", "package": package.name,

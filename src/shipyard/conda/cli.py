@@ -23,7 +23,7 @@ def cmd_conda_features(args: argparse.Namespace) -> int:
         print(json.dumps([p.to_json() for p in packages], indent=2))
         return 0
     table = Table(title=f"features in {hide_tokens(args.channel)}")
-    for column in ("package", "version", "build", "feature", "status"):
+    for column in ("package", "version", "build", "variant", "feature", "status"):
         table.add_column(column, overflow="fold")
     colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}
     bare = []
@@ -34,7 +34,7 @@ def cmd_conda_features(args: argparse.Namespace) -> int:
             status = f"[{colours.get(feature.status, 'white')}]{feature.status}[/]"
             if feature.platform:
                 status += f" ({feature.platform})"
-            table.add_row(package.name, package.version, package.build, feature.id, status)
+            table.add_row(package.name, package.version, package.build, package.variant_tag or "", feature.id, status)
     console.print(table)
     console.print(f"{len(packages)} packages, {len(packages) - len(bare)} with features"
                   + (f"; without: {', '.join(sorted(set(bare)))}" if bare else ""))
@@ -111,6 +111,8 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
                        + ("cached)" if cell.test_cached else f"{cell.test.seconds:.0f} s)"))
         else:
             verdict = "[red]failed[/]: " + "; ".join(cell.test.problems)
+        if cell.withheld:  # a core package whose dependents all failed
+            verdict += f"; [red]not published[/]: {cell.withheld}"
         table.add_row(cell.package.label, done, verdict)
     for skipped in run.not_applicable:  # ruled out by the component's requires-python: never a failure
         table.add_row(skipped.cell.id, f"[dim]not applicable ({skipped.reason})[/]", "[dim]not built[/]")

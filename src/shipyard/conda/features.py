@@ -2,17 +2,19 @@
 
 Each package shipyard builds carries, in `info/about.json`'s `extra` (a v1 recipe's top-level
 `extra:` mapping lands there; `about.extra` is rejected by rattler-build), the features of its
-platform with their stable / beta / prototype statuses:
+platform with their stable / beta / prototype statuses, in one schema that the build writes
+(`package_extra`) and `shipyard conda features` reads:
 
-    {"shipyard": {"component": "ember", "cell": "ember-cu118-linux-x86_64-cp311-conda",
-                  "variant": "cuda11", "variant_tag": "cu118",
+    {"shipyard": {"component": "ember", "variant": "cuda11", "variant_tag": "cu118",
                   "platform": "linux-x86_64",
                   "features": [{"id": "ember.fft", "title": "…", "status": "beta"}, …]}}
 
-The feature part is the wheel's `_features.json` document (`wheel.labels.features_document`):
-a noarch package, which serves several platforms, has no `platform` and each feature's
-`status` is a mapping platform -> status. Packages without `extra.shipyard` (the bootstrap
-channel's python, numpy, …) carry no features.
+No cell id: one recipe renders several packages (libember and ember for every Python) from one
+`extra`. The feature part is the wheel's `_features.json` document
+(`wheel.labels.features_document`): a noarch package, which serves several platforms and every
+variant, has variant and variant_tag "any", no `platform`, and each feature's `status` is a
+mapping platform -> status. The mutex has component null and no features. Packages without
+`extra.shipyard` (the bootstrap channel's python, numpy, …) carry no features.
 
 `list_channel_features` reads a channel's repodata.json per subdir and then only each package's
 about.json: over HTTP with range reads (py-rattler's `AboutJson.from_remote_url`), locally from
@@ -47,12 +49,13 @@ class ChannelReadError(ShipyardError):
     exit_code = 3
 
 
-def package_extra(spec: Spec, *, component: str, platform: str | Sequence[str], variant: str, variant_tag: str,
-                  cell_id: str) -> dict[str, Any]:
-    """The `extra` mapping for a component's conda package: its cell and the features of its
-    platform (a sequence of platforms for a noarch package) with their statuses, from the spec."""
-    return {EXTRA_KEY: {"component": component, "cell": cell_id, "variant": variant, "variant_tag": variant_tag,
-                        **features_document(spec, component, platform)}}
+def package_extra(spec: Spec, *, component: str | None, platform: str | Sequence[str], variant: str,
+                  variant_tag: str) -> dict[str, Any]:
+    """The `extra` mapping of a conda package shipyard builds: its component, variant and the
+    features of its platform (a sequence of platforms for a noarch package) with their statuses,
+    from the spec; a package of no component (the mutex) has no features."""
+    features = features_document(spec, component, platform) if component is not None else {"features": []}
+    return {EXTRA_KEY: {"component": component, "variant": variant, "variant_tag": variant_tag, **features}}
 
 
 @dataclass(frozen=True)

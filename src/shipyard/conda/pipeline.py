@@ -7,10 +7,15 @@ then publish the ones that passed into dist/conda and record them in dist/manife
 3. test: the output folder and the dependency channels are served over loopback HTTP with a
    token (conda/serve.py); each cell's package is installed by py-rattler into a fresh prefix,
    asking for its exact build, and its component's tests run with that prefix's Python
-   (conda/install_test.py), gated per feature like wheels. A noarch package is tested once,
-   with the newest Python of the run, as a pure wheel is;
-4. publish: only packages whose cell passed, with what they need from this run (the core and the
-   mutex), go into dist/conda, atomically (conda/channel.py); a failed run leaves it as it was.
+   (conda/install_test.py), gated per feature like wheels. A noarch package serves every Python
+   from the oldest to the newest, so it is tested with both ends of the run's Pythons (one run
+   when they are the same);
+4. publish: only packages whose cell passed (every Python it was tested with), with what they
+   need from this run (the core and the mutex), go into dist/conda, atomically
+   (conda/channel.py); a failed run leaves it as it was. A core package (libember) has no tests of
+   its own: it is proven by the packages built on it, and published only when at least one of
+   them passed. Each record carries its package's own version (the component's, never the
+   release's).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rattler.package import IndexJson
 
 from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
@@ -35,6 +42,7 @@ from shipyard.conda.build import (
 )
 from shipyard.conda.channel import conda_artifact_record, publish_packages
 from shipyard.conda.install_test import BuiltPackage, run_conda_package_tests
+from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
 from shipyard.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
@@ -63,12 +71,14 @@ class CondaRunRequest:
 
 @dataclass
 class CondaCell:
-    """One package of the run with its test verdict (None: not tested, e.g. libember, the mutex)."""
+    """One package of the run with one Python's test verdict (None: not tested, e.g. libember,
+    the mutex); a noarch package tested with two Pythons is two cells."""
 
     package: PackageOutcome
     python: str | None = None
     test: TestRun | None = None
     test_cached: bool = False  # the verdict of an earlier run with the same inputs
+    withheld: str | None = None  # why it passed but is not published (a core none of whose dependents passed)
 
     @property
     def passed(self) -> bool:
@@ -102,7 +112,7 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
         progress(f"{skipped.cell.id}: not applicable ({skipped.reason}), not built")
     if components and not any(c.kind == "python-pure" or any(c.admits_python(p) for p in pythons) for c in components):
         # Every package the run asked for is ruled out: nothing to build, nothing to fail.
-        _publish(spec, [], ruled_out, request, progress)
+        publish_run(spec, [], ruled_out, request, progress)
         return CondaRun([], request.channels, (), ruled_out)
     channels = request.channels
     if not channels:
@@ -115,24 +125,33 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
                                       components=request.components, state=request.state, jobs=request.jobs,
                                       recipe_tests=not request.tests)
     packages = build_conda_variant(spec, build_request, progress)
-    cells = [CondaCell(p, _test_python(spec, p, pythons)) for p in packages]
+    # Without tests, one row per package (its newest Python says "not run").
+    first = 0 if request.tests else -1
+    cells: list[CondaCell] = []
+    for package in packages:
+        cells += [CondaCell(package, python) for python in pythons_to_test(spec, package, pythons)[first:]] or [
+            CondaCell(package)]
     if request.tests:
         _test_all(spec, cells, channels, conda_output_dir(request.state, variant), request, progress)
-    published = _publish(spec, cells, ruled_out, request, progress)
+    published = publish_run(spec, cells, ruled_out, request, progress)
     return CondaRun(cells, channels, published, ruled_out)
 
 
-def _test_python(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) -> str | None:
-    """The Python a package's tests run with: its own, the newest of the run for noarch; None
-    when it has no tests of its own (a core library, the mutex)."""
+def pythons_to_test(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) -> list[str]:
+    """The Pythons a package's tests run with: its own; for a noarch package, which installs
+    into any of them, the oldest and the newest of the run that its component admits (one when
+    they are the same); none when it has no tests of its own (a core library, the mutex)."""
     cell = package.cell
     if cell is None or cell.package:  # the mutex; a core package (libember), proven by its dependents
-        return None
+        return []
     component = spec.release.components[cell.component]
     if not component.tests:
-        return None
-    admitted = [p for p in pythons if component.admits_python(p)]  # a noarch package's tests too
-    return cell.python or max(admitted or pythons, key=lambda v: tuple(int(x) for x in v.split(".")))
+        return []
+    if cell.python:
+        return [cell.python]
+    admitted = sorted((p for p in pythons if component.admits_python(p)) or pythons,
+                      key=lambda v: tuple(int(x) for x in v.split(".")))
+    return list(dict.fromkeys([admitted[0], admitted[-1]]))
 
 
 def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], output: Path,
@@ -147,11 +166,11 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
     if not remote:  # a remote channel can change under the same URL: its packages' tests always run
         channel_state = {name: _repodata_digest(folder) for name, folder in folders.items()}
         for cell in tested:
-            keys[cell.package.label] = key = _test_key(spec, cell, channel_state)
+            keys[_run_id(cell)] = key = _test_key(spec, cell, channel_state)
             entry = cache.get(key)
             if entry is not None:
                 cell.test, cell.test_cached = TestRun.from_json(entry.metadata()["tests"]), True
-                progress(f"test {cell.package.label}: passed before with these inputs (cached)")
+                progress(f"test {cell.package.label} (Python {cell.python}): passed before with these inputs (cached)")
     tested = [c for c in tested if not c.test_cached]
     if not tested:
         return
@@ -172,14 +191,19 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
                     gate=feature_gate(spec, component.name, platform, tests_dir, spec.root),
                     other_features=sorted(f.id for f in spec.features.features if f.component != component.name),
                     source_dir=spec.root / component.path, state=request.state,
-                    work=request.state / "conda-test" / package.label, ports=ports)
+                    work=request.state / "conda-test" / _run_id(cell), ports=ports)
             verdict = "passed" if cell.test.passed else "FAILED: " + "; ".join(cell.test.problems)[:300]
-            progress(f"test {package.label}: {verdict}")
-            if cell.test.passed and package.label in keys:
-                cache.put(keys[package.label], [], {"kind": "conda-test", "tests": cell.test.to_json()})
+            progress(f"test {package.label} (Python {python}): {verdict}")
+            if cell.test.passed and _run_id(cell) in keys:
+                cache.put(keys[_run_id(cell)], [], {"kind": "conda-test", "tests": cell.test.to_json()})
 
         with ThreadPoolExecutor(max_workers=max(1, request.test_jobs)) as pool:
             list(pool.map(one, tested))
+
+
+def _run_id(cell: CondaCell) -> str:
+    """One test run: the package and the Python (a noarch package runs with two)."""
+    return f"{cell.package.label}-py{cell.python}"
 
 
 def _repodata_digest(channel: Path) -> str:
@@ -223,27 +247,30 @@ def _host_platform(spec: Spec) -> str:
     return discover().host_platform
 
 
-def _publish(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotApplicable], request: CondaRunRequest,
+def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotApplicable], request: CondaRunRequest,
              progress: Progress) -> tuple[str, ...]:
     """Publish what passed (and what it needs from this run); record every published package, and
     the cells that are not applicable."""
     release = spec.release
     skipped = [NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason) for n in ruled_out]
     failed = {c.package.name for c in cells if not c.passed}
-    kept = [c for c in cells if c.passed]
+    kept = publishable(cells)
+    for cell in cells:
+        if cell.withheld:
+            progress(f"{cell.package.label}: not published: {cell.withheld}")
     if not kept:
         if skipped:
             merge_artifacts(request.dist / "manifest.json", release=release.release.name,
                             version=release.release.version, records=[], not_applicable=skipped)
         return ()
     channel = request.dist / "conda"
-    update = publish_packages(channel, [c.package.path for c in kept])
+    update = publish_packages(channel, list(dict.fromkeys(c.package.path for c in kept)))
     progress(f"dist/conda: {len(update.added)} added, {len(update.replaced)} replaced, "
              f"{len(update.unchanged)} unchanged" + (f"; not published (tests failed): {', '.join(sorted(failed))}"
                                                       if failed else ""))
     records = []
     variant = release.find_variant(request.variant)
-    for cell in kept:
+    for cell in _one_per_package(kept):
         matrix_cell = cell.package.cell
         if matrix_cell is None:
             # The mutex belongs to no component, but no variant package installs without it: it is
@@ -260,12 +287,51 @@ def _publish(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotApplicab
         records.append(conda_artifact_record(
             cell.package.path, channel=channel, cell_id=matrix_cell.id, component=matrix_cell.component,
             variant=matrix_cell.variant, variant_tag=matrix_cell.variant_tag, platform=matrix_cell.platform,
-            python=matrix_cell.python, version=release.release.version,
+            python=matrix_cell.python, version=cell.package.version,  # the component's own version
             features=tuple(FeatureRecord(id=i, title=t, status=s)
                            for i, t, s in spec.features_for(matrix_cell.component, platform)),
-            tests=cell.test.to_json() if cell.test else None,
+            tests=_tests_record(cell, kept),
             build={"key": cell.package.key, "result": cell.package.result, "seconds": round(cell.package.seconds, 2),
                    "package": cell.package.label}))
     merge_artifacts(request.dist / "manifest.json", release=release.release.name, version=release.release.version,
                     records=records, not_applicable=skipped)
     return update.packages
+
+
+def publishable(cells: Sequence[CondaCell]) -> list[CondaCell]:
+    """The cells whose package may be published: a package passed with every Python it was
+    tested with; a core package (libember) when at least one package of the run that depends on
+    it passed (it has no tests of its own: they prove it). Sets `withheld` on a core kept back."""
+    failed = {c.package.label for c in cells if not c.passed}
+    passed = {c.package.label: c.package for c in cells if c.package.label not in failed}
+    kept = []
+    for cell in cells:
+        if cell.package.label in failed:
+            continue
+        if cell.package.cell is not None and cell.package.cell.package:
+            dependents = [c.package for c in cells if c.package is not cell.package and cell.package.name in
+                          {spec_name(d) for d in IndexJson.from_package_archive(c.package.path).depends}]
+            if not any(d.label in passed for d in dependents):
+                names = sorted({d.label for d in dependents})
+                cell.withheld = ("no package that depends on it passed its tests"
+                                 + (f" ({', '.join(names)} failed)" if names else " (none was built in this run)"))
+                continue
+        kept.append(cell)
+    return kept
+
+
+def _one_per_package(cells: Sequence[CondaCell]) -> list[CondaCell]:
+    """One cell per package, the last (a noarch package's newest Python)."""
+    return list({c.package.label: c for c in cells}.values())
+
+
+def _tests_record(cell: CondaCell, kept: Sequence[CondaCell]) -> dict[str, object] | None:
+    """The manifest's `tests` of a package: its run's verdict; for a noarch package tested with
+    several Pythons, the newest's, with every Python it passed with under `pythons`."""
+    if cell.test is None:
+        return None
+    runs = [c for c in kept if c.package.label == cell.package.label and c.test is not None]
+    record = cell.test.to_json()
+    if len(runs) > 1:
+        record["pythons"] = [c.python for c in runs]
+    return record

@@ -2,12 +2,15 @@
 
 The recipes under recipes/ name no version, Python, CUDA version or arch list: all of them
 come from this file, one per variant, written to `.shipyard/conda/variants/<variant>.yaml`.
+Each component keeps its own version (`<component>_version`, dashes as underscores, e.g.
+`ember_version`): a recipe names its own and those of the components it depends on.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -19,9 +22,15 @@ from shipyard.spec import Release, Variant
 NO_CUDA = "none"
 
 
-def variant_config(release: Release, variant: Variant) -> dict[str, list[str]]:
+def version_key(component: str) -> str:
+    """The variant key of a component's own version: ember -> ember_version."""
+    return f"{component.replace('-', '_')}_version"
+
+
+def variant_config(release: Release, variant: Variant, versions: Mapping[str, str] | None = None
+                   ) -> dict[str, list[str]]:
     """The variant keys of one variant. Each is a one-element list except `python`: one
-    rendering per Python of the release."""
+    rendering per Python of the release. `versions`: each conda component's own version."""
     pythons = list(release.pythons)
     return {
         "release_version": [release.release.version],
@@ -31,6 +40,7 @@ def variant_config(release: Release, variant: Variant) -> dict[str, list[str]]:
         "python": pythons,
         # noarch: python packages build with, and require at least, the oldest Python.
         "python_min": [min(pythons, key=Version)],
+        **{version_key(name): [version] for name, version in (versions or {}).items()},
     }
 
 
@@ -38,12 +48,13 @@ def variant_config_path(state: Path, variant: Variant) -> Path:
     return state / "conda" / "variants" / f"{variant.name}.yaml"
 
 
-def write_variant_config(release: Release, variant: Variant, state: Path) -> Path:
+def write_variant_config(release: Release, variant: Variant, state: Path,
+                         versions: Mapping[str, str] | None = None) -> Path:
     """Write the variant's config (atomically) and return its path."""
     path = variant_config_path(state, variant)
     text = (f"# Written by shipyard from release.yaml (variant {variant.name}); do not edit: change\n"
             f"# release.yaml and run `shipyard conda build --variant {variant.name}` again.\n"
-            + yaml.safe_dump(variant_config(release, variant), sort_keys=False, default_flow_style=None))
+            + yaml.safe_dump(variant_config(release, variant, versions), sort_keys=False, default_flow_style=None))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as handle:
