@@ -169,3 +169,14 @@ def test_repro_reports_every_artifact_identical(tmp_path):
     assert report.by_kind()["wheel"] == (4, 4), lines
     assert report.by_kind()["index"][0] == report.by_kind()["index"][1] > 0, lines
     assert "(100 %)" in lines
+
+
+def test_repro_of_a_cuda_wheel_is_identical(tmp_path):
+    """nvcc's output, built twice from clones at paths of different lengths: the fixture's CUDA
+    kernel (8 archs and +PTX) in fixcuda's cu118 wheel, vendored cudart included."""
+    root = make_checkout(tmp_path / "release")
+    report = reproduce(root, ReproRequest(variant="cuda11", pythons=("3.11",), components=("fixcuda",),
+                                          work=tmp_path / "repro"))
+    lines = "\n".join(summary_lines(report))
+    assert report.ok, lines
+    assert "whl/cu118/fixcuda/fixcuda-0.3.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl" in report.identical, lines
