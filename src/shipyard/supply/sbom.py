@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesHeaderParser
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
@@ -167,9 +168,9 @@ def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch
         binaries = {member: sha256_hex(data) for member, data in wheel_binaries(zf).items()}
         requirements = _requires_dist(zf)
     sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
-    trace = {"library_path": library_path, "sysroot": sysroot, "cuda_version": cuda.version if cuda else None,
-             "cuda_root": cuda.root if cuda else None}
-    vendored = [identify(m, **trace) for m in grafted]  # type: ignore[arg-type]
+    trace = partial(identify, library_path=library_path, sysroot=sysroot, cuda_version=cuda.version if cuda else None,
+                    cuda_root=cuda.root if cuda else None)
+    vendored = [trace(m) for m in grafted]
     built = []
     folders = library_folders(library_path, sysroot)
     for member, digest in sorted(binaries.items()):
@@ -177,7 +178,7 @@ def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch
             continue
         copy = find_copy(member, digest, folders)
         if copy is not None:
-            vendored.append(identify(member, original=copy, **trace))  # type: ignore[arg-type]
+            vendored.append(trace(member, original=copy))
         else:
             built.append(_built(member, digest))
     parts = [*map(_vendored, vendored), *built, *toolchain_components(toolchain), *map(_dependency, requirements)]
