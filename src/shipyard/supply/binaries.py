@@ -54,8 +54,9 @@ def needed_libraries(data: bytes) -> list[str]:
         return []
     try:
         elf = ELFFile(io.BytesIO(data))
-        return [tag.needed for section in elf.iter_sections() if isinstance(section, DynamicSection)
-                for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
+        tags = [tag for section in elf.iter_sections() if isinstance(section, DynamicSection)
+                for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+        return [str(tag.needed) for tag in tags]  # type: ignore[attr-defined]
     except ELFError:
         return []
 

@@ -105,7 +105,7 @@ def check_conda_paths(package: Path) -> list[str]:
 
 
 def _entry_problems(name: str, listed: dict, entry: _Entry) -> list[str]:
-    kind = {"hardlink": "file", "softlink": "softlink", "directory": "directory"}.get(listed.get("path_type"), "?")
+    kind = {"hardlink": "file", "softlink": "softlink", "directory": "directory"}.get(str(listed.get("path_type")), "?")
     if kind != entry.kind:
         return [f"{name} is a {entry.kind} in the package, listed as {listed.get('path_type')}"]
     if kind == "directory":
