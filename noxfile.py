@@ -125,7 +125,8 @@ for _variant, _spec in RELEASE["variants"].items():
 @nox.session(name="repro")
 def repro(session: nox.Session) -> None:
     """Build cells twice from clean clones (other folder, time, TZ, umask) and compare every artifact's bytes;
-    diffoscope on a difference (default: -- --variant cpu --python 3.11 --mobile-target host)."""
+    diffoscope on a difference (default: -- --variant cpu --python 3.11 --mobile-target host; nvcc's output:
+    -- --variant cuda11 --python 3.11)."""
     _install_shipyard(session)
     session.run("shipyard", "repro", *(session.posargs or ["--variant", "cpu", "--python", "3.11",
                                                            "--mobile-target", "host"]))
