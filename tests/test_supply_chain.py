@@ -186,6 +186,7 @@ def test_repro_of_a_cuda_wheel_is_identical(tmp_path):
     """nvcc's output, built twice from clones at paths of different lengths: the fixture's CUDA
     kernel (8 archs and +PTX) in fixcuda's cu118 wheel, vendored cudart included."""
     root = make_checkout(tmp_path / "release")
+    assert main(["--root", str(root), "toolchain", "install", "cuda11"]) == 0  # kept when there (any test order)
     report = reproduce(root, ReproRequest(variant="cuda11", pythons=("3.11",), components=("fixcuda",),
                                           work=tmp_path / "repro"))
     lines = "\n".join(summary_lines(report))
