@@ -47,23 +47,22 @@ def doctor(session: nox.Session) -> None:
     session.run("shipyard", "doctor", *session.posargs)
 
 
-def _local_signing_key() -> str | None:
-    """The public key file of release.yaml's local signing key, or None when CI's variable holds the key."""
+def _signs_locally() -> bool:
+    """Whether builds sign with release.yaml's local key file (not CI's variable, which holds the release key)."""
     supply = RELEASE.get("supply_chain") or {}
-    if not supply.get("signing_key_file") or os.environ.get(supply.get("signing_key_env") or "-"):
-        return None
-    return supply["signing_key_file"].removesuffix(".pem") + ".pub.pem"
+    return bool(supply.get("signing_key_file")) and not os.environ.get(supply.get("signing_key_env") or "-")
 
 
 def _build_signed_and_verified(session: nox.Session, *build: str) -> None:
     """Run a building command with provenance signed by the local key (made once), then verify every
-    artifact in dist/; on CI, whose variable holds the release key, the command alone."""
-    local_key = _local_signing_key()
-    if local_key:
+    artifact in dist/ (with the public key beside it); on CI, whose variable holds the release key,
+    the command alone."""
+    local = _signs_locally()
+    if local:
         session.run("shipyard", "keygen")
     session.run(*build)
-    if local_key:  # every artifact's signature, digest and SBOM
-        session.run("shipyard", "verify", "dist", "--public-key", local_key)
+    if local:  # every artifact's signature, digest, contents and SBOM
+        session.run("shipyard", "verify", "dist")
 
 
 def _build_session(variant: str, spec: dict) -> None:
@@ -126,7 +125,8 @@ for _variant, _spec in RELEASE["variants"].items():
 @nox.session(name="repro")
 def repro(session: nox.Session) -> None:
     """Build cells twice from clean clones (other folder, time, TZ, umask) and compare every artifact's bytes;
-    diffoscope on a difference (default: -- --variant cpu --python 3.11 --mobile-target host)."""
+    diffoscope on a difference (default: -- --variant cpu --python 3.11 --mobile-target host; nvcc's output:
+    -- --variant cuda11 --python 3.11)."""
     _install_shipyard(session)
     session.run("shipyard", "repro", *(session.posargs or ["--variant", "cpu", "--python", "3.11",
                                                            "--mobile-target", "host"]))

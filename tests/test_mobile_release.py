@@ -11,6 +11,9 @@ import pytest
 
 from shipyard.cli import main
 from shipyard.mobile_release import build_mobile_release
+from shipyard.supply.binaries import archive_files
+from shipyard.supply.sbom import read_mobile_sbom
+from shipyard.supply.verify import check_mobile_sbom
 from shipyard.toolchains.discover import discover
 from shipyard.validate import load_spec
 from shipyard.wheel.pipeline import BuildRequest, build_variant, feature_gate
@@ -41,6 +44,16 @@ def test_build_mobile_packages_host_and_arm_targets(repo, tmp_path, monkeypatch)
                 f"{top}/lib/cmake/ember_lite/ember_liteConfig.cmake"} <= names
         assert {f["id"]: f["status"] for f in features["features"]} == {
             "mobile.runtime": "beta", "mobile.caching-allocator": "beta"}
+        # Its SBOM lists the runtime's binaries and what they link, traced to the target's own
+        # libraries (the host's libstdc++6, the cross packages for the ARM targets); verify agrees.
+        with tarfile.open(package) as tar:
+            sbom = read_mobile_sbom(archive_files(tar))
+        assert sbom is not None and "lib/libember_lite.so" in sbom.built, sbom
+        libstdcxx = {"host": "libstdc++6", "linux-aarch64": "libstdc++6-arm64-cross",
+                     "linux-armv7": "libstdc++6-armhf-cross"}[target]
+        assert sbom.linked["libstdc++.so.6"].split()[0] == libstdcxx, sbom.linked
+        check = check_mobile_sbom(package, "1.7.0")
+        assert check.ok, check
     manifest = json.loads((dist / "manifest.json").read_text())
     cells = {a["cell_id"]: a for a in manifest["artifacts"]}
     record = cells["ember-lite-cpu-linux-armv7-mobile"]

@@ -76,13 +76,24 @@ def test_the_wheel_sbom_names_the_libpng_inside_it(signed_build):
     assert {"name": "shipyard:wheel-path", "value": vendored[0]} in png["properties"]
     # Nothing in it depends on where this machine keeps its toolchains (the sysroot, its g++).
     assert str(sysroot.root) not in json.dumps(bom) and "/.cache/" not in json.dumps(bom), bom
+    # The component's own binaries are in it too, as built files with their sha256: the extension
+    # and the native core beside it (outside fixcext.libs/).
+    with zipfile.ZipFile(wheel) as zf:
+        own = {n: hashlib.sha256(zf.read(n)).hexdigest() for n in names
+               if n.startswith("fixcext/") and ".so" in n}
+    built = {c["name"]: c["hashes"][0]["content"] for c in bom["components"]
+             if {"name": "shipyard:role", "value": "built"} in c["properties"]}
+    assert built == own and "fixcext/lib/libfixcore.so" in built, (built, own)
     tools = {c["name"]: c["version"] for c in bom["components"] if c.get("scope") == "excluded"}
     assert tools["cpython"].startswith("3.11.") and tools["gcc"].split(".")[0].isdigit(), tools
 
 
-def test_verify_passes_on_the_built_dist_and_on_one_artifact(signed_build, capsys):
+def test_verify_passes_on_the_built_dist_and_on_one_artifact(signed_build, capsys, monkeypatch):
     key = _public_key(signed_build)
-    code, out = _verify(signed_build / "dist", key, capsys)
+    monkeypatch.chdir(signed_build)
+    capsys.readouterr()
+    code = main(["verify", "dist"])  # the key beside release.yaml's, as `shipyard keygen` wrote it
+    out = capsys.readouterr().out
     assert code == 0, out
     assert "2 of 2 artifacts verified" in out
     envelope = json.loads((signed_build / "dist" / "provenance" / "fixcext-cpu-linux-x86_64-cp311-wheel.intoto.jsonl")
@@ -169,3 +180,15 @@ def test_repro_reports_every_artifact_identical(tmp_path):
     assert report.by_kind()["wheel"] == (4, 4), lines
     assert report.by_kind()["index"][0] == report.by_kind()["index"][1] > 0, lines
     assert "(100 %)" in lines
+
+
+def test_repro_of_a_cuda_wheel_is_identical(tmp_path):
+    """nvcc's output, built twice from clones at paths of different lengths: the fixture's CUDA
+    kernel (8 archs and +PTX) in fixcuda's cu118 wheel, vendored cudart included."""
+    root = make_checkout(tmp_path / "release")
+    assert main(["--root", str(root), "toolchain", "install", "cuda11"]) == 0  # kept when there (any test order)
+    report = reproduce(root, ReproRequest(variant="cuda11", pythons=("3.11",), components=("fixcuda",),
+                                          work=tmp_path / "repro"))
+    lines = "\n".join(summary_lines(report))
+    assert report.ok, lines
+    assert "whl/cu118/fixcuda/fixcuda-0.3.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl" in report.identical, lines

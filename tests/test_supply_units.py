@@ -259,3 +259,341 @@ def test_two_builds_of_one_dockerfile_are_compared_layer_by_layer_in_the_engine(
     assert not written.normalised  # a RUN step's clock is the Dockerfile's to fix (LAYER_EPOCH)
     # The COPY keeps the file's time and stamps the directories it writes into with the clock.
     assert copied.differing == () and set(copied.mtimes_only) == {"srv", "srv/c"} and copied.normalised
+
+
+# --- verify: the default key, and every check on every kind of artifact ----------------------
+
+MINIRELEASE = Path(__file__).parent / "fixtures" / "minirelease"
+EPOCH = 1603800000
+
+
+def _release(tmp_path: Path) -> Path:
+    """The fixture release's description (no build), with its signing key made by `shipyard keygen`."""
+    import shutil
+
+    from shipyard.cli import main
+
+    root = tmp_path / "release"
+    shutil.copytree(MINIRELEASE, root, ignore=shutil.ignore_patterns("dist", ".shipyard", "__pycache__"))
+    assert main(["--root", str(root), "keygen"]) == 0
+    return root
+
+
+def _sign_into(dist: Path, root: Path, artifacts: list[tuple[Path, str, str]]) -> None:
+    """Record `artifacts` ((file in dist, package type, version)) in dist/manifest.json and sign
+    each with the release's key, as a build does at its end."""
+    from shipyard.manifest import ArtifactRecord, merge_artifacts
+    from shipyard.supply.keys import signer_from_pem
+    from shipyard.supply.provenance import BuildDefinition, envelope_path, statement
+
+    key = root / ".shipyard" / "keys" / "provenance-ed25519.pem"
+    signer = signer_from_pem(key.read_bytes(), str(key))
+    definition = BuildDefinition("0" * 64, "0" * 40, "https://example.invalid/src", "https://example.invalid/b")
+    records = []
+    for path, kind, version in artifacts:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        record = ArtifactRecord(name=path.name, path=path.relative_to(dist).as_posix(), sha256=digest,
+                                size=path.stat().st_size, cell_id=f"{path.name}-cell", component="demo",
+                                package_type=kind, variant="cpu", variant_tag="cpu", platform="linux-x86_64",
+                                python=None, version=version, features=(), tests=None, build={})
+        envelope = envelope_path(dist, record)
+        envelope.parent.mkdir(parents=True, exist_ok=True)
+        envelope.write_bytes(sign_statement(statement(record, digest, definition), signer))
+        records.append(record.model_copy(update={"provenance": envelope.relative_to(dist).as_posix()}))
+    merge_artifacts(dist / "manifest.json", release="fixtures", version="0.3.0", records=records)
+
+
+def _run_verify(capsys, *args: str) -> tuple[int, str]:
+    from shipyard.cli import main
+
+    capsys.readouterr()
+    code = main(["verify", *args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def _elf(tmp_path: Path, name: str, source: str = "int demo(void) { return 1; }\n", *,
+         compiler: str = "gcc") -> bytes:
+    """A real shared library, compiled here (a few hundred ms)."""
+    suffix = ".cpp" if compiler.endswith("++") else ".c"
+    src = tmp_path / f"{name}{suffix}"
+    src.write_text(source)
+    out = tmp_path / name
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", out, src], check=True, capture_output=True)
+    return out.read_bytes()
+
+
+def _wheel(tmp_path: Path, members: dict[str, bytes], name: str = "demo") -> Path:
+    """A platform wheel holding `members`, packed by wheel's WheelFile (RECORD included)."""
+    from wheel.wheelfile import WheelFile
+
+    tree = tmp_path / "tree"
+    if tree.exists():
+        import shutil
+
+        shutil.rmtree(tree)
+    info = tree / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+                                "Tag: cp311-cp311-linux_x86_64\n")
+    for member, data in members.items():
+        (tree / member).parent.mkdir(parents=True, exist_ok=True)
+        (tree / member).write_bytes(data)
+    wheel = tmp_path / "raw" / f"{name}-1.0-cp311-cp311-linux_x86_64.whl"
+    wheel.parent.mkdir(exist_ok=True)
+    with WheelFile(wheel, "w") as wf:
+        wf.write_files(str(tree))
+    return wheel
+
+
+def test_verify_without_flags_uses_the_public_key_beside_release_yamls_signing_key(tmp_path, monkeypatch, capsys):
+    root = _release(tmp_path)
+    dist = root / "dist"
+    (dist / "misc").mkdir(parents=True)
+    blob = dist / "misc" / "notes.txt"
+    blob.write_text("an artifact with nothing inside to check\n")
+    _sign_into(dist, root, [(blob, "other", "0.3.0")])
+    monkeypatch.chdir(root)
+    code, out = _run_verify(capsys, "dist")  # as a user first types it
+    assert code == 0, out
+    assert "notes.txt" in out and "1 of 1 artifacts verified" in out
+    # --public-key picks another key: the signature check then fails.
+    _, other, _ = generate_key(tmp_path / "other.pem")
+    code, out = _run_verify(capsys, "dist", "--public-key", str(other))
+    assert code == 1 and "notes.txt: signature: FAILED" in out
+    # No public key beside the signing key: one line with the fix, exit 2.
+    public = root / ".shipyard" / "keys" / "provenance-ed25519.pub.pem"
+    public.unlink()
+    code, out = _run_verify(capsys, "dist")
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, out
+    assert out.startswith("error: .shipyard/keys/provenance-ed25519.pub.pem: no such public key file (beside "
+                          "supply_chain.signing_key_file .shipyard/keys/provenance-ed25519.pem); run `shipyard "
+                          "keygen` to write it, or pass --public-key FILE"), out
+    assert "Traceback" not in out
+    # A --public-key that does not exist: the same, exit 2.
+    code, out = _run_verify(capsys, "dist", "--public-key", str(tmp_path / "nowhere.pub.pem"))
+    assert code == 2 and "nowhere.pub.pem: no such public key file" in out
+    # Outside a release's folder, with no flag: where the key would come from, and the flag.
+    monkeypatch.chdir(tmp_path)
+    code, out = _run_verify(capsys, str(dist))
+    assert code == 2 and "release.yaml: not found" in out and "--public-key FILE" in out
+
+
+def test_a_library_anywhere_in_a_wheel_is_in_its_sbom_and_verify_finds_one_that_is_not(tmp_path, capsys):
+    """The SBOM lists every binary of the wheel: a copy of a host library outside `.libs` as
+    vendored and traced to its .deb, the component's own extension as built (its sha256); verify
+    fails a wheel that holds a library its SBOM does not name, wherever it lies."""
+    from shipyard.supply.sbom import read_wheel_sbom, wheel_sbom_files
+    from shipyard.toolchains.resolve import Toolchain
+    from shipyard.wheel.repair import relabel_wheel
+
+    root = _release(tmp_path)
+    dist = root / "dist"
+    zlib = Path("/lib/x86_64-linux-gnu/libz.so.1").resolve()  # zlib1g: on every Debian
+    extension = _elf(tmp_path, "_ext.so")
+
+    def packed(members: dict[str, bytes]) -> Path:
+        raw = _wheel(tmp_path, {"demo/__init__.py": b"", **members})
+        sbom = wheel_sbom_files(raw, Toolchain(None, None, None, None), version="1.0", epoch=EPOCH)
+        return relabel_wheel(raw, label=None, extra_files=sbom, out_dir=dist / "whl" / "cpu" / "demo", epoch=EPOCH)
+
+    wheel = packed({"demo/_ext.cpython-311-x86_64-linux-gnu.so": extension, "demo/lib/libz.so.1": zlib.read_bytes()})
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        listing = read_wheel_sbom(zf)
+    assert listing is not None
+    assert listing.vendored == {"demo/lib/libz.so.1": f"zlib1g {_deb_version('zlib1g')}"}
+    assert listing.built == {"demo/_ext.cpython-311-x86_64-linux-gnu.so": hashlib.sha256(extension).hexdigest()}
+    _sign_into(dist, root, [(wheel, "wheel", "1.0")])
+    public = str(root / ".shipyard" / "keys" / "provenance-ed25519.pub.pem")
+    code, out = _run_verify(capsys, str(dist), "--public-key", public)
+    assert code == 0, out
+    assert "lists every binary: 1 built, vendored: zlib1g" in out
+
+    # A library bundled beside the extension after the SBOM was made: RECORD and signature agree
+    # (the wheel was re-packed and re-signed), the SBOM check does not.
+    import shutil
+
+    shutil.rmtree(dist)
+    raw = _wheel(tmp_path, {"demo/__init__.py": b"", "demo/_ext.cpython-311-x86_64-linux-gnu.so": extension})
+    sbom = wheel_sbom_files(raw, Toolchain(None, None, None, None), version="1.0", epoch=EPOCH)
+    smuggled = _wheel(tmp_path, {"demo/__init__.py": b"", "demo/_ext.cpython-311-x86_64-linux-gnu.so": extension,
+                                 "demo/plugins/libextra.so.2": _elf(tmp_path, "libextra.so.2")})
+    wheel = relabel_wheel(smuggled, label=None, extra_files=sbom, out_dir=dist / "whl" / "cpu" / "demo", epoch=EPOCH)
+    _sign_into(dist, root, [(wheel, "wheel", "1.0")])
+    code, out = _run_verify(capsys, str(dist), "--public-key", public)
+    assert code == 1, out
+    assert f"{wheel.name}: sbom: FAILED" in out
+    assert "record: FAILED" not in out and "subject: FAILED" not in out and "signature: FAILED" not in out
+    assert "demo/plugins/libextra.so.2 is a shared library or ELF file the SBOM does not list" in out
+    assert "0 of 1 artifacts verified" in out
+
+
+def _deb_version(package: str) -> str:
+    return subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def _conda(path: Path, payload: dict[str, bytes | str], listed: dict[str, bytes | str] | None = None) -> Path:
+    """A .conda package (zip of metadata.json, pkg- and info- tar.zst) whose payload is `payload`
+    ({path: bytes, or the target of a soft link}) and whose info/paths.json describes `listed`
+    (default: the payload), then given its SBOM and normalised as the conda build does."""
+    import io
+    import zipfile
+
+    import zstandard
+
+    from shipyard.conda.normalize import normalize_conda_package
+    from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
+
+    def tar_zst(files: dict[str, bytes | str]) -> bytes:
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for name, data in sorted(files.items()):
+                info = tarfile.TarInfo(name)
+                if isinstance(data, str):
+                    info.type, info.linkname = tarfile.SYMTYPE, data
+                    tar.addfile(info)
+                else:
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        return zstandard.ZstdCompressor().compress(raw.getvalue())
+
+    def entry(name: str, data: bytes | str, files: dict[str, bytes | str]) -> dict:
+        if isinstance(data, str):
+            target = files[str(Path(name).parent / data)]
+            assert isinstance(target, bytes)
+            return {"_path": name, "path_type": "softlink", "sha256": hashlib.sha256(target).hexdigest(),
+                    "size_in_bytes": len(data)}
+        return {"_path": name, "path_type": "hardlink", "sha256": hashlib.sha256(data).hexdigest(),
+                "size_in_bytes": len(data)}
+
+    described = payload if listed is None else listed
+    paths = {"paths": [entry(n, d, described) for n, d in sorted(described.items())], "paths_version": 1}
+    index = {"name": "demo", "version": "1.0", "build": "h0_0", "build_number": 0, "depends": [],
+             "subdir": "linux-64", "arch": "x86_64", "platform": "linux"}
+    stem = path.name.removesuffix(".conda")
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("metadata.json", json.dumps({"conda_pkg_format_version": 2}))
+        zf.writestr(f"pkg-{stem}.tar.zst", tar_zst(payload))
+        zf.writestr(f"info-{stem}.tar.zst", tar_zst({"info/index.json": json.dumps(index).encode(),
+                                                     "info/paths.json": json.dumps(paths).encode()}))
+    normalize_conda_package(path, epoch=EPOCH, info_files={CONDA_SBOM: conda_sbom(path, epoch=EPOCH)})
+    return path
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ("none", None),
+    ("a changed byte", "lib/libdemo.so.1.0 has sha256"),
+    ("an extra file", "lib/extra.so is in the package but not listed"),
+    ("a missing file", "bin/demo is listed but not in the package"),
+    ("a link elsewhere", "lib/libdemo.so.1 has sha256"),
+])
+def test_a_conda_package_is_checked_file_by_file_against_its_paths_json(tmp_path, capsys, change, named):
+    root = _release(tmp_path)
+    dist = root / "dist"
+    (dist / "conda" / "linux-64").mkdir(parents=True)
+    good: dict[str, bytes | str] = {"lib/libdemo.so.1.0": b"\x7fELF demo", "lib/libdemo.so.1": "libdemo.so.1.0",
+                                    "lib/other.so": b"\x7fELF other", "bin/demo": b"#!/bin/sh\n"}
+    payload = dict(good)
+    if change == "a changed byte":
+        payload["lib/libdemo.so.1.0"] = b"\x7fELF demO"
+    elif change == "an extra file":
+        payload["lib/extra.so"] = b"\x7fELF extra"
+    elif change == "a missing file":
+        del payload["bin/demo"]
+    elif change == "a link elsewhere":
+        payload["lib/libdemo.so.1"] = "other.so"
+    package = _conda(dist / "conda" / "linux-64" / "demo-1.0-h0_0.conda", payload, good)
+    _sign_into(dist, root, [(package, "conda", "1.0")])
+    code, out = _run_verify(capsys, str(dist), "--public-key",
+                            str(root / ".shipyard" / "keys" / "provenance-ed25519.pub.pem"))
+    if named is None:
+        assert code == 0, out
+        assert "every file matches info/paths.json" in out
+    else:
+        assert code == 1, out
+        # Signed as it is: only the paths check fails.
+        assert "demo-1.0-h0_0.conda: paths: FAILED: info/paths.json: " in out and named in out, out
+        assert "subject: FAILED" not in out and "signature: FAILED" not in out and "sbom: FAILED" not in out
+
+
+def test_a_mobile_tarball_carries_an_sbom_of_its_binaries_and_what_they_link(tmp_path, capsys):
+    from shipyard.mobile.packaging import write_reproducible_tarball
+    from shipyard.supply.binaries import archive_files
+    from shipyard.supply.grafted import SYSTEM_LIBRARY_DIRS
+    from shipyard.supply.sbom import MOBILE_SBOM, mobile_sbom, read_mobile_sbom
+
+    root = _release(tmp_path)
+    dist = root / "dist"
+    library = _elf(tmp_path, "libember_lite.so", '#include <string>\nextern "C" int el(const char* s) '
+                   '{ return (int) std::string(s).size(); }\n', compiler="g++")
+
+    def package(stage_files: dict[str, bytes], *, sbom_of: dict[str, bytes] | None = None) -> Path:
+        """ember-lite's tarball as the mobile build writes it; `sbom_of`: the files its SBOM was made from."""
+        import shutil
+
+        for name in ("stage", "sbom-stage"):
+            shutil.rmtree(tmp_path / name, ignore_errors=True)
+        stage = tmp_path / "stage"
+        for name, data in stage_files.items():
+            (stage / name).parent.mkdir(parents=True, exist_ok=True)
+            (stage / name).write_bytes(data)
+        source = stage
+        if sbom_of is not None:
+            source = tmp_path / "sbom-stage"
+            for name, data in sbom_of.items():
+                (source / name).parent.mkdir(parents=True, exist_ok=True)
+                (source / name).write_bytes(data)
+        (stage / MOBILE_SBOM).parent.mkdir(parents=True, exist_ok=True)
+        (stage / MOBILE_SBOM).write_bytes(mobile_sbom(source, name="ember-lite", version="1.7.0", target="host",
+                                                      library_dirs=SYSTEM_LIBRARY_DIRS, provided_by=None,
+                                                      epoch=EPOCH))
+        return write_reproducible_tarball(stage, dist / "mobile" / "ember-lite-1.7.0-host.tar.gz",
+                                          top_dir="ember-lite-1.7.0-host", epoch=EPOCH)
+
+    public = str(root / ".shipyard" / "keys" / "provenance-ed25519.pub.pem")
+    files = {"lib/libember_lite.so": library, "include/ember_lite.h": b"int el(const char*);\n"}
+    tarball = package(files)
+    with tarfile.open(tarball) as tar:
+        listing = read_mobile_sbom(archive_files(tar))
+    assert listing is not None and listing.version == "1.7.0"
+    assert listing.built == {"lib/libember_lite.so": hashlib.sha256(library).hexdigest()}
+    # What the runtime links, traced to the .debs that install it here.
+    assert listing.linked["libstdc++.so.6"] == f"libstdc++6 {_deb_version('libstdc++6')}"
+    assert listing.linked["libc.so.6"] == f"libc6 {_deb_version('libc6')}"
+    _sign_into(dist, root, [(tarball, "mobile", "1.7.0")])
+    code, out = _run_verify(capsys, str(dist), "--public-key", public)
+    assert code == 0, out
+    assert "libstdc++.so.6" in out
+
+    # A library added after the SBOM was made, signed anyway: named.
+    extra = _elf(tmp_path, "libextra.so")
+    tarball = package({**files, "lib/libextra.so": extra}, sbom_of=files)
+    _sign_into(dist, root, [(tarball, "mobile", "1.7.0")])
+    code, out = _run_verify(capsys, str(dist), "--public-key", public)
+    assert code == 1, out
+    assert "ember-lite-1.7.0-host.tar.gz: sbom: FAILED" in out
+    assert "lib/libextra.so is a shared library or ELF file the SBOM does not list" in out
+
+    # An SBOM that leaves out what the runtime links (made for a build that linked nothing).
+    tarball = package(files, sbom_of={"lib/libember_lite.so": library[:4]})
+    _sign_into(dist, root, [(tarball, "mobile", "1.7.0")])
+    code, out = _run_verify(capsys, str(dist), "--public-key", public)
+    assert code == 1 and "libstdc++.so.6 is linked but not listed" in out, out
+    assert "lib/libember_lite.so has sha256" in out
+
+    # A tarball without one (as built before mobile SBOMs).
+    import shutil
+
+    stage = tmp_path / "bare"
+    shutil.copytree(tmp_path / "stage", stage)
+    (stage / MOBILE_SBOM).unlink()
+    tarball = write_reproducible_tarball(stage, dist / "mobile" / "ember-lite-1.7.0-host.tar.gz",
+                                         top_dir="ember-lite-1.7.0-host", epoch=EPOCH)
+    _sign_into(dist, root, [(tarball, "mobile", "1.7.0")])
+    code, out = _run_verify(capsys, str(dist), "--public-key", public)
+    assert code == 1 and f"no CycloneDX SBOM at <top folder>/{MOBILE_SBOM}" in out, out

@@ -17,6 +17,7 @@ from shipyard.mobile.packaging import FeatureEntry, feature_manifest, write_repr
 from shipyard.mobile.targets import MobileTarget, TargetToolchain, resolve_toolchain
 from shipyard.progress import Progress
 from shipyard.source_tree import git_info
+from shipyard.supply.sbom import MOBILE_SBOM, mobile_sbom
 
 FeatureTuple = tuple[str, str, str]  # (id, title, status)
 FeaturesForTarget = (Callable[[MobileTarget], Sequence[FeatureTuple]]
@@ -98,6 +99,10 @@ def _build_one(toolchain: TargetToolchain, *, source: Path, version: str,
     (stage / "share" / "ember-lite").mkdir(parents=True, exist_ok=True)
     (stage / "share" / "ember-lite" / "features.json").write_bytes(
         feature_manifest(version=version, target=target.name, features=features))
+    # Last, so that it lists every binary the tarball holds.
+    (stage / MOBILE_SBOM).write_bytes(mobile_sbom(stage, name="ember-lite", version=version, target=target.name,
+                                                  library_dirs=toolchain.library_dirs,
+                                                  provided_by=toolchain.provided_by, epoch=epoch))
     name = f"ember-lite-{version}-{target.name}"
     package = write_reproducible_tarball(stage, dist_dir / f"{name}.tar.gz", top_dir=name, epoch=epoch)
     aar = None

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard import spec
+from shipyard.supply.grafted import SYSTEM_LIBRARY_DIRS
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class TargetToolchain:
     cmake_args: tuple[str, ...] = ()
     runs_tests: bool = True  # False: built and packaged, but no way to run its binaries here
     unavailable: str | None = None  # the reason and the fix, when the target cannot be built
+    # Where the libraries the runtime links are found on this host (its SBOM traces them there), or
+    # what provides them on the device when this host has no copy (Android's system libraries).
+    library_dirs: tuple[Path, ...] = ()
+    provided_by: str | None = None
 
     @property
     def available(self) -> bool:
@@ -59,7 +64,7 @@ def resolve_toolchain(target: MobileTarget, source_dir: Path,
     """What `target` needs on this host: CMake arguments, or the reason it is unavailable."""
     env = os.environ if environ is None else environ
     if target.toolchain == "host":
-        return TargetToolchain(target)
+        return TargetToolchain(target, library_dirs=SYSTEM_LIBRARY_DIRS)
     if target.toolchain == "cross-gcc":
         # The toolchain files under library/ember-lite/cmake/ are named by triple; ctest runs the
         # target's programs under the emulator release.yaml names (CMAKE_CROSSCOMPILING_EMULATOR).
@@ -77,7 +82,8 @@ def resolve_toolchain(target: MobileTarget, source_dir: Path,
                                                        f"install the emulator and the cross compiler ({install})")
         # A CMake list: release.yaml's argv, each entry already checked to hold no ';' (spec.Argv).
         return TargetToolchain(target, cmake_args=(f"-DCMAKE_TOOLCHAIN_FILE={toolchain_file}",
-                                                   f"-DCMAKE_CROSSCOMPILING_EMULATOR={';'.join(emulator)}"))
+                                                   f"-DCMAKE_CROSSCOMPILING_EMULATOR={';'.join(emulator)}"),
+                               library_dirs=(Path(f"/usr/{triple}/lib"),))
     if not target.abi:
         return TargetToolchain(target, unavailable=f"release.yaml: mobile target {target.name} (android-ndk) "
                                                    f"needs an abi such as arm64-v8a")
@@ -92,4 +98,5 @@ def resolve_toolchain(target: MobileTarget, source_dir: Path,
     if target.android_abi == "armeabi-v7a":
         args += ("-DANDROID_ARM_NEON=ON",)
     # No Android emulator or device here: the binaries are built and packaged, not run.
-    return TargetToolchain(target, cmake_args=args, runs_tests=False)
+    return TargetToolchain(target, cmake_args=args, runs_tests=False,
+                           provided_by=f"the Android platform ({target.android_platform} or later)")

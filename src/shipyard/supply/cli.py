@@ -10,7 +10,7 @@ from rich.table import Table
 
 from shipyard.cli import _spec, console, err_console
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.validate import Spec
+from shipyard.validate import Spec, load_spec
 
 
 def _dist(args: argparse.Namespace) -> Path:
@@ -72,11 +72,30 @@ def cmd_attest(args: argparse.Namespace) -> int:
     return 1 if report and report.refused else 0
 
 
+def default_public_key(root: Path) -> Path:
+    """The public key beside the signing key release.yaml names (`<key>.pub.pem`, as `shipyard
+    keygen` writes it); a UsageError with the fix when there is none."""
+    from shipyard.supply.keys import public_key_path
+
+    fix = "run it from the release's folder (or --root), or pass --public-key FILE"
+    if not (root / "release.yaml").is_file():
+        raise UsageError(f"{root / 'release.yaml'}: not found, so no signing key to verify with; {fix}")
+    settings = load_spec(root).release.supply_chain
+    if settings is None or not settings.signing_key_file:
+        raise UsageError(f"{root / 'release.yaml'}: supply_chain.signing_key_file: not set, so no public key "
+                         f"beside it; pass --public-key FILE")
+    public = public_key_path(root / settings.signing_key_file)
+    if not public.is_file():
+        raise UsageError(f"{public}: no such public key file (beside supply_chain.signing_key_file "
+                         f"{settings.signing_key_file}); run `shipyard keygen` to write it, or pass --public-key FILE")
+    return public
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from shipyard.supply.keys import load_public_key
     from shipyard.supply.verify import verify
 
-    key = load_public_key(Path(args.public_key))
+    key = load_public_key(Path(args.public_key) if args.public_key else default_public_key(Path(args.root)))
     results = verify(Path(args.target), key)
     if not results:
         raise ShipyardError(f"{args.target}: no artifacts to verify")
@@ -130,7 +149,8 @@ def add_supply_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("verify", help="check signatures, subject digests and SBOMs of artifacts")
     p.add_argument("target", help="a dist/ folder or one artifact in it")
-    p.add_argument("--public-key", required=True, help="the Ed25519 public key (PEM) provenance was signed with")
+    p.add_argument("--public-key", help="the Ed25519 public key (PEM) provenance was signed with (default: the "
+                                        "`.pub.pem` beside release.yaml's supply_chain.signing_key_file)")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("repro", help="build cells twice from clean clones and compare every artifact's bytes")

@@ -78,9 +78,11 @@ def find_original(wheel_path: str, folders: Sequence[Path]) -> tuple[Path, str]:
 @cache
 def debian_package(path: Path) -> tuple[str, str, str, str] | None:
     """(package, version, arch, source package) of the Debian package that owns `path`, or None."""
-    # dpkg records usr-merged paths (/usr/lib/...) while the loader may name /lib/...
+    # On a usr-merged system a file has two names (/lib/... and /usr/lib/...), and dpkg records
+    # whichever the package shipped (libc6: /lib/x86_64-linux-gnu/libc.so.6; libpng: /usr/lib/...).
     candidates = [str(path), str(path.resolve())]
     candidates += [f"/usr{c}" for c in list(candidates) if not c.startswith("/usr/")]
+    candidates += [c.removeprefix("/usr") for c in list(candidates) if c.startswith("/usr/")]
     for candidate in dict.fromkeys(candidates):
         try:
             owner = command.run(["dpkg-query", "-S", candidate], timeout=60).stdout
@@ -95,14 +97,35 @@ def debian_package(path: Path) -> tuple[str, str, str, str] | None:
     return None
 
 
+def library_folders(library_path: Sequence[Path] = (), sysroot: Sysroot | None = None) -> tuple[Path, ...]:
+    """Where the libraries a build linked come from: `library_path` (a toolkit's), then the
+    sysroot's folders, or the host's."""
+    return (*library_path, *(sysroot.library_dirs if sysroot else SYSTEM_LIBRARY_DIRS))
+
+
+def find_copy(member: str, sha256: str, folders: Sequence[Path]) -> Path | None:
+    """The file in `folders` that a library in an artifact is a byte-for-byte copy of (the same
+    name and sha256): vendored without auditwheel, so not renamed. None: no such file."""
+    name = PurePosixPath(member).name
+    for folder in folders:
+        candidate = folder / name
+        if candidate.is_file() and _sha256(candidate.resolve()) == sha256:
+            return candidate
+    return None
+
+
 def identify(wheel_path: str, *, library_path: Sequence[Path] = (), sysroot: Sysroot | None = None,
-             cuda_version: str | None = None, cuda_root: Path | None = None) -> GraftedLibrary:
+             cuda_version: str | None = None, cuda_root: Path | None = None,
+             original: Path | None = None) -> GraftedLibrary:
     """What a grafted library is: its original file and the Debian package (or CUDA toolkit) it came from.
     A wheel built against a sysroot vendored the sysroot's libraries (repair searched its folders
-    instead of the host's): those are traced to the suite's own .debs."""
-    folders = (*library_path, *(sysroot.library_dirs if sysroot else SYSTEM_LIBRARY_DIRS))
-    original, digest = find_original(wheel_path, folders)
-    name = original_name(wheel_path)[0]
+    instead of the host's): those are traced to the suite's own .debs. `original`: the file a
+    library copied as it is (find_copy), for one vendored outside auditwheel."""
+    if original is None:
+        original, digest = find_original(wheel_path, library_folders(library_path, sysroot))
+        name = original_name(wheel_path)[0]
+    else:
+        digest, name = _sha256(original.resolve()), original.name
     if sysroot is not None and (deb := sysroot.debian_package(original)) is not None:
         # Its path in the suite (/usr/lib/…), not in this machine's cache: the SBOM is the same bytes
         # wherever the sysroot was assembled.

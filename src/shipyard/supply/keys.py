@@ -15,7 +15,9 @@ from shipyard.spec import SupplyChain
 
 
 class SigningKeyError(ShipyardError):
-    """The signing key or public key is missing or unusable."""
+    """The signing key or public key is missing or unusable: bad input, so exit status 2."""
+
+    exit_code = 2
 
 
 def public_key_path(private_key: Path) -> Path:
@@ -80,7 +82,8 @@ def load_signer(settings: SupplyChain, root: Path) -> tuple[CryptoSigner, str]:
 def load_public_key(path: Path) -> SSlibKey:
     """A public key (PEM, as `shipyard keygen` writes it) to verify signatures with."""
     if not path.is_file():
-        raise SigningKeyError(f"{path}: no such public key file; pass the .pub.pem that `shipyard keygen` wrote")
+        raise SigningKeyError(f"{path}: no such public key file; pass the .pub.pem that `shipyard keygen` wrote "
+                              f"(beside the signing key)")
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
     except ValueError as exc:

@@ -3,6 +3,12 @@
 A wheel's lists the component and its version, each library auditwheel grafted with the Debian
 package (or CUDA toolkit) and version it came from, the toolchain that built it (compiler,
 nvcc, Python) and its Python dependencies. Wheels carry it under `.dist-info/sboms/` (PEP 770).
+Every binary in the wheel is in it (supply/binaries.py counts them, wherever they lie): a library
+that is a copy of one from the build's library folders (host, sysroot, CUDA toolkit) is
+`vendored` like a grafted one; any other was built from the component's own sources (its
+extensions, its native core) and is listed as a `built` file of the component, with its sha256.
+A mobile tarball's lists the runtime's binaries the same way and each library they link (their
+DT_NEEDED), traced to the package that provides it on the build's side.
 Everything in it follows from the wheel and the toolchain: no clock time, no random ids, so a
 rebuild gives the same bytes.
 """
@@ -13,9 +19,10 @@ import json
 import uuid
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesHeaderParser
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
@@ -25,13 +32,25 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 from packaging.requirements import Requirement
 
-from shipyard.supply.grafted import GraftedLibrary, grafted_members, identify
+from shipyard.errors import BuildError
+from shipyard.supply.binaries import is_binary, linked_from_outside, sha256_hex, wheel_binaries
+from shipyard.supply.grafted import (
+    GraftedLibrary,
+    debian_package,
+    find_copy,
+    grafted_members,
+    identify,
+    library_folders,
+)
 from shipyard.toolchains.discover import Compiler
 from shipyard.toolchains.resolve import Toolchain
 
 # Properties shipyard adds to components (CycloneDX's `properties`, namespaced by their prefix).
-ROLE = "shipyard:role"  # vendored | toolchain | dependency
-WHEEL_PATH = "shipyard:wheel-path"  # where a vendored library sits in the wheel
+ROLE = "shipyard:role"  # vendored | built | linked | toolchain | dependency
+WHEEL_PATH = "shipyard:wheel-path"  # where a vendored or built library sits in the wheel
+ARCHIVE_PATH = "shipyard:archive-path"  # where a built binary sits in a tarball, below its top folder
+SONAME = "shipyard:soname"  # the name a linked library is needed by (DT_NEEDED)
+PROVIDED_BY = "shipyard:provided-by"  # where a linked library comes from when no package provides it
 ORIGINAL_FILE = "shipyard:original-file"
 SOURCE_PACKAGE = "shipyard:source-package"
 REQUIREMENT = "shipyard:requirement"
@@ -66,6 +85,13 @@ def _vendored(lib: GraftedLibrary) -> Component:
         purl=purl, hashes=[HashType(alg=HashAlgorithm.SHA_256, content=lib.sha256)],
         properties=[_prop(ROLE, "vendored"), _prop(WHEEL_PATH, lib.wheel_path),
                     _prop(ORIGINAL_FILE, lib.original_path), _prop(SOURCE_PACKAGE, lib.source_package)])
+
+
+def _built(path: str, sha256: str, where: str = WHEEL_PATH) -> Component:
+    # A file of the component itself: compiled from its sources, so no package of its own.
+    return Component(name=path, type=ComponentType.FILE, bom_ref=f"built:{path}",
+                     hashes=[HashType(alg=HashAlgorithm.SHA_256, content=sha256)],
+                     properties=[_prop(ROLE, "built"), _prop(where, path)])
 
 
 def _tool(name: str, version: str, detail: str = "") -> Component:
@@ -134,15 +160,28 @@ def _requires_dist(zf: zipfile.ZipFile) -> list[str]:
 def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch: int,
                library_path: Sequence[Path] = ()) -> bytes:
     """The SBOM of a repaired wheel: every grafted library traced to the file and package it came
-    from (the sysroot's .debs when the toolchain compiled against one, the host's otherwise)."""
+    from (the sysroot's .debs when the toolchain compiled against one, the host's otherwise), every
+    other binary as vendored (a copy of a library of those folders) or built (the component's own)."""
     cuda = toolchain.cuda
     with zipfile.ZipFile(wheel) as zf:
         grafted = grafted_members(zf.namelist())
+        binaries = {member: sha256_hex(data) for member, data in wheel_binaries(zf).items()}
         requirements = _requires_dist(zf)
     sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
-    vendored = [identify(m, library_path=library_path, sysroot=sysroot, cuda_version=cuda.version if cuda else None,
-                         cuda_root=cuda.root if cuda else None) for m in grafted]
-    parts = [*map(_vendored, vendored), *toolchain_components(toolchain), *map(_dependency, requirements)]
+    trace = partial(identify, library_path=library_path, sysroot=sysroot, cuda_version=cuda.version if cuda else None,
+                    cuda_root=cuda.root if cuda else None)
+    vendored = [trace(m) for m in grafted]
+    built = []
+    folders = library_folders(library_path, sysroot)
+    for member, digest in sorted(binaries.items()):
+        if member in grafted:
+            continue
+        copy = find_copy(member, digest, folders)
+        if copy is not None:
+            vendored.append(trace(member, original=copy))
+        else:
+            built.append(_built(member, digest))
+    parts = [*map(_vendored, vendored), *built, *toolchain_components(toolchain), *map(_dependency, requirements)]
     return render(subject, parts, epoch=epoch)
 
 
@@ -176,6 +215,55 @@ def conda_sbom(package: Path, *, epoch: int) -> bytes:
                                properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, spec)]))
     subject = SbomSubject(name=name, version=str(index.version), purl_type="conda")
     return render(subject, parts, epoch=epoch, purl=purl)
+
+
+# Where a mobile tarball carries its SBOM, below its top folder (beside features.json).
+MOBILE_SBOM = "share/ember-lite/sbom.cdx.json"
+
+
+def _linked(name: str, library_dirs: Sequence[Path], provided_by: str | None) -> Component:
+    """A library the runtime links, traced to the file of `library_dirs` the build linked against
+    and the Debian package that installed it; else the platform that provides it (Android's)."""
+    for folder in library_dirs:
+        candidate = folder / name
+        if not candidate.is_file():
+            continue
+        owner = debian_package(candidate)
+        if owner is None:
+            raise BuildError(f"{name}: {candidate} belongs to no Debian package; an SBOM cannot say where it "
+                             f"comes from (install it from a package)")
+        package, version, arch, source = owner
+        return Component(name=package, version=version, type=ComponentType.LIBRARY, bom_ref=f"linked:{name}",
+                         purl=PackageURL("deb", "debian", package, version, {"arch": arch}),
+                         hashes=[HashType(alg=HashAlgorithm.SHA_256,
+                                          content=sha256_hex(candidate.resolve().read_bytes()))],
+                         properties=[_prop(ROLE, "linked"), _prop(SONAME, name), _prop(ORIGINAL_FILE, str(candidate)),
+                                     _prop(SOURCE_PACKAGE, source)])
+    if provided_by:
+        return Component(name=name, type=ComponentType.LIBRARY, bom_ref=f"linked:{name}",
+                         properties=[_prop(ROLE, "linked"), _prop(SONAME, name), _prop(PROVIDED_BY, provided_by)])
+    folders = ", ".join(map(str, library_dirs)) or "no library folder"
+    raise BuildError(f"{name}: linked, but found in none of {folders}; an SBOM cannot say where it comes from")
+
+
+def mobile_sbom(stage: Path, *, name: str, version: str, target: str, library_dirs: Sequence[Path],
+                provided_by: str | None, epoch: int) -> bytes:
+    """The SBOM of a staged mobile install (what its tarball will hold): each binary of the runtime
+    as a `built` file with its sha256, and each library they link (DT_NEEDED) that the install does
+    not hold, traced in `library_dirs` (the target's: the host's or the cross sysroot's), or
+    `provided_by` a platform where there is no such folder (an Android device)."""
+    files = {p.relative_to(stage).as_posix(): p.read_bytes() for p in sorted(stage.rglob("*"))
+             if p.is_file() and not p.is_symlink()}
+    binaries = {path: data for path, data in files.items() if is_binary(path, data)}
+    parts = [_built(path, sha256_hex(data), ARCHIVE_PATH) for path, data in sorted(binaries.items())]
+    parts += [_linked(lib, library_dirs, provided_by) for lib in linked_from_outside(binaries)]
+    purl = PackageURL("generic", None, name, version, {"target": target})
+    return render(SbomSubject(name=name, version=version, purl_type="generic"), parts, epoch=epoch, purl=purl)
+
+
+def read_mobile_sbom(files: dict[str, bytes]) -> SbomListing | None:
+    """The SBOM among a mobile tarball's files (binaries.archive_files), or None."""
+    return _listing(MOBILE_SBOM, json.loads(files[MOBILE_SBOM])) if MOBILE_SBOM in files else None
 
 
 @dataclass(frozen=True)
@@ -227,6 +315,8 @@ class SbomListing:
     subject: str
     version: str
     vendored: dict[str, str]  # wheel path -> "package version"
+    built: dict[str, str] = field(default_factory=dict)  # path in the artifact -> sha256
+    linked: dict[str, str] = field(default_factory=dict)  # soname -> "package version" (or who provides it)
 
 
 def read_wheel_sbom(zf: zipfile.ZipFile) -> SbomListing | None:
@@ -240,12 +330,19 @@ def read_wheel_sbom(zf: zipfile.ZipFile) -> SbomListing | None:
 
 def _listing(member: str, data: dict) -> SbomListing:
     main = data["metadata"]["component"]
-    vendored = {}
+    vendored, built, linked = {}, {}, {}
     for component in data.get("components", []):
         props = {p["name"]: p["value"] for p in component.get("properties", [])}
-        if props.get(ROLE) == "vendored":
-            vendored[props[WHEEL_PATH]] = f"{component['name']} {component.get('version', '')}".strip()
-    return SbomListing(member, main["name"], main.get("version", ""), vendored)
+        named = f"{component['name']} {component.get('version', '')}".strip()
+        role = props.get(ROLE)
+        if role == "vendored":
+            vendored[props[WHEEL_PATH]] = named
+        elif role == "built":
+            digest = next((h["content"] for h in component.get("hashes", []) if h.get("alg") == "SHA-256"), "")
+            built[props.get(WHEEL_PATH) or props.get(ARCHIVE_PATH, component["name"])] = digest
+        elif role == "linked":
+            linked[props[SONAME]] = named
+    return SbomListing(member, main["name"], main.get("version", ""), vendored, built, linked)
 
 
 def read_conda_sbom(package: Path) -> SbomListing | None:

@@ -1,6 +1,8 @@
-"""`shipyard verify <artifact | dist/> --public-key K`: for each artifact, its signed provenance
-verifies against K, the statement's subject is this file's name and sha256, and (wheels) the
-SBOM it carries lists exactly the shared libraries vendored in it, with a RECORD that matches."""
+"""`shipyard verify <artifact | dist/> [--public-key K]`: for each artifact, its signed provenance
+verifies against K, the statement's subject is this file's name and sha256, and what is inside
+it is what it says: a wheel's members match RECORD and its SBOM lists every binary in it, wherever
+it lies (vendored or built); a conda package's files match info/paths.json one by one; a mobile
+tarball's SBOM lists its binaries and every library they link."""
 
 from __future__ import annotations
 
@@ -20,15 +22,24 @@ from wheel.wheelfile import WheelError, WheelFile
 from shipyard import docker_base
 from shipyard.errors import ShipyardError
 from shipyard.manifest import ArtifactRecord, read_manifest
+from shipyard.supply.binaries import archive_files, is_binary, linked_from_outside, sha256_hex, wheel_binaries
+from shipyard.supply.conda_paths import check_conda_paths
 from shipyard.supply.grafted import grafted_members
 from shipyard.supply.provenance import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_path, statement_subjects, subject_digest
-from shipyard.supply.sbom import CONDA_SBOM, read_conda_sbom, read_wheel_sbom
+from shipyard.supply.sbom import (
+    CONDA_SBOM,
+    MOBILE_SBOM,
+    SbomListing,
+    read_conda_sbom,
+    read_mobile_sbom,
+    read_wheel_sbom,
+)
 
 
 @dataclass(frozen=True)
 class CheckResult:
     artifact: str
-    check: str  # provenance | signature | subject | record | sbom
+    check: str  # provenance | signature | subject | record | paths | sbom
     ok: bool
     detail: str
 
@@ -110,8 +121,12 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
         yield CheckResult(name, "subject", True, f"sha256 {digest[:16]}… as signed")
     if record.package_type == "wheel":
         yield from _verify_wheel(dist / record.path)
-    elif record.package_type == "conda" and record.path.endswith(".conda"):
-        yield _verify_conda(dist / record.path)
+    elif record.package_type == "conda":
+        yield _verify_conda_paths(dist / record.path)
+        if record.path.endswith(".conda"):
+            yield _verify_conda(dist / record.path)
+    elif record.package_type == "mobile" and record.path.endswith(".tar.gz"):
+        yield check_mobile_sbom(dist / record.path, record.version)
     elif record.package_type == "docker":
         yield _verify_image_sbom(dist, record)
 
@@ -143,6 +158,13 @@ def _verify_image_sbom(dist: Path, record: ArtifactRecord) -> CheckResult:
     return CheckResult(name, "sbom", True, f"{relative} is the SBOM the image's label names")
 
 
+def _verify_conda_paths(package: Path) -> CheckResult:
+    problems = check_conda_paths(package)
+    if problems:
+        return CheckResult(package.name, "paths", False, "info/paths.json: " + "; ".join(problems))
+    return CheckResult(package.name, "paths", True, "every file matches info/paths.json (sha256 and size)")
+
+
 def _verify_conda(package: Path) -> CheckResult:
     from rattler.package import IndexJson
 
@@ -154,6 +176,19 @@ def _verify_conda(package: Path) -> CheckResult:
         return CheckResult(package.name, "sbom", False, f"{CONDA_SBOM} describes version {listing.version}, "
                                                         f"the package is {version}")
     return CheckResult(package.name, "sbom", True, f"{CONDA_SBOM} names {listing.subject} {listing.version}")
+
+
+def _built_problems(listing: SbomListing, binaries: dict[str, bytes], *, vendored: set[str]) -> list[str]:
+    """Every binary is listed (vendored, or built with its sha256), and nothing listed is missing."""
+    problems = []
+    for member in sorted(binaries.keys() - vendored - listing.built.keys()):
+        problems.append(f"{member} is vendored but not listed" if member in grafted_members([member])
+                        else f"{member} is a shared library or ELF file the SBOM does not list")
+    for member in sorted(binaries.keys() & listing.built.keys()):
+        if (digest := sha256_hex(binaries[member])) != listing.built[member]:
+            problems.append(f"{member} has sha256 {digest[:16]}…, the SBOM names {listing.built[member][:16]}…")
+    problems += [f"{m} is listed but not in the artifact" for m in sorted(listing.built.keys() - binaries.keys())]
+    return problems
 
 
 def _verify_wheel(wheel: Path) -> Iterator[CheckResult]:
@@ -168,7 +203,8 @@ def _verify_wheel(wheel: Path) -> Iterator[CheckResult]:
     yield CheckResult(name, "record", True, "every member matches RECORD")
     with zipfile.ZipFile(wheel) as zf:
         listing = read_wheel_sbom(zf)
-        inside = set(grafted_members(zf.namelist()))
+        binaries = wheel_binaries(zf)
+        members = set(zf.namelist())
     if listing is None:
         yield CheckResult(name, "sbom", False, "no CycloneDX SBOM under .dist-info/sboms/ (PEP 770)")
         return
@@ -177,10 +213,33 @@ def _verify_wheel(wheel: Path) -> Iterator[CheckResult]:
     if listing.version != str(version):
         problems.append(f"it describes version {listing.version}, the wheel is {version}")
     listed = set(listing.vendored)
-    problems += [f"{m} is vendored but not listed" for m in sorted(inside - listed)]
-    problems += [f"{m} is listed but not in the wheel" for m in sorted(listed - inside)]
+    problems += _built_problems(listing, binaries, vendored=listed)
+    problems += [f"{m} is listed but not in the wheel" for m in sorted(listed - members)]
     if problems:
         yield CheckResult(name, "sbom", False, f"{listing.member}: " + "; ".join(problems))
     else:
         libs = ", ".join(sorted(listing.vendored.values())) or "no vendored libraries"
-        yield CheckResult(name, "sbom", True, f"lists what is vendored: {libs}")
+        yield CheckResult(name, "sbom", True, f"lists every binary: {len(listing.built)} built, vendored: {libs}")
+
+
+def check_mobile_sbom(tarball: Path, version: str) -> CheckResult:
+    """A mobile tarball's SBOM names this version, lists each binary in it with its sha256 and
+    exactly the libraries they link from outside it."""
+    import tarfile
+
+    with tarfile.open(tarball, "r:gz") as tar:
+        files = archive_files(tar)
+    listing = read_mobile_sbom(files)
+    if listing is None:
+        return CheckResult(tarball.name, "sbom", False, f"no CycloneDX SBOM at <top folder>/{MOBILE_SBOM}")
+    binaries = {path: data for path, data in files.items() if is_binary(path, data)}
+    problems = [f"it describes version {listing.version}, the tarball is {version}"] if listing.version != version \
+        else []
+    problems += _built_problems(listing, binaries, vendored=set())
+    needed = set(linked_from_outside(binaries))
+    problems += [f"{lib} is linked but not listed" for lib in sorted(needed - listing.linked.keys())]
+    problems += [f"{lib} is listed as linked but nothing links it" for lib in sorted(listing.linked.keys() - needed)]
+    if problems:
+        return CheckResult(tarball.name, "sbom", False, f"{MOBILE_SBOM}: " + "; ".join(problems))
+    return CheckResult(tarball.name, "sbom", True, f"lists {len(binaries)} binaries and what they link: "
+                                                   + (", ".join(sorted(listing.linked)) or "nothing"))

@@ -13,13 +13,13 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from packaging.utils import parse_wheel_filename
 
 from shipyard.cuda_archs import DeviceCode, expected_device_code, ptx_arch, sm_name
 from shipyard.matrix import Cell
 from shipyard.spec import Component, Release, Variant
+from shipyard.supply.binaries import needed_libraries
 from shipyard.toolchains.resolve import Toolchain
 
 
@@ -53,13 +53,7 @@ def _elf_members(zf: zipfile.ZipFile) -> list[str]:
 
 
 def _needed(path: Path) -> list[str]:
-    with path.open("rb") as fh:
-        elf = ELFFile(fh)
-        out = []
-        for section in elf.iter_sections():
-            if isinstance(section, DynamicSection):
-                out += [t.needed for t in section.iter_tags() if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
-        return out
+    return needed_libraries(path.read_bytes())
 
 
 def _has_fatbin(path: Path) -> bool:

@@ -52,9 +52,17 @@ function(embervision_add_cuda_kernels target source)
   get_filename_component(_name "${source}" NAME_WE)
   set(_obj "${CMAKE_CURRENT_BINARY_DIR}/${_name}.cu.o")
   file(GLOB _headers "${CMAKE_CURRENT_SOURCE_DIR}/src/cuda/*.h")
+  # Reproducible objects: nvcc names its intermediates tmpxft_<pid>_… (the name lands in the
+  # object's symbol table) unless it keeps them, and hashes the source's absolute path into the
+  # names of anonymous namespaces (host symbols, kernel names in the fatbin) unless it is told
+  # another: -keep into a folder of its own, and the path relative to this folder.
+  set(_keep "${CMAKE_CURRENT_BINARY_DIR}/nvcc-${_name}")
   add_custom_command(
     OUTPUT "${_obj}"
+    COMMAND "${CMAKE_COMMAND}" -E make_directory "${_keep}"
     COMMAND "${SHIPYARD_NVCC}" -c "${CMAKE_CURRENT_SOURCE_DIR}/${source}" -o "${_obj}"
+            -keep -keep-dir "${_keep}" -Xcudafe "--orig_src_path_name=${source}"
+            -Xcicc "--orig_src_path_name=${source}"
             -ccbin "${SHIPYARD_CUDA_HOST_CXX}" -std=c++17 -O3 ${EMBERVISION_CUDA_GENCODE}
             -Xcompiler "${_ev_xcompiler}"
             -I "${CMAKE_CURRENT_SOURCE_DIR}/src" -DEMBERVISION_BUILDING
