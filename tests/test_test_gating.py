@@ -218,6 +218,7 @@ def test_tests_beside_a_collection_error_are_not_run(checkout: Path, monkeypatch
     assert outcome.result == "failed"
     features = _features(outcome)
     sumsq = features["fix.sumsq"]
+    assert sumsq["result"] == "not-run", sumsq["summary"]
     assert (sumsq["result"], sumsq["passed"], sumsq["skipped"], sumsq["not_run"]) == ("not-run", 0, 0, 2)
     [reason] = sumsq["not_run_reasons"]
     assert reason.startswith("a collection error stopped the run (test_fixcext_more.py: ")
@@ -261,10 +262,10 @@ def test_xdist_and_x_in_addopts_change_nothing(tmp_path: Path) -> None:
     judged = _judge_folder(tmp_path, {"pytest.ini": "[pytest]\naddopts = -n 2 -x -p no:randomly\n",
                                       "test_a.py": FAIL_BETA_THEN_STABLE},
                            {"b.beta": "beta", "s.stable": "stable"}, {})
+    assert judged.problems == ("stable feature s.stable failed (1 test)",)
     by_id = {f.id: f for f in judged.features}
     assert (by_id["s.stable"].passed, by_id["s.stable"].failed, by_id["s.stable"].not_run) == (1, 1, 0)
     assert by_id["b.beta"].result == "failed"
-    assert judged.problems == ("stable feature s.stable failed (1 test)",)
 
 
 def test_a_listed_parametrised_case_counts_and_a_missing_one_is_not_run(tmp_path: Path) -> None:
