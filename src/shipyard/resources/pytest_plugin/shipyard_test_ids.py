@@ -78,6 +78,27 @@ def _walk(body: list[ast.stmt], prefix: str, classes: tuple[ast.ClassDef, ...], 
     return tests
 
 
+def test_id_problem(test_id: str, tests: list[DefinedTest]) -> str | None:
+    """Why `test_id` (`file::...`) names none of `tests` (those its file defines), with the fix;
+    None when it names one. A case is checked when the source states every case."""
+    file, _, bare = function_id(test_id).partition("::")
+    named = [t for t in tests if selects(function_id(test_id), t.id)]
+    if not named:
+        return f"no test {bare!r} in {file}; fix the name or add the test"
+    case = case_of(test_id)
+    if case is None:
+        return None
+    if len(named) > 1 or named[0].id != function_id(test_id):
+        return f"{bare} is not a test, and only a test has cases; list a test with its case"
+    test = named[0]
+    if test.cases == ():
+        return f"{test.id.partition('::')[2]} is not parametrised; drop [{case}] or parametrise the test"
+    if test.cases is not None and case not in test.cases:
+        shown = ", ".join(test.cases[:6]) + (" …" if len(test.cases) > 6 else "")
+        return f"{test.id.partition('::')[2]} has no case [{case}]; use one of its cases ({shown})"
+    return None
+
+
 def pytestmark_of(body: list[ast.stmt]) -> ast.expr | None:
     """The value of a module's or a class's `pytestmark = ...`."""
     for stmt in body:
