@@ -26,7 +26,7 @@ from shipyard_test_ids import selects
 
 _listed: dict = {}
 _root = None
-_rootpath = None
+_rootpath = Path(".")  # pytest's rootdir, which its node ids are relative to
 _ids: dict = {}  # pytest's node id -> the id relative to SHIPYARD_TESTS_ROOT
 _deselected: set = set()
 _errors: list = []  # ids of the collectors that failed
