@@ -285,3 +285,13 @@ def test_a_listed_parametrised_case_counts_and_a_missing_one_is_not_run(tmp_path
     assert (by_id["s.nine"].not_run, by_id["s.nine"].result) == (1, "not-run")
     assert judged.problems == ("stable feature s.nine not proven: 1 of 1 test not run: feature_status.yaml "
                                "lists it, but no collected test has this id (test_p.py::test_case[9])",)
+
+
+def test_a_module_that_skips_itself_is_skipped_not_unrun(tmp_path: Path) -> None:
+    files = {"test_here.py": "def test_works():\n    pass\n",
+             "test_elsewhere.py": "import pytest\n\npytest.skip('needs a GPU', allow_module_level=True)\n"}
+    judged = _judge_folder(tmp_path, files, {"s.feature": "stable"},
+                           {"test_here.py": ("s.feature",), "test_elsewhere.py": ("s.feature",)})
+    [feature] = judged.features
+    assert feature.summary == "passed (1 of 2 skipped: needs a GPU)"
+    assert judged.problems == ()

@@ -204,6 +204,19 @@ def test_a_parametrised_id_of_a_case_that_exists_is_valid(spec_copy) -> None:
     load_spec(spec_copy.root)
 
 
+def test_a_unittest_class_of_any_name_holds_tests(spec_copy) -> None:
+    # pytest collects a TestCase whatever its name, so its id names tests (the plugin's matcher agrees).
+    tests = spec_copy.root / "library" / "emberaudio" / "tests"
+    tests.mkdir()
+    (tests / "test_wav.py").write_text("import unittest\n\nclass WavChecks(unittest.TestCase):\n"
+                                       "    def test_roundtrip(self):\n        pass\n\nclass Helper:\n"
+                                       "    def test_not_collected(self):\n        pass\n")
+    spec_copy.edit(F, "      - library/emberaudio/tests/test_wav.py\n",
+                   "      - library/emberaudio/tests/test_wav.py::WavChecks::test_roundtrip\n"
+                   "      - library/emberaudio/tests/test_wav.py::Helper::test_not_collected\n")
+    assert "no test 'Helper::test_not_collected' in library/emberaudio/tests/test_wav.py" in _one_error(spec_copy)
+
+
 def test_missing_test_file_is_pending_not_an_error(spec_copy):
     spec_copy.edit(F, "library/emberaudio/tests/test_wav.py\n", "library/emberaudio/tests/test_not_written_yet.py\n")
     spec = load_spec(spec_copy.root)

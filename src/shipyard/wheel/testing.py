@@ -303,6 +303,9 @@ def fold_feature_report(text: str, exit_status: int) -> dict[str, Any] | None:
             errors.append(f"{event['id']}: {event['summary']}")
             tests[event["id"]] = {"outcome": "error", "reason": event["reason"], "features": event["features"],
                                   "seconds": 0.0}
+        elif kind == "collection-skip":
+            tests[event["id"]] = {"outcome": "skipped", "reason": event["reason"], "features": event["features"],
+                                  "seconds": 0.0}
         elif kind == "start":
             running = event["id"]
         elif kind == "report":

@@ -4,8 +4,8 @@ test's feature ids, into the file named by SHIPYARD_FEATURE_REPORT.
 The record is written as it happens, one JSON object a line, so that a run that dies (a
 signal, an `os._exit`) still leaves what it collected, what finished and which test was
 running: `collected` when collection ends, `start` and one `report` per setup/call/teardown
-of each test, `collection-error`, `interrupted` (pytest.exit(), Ctrl-C, a collection error
-that stops the run) and `finish`. A test's outcome is read from its own reports and nothing
+of each test, `collection-error`, `collection-skip`, `interrupted` (pytest.exit(), Ctrl-C, a
+collection error that stops the run) and `finish`. A test's outcome is read from its own reports and nothing
 else (shipyard.wheel.testing folds the record); a collected test with no report did not run.
 
 A test's features are those that list it in feature_status.yaml (passed in as the JSON file
@@ -29,7 +29,7 @@ _root = None
 _rootpath = Path(".")  # pytest's rootdir, which its node ids are relative to
 _ids: dict = {}  # pytest's node id -> the id relative to SHIPYARD_TESTS_ROOT
 _deselected: set = set()
-_errors: list = []  # ids of the collectors that failed
+_errors: list = []  # ids of the collectors that failed or skipped themselves
 
 
 def _write(event: dict) -> None:
@@ -83,6 +83,19 @@ def pytest_collectreport(report):
         _errors.append(test_id)
         _write({"event": "collection-error", "id": test_id, "summary": text[-1] if text else "collection failed",
                 "reason": str(report.longrepr)[-2000:], "features": _listed_features(test_id)})
+    elif report.skipped:
+        # A module that skips itself (pytest.skip(allow_module_level=True), importorskip): its
+        # listed features are skipped there, with the reason, not "not run".
+        test_id = _relative(report.nodeid)
+        _errors.append(test_id)
+        _write({"event": "collection-skip", "id": test_id, "reason": _skip_reason(report),
+                "features": _listed_features(test_id)})
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
 
 
 def _features(item) -> list:
@@ -128,9 +141,7 @@ def pytest_runtest_logreport(report):
     if report.failed:
         event["reason"] = str(report.longrepr)[-2000:]
     elif report.skipped:
-        longrepr = report.longrepr
-        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-        event["reason"] = reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
+        event["reason"] = _skip_reason(report)
     _write(event)
 
 

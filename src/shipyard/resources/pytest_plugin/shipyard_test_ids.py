@@ -42,7 +42,8 @@ def selects(test_id: str, node_id: str) -> bool:
 
 @dataclass(frozen=True)
 class DefinedTest:
-    """A test function as its file defines it (pytest's default naming: `test*` in `Test*`)."""
+    """A test function as its file defines it (pytest's default naming: `test*`, in a `Test*`
+    class or a unittest TestCase)."""
 
     id: str  # file::[Class::]name, no case
     line: int
@@ -71,7 +72,7 @@ def _walk(body: list[ast.stmt], prefix: str, classes: tuple[ast.ClassDef, ...], 
             args = {a.arg for a in [*stmt.args.posonlyargs, *stmt.args.args, *stmt.args.kwonlyargs]}
             cases = None if args & param_fixtures else _cases(marks)
             tests.append(DefinedTest(f"{prefix}::{stmt.name}", stmt.lineno, stmt, classes, cases))
-        elif isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test"):
+        elif isinstance(stmt, ast.ClassDef) and _is_test_class(stmt):
             own = [*reversed(_parametrize_marks(stmt.decorator_list)),
                    *_parametrize_marks(pytestmark_of(stmt.body))]
             tests += _walk(stmt.body, f"{prefix}::{stmt.name}", (*classes, stmt), [*outer, own], param_fixtures)
@@ -97,6 +98,12 @@ def test_id_problem(test_id: str, tests: list[DefinedTest]) -> str | None:
         shown = ", ".join(test.cases[:6]) + (" …" if len(test.cases) > 6 else "")
         return f"{test.id.partition('::')[2]} has no case [{case}]; use one of its cases ({shown})"
     return None
+
+
+def _is_test_class(cls: ast.ClassDef) -> bool:
+    """`Test*`, as pytest collects by default, or a unittest TestCase whatever its name."""
+    bases = [b.attr if isinstance(b, ast.Attribute) else b.id if isinstance(b, ast.Name) else "" for b in cls.bases]
+    return cls.name.startswith("Test") or any(b.endswith("TestCase") for b in bases)
 
 
 def pytestmark_of(body: list[ast.stmt]) -> ast.expr | None:
