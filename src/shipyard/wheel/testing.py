@@ -4,8 +4,12 @@ name, then the component's own tests against the installed package, reported per
 Gating:
 - pytest's own exit status is the first verdict: a run that was interrupted (a test module that
   fails to import), errored or collected nothing fails the cell, whatever the tests that did run say;
-- a failing test of a stable feature (or of no feature at all) fails the cell; beta and prototype
-  failures are recorded with their status and do not;
+- a test's outcome comes only from its own setup/call/teardown reports; a collected test with
+  none did not run (`not-run`, with why: a collection error, pytest.exit(), the interpreter's
+  death), and neither did a test id the YAML lists that no collected test matches;
+- a failing test of a stable feature (or of no feature at all) fails the cell, and so does one
+  that did not run; beta and prototype failures and tests not run are recorded with their status
+  and do not;
 - a stable feature that exists on the cell's platform and ran no test (none collected, or every
   one skipped) fails the cell: nothing proved it.
 
