@@ -16,6 +16,7 @@ from minirelease import forget_test_results, make_checkout, request
 
 from shipyard.cli import main
 from shipyard.validate import load_spec
+from shipyard.wheel import testing as judge
 from shipyard.wheel.pipeline import CellOutcome, build_variant
 from shipyard.wheel.testing import FeatureGate, FeatureOutcome, run_and_judge_tests, verdict_problems
 
@@ -295,3 +296,14 @@ def test_a_module_that_skips_itself_is_skipped_not_unrun(tmp_path: Path) -> None
     [feature] = judged.features
     assert feature.summary == "passed (1 of 2 skipped: needs a GPU)"
     assert judged.problems == ()
+
+
+def test_a_verdict_recorded_before_not_run_was_counted_still_reads() -> None:
+    older = {"result": "passed", "installed": "0.3.0+cpu", "installer": "uv", "seconds": 3.2, "problems": [],
+             "features": {"fix.sumsq": {"status": "stable", "result": "passed", "summary": "passed (2 of 2)",
+                                        "passed": 2, "failed": 0, "skipped": 0, "skip_reasons": []}}}
+    [feature] = judge.TestRun.from_json(older).features
+    assert (feature.summary, feature.not_run) == ("passed (2 of 2)", 0)
+    # Written again, it says how many did not run. (Its cache key was another judge's: the test
+    # cache key holds the plugin's bytes, so such a verdict is not reused but judged again.)
+    assert judge.TestRun.from_json(older).to_json()["features"]["fix.sumsq"]["not_run"] == 0
