@@ -19,6 +19,8 @@ and to those its `@pytest.mark.feature` markers name.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import shutil
 import signal
@@ -50,9 +52,9 @@ PYTEST_EXIT_MEANING = {0: "all tests passed", 1: "some tests failed", 2: "interr
 JUDGE_REVISION = 2
 
 
+@functools.cache
 def judge_identity() -> str:
     """What turns a test run into a verdict: the pytest plugin's files and JUDGE_REVISION."""
-    import hashlib
 
     digest = hashlib.sha256(f"{JUDGE_REVISION}\0".encode())
     folder = resources.files("shipyard.resources").joinpath("pytest_plugin")
