@@ -307,3 +307,14 @@ def test_a_verdict_recorded_before_not_run_was_counted_still_reads() -> None:
     # Written again, it says how many did not run. (Its cache key was another judge's: the test
     # cache key holds the plugin's bytes, so such a verdict is not reused but judged again.)
     assert judge.TestRun.from_json(older).to_json()["features"]["fix.sumsq"]["not_run"] == 0
+
+
+def test_a_stop_that_cannot_be_overridden_is_judged_as_not_run(tmp_path: Path) -> None:
+    # A conftest that sets maxfail itself, after the plugin turned it off: the run stops at the
+    # beta failure, and the stable tests after it are not run, not passed.
+    conftest = "def pytest_configure(config):\n    config.option.maxfail = 1\n"
+    judged = _judge_folder(tmp_path, {"conftest.py": conftest, "test_a.py": FAIL_BETA_THEN_STABLE,
+                                      "pytest.ini": "[pytest]\naddopts = -p no:randomly\n"},
+                           {"b.beta": "beta", "s.stable": "stable"}, {})
+    assert judged.problems == ("stable feature s.stable not proven: 2 of 2 tests not run: the run stopped early "
+                               "(stopping after 1 failures)",)
