@@ -43,7 +43,7 @@ UNMARKED = "(unmarked)"
 
 
 # pytest's exit statuses (pytest.ExitCode), by value: what the summary says when one ends a run.
-PYTEST_EXIT_MEANING = {0: "all tests passed", 1: "some tests failed", 2: "interrupted (a collection error)",
+PYTEST_EXIT_MEANING = {0: "all tests passed", 1: "some tests failed", 2: "interrupted",
                        3: "internal error", 4: "usage error", 5: "no tests collected"}
 
 
@@ -381,9 +381,7 @@ def verdict_problems(exit_status: int, report: Mapping[str, object], outcomes: S
     if exit_status != 0 and not (exit_status == 1 and failed_tests):
         errors = report.get("collection_errors") or []
         assert isinstance(errors, list)
-        meaning = exit_meaning(exit_status)
-        if exit_status == 2:
-            meaning = "interrupted (a collection error)" if errors else "interrupted"
+        meaning = exit_meaning(exit_status) + (" (a collection error)" if exit_status == 2 and errors else "")
         cause = str(report.get("cause") or "")
         detail = "; ".join(str(e) for e in errors)[:1500] if errors else cause or log_tail[-1500:]
         problems.append(f"pytest exited {exit_status} ({meaning}): {detail}")
