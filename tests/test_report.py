@@ -4,6 +4,7 @@ the page's cells and what they say, the terminal grid, the notes' sections, the 
 from __future__ import annotations
 
 import io
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -31,6 +32,7 @@ from shipyard.report.html import write_html
 from shipyard.report.notes import release_notes
 from shipyard.report.previous import load_previous
 from shipyard.validate import Spec, load_spec
+from shipyard.wheel.testing import FeatureOutcome
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -296,3 +298,42 @@ def test_images_mobile_and_mutex_records_get_their_cells(spec: Spec, tmp_path: P
     html = out.read_text()
     assert "cpu · any platform" in html  # the mutex's column
     assert "over budget" in html  # the runtime image against its (tiny) budget
+
+
+def _record_features(dist: Path, cell_id: str, **features: FeatureOutcome) -> None:
+    """Rewrite what the manifest says of some features' tests in one cell (as the build records them)."""
+    path = dist / "manifest.json"
+    manifest = json.loads(path.read_text())
+    [record] = [a for a in manifest["artifacts"] if a["cell_id"] == cell_id]
+    for fid, f in features.items():
+        record["tests"]["features"][fid.replace("_", ".")] = {
+            "status": f.status, "result": f.result, "summary": f.summary, "passed": f.passed, "failed": f.failed,
+            "skipped": f.skipped, "skip_reasons": list(f.skip_reasons), "not_run": f.not_run,
+            "not_run_reasons": list(f.not_run_reasons)}
+    path.write_text(json.dumps(manifest))
+
+
+def test_partly_skipped_and_not_run_features_are_named_in_the_notes_and_the_table(spec: Spec, tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    write_release_dist(spec, dist)
+    died = "the interpreter died (killed by signal SIGKILL) while tests/test_join.py::test_uneven ran"
+    _record_features(
+        dist, PASSED,
+        ember_kernels=FeatureOutcome("ember.kernels", "stable", 10, 0, 3, ("no CUDA device",)),
+        distributed_collectives=FeatureOutcome("distributed.collectives", "stable", 4, 0, 0, not_run=1,
+                                               not_run_reasons=(died,)),
+        distributed_join=FeatureOutcome("distributed.join", "beta", 2, 0, 0, not_run=3, not_run_reasons=(died,)))
+    report = build_report(spec, dist / "manifest.json", host_without_tools())
+    notes = release_notes(report, spec.features)
+    blockers = _section(notes, "## Release blockers")
+    assert (f"- **TCP store and collectives** (`distributed.collectives`, stable): not run on linux-x86_64: not run, "
+            f"1 of 5 not run in 1 of 1 cells ({died}) ({PASSED}).") in blockers
+    issues = _section(notes, "## Known issues")
+    assert ("(`ember.kernels`, stable): partly skipped on linux-x86_64: passed, 3 of 13 skipped in 1 cell "
+            "(no CUDA device).") in issues
+    assert (f"(`distributed.join`, beta): not run on linux-x86_64: not run, 3 of 5 not run in 1 of 1 cells "
+            f"({died}) ({PASSED})") in issues
+    # The page's feature table says the same, in the feature's row and the platform's column.
+    html = write_html(report, dist / "report" / "index.html", dist).read_text()
+    assert "passed, 3 of 13 skipped in 1 cell (no CUDA device)" in html
+    assert f"not run, 1 of 5 not run in 1 of 1 cells ({died})" in html

@@ -156,6 +156,66 @@ def test_test_id_naming_a_missing_test(spec_copy):
     assert "no test 'test_rountrip' in library/emberaudio/tests/test_wav.py" in error
 
 
+PARAMETRISED = """import pytest
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_any_length(n):
+    pass
+
+def test_plain():
+    pass
+
+@pytest.mark.parametrize("n", list(range(3)))
+def test_computed(n):
+    pass
+
+def test_on_a_device(device):
+    pass
+"""
+
+
+def _parametrised_ids(spec_copy, *ids: str) -> None:
+    tests = spec_copy.root / "library" / "emberaudio" / "tests"
+    tests.mkdir()
+    (tests / "test_wav.py").write_text(PARAMETRISED)
+    # A fixture with params in a conftest parametrises the tests that take it.
+    (tests / "conftest.py").write_text("import pytest\n\n@pytest.fixture(params=['cpu'])\n"
+                                       "def device(request):\n    return request.param\n")
+    listed = "".join(f"      - library/emberaudio/tests/test_wav.py::{i}\n" for i in ids)
+    spec_copy.edit(F, "      - library/emberaudio/tests/test_wav.py\n", listed)
+
+
+@pytest.mark.parametrize("test_id,problem", [
+    ("test_any_length[3]", "test_any_length has no case [3]; use one of its cases (1, 2)"),
+    ("test_plain[1]", "test_plain is not parametrised; drop [1] or parametrise the test"),
+    ("test_gone[1]", "no test 'test_gone' in library/emberaudio/tests/test_wav.py; fix the name or add the test"),
+])
+def test_a_parametrised_id_must_name_a_case_the_run_will_have(spec_copy, test_id: str, problem: str) -> None:
+    _parametrised_ids(spec_copy, test_id)
+    error = _one_error(spec_copy)
+    assert error.endswith(f": {problem} (got 'library/emberaudio/tests/test_wav.py::{test_id}')"), error
+
+
+def test_a_parametrised_id_of_a_case_that_exists_is_valid(spec_copy) -> None:
+    # test_any_length[1] is what pytest collects (the same id at run time); the cases of
+    # test_computed and test_on_a_device are known only when pytest runs, which judges them.
+    _parametrised_ids(spec_copy, "test_any_length[1]", "test_any_length", "test_computed[7]", "test_on_a_device[cpu]")
+    load_spec(spec_copy.root)
+
+
+def test_a_unittest_class_of_any_name_holds_tests(spec_copy) -> None:
+    # pytest collects a TestCase whatever its name, so its id names tests (the plugin's matcher agrees).
+    tests = spec_copy.root / "library" / "emberaudio" / "tests"
+    tests.mkdir()
+    (tests / "test_wav.py").write_text("import unittest\n\nclass WavChecks(unittest.TestCase):\n"
+                                       "    def test_roundtrip(self):\n        pass\n\nclass Helper:\n"
+                                       "    def test_not_collected(self):\n        pass\n")
+    spec_copy.edit(F, "      - library/emberaudio/tests/test_wav.py\n",
+                   "      - library/emberaudio/tests/test_wav.py::WavChecks::test_roundtrip\n"
+                   "      - library/emberaudio/tests/test_wav.py::Helper::test_not_collected\n")
+    assert "no test 'Helper::test_not_collected' in library/emberaudio/tests/test_wav.py" in _one_error(spec_copy)
+
+
 def test_missing_test_file_is_pending_not_an_error(spec_copy):
     spec_copy.edit(F, "library/emberaudio/tests/test_wav.py\n", "library/emberaudio/tests/test_not_written_yet.py\n")
     spec = load_spec(spec_copy.root)

@@ -167,7 +167,7 @@ def test_manifest_records_artifacts_features_and_tests(cpu_build):
     assert record["tests"]["installed"] == "0.3.0+cpu"
     assert record["tests"]["features"]["fix.sumsq"] == {
         "status": "stable", "result": "passed", "summary": "passed (2 of 2)", "passed": 2, "failed": 0, "skipped": 0,
-        "skip_reasons": []}
+        "skip_reasons": [], "not_run": 0, "not_run_reasons": []}
 
 
 def test_unchanged_rerun_is_cached_and_fast(cpu_build):

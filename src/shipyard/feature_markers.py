@@ -14,6 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import NO_VALUE, SpecIssue, nearest
+from shipyard.resources.pytest_plugin.shipyard_test_ids import (
+    DefinedTest,
+    defined_tests,
+    function_id,
+    mark_name,
+    pytestmark_of,
+    selects,
+)
 from shipyard.spec import FeatureFile, Release
 from shipyard.yaml_source import YamlDocument
 
@@ -48,15 +56,6 @@ class TestFile:
     error: str | None = None  # why the file could not be read, if it could not
 
 
-def _is_feature_mark(node: ast.AST) -> bool:
-    """`pytest.mark.feature(...)` or `mark.feature(...)` (from pytest import mark)."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "feature"):
-        return False
-    base = node.func.value
-    return (isinstance(base, ast.Attribute) and base.attr == "mark") or (isinstance(base, ast.Name)
-                                                                      and base.id == "mark")
-
-
 def _marks_in(expr: ast.AST | None, owner: str, constants: dict[str, str]) -> list[FeatureMarker]:
     """The feature markers in a decorator or a `pytestmark = ...` value (one mark or a list)."""
     if expr is None:
@@ -64,7 +63,7 @@ def _marks_in(expr: ast.AST | None, owner: str, constants: dict[str, str]) -> li
     items = expr.elts if isinstance(expr, ast.List | ast.Tuple) else [expr]
     out = []
     for item in items:
-        if not isinstance(item, ast.Call) or not _is_feature_mark(item):
+        if not isinstance(item, ast.Call) or mark_name(item) != "feature":
             continue
         arg = item.args[0] if item.args else None
         feature = None
@@ -76,28 +75,14 @@ def _marks_in(expr: ast.AST | None, owner: str, constants: dict[str, str]) -> li
     return out
 
 
-def _pytestmark(body: list[ast.stmt]) -> ast.expr | None:
-    for stmt in body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark"
-                                                for t in stmt.targets):
-            return stmt.value
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == "pytestmark":
-            return stmt.value
-    return None
-
-
-def _collect(body: list[ast.stmt], prefix: str, inherited: list[FeatureMarker],
-             constants: dict[str, str]) -> list[MarkedTest]:
-    tests: list[MarkedTest] = []
-    for stmt in body:
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name.startswith("test"):
-            own = [m for d in stmt.decorator_list for m in _marks_in(d, stmt.name, constants)]
-            tests.append(MarkedTest(f"{prefix}::{stmt.name}", stmt.lineno, tuple(inherited + own)))
-        elif isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test"):
-            own = [m for d in stmt.decorator_list for m in _marks_in(d, stmt.name, constants)]
-            own += _marks_in(_pytestmark(stmt.body), stmt.name, constants)
-            tests += _collect(stmt.body, f"{prefix}::{stmt.name}", inherited + own, constants)
-    return tests
+def _marked(test: DefinedTest, module_marks: list[FeatureMarker], constants: dict[str, str]) -> MarkedTest:
+    """The test with its module's, its classes' and its own feature markers."""
+    marks = list(module_marks)
+    for cls in test.classes:
+        marks += [m for d in cls.decorator_list for m in _marks_in(d, cls.name, constants)]
+        marks += _marks_in(pytestmark_of(cls.body), cls.name, constants)
+    marks += [m for d in test.function.decorator_list for m in _marks_in(d, test.function.name, constants)]
+    return MarkedTest(test.id, test.line, tuple(marks))
 
 
 def read_test_file(root: Path, relative: str) -> TestFile:
@@ -112,8 +97,8 @@ def read_test_file(root: Path, relative: str) -> TestFile:
     constants = {t.id: s.value.value for s in tree.body if isinstance(s, ast.Assign)
                  and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
                  for t in s.targets if isinstance(t, ast.Name)}
-    module_marks = _marks_in(_pytestmark(tree.body), "pytestmark", constants)
-    tests = _collect(tree.body, relative, module_marks, constants)
+    module_marks = _marks_in(pytestmark_of(tree.body), "pytestmark", constants)
+    tests = [_marked(t, module_marks, constants) for t in defined_tests(tree, relative)]
     known = {m.line: m for t in tests for m in t.markers} | {m.line: m for m in module_marks}
     # Every marker in the file, a helper's decorator included, must name a real feature. Walking
     # the whole tree is the slow part, so it is done only when some marker is not a test's.
@@ -121,7 +106,7 @@ def read_test_file(root: Path, relative: str) -> TestFile:
     if text_lines <= set(known):
         return TestFile(relative, tuple(tests), tuple(known[n] for n in sorted(known)))
     markers = tuple(known.get(m.line) or FeatureMarker(m.line, m.feature, "marker")
-                    for node in ast.walk(tree) if _is_feature_mark(node) for m in _marks_in(node, "", constants))
+                    for node in ast.walk(tree) if mark_name(node) == "feature" for m in _marks_in(node, "", constants))
     return TestFile(relative, tuple(tests), markers)
 
 
@@ -136,9 +121,9 @@ def test_files(root: Path, folders: list[Path], listed: list[str]) -> list[str]:
 
 
 def covers(test_id: str, node_id: str) -> bool:
-    """Whether the YAML test id (a file, a class or a test, maybe parametrised) names `node_id`."""
-    bare = "::".join(part.split("[")[0] for part in test_id.split("::"))
-    return node_id == bare or node_id.startswith(bare + "::")
+    """Whether the YAML test id (a folder, a file, a class, a test or one case of it) names some
+    case of the test function `node_id` (as the file defines it, so with no case of its own)."""
+    return selects(function_id(test_id), node_id)
 
 
 def marker_issues(release: Release, features: FeatureFile, doc: YamlDocument, root: Path) -> list[SpecIssue]:

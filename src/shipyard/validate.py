@@ -25,6 +25,7 @@ from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, neare
 from shipyard.feature_markers import marker_issues
 from shipyard.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.project_declaration import declared_requires_python
+from shipyard.resources.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
 from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Platform, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
@@ -433,7 +434,8 @@ def _not_built_there(release: Release, component: str, platform: str) -> str | N
 
 
 def _test_state(root: Path, test_id: str) -> str:
-    """'ok', 'pending' (the file does not exist yet) or an error message (with its fix)."""
+    """'ok', 'pending' (the file does not exist yet) or an error message (with its fix). The id
+    means what it means at run time (shipyard_test_ids): `file::test[case]` is that one case."""
     file_part, _, rest = test_id.partition("::")
     if Path(file_part).is_absolute() or ".." in Path(file_part).parts or "\0" in test_id:
         return "not a test id; write a pytest node id relative to the repository, e.g. tests/test_x.py::test_y"
@@ -446,16 +448,7 @@ def _test_state(root: Path, test_id: str) -> str:
         tree = ast.parse(path.read_bytes())
     except (SyntaxError, ValueError, OSError):
         return f"{file_part} cannot be read as Python; fix the file or the test id"
-    names = rest.split("::")
-    scope: list[ast.stmt] = tree.body
-    for name in names:
-        bare = name.split("[")[0]
-        match = next((n for n in scope if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef
-                                                     | ast.ClassDef) and n.name == bare), None)
-        if match is None:
-            return f"no test {bare!r} in {file_part}; fix the name or add the test"
-        scope = match.body if isinstance(match, ast.ClassDef) else []
-    return "ok"
+    return test_id_problem(test_id, defined_tests(tree, file_part, param_fixtures_for(root, file_part))) or "ok"
 
 
 def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: _Collector) -> Release:

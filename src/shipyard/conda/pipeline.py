@@ -53,7 +53,7 @@ from shipyard.source_tree import hash_tree
 from shipyard.validate import Spec
 from shipyard.wheel.index import sha256_of
 from shipyard.wheel.pipeline import default_test_jobs, feature_gate
-from shipyard.wheel.testing import TestRun
+from shipyard.wheel.testing import TestRun, judge_identity
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,8 @@ def _test_key(spec: Spec, cell: CondaCell, channel_state: dict[str, str]) -> str
     inputs = {"package": sha256_of(package.path), "channels": channel_state,
               "gating": dict(gate.statuses), "present": sorted(gate.present),
               "listed": {k: list(v) for k, v in gate.listed.items()},
-              "others": sorted(f.id for f in spec.features.features if f.component != component.name)}
+              "others": sorted(f.id for f in spec.features.features if f.component != component.name),
+              "judge": judge_identity()}
     return cache_key(kind="conda-test", sources=hash_tree(tests_dir), spec_section=inputs, toolchain="rattler",
                      python=cell.python)
 

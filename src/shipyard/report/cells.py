@@ -33,6 +33,9 @@ class FeatureResult:
     passed: int
     failed: int
     skipped: int
+    not_run: int = 0  # collected or listed, and never run (a record from before these were counted: 0)
+    skip_reasons: tuple[str, ...] = ()
+    not_run_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,9 @@ def _feature_result(feature_id: str, data: Mapping[str, Any]) -> FeatureResult:
     return FeatureResult(id=feature_id, status=str(data.get("status", "")), result=str(data.get("result", "")),
                          summary=str(data.get("summary") or data.get("result", "")),
                          passed=int(data.get("passed", 0)), failed=int(data.get("failed", 0)),
-                         skipped=int(data.get("skipped", 0)))
+                         skipped=int(data.get("skipped", 0)), not_run=int(data.get("not_run", 0)),
+                         skip_reasons=tuple(str(r) for r in data.get("skip_reasons") or ()),
+                         not_run_reasons=tuple(str(r) for r in data.get("not_run_reasons") or ()))
 
 
 def _seconds(value: object) -> float | None:

@@ -3,6 +3,7 @@ summed over every cell of that platform the manifest holds."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from shipyard.matrix import ANY, expand
@@ -20,27 +21,32 @@ class FeatureOutcome:
     cells: int  # cells whose tests reported this feature
     tests: TestedFeature
     failed_cells: tuple[str, ...] = ()
+    not_run_cells: tuple[str, ...] = ()  # cells where some of its tests did not run
 
     @property
     def result(self) -> str:
-        """failed / passed / partial / skipped / not-run."""
+        """failed / not-run / passed / partial / skipped."""
         return self.tests.result
 
     @property
     def text(self) -> str:
         t = self.tests
-        total = t.passed + t.failed + t.skipped
+        total = t.passed + t.failed + t.skipped + t.not_run
         cells = f" in {self.cells} cell{'s' if self.cells != 1 else ''}"
+        skips = f" ({'; '.join(t.skip_reasons)})" if t.skip_reasons else ""
+        unrun = (f"{t.not_run} of {total} not run in {len(self.not_run_cells)} of {self.cells} cells "
+                 f"({'; '.join(t.not_run_reasons)})") if t.not_run else ""
         match self.result:
             case "failed":
-                return f"failed, {t.failed} of {total} tests in {len(self.failed_cells)} of {self.cells} cells"
+                return (f"failed, {t.failed} of {total} tests in {len(self.failed_cells)} of {self.cells} cells"
+                        + (f"; {unrun}" if unrun else ""))
             case "partial":
-                return f"passed, {t.skipped} of {total} skipped{cells}"
+                return f"passed, {t.skipped} of {total} skipped{cells}{skips}"
             case "passed":
                 return f"passed, {total} of {total}{cells}"
             case "skipped":
-                return f"skipped, all {total}{cells}"
-        return "did not run here"
+                return f"skipped, all {total}{cells}{skips}"
+        return f"not run, {unrun}" if unrun else "did not run here"
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,15 @@ def feature_rows(release: Release, features: tuple[Feature, ...], cells: list[Re
                 status=feature.status_on(platform) if platform in shipped.get(feature.component, ()) else None,
                 cells=len(ran),
                 tests=TestedFeature(feature.id, feature.status_on(platform) or "", passed=sum(r.passed for _, r in ran),
-                                    failed=sum(r.failed for _, r in ran), skipped=sum(r.skipped for _, r in ran)),
-                failed_cells=tuple(c.id for c, r in ran if r.failed))
+                                    failed=sum(r.failed for _, r in ran), skipped=sum(r.skipped for _, r in ran),
+                                    skip_reasons=_union(r.skip_reasons for _, r in ran),
+                                    not_run=sum(r.not_run for _, r in ran),
+                                    not_run_reasons=_union(r.not_run_reasons for _, r in ran)),
+                failed_cells=tuple(c.id for c, r in ran if r.failed),
+                not_run_cells=tuple(c.id for c, r in ran if r.not_run))
         rows.append(FeatureRow(feature, outcomes))
     return rows
+
+
+def _union(reasons: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
+    return tuple(sorted({r for group in reasons for r in group}))

@@ -21,12 +21,15 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
         listed = [(row, on) for row, on in listed if on]
         lines += [f"- **{row.feature.title}** (`{row.feature.id}`, {row.feature.component}): {', '.join(on)}"
                   for row, on in listed] or ["- none"]
-    blockers = _issues(report, ("stable",), only_failed=True)
+    blockers = _issues(report, ("stable",), {"failed", "not-run"})
     if blockers:
-        lines += ["", "## Release blockers", "", "A stable feature failed its tests: its cells are not released.", ""]
+        lines += ["", "## Release blockers", "",
+                  "A stable feature failed its tests, or some of them did not run: its cells are not released.", ""]
         lines += blockers
     lines += ["", "## Known issues", ""]
-    lines += _issues(report, ("beta", "prototype"), only_failed=False) or ["- none"]
+    known = _issues(report, ("stable",), {"partial"})
+    known += _issues(report, ("beta", "prototype"), {"failed", "not-run", "partial", "idle"})
+    lines += known or ["- none"]
     if previous is not None:
         lines += ["", f"## Changes since {previous.label}", ""]
         lines += _changes(features, previous, _shipped(report))
@@ -65,18 +68,27 @@ def _highlights(report: ReleaseReport, features: FeatureFile, previous: Previous
     return out
 
 
-def _issues(report: ReleaseReport, statuses: tuple[str, ...], *, only_failed: bool) -> list[str]:
-    """One line per feature and status: where it failed (with the cells), where its platform's
-    cells ran none of its tests, and where no cell of the platform is in the manifest at all."""
+def _issues(report: ReleaseReport, statuses: tuple[str, ...], kinds: set[str]) -> list[str]:
+    """One line per feature and status, naming each platform where it `failed` (with the cells),
+    where some of its tests did `not-run` (with why), where it passed with some tests skipped
+    (`partial`, with why), and where it is `idle`: its platform's cells ran none of its tests, or
+    no cell of the platform is in the manifest at all."""
     built = {report.host_platform if c.platform == ANY else c.platform for c in report.cells if c.artifact}
     out = []
     for row in report.features:
         for status in statuses:
             here = {p: o for p, o in row.outcomes.items() if o.status == status}
-            parts = [f"failed on {p}: {o.text} ({', '.join(o.failed_cells)})"
-                     for p, o in here.items() if o.result == "failed"]
-            idle = [p for p, o in here.items() if o.result == "not-run"]
-            if idle and not only_failed:
+            parts = []
+            if "failed" in kinds:
+                parts += [f"failed on {p}: {o.text} ({', '.join(o.failed_cells)})"
+                          for p, o in here.items() if o.result == "failed"]
+            if "not-run" in kinds:
+                parts += [f"not run on {p}: {o.text} ({', '.join(o.not_run_cells)})"
+                          for p, o in here.items() if o.result == "not-run" and o.tests.not_run]
+            if "partial" in kinds:
+                parts += [f"partly skipped on {p}: {o.text}" for p, o in here.items() if o.result == "partial"]
+            idle = [p for p, o in here.items() if o.result == "not-run" and not o.tests.not_run]
+            if idle and "idle" in kinds:
                 ran_none = [p for p in idle if p in built]
                 absent = [p for p in idle if p not in built]
                 if ran_none:

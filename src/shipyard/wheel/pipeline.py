@@ -48,6 +48,7 @@ from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
 from shipyard.wheel.testing import (
     FeatureGate,
     console_script_problems,
+    judge_identity,
     listed_tests,
     requires_dist,
     run_component_tests,
@@ -463,7 +464,7 @@ def _test_key(ctx: _Context, task: _TestTask) -> str:
                    "gating": dict(gate.statuses), "present": sorted(gate.present),
                    "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
                    "console_scripts": list(component.console_scripts),
-                   "test_requires": list(component.test_requires)}
+                   "test_requires": list(component.test_requires), "judge": judge_identity()}
     return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
                      toolchain=task.interpreter.identity, python=task.outcome.cell.python)
 
@@ -509,7 +510,8 @@ def _judge(task: _TestTask, *, cached: bool) -> None:
     # features whose tests were partly or wholly skipped.
     soft = [f"{fid} ({f['status']}) {f.get('summary') or f['result']}"
             for fid, f in report["features"].items()
-            if f["result"] not in ("passed", "not-run") or (f["result"] == "not-run" and fid in task.gate.present)]
+            if f["result"] not in ("passed", "not-run")
+            or (f["result"] == "not-run" and (fid in task.gate.present or f.get("not_run")))]
     outcome.result = "cached" if (cached and outcome.result == "cached") else "passed"
     outcome.detail = "; ".join(soft)
 

@@ -4,8 +4,12 @@ name, then the component's own tests against the installed package, reported per
 Gating:
 - pytest's own exit status is the first verdict: a run that was interrupted (a test module that
   fails to import), errored or collected nothing fails the cell, whatever the tests that did run say;
-- a failing test of a stable feature (or of no feature at all) fails the cell; beta and prototype
-  failures are recorded with their status and do not;
+- a test's outcome comes only from its own setup/call/teardown reports; a collected test with
+  none did not run (`not-run`, with why: a collection error, pytest.exit(), the interpreter's
+  death), and neither did a test id the YAML lists that no collected test matches;
+- a failing test of a stable feature (or of no feature at all) fails the cell, and so does one
+  that did not run; beta and prototype failures and tests not run are recorded with their status
+  and do not;
 - a stable feature that exists on the cell's platform and ran no test (none collected, or every
   one skipped) fails the cell: nothing proved it.
 
@@ -15,8 +19,11 @@ and to those its `@pytest.mark.feature` markers name.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import shutil
+import signal
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +43,25 @@ UNMARKED = "(unmarked)"
 
 
 # pytest's exit statuses (pytest.ExitCode), by value: what the summary says when one ends a run.
-PYTEST_EXIT_MEANING = {0: "all tests passed", 1: "some tests failed", 2: "interrupted (a collection error)",
+PYTEST_EXIT_MEANING = {0: "all tests passed", 1: "some tests failed", 2: "interrupted",
                        3: "internal error", 4: "usage error", 5: "no tests collected"}
+
+
+# Bumped when the reading of a run changes (here, not in the plugin): with the plugin's own
+# bytes, part of every test verdict's cache key, so an older judge's verdicts are judged again.
+JUDGE_REVISION = 2
+
+
+@functools.cache
+def judge_identity() -> str:
+    """What turns a test run into a verdict: the pytest plugin's files and JUDGE_REVISION."""
+
+    digest = hashlib.sha256(f"{JUDGE_REVISION}\0".encode())
+    folder = resources.files("shipyard.resources").joinpath("pytest_plugin")
+    for item in sorted(folder.iterdir(), key=lambda i: i.name):
+        if item.name.endswith(".py"):
+            digest.update(item.name.encode() + b"\0" + item.read_bytes())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -49,37 +73,43 @@ class FeatureOutcome:
     skipped: int
     skip_reasons: tuple[str, ...] = ()
     exists_here: bool = True  # the feature ships on the cell's platform (not only tested there)
+    not_run: int = 0  # collected (or listed) tests that produced no report: nothing ran them
+    not_run_reasons: tuple[str, ...] = ()
 
     @property
     def result(self) -> str:
-        """failed / passed / partial (some tests skipped) / skipped (all) / not-run (none collected)."""
+        """failed / not-run (some test did not run, or none was collected) / passed / partial (some
+        tests skipped) / skipped (all)."""
         if self.failed:
             return "failed"
+        if self.not_run or not (self.passed or self.skipped):
+            return "not-run"
         if self.passed:
             return "partial" if self.skipped else "passed"
-        return "skipped" if self.skipped else "not-run"
+        return "skipped"
 
     @property
     def summary(self) -> str:
         """What was proven, in words: 'passed (8 of 12 skipped: no CUDA device)'."""
-        total = self.passed + self.failed + self.skipped
+        total = self.passed + self.failed + self.skipped + self.not_run
         why = f": {'; '.join(self.skip_reasons)}" if self.skip_reasons else ""
+        unrun = f"{self.not_run} of {total} not run: {'; '.join(self.not_run_reasons)}" if self.not_run else ""
         match self.result:
             case "failed":
-                return f"failed ({self.failed} of {total})"
+                return f"failed ({self.failed} of {total}{'; ' + unrun if unrun else ''})"
             case "partial":
                 return f"passed ({self.skipped} of {total} skipped{why})"
             case "passed":
                 return f"passed ({total} of {total})"
             case "skipped":
                 return f"skipped (all {total}{why})"
-        return "not-run (no test collected)"
+        return f"not-run ({unrun})" if unrun else "not-run (no test collected)"
 
     @property
     def blocks_release(self) -> bool:
         if self.status != "stable":
             return False
-        return self.failed > 0 or (self.exists_here and self.passed == 0)
+        return self.failed > 0 or self.not_run > 0 or (self.exists_here and self.passed == 0)
 
 
 @dataclass(frozen=True)
@@ -106,7 +136,8 @@ class TestRun:
             "problems": list(self.problems),
             "features": {f.id: {"status": f.status, "result": f.result, "summary": f.summary,
                                 "passed": f.passed, "failed": f.failed, "skipped": f.skipped,
-                                "skip_reasons": list(f.skip_reasons)} for f in self.features},
+                                "skip_reasons": list(f.skip_reasons), "not_run": f.not_run,
+                                "not_run_reasons": list(f.not_run_reasons)} for f in self.features},
             "slowest": [[test, seconds] for test, seconds in self.slowest],
             "span": [round(t, 2) for t in self.span],
             # pytest's last lines: what the release report shows when a cell is opened.
@@ -115,9 +146,12 @@ class TestRun:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TestRun:
-        """The run that `to_json` recorded (a cached verdict)."""
+        """The run that `to_json` recorded (a cached verdict; one recorded before not-run was
+        counted reads as none not run)."""
         features = tuple(FeatureOutcome(fid, f["status"], f["passed"], f["failed"], f["skipped"],
-                                        tuple(f["skip_reasons"])) for fid, f in data["features"].items())
+                                        tuple(f["skip_reasons"]), not_run=f.get("not_run", 0),
+                                        not_run_reasons=tuple(f.get("not_run_reasons", ())))
+                         for fid, f in data["features"].items())
         span = data.get("span") or (0.0, 0.0)
         return cls(data["installed"], features, data["seconds"], data.get("log_tail", ""), tuple(data["problems"]),
                    data["installer"],
@@ -208,7 +242,8 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     Everything the run writes stays under `work`, which must exist with a `tmp` folder (TMPDIR)."""
     copied = work / "tests"
     shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-    report = work / "feature-report.json"
+    report = work / "feature-report.jsonl"
+    report.unlink(missing_ok=True)  # the plugin appends
     listed = work / "feature-tests.json"
     listed.write_text(json.dumps({k: list(v) for k, v in gate.listed.items()}, sort_keys=True))
     plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
@@ -231,12 +266,99 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
         log_tail = "\n".join(result.output.splitlines()[-30:])
     except ToolError as exc:
         log_tail = str(exc)
-    if exit_status is None or not report.is_file():
+    folded = fold_feature_report(report.read_text(encoding="utf-8", errors="replace"), exit_status) \
+        if exit_status is not None and report.is_file() else None
+    if exit_status is None or folded is None:
         return JudgedTests((), log_tail, (f"the tests did not run to completion: {log_tail[-1500:]}",))
-    data = json.loads(report.read_text())
-    outcomes = _feature_outcomes(data, gate)
-    problems = verdict_problems(exit_status, data, outcomes, log_tail)
-    return JudgedTests(outcomes, log_tail, tuple(problems), slowest_tests(data))
+    outcomes = _feature_outcomes(folded, gate)
+    problems = verdict_problems(exit_status, folded, outcomes, log_tail)
+    return JudgedTests(outcomes, log_tail, tuple(problems), slowest_tests(folded))
+
+
+NOT_RUN = "not-run"
+UNMATCHED = "feature_status.yaml lists it, but no collected test has this id"
+
+
+def fold_feature_report(text: str, exit_status: int) -> dict[str, Any] | None:
+    """The plugin's record (JSON lines, see shipyard_feature_report) as one report: each test's
+    outcome from its own setup/call/teardown reports, `not-run` with the reason for a collected
+    test that has none, and why the run ended early (`cause`, '' when it did not). None when the
+    plugin recorded nothing it collected: nothing can be judged."""
+    events = []
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue  # the last line of an interpreter that died mid-write
+    if not any(e.get("event") == "collected" for e in events):
+        return None
+    tests: dict[str, dict[str, Any]] = {}
+    phases: dict[str, dict[str, str]] = {}
+    errors: list[str] = []
+    running = interrupted = stopped = ""
+    finished = False
+    for event in events:
+        kind = event.get("event")
+        if kind == "collected":
+            for test_id, features in event["tests"].items():
+                tests.setdefault(test_id, {"outcome": NOT_RUN, "reason": "", "features": features, "seconds": 0.0})
+            for test_id, features in event["unmatched"].items():
+                tests[test_id] = {"outcome": NOT_RUN, "reason": UNMATCHED, "features": features, "seconds": 0.0,
+                                  "unmatched": True}
+        elif kind == "collection-error":
+            errors.append(f"{event['id']}: {event['summary']}")
+            tests[event["id"]] = {"outcome": "error", "reason": event["reason"], "features": event["features"],
+                                  "seconds": 0.0}
+        elif kind == "collection-skip":
+            tests[event["id"]] = {"outcome": "skipped", "reason": event["reason"], "features": event["features"],
+                                  "seconds": 0.0}
+        elif kind == "start":
+            running = event["id"]
+        elif kind == "report":
+            entry = tests.setdefault(event["id"], {"outcome": NOT_RUN, "reason": "", "features": [], "seconds": 0.0})
+            entry["seconds"] = round(entry["seconds"] + event["seconds"], 3)
+            phases.setdefault(event["id"], {})[event["when"]] = event["outcome"]
+            if event["outcome"] == "failed" and entry["outcome"] not in ("failed", "error"):
+                entry["outcome"], entry["reason"] = ("failed" if event["when"] == "call" else "error"), event["reason"]
+            elif event["outcome"] == "skipped" and entry["outcome"] == NOT_RUN:
+                entry["outcome"], entry["reason"] = "skipped", event.get("reason", "")
+            if event["when"] == "teardown" and event["id"] == running:
+                running = ""
+        elif kind == "interrupted":
+            interrupted = event["reason"]
+        elif kind == "finish":
+            finished, stopped = True, event.get("stopped", "")
+    cause = _early_end(exit_status, finished, interrupted, stopped, running, errors)
+    for test_id, entry in tests.items():
+        seen = phases.get(test_id, {})
+        if entry["outcome"] == NOT_RUN and seen.get("teardown") == "passed" and seen.get("call") == "passed":
+            entry["outcome"] = "passed"  # setup, call and teardown each reported, and passed
+        elif entry["outcome"] == NOT_RUN and not entry.get("unmatched"):
+            entry["reason"] = cause or f"pytest ended without running it (exit status {exit_status})"
+    return {"exitstatus": exit_status, "tests": tests, "collection_errors": errors, "cause": cause}
+
+
+def _early_end(exit_status: int, finished: bool, interrupted: str, stopped: str, running: str,
+               errors: Sequence[str]) -> str:
+    """Why a run ended before every test it collected ran ('' when nothing says it did)."""
+    during = f" while {running} ran" if running else ""
+    if not finished:
+        return f"the interpreter died ({exit_meaning(exit_status)}){during}"
+    if interrupted and errors and "during collection" in interrupted:
+        return f"a collection error stopped the run ({errors[0]})"
+    if interrupted:
+        return f"the run was interrupted by {interrupted}{during}"
+    return f"the run stopped early ({stopped})" if stopped else ""
+
+
+def exit_meaning(exit_status: int) -> str:
+    """pytest's exit status in words; a negative one is the signal that killed the interpreter."""
+    if exit_status < 0:
+        try:
+            return f"killed by signal {signal.Signals(-exit_status).name}"
+        except ValueError:
+            return f"killed by signal {-exit_status}"
+    return PYTEST_EXIT_MEANING.get(exit_status, f"exit status {exit_status}")
 
 
 def slowest_tests(report: Mapping[str, object], count: int = 10) -> tuple[tuple[str, float], ...]:
@@ -257,39 +379,53 @@ def verdict_problems(exit_status: int, report: Mapping[str, object], outcomes: S
     # Exit status 1 means "tests failed": those failures are judged one by one, by feature.
     # Any other non-zero status means pytest did not do its job and nothing it says is proof.
     if exit_status != 0 and not (exit_status == 1 and failed_tests):
-        meaning = PYTEST_EXIT_MEANING.get(exit_status, "unknown status")
         errors = report.get("collection_errors") or []
         assert isinstance(errors, list)
-        detail = "; ".join(str(e) for e in errors)[:1500] if errors else log_tail[-1500:]
+        meaning = exit_meaning(exit_status) + (" (a collection error)" if exit_status == 2 and errors else "")
+        cause = str(report.get("cause") or "")
+        detail = "; ".join(str(e) for e in errors)[:1500] if errors else cause or log_tail[-1500:]
         problems.append(f"pytest exited {exit_status} ({meaning}): {detail}")
     for outcome in outcomes:
         if not outcome.blocks_release:
             continue
+        total = outcome.passed + outcome.failed + outcome.skipped + outcome.not_run
+        unrun = (f"{outcome.not_run} of {total} test{'s' if total > 1 else ''} not run: "
+                 f"{'; '.join(outcome.not_run_reasons)}") if outcome.not_run else ""
         if outcome.id == UNMARKED:
-            problems.append(f"tests of no feature failed ({outcome.failed} of "
-                            f"{outcome.passed + outcome.failed + outcome.skipped})")
+            problems.append(f"tests of no feature failed ({outcome.failed} of {total})" if outcome.failed
+                            else f"tests of no feature did not run ({unrun})")
         elif outcome.failed:
             problems.append(f"stable feature {outcome.id} failed ({outcome.failed} "
-                            f"test{'s' if outcome.failed > 1 else ''})")
+                            f"test{'s' if outcome.failed > 1 else ''}{'; ' + unrun if unrun else ''})")
+        elif outcome.not_run:
+            problems.append(f"stable feature {outcome.id} not proven: {unrun}")
         else:
             problems.append(f"stable feature {outcome.id} ran no test: {outcome.summary}")
     return problems
 
 
 def _feature_outcomes(report: Mapping[str, object], gate: FeatureGate) -> tuple[FeatureOutcome, ...]:
-    tally: dict[str, dict[str, int]] = {fid: {"passed": 0, "failed": 0, "skipped": 0} for fid in gate.statuses}
-    reasons: dict[str, list[str]] = {}
+    counts = ("passed", "failed", "skipped", NOT_RUN)
+    tally: dict[str, dict[str, int]] = {fid: dict.fromkeys(counts, 0) for fid in gate.statuses}
+    reasons: dict[tuple[str, str], list[str]] = {}
     tests = report.get("tests") or {}
     assert isinstance(tests, dict)
-    for entry in tests.values():
+    for test_id, entry in tests.items():
         outcome = "failed" if entry["outcome"] in ("failed", "error") else entry["outcome"]
         for fid in entry.get("features") or [UNMARKED]:
-            tally.setdefault(fid, {"passed": 0, "failed": 0, "skipped": 0})[outcome] += 1
-            if outcome == "skipped" and entry.get("reason"):
-                reasons.setdefault(fid, []).append(entry["reason"])
+            if entry.get("unmatched") and fid not in gate.present:
+                continue  # a listed test of a feature that does not ship here, not collected here: fine
+            tally.setdefault(fid, dict.fromkeys(counts, 0))[outcome] += 1
+            if outcome in ("skipped", NOT_RUN) and entry.get("reason"):
+                reason = entry["reason"]
+                if entry.get("unmatched"):
+                    reason = f"{reason} ({test_id})"
+                reasons.setdefault((fid, outcome), []).append(reason)
     # Unknown or unmarked feature ids gate like stable ones when they fail: nobody declared them lesser.
     return tuple(FeatureOutcome(fid, gate.statuses.get(fid, "stable"), t["passed"], t["failed"], t["skipped"],
-                                tuple(sorted(set(reasons.get(fid, [])))), exists_here=fid in gate.present)
+                                tuple(sorted(set(reasons.get((fid, "skipped"), [])))),
+                                exists_here=fid in gate.present, not_run=t[NOT_RUN],
+                                not_run_reasons=tuple(sorted(set(reasons.get((fid, NOT_RUN), [])))))
                  for fid, t in tally.items())
 
 
