@@ -24,7 +24,9 @@ from cyclonedx.model.component import Component, ComponentScope, ComponentType
 from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 from packaging.requirements import Requirement
+from pydantic import BaseModel
 
+from shipyard.input_files import decode_input, input_error, parse_json_input, validated
 from shipyard.supply.grafted import GraftedLibrary, grafted_members, identify
 from shipyard.toolchains.discover import Compiler
 from shipyard.toolchains.resolve import Toolchain
@@ -235,17 +237,51 @@ def read_wheel_sbom(zf: zipfile.ZipFile) -> SbomListing | None:
                and PurePosixPath(n).parent.parent.name.endswith(".dist-info") and n.endswith(".cdx.json")]
     if not members:
         return None
-    return _listing(members[0], json.loads(zf.read(members[0])))
+    return _listing(members[0], zf.read(members[0]), Path(str(zf.filename)) / members[0])
 
 
-def _listing(member: str, data: dict) -> SbomListing:
-    main = data["metadata"]["component"]
+class _Named(BaseModel):
+    name: str
+    version: str = ""
+
+
+class _Property(BaseModel):
+    name: str
+    value: str
+
+
+class _Component(_Named):
+    properties: list[_Property] = []
+
+
+class _Metadata(BaseModel):
+    component: _Named
+
+
+class _CycloneDx(BaseModel):
+    """The part of a CycloneDX document verify compares with an artifact (the rest is not read)."""
+
+    metadata: _Metadata
+    components: list[_Component] = []
+
+
+# An SBOM is written into its artifact by the build: a bad one means the artifact must be rebuilt.
+SBOM_FIX = "rebuild the artifact (its build writes the SBOM into it)"
+
+
+def _listing(member: str, data: bytes, where: Path) -> SbomListing:
+    """What the SBOM `data` says; `where` names it (artifact/member) in an InputError."""
+    text = decode_input(data, where, kind="JSON", restore_fix=SBOM_FIX)
+    bom = validated(_CycloneDx, parse_json_input(text, where, restore_fix=SBOM_FIX), where, fix=SBOM_FIX)
     vendored = {}
-    for component in data.get("components", []):
-        props = {p["name"]: p["value"] for p in component.get("properties", [])}
+    for component in bom.components:
+        props = {p.name: p.value for p in component.properties}
         if props.get(ROLE) == "vendored":
-            vendored[props[WHEEL_PATH]] = f"{component['name']} {component.get('version', '')}".strip()
-    return SbomListing(member, main["name"], main.get("version", ""), vendored)
+            if WHEEL_PATH not in props:
+                raise input_error(where, f"components.{component.name}.properties", f"a vendored library without "
+                                  f"{WHEEL_PATH}", SBOM_FIX)
+            vendored[props[WHEEL_PATH]] = f"{component.name} {component.version}".strip()
+    return SbomListing(member, bom.metadata.component.name, bom.metadata.component.version, vendored)
 
 
 def read_conda_sbom(package: Path) -> SbomListing | None:
@@ -261,5 +297,5 @@ def read_conda_sbom(package: Path) -> SbomListing | None:
             for member in tar:
                 handle = tar.extractfile(member) if member.name == CONDA_SBOM else None
                 if handle is not None:
-                    return _listing(CONDA_SBOM, json.loads(handle.read()))
+                    return _listing(CONDA_SBOM, handle.read(), package / CONDA_SBOM)
     return None

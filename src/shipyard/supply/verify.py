@@ -5,23 +5,30 @@ SBOM it carries lists exactly the shared libraries vendored in it, with a RECORD
 from __future__ import annotations
 
 import hashlib
-import json
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
-from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import Key
 from wheel.wheelfile import WheelError, WheelFile
 
 from shipyard import docker_base
 from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, read_manifest
+from shipyard.input_files import input_error
+from shipyard.manifest import ArtifactRecord, read_manifest, require_manifest
 from shipyard.supply.grafted import grafted_members
-from shipyard.supply.provenance import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_path, statement_subjects, subject_digest
+from shipyard.supply.provenance import (
+    PAYLOAD_TYPE,
+    STATEMENT_TYPE,
+    envelope_path,
+    envelope_statement,
+    read_envelope,
+    statement_subjects,
+    subject_digest,
+)
 from shipyard.supply.sbom import CONDA_SBOM, read_conda_sbom, read_wheel_sbom
 
 
@@ -39,12 +46,10 @@ class CheckResult:
 def _find_records(target: Path) -> tuple[Path, list[ArtifactRecord]]:
     """(dist folder, records to verify) for a dist folder or one artifact inside one."""
     if target.is_dir():
-        manifest = read_manifest(target / "manifest.json")
-        if manifest is None:
-            raise ShipyardError(f"{target}: no manifest.json; pass a dist/ folder that a build wrote, or an artifact")
-        return target, list(manifest.artifacts)
+        return target, list(require_manifest(target / "manifest.json",
+                                             "pass a dist/ folder that a build wrote, or an artifact").artifacts)
     if not target.is_file():
-        raise ShipyardError(f"{target}: no such artifact or folder")
+        raise input_error(target, "(file)", "no such artifact or folder", "pass a dist/ folder or an artifact in one")
     for folder in target.resolve().parents:
         manifest = read_manifest(folder / "manifest.json")
         if manifest is None:
@@ -71,11 +76,7 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
     if not path.is_file():
         yield CheckResult(name, "provenance", False, f"no signed provenance at {path}; sign with `shipyard attest`")
         return
-    try:
-        envelope = Envelope.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as exc:
-        yield CheckResult(name, "provenance", False, f"{path} is not a DSSE envelope ({exc})")
-        return
+    envelope = read_envelope(path)  # one line and exit 2 when it is not one
     try:
         envelope.verify([key], 1)
     except VerificationError:
@@ -84,7 +85,7 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
                                                     f"{key.keyid[:16]}…; signed by {signers})")
         return
     yield CheckResult(name, "signature", True, f"{path.relative_to(dist)} signed by keyid {key.keyid[:16]}…")
-    statement = json.loads(envelope.payload)
+    statement = envelope_statement(envelope, path)
     if envelope.payload_type != PAYLOAD_TYPE or statement.get("_type") != STATEMENT_TYPE:
         yield CheckResult(name, "subject", False,
                           f"the envelope holds no in-toto Statement v1 ({envelope.payload_type})")
