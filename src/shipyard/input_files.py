@@ -9,6 +9,7 @@ these readers, so a missing file, bad bytes, bad encoding, bad JSON and a wrong 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,14 +91,17 @@ def read_json_input(path: Path, *, missing_fix: str, restore_fix: str, folder_fi
     return parse_json_input(text, path, restore_fix=restore_fix)
 
 
-def validated(model: type[Model], data: Any, path: Path | str, *, fix: str, line: int | None = None) -> Model:
+def validated(model: type[Model], data: Any, path: Path | str, *, fix: str, line: int | None = None,
+              line_of: Callable[[tuple[Any, ...]], int | None] | None = None) -> Model:
     """`data` as `model`; InputError naming the first bad key (dotted, `(top level)` for the whole
-    document), pydantic's message and the value found there."""
+    document), pydantic's message and the value found there. `line_of` gives a key's line (YAML)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        loc = tuple(part for part in first["loc"] if part != "[key]")
+        key = ".".join(str(p) for p in loc) or "(top level)"
         found = first.get("input", NO_VALUE)
-        shown = found if isinstance(found, str | int | float | bool) and first["loc"] else NO_VALUE
-        raise input_error(path, key, first["msg"], fix, line=line, value=shown) from None
+        shown = found if isinstance(found, str | int | float | bool) and loc else NO_VALUE
+        raise input_error(path, key, first["msg"].removeprefix("Value error, "), fix,
+                          line=line_of(loc) if line_of else line, value=shown) from None

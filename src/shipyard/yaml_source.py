@@ -159,7 +159,11 @@ def _read_text(path: Path) -> str:
 
 def load_yaml(path: Path) -> YamlDocument:
     """Parse `path`; raise SpecError naming the file and line on bad YAML or duplicate keys."""
-    text = _read_text(path)
+    return load_yaml_text(_read_text(path), path)
+
+
+def load_yaml_text(text: str, path: Path) -> YamlDocument:
+    """Parse `text`, the content of `path` (a file, or `ref:file` from git); SpecError as load_yaml."""
     try:
         node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
