@@ -76,9 +76,6 @@ class SpecError(ShipyardError):
             return
         self.issues = tuple(message)
         count = len(self.issues)
-        if count == 1:  # one problem is one line, as every bad input file answers (input_files)
-            super().__init__(str(self.issues[0]))
-            return
         body = "\n".join(f"  {issue}" for issue in self.issues)
         super().__init__(f"{count} problem{'s' if count > 1 else ''} in the release description:\n{body}")
 
