@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard import command
-from shipyard.errors import ToolError, UsageError
+from shipyard.errors import ToolError
 from shipyard.input_files import input_error, validated
 from shipyard.spec import Feature, FeatureFile
 from shipyard.yaml_source import YamlDocument, load_yaml, load_yaml_text
@@ -39,10 +39,10 @@ def load_previous(root: Path, ref_or_file: str) -> PreviousRelease:
     except UnicodeDecodeError:
         raise input_error(where, "(file)", "is not UTF-8 text", PREVIOUS_FIX) from None
     except ToolError as exc:
-        raise UsageError(f"--previous {ref_or_file}: no such file, and git cannot show feature_status.yaml at that "
-                         f"ref in {root} ({exc.output.strip().splitlines()[-1] if exc.output.strip() else exc}); "
-                         f"give a tag or commit of an earlier release (e.g. v1.6.0), or a path to its "
-                         f"feature_status.yaml") from exc
+        said = exc.output.strip().splitlines()[-1] if exc.output.strip() else "no output"
+        raise input_error(ref_or_file, "--previous", f"no such file, and git cannot show feature_status.yaml at that "
+                          f"ref in {root} ({said})", "give a tag or commit of an earlier release (e.g. v1.6.0), or "
+                          "a path to its feature_status.yaml") from None
     return PreviousRelease(ref_or_file, _parse(load_yaml_text(shown.stdout, where)))
 
 

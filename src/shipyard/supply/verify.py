@@ -16,7 +16,6 @@ from securesystemslib.signer import Key
 from wheel.wheelfile import WheelError, WheelFile
 
 from shipyard import docker_base
-from shipyard.errors import ShipyardError
 from shipyard.input_files import input_error
 from shipyard.manifest import ArtifactRecord, read_manifest, require_manifest
 from shipyard.supply.grafted import grafted_members
@@ -57,8 +56,8 @@ def _find_records(target: Path) -> tuple[Path, list[ArtifactRecord]]:
         found = [r for r in manifest.artifacts if r.path and (folder / r.path).resolve() == target.resolve()]
         if found:
             return folder, found
-    raise ShipyardError(f"{target}: recorded in no manifest.json of a folder above it; verify it inside the dist/ "
-                        f"folder it was built into (its provenance is recorded there)")
+    raise input_error(target, "(file)", "recorded in no manifest.json of a folder above it",
+                      "verify it inside the dist/ folder it was built into (its provenance is recorded there)")
 
 
 def verify(target: Path, public_key: Key) -> list[CheckResult]:
