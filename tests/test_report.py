@@ -225,7 +225,7 @@ def test_notes_cli_previous_git_ref(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "## Changes since HEAD" in notes
     assert main(["--root", str(REPO), "notes", "--dist", str(tmp_path), "--previous", "v0.0-no-such-tag"]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "--previous v0.0-no-such-tag: no such file, and git cannot show feature_status.yaml" in err
+    assert "v0.0-no-such-tag: --previous: no such file, and git cannot show feature_status.yaml" in err
 
 
 def test_previous_file_that_is_not_a_feature_file(tmp_path: Path) -> None:
