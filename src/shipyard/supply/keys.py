@@ -87,7 +87,7 @@ def load_signer(settings: SupplyChain, root: Path) -> tuple[CryptoSigner, str]:
                                     f"${settings.signing_key_env}" if settings.signing_key_env else "") if x)
     fix = (f"run `shipyard keygen` (writes {settings.signing_key_file})" if settings.signing_key_file
            else f"export {settings.signing_key_env} with the PEM private key")
-    raise SigningKeyError("release.yaml", f"no signing key in {named}", fix, key="supply_chain")
+    raise SigningKeyError(str(root / "release.yaml"), f"no signing key in {named}", fix, key="supply_chain")
 
 
 def load_public_key(path: Path) -> SSlibKey:
