@@ -423,3 +423,28 @@ def test_a_missing_envelope_or_sbom_is_verifys_failed_verdict(world: Path, tmp_p
     capsys.readouterr()
     assert main(COMMANDS["verify dist/"](root)) == 1
     assert "sbom: FAILED: no CycloneDX SBOM" in capsys.readouterr().err
+
+
+def test_a_damaged_manifest_in_dist_stops_a_merge_before_anything_is_written(world: Path, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    (merged / "manifest.json").write_bytes(b"\xff{}")
+    capsys.readouterr()
+    assert main(["--root", str(world), "manifest", "merge", "--dist", str(merged), str(world / "dist")]) == 2
+    assert f"{merged / 'manifest.json'}:1: (file): is not UTF-8 text" in capsys.readouterr().err
+    assert [p.name for p in merged.iterdir()] == ["manifest.json"]
+
+
+def test_only_the_journal_line_a_kill_cut_short_is_ignored(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "t.jsonl")
+    journal.record("verified", target="t", where="stage", file="a.whl", sha256="a" * 64)
+    with (tmp_path / "t.jsonl").open("ab") as fh:
+        fh.write(b'{"event": "verified", "file": "b.wh')  # kill -9 in mid-write: no newline after it
+    assert journal.verified("stage") == {"a.whl": "a" * 64}
+    with (tmp_path / "t.jsonl").open("ab") as fh:
+        fh.write(b"\n")  # the same bytes, but a later line follows: the journal is damaged
+    journal.record("switched", target="t", channel="nightly")
+    with pytest.raises(ShipyardError, match=r"t\.jsonl:2: \(syntax\): not valid JSON: .*; delete the journal") as info:
+        journal.verified("stage")
+    assert info.value.exit_code == 2

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, require_manifest
+from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest, require_manifest
 from shipyard.wheel.index import add_wheel, sha256_of, write_index
 
 
@@ -55,6 +55,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     if not fragments:
         raise MergeError("no fragments to merge; pass the folders the build jobs uploaded (each holds a "
                          "manifest.json)")
+    read_manifest(dist / "manifest.json")  # a damaged manifest in dist/ stops the merge before anything is written
     records: dict[str, tuple[ArtifactRecord, Path]] = {}
     ruled_out: dict[str, NotApplicableRecord] = {}  # cells their projects rule out (requires-python)
     files: dict[str, tuple[Path, str, Path]] = {}  # dist-relative path -> (source, sha256, fragment)
