@@ -52,9 +52,11 @@ def read_input_bytes(path: Path, *, missing_fix: str, folder_fix: str | None = N
                           "check its permissions") from None
 
 
-def decode_input(data: bytes, path: Path | str, *, kind: str, restore_fix: str) -> str:
+def decode_input(data: bytes, path: Path | str, *, kind: str, restore_fix: str,
+                 encoding_fix: str = "save the file as UTF-8") -> str:
     """`data` as UTF-8 text (a BOM is dropped); InputError naming the line of a NUL byte or of the
-    first byte that is not UTF-8. `kind` names what the file holds (YAML, JSON)."""
+    first byte that is not UTF-8. `kind` names what the file holds (YAML, JSON); a file shipyard
+    wrote itself passes its `restore_fix` as `encoding_fix` too (nobody saves it by hand)."""
     if b"\0" in data[:8192]:
         raise input_error(path, "(file)", f"is a binary file, not {kind} text", restore_fix,
                           line=data.count(b"\n", 0, data.index(b"\0")) + 1)
@@ -62,14 +64,14 @@ def decode_input(data: bytes, path: Path | str, *, kind: str, restore_fix: str) 
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise input_error(path, "(file)", f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-                          "save the file as UTF-8", line=data.count(b"\n", 0, exc.start) + 1) from None
+                          encoding_fix, line=data.count(b"\n", 0, exc.start) + 1) from None
 
 
-def read_input_text(path: Path, *, kind: str, missing_fix: str, restore_fix: str,
-                    folder_fix: str | None = None) -> str:
+def read_input_text(path: Path, *, kind: str, missing_fix: str, restore_fix: str, folder_fix: str | None = None,
+                    encoding_fix: str = "save the file as UTF-8") -> str:
     """The UTF-8 text of `path` (see read_input_bytes and decode_input)."""
     data = read_input_bytes(path, missing_fix=missing_fix, folder_fix=folder_fix)
-    return decode_input(data, path, kind=kind, restore_fix=restore_fix)
+    return decode_input(data, path, kind=kind, restore_fix=restore_fix, encoding_fix=encoding_fix)
 
 
 def parse_json_input(text: str, path: Path | str, *, restore_fix: str, first_line: int = 1) -> Any:
@@ -86,8 +88,10 @@ def parse_json_input(text: str, path: Path | str, *, restore_fix: str, first_lin
 
 
 def read_json_input(path: Path, *, missing_fix: str, restore_fix: str, folder_fix: str | None = None) -> Any:
-    """The JSON document in `path`: the one reader of every JSON file a command is given."""
-    text = read_input_text(path, kind="JSON", missing_fix=missing_fix, restore_fix=restore_fix, folder_fix=folder_fix)
+    """The JSON document in `path` (shipyard writes every one): the one reader of every JSON file
+    a command is given."""
+    text = read_input_text(path, kind="JSON", missing_fix=missing_fix, restore_fix=restore_fix, folder_fix=folder_fix,
+                           encoding_fix=restore_fix)
     return parse_json_input(text, path, restore_fix=restore_fix)
 
 

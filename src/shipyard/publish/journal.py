@@ -48,7 +48,8 @@ class Journal:
             if not raw.strip():
                 continue
             try:
-                entry = parse_json_input(decode_input(raw, self.path, kind="JSON", restore_fix=JOURNAL_FIX),
+                entry = parse_json_input(decode_input(raw, self.path, kind="JSON", restore_fix=JOURNAL_FIX,
+                                                      encoding_fix=JOURNAL_FIX),
                                          self.path, restore_fix=JOURNAL_FIX, first_line=number)
             except InputError as exc:
                 if number == len(lines):  # no newline after it: the line a kill -9 cut short

@@ -271,7 +271,7 @@ SBOM_FIX = "rebuild the artifact (its build writes the SBOM into it)"
 
 def _listing(member: str, data: bytes, where: Path) -> SbomListing:
     """What the SBOM `data` says; `where` names it (artifact/member) in an InputError."""
-    text = decode_input(data, where, kind="JSON", restore_fix=SBOM_FIX)
+    text = decode_input(data, where, kind="JSON", restore_fix=SBOM_FIX, encoding_fix=SBOM_FIX)
     bom = validated(_CycloneDx, parse_json_input(text, where, restore_fix=SBOM_FIX), where, fix=SBOM_FIX)
     vendored = {}
     for component in bom.components:
