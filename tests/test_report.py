@@ -170,11 +170,11 @@ def test_not_applicable_cells_are_shown_as_such_with_their_reason(spec_copy, tmp
 
 def test_broken_manifest_names_the_file(spec: Spec, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "manifest.json").write_text('{"release": "ember", "version": "1.7.0", "artifacts": [{"name": 1}]}')
-    assert main(["--root", str(REPO), "report", "--dist", str(tmp_path)]) == 1
+    assert main(["--root", str(REPO), "report", "--dist", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     # The first bad key in the record's field order: the cell identity (manifest.CellRecord) comes first.
-    assert f"{tmp_path / 'manifest.json'}: not a shipyard manifest: artifacts.0.cell_id: Field required" in " ".join(
-        err.split())
+    assert f"{tmp_path / 'manifest.json'}: artifacts.0.cell_id: Field required; a shipyard manifest is written by " \
+           f"a build" in " ".join(err.split())
 
 
 def _section(notes: str, heading: str) -> str:
@@ -227,13 +227,13 @@ def test_notes_cli_previous_git_ref(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "## Changes since HEAD" in notes
     assert main(["--root", str(REPO), "notes", "--dist", str(tmp_path), "--previous", "v0.0-no-such-tag"]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "--previous v0.0-no-such-tag: no such file, and git cannot show feature_status.yaml" in err
+    assert "v0.0-no-such-tag: --previous: no such file, and git cannot show feature_status.yaml" in err
 
 
 def test_previous_file_that_is_not_a_feature_file(tmp_path: Path) -> None:
     bad = tmp_path / "old.yaml"
     bad.write_text("schema_version: 1\nfeatures:\n  - id: ember.fft\n    title: fft\n")
-    with pytest.raises(ShipyardError, match=rf"{re.escape(str(bad))}: features\.0\.component: Field required"):
+    with pytest.raises(ShipyardError, match=rf"{re.escape(str(bad))}:3: features\.0\.component: Field required"):
         load_previous(REPO, str(bad))
 
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from shipyard.errors import ShipyardError
 from shipyard.file_lock import exclusive
+from shipyard.input_files import input_error, read_json_input, validated
 
 if TYPE_CHECKING:
     from shipyard.matrix import Cell
@@ -63,6 +63,17 @@ class ArtifactRecord(CellRecord):
     # The signed provenance (DSSE envelope), relative to the dist folder (shipyard.supply.provenance).
     provenance: str | None = None
 
+    @field_validator("tests")
+    @classmethod
+    def _tests_shape(cls, tests: dict[str, Any] | None) -> dict[str, Any] | None:
+        # What the report, the notes and the gate read from a test run: each feature's result is a mapping.
+        features = (tests or {}).get("features", {})
+        if not isinstance(features, dict) or not all(isinstance(f, dict) for f in features.values()):
+            raise ValueError("tests.features must map each feature id to its result (a mapping)")
+        if not isinstance((tests or {}).get("problems", []), list):
+            raise ValueError("tests.problems must be a list")
+        return tests
+
 
 class NotApplicableRecord(CellRecord):
     """A cell its own project rules out (requires-python): no artifact, never a failure."""
@@ -83,19 +94,27 @@ class Manifest(BaseModel):
         return {a.cell_id: a for a in self.artifacts}
 
 
+# What to do about a manifest that cannot be read: it is written by a build and by a merge only.
+MANIFEST_FIX = ("a shipyard manifest is written by a build: delete it and build again (nox -s build-cpu), or merge "
+                "the jobs' fragments (shipyard manifest merge)")
+
+
 def read_manifest(path: Path) -> Manifest | None:
-    """The manifest at `path`, None when there is none; ShipyardError naming the file and the first
-    bad key when it is not one."""
-    if not path.is_file():
+    """The manifest at `path`, None when there is none; InputError (one line, exit 2) naming the
+    file and the first bad key when it is not one."""
+    if not path.exists():
         return None
-    try:
-        return Manifest.model_validate_json(path.read_text())
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ShipyardError(f"{path}: not a shipyard manifest: {where}: {first['msg']}; delete it and build "
-                            f"again (nox -s build-cpu), or merge the jobs' fragments (shipyard manifest merge)"
-                            ) from exc
+    data = read_json_input(path, missing_fix=MANIFEST_FIX, restore_fix=MANIFEST_FIX,
+                           folder_fix="pass --dist with the folder that holds manifest.json")
+    return validated(Manifest, data, path, fix=MANIFEST_FIX)
+
+
+def require_manifest(path: Path, missing_fix: str) -> Manifest:
+    """The manifest at `path`; InputError (one line, exit 2) when there is none or it is not one."""
+    manifest = read_manifest(path)
+    if manifest is None:
+        raise input_error(path, "(file)", "file not found", missing_fix)
+    return manifest
 
 
 def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord],

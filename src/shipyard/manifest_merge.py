@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
+from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest, require_manifest
 from shipyard.wheel.index import add_wheel, sha256_of, write_index
 
 
@@ -55,6 +55,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     if not fragments:
         raise MergeError("no fragments to merge; pass the folders the build jobs uploaded (each holds a "
                          "manifest.json)")
+    read_manifest(dist / "manifest.json")  # a damaged manifest in dist/ stops the merge before anything is written
     records: dict[str, tuple[ArtifactRecord, Path]] = {}
     ruled_out: dict[str, NotApplicableRecord] = {}  # cells their projects rule out (requires-python)
     files: dict[str, tuple[Path, str, Path]] = {}  # dist-relative path -> (source, sha256, fragment)
@@ -62,10 +63,8 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     conda: list[Path] = []
     other: list[tuple[Path, str]] = []
     for fragment in fragments:
-        manifest = read_manifest(fragment / "manifest.json")
-        if manifest is None:
-            raise MergeError(f"{fragment}: no manifest.json; a fragment is the dist/ folder a build job "
-                             f"uploaded (fragment-<job id>): pass that folder")
+        manifest = require_manifest(fragment / "manifest.json", "a fragment is the dist/ folder a build job "
+                                                                "uploaded (fragment-<job id>): pass that folder")
         if (manifest.release, manifest.version) != (release, version):
             raise MergeError(f"{fragment / 'manifest.json'}: release {manifest.release} {manifest.version}, but "
                              f"release.yaml is {release} {version}; merge fragments of this release only")

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from shipyard.errors import NO_VALUE, SpecError, SpecIssue
+from shipyard.input_files import InputError, read_input_text
 
 PathKey = tuple[Any, ...]
 
@@ -148,33 +149,21 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _read_text(path: Path) -> str:
-    def file_issue(message: str, fix: str, line: int | None = None) -> SpecError:
-        return SpecError(SpecIssue(path, line, "(file)", NO_VALUE, message, fix))
-
     try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise file_issue("file not found", "create it, or pass --root with the folder that holds it") from exc
-    except IsADirectoryError as exc:
-        raise file_issue("is a directory, not a file", "point --root at the folder that holds the file") from exc
-    except NotADirectoryError as exc:
-        raise file_issue("a parent of this path is a file, not a folder",
-                         "pass --root with the folder that holds release.yaml") from exc
-    except OSError as exc:
-        raise file_issue(f"cannot be read: {exc.strerror or exc}", "check its permissions") from exc
-    if b"\0" in data[:8192]:
-        raise file_issue("is a binary file, not YAML text", "restore the YAML file (git checkout -- <file>)",
-                         data.count(b"\n", 0, data.index(b"\0")) + 1)
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise file_issue(f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
-                         "save the file as UTF-8", data.count(b"\n", 0, exc.start) + 1) from exc
+        return read_input_text(path, kind="YAML", missing_fix="create it, or pass --root with the folder that holds it",
+                               restore_fix="restore the YAML file (git checkout -- <file>)",
+                               folder_fix="pass --root with the folder that holds the file")
+    except InputError as exc:
+        raise SpecError(exc.issue) from None
 
 
 def load_yaml(path: Path) -> YamlDocument:
     """Parse `path`; raise SpecError naming the file and line on bad YAML or duplicate keys."""
-    text = _read_text(path)
+    return load_yaml_text(_read_text(path), path)
+
+
+def load_yaml_text(text: str, path: Path) -> YamlDocument:
+    """Parse `text`, the content of `path` (a file, or `ref:file` from git); SpecError as load_yaml."""
     try:
         node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:

@@ -11,7 +11,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from shipyard.errors import CheckFailed, ShipyardError
-from shipyard.manifest import ArtifactRecord, read_manifest
+from shipyard.manifest import ArtifactRecord, require_manifest
 from shipyard.spec import Variant
 from shipyard.validate import Spec
 from shipyard.wheel.index import add_wheel, sha256_of, write_index
@@ -44,10 +44,8 @@ def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: 
     images = spec.release.images
     assert images is not None
     manifest_path = dist / "manifest.json"
-    manifest = read_manifest(manifest_path)
     build = f"shipyard build --variant {variant.name} --python {images.python}"
-    if manifest is None:
-        raise ShipyardError(f"{manifest_path}: no manifest; build the wheels first: {build}")
+    manifest = require_manifest(manifest_path, f"build the wheels first: {build}")
     wanted_python = images.python
     out = []
     for component in images.components:

@@ -9,11 +9,17 @@ without credentials, never a secret.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from shipyard.input_files import InputError, decode_input, input_error, parse_json_input, read_input_bytes
+
+# The journal only speeds a re-run up (the servers' listings decide what is uploaded): a damaged one can go.
+JOURNAL_FIX = "delete the journal (a re-run checks every file against the servers again)"
 
 
 class Journal:
@@ -31,18 +37,38 @@ class Journal:
             os.close(fd)
 
     def events(self, event: str | None = None) -> list[dict[str, Any]]:
-        if not self.path.is_file():
+        """Every entry (of kind `event`); InputError (one line, exit 2) naming the line of one that
+        is not an entry. Only the last line may be cut short (a kill -9 in mid-write): it is ignored."""
+        if not self.path.exists():
             return []
+        data = read_input_bytes(self.path, missing_fix=JOURNAL_FIX)
+        lines = data.split(b"\n")
         out = []
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
             try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the line a kill -9 cut short
-            if event is None or entry.get("event") == event:
+                entry = parse_json_input(decode_input(raw, self.path, kind="JSON", restore_fix=JOURNAL_FIX,
+                                                      encoding_fix=JOURNAL_FIX),
+                                         self.path, restore_fix=JOURNAL_FIX, first_line=number)
+            except InputError as exc:
+                if number == len(lines):  # no newline after it: the line a kill -9 cut short
+                    continue
+                raise InputError(dataclasses.replace(exc.issue, line=number)) from None
+            if not isinstance(entry, dict) or not isinstance(entry.get("event"), str):
+                raise input_error(self.path, "(line)", "not a journal entry (a JSON object with an event)",
+                                  JOURNAL_FIX, line=number)
+            if event is None or entry["event"] == event:
                 out.append(entry)
         return out
 
     def verified(self, where: str) -> dict[str, str]:
         """filename -> sha256 of every file recorded as verified at `where` (a staging index)."""
-        return {e["file"]: e["sha256"] for e in self.events("verified") if e.get("where") == where}
+        out = {}
+        for entry in self.events("verified"):
+            if entry.get("where") != where:
+                continue
+            if not isinstance(entry.get("file"), str) or not isinstance(entry.get("sha256"), str):
+                raise input_error(self.path, "verified", "an entry without its file and sha256", JOURNAL_FIX)
+            out[entry["file"]] = entry["sha256"]
+        return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard.errors import ShipyardError, UsageError, nearest
-from shipyard.manifest import ArtifactRecord, Manifest, read_manifest
+from shipyard.manifest import ArtifactRecord, Manifest, require_manifest
 from shipyard.progress import Progress
 from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
@@ -61,11 +61,8 @@ class PublishReport:
 
 
 def load_manifest(dist: Path) -> Manifest:
-    manifest = read_manifest(dist / "manifest.json")
-    if manifest is None:
-        raise PublishError(f"{dist / 'manifest.json'}: no manifest; build first (shipyard build --variant cpu, "
-                           f"shipyard conda build --variant cpu) or pass --dist")
-    return manifest
+    return require_manifest(dist / "manifest.json", "build first (shipyard build --variant cpu, shipyard conda "
+                                                    "build --variant cpu) or pass --dist")
 
 
 def release_channel(spec: Spec, name: str) -> ReleaseChannel:

@@ -6,12 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
-
 from shipyard import command
-from shipyard.errors import ShipyardError, ToolError, UsageError
+from shipyard.errors import ToolError
+from shipyard.input_files import input_error, validated
 from shipyard.spec import Feature, FeatureFile
+from shipyard.yaml_source import YamlDocument, load_yaml, load_yaml_text
 
 
 @dataclass(frozen=True)
@@ -32,28 +31,26 @@ def load_previous(root: Path, ref_or_file: str) -> PreviousRelease:
     """`ref_or_file` is a feature_status.yaml of the previous release, or a git ref of this
     repository whose feature_status.yaml (beside release.yaml) is that release's."""
     path = Path(ref_or_file)
-    if path.is_file():
-        return PreviousRelease(str(path), _parse(path.read_text(), str(path)))
+    if path.exists():
+        return PreviousRelease(str(path), _parse(load_yaml(path)))
+    where = Path(f"{ref_or_file}:feature_status.yaml")
     try:
         shown = command.run(["git", "show", f"{ref_or_file}:./feature_status.yaml"], cwd=root, what="git show")
+    except UnicodeDecodeError:
+        raise input_error(where, "(file)", "is not UTF-8 text", PREVIOUS_FIX) from None
     except ToolError as exc:
-        raise UsageError(f"--previous {ref_or_file}: no such file, and git cannot show feature_status.yaml at that "
-                         f"ref in {root} ({exc.output.strip().splitlines()[-1] if exc.output.strip() else exc}); "
-                         f"give a tag or commit of an earlier release (e.g. v1.6.0), or a path to its "
-                         f"feature_status.yaml") from exc
-    return PreviousRelease(ref_or_file, _parse(shown.stdout, f"{ref_or_file}:feature_status.yaml"))
+        said = exc.output.strip().splitlines()[-1] if exc.output.strip() else "no output"
+        raise input_error(ref_or_file, "--previous", f"no such file, and git cannot show feature_status.yaml at that "
+                          f"ref in {root} ({said})", "give a tag or commit of an earlier release (e.g. v1.6.0), or "
+                          "a path to its feature_status.yaml") from None
+    return PreviousRelease(ref_or_file, _parse(load_yaml_text(shown.stdout, where)))
 
 
-def _parse(text: str, where: str) -> FeatureFile:
-    try:
-        return FeatureFile.model_validate(yaml.safe_load(text))
-    except yaml.YAMLError as exc:
-        raise ShipyardError(f"{where}: not YAML ({exc}); give the previous release's feature_status.yaml") from exc
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ShipyardError(f"{where}: {key}: {first['msg']}; give a feature_status.yaml that shipyard "
-                            f"validate accepted in that release") from exc
+PREVIOUS_FIX = "give the previous release's feature_status.yaml, as shipyard validate accepted it in that release"
+
+
+def _parse(doc: YamlDocument) -> FeatureFile:
+    return validated(FeatureFile, doc.data, doc.path, fix=PREVIOUS_FIX, line_of=doc.line_of)
 
 
 def new_features(current: FeatureFile, previous: FeatureFile) -> list[Feature]:

@@ -6,18 +6,30 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import NO_VALUE, SpecIssue
+from shipyard.input_files import InputError, read_input_bytes
 from shipyard.spec import SupplyChain
 
+KEYGEN_FIX = "make one with `shipyard keygen`"
 
-class SigningKeyError(ShipyardError):
-    """The signing key or public key is missing or unusable: bad input, so exit status 2."""
 
-    exit_code = 2
+class SigningKeyError(InputError):
+    """The signing key or public key is missing or unusable: one line (never a byte of the key), exit 2."""
+
+    def __init__(self, where: str, message: str, fix: str = KEYGEN_FIX, key: str = "(file)") -> None:
+        super().__init__(SpecIssue(Path(where), None, key, NO_VALUE, message, fix))
+
+
+def _key_bytes(path: Path, missing_fix: str) -> bytes:
+    try:
+        return read_input_bytes(path, missing_fix=missing_fix)
+    except InputError as exc:
+        raise SigningKeyError(str(path), exc.issue.message, exc.issue.fix) from None
 
 
 def public_key_path(private_key: Path) -> Path:
@@ -30,7 +42,8 @@ def generate_key(private_key: Path, *, overwrite: bool = False) -> tuple[Path, P
     public = public_key_path(private_key)
     if private_key.exists() and not overwrite:
         if not public.exists():
-            public.write_bytes(_public_pem(_read_private(private_key.read_bytes(), str(private_key)).public_key()))
+            existing = _read_private(_key_bytes(private_key, KEYGEN_FIX), str(private_key))
+            public.write_bytes(_public_pem(existing.public_key()))
         return private_key, public, False
     key = Ed25519PrivateKey.generate()
     private_key.parent.mkdir(parents=True, exist_ok=True)
@@ -49,12 +62,10 @@ def _public_pem(key: Ed25519PublicKey) -> bytes:
 def _read_private(pem: bytes, where: str) -> Ed25519PrivateKey:
     try:
         key = serialization.load_pem_private_key(pem, password=None)
-    except (ValueError, TypeError) as exc:  # never quote the bytes: they are the key
-        raise SigningKeyError(f"{where}: not an unencrypted PEM private key ({type(exc).__name__}); make one with "
-                              f"`shipyard keygen`") from None
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:  # never quote the bytes: they are the key
+        raise SigningKeyError(where, f"not an unencrypted PEM private key ({type(exc).__name__})") from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise SigningKeyError(f"{where}: a {type(key).__name__.removeprefix('_')}, not an Ed25519 key; make one "
-                              f"with `shipyard keygen`")
+        raise SigningKeyError(where, f"a {type(key).__name__.removeprefix('_')}, not an Ed25519 key")
     return key
 
 
@@ -71,23 +82,21 @@ def load_signer(settings: SupplyChain, root: Path) -> tuple[CryptoSigner, str]:
         return signer_from_pem(os.environ[settings.signing_key_env].encode(), where), where
     if settings.signing_key_file and (root / settings.signing_key_file).is_file():
         path = root / settings.signing_key_file
-        return signer_from_pem(path.read_bytes(), str(path)), str(path)
+        return signer_from_pem(_key_bytes(path, KEYGEN_FIX), str(path)), str(path)
     named = " or ".join(x for x in (f"the file {settings.signing_key_file}" if settings.signing_key_file else "",
                                     f"${settings.signing_key_env}" if settings.signing_key_env else "") if x)
     fix = (f"run `shipyard keygen` (writes {settings.signing_key_file})" if settings.signing_key_file
            else f"export {settings.signing_key_env} with the PEM private key")
-    raise SigningKeyError(f"release.yaml: supply_chain: no signing key in {named}; {fix}")
+    raise SigningKeyError(str(root / "release.yaml"), f"no signing key in {named}", fix, key="supply_chain")
 
 
 def load_public_key(path: Path) -> SSlibKey:
     """A public key (PEM, as `shipyard keygen` writes it) to verify signatures with."""
-    if not path.is_file():
-        raise SigningKeyError(f"{path}: no such public key file; pass the .pub.pem that `shipyard keygen` wrote "
-                              f"(beside the signing key)")
+    fix = "pass the .pub.pem that `shipyard keygen` wrote beside the signing key"
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
-    except ValueError as exc:
-        raise SigningKeyError(f"{path}: not a PEM public key ({exc})") from None
+        key = serialization.load_pem_public_key(_key_bytes(path, fix))
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise SigningKeyError(str(path), f"not a PEM public key ({type(exc).__name__})", fix) from None
     if not isinstance(key, Ed25519PublicKey):
-        raise SigningKeyError(f"{path}: not an Ed25519 public key")
+        raise SigningKeyError(str(path), f"a {type(key).__name__.removeprefix('_')}, not an Ed25519 public key", fix)
     return SSlibKey.from_crypto(key)

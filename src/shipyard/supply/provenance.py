@@ -19,8 +19,8 @@ from typing import Any
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
-from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, Manifest, merge_artifacts, read_manifest
+from shipyard.input_files import InputError, input_error, parse_json_input, read_json_input
+from shipyard.manifest import ArtifactRecord, Manifest, merge_artifacts, require_manifest
 from shipyard.source_tree import git_info
 from shipyard.validate import Spec
 from shipyard.wheel.index import sha256_of
@@ -49,6 +49,35 @@ def envelope_path(dist: Path, record: ArtifactRecord) -> Path:
 def subject_digest(dist: Path, record: ArtifactRecord) -> str:
     """The sha256 a statement names: of the file, or an image's id (its config digest)."""
     return sha256_of(dist / record.path) if record.path else record.sha256
+
+
+# What to do about an envelope that cannot be read: `shipyard attest` writes every one again.
+ENVELOPE_FIX = "sign the artifacts again: shipyard attest"
+
+
+def read_envelope(path: Path) -> Envelope:
+    """The DSSE envelope in `path`; InputError (one line, exit 2) when it is missing or not one."""
+    data = read_json_input(path, missing_fix=ENVELOPE_FIX, restore_fix=ENVELOPE_FIX)
+    try:
+        return Envelope.from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise input_error(path, "(top level)", "not a DSSE envelope (payload in base64, payloadType, signatures "
+                                               "with keyid and sig)", ENVELOPE_FIX) from None
+
+
+def envelope_statement(envelope: Envelope, path: Path) -> dict[str, Any]:
+    """The statement an envelope (read from `path`) carries, with its subjects readable."""
+    try:
+        text = envelope.payload.decode("utf-8")
+    except UnicodeDecodeError:
+        raise input_error(path, "payload", "is not UTF-8 text", ENVELOPE_FIX) from None
+    data = parse_json_input(text, path, restore_fix=ENVELOPE_FIX)
+    try:
+        statement_subjects(data)
+    except (KeyError, TypeError, AttributeError):
+        raise input_error(path, "payload.subject", "not a list of subjects, each with a name and a sha256 digest",
+                          ENVELOPE_FIX) from None
+    return dict(data)
 
 
 def statement_subjects(data: dict[str, Any]) -> dict[str, str | None]:
@@ -114,9 +143,7 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str, *,
     names the file's current sha256 is kept whoever signed it: a CI job that merged another job's
     fragment into its dist/ does not re-sign, and so re-upload under the same name, what it did
     not build. `shipyard attest` re-signs everything with the current key."""
-    manifest: Manifest | None = read_manifest(dist / "manifest.json")
-    if manifest is None:
-        raise ShipyardError(f"{dist / 'manifest.json'}: no manifest to attest; build first")
+    manifest: Manifest = require_manifest(dist / "manifest.json", "build first, or pass --dist")
     definition = build_definition(spec)
     updated, kept, refused = [], 0, []
     for record in manifest.artifacts:
@@ -152,9 +179,9 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str, *,
 def _signed_digest(envelope: Path, name: str) -> str | None:
     """The sha256 the envelope's statement names for `name`; None when it cannot be read as one."""
     try:
-        return statement_subjects(json.loads(Envelope.from_dict(json.loads(envelope.read_bytes())).payload)).get(name)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+        return statement_subjects(envelope_statement(read_envelope(envelope), envelope)).get(name)
+    except InputError:
+        return None  # re-signed
 
 
 def sign_dist(spec: Spec, dist: Path, *, keep_signed: bool = False) -> AttestReport | None:

@@ -31,8 +31,10 @@ from cyclonedx.model.component import Component, ComponentScope, ComponentType
 from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 from packaging.requirements import Requirement
+from pydantic import BaseModel
 
 from shipyard.errors import BuildError
+from shipyard.input_files import decode_input, input_error, parse_json_input, validated
 from shipyard.supply.binaries import is_binary, linked_from_outside, sha256_hex, wheel_binaries
 from shipyard.supply.grafted import (
     GraftedLibrary,
@@ -261,9 +263,12 @@ def mobile_sbom(stage: Path, *, name: str, version: str, target: str, library_di
     return render(SbomSubject(name=name, version=version, purl_type="generic"), parts, epoch=epoch, purl=purl)
 
 
-def read_mobile_sbom(files: dict[str, bytes]) -> SbomListing | None:
-    """The SBOM among a mobile tarball's files (binaries.archive_files), or None."""
-    return _listing(MOBILE_SBOM, json.loads(files[MOBILE_SBOM])) if MOBILE_SBOM in files else None
+def read_mobile_sbom(files: dict[str, bytes], tarball: Path | None = None) -> SbomListing | None:
+    """The SBOM among a mobile tarball's files (binaries.archive_files), or None; `tarball`
+    names it in an error."""
+    if MOBILE_SBOM not in files:
+        return None
+    return _listing(MOBILE_SBOM, files[MOBILE_SBOM], (tarball or Path("(tarball)")) / MOBILE_SBOM)
 
 
 @dataclass(frozen=True)
@@ -325,24 +330,69 @@ def read_wheel_sbom(zf: zipfile.ZipFile) -> SbomListing | None:
                and PurePosixPath(n).parent.parent.name.endswith(".dist-info") and n.endswith(".cdx.json")]
     if not members:
         return None
-    return _listing(members[0], json.loads(zf.read(members[0])))
+    return _listing(members[0], zf.read(members[0]), Path(str(zf.filename)) / members[0])
 
 
-def _listing(member: str, data: dict) -> SbomListing:
-    main = data["metadata"]["component"]
-    vendored, built, linked = {}, {}, {}
-    for component in data.get("components", []):
-        props = {p["name"]: p["value"] for p in component.get("properties", [])}
-        named = f"{component['name']} {component.get('version', '')}".strip()
+class _Named(BaseModel):
+    name: str
+    version: str = ""
+
+
+class _Property(BaseModel):
+    name: str
+    value: str
+
+
+class _Hash(BaseModel):
+    alg: str
+    content: str
+
+
+class _Component(_Named):
+    properties: list[_Property] = []
+    hashes: list[_Hash] = []
+
+
+class _Metadata(BaseModel):
+    component: _Named
+
+
+class _CycloneDx(BaseModel):
+    """The part of a CycloneDX document verify compares with an artifact (the rest is not read)."""
+
+    metadata: _Metadata
+    components: list[_Component] = []
+
+
+# An SBOM is written into its artifact by the build: a bad one means the artifact must be rebuilt.
+SBOM_FIX = "rebuild the artifact (its build writes the SBOM into it)"
+
+
+def _listing(member: str, data: bytes, where: Path) -> SbomListing:
+    """What the SBOM `data` says; `where` names it (artifact/member) in an InputError."""
+    text = decode_input(data, where, kind="JSON", restore_fix=SBOM_FIX, encoding_fix=SBOM_FIX)
+    bom = validated(_CycloneDx, parse_json_input(text, where, restore_fix=SBOM_FIX), where, fix=SBOM_FIX)
+    vendored: dict[str, str] = {}
+    built: dict[str, str] = {}
+    linked: dict[str, str] = {}
+    for component in bom.components:
+        props = {p.name: p.value for p in component.properties}
+        named = f"{component.name} {component.version}".strip()
         role = props.get(ROLE)
         if role == "vendored":
+            if WHEEL_PATH not in props:
+                raise input_error(where, f"components.{component.name}.properties", f"a vendored library without "
+                                  f"{WHEEL_PATH}", SBOM_FIX)
             vendored[props[WHEEL_PATH]] = named
         elif role == "built":
-            digest = next((h["content"] for h in component.get("hashes", []) if h.get("alg") == "SHA-256"), "")
-            built[props.get(WHEEL_PATH) or props.get(ARCHIVE_PATH, component["name"])] = digest
+            digest = next((h.content for h in component.hashes if h.alg == "SHA-256"), "")
+            built[props.get(WHEEL_PATH) or props.get(ARCHIVE_PATH, component.name)] = digest
         elif role == "linked":
+            if SONAME not in props:
+                raise input_error(where, f"components.{component.name}.properties", f"a linked library without "
+                                  f"{SONAME}", SBOM_FIX)
             linked[props[SONAME]] = named
-    return SbomListing(member, main["name"], main.get("version", ""), vendored, built, linked)
+    return SbomListing(member, bom.metadata.component.name, bom.metadata.component.version, vendored, built, linked)
 
 
 def read_conda_sbom(package: Path) -> SbomListing | None:
@@ -358,5 +408,5 @@ def read_conda_sbom(package: Path) -> SbomListing | None:
             for member in tar:
                 handle = tar.extractfile(member) if member.name == CONDA_SBOM else None
                 if handle is not None:
-                    return _listing(CONDA_SBOM, json.loads(handle.read()))
+                    return _listing(CONDA_SBOM, handle.read(), package / CONDA_SBOM)
     return None

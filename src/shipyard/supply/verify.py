@@ -7,25 +7,31 @@ tarball's SBOM lists its binaries and every library they link."""
 from __future__ import annotations
 
 import hashlib
-import json
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
-from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import Key
 from wheel.wheelfile import WheelError, WheelFile
 
 from shipyard import docker_base
-from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, read_manifest
+from shipyard.input_files import input_error
+from shipyard.manifest import ArtifactRecord, read_manifest, require_manifest
 from shipyard.supply.binaries import archive_files, is_binary, linked_from_outside, sha256_hex, wheel_binaries
 from shipyard.supply.conda_paths import check_conda_paths
 from shipyard.supply.grafted import grafted_members
-from shipyard.supply.provenance import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_path, statement_subjects, subject_digest
+from shipyard.supply.provenance import (
+    PAYLOAD_TYPE,
+    STATEMENT_TYPE,
+    envelope_path,
+    envelope_statement,
+    read_envelope,
+    statement_subjects,
+    subject_digest,
+)
 from shipyard.supply.sbom import (
     CONDA_SBOM,
     MOBILE_SBOM,
@@ -50,12 +56,10 @@ class CheckResult:
 def _find_records(target: Path) -> tuple[Path, list[ArtifactRecord]]:
     """(dist folder, records to verify) for a dist folder or one artifact inside one."""
     if target.is_dir():
-        manifest = read_manifest(target / "manifest.json")
-        if manifest is None:
-            raise ShipyardError(f"{target}: no manifest.json; pass a dist/ folder that a build wrote, or an artifact")
-        return target, list(manifest.artifacts)
+        return target, list(require_manifest(target / "manifest.json",
+                                             "pass a dist/ folder that a build wrote, or an artifact").artifacts)
     if not target.is_file():
-        raise ShipyardError(f"{target}: no such artifact or folder")
+        raise input_error(target, "(file)", "no such artifact or folder", "pass a dist/ folder or an artifact in one")
     for folder in target.resolve().parents:
         manifest = read_manifest(folder / "manifest.json")
         if manifest is None:
@@ -63,8 +67,8 @@ def _find_records(target: Path) -> tuple[Path, list[ArtifactRecord]]:
         found = [r for r in manifest.artifacts if r.path and (folder / r.path).resolve() == target.resolve()]
         if found:
             return folder, found
-    raise ShipyardError(f"{target}: recorded in no manifest.json of a folder above it; verify it inside the dist/ "
-                        f"folder it was built into (its provenance is recorded there)")
+    raise input_error(target, "(file)", "recorded in no manifest.json of a folder above it",
+                      "verify it inside the dist/ folder it was built into (its provenance is recorded there)")
 
 
 def verify(target: Path, public_key: Key) -> list[CheckResult]:
@@ -82,11 +86,7 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
     if not path.is_file():
         yield CheckResult(name, "provenance", False, f"no signed provenance at {path}; sign with `shipyard attest`")
         return
-    try:
-        envelope = Envelope.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as exc:
-        yield CheckResult(name, "provenance", False, f"{path} is not a DSSE envelope ({exc})")
-        return
+    envelope = read_envelope(path)  # one line and exit 2 when it is not one
     try:
         envelope.verify([key], 1)
     except VerificationError:
@@ -95,7 +95,7 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
                                                     f"{key.keyid[:16]}…; signed by {signers})")
         return
     yield CheckResult(name, "signature", True, f"{path.relative_to(dist)} signed by keyid {key.keyid[:16]}…")
-    statement = json.loads(envelope.payload)
+    statement = envelope_statement(envelope, path)
     if envelope.payload_type != PAYLOAD_TYPE or statement.get("_type") != STATEMENT_TYPE:
         yield CheckResult(name, "subject", False,
                           f"the envelope holds no in-toto Statement v1 ({envelope.payload_type})")
@@ -229,7 +229,7 @@ def check_mobile_sbom(tarball: Path, version: str) -> CheckResult:
 
     with tarfile.open(tarball, "r:gz") as tar:
         files = archive_files(tar)
-    listing = read_mobile_sbom(files)
+    listing = read_mobile_sbom(files, tarball)
     if listing is None:
         return CheckResult(tarball.name, "sbom", False, f"no CycloneDX SBOM at <top folder>/{MOBILE_SBOM}")
     binaries = {path: data for path, data in files.items() if is_binary(path, data)}
