@@ -374,7 +374,7 @@ def test_verify_without_flags_uses_the_public_key_beside_release_yamls_signing_k
     assert "Traceback" not in out
     # A --public-key that does not exist: the same, exit 2.
     code, out = _run_verify(capsys, "dist", "--public-key", str(tmp_path / "nowhere.pub.pem"))
-    assert code == 2 and "nowhere.pub.pem: no such public key file" in out
+    assert code == 2 and "nowhere.pub.pem: (file): file not found; pass the .pub.pem" in out
     # Outside a release's folder, with no flag: where the key would come from, and the flag.
     monkeypatch.chdir(tmp_path)
     code, out = _run_verify(capsys, str(dist))

@@ -176,7 +176,7 @@ def test_on_a_device(device):
 
 def _parametrised_ids(spec_copy, *ids: str) -> None:
     tests = spec_copy.root / "library" / "emberaudio" / "tests"
-    tests.mkdir()
+    tests.mkdir(exist_ok=True)  # SpecCopy makes the tests folders release.yaml names
     (tests / "test_wav.py").write_text(PARAMETRISED)
     # A fixture with params in a conftest parametrises the tests that take it.
     (tests / "conftest.py").write_text("import pytest\n\n@pytest.fixture(params=['cpu'])\n"
@@ -206,7 +206,7 @@ def test_a_parametrised_id_of_a_case_that_exists_is_valid(spec_copy) -> None:
 def test_a_unittest_class_of_any_name_holds_tests(spec_copy) -> None:
     # pytest collects a TestCase whatever its name, so its id names tests (the plugin's matcher agrees).
     tests = spec_copy.root / "library" / "emberaudio" / "tests"
-    tests.mkdir()
+    tests.mkdir(exist_ok=True)
     (tests / "test_wav.py").write_text("import unittest\n\nclass WavChecks(unittest.TestCase):\n"
                                        "    def test_roundtrip(self):\n        pass\n\nclass Helper:\n"
                                        "    def test_not_collected(self):\n        pass\n")
