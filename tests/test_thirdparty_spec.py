@@ -5,6 +5,7 @@ how they are recorded. tests/test_thirdparty_build.py builds the same fixture pr
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -50,15 +51,16 @@ def test_requires_python_comes_from_the_project_or_release_yaml():
     assert declared_requires_python(LIBRARY / "oldsetup") is None  # setup.py computes it
     components = load_spec(FIXTURE).release.components
     assert components["newpy"].requires_python == ">=3.11"   # read from pyproject.toml
-    assert components["oldsetup"].requires_python == ">=3.9"  # stated in release.yaml
+    # setup.py's python_requires, as the project's metadata (its backend's hook) states it
+    assert components["oldsetup"].requires_python == ">=3.11"
 
 
 def test_pythons_a_project_excludes_are_not_applicable_not_cells():
     release = load_spec(FIXTURE).release
     ids = {c.id for c in expand(release)}
     ruled_out = {n.cell.id: n.reason for n in not_applicable(release)}
-    assert ruled_out == {"newpy-cpu-linux-x86_64-cp39-wheel": "requires-python >=3.11",
-                         "newpy-cpu-linux-x86_64-cp310-wheel": "requires-python >=3.11"}
+    assert ruled_out == {f"{c}-cpu-linux-x86_64-cp{p}-wheel": "requires-python >=3.11"
+                         for c in ("oldsetup", "newpy") for p in ("39", "310")}
     assert not ids & set(ruled_out)
     assert {c for c in ids if c.startswith("newpy-")} == {f"newpy-cpu-linux-x86_64-cp{p}-wheel"
                                                           for p in ("311", "312", "313")}
@@ -76,7 +78,7 @@ def test_matrix_json_lists_not_applicable_cells_with_their_reason(capsys):
         ("newpy-cpu-linux-x86_64-cp310-wheel", "not applicable", "requires-python >=3.11")]
     assert {c["python"] for c in cells if c["status"] == "not applicable"} == {"3.9", "3.10"}
     # A filter that leaves newpy out leaves its not-applicable cells out too.
-    assert main(["--root", str(FIXTURE), "matrix", "--format", "json", "--component", "oldsetup"]) == 0
+    assert main(["--root", str(FIXTURE), "matrix", "--format", "json", "--component", "mesonext"]) == 0
     assert {c["status"] for c in json.loads(capsys.readouterr().out)} == {"build"}
 
 
@@ -85,7 +87,9 @@ def test_github_matrix_and_ci_jobs_do_not_schedule_not_applicable_cells(capsys):
     captured = capsys.readouterr()
     include = json.loads(captured.out)["include"]  # stdout is the matrix alone, as a workflow reads it
     assert sorted(e["python"] for e in include if e["component"] == "newpy") == ["3.11", "3.12", "3.13"]
-    assert ("not applicable, not scheduled: 2 cells (newpy: requires-python >=3.11, 2); "
+    assert sorted(e["python"] for e in include if e["component"] == "oldsetup") == ["3.11", "3.12", "3.13"]
+    assert ("not applicable, not scheduled: 4 cells (oldsetup: requires-python >=3.11, 2; "
+            "newpy: requires-python >=3.11, 2); "
             "`shipyard matrix --cells` lists them") in " ".join(captured.err.split())
     # The generated workflows' jobs (one per component, variant and platform) install and build
     # only the Pythons the project admits.
@@ -98,7 +102,9 @@ def test_doctor_does_not_check_not_applicable_cells_and_says_so(capsys):
     assert main(["--root", str(FIXTURE), "doctor"]) == 0
     out = capsys.readouterr().out
     assert "newpy-cpu-linux-x86_64-cp311-wheel" in out and "newpy-cpu-linux-x86_64-cp39-wheel" not in out
-    assert "not applicable, not checked: 2 cells (newpy: requires-python >=3.11, 2)" in " ".join(out.split())
+    assert "oldsetup-cpu-linux-x86_64-cp310-wheel" not in out
+    assert ("not applicable, not checked: 4 cells (oldsetup: requires-python >=3.11, 2; newpy: requires-python "
+            ">=3.11, 2)") in " ".join(out.split())
 
 
 def test_admits_python_reads_specifiers_per_minor_version():
@@ -155,3 +161,53 @@ def test_a_wheel_whose_metadata_excludes_its_python_is_a_clear_failure(tmp_path)
                        f"the project's static files says so; set requires_python: '>=3.12' under components.newpy "
                        f"in release.yaml, so that this Python becomes a not-applicable cell")
     assert requires_python_problem(_wheel(tmp_path, None), "newpy", "3.9.18", None) == ""
+
+
+def _setup_py_release(root: Path, setup_py: str, requires_python: str | None = None) -> Path:
+    """A one-component release whose project is a setup.py alone."""
+    project = root / "library" / "legacy"
+    project.mkdir(parents=True)
+    (project / "setup.py").write_text(setup_py)
+    stated = f"    requires_python: \"{requires_python}\"\n" if requires_python else ""
+    (root / "release.yaml").write_text(
+        "schema_version: 1\nrelease: {name: legacy, version: 1.0.0, wheel_size_budget_mb: 5}\n"
+        "components:\n  legacy:\n    path: library/legacy\n    kind: python-pure\n    import_name: legacy\n"
+        f"    package_types: [wheel]\n{stated}variants:\n  cpu: {{tag: cpu}}\nplatforms:\n  linux-x86_64:\n"
+        "    {os: linux, arch: x86_64, wheel_platform_tag: manylinux_2_31_x86_64, github_runner: ubuntu-22.04}\n"
+        "pythons: [\"3.9\", \"3.12\"]\n")
+    (root / "feature_status.yaml").write_text(
+        "schema_version: 1\nfeatures:\n  - {id: legacy.x, title: the x, component: legacy, since: 1.0.0, "
+        "status: stable, tests: [library/legacy/tests/test_x.py]}\n")
+    return project
+
+
+def test_a_setup_py_projects_requires_python_is_read_once_per_change_of_its_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "release"
+    project = _setup_py_release(root, "from setuptools import setup\n"
+                                      "setup(name='legacy', version='1.0', python_requires='>=' + '3.10')\n")
+    assert load_spec(root).release.components["legacy"].requires_python == ">=3.10"
+    cached = tmp_path / "cache" / "project-metadata"
+    assert len(list(cached.glob("*.json"))) == 1
+    assert load_spec(root).release.components["legacy"].requires_python == ">=3.10"
+    assert len(list(cached.glob("*.json"))) == 1  # the same files: the cached answer, no new hook run
+    (project / "setup.py").write_text((project / "setup.py").read_text().replace("3.10", "3.12"))
+    assert load_spec(root).release.components["legacy"].requires_python == ">=3.12"
+    assert len(list(cached.glob("*.json"))) == 2
+    assert sorted(project.parent.iterdir()) == [project] and sorted(p.name for p in project.iterdir()) == ["setup.py"]
+
+
+def test_a_setup_py_whose_metadata_hook_fails_is_one_clear_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "release"
+    _setup_py_release(root, "raise SystemExit('this setup.py needs a compiler flag')\n")
+    assert main(["--root", str(root), "matrix"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (f"{root / 'release.yaml'}:5: components.legacy.path: its build backend's prepare_metadata_for_build_"
+            f"wheel of legacy failed (this setup.py needs a compiler flag); fix the project, or state "
+            f"requires_python under components.legacy so that the hook is not needed (got 'library/legacy')") in err
+    assert "Traceback" not in err
+    # release.yaml's own requires_python needs no hook: the same project validates.
+    shutil.rmtree(root)
+    _setup_py_release(root, "raise SystemExit('this setup.py needs a compiler flag')\n", requires_python=">=3.9")
+    assert load_spec(root).release.components["legacy"].requires_python == ">=3.9"

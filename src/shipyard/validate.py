@@ -24,7 +24,8 @@ from shipyard.errors import NO_VALUE, REDACTED, ShipyardError, SpecError, SpecIs
 from shipyard.feature_markers import marker_issues
 from shipyard.matrix import exclusion_cells
 from shipyard.project_declaration import declared_requires_python
-from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Release
+from shipyard.project_metadata import metadata_requires_python, needs_metadata_hook
+from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, Component, FeatureFile, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
@@ -401,8 +402,27 @@ def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: 
                     fix="remove it (the project's own declaration is read) or make the two agree")
         if declared and not component.requires_python:
             component = component.model_copy(update={"requires_python": declared[0]})
+        elif not declared and not component.requires_python and component.is_python:
+            component = _with_metadata_requires_python(component, root, doc, out)
         components[name] = component
     return release.model_copy(update={"components": components})
+
+
+def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDocument,
+                                   out: _Collector) -> Component:
+    """The component with the Requires-Python its backend's metadata states (a setup.py-only
+    project computes it), read once per change of the project (project_metadata caches it)."""
+    project = root / component.path
+    if not needs_metadata_hook(project):
+        return component
+    try:
+        found = metadata_requires_python(project)
+    except ShipyardError as exc:
+        out.add(doc, ("components", component.name, "path"), f"{exc}; fix the project, or state "
+                f"requires_python under components.{component.name} so that the hook is not needed",
+                value=component.path)
+        return component
+    return component.model_copy(update={"requires_python": found}) if found else component
 
 
 def load_spec(root: Path, release_file: str = "release.yaml",
