@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from shipyard.project_declaration import (
 from shipyard.validate import load_spec
 from shipyard.wheel.build_env import build_requirements, combined_requirements
 from shipyard.wheel.metadata import requires_python_problem
+from shipyard.wheel.testing import FeatureGate, run_and_judge_tests
 
 FIXTURE = Path(__file__).parent / "fixtures" / "thirdparty"
 LIBRARY = FIXTURE / "library"
@@ -211,3 +213,26 @@ def test_a_setup_py_whose_metadata_hook_fails_is_one_clear_line(tmp_path, monkey
     shutil.rmtree(root)
     _setup_py_release(root, "raise SystemExit('this setup.py needs a compiler flag')\n", requires_python=">=3.9")
     assert load_spec(root).release.components["legacy"].requires_python == ">=3.9"
+
+
+def test_a_copied_tests_folder_imports_the_helpers_beside_its_tests_and_the_installed_package(tmp_path):
+    """The tests folder is copied out of the project and run against what is installed (here, this
+    interpreter's site-packages): a helper module beside the tests imports by name, as in the
+    project's own runs, and a same-named folder in the tests does not shadow the installed package."""
+    tests = tmp_path / "project" / "tests"
+    (tests / "packaging").mkdir(parents=True)
+    (tests / "packaging" / "__init__.py").write_text("SHADOW = True  # the folder, not the installed package\n")
+    (tests / "pytestingutils.py").write_text("def conv(workers):\n    return f'workers = {workers}'\n")
+    (tests / "test_conv.py").write_text(
+        "import packaging\nfrom pytestingutils import conv\n\n\n"
+        "def test_the_helper_beside_imports():\n    assert conv(3) == 'workers = 3'\n\n\n"
+        "def test_the_installed_package_wins():\n"
+        "    assert not hasattr(packaging, 'SHADOW') and 'site-packages' in packaging.__file__\n")
+    work = tmp_path / "work"
+    (work / "tmp").mkdir(parents=True)
+    gate = FeatureGate(statuses={"conv.helper": "stable"}, present=frozenset({"conv.helper"}),
+                       listed={"test_conv.py": ("conv.helper",)})
+    judged = run_and_judge_tests(Path(sys.executable), tests_dir=tests, gate=gate, source_dir=tmp_path / "project",
+                                 state=tmp_path / "state", work=work)
+    assert judged.problems == (), judged.log_tail
+    assert [(f.id, f.result, f.passed) for f in judged.features] == [("conv.helper", "passed", 2)]

@@ -224,8 +224,12 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
         env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
     exit_status: int | None = None
     try:
+        # append: each test module's folder goes on sys.path after site-packages, so a helper beside
+        # the tests imports (`from pytestingutils import conv`) as in the project's own runs, and the
+        # installed package still wins over any same-named folder. The copy lies outside the
+        # project, so its sources are never on sys.path.
         result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_feature_report",
-                              "--import-mode=importlib", "-q", "-rs", "-p", "no:cacheprovider"],
+                              "--import-mode=append", "-q", "-rs", "-p", "no:cacheprovider"],
                              cwd=work, extra_env=env, timeout=timeout, check=False, what="component tests")
         exit_status = result.returncode
         log_tail = "\n".join(result.output.splitlines()[-30:])
