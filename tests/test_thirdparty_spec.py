@@ -21,6 +21,7 @@ from shipyard.project_declaration import (
     uses_vcs_version,
     writes_into_sources,
 )
+from shipyard.pytest_selection import selection_of
 from shipyard.validate import load_spec
 from shipyard.wheel.build_env import build_requirements, combined_requirements
 from shipyard.wheel.metadata import requires_python_problem
@@ -236,3 +237,79 @@ def test_a_copied_tests_folder_imports_the_helpers_beside_its_tests_and_the_inst
                                  state=tmp_path / "state", work=work)
     assert judged.problems == (), judged.log_tail
     assert [(f.id, f.result, f.passed) for f in judged.features] == [("conv.helper", "passed", 2)]
+
+
+def _selection_suite(tests: Path) -> None:
+    """A suite with tests this release cannot run: one needs mypy, one the network, one a GPU, one
+    is slow; and one belongs to another component's feature."""
+    tests.mkdir(parents=True)
+    (tests / "test_core.py").write_text(
+        "import shutil\nimport pytest\n\n\n"
+        "def test_core():\n    assert True\n\n\n"
+        "def test_mypy_strict():\n    assert shutil.which('no-such-type-checker'), 'needs a type checker'\n\n\n"
+        "@pytest.mark.slow\ndef test_for_an_hour():\n    assert False, 'too slow for a release run'\n\n\n"
+        "def test_other():\n    assert True\n")
+    (tests / "test_gpu.py").write_text("class TestGpu:\n    def test_kernel(self):\n        assert False, 'no GPU'\n")
+    (tests / "net").mkdir()
+    (tests / "net" / "test_download.py").write_text("def test_download():\n    assert False, 'no network'\n")
+
+
+def _judge_selection(tmp_path: Path, tests: Path, args: list[str]):
+    work = tmp_path / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "tmp").mkdir(parents=True)
+    gate = FeatureGate(statuses={"core.works": "stable", "other.x": "stable"}, present=frozenset({"core.works"}),
+                       listed={"test_core.py::test_core": ("core.works",), "test_core.py::test_other": ("other.x",)})
+    return run_and_judge_tests(Path(sys.executable), tests_dir=tests, gate=gate, other_features=["other.x"],
+                               source_dir=tmp_path, state=tmp_path / "state", work=work,
+                               selection=selection_of(args))
+
+
+def test_pytest_args_leave_tests_out_and_the_run_records_which(tmp_path):
+    tests = tmp_path / "tests"
+    _selection_suite(tests)
+    args = ["-k", "not mypy", "-m", "not slow", "--deselect", "test_gpu.py::TestGpu", "--ignore", "net"]
+    judged = _judge_selection(tmp_path, tests, args)
+    assert judged.problems == (), judged.log_tail
+    assert judged.left_out == {
+        "pytest_args": args, "expression": "-k 'not mypy' -m 'not slow' --deselect test_gpu.py::TestGpu --ignore net",
+        # test_other is another component's (the feature plugin leaves it out): not counted here.
+        "deselected": ["test_core.py::test_for_an_hour", "test_core.py::test_mypy_strict",
+                       "test_gpu.py::TestGpu::test_kernel"],
+        "ignored": ["net"]}
+    # Without them the same suite fails its cell: these tests need what the release lacks.
+    judged = _judge_selection(tmp_path, tests, [])
+    assert judged.left_out is None
+    assert judged.problems and "tests of no feature failed (4 of 4)" in " ".join(judged.problems)
+
+
+def test_validate_refuses_pytest_args_that_could_change_the_verdict(tmp_path, capsys):
+    root = tmp_path / "release"
+    shutil.copytree(FIXTURE, root)
+    release_yaml = root / "release.yaml"
+    text = release_yaml.read_text()
+    assert main(["--root", str(root), "validate"]) == 0
+    capsys.readouterr()
+    cases = {'["-x"]': ("pytest_args.0", "-x is not a selection option", "'-x'"),
+             '["--maxfail=1"]': ("pytest_args.0", "--maxfail=1 is not a selection option", "'--maxfail=1'"),
+             '["-k", "not mypy", "-p", "no:randomly"]': ("pytest_args.2", "-p is not a selection option", "'-p'"),
+             '["--lf"]': ("pytest_args.0", "--lf is not a selection option", "'--lf'"),
+             '["-n", "4"]': ("pytest_args.0", "-n is not a selection option", "'-n'"),
+             '["--co"]': ("pytest_args.0", "--co is not a selection option", "'--co'"),
+             '["test_scmpkg.py"]': ("pytest_args.0", "a bare argument would name what pytest runs instead of the "
+                                    "tests folder", "'test_scmpkg.py'"),
+             '["--ignore", "/etc"]': ("pytest_args.1", "--ignore takes a path relative to the tests folder", "'/etc'"),
+             '["-k"]': ("pytest_args.0", "-k needs a keyword expression", "'-k'"),
+             '"-k not mypy"': ("pytest_args", "must be a list", "'-k not mypy'")}
+    for value, (key, message, got) in cases.items():
+        release_yaml.write_text(text.replace("    test_requires: [\"attrs>=23\"]\n",
+                                             f"    test_requires: [\"attrs>=23\"]\n    pytest_args: {value}\n"))
+        line = release_yaml.read_text().splitlines().index(f"    pytest_args: {value}") + 1
+        assert main(["--root", str(root), "validate"]) == 2, value
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"{release_yaml}:{line}: components.scmpkg.{key}: {message}" in err, (value, err)
+        assert f"(got {got})" in err and "Traceback" not in err, (value, err)
+    release_yaml.write_text(text.replace("    test_requires: [\"attrs>=23\"]\n", "    test_requires: [\"attrs>=23\"]\n"
+                                         "    pytest_args: [-k, not mypy, -m, not gpu, --deselect, "
+                                         "test_scmpkg.py::test_greet, --ignore=slow/]\n"))
+    assert main(["--root", str(root), "validate"]) == 0

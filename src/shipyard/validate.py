@@ -25,6 +25,7 @@ from shipyard.feature_markers import marker_issues
 from shipyard.matrix import exclusion_cells
 from shipyard.project_declaration import declared_requires_python
 from shipyard.project_metadata import metadata_requires_python, needs_metadata_hook
+from shipyard.pytest_selection import parse_pytest_args
 from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, Component, FeatureFile, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
@@ -246,6 +247,7 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
                 value=NO_VALUE)
     _check_exclusions(release, doc, out)
     _check_images(release, doc, out)
+    _check_pytest_args(release, doc, out)
 
 
 def _check_images(release: Release, doc: YamlDocument, out: _Collector) -> None:
@@ -280,6 +282,19 @@ def _check_images(release: Release, doc: YamlDocument, out: _Collector) -> None:
             out.add(doc, ("images", "variants", name, "devel_budget_mb"),
                     "the devel image holds the runtime image and more, so its budget cannot be smaller; "
                     f"raise it to at least {entry.runtime_budget_mb:g}")
+
+
+def _check_pytest_args(release: Release, doc: YamlDocument, out: _Collector) -> None:
+    """pytest_args only leave tests out (pytest_selection): nothing that changes the verdict."""
+    for name, component in release.components.items():
+        if not component.pytest_args:
+            continue
+        loc = ("components", name, "pytest_args")
+        if not component.tests:
+            out.add(doc, loc, "leaves out tests of a component that declares none",
+                    fix="set tests: to the component's tests folder, or remove pytest_args")
+        for issue in parse_pytest_args(component.pytest_args)[1]:
+            out.add(doc, (*loc, issue.index), issue.message, fix=issue.fix)
 
 
 def _is_dir(path: Path) -> bool:

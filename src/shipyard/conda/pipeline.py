@@ -41,6 +41,7 @@ from shipyard.manifest import FeatureRecord, NotApplicableRecord, merge_artifact
 from shipyard.matrix import NotApplicable
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
+from shipyard.pytest_selection import selection_of
 from shipyard.source_tree import hash_tree
 from shipyard.validate import Spec
 from shipyard.wheel.index import sha256_of
@@ -172,7 +173,8 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
                     gate=feature_gate(spec, component.name, platform, tests_dir, spec.root),
                     other_features=sorted(f.id for f in spec.features.features if f.component != component.name),
                     source_dir=spec.root / component.path, state=request.state,
-                    work=request.state / "conda-test" / package.label, ports=ports)
+                    work=request.state / "conda-test" / package.label, ports=ports,
+                    selection=selection_of(component.pytest_args))
             verdict = "passed" if cell.test.passed else "FAILED: " + "; ".join(cell.test.problems)[:300]
             progress(f"test {package.label}: {verdict}")
             if cell.test.passed and package.label in keys:
@@ -206,7 +208,8 @@ def _test_key(spec: Spec, cell: CondaCell, channel_state: dict[str, str]) -> str
     inputs = {"package": sha256_of(package.path), "channels": channel_state,
               "gating": dict(gate.statuses), "present": sorted(gate.present),
               "listed": {k: list(v) for k, v in gate.listed.items()},
-              "others": sorted(f.id for f in spec.features.features if f.component != component.name)}
+              "others": sorted(f.id for f in spec.features.features if f.component != component.name),
+              "pytest_args": list(component.pytest_args)}
     return cache_key(kind="conda-test", sources=hash_tree(tests_dir), spec_section=inputs, toolchain="rattler",
                      python=cell.python)
 
