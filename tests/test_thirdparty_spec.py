@@ -10,6 +10,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from markupsafe import escape
+
 from shipyard.ci.jobs import build_jobs
 from shipyard.cli import main
 from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
@@ -29,6 +31,7 @@ from shipyard.wheel.testing import FeatureGate, run_and_judge_tests
 
 FIXTURE = Path(__file__).parent / "fixtures" / "thirdparty"
 LIBRARY = FIXTURE / "library"
+FIXTURE_ARGS = "    pytest_args: [--deselect, test_typing.py::test_the_package_type_checks]\n"
 
 
 def test_backends_and_build_requirements_are_the_projects_own():
@@ -288,6 +291,7 @@ def test_validate_refuses_pytest_args_that_could_change_the_verdict(tmp_path, ca
     shutil.copytree(FIXTURE, root)
     release_yaml = root / "release.yaml"
     text = release_yaml.read_text()
+    assert FIXTURE_ARGS in text
     assert main(["--root", str(root), "validate"]) == 0
     capsys.readouterr()
     cases = {'["-x"]': ("pytest_args.0", "-x is not a selection option", "'-x'"),
@@ -302,14 +306,46 @@ def test_validate_refuses_pytest_args_that_could_change_the_verdict(tmp_path, ca
              '["-k"]': ("pytest_args.0", "-k needs a keyword expression", "'-k'"),
              '"-k not mypy"': ("pytest_args", "must be a list", "'-k not mypy'")}
     for value, (key, message, got) in cases.items():
-        release_yaml.write_text(text.replace("    test_requires: [\"attrs>=23\"]\n",
-                                             f"    test_requires: [\"attrs>=23\"]\n    pytest_args: {value}\n"))
+        release_yaml.write_text(text.replace(FIXTURE_ARGS, f"    pytest_args: {value}\n"))
         line = release_yaml.read_text().splitlines().index(f"    pytest_args: {value}") + 1
         assert main(["--root", str(root), "validate"]) == 2, value
         err = " ".join(capsys.readouterr().err.split())
         assert f"{release_yaml}:{line}: components.scmpkg.{key}: {message}" in err, (value, err)
         assert f"(got {got})" in err and "Traceback" not in err, (value, err)
-    release_yaml.write_text(text.replace("    test_requires: [\"attrs>=23\"]\n", "    test_requires: [\"attrs>=23\"]\n"
-                                         "    pytest_args: [-k, not mypy, -m, not gpu, --deselect, "
-                                         "test_scmpkg.py::test_greet, --ignore=slow/]\n"))
+    release_yaml.write_text(text.replace(FIXTURE_ARGS, "    pytest_args: [-k, not mypy, -m, not gpu, --deselect, "
+                                                       "test_scmpkg.py::test_greet, --ignore=slow/]\n"))
     assert main(["--root", str(root), "validate"]) == 0
+
+
+def test_the_report_and_the_notes_say_what_pytest_args_left_out(tmp_path, capsys):
+    """A manifest whose scmpkg cell ran with pytest_args (as the build records it): the report's
+    text and page and the release notes' known issues name the test left out, and the selection."""
+    root = tmp_path / "release"
+    shutil.copytree(FIXTURE, root)
+    left_out = {"pytest_args": ["--deselect", "test_typing.py::test_the_package_type_checks"],
+                "expression": "--deselect test_typing.py::test_the_package_type_checks",
+                "deselected": ["test_typing.py::test_the_package_type_checks"], "ignored": []}
+    tests = {"result": "passed", "installed": "0.5.2", "installer": "uv", "seconds": 1.0, "problems": [],
+             "features": {"scmpkg.version": {"status": "stable", "result": "passed", "summary": "passed (2 of 2)",
+                                             "passed": 2, "failed": 0, "skipped": 0, "skip_reasons": []}},
+             "slowest": [], "span": [0, 0], "log_tail": "", "left_out": left_out}
+    wheel = root / "dist" / "whl" / "cpu" / "scmpkg" / "scmpkg-0.5.2-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"stand-in")
+    record = ArtifactRecord(name=wheel.name, path="whl/cpu/scmpkg/" + wheel.name, sha256="0" * 64, size=8,
+                            cell_id="scmpkg-any-wheel", component="scmpkg", package_type="wheel", variant="any",
+                            variant_tag="any", platform="any", python=None, version="0.5.2", features=(),
+                            tests=tests, build={"result": "passed"})
+    merge_artifacts(root / "dist" / "manifest.json", release="thirdparty", version="1.0.0", records=[record])
+    said = ("release.yaml's pytest_args `--deselect test_typing.py::test_the_package_type_checks` left out 1 test "
+            "deselected (test_typing.py::test_the_package_type_checks)")
+    assert main(["--root", str(root), "report", "--format", "text"]) == 0
+    assert f"− scmpkg: {said} (1 cell)" in " ".join(capsys.readouterr().out.split())
+    assert main(["--root", str(root), "report"]) == 0
+    html = (root / "dist" / "report" / "index.html").read_text()
+    assert f"<li><strong>scmpkg</strong>: {escape(said)} (1 cell)</li>" in html  # as the page escapes text
+    assert f'<p class="left-out">{escape(said)}</p>' in html
+    assert main(["--root", str(root), "notes"]) == 0
+    notes = (root / "dist" / "RELEASE_NOTES.md").read_text()
+    known = notes.split("## Known issues", 1)[1]
+    assert f"- **scmpkg**: {said} (1 cell); not tested in this release." in known

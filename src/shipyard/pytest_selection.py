@@ -129,3 +129,20 @@ def _value_problem(option: str, value: str) -> tuple[str, str] | None:
 def selection_of(args: Sequence[str]) -> PytestSelection | None:
     """The selection of validated `pytest_args`; None when there are none."""
     return parse_pytest_args(args)[0] if args else None
+
+
+def left_out_text(record: Any) -> str:
+    """The test record's `left_out` in words ('' when there is none): what the report and the
+    release notes say a cell did not run, and why."""
+    if not isinstance(record, dict):
+        return ""
+    deselected = [str(t) for t in record.get("deselected") or ()]
+    ignored = [str(p) for p in record.get("ignored") or ()]
+    parts = []
+    if deselected:
+        tests = f"{len(deselected)} test{'' if len(deselected) == 1 else 's'}"
+        parts.append(f"{tests} deselected ({', '.join(deselected)})")
+    if ignored:
+        parts.append(f"{', '.join(ignored)} ignored")
+    return (f"release.yaml's pytest_args `{record.get('expression', '')}` left out "
+            + (" and ".join(parts) if parts else "no test"))

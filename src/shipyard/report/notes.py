@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shipyard.matrix import ANY
+from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport
 from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
 from shipyard.spec import STATUS_ORDER, FeatureFile
@@ -26,7 +27,7 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
         lines += ["", "## Release blockers", "", "A stable feature failed its tests: its cells are not released.", ""]
         lines += blockers
     lines += ["", "## Known issues", ""]
-    lines += _issues(report, ("beta", "prototype"), only_failed=False) or ["- none"]
+    lines += (_issues(report, ("beta", "prototype"), only_failed=False) + _left_out_issues(report)) or ["- none"]
     if previous is not None:
         lines += ["", f"## Changes since {previous.label}", ""]
         lines += _changes(features, previous, _shipped(report))
@@ -87,6 +88,12 @@ def _issues(report: ReleaseReport, statuses: tuple[str, ...], *, only_failed: bo
             if parts:
                 out.append(f"- **{row.feature.title}** (`{row.feature.id}`, {status}): " + "; ".join(parts) + ".")
     return out
+
+
+def _left_out_issues(report: ReleaseReport) -> list[str]:
+    """The tests release.yaml's pytest_args left out, once per component and selection."""
+    return [f"- **{component}**: {text} ({len(ids)} cell{'' if len(ids) == 1 else 's'}); not tested in this release."
+            for component, text, ids in left_out_groups(report.cells)]
 
 
 def _shipped(report: ReleaseReport) -> dict[str, list[str]]:
