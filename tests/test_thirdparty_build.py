@@ -154,3 +154,25 @@ def test_the_sources_stay_as_they_were(built):
     scm = subprocess.run(["git", "status", "--porcelain"], cwd=root / "library" / "scmpkg", check=True,
                          capture_output=True, text=True).stdout
     assert scm == ""
+
+
+def test_tests_import_helpers_beside_them_and_pytest_args_leave_out_what_the_release_cannot_run(built, capsys):
+    root, _, _ = built
+    artifacts = {a["cell_id"]: a for a in _manifest(root)["artifacts"]}
+    # newpy's tests import `pytestingutils` from beside them, and check that newpy is the installed wheel.
+    for python in ("311", "312", "313"):
+        newpy = artifacts[f"newpy-cpu-linux-x86_64-cp{python}-wheel"]["tests"]
+        assert newpy["features"]["newpy.settings"]["passed"] == 4, newpy["log_tail"]
+    # scmpkg's type-checking test needs mypy: release.yaml's pytest_args leave it out, and the record says so.
+    scmpkg = artifacts["scmpkg-any-wheel"]["tests"]
+    assert scmpkg["result"] == "passed"
+    assert scmpkg["left_out"] == {"pytest_args": ["--deselect", "test_typing.py::test_the_package_type_checks"],
+                                  "expression": "--deselect test_typing.py::test_the_package_type_checks",
+                                  "deselected": ["test_typing.py::test_the_package_type_checks"], "ignored": []}
+    said = ("scmpkg: release.yaml's pytest_args `--deselect test_typing.py::test_the_package_type_checks` left out "
+            "1 test deselected (test_typing.py::test_the_package_type_checks) (1 cell)")
+    assert main(["--root", str(root), "report", "--format", "text"]) == 0
+    assert f"− {said}" in " ".join(capsys.readouterr().out.split())
+    assert main(["--root", str(root), "notes"]) == 0
+    assert f"- **{said.replace(': ', '**: ', 1)}; not tested in this release." in (
+        root / "dist" / "RELEASE_NOTES.md").read_text()
