@@ -110,7 +110,8 @@ def parse_pytest_args(args: Sequence[str]) -> tuple[PytestSelection, list[Select
         if len(found[option]) > 1:
             issues.append(SelectionIssue(len(args) - 1, f"{option} is given {len(found[option])} times and pytest "
                                          f"reads only the last", "combine the expressions with 'and'"))
-    selection = PytestSelection(tuple(args), keyword=(found["-k"] or [None])[-1], markers=(found["-m"] or [None])[-1],
+    last = {option: values[-1] if values else None for option, values in found.items()}
+    selection = PytestSelection(tuple(args), keyword=last["-k"], markers=last["-m"],
                                 deselect=tuple(found["--deselect"]), ignore=tuple(found["--ignore"]))
     return selection, issues
 
