@@ -410,7 +410,8 @@ def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: 
             declared = declared_requires_python(root / component.path) if component.is_python else None
         except ShipyardError as exc:
             out.add(doc, ("components", name, "path"), str(exc), value=component.path)
-            declared = None
+            components[name] = component
+            continue
         if declared and component.requires_python and declared[0] != component.requires_python:
             out.add(doc, ("components", name, "requires_python"),
                     f"disagrees with the project's {declared[1]} ({declared[0]!r})",
@@ -428,9 +429,9 @@ def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDo
     """The component with the Requires-Python its backend's metadata states (a setup.py-only
     project computes it), read once per change of the project (project_metadata caches it)."""
     project = root / component.path
-    if not needs_metadata_hook(project):
-        return component
     try:
+        if not needs_metadata_hook(project):
+            return component
         found = metadata_requires_python(project)
     except ShipyardError as exc:
         out.add(doc, ("components", component.name, "path"), f"{exc}; fix the project, or state "
