@@ -232,14 +232,24 @@ def test_a_copied_tests_folder_imports_the_helpers_beside_its_tests_and_the_inst
         "def test_the_helper_beside_imports():\n    assert conv(3) == 'workers = 3'\n\n\n"
         "def test_the_installed_package_wins():\n"
         "    assert not hasattr(packaging, 'SHADOW') and 'site-packages' in packaging.__file__\n")
+    # Nested conftest.py files outside any package (as ember's tests/ and tests/distributed/ have),
+    # each with its own fixture, and a helper beside a test in the subfolder.
+    (tests / "conftest.py").write_text("import pytest\nfrom pytestingutils import conv\n\n\n"
+                                       "@pytest.fixture\ndef doc():\n    return conv(5)\n")
+    (tests / "sub").mkdir()
+    (tests / "sub" / "conftest.py").write_text("import pytest\n\n\n@pytest.fixture\ndef port():\n    return 29500\n")
+    (tests / "sub" / "subhelper.py").write_text("def twice(n):\n    return 2 * n\n")
+    (tests / "sub" / "test_sub.py").write_text("from subhelper import twice\n\n\n"
+                                               "def test_both_conftests_and_the_helper(doc, port):\n"
+                                               "    assert (doc, twice(port)) == ('workers = 5', 59000)\n")
     work = tmp_path / "work"
     (work / "tmp").mkdir(parents=True)
     gate = FeatureGate(statuses={"conv.helper": "stable"}, present=frozenset({"conv.helper"}),
-                       listed={"test_conv.py": ("conv.helper",)})
+                       listed={"test_conv.py": ("conv.helper",), "sub/": ("conv.helper",)})
     judged = run_and_judge_tests(Path(sys.executable), tests_dir=tests, gate=gate, source_dir=tmp_path / "project",
                                  state=tmp_path / "state", work=work)
     assert judged.problems == (), judged.log_tail
-    assert [(f.id, f.result, f.passed) for f in judged.features] == [("conv.helper", "passed", 2)]
+    assert [(f.id, f.result, f.passed) for f in judged.features] == [("conv.helper", "passed", 3)]
 
 
 def _selection_suite(tests: Path) -> None:

@@ -236,12 +236,12 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
         env |= selection.plugin_env(work)
     exit_status: int | None = None
     try:
-        # append: each test module's folder goes on sys.path after site-packages, so a helper beside
-        # the tests imports (`from pytestingutils import conv`) as in the project's own runs, and the
-        # installed package still wins over any same-named folder. The copy lies outside the
-        # project, so its sources are never on sys.path.
-        result = command.run([python, "-m", "pytest", copied, *selecting, "-p", "shipyard_feature_report",
-                              "--import-mode=append", "-q", "-rs", "-p", "no:cacheprovider"],
+        # shipyard_test_paths appends the tests' own folders to sys.path, after site-packages: a
+        # helper beside the tests imports as in the project's own runs, the installed package wins
+        # over any same-named folder, and importlib mode still loads nested conftest.py files.
+        result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_test_paths", *selecting,
+                              "-p", "shipyard_feature_report", "--import-mode=importlib", "-q", "-rs",
+                              "-p", "no:cacheprovider"],
                              cwd=work, extra_env=env, timeout=timeout, check=False, what="component tests")
         exit_status = result.returncode
         log_tail = "\n".join(result.output.splitlines()[-30:])
