@@ -30,7 +30,8 @@ DECLARATION_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 VCS_VERSION_PLUGINS = frozenset({"setuptools-scm", "hatch-vcs", "versioningit", "dunamai", "setuptools-git-versioning"})
 
 
-def _pyproject(project: Path) -> dict[str, Any]:
+def pyproject_table(project: Path) -> dict[str, Any]:
+    """The project's pyproject.toml as a mapping ({} when it has none)."""
     file = project / "pyproject.toml"
     if not file.is_file():
         return {}
@@ -43,7 +44,7 @@ def _pyproject(project: Path) -> dict[str, Any]:
 def build_backend(project: Path) -> str:
     """The project's PEP 517 backend: [build-system].build-backend, or setuptools' legacy backend
     for a setup.py-only project (PEP 517's fallback)."""
-    return str(_pyproject(project).get("build-system", {}).get("build-backend", LEGACY_BACKEND))
+    return str(pyproject_table(project).get("build-system", {}).get("build-backend", LEGACY_BACKEND))
 
 
 def writes_into_sources(backend: str) -> bool:
@@ -86,7 +87,7 @@ def vcs_state(project: Path) -> str:
 def declared_requires_python(project: Path) -> tuple[str, str] | None:
     """(specifier, where it is declared) from pyproject.toml's [project] table or setup.cfg's
     [options]; None when the project computes it (setup.py) or does not say."""
-    table = _pyproject(project).get("project", {})
+    table = pyproject_table(project).get("project", {})
     if "requires-python" in table:
         return str(table["requires-python"]), "pyproject.toml [project] requires-python"
     cfg = project / "setup.cfg"
@@ -104,7 +105,7 @@ def declared_requires_python(project: Path) -> tuple[str, str] | None:
 def declared_version(project: Path) -> str | None:
     """The version the project states in its files (pyproject.toml's [project] version, unless
     listed as dynamic, or setup.cfg's [metadata] version); None when its build computes it."""
-    table = _pyproject(project).get("project", {})
+    table = pyproject_table(project).get("project", {})
     if "version" in table and "version" not in table.get("dynamic", ()):
         return str(table["version"])
     cfg = project / "setup.cfg"

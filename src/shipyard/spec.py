@@ -195,6 +195,9 @@ class Component(Frozen):
     tests: str | None = None
     # What the tests need beyond pytest and the wheel's own dependencies (PEP 508 requirements).
     test_requires: tuple[Annotated[str, BeforeValidator(_requirement)], ...] = ()
+    # Which of the project's own tests this release leaves out, as pytest's selection options (a
+    # list of arguments): -k EXPR, -m EXPR, --deselect ID, --ignore PATH (validate refuses the rest).
+    pytest_args: tuple[str, ...] = ()
     # The wheel's version is the project's own (its built metadata: setuptools_scm, a
     # pyproject version, setup.py's) unless this overrides it.
     version: Annotated[str, BeforeValidator(_version)] | None = None

@@ -25,8 +25,10 @@ from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, neare
 from shipyard.feature_markers import marker_issues
 from shipyard.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.project_declaration import declared_requires_python
+from shipyard.project_metadata import metadata_requires_python, needs_metadata_hook
+from shipyard.pytest_selection import parse_pytest_args
 from shipyard.resources.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
-from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Platform, Release
+from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, Component, FeatureFile, Platform, Release
 from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
@@ -254,6 +256,7 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collec
     _check_signing_key_file(release, doc, root, out)
     _check_exclusions(release, doc, out)
     _check_images(release, doc, out)
+    _check_pytest_args(release, doc, out)
 
 
 # A wheel platform tag's OS and architecture: manylinux_2_31_x86_64, musllinux_1_2_aarch64,
@@ -335,6 +338,19 @@ def _check_images(release: Release, doc: YamlDocument, out: _Collector) -> None:
             out.add(doc, ("images", "variants", name, "devel_budget_mb"),
                     "the devel image holds the runtime image and more, so its budget cannot be smaller; "
                     f"raise it to at least {entry.runtime_budget_mb:g}")
+
+
+def _check_pytest_args(release: Release, doc: YamlDocument, out: _Collector) -> None:
+    """pytest_args only leave tests out (pytest_selection): nothing that changes the verdict."""
+    for name, component in release.components.items():
+        if not component.pytest_args:
+            continue
+        loc = ("components", name, "pytest_args")
+        if not component.tests:
+            out.add(doc, loc, "leaves out tests of a component that declares none",
+                    fix="set tests: to the component's tests folder, or remove pytest_args")
+        for issue in parse_pytest_args(component.pytest_args)[1]:
+            out.add(doc, (*loc, issue.index), issue.message, fix=issue.fix)
 
 
 def _is_dir(path: Path) -> bool:
@@ -460,13 +476,16 @@ def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: 
             declared = declared_requires_python(root / component.path) if component.is_python else None
         except ShipyardError as exc:
             out.add(doc, ("components", name, "path"), str(exc), value=component.path)
-            declared = None
+            components[name] = component
+            continue
         if declared and component.requires_python and not _same_specifiers(declared[0], component.requires_python):
             out.add(doc, ("components", name, "requires_python"),
                     f"disagrees with the project's {declared[1]} ({declared[0]!r})",
                     fix="remove it (the project's own declaration is read) or make the two agree")
         if declared and not component.requires_python:
             component = component.model_copy(update={"requires_python": declared[0]})
+        elif not declared and not component.requires_python and component.is_python:
+            component = _with_metadata_requires_python(component, root, doc, out)
         components[name] = component
     return release.model_copy(update={"components": components})
 
@@ -478,6 +497,23 @@ def _same_specifiers(project: str, release: str) -> bool:
         return SpecifierSet(project) == SpecifierSet(release)
     except InvalidSpecifier:
         return False
+
+
+def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDocument,
+                                   out: _Collector) -> Component:
+    """The component with the Requires-Python its backend's metadata states (a setup.py-only
+    project computes it), read once per change of the project (project_metadata caches it)."""
+    project = root / component.path
+    try:
+        if not needs_metadata_hook(project):
+            return component
+        found = metadata_requires_python(project)
+    except ShipyardError as exc:
+        out.add(doc, ("components", component.name, "path"), f"{exc}; fix the project, or state "
+                f"requires_python under components.{component.name} so that the hook is not needed",
+                value=component.path)
+        return component
+    return component.model_copy(update={"requires_python": found}) if found else component
 
 
 def load_spec(root: Path, release_file: str = "release.yaml",

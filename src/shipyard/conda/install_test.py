@@ -14,6 +14,7 @@ from packaging.requirements import Requirement
 
 from shipyard.conda.names import conda_name
 from shipyard.conda.solve_install import InstallRequest, InstallResult, channels_line, solve_and_install
+from shipyard.pytest_selection import PytestSelection
 from shipyard.wheel.testing import FeatureGate, TestRun, component_test_requirements, run_and_judge_tests
 
 
@@ -43,7 +44,8 @@ def conda_specs(requirements: Sequence[str]) -> list[str]:
 
 def run_conda_package_tests(package: BuiltPackage, *, python: str, channels: Sequence[str], tests_dir: Path,
                        gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path, state: Path,
-                       work: Path, ports: range | None = None, timeout: float = 1800) -> TestRun:
+                       work: Path, ports: range | None = None, timeout: float = 1800,
+                       selection: PytestSelection | None = None) -> TestRun:
     """Install `package` (exactly that build) with Python `python` and the tests' requirements into a
     fresh prefix under `work`, solved from `channels`, then run `tests_dir` with the prefix's Python."""
     start, started_at = time.monotonic(), time.time()
@@ -62,9 +64,10 @@ def run_conda_package_tests(package: BuiltPackage, *, python: str, channels: Seq
     assert installed is not None
     judged = run_and_judge_tests(work / "prefix" / "bin" / "python", tests_dir=tests_dir, gate=gate,
                                  other_features=other_features, source_dir=source_dir, state=state, work=work,
-                                 ports=ports, timeout=timeout)
+                                 ports=ports, timeout=timeout, selection=selection)
     return TestRun(f"{installed.version} {installed.build}", judged.features, time.monotonic() - start,
-                   judged.log_tail, judged.problems, "rattler", judged.slowest, (started_at, time.time()))
+                   judged.log_tail, judged.problems, "rattler", judged.slowest, (started_at, time.time()),
+                   judged.left_out)
 
 
 def install_problem(package: BuiltPackage, request: InstallRequest, result: InstallResult) -> str | None:

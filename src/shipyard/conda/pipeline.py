@@ -49,6 +49,7 @@ from shipyard.manifest import FeatureRecord, NotApplicableRecord, merge_artifact
 from shipyard.matrix import NotApplicable
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
+from shipyard.pytest_selection import selection_of
 from shipyard.source_tree import hash_tree
 from shipyard.validate import Spec
 from shipyard.wheel.index import sha256_of
@@ -191,7 +192,8 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
                     gate=feature_gate(spec, component.name, platform, tests_dir, spec.root),
                     other_features=sorted(f.id for f in spec.features.features if f.component != component.name),
                     source_dir=spec.root / component.path, state=request.state,
-                    work=request.state / "conda-test" / _run_id(cell), ports=ports)
+                    work=request.state / "conda-test" / _run_id(cell), ports=ports,
+                    selection=selection_of(component.pytest_args))
             verdict = "passed" if cell.test.passed else "FAILED: " + "; ".join(cell.test.problems)[:300]
             progress(f"test {package.label} (Python {python}): {verdict}")
             if cell.test.passed and _run_id(cell) in keys:
@@ -231,7 +233,7 @@ def _test_key(spec: Spec, cell: CondaCell, channel_state: dict[str, str]) -> str
               "gating": dict(gate.statuses), "present": sorted(gate.present),
               "listed": {k: list(v) for k, v in gate.listed.items()},
               "others": sorted(f.id for f in spec.features.features if f.component != component.name),
-              "judge": judge_identity()}
+              "judge": judge_identity(), "pytest_args": list(component.pytest_args)}
     return cache_key(kind="conda-test", sources=hash_tree(tests_dir), spec_section=inputs, toolchain="rattler",
                      python=cell.python)
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from shipyard.manifest import ArtifactRecord, Manifest, NotApplicableRecord
 from shipyard.matrix import Cell, builder_platform, excluded_cells, expand, not_applicable
+from shipyard.pytest_selection import left_out_text
 from shipyard.spec import Release
 from shipyard.toolchains.discover import Inventory
 from shipyard.toolchains.resolve import Missing, resolve
@@ -57,6 +58,7 @@ class ReportCell:
     build_seconds: float | None = None
     test_seconds: float | None = None
     artifact: ArtifactRecord | None = None
+    left_out: str = ""  # the tests release.yaml's pytest_args left out of this cell's run, in words
 
     @property
     def cached(self) -> bool:
@@ -103,7 +105,17 @@ def recorded_cell(record: ArtifactRecord) -> ReportCell:
         label={"skipped": "built, not tested"}.get(state, state), reason=reason,
         features=tuple(_feature_result(fid, f) for fid, f in (tests.get("features") or {}).items()),
         log_tail=str(tests.get("log_tail") or ""), build_seconds=_seconds(build.get("seconds")),
-        test_seconds=_seconds(tests.get("seconds")), artifact=record)
+        test_seconds=_seconds(tests.get("seconds")), artifact=record, left_out=left_out_text(tests.get("left_out")))
+
+
+def left_out_groups(cells: list[ReportCell]) -> list[tuple[str, str, list[str]]]:
+    """(component, what pytest_args left out, the cells) for every distinct left-out text, in
+    the order the cells come: what the report and the notes list once, not per cell."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for cell in cells:
+        if cell.left_out:
+            groups.setdefault((cell.component, cell.left_out), []).append(cell.id)
+    return [(component, text, ids) for (component, text), ids in groups.items()]
 
 
 def _recorded_state(record: ArtifactRecord) -> State:

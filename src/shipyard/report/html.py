@@ -12,6 +12,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from shipyard.report.artifacts import ArtifactRow, TimingRow
+from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport
 
 # Each state has an icon and words besides its colour; every pair passes WCAG AA (4.5:1) contrast.
@@ -33,7 +34,8 @@ def render_html(report: ReleaseReport, out: Path, dist: Path) -> str:
     css = resources.files("shipyard.report").joinpath("templates", "report.css").read_text()
     return env.get_template("report.html.j2").render(
         r=report, css=Markup(css), icons=ICONS, state_names=STATE_NAMES, link_prefix=link_prefix,
-        size_bar=_size_bar(report.artifacts), human_size=human_size, timing_chart=timing_chart)
+        size_bar=_size_bar(report.artifacts), human_size=human_size, timing_chart=timing_chart,
+        left_out=left_out_groups(report.cells))
 
 
 def write_html(report: ReleaseReport, out: Path, dist: Path) -> Path:

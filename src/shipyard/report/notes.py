@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shipyard.matrix import ANY
+from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport
 from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
 from shipyard.spec import STATUS_ORDER, FeatureFile
@@ -29,7 +30,7 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
     lines += ["", "## Known issues", ""]
     known = _issues(report, ("stable",), {"partial"})
     known += _issues(report, ("beta", "prototype"), {"failed", "not-run", "partial", "idle"})
-    lines += known or ["- none"]
+    lines += (known + _left_out_issues(report)) or ["- none"]
     if previous is not None:
         lines += ["", f"## Changes since {previous.label}", ""]
         lines += _changes(features, previous, _shipped(report))
@@ -99,6 +100,12 @@ def _issues(report: ReleaseReport, statuses: tuple[str, ...], kinds: set[str]) -
             if parts:
                 out.append(f"- **{row.feature.title}** (`{row.feature.id}`, {status}): " + "; ".join(parts) + ".")
     return out
+
+
+def _left_out_issues(report: ReleaseReport) -> list[str]:
+    """The tests release.yaml's pytest_args left out, once per component and selection."""
+    return [f"- **{component}**: {text} ({len(ids)} cell{'' if len(ids) == 1 else 's'}); not tested in this release."
+            for component, text, ids in left_out_groups(report.cells)]
 
 
 def _shipped(report: ReleaseReport) -> dict[str, list[str]]:

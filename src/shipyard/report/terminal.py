@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from shipyard.report.cells import ReportCell
+from shipyard.report.cells import ReportCell, left_out_groups
 from shipyard.report.document import ReleaseReport
 from shipyard.report.html import ICONS, STATE_NAMES
 
@@ -46,6 +46,8 @@ def terminal_view(report: ReleaseReport) -> Group:
         line.append(f": {cell.reason or 'no reason recorded'}")
         parts.append(line)
     parts += _not_applicable_lines(report)
+    parts += [Text(f"− {component}: {text} ({len(ids)} cell{'' if len(ids) == 1 else 's'})", style="yellow")
+              for component, text, ids in left_out_groups(report.cells)]
     return Group(*parts)
 
 

@@ -26,6 +26,7 @@ from shipyard.project_declaration import (
     vcs_state,
     writes_into_sources,
 )
+from shipyard.pytest_selection import selection_of
 from shipyard.source_tree import GitInfo, git_info, hash_tree
 from shipyard.spec import Component, Variant
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
@@ -464,7 +465,8 @@ def _test_key(ctx: _Context, task: _TestTask) -> str:
                    "gating": dict(gate.statuses), "present": sorted(gate.present),
                    "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
                    "console_scripts": list(component.console_scripts),
-                   "test_requires": list(component.test_requires), "judge": judge_identity()}
+                   "test_requires": list(component.test_requires), "judge": judge_identity(),
+                   "pytest_args": list(component.pytest_args)}
     return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
                      toolchain=task.interpreter.identity, python=task.outcome.cell.python)
 
@@ -483,7 +485,7 @@ def _run_tests(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[Nor
                 tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
                 source_dir=ctx.root / component.path, state=ctx.request.state, work=work,
                 local_projects=local, installer=task.installer, ports=ports,
-                test_requires=component.test_requires)
+                test_requires=component.test_requires, selection=selection_of(component.pytest_args))
             # In the venv the tests ran in: each declared console script is there and runs.
             scripts = console_script_problems(work / "venv", component.console_scripts)
     except ShipyardError as exc:

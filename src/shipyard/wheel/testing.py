@@ -36,6 +36,7 @@ from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filen
 
 from shipyard import command
 from shipyard.errors import ToolError
+from shipyard.pytest_selection import PytestSelection
 from shipyard.toolchains.discover import Interpreter
 from shipyard.wheel.test_env import ensure_wheelhouse, make_test_env
 
@@ -122,6 +123,7 @@ class TestRun:
     installer: str = "uv"  # what made the environment and resolved the package: uv or pip
     slowest: tuple[tuple[str, float], ...] = ()  # the slowest tests, (test id, seconds)
     span: tuple[float, float] = (0.0, 0.0)  # when the cell's environment and tests started and ended (Unix time)
+    left_out: Mapping[str, Any] | None = None  # what release.yaml's pytest_args left out (pytest_selection)
 
     @property
     def passed(self) -> bool:
@@ -142,6 +144,7 @@ class TestRun:
             "span": [round(t, 2) for t in self.span],
             # pytest's last lines: what the release report shows when a cell is opened.
             "log_tail": self.log_tail,
+            **({"left_out": dict(self.left_out)} if self.left_out is not None else {}),
         }
 
     @classmethod
@@ -155,7 +158,8 @@ class TestRun:
         span = data.get("span") or (0.0, 0.0)
         return cls(data["installed"], features, data["seconds"], data.get("log_tail", ""), tuple(data["problems"]),
                    data["installer"],
-                   tuple((test, seconds) for test, seconds in data.get("slowest", [])), (span[0], span[1]))
+                   tuple((test, seconds) for test, seconds in data.get("slowest", [])), (span[0], span[1]),
+                   data.get("left_out"))
 
 
 def requires_dist(wheel: Path) -> list[Requirement]:
@@ -187,7 +191,7 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
                         gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path,
                         state: Path, work: Path, local_projects: set[NormalizedName],
                         installer: str = "uv", ports: range | None = None, timeout: float = 1800,
-                        test_requires: Sequence[str] = ()) -> TestRun:
+                        test_requires: Sequence[str] = (), selection: PytestSelection | None = None) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
     `interpreter` (with `installer`), run `tests_dir` against it, and judge the run by `gate`.
     The tests' requirements are pytest, `tests_dir/requirements.txt` and `test_requires`
@@ -218,9 +222,11 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
         problems.append(f"{installer} resolved {name} {installed} from {variant_index}, expected {expected}: "
                         f"the wrong variant would reach users")
     judged = run_and_judge_tests(python, tests_dir=tests_dir, gate=gate, other_features=other_features,
-                                 source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout)
+                                 source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout,
+                                 selection=selection)
     return TestRun(installed, judged.features, time.monotonic() - start, judged.log_tail,
-                   tuple(problems) + judged.problems, installer, judged.slowest, (started_at, time.time()))
+                   tuple(problems) + judged.problems, installer, judged.slowest, (started_at, time.time()),
+                   judged.left_out)
 
 
 @dataclass(frozen=True)
@@ -231,11 +237,12 @@ class JudgedTests:
     log_tail: str
     problems: tuple[str, ...]
     slowest: tuple[tuple[str, float], ...] = ()
+    left_out: Mapping[str, Any] | None = None  # what `selection` left out, when one was given
 
 
 def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, other_features: Sequence[str] = (),
                         source_dir: Path, state: Path, work: Path, ports: range | None = None,
-                        timeout: float = 1800) -> JudgedTests:
+                        timeout: float = 1800, selection: PytestSelection | None = None) -> JudgedTests:
     """Run a copy of `tests_dir` with `python` (whose environment holds the installed package:
     a venv for wheels, a conda prefix for conda packages) and judge the run by `gate`.
 
@@ -245,7 +252,10 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     report = work / "feature-report.jsonl"
     report.unlink(missing_ok=True)  # the plugin appends
     listed = work / "feature-tests.json"
-    listed.write_text(json.dumps({k: list(v) for k, v in gate.listed.items()}, sort_keys=True))
+    # A listed id that pytest_args' --ignore leaves out is left out, not unmatched (it is in the
+    # record's left_out); -k, -m and --deselect are seen as deselection by the plugin itself.
+    kept = {k: list(v) for k, v in gate.listed.items() if not (selection and selection.ignores(k))}
+    listed.write_text(json.dumps(kept, sort_keys=True))
     plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
     env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1",
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
@@ -257,10 +267,19 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
            "SHIPYARD_TEST_CACHE": str(state / "test-cache")}
     if ports is not None:
         env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
+    # release.yaml's pytest_args: the plugin that applies --deselect and records what was left out
+    # is registered first, so that it sees the feature report plugin's own deselection as done.
+    selecting = ["-p", "shipyard_selection", *selection.pytest_argv(copied)] if selection else []
+    if selection:
+        env |= selection.plugin_env(work)
     exit_status: int | None = None
     try:
-        result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_feature_report",
-                              "--import-mode=importlib", "-q", "-rs", "-p", "no:cacheprovider"],
+        # shipyard_test_paths appends the tests' own folders to sys.path, after site-packages: a
+        # helper beside the tests imports as in the project's own runs, the installed package wins
+        # over any same-named folder, and importlib mode still loads nested conftest.py files.
+        result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_test_paths", *selecting,
+                              "-p", "shipyard_feature_report", "--import-mode=importlib", "-q", "-rs",
+                              "-p", "no:cacheprovider"],
                              cwd=work, extra_env=env, timeout=timeout, check=False, what="component tests")
         exit_status = result.returncode
         log_tail = "\n".join(result.output.splitlines()[-30:])
@@ -272,7 +291,8 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
         return JudgedTests((), log_tail, (f"the tests did not run to completion: {log_tail[-1500:]}",))
     outcomes = _feature_outcomes(folded, gate)
     problems = verdict_problems(exit_status, folded, outcomes, log_tail)
-    return JudgedTests(outcomes, log_tail, tuple(problems), slowest_tests(folded))
+    return JudgedTests(outcomes, log_tail, tuple(problems), slowest_tests(folded),
+                       selection.left_out(work) if selection else None)
 
 
 NOT_RUN = "not-run"
