@@ -113,6 +113,10 @@ def pytest_collection_modifyitems(session, config, items):
         features = _features(item)
         (dropped if features and set(features) <= others else keep).append(item)
     if dropped:
+        for item in dropped:
+            # shipyard_selection (pytest_args) records what the release left out; another
+            # component's tests are not that, whichever of the two plugins pluggy calls first.
+            item.shipyard_other_component = True
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
 

@@ -3,10 +3,9 @@ deselects the `--deselect` ids (relative to the tests folder, SHIPYARD_TESTS_ROO
 pytest takes as its rootdir) and writes every test the selection left out (those ids, and what
 `-k`/`-m` deselected) to the JSON file named by SHIPYARD_LEFT_OUT.
 
-It is registered before the feature report plugin, so its collection hook runs after that
-plugin's (pluggy calls later plugins first) and before pytest's own -k/-m deselection (a builtin,
-called last): what the feature plugin drops as another component's is not counted here, and
-what -k/-m drop is.
+Its collection hook runs before pytest's own -k/-m deselection (a builtin, called last), so
+what -k/-m drop is counted; what the feature report plugin drops as another component's tests
+carries `shipyard_other_component` and is not.
 """
 
 import json
@@ -52,7 +51,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_deselected(items):
     if _armed:
-        _left_out.extend(_relative_id(item) for item in items)
+        _left_out.extend(_relative_id(item) for item in items if not getattr(item, "shipyard_other_component", False))
 
 
 def pytest_sessionfinish(session, exitstatus):
