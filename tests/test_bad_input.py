@@ -247,6 +247,10 @@ def _cases() -> list[Case]:
         c("conda channel with a token", R, "channels: [conda-forge]",
           "channels: [conda-forge, 'https://conda.example.org/t/tk-Zq8vLw2Kp0aB/main']", "conda.channels.1",
           "a channel URL carries credentials", got="'https://conda.example.org/t/***/main'", hidden="Zq8vLw2Kp0aB"),
+        # A tool command is an argv list: a string a shell or CMake would split is refused.
+        c("emulator that a shell would split", R, "    emulator: [qemu-arm, -L, /usr/arm-linux-gnueabihf]\n",
+          '    emulator: "qemu-arm; echo pwned"\n', "mobile_targets.linux-armv7.emulator.0",
+          "would split it", got="'qemu-arm; echo pwned'"),
         c("publish env name is a value", R, "    password_env: SHIPYARD_PYPI_PASSWORD\n",
           "    password_env: hunter2-literal\n", "publish.wheels-staging.password_env",
           "NAME of an environment variable", at="password_env:"),
