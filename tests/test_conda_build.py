@@ -24,11 +24,11 @@ from shipyard.conda.build import BUILD_ROOT_ENV, conda_output_dir
 from shipyard.conda.install_test import conda_specs
 from shipyard.conda.variants import write_variant_config
 from shipyard.errors import SpecError
-from shipyard.manifest import read_manifest
-from shipyard.matrix import expand, select
-from shipyard.project_declaration import declared_version
-from shipyard.toolchains.discover import discover
-from shipyard.validate import load_spec
+from shipyard.host.toolchains.discover import discover
+from shipyard.record.manifest import read_manifest
+from shipyard.release.matrix import expand, select
+from shipyard.release.project_declaration import declared_version
+from shipyard.release.validate import load_spec
 
 # --- variant config -------------------------------------------------------------------------
 

@@ -10,16 +10,16 @@ from pathlib import Path
 
 from shipyard.ci.jobs import build_jobs
 from shipyard.cli import main
-from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
-from shipyard.matrix import expand, not_applicable
-from shipyard.project_declaration import (
+from shipyard.record.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
+from shipyard.release.matrix import expand, not_applicable
+from shipyard.release.project_declaration import (
     LEGACY_BACKEND,
     build_backend,
     declared_requires_python,
     uses_vcs_version,
     writes_into_sources,
 )
-from shipyard.validate import load_spec
+from shipyard.release.validate import load_spec
 from shipyard.wheel.build_env import build_requirements, combined_requirements
 from shipyard.wheel.metadata import requires_python_problem
 

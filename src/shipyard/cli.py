@@ -13,9 +13,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from shipyard.cell_filters import check_filters
 from shipyard.errors import ShipyardError
-from shipyard.matrix import (
+from shipyard.release.cell_filters import check_filters
+from shipyard.release.matrix import (
     ANY,
     Cell,
     NotApplicable,
@@ -25,7 +25,7 @@ from shipyard.matrix import (
     not_applicable,
     select,
 )
-from shipyard.validate import Spec, load_spec
+from shipyard.release.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -142,8 +142,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 # --- doctor & toolchains ---------------------------------------------------------------------
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from shipyard.doctor import diagnose
-    from shipyard.toolchains.discover import discover_for
+    from shipyard.host.doctor import diagnose
+    from shipyard.host.toolchains.discover import discover_for
 
     spec = _spec(args)
     check_filters(spec.release, variant=args.variant)
@@ -175,9 +175,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_toolchain_install(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
-    from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
-    from shipyard.toolchains.discover import toolchain_cache
-    from shipyard.toolchains.sysroot import install_sysroot, sysroot_recipes
+    from shipyard.host.toolchains.cuda_toolkit import install_cuda_toolkit
+    from shipyard.host.toolchains.discover import toolchain_cache
+    from shipyard.host.toolchains.sysroot import install_sysroot, sysroot_recipes
 
     say = lambda step: console.print(f"  [cyan]•[/] {step}")  # noqa: E731
     sysroots = [r.name for r in sysroot_recipes()]
@@ -206,7 +206,7 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
 # --- build --------------------------------------------------------------------------------
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from shipyard.build_report import live_progress, summary_table
+    from shipyard.record.build_report import live_progress, summary_table
     from shipyard.wheel.pipeline import BuildRequest, build_variant, default_test_jobs
 
     spec = _spec(args)
@@ -243,8 +243,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_build_mobile(args: argparse.Namespace) -> int:
-    from shipyard.build_report import live_progress
-    from shipyard.mobile_release import build_mobile_release
+    from shipyard.mobile.release import build_mobile_release
+    from shipyard.record.build_report import live_progress
 
     spec = _spec(args)
     check_filters(spec.release, target=args.target)
@@ -277,9 +277,9 @@ def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> 
     """Assemble the sysroot this host's wheels need to keep their glibc promise, and the variant's
     CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc older than any sysroot)."""
     from shipyard.errors import ToolchainMissing
-    from shipyard.toolchains.cuda_toolkit import install_cuda_toolkit
-    from shipyard.toolchains.discover import discover, toolchain_cache
-    from shipyard.toolchains.sysroot import install_sysroot, recipe_for_glibc
+    from shipyard.host.toolchains.cuda_toolkit import install_cuda_toolkit
+    from shipyard.host.toolchains.discover import discover, toolchain_cache
+    from shipyard.host.toolchains.sysroot import install_sysroot, recipe_for_glibc
 
     platform = spec.release.platforms.get(discover().host_platform)
     glibc = platform.promised_glibc if platform else None
@@ -303,7 +303,7 @@ def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> 
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError
-    from shipyard.spec import FeatureFile, Release
+    from shipyard.release.spec import FeatureFile, Release
 
     out = Path(args.out)
     for name, model in (("release.schema.json", Release), ("feature_status.schema.json", FeatureFile)):

@@ -13,7 +13,7 @@ def _dist(args: argparse.Namespace) -> Path:
 
 
 def cmd_manifest_merge(args: argparse.Namespace) -> int:
-    from shipyard.manifest_merge import merge_fragments
+    from shipyard.record.merge import merge_fragments
 
     spec = _spec(args)
     dist = _dist(args)

@@ -70,8 +70,8 @@ def cmd_ci_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_ci_pythons(args: argparse.Namespace) -> int:
-    from shipyard import command
-    from shipyard.toolchains.discover import discover
+    from shipyard.host.toolchains.discover import discover
+    from shipyard.plumbing import command
 
     spec = _spec(args)
     unknown = [p for p in args.python if p not in spec.release.pythons]

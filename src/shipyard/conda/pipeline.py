@@ -29,7 +29,6 @@ from pathlib import Path
 
 from rattler.package import IndexJson
 
-from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
 from shipyard.conda.build import (
     CondaBuildRequest,
@@ -45,12 +44,13 @@ from shipyard.conda.install_test import BuiltPackage, run_conda_package_tests
 from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
-from shipyard.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
-from shipyard.matrix import NotApplicable
-from shipyard.port_ranges import claimed_port_range
-from shipyard.progress import Progress, running
-from shipyard.source_tree import hash_tree
-from shipyard.validate import Spec
+from shipyard.host.source_tree import hash_tree
+from shipyard.plumbing.build_cache import BuildCache, cache_key
+from shipyard.plumbing.port_ranges import claimed_port_range
+from shipyard.plumbing.progress import Progress, running
+from shipyard.record.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.release.matrix import NotApplicable
+from shipyard.release.validate import Spec
 from shipyard.wheel.index import sha256_of
 from shipyard.wheel.pipeline import default_test_jobs, feature_gate
 from shipyard.wheel.testing import TestRun, judge_identity
@@ -243,7 +243,7 @@ def _path_of(file_url: str) -> str:
 
 
 def _host_platform(spec: Spec) -> str:
-    from shipyard.toolchains.discover import discover
+    from shipyard.host.toolchains.discover import discover
 
     return discover().host_platform
 

@@ -14,13 +14,13 @@ from shipyard.cli import _spec, console, err_console
 
 if TYPE_CHECKING:
     from shipyard.image.build import ImageRequest
-    from shipyard.validate import Spec
+    from shipyard.release.validate import Spec
 
 
 def cmd_image_build(args: argparse.Namespace) -> int:
-    from shipyard.build_report import live_progress
     from shipyard.image.build import ImageRequest, build_images
     from shipyard.image.plan import with_repository
+    from shipyard.record.build_report import live_progress
 
     start = time.monotonic()
     spec = _spec(args)

@@ -15,8 +15,8 @@ from typing import Literal
 from pydantic import ValidationError
 
 from shipyard.errors import UsageError, nearest
-from shipyard.spec import STATUS_ORDER, ImageSettings, ImageVariant, Variant
-from shipyard.validate import Spec
+from shipyard.release.spec import STATUS_ORDER, ImageSettings, ImageVariant, Variant
+from shipyard.release.validate import Spec
 
 Target = Literal["runtime", "devel"]
 TARGETS: tuple[Target, ...] = ("runtime", "devel")

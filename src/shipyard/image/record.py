@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
-from shipyard.validate import Spec
+from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
+from shipyard.release.validate import Spec
 
 if TYPE_CHECKING:
     from shipyard.image.build import ImageResult

@@ -13,8 +13,8 @@ def _dist(args: argparse.Namespace) -> Path:
 
 
 def _report(args: argparse.Namespace):  # noqa: ANN202 - a ReleaseReport, imported lazily with the rest
+    from shipyard.host.toolchains.discover import discover_for
     from shipyard.report.document import build_report
-    from shipyard.toolchains.discover import discover_for
 
     spec = _spec(args)
     return spec, build_report(spec, _dist(args) / "manifest.json", discover_for(spec.release))

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from shipyard.matrix import ANY, expand
+from shipyard.release.matrix import ANY, expand
+from shipyard.release.spec import Feature, Release
 from shipyard.report.cells import ReportCell
-from shipyard.spec import Feature, Release
 from shipyard.wheel.testing import FeatureOutcome as TestedFeature
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shipyard.matrix import ANY
+from shipyard.release.matrix import ANY
+from shipyard.release.spec import STATUS_ORDER, FeatureFile
 from shipyard.report.document import ReleaseReport
 from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
-from shipyard.spec import STATUS_ORDER, FeatureFile
 
 
 def release_notes(report: ReleaseReport, features: FeatureFile, previous: PreviousRelease | None = None) -> str:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from shipyard.cli import _spec, console, err_console
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.validate import Spec, load_spec
+from shipyard.release.validate import Spec, load_spec
 
 
 def _dist(args: argparse.Namespace) -> Path:
@@ -114,8 +114,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from shipyard.build_report import live_progress
-    from shipyard.cell_filters import check_filters
+    from shipyard.record.build_report import live_progress
+    from shipyard.release.cell_filters import check_filters
     from shipyard.supply.repro import ReproRequest, reproduce, summary_lines
 
     spec = _spec(args)

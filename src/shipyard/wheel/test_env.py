@@ -19,9 +19,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from shipyard import command
-from shipyard.file_lock import exclusive
-from shipyard.toolchains.discover import Interpreter
+from shipyard.host.toolchains.discover import Interpreter
+from shipyard.plumbing import command
+from shipyard.plumbing.file_lock import exclusive
 
 INSTALLERS = ("uv", "pip")
 

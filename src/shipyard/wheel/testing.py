@@ -34,9 +34,9 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
 
-from shipyard import command
 from shipyard.errors import ToolError
-from shipyard.toolchains.discover import Interpreter
+from shipyard.host.toolchains.discover import Interpreter
+from shipyard.plumbing import command
 from shipyard.wheel.test_env import ensure_wheelhouse, make_test_env
 
 UNMARKED = "(unmarked)"

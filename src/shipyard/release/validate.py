@@ -20,14 +20,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
-from shipyard.cuda_archs import supported_archs
 from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
-from shipyard.feature_markers import marker_issues
-from shipyard.matrix import excluded_cells, exclusion_cells, surviving_platforms
-from shipyard.project_declaration import declared_requires_python
+from shipyard.release.cuda_archs import supported_archs
+from shipyard.release.feature_markers import marker_issues
+from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
+from shipyard.release.project_declaration import declared_requires_python
+from shipyard.release.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Platform, Release
+from shipyard.release.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 from shipyard.resources.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
-from shipyard.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Platform, Release
-from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
 _MISSING = NO_VALUE

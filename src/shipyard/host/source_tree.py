@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard import command
 from shipyard.errors import ToolError
+from shipyard.plumbing import command
 
 # Build outputs that may sit inside a component folder and must not change its hash.
 _IGNORED_DIRS = {".git", "build", "dist", "_skbuild", "__pycache__", ".pytest_cache", ".nox",

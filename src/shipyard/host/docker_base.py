@@ -22,10 +22,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from shipyard import command
-from shipyard.apt_sources import apt_sources, debian_mirror
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
-from shipyard.progress import Progress
+from shipyard.host.apt_sources import apt_sources, debian_mirror
+from shipyard.plumbing import command
+from shipyard.plumbing.progress import Progress
 
 SUITE = "bookworm"
 DEFAULT_BASE_TAG = "shipyard/bookworm-base:latest"
@@ -350,7 +350,7 @@ def build_manylinux_image(pythons: Sequence[InterpreterLike | PythonPrefix], *,
         raise ToolchainMissing(f"the manylinux-style image holds CPython 3.9 and newer, not {', '.join(too_old)}")
     if "3.9" not in prefixes:
         # cibuildwheel runs its helpers with /opt/python/cp39-cp39/bin/python in every image.
-        from shipyard.toolchains.discover import discover
+        from shipyard.host.toolchains.discover import discover
 
         utility = discover().interpreter("3.9")
         if utility is None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from shipyard.matrix import Cell
-from shipyard.spec import Release
-from shipyard.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
-from shipyard.toolchains.glibc import glibc_tuple, toolkit_glibc
+from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
+from shipyard.host.toolchains.glibc import glibc_tuple, toolkit_glibc
+from shipyard.release.matrix import Cell
+from shipyard.release.spec import Release
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
 def _missing_compiler(inventory: Inventory, platform_tag: str, glibc: str | None) -> Missing:
     if glibc is None or not inventory.compilers:
         return Missing("no C++ compiler (g++-N)", "apt-get install -y g++")
-    from shipyard.toolchains.sysroot import recipe_for_glibc
+    from shipyard.host.toolchains.sysroot import recipe_for_glibc
 
     host = inventory.compilers[0].glibc or "?"
     what = (f"no C++ compiler links against glibc {glibc} or older, as {platform_tag} promises "
@@ -104,7 +104,7 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
     assert variant.cuda is not None
     toolkit = inventory.cuda_toolkit(variant.cuda)
     if toolkit is None:
-        from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipes
+        from shipyard.host.toolchains.cuda_toolkit import cuda_toolkit_recipes
 
         # Which versions cannot be had here is cuda_toolkits.toml's to say (`unobtainable`).
         recipe = next((r for r in cuda_toolkit_recipes() if r.version == variant.cuda), None)

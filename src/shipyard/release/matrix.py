@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.spec import Exclusion, Platform, Release
+from shipyard.release.spec import Exclusion, Platform, Release
 
 # Variant, variant tag and platform of a pure cell: one py3-none-any wheel for every variant and platform.
 ANY = "any"

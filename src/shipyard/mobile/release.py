@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
-from shipyard.matrix import expand, select
+from shipyard.host.source_tree import git_info
 from shipyard.mobile import MobileResult, MobileTarget, build_mobile
-from shipyard.source_tree import git_info
-from shipyard.validate import Spec, nearest
+from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
+from shipyard.release.matrix import expand, select
+from shipyard.release.validate import Spec, nearest
 from shipyard.wheel.index import sha256_of
 
 

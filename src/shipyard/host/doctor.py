@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shipyard.matrix import Cell, expand, select
-from shipyard.spec import Release
-from shipyard.toolchains.discover import Compiler, Inventory
-from shipyard.toolchains.glibc import glibc_tuple, toolkit_glibc
-from shipyard.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.host.toolchains.discover import Compiler, Inventory
+from shipyard.host.toolchains.glibc import glibc_tuple, toolkit_glibc
+from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.release.matrix import Cell, expand, select
+from shipyard.release.spec import Release
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import shipyard
-from shipyard.file_lock import exclusive
+from shipyard.plumbing.file_lock import exclusive
 
 # Bump when the pipeline changes what it puts into an artifact.
 PIPELINE_REVISION = "2"

@@ -30,8 +30,8 @@ from pydantic import (
     model_validator,
 )
 
-from shipyard.cuda_archs import parse_arch_list
 from shipyard.errors import names_a_secret
+from shipyard.release.cuda_archs import parse_arch_list
 
 ComponentKind = Literal["python-native", "python-pure", "native"]
 PackageType = Literal["wheel", "mobile", "conda", "docker"]

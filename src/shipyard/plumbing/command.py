@@ -16,7 +16,7 @@ from pathlib import Path
 
 from shipyard.errors import ToolError
 
-log = logging.getLogger("shipyard.command")
+log = logging.getLogger("shipyard.plumbing.command")
 
 # Environment variables whose values must never appear in logs or error messages.
 _SECRET_MARKERS = ("PASSWORD", "TOKEN", "SECRET", "API_KEY", "CREDENTIAL")

@@ -24,10 +24,10 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import unquote
 
-from shipyard import command
 from shipyard.errors import ToolchainMissing, ToolError
-from shipyard.file_lock import exclusive
-from shipyard.toolchains.glibc import glibc_required, glibc_tuple
+from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple
+from shipyard.plumbing import command
+from shipyard.plumbing.file_lock import exclusive
 
 _RECIPE_FORMAT = "1"  # bump when the assembly below changes what a sysroot holds
 _MANIFEST = "sysroot.json"
@@ -163,7 +163,7 @@ def install_sysroot(name: str, cache: Path, *, progress: Callable[[str], None] =
 def _assemble(recipe: SysrootRecipe, final: Path, progress: Callable[[str], None]) -> Sysroot:
     staging = Path(tempfile.mkdtemp(prefix=f".{recipe.name}-", dir=final.parent))
     try:
-        from shipyard.apt_sources import download_closure
+        from shipyard.host.apt_sources import download_closure
 
         debs = download_closure(recipe.suite, recipe.component, recipe.packages, staging / "apt", progress)
         progress(f"unpack {len(debs)} .debs of {recipe.suite} into the sysroot")

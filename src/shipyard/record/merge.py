@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ShipyardError
-from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest, require_manifest
+from shipyard.record.manifest import (
+    ArtifactRecord,
+    NotApplicableRecord,
+    merge_artifacts,
+    read_manifest,
+    require_manifest,
+)
 from shipyard.wheel.index import add_wheel, sha256_of, write_index
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from shipyard.file_lock import exclusive
+from shipyard.plumbing.file_lock import exclusive
 
 FIRST_PORT = 20000
 RANGE_SIZE = 400

@@ -14,13 +14,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shipyard import command
 from shipyard.errors import ToolError
-from shipyard.toolchains.glibc import glibc_tuple, host_glibc
-from shipyard.toolchains.sysroot import Sysroot, find_installed_sysroots
+from shipyard.host.toolchains.glibc import glibc_tuple, host_glibc
+from shipyard.host.toolchains.sysroot import Sysroot, find_installed_sysroots
+from shipyard.plumbing import command
 
 if TYPE_CHECKING:
-    from shipyard.spec import Release
+    from shipyard.release.spec import Release
 
 
 def cache_root() -> Path:
@@ -206,7 +206,7 @@ def _nvcc_version(nvcc: Path) -> tuple[str, str] | None:
 def find_cuda_toolkits() -> tuple[CudaToolkit, ...]:
     """Toolkits from shipyard's cache first (they carry a matching cuobjdump), then CUDA_HOME
     and /usr/local/cuda-X.Y."""
-    from shipyard.toolchains.cuda_toolkit import find_installed_cuda_toolkits
+    from shipyard.host.toolchains.cuda_toolkit import find_installed_cuda_toolkits
 
     found: dict[str, CudaToolkit] = {}
     for installed in find_installed_cuda_toolkits(toolchain_cache()):

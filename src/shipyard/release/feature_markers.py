@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import NO_VALUE, SpecIssue, nearest
+from shipyard.release.spec import FeatureFile, Release
+from shipyard.release.yaml_source import YamlDocument
 from shipyard.resources.pytest_plugin.shipyard_test_ids import (
     DefinedTest,
     defined_tests,
@@ -22,8 +24,6 @@ from shipyard.resources.pytest_plugin.shipyard_test_ids import (
     pytestmark_of,
     selects,
 )
-from shipyard.spec import FeatureFile, Release
-from shipyard.yaml_source import YamlDocument
 
 
 @dataclass(frozen=True)

@@ -38,15 +38,15 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard import command
-from shipyard.apt_sources import download_debs
-from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, sm_name
-from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
-from shipyard.file_lock import exclusive
-from shipyard.progress import Progress
+from shipyard.host.apt_sources import download_debs
+from shipyard.plumbing import command
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.progress import Progress
+from shipyard.release.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, sm_name
+from shipyard.release.cuda_archs import supported_archs as arch_table
 
-log = logging.getLogger("shipyard.toolchains.cuda_toolkit")
+log = logging.getLogger("shipyard.host.toolchains.cuda_toolkit")
 
 
 MANIFEST_NAME = "toolchain.json"
@@ -656,7 +656,7 @@ def _move_into(source: Path, target: Path) -> None:
     """Move a file or folder to `target`, merging folders; two packages must not bring one file."""
     if not source.exists() and not source.is_symlink():
         raise ToolError(f"assemble: {source.name} is missing from the unpacked packages ({source}); their "
-                        "layout changed, so update the layouts in shipyard/toolchains/cuda_toolkit.py")
+                        "layout changed, so update the layouts in shipyard/host/toolchains/cuda_toolkit.py")
     if source.is_dir() and not source.is_symlink() and target.is_dir():
         for child in source.iterdir():
             _move_into(child, target / child.name)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from shipyard.file_lock import exclusive
-from shipyard.input_files import input_error, read_json_input, validated
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.input_files import input_error, read_json_input, validated
 
 if TYPE_CHECKING:
-    from shipyard.matrix import Cell
+    from shipyard.release.matrix import Cell
 
 SCHEMA_VERSION = 1
 

@@ -17,8 +17,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard import command
 from shipyard.errors import ShipyardError, ToolError
+from shipyard.plumbing import command
 
 # PEP 517's fallback for a project without a [build-system] table (the one `build` uses too).
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from shipyard.errors import NO_VALUE, SpecError, SpecIssue
-from shipyard.input_files import InputError, read_input_text
+from shipyard.plumbing.input_files import InputError, read_input_text
 
 PathKey = tuple[Any, ...]
 
