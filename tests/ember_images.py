@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.cli import install_toolchain_if_obtainable
+from shipyard.host.toolchains.obtain import install_toolchain_if_obtainable
 from shipyard.image.build import ImageRequest, ImageResult, build_images
 from shipyard.release.validate import Spec
 from shipyard.wheel.pipeline import BuildRequest, build_variant

@@ -5,18 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shipyard.cli import _spec, console
-
-
-def _dist(args: argparse.Namespace) -> Path:
-    return (Path(args.dist) if args.dist else Path(args.root) / "dist").resolve()
+from shipyard.cli.shared import console, dist_folder, load_release
 
 
 def cmd_manifest_merge(args: argparse.Namespace) -> int:
     from shipyard.record.merge import merge_fragments
 
-    spec = _spec(args)
-    dist = _dist(args)
+    spec = load_release(args)
+    dist = dist_folder(args)
     report = merge_fragments([Path(f) for f in args.fragment], dist, release=spec.release.release.name,
                              version=spec.release.release.version)
     console.print(f"merged {report.fragments} fragments ({report.records} records: {report.wheels} wheel files, "
@@ -30,11 +26,11 @@ def cmd_manifest_gate(args: argparse.Namespace) -> int:
     from shipyard.publish.plan import gate
     from shipyard.publish.run import load_manifest
 
-    spec = _spec(args)
+    spec = load_release(args)
     channel = spec.release.channels.get(args.channel)
     if channel is None:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
-    manifest = load_manifest(_dist(args))
+    manifest = load_manifest(dist_folder(args))
     gating = gate(channel, manifest.artifacts)  # raises GateBlocked on a block channel
     for note in gating.marked:
         console.print("[red]marked[/]: ", end="")

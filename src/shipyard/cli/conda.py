@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from shipyard.cli import _spec, console, err_console, not_applicable_summary
+from shipyard.cli.shared import console, err_console, load_release, not_applicable_summary
 from shipyard.release.cell_filters import check_filters
 
 # --- conda features ---------------------------------------------------------------------------
@@ -58,7 +58,7 @@ def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError
     from shipyard.record.build_report import live_progress
 
-    spec = _spec(args)
+    spec = load_release(args)
     check_filters(spec.release, python=args.python)
     release_cuda = [v.cuda for v in spec.release.variants.values() if v.cuda]
     if args.cuda:
@@ -88,7 +88,7 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
     from shipyard.conda.pipeline import CondaRunRequest, run_conda_variant
     from shipyard.record.build_report import live_progress
 
-    spec = _spec(args)
+    spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
     root = Path(args.root)
     request = CondaRunRequest(
@@ -122,9 +122,9 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
     dist = request.dist / "conda"
     console.print(f"{len(run.published)} packages in {dist} (indexed); dependencies from "
                   f"{', '.join(run.channels)}")
-    from shipyard.supply.cli import sign_after_build
+    from shipyard.supply.signing import sign_after_build
 
-    sign_after_build(spec, request.dist)
+    sign_after_build(spec, request.dist, console, err_console)
     return 0 if run.passed else 1
 
 

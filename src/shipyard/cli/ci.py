@@ -7,7 +7,7 @@ import argparse
 import re
 import shutil
 
-from shipyard.cli import _spec, console, err_console
+from shipyard.cli.shared import console, err_console, load_release
 from shipyard.errors import ShipyardError, UsageError
 
 
@@ -19,7 +19,7 @@ def cmd_ci_generate(args: argparse.Namespace) -> int:
     from shipyard.ci.drift import write_generated
     from shipyard.ci.jobs import lanes
 
-    spec = _spec(args)
+    spec = load_release(args)
     changed = write_generated(spec)
     all_lanes = lanes(spec.release)
     jobs = sum(len(lane.jobs) for lane in all_lanes)
@@ -33,7 +33,7 @@ def cmd_ci_generate(args: argparse.Namespace) -> int:
 def cmd_ci_check(args: argparse.Namespace) -> int:
     from shipyard.ci.drift import drift
 
-    spec = _spec(args)
+    spec = load_release(args)
     drifted = drift(spec)
     if drifted:
         for item in drifted:
@@ -57,7 +57,7 @@ def _check_ref(version: str, ref: str) -> None:
 def cmd_ci_plan(args: argparse.Namespace) -> int:
     from shipyard.ci.jobs import lanes, plan_outputs
 
-    spec = _spec(args)
+    spec = load_release(args)
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
     _check_ref(spec.release.release.version, args.ref or "")
@@ -73,7 +73,7 @@ def cmd_ci_pythons(args: argparse.Namespace) -> int:
     from shipyard.host.toolchains.discover import discover
     from shipyard.plumbing import command
 
-    spec = _spec(args)
+    spec = load_release(args)
     unknown = [p for p in args.python if p not in spec.release.pythons]
     if unknown:
         raise UsageError(f"{', '.join(unknown)}: not among release.yaml's pythons ({', '.join(spec.release.pythons)})")
@@ -101,14 +101,14 @@ def cmd_ci_pythons(args: argparse.Namespace) -> int:
 def cmd_ci_cache_key(args: argparse.Namespace) -> int:
     from shipyard.ci.cache import job_cache_key
 
-    print(job_cache_key(_spec(args), args.job))
+    print(job_cache_key(load_release(args), args.job))
     return 0
 
 
 def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
     from shipyard.ci.oidc import export_trusted_publishing_token
 
-    export_trusted_publishing_token(_spec(args), args.target)
+    export_trusted_publishing_token(load_release(args), args.target)
     return 0
 
 

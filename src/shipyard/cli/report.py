@@ -5,19 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shipyard.cli import _spec, console
-
-
-def _dist(args: argparse.Namespace) -> Path:
-    return (Path(args.dist) if args.dist else Path(args.root) / "dist").resolve()
+from shipyard.cli.shared import console, dist_folder, load_release
 
 
 def _report(args: argparse.Namespace):  # noqa: ANN202 - a ReleaseReport, imported lazily with the rest
     from shipyard.host.toolchains.discover import discover_for
     from shipyard.report.document import build_report
 
-    spec = _spec(args)
-    return spec, build_report(spec, _dist(args) / "manifest.json", discover_for(spec.release))
+    spec = load_release(args)
+    return spec, build_report(spec, dist_folder(args) / "manifest.json", discover_for(spec.release))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -29,7 +25,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     from shipyard.report.html import STATE_NAMES, write_html
 
-    dist = _dist(args)
+    dist = dist_folder(args)
     out = write_html(report, Path(args.out).resolve() if args.out else dist / "report" / "index.html", dist)
     counts = ", ".join(f"{n} {STATE_NAMES[state]}" for state, n in report.counts())
     console.print(f"wrote {out} ({len(report.cells)} cells: {counts})")
@@ -43,7 +39,7 @@ def cmd_notes(args: argparse.Namespace) -> int:
     spec, report = _report(args)
     previous = load_previous(spec.root, args.previous) if args.previous else None
     out = write_notes(release_notes(report, spec.features, previous),
-                      Path(args.out).resolve() if args.out else _dist(args) / "RELEASE_NOTES.md")
+                      Path(args.out).resolve() if args.out else dist_folder(args) / "RELEASE_NOTES.md")
     console.print(f"wrote {out}" + (f" (changes since {previous.label})" if previous else ""))
     return 0
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from shipyard.cli import _spec, console, err_console
+from shipyard.cli.shared import console, err_console, load_release
 
 if TYPE_CHECKING:
     from shipyard.image.build import ImageRequest
@@ -23,7 +23,7 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     from shipyard.record.build_report import live_progress
 
     start = time.monotonic()
-    spec = _spec(args)
+    spec = load_release(args)
     if args.repository:
         spec = with_repository(spec, args.repository)
     root = Path(args.root)
@@ -47,9 +47,9 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"done in {time.monotonic() - start:.1f} s; labels: docker inspect --format "
                   "'{{json .Config.Labels}}' " + results[0].plan.tag)
-    from shipyard.supply.cli import sign_after_build
+    from shipyard.supply.signing import sign_after_build
 
-    sign_after_build(spec, request.dist)
+    sign_after_build(spec, request.dist, console, err_console)
     return 0
 
 
@@ -77,7 +77,7 @@ def cmd_image_push(args: argparse.Namespace) -> int:
     from shipyard.image.plan import image_plans
     from shipyard.image.registry import push_image
 
-    spec = _spec(args)
+    spec = load_release(args)
     targets = {n: t for n, t in spec.release.publish.items() if t.kind == "docker"}
     name = args.to or next(iter(targets), None)
     if name is None or name not in targets:

@@ -8,19 +8,16 @@ from pathlib import Path
 
 from rich.table import Table
 
-from shipyard.cli import _spec, console, err_console
+from shipyard.cli.shared import console, dist_folder, err_console, load_release
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.release.validate import Spec, load_spec
-
-
-def _dist(args: argparse.Namespace) -> Path:
-    return (Path(args.dist) if args.dist else Path(args.root) / "dist").resolve()
+from shipyard.release.validate import load_spec
+from shipyard.supply.signing import report_signing
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     from shipyard.supply.keys import generate_key
 
-    spec = _spec(args)
+    spec = load_release(args)
     settings = spec.release.supply_chain
     if args.out:
         target = Path(args.out)
@@ -33,42 +30,15 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
-def report_signing(report: object) -> None:
-    """One line after a build: how many artifacts were signed, with which key (never the key)."""
-    from shipyard.supply.provenance import AttestReport
-
-    if isinstance(report, AttestReport):
-        console.print(f"provenance: {report.signed} signed, {report.kept} unchanged (key: {report.key})")
-        for reason in report.refused:
-            err_console.print(f"[yellow]unsigned[/]: {reason}", soft_wrap=True)
-
-
-def sign_after_build(spec: Spec, dist: Path) -> None:
-    """What a build command runs last: sign the manifest's artifacts when a key is there; without
-    one, say so (verify will then fail on them) and how to make one."""
-    from shipyard.supply.keys import SigningKeyError
-    from shipyard.supply.provenance import sign_dist
-
-    start = time.monotonic()
-    try:
-        report = sign_dist(spec, dist, keep_signed=True)
-    except SigningKeyError as exc:
-        err_console.print(f"[yellow]unsigned[/]: {exc}", markup=True, soft_wrap=True)
-        return
-    report_signing(report)
-    if report is not None:
-        console.print(f"provenance: {time.monotonic() - start:.2f} s")
-
-
 def cmd_attest(args: argparse.Namespace) -> int:
     from shipyard.supply.provenance import sign_dist
 
-    spec = _spec(args)
+    spec = load_release(args)
     if spec.release.supply_chain is None:
         raise UsageError("release.yaml has no supply_chain section: name signing_key_file or signing_key_env and "
                          "builder_id there")
-    report = sign_dist(spec, _dist(args))
-    report_signing(report)
+    report = sign_dist(spec, dist_folder(args))
+    report_signing(report, console, err_console)
     return 1 if report and report.refused else 0
 
 
@@ -118,7 +88,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
     from shipyard.release.cell_filters import check_filters
     from shipyard.supply.repro import ReproRequest, reproduce, summary_lines
 
-    spec = _spec(args)
+    spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component,
                   target=args.mobile_target)
     work = Path(args.work) if args.work else spec.root / ".shipyard" / "repro"

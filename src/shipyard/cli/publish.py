@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.table import Table
 
-from shipyard.cli import _positive_int, _spec, console, err_console
+from shipyard.cli.shared import console, dist_folder, err_console, load_release, positive_int, state_folder
 from shipyard.publish.retry import RetryPolicy
 
 
 def _policy(args: argparse.Namespace) -> RetryPolicy:
     return RetryPolicy(tries=args.tries, timeout=args.timeout, first_pause=args.first_pause)
-
-
-def _paths(args: argparse.Namespace) -> tuple[Path, Path]:
-    root = Path(args.root)
-    dist = (Path(args.dist) if args.dist else root / "dist").resolve()
-    state = (Path(args.state) if args.state else root / ".shipyard").resolve()
-    return dist, state
 
 
 def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishReport
@@ -43,8 +35,8 @@ def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishRe
 def cmd_publish(args: argparse.Namespace) -> int:
     from shipyard.publish.run import PublishRequest, publish
 
-    spec = _spec(args)
-    dist, state = _paths(args)
+    spec = load_release(args)
+    dist, state = dist_folder(args), state_folder(args)
     request = PublishRequest(channel=args.channel, dist=dist, state=state, targets=tuple(args.target or ()),
                              policy=_policy(args))
     report = publish(spec, request, progress=lambda line: err_console.print(f"  {line}", markup=False))
@@ -55,8 +47,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from shipyard.publish.run import PromoteRequest, promote
 
-    spec = _spec(args)
-    dist, state = _paths(args)
+    spec = load_release(args)
+    dist, state = dist_folder(args), state_folder(args)
     request = PromoteRequest(version=args.version, source=args.source, destination=args.destination, dist=dist,
                              state=state, targets=tuple(args.target or ()), policy=_policy(args))
     report = promote(spec, request, progress=lambda line: err_console.print(f"  {line}", markup=False))
@@ -68,7 +60,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", action="append", help="only this target of release.yaml's publish (repeatable)")
     p.add_argument("--dist", help="folder of manifest.json and the artifacts (default: <root>/dist)")
     p.add_argument("--state", help="where the journal and derived files live (default: <root>/.shipyard)")
-    p.add_argument("--tries", type=_positive_int, default=5,
+    p.add_argument("--tries", type=positive_int, default=5,
                    help="tries per request on 5xx, resets and timeouts (default 5)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a server may stay silent (default 60)")
     p.add_argument("--first-pause", type=float, default=0.5,
