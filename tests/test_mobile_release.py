@@ -16,8 +16,8 @@ from shipyard.release.validate import load_spec
 from shipyard.supply.binaries import archive_files
 from shipyard.supply.sbom import read_mobile_sbom
 from shipyard.supply.verify import check_mobile_sbom
+from shipyard.testing.verdict import run_component_tests
 from shipyard.wheel.pipeline import BuildRequest, build_variant, feature_gate
-from shipyard.wheel.testing import run_component_tests
 
 pytestmark = pytest.mark.slow
 

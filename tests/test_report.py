@@ -32,7 +32,7 @@ from shipyard.report.document import build_report
 from shipyard.report.html import write_html
 from shipyard.report.notes import release_notes
 from shipyard.report.previous import load_previous
-from shipyard.wheel.testing import FeatureOutcome
+from shipyard.testing.verdict import FeatureOutcome
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -63,8 +63,8 @@ from shipyard.host.toolchains.discover import probe_interpreter, pyenv_root
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.release.validate import Spec
+from shipyard.testing.verdict import component_test_requirements
 from shipyard.wheel.index import sha256_of
-from shipyard.wheel.testing import component_test_requirements
 
 Progress = Callable[[str], None]
 

@@ -7,7 +7,7 @@ then publish the ones that passed into dist/conda and record them in dist/manife
 3. test: the output folder and the dependency channels are served over loopback HTTP with a
    token (conda/serve.py); each cell's package is installed by py-rattler into a fresh prefix,
    asking for its exact build, and its component's tests run with that prefix's Python
-   (conda/install_test.py), gated per feature like wheels. A noarch package serves every Python
+   (testing/conda_prefix.py), gated per feature like wheels. A noarch package serves every Python
    from the oldest to the newest, so it is tested with both ends of the run's Pythons (one run
    when they are the same);
 4. publish: only packages whose cell passed (every Python it was tested with), with what they
@@ -40,7 +40,6 @@ from shipyard.conda.build import (
     run_pythons,
 )
 from shipyard.conda.channel import conda_artifact_record, publish_packages
-from shipyard.conda.install_test import BuiltPackage, run_conda_package_tests
 from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
@@ -51,9 +50,10 @@ from shipyard.plumbing.progress import Progress, running
 from shipyard.record.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
 from shipyard.release.matrix import NotApplicable
 from shipyard.release.validate import Spec
+from shipyard.testing.conda_prefix import BuiltPackage, run_conda_package_tests
+from shipyard.testing.verdict import TestRun, judge_identity
 from shipyard.wheel.index import sha256_of
 from shipyard.wheel.pipeline import default_test_jobs, feature_gate
-from shipyard.wheel.testing import TestRun, judge_identity
 
 
 @dataclass(frozen=True)

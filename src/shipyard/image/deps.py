@@ -24,7 +24,7 @@ from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.progress import Progress
 from shipyard.release.spec import Variant
-from shipyard.wheel.testing import requires_dist
+from shipyard.testing.verdict import requires_dist
 
 # Bump when what goes into a wheelhouse changes.
 _RECIPE = "1"

@@ -27,7 +27,7 @@ from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_p
 from shipyard.release.project_declaration import declared_requires_python
 from shipyard.release.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Platform, Release
 from shipyard.release.yaml_source import PathKey, YamlDocument, load_yaml, value_at
-from shipyard.resources.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
+from shipyard.testing.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
 _MISSING = NO_VALUE

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from shipyard.release.matrix import ANY, expand
 from shipyard.release.spec import Feature, Release
 from shipyard.report.cells import ReportCell
-from shipyard.wheel.testing import FeatureOutcome as TestedFeature
+from shipyard.testing.verdict import FeatureOutcome as TestedFeature
 
 
 @dataclass(frozen=True)

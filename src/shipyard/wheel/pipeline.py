@@ -32,6 +32,14 @@ from shipyard.release.project_declaration import (
 from shipyard.release.spec import Component, Variant
 from shipyard.release.validate import Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
+from shipyard.testing.verdict import (
+    FeatureGate,
+    console_script_problems,
+    judge_identity,
+    listed_tests,
+    requires_dist,
+    run_component_tests,
+)
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import copy_project, ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
@@ -45,14 +53,6 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
-from shipyard.wheel.testing import (
-    FeatureGate,
-    console_script_problems,
-    judge_identity,
-    listed_tests,
-    requires_dist,
-    run_component_tests,
-)
 
 
 def default_test_jobs() -> int:

@@ -6,7 +6,7 @@ signal, an `os._exit`) still leaves what it collected, what finished and which t
 running: `collected` when collection ends, `start` and one `report` per setup/call/teardown
 of each test, `collection-error`, `collection-skip`, `interrupted` (pytest.exit(), Ctrl-C, a
 collection error that stops the run) and `finish`. A test's outcome is read from its own reports and nothing
-else (shipyard.wheel.testing folds the record); a collected test with no report did not run.
+else (shipyard.testing.verdict folds the record); a collected test with no report did not run.
 
 A test's features are those that list it in feature_status.yaml (passed in as the JSON file
 SHIPYARD_FEATURE_TESTS, ids relative to SHIPYARD_TESTS_ROOT) plus those its `feature`

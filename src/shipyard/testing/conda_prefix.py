@@ -1,11 +1,9 @@
 """Test a conda package as a user gets it: a real solver (py-rattler) makes a fresh prefix from
 the served channels, asking for the exact build, and the component's own tests then run with
-that prefix's Python, judged per feature by the same gate as wheels (wheel/testing.py)."""
+that prefix's Python, judged per feature by the same gate as wheels (testing/verdict.py)."""
 
 from __future__ import annotations
 
-import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +12,7 @@ from packaging.requirements import Requirement
 
 from shipyard.conda.names import conda_name
 from shipyard.conda.solve_install import InstallRequest, InstallResult, channels_line, solve_and_install
-from shipyard.wheel.testing import FeatureGate, TestRun, component_test_requirements, run_and_judge_tests
+from shipyard.testing.verdict import FeatureGate, Installed, TestRun, component_test_requirements, run_installed_tests
 
 
 @dataclass(frozen=True)
@@ -46,25 +44,22 @@ def run_conda_package_tests(package: BuiltPackage, *, python: str, channels: Seq
                        work: Path, ports: range | None = None, timeout: float = 1800) -> TestRun:
     """Install `package` (exactly that build) with Python `python` and the tests' requirements into a
     fresh prefix under `work`, solved from `channels`, then run `tests_dir` with the prefix's Python."""
-    start, started_at = time.monotonic(), time.time()
-    if work.exists():
-        shutil.rmtree(work)
-    (work / "tmp").mkdir(parents=True)
     request = InstallRequest(channels=list(channels), prefix=str(work / "prefix"),
                              specs=[package.exact_spec, f"python {python}.*",
                                     *conda_specs(component_test_requirements(tests_dir))],
                              cache_dir=str(state / "conda-test-cache"))
-    result = solve_and_install(request)
-    problem = install_problem(package, request, result)
-    if problem:
-        return TestRun("", (), time.monotonic() - start, "", (problem,), "rattler", span=(started_at, time.time()))
-    installed = result.named(package.name)
-    assert installed is not None
-    judged = run_and_judge_tests(work / "prefix" / "bin" / "python", tests_dir=tests_dir, gate=gate,
-                                 other_features=other_features, source_dir=source_dir, state=state, work=work,
-                                 ports=ports, timeout=timeout)
-    return TestRun(f"{installed.version} {installed.build}", judged.features, time.monotonic() - start,
-                   judged.log_tail, judged.problems, "rattler", judged.slowest, (started_at, time.time()))
+
+    def install() -> Installed:
+        result = solve_and_install(request)
+        problem = install_problem(package, request, result)
+        if problem:
+            return Installed(None, "", (problem,))
+        installed = result.named(package.name)
+        assert installed is not None
+        return Installed(work / "prefix" / "bin" / "python", f"{installed.version} {installed.build}")
+
+    return run_installed_tests(install, "rattler", tests_dir=tests_dir, gate=gate, other_features=other_features,
+                          source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout)
 
 
 def install_problem(package: BuiltPackage, request: InstallRequest, result: InstallResult) -> str | None:

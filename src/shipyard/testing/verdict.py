@@ -24,8 +24,9 @@ import hashlib
 import json
 import shutil
 import signal
+import time
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -37,7 +38,7 @@ from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filen
 from shipyard.errors import ToolError
 from shipyard.host.toolchains.discover import Interpreter
 from shipyard.plumbing import command
-from shipyard.wheel.test_env import ensure_wheelhouse, make_test_env
+from shipyard.testing.venv import ensure_wheelhouse, make_test_env
 
 UNMARKED = "(unmarked)"
 
@@ -57,7 +58,7 @@ def judge_identity() -> str:
     """What turns a test run into a verdict: the pytest plugin's files and JUDGE_REVISION."""
 
     digest = hashlib.sha256(f"{JUDGE_REVISION}\0".encode())
-    folder = resources.files("shipyard.resources").joinpath("pytest_plugin")
+    folder = resources.files("shipyard.testing").joinpath("pytest_plugin")
     for item in sorted(folder.iterdir(), key=lambda i: i.name):
         if item.name.endswith(".py"):
             digest.update(item.name.encode() + b"\0" + item.read_bytes())
@@ -195,32 +196,57 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
 
     Everything the run writes stays under `work` (its TMPDIR too); `ports`, when given, is the
     range the tests pick fixed ports from (SHIPYARD_PORT_RANGE), so cells run side by side."""
-    import time
-
-    start, started_at = time.monotonic(), time.time()
-    if work.exists():
-        shutil.rmtree(work)
-    (work / "tmp").mkdir(parents=True)
     name, version, _, _ = parse_wheel_filename(wheel.name)
     expected = str(version)
     runtime_deps = [str(r) for r in requires_dist(wheel)
                     if canonicalize_name(r.name) not in local_projects
                     and (r.marker is None or "extra" not in str(r.marker))]
     requirements = [*component_test_requirements(tests_dir), *test_requires]
-    house = ensure_wheelhouse(interpreter, runtime_deps + requirements, state)
-    python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
-                           requirements=requirements, index=variant_index, project=str(name),
-                           state=state)
-    installed = command.run([python, "-c", f"import importlib.metadata as m; print(m.version({str(name)!r}))"]
-                            ).stdout.strip()
-    problems: list[str] = []
-    if installed != expected:
-        problems.append(f"{installer} resolved {name} {installed} from {variant_index}, expected {expected}: "
-                        f"the wrong variant would reach users")
-    judged = run_and_judge_tests(python, tests_dir=tests_dir, gate=gate, other_features=other_features,
+
+    def install() -> Installed:
+        house = ensure_wheelhouse(interpreter, runtime_deps + requirements, state)
+        python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
+                               requirements=requirements, index=variant_index, project=str(name),
+                               state=state)
+        installed = command.run([python, "-c", f"import importlib.metadata as m; print(m.version({str(name)!r}))"]
+                                ).stdout.strip()
+        if installed != expected:
+            return Installed(python, installed, (f"{installer} resolved {name} {installed} from {variant_index}, "
+                                                 f"expected {expected}: the wrong variant would reach users",))
+        return Installed(python, installed)
+
+    return run_installed_tests(install, installer, tests_dir=tests_dir, gate=gate, other_features=other_features,
+                          source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What installing a package for its tests gave: the Python to run them with (None when the
+    install failed, and `problems` say why), the version found installed, and problems found."""
+
+    python: Path | None
+    version: str
+    problems: tuple[str, ...] = ()
+
+
+def run_installed_tests(install: Callable[[], Installed], installer: str, *, tests_dir: Path, gate: FeatureGate,
+                   other_features: Sequence[str] = (), source_dir: Path, state: Path, work: Path,
+                   ports: range | None = None, timeout: float = 1800) -> TestRun:
+    """The one shape of every package test: a fresh `work` folder (with its TMPDIR), `install` the
+    package into an environment there (a venv, a conda prefix), run the tests with its Python and
+    judge them by `gate`; the TestRun says what was installed by `installer`, and how long it took."""
+    start, started_at = time.monotonic(), time.time()
+    if work.exists():
+        shutil.rmtree(work)
+    (work / "tmp").mkdir(parents=True)
+    installed = install()
+    if installed.python is None:
+        return TestRun("", (), time.monotonic() - start, "", installed.problems, installer,
+                       span=(started_at, time.time()))
+    judged = run_and_judge_tests(installed.python, tests_dir=tests_dir, gate=gate, other_features=other_features,
                                  source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout)
-    return TestRun(installed, judged.features, time.monotonic() - start, judged.log_tail,
-                   tuple(problems) + judged.problems, installer, judged.slowest, (started_at, time.time()))
+    return TestRun(installed.version, judged.features, time.monotonic() - start, judged.log_tail,
+                   installed.problems + judged.problems, installer, judged.slowest, (started_at, time.time()))
 
 
 @dataclass(frozen=True)
@@ -246,7 +272,7 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     report.unlink(missing_ok=True)  # the plugin appends
     listed = work / "feature-tests.json"
     listed.write_text(json.dumps({k: list(v) for k, v in gate.listed.items()}, sort_keys=True))
-    plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
+    plugin_dir = resources.files("shipyard.testing").joinpath("pytest_plugin")
     env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1",
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
            "SHIPYARD_FEATURE_TESTS": str(listed), "SHIPYARD_TESTS_ROOT": str(copied),
