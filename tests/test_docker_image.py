@@ -37,7 +37,7 @@ from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.image.registry import RegistryError, push_image
 from shipyard.plumbing import command
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
-from shipyard.release.spec import PublishTarget
+from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import Spec, load_spec
 from shipyard.wheel.index import sha256_of, write_index
 

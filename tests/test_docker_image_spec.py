@@ -10,7 +10,7 @@ from shipyard.image.deps import compatible_platforms
 from shipyard.image.hygiene import secret_needles
 from shipyard.image.plan import image_labels, image_plans
 from shipyard.image.registry import RegistryError, credentials, remote_ref
-from shipyard.release.spec import PublishTarget
+from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import load_spec
 
 

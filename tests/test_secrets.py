@@ -12,7 +12,7 @@ from shipyard.cli import main
 from shipyard.host.toolchains.discover import discover
 from shipyard.publish.credentials import read_credentials
 from shipyard.publish.errors import MissingCredential
-from shipyard.release.spec import PublishTarget
+from shipyard.release.destinations import PublishTarget
 
 SECRET = "s3cr3t-Zq8vLw2Kp"
 R = "release.yaml"

@@ -17,7 +17,7 @@ from securesystemslib.exceptions import VerificationError
 
 from shipyard.errors import BuildError
 from shipyard.host.toolchains.sysroot import DebPackage, Sysroot, record_deb_owners
-from shipyard.release.spec import SupplyChain
+from shipyard.release.destinations import SupplyChain
 from shipyard.supply.grafted import identify
 from shipyard.supply.image_repro import Entry, SavedImage, compare_images, save_image
 from shipyard.supply.keys import SigningKeyError, generate_key, load_public_key, load_signer

@@ -22,7 +22,8 @@ from shipyard.ci.actions import annotate, uses
 from shipyard.ci.jobs import Lane, host_runner, lanes
 from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES, CUDA_WINDOWS_RELEASES, LINUX_BUILDER_IMAGE, TIMEOUT_MINUTES
 from shipyard.errors import ShipyardError
-from shipyard.release.spec import PublishTarget, Release
+from shipyard.release.destinations import PublishTarget
+from shipyard.release.spec import Release
 from shipyard.release.validate import Spec
 
 WORKFLOWS = Path(".github") / "workflows"

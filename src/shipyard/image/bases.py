@@ -22,7 +22,7 @@ from shipyard.host import docker_base
 from shipyard.host.toolchains.discover import discover
 from shipyard.image.plan import LABEL_PREFIX
 from shipyard.plumbing.progress import Progress
-from shipyard.release.spec import ImageSettings
+from shipyard.release.destinations import ImageSettings
 
 LOCAL_PYTHON_REPOSITORY = "shipyard/python-prefix"
 LOCAL_PYTHON_PREFIX = "/opt/python"

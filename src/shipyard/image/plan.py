@@ -15,7 +15,9 @@ from typing import Literal
 from pydantic import ValidationError
 
 from shipyard.errors import UsageError, nearest
-from shipyard.release.spec import STATUS_ORDER, ImageSettings, ImageVariant, Variant
+from shipyard.release.destinations import ImageSettings, ImageVariant
+from shipyard.release.fields import STATUS_ORDER
+from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
 
 Target = Literal["runtime", "devel"]

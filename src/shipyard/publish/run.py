@@ -28,7 +28,7 @@ from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
 from shipyard.record.manifest import ArtifactRecord, Manifest, require_manifest
-from shipyard.release.spec import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
+from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.release.validate import Spec
 
 BACKENDS: dict[str, type[Backend]] = {"pypi": DevpiBackend, "static": StaticTreeBackend,

@@ -21,7 +21,7 @@ from shipyard.publish.credentials import Credentials
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import RetryPolicy
-from shipyard.release.spec import PublishTarget
+from shipyard.release.destinations import PublishTarget
 from shipyard.wheel.index import sha256_of
 
 

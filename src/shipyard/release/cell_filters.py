@@ -11,7 +11,8 @@ import typing
 from collections.abc import Iterable
 
 from shipyard.errors import UsageError, nearest
-from shipyard.release.spec import PackageType, Release
+from shipyard.release.fields import PackageType
+from shipyard.release.spec import Release
 
 _NOUNS = {"variant": "variant name or tag", "platform": "platform or mobile target", "package-type": "package type",
           "component": "component", "python": "Python version", "target": "mobile target"}

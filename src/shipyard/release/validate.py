@@ -3,6 +3,8 @@
 Every problem becomes a `SpecIssue` that names the file, line, key and bad value, says
 what to do, and suggests the nearest valid value for a typo. `load_spec` raises SpecError
 listing them. What an issue shows of a value is decided by `errors.shown`: never a credential.
+release/issues.py collects the issues and explains pydantic's; this module checks what the
+models cannot see alone (the files against each other, the project folders, the tests).
 """
 
 from __future__ import annotations
@@ -10,27 +12,25 @@ from __future__ import annotations
 import ast
 import fnmatch
 import re
-import types
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
+from shipyard.release.fields import STATUS_ORDER
+from shipyard.release.issues import Collector, pydantic_issues
 from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.release.project_declaration import declared_requires_python
-from shipyard.release.spec import PATTERN_HINTS, STATUS_ORDER, FeatureFile, Platform, Release
-from shipyard.release.yaml_source import PathKey, YamlDocument, load_yaml, value_at
+from shipyard.release.spec import FeatureFile, Platform, Release
+from shipyard.release.yaml_source import YamlDocument, load_yaml
 from shipyard.testing.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
-_MISSING = NO_VALUE
 
 
 @dataclass(frozen=True)
@@ -65,122 +65,7 @@ class Spec:
         return out
 
 
-@dataclass
-class _Collector:
-    issues: list[SpecIssue] = field(default_factory=list)
-
-    def add(self, doc: YamlDocument, loc: PathKey, message: str, *, value: Any = _MISSING,
-            suggestion: str | None = None, fix: str = "") -> None:
-        if value is _MISSING:
-            value = value_at(doc.data, loc)
-        if not fix and "; " in message:
-            message, fix = message.split("; ", 1)
-        key = ".".join(str(p) for p in loc) or "(top level)"
-        self.issues.append(SpecIssue(doc.path, doc.line_of(loc), key, value, message, fix, suggestion))
-
-
-def _model_at(model: type[BaseModel], loc: PathKey) -> type[BaseModel] | None:
-    """The pydantic model that validates the mapping at `loc`, walking field annotations."""
-    current: Any = model
-    for part in loc:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            info = current.model_fields.get(str(part))
-            if info is None:
-                return None
-            current = info.annotation
-            continue
-        current = _unwrap(current)
-        if current is None:
-            return None
-    current = _unwrap(current) if not (isinstance(current, type) and issubclass(current, BaseModel)) else current
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    """The element type inside dict[str, X], tuple[X, ...], X | None, Annotated[X, ...]."""
-    for _ in range(4):
-        origin = typing.get_origin(annotation)
-        args = typing.get_args(annotation)
-        if origin is typing.Annotated:
-            annotation = args[0]
-        elif origin in (dict, tuple, list):
-            annotation = args[-1] if origin is dict else args[0]
-        elif origin in (typing.Union, types.UnionType):
-            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
-            annotation = models[0] if models else args[0]
-        else:
-            return annotation
-    return annotation
-
-
-_TYPE_WORDS: dict[str, tuple[str, str]] = {
-    "string_type": ("must be text", "write it as text"),
-    "int_type": ("must be a whole number", "write e.g. 11"),
-    "int_parsing": ("must be a whole number", "write e.g. 11"),
-    "int_from_float": ("must be a whole number", "write e.g. 11"),
-    "float_type": ("must be a number", "write e.g. 40"),
-    "float_parsing": ("must be a number", "write e.g. 40"),
-    "finite_number": ("must be a finite number", "write e.g. 40"),
-    "bool_type": ("must be true or false", "write true or false"),
-    "bool_parsing": ("must be true or false", "write true or false"),
-    "dict_type": ("must be a mapping of 'key: value' lines", "indent its entries under it"),
-    "model_type": ("must be a mapping of 'key: value' lines", "indent its keys under it"),
-    "model_attributes_type": ("must be a mapping of 'key: value' lines", "indent its keys under it"),
-    "tuple_type": ("must be a list", "write [a, b] or one '- item' line per entry"),
-    "list_type": ("must be a list", "write [a, b] or one '- item' line per entry"),
-    "too_short": ("must not be empty", "list at least one entry"),
-}
-
-
-def _explain(err: Any, model: type[BaseModel], loc: PathKey) -> tuple[str, str, str | None]:
-    """(message, fix, suggestion) for one pydantic error, in the words of release.yaml."""
-    kind, ctx, given = err["type"], err.get("ctx", {}), err.get("input")
-    if kind == "extra_forbidden":
-        parent = _model_at(model, loc[:-1])
-        fields = [n for n in (parent.model_fields if parent else {}) if n != "name"]
-        return (f"unknown key {loc[-1]!r}", f"remove or rename it (valid keys here: {', '.join(fields)})",
-                nearest(str(loc[-1]), fields))
-    if kind == "missing":
-        return "required key is missing", f"add a '{loc[-1]}:' line here", None
-    if kind == "literal_error":
-        expected = [a or b for a, b in re.findall(r"'([^']*)'|\b(\d+)\b", ctx.get("expected", ""))]
-        if loc == ("schema_version",):
-            return (f"this shipyard reads schema_version {' or '.join(expected)} only",
-                    f"set schema_version: {expected[-1]}, or use the shipyard that writes this version", None)
-        return f"must be one of {', '.join(expected)}", "use one of those", nearest(str(given), expected)
-    if kind == "string_pattern_mismatch":
-        what, fix = PATTERN_HINTS.get(ctx.get("pattern", ""), ("has the wrong form", f"match {ctx.get('pattern')}"))
-        return what, fix, None
-    if kind == "string_type" and isinstance(given, int | float) and not isinstance(given, bool):
-        return "must be text, not a number", f"quote it: \"{getattr(given, 'raw', None) or given}\"", None
-    if kind in _TYPE_WORDS:
-        return (*_TYPE_WORDS[kind], None)
-    if kind in ("greater_than", "greater_than_equal"):
-        bound = ctx.get("gt", ctx.get("ge"))
-        return (f"must be {'greater than' if kind == 'greater_than' else 'at least'} {bound:g}", "use a larger value",
-                None)
-    if kind == "string_too_short":
-        return f"must be at least {ctx.get('min_length')} characters", "write a few words", None
-    message = err["msg"].removeprefix("Value error, ")
-    message, _, fix = message.partition("; ")
-    return message, fix or "see README.md's tour of release.yaml for what this key takes", None
-
-
-def _pydantic_issues(exc: ValidationError, model: type[BaseModel], doc: YamlDocument,
-                     out: _Collector) -> None:
-    errors = exc.errors()
-    for err in errors:
-        loc = tuple(part for part in err["loc"] if part != "[key]")
-        # A list whose every item failed is also "too short": the item's own error says it all.
-        if err["type"] == "too_short" and any(len(e["loc"]) > len(err["loc"]) and e["loc"][:len(err["loc"])]
-                                              == err["loc"] for e in errors):
-            continue
-        message, fix, suggestion = _explain(err, model, loc)
-        value = None if err["type"] == "missing" else err.get("input")
-        out.add(doc, loc, message, value=value, fix=fix, suggestion=suggestion)
-
-
-def _check_release(release: Release, doc: YamlDocument, root: Path, out: _Collector) -> None:
+def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
     known = supported_archs()
     for name, variant in release.variants.items():
         if not variant.cuda:
@@ -286,7 +171,7 @@ def _platform_tag_problem(platform: Platform) -> str | None:
     return None
 
 
-def _check_signing_key_file(release: Release, doc: YamlDocument, root: Path, out: _Collector) -> None:
+def _check_signing_key_file(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
     """The provenance key file lies in the repository or the user's home: `shipyard keygen` writes
     there and every build reads it, so a path such as /etc/shadow is a mistake either way."""
     settings = release.supply_chain
@@ -303,7 +188,7 @@ def _check_signing_key_file(release: Release, doc: YamlDocument, root: Path, out
                     "git-ignored) or under your home, or use signing_key_env")
 
 
-def _check_images(release: Release, doc: YamlDocument, out: _Collector) -> None:
+def _check_images(release: Release, doc: YamlDocument, out: Collector) -> None:
     """The images section names variants, components and a platform of this release."""
     images = release.images
     if images is None:
@@ -344,7 +229,7 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _check_exclusions(release: Release, doc: YamlDocument, out: _Collector) -> None:
+def _check_exclusions(release: Release, doc: YamlDocument, out: Collector) -> None:
     names = {
         "component": list(release.components),
         "variant": list(release.variants),
@@ -383,7 +268,7 @@ def _check_exclusions(release: Release, doc: YamlDocument, out: _Collector) -> N
 
 
 def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
-                    root: Path, out: _Collector) -> list[str]:
+                    root: Path, out: Collector) -> list[str]:
     platforms = list(release.platforms) + list(release.mobile_targets)
     seen: dict[str, int] = {}
     pending: list[str] = []
@@ -451,7 +336,7 @@ def _test_state(root: Path, test_id: str) -> str:
     return test_id_problem(test_id, defined_tests(tree, file_part, param_fixtures_for(root, file_part))) or "ok"
 
 
-def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: _Collector) -> Release:
+def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: Collector) -> Release:
     """The release with each Python component's requires-python filled in from its project where
     release.yaml does not give it; a release.yaml value that contradicts the project is an issue."""
     components = {}
@@ -483,7 +368,7 @@ def _same_specifiers(project: str, release: str) -> bool:
 def load_spec(root: Path, release_file: str = "release.yaml",
               feature_file: str = "feature_status.yaml") -> Spec:
     """Validate both files under `root`; raise SpecError listing every issue found."""
-    out = _Collector()
+    out = Collector()
     docs: list[YamlDocument | None] = []
     for name in (release_file, feature_file):
         try:
@@ -497,12 +382,12 @@ def load_spec(root: Path, release_file: str = "release.yaml",
         try:
             release = Release.model_validate(release_doc.data)
         except ValidationError as exc:
-            _pydantic_issues(exc, Release, release_doc, out)
+            pydantic_issues(exc, Release, release_doc, out)
     if feature_doc is not None:
         try:
             features = FeatureFile.model_validate(feature_doc.data)
         except ValidationError as exc:
-            _pydantic_issues(exc, FeatureFile, feature_doc, out)
+            pydantic_issues(exc, FeatureFile, feature_doc, out)
     pending: list[str] = []
     if release is not None and release_doc is not None:
         _check_release(release, release_doc, root, out)

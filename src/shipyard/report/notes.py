@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shipyard.release.fields import STATUS_ORDER
 from shipyard.release.matrix import ANY
-from shipyard.release.spec import STATUS_ORDER, FeatureFile
+from shipyard.release.spec import FeatureFile
 from shipyard.report.document import ReleaseReport
 from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
 

@@ -13,7 +13,7 @@ from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from shipyard.errors import NO_VALUE, SpecIssue
 from shipyard.plumbing.input_files import InputError, read_input_bytes
-from shipyard.release.spec import SupplyChain
+from shipyard.release.destinations import SupplyChain
 
 KEYGEN_FIX = "make one with `shipyard keygen`"
 
