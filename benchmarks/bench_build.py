@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard import command
-from shipyard.matrix import expand
-from shipyard.toolchains.discover import discover
-from shipyard.toolchains.resolve import Missing, resolve
-from shipyard.validate import load_spec
+from shipyard.host.toolchains.discover import discover
+from shipyard.host.toolchains.resolve import Missing, resolve
+from shipyard.plumbing import command
+from shipyard.release.matrix import expand
+from shipyard.release.validate import load_spec
 from shipyard.wheel.build_env import ensure_build_env
 from shipyard.wheel.native_core import shipyard_cmake_defines
 from shipyard.wheel.pipeline import BuildRequest, build_variant

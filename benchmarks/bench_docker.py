@@ -24,8 +24,8 @@ from pathlib import Path
 import docker
 
 from shipyard.image.build import ImageRequest, build_images
-from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
-from shipyard.validate import Spec, load_spec
+from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
+from shipyard.release.validate import Spec, load_spec
 from shipyard.wheel.index import sha256_of, write_index
 from shipyard.wheel.pipeline import BuildRequest, build_variant
 

@@ -21,7 +21,7 @@ from publish_servers import publish_site  # noqa: E402
 from synthetic_release import features, make_wheel, record, write_manifest  # noqa: E402
 
 from shipyard.publish.run import PublishRequest, publish  # noqa: E402
-from shipyard.validate import load_spec  # noqa: E402
+from shipyard.release.validate import load_spec  # noqa: E402
 
 ARTIFACTS = 100
 GOAL_SECONDS = 2.0

@@ -17,14 +17,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-from shipyard.manifest import read_manifest  # noqa: E402
+from shipyard.host.toolchains.discover import discover  # noqa: E402
+from shipyard.host.toolchains.resolve import Toolchain  # noqa: E402
+from shipyard.record.manifest import read_manifest  # noqa: E402
+from shipyard.release.validate import load_spec  # noqa: E402
 from shipyard.supply.keys import generate_key, load_public_key, signer_from_pem  # noqa: E402
 from shipyard.supply.provenance import attest_manifest  # noqa: E402
 from shipyard.supply.sbom import wheel_sbom_files  # noqa: E402
 from shipyard.supply.verify import verify  # noqa: E402
-from shipyard.toolchains.discover import discover  # noqa: E402
-from shipyard.toolchains.resolve import Toolchain  # noqa: E402
-from shipyard.validate import load_spec  # noqa: E402
 from shipyard.wheel.repair import relabel_wheel  # noqa: E402
 
 

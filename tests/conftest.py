@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from ember_images import EmberImages
 
-from shipyard import docker_base
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
     bootstrap_cuda_versions,
     ensure_bootstrap_channel,
     release_requirements,
 )
-from shipyard.toolchains.discover import discover, toolchain_cache
-from shipyard.toolchains.sysroot import install_sysroot, sysroot_recipes
-from shipyard.validate import load_spec
+from shipyard.host import docker_base
+from shipyard.host.toolchains.discover import discover, toolchain_cache
+from shipyard.host.toolchains.sysroot import install_sysroot, sysroot_recipes
+from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.cli import install_toolchain_if_obtainable
-from shipyard.image.build import ImageRequest, ImageResult, build_images
-from shipyard.validate import Spec
+from shipyard.host.toolchains.obtain import install_toolchain_if_obtainable
+from shipyard.image.build import ImageRequest, build_images
+from shipyard.image.plan import ImageResult
+from shipyard.release.validate import Spec
 from shipyard.wheel.pipeline import BuildRequest, build_variant
 
 REPO = Path(__file__).resolve().parent.parent

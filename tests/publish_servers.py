@@ -199,8 +199,8 @@ class Registry:
 def docker_registry(folder: Path, *, user: str = "shipyard", password: str | None = None) -> Iterator[Registry]:
     """Debian's docker-registry on a claimed 127.0.0.1 port, storing under `folder`, with htpasswd
     (bcrypt) auth for `user`; stopped at the end."""
-    from shipyard import command
-    from shipyard.port_ranges import claimed_port_range
+    from shipyard.plumbing import command
+    from shipyard.plumbing.port_ranges import claimed_port_range
 
     if shutil.which("docker-registry") is None or shutil.which("htpasswd") is None:
         pytest.fail("docker-registry and htpasswd are missing: run ci/bootstrap.sh "
@@ -270,7 +270,7 @@ class Site:
 def publish_site(base: Path) -> Iterator[Site]:
     """Start the servers in `base` (devpi on a claimed port), stop them at the end."""
     from shipyard.conda.serve import serve_channel
-    from shipyard.port_ranges import claimed_port_range
+    from shipyard.plumbing.port_ranges import claimed_port_range
 
     folder = base / "site"
     (folder / "conda").mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,10 @@ import hashlib
 import json
 from pathlib import Path
 
-from shipyard.manifest import ArtifactRecord, FeatureRecord, Manifest
-from shipyard.matrix import Cell, excluded_cells, expand, not_applicable
-from shipyard.toolchains.discover import Inventory
-from shipyard.validate import Spec
+from shipyard.host.toolchains.discover import Inventory
+from shipyard.record.manifest import ArtifactRecord, FeatureRecord, Manifest
+from shipyard.release.matrix import Cell, excluded_cells, expand, not_applicable
+from shipyard.release.validate import Spec
 
 VERSION = "1.7.0"
 PASSED = "ember-cpu-linux-x86_64-cp311-wheel"  # fft (beta) fails in it; the cell passes

@@ -14,7 +14,7 @@ import docker
 import yaml
 from wheel.wheelfile import WheelFile
 
-from shipyard.manifest import ArtifactRecord, FeatureRecord, Manifest
+from shipyard.record.manifest import ArtifactRecord, FeatureRecord, Manifest
 from shipyard.wheel.index import sha256_of
 from shipyard.wheel.repair import source_date_epoch
 
@@ -113,7 +113,7 @@ def import_image(folder: Path, ref: str, payload: str) -> str:
     import io
     import tarfile
 
-    from shipyard import command
+    from shipyard.plumbing import command
 
     folder.mkdir(parents=True, exist_ok=True)
     archive = folder / f"{ref.replace(':', '_').replace('/', '_')}.tar"

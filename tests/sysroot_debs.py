@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from shipyard.toolchains.discover import toolchain_cache
-from shipyard.toolchains.sysroot import Sysroot, find_installed_sysroots
+from shipyard.host.toolchains.discover import toolchain_cache
+from shipyard.host.toolchains.sysroot import Sysroot, find_installed_sysroots
 
 
 def installed_sysroot(name: str) -> Sysroot:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shipyard.apt_sources import AptSource, apt_sources, debian_mirror
-from shipyard.docker_base import apt_mirror
+from shipyard.host.apt_sources import AptSource, apt_sources, debian_mirror
+from shipyard.host.docker_base import apt_mirror
 
 
 def test_the_base_image_and_the_toolkits_read_the_same_mirror(tmp_path: Path) -> None:

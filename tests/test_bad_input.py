@@ -17,7 +17,7 @@ from conftest import SpecCopy
 
 from shipyard.cli import main
 from shipyard.errors import SpecError
-from shipyard.validate import load_spec
+from shipyard.release.validate import load_spec
 
 R, F = "release.yaml", "feature_status.yaml"
 # An Ed25519 private key in PEM, as a user might paste it (generated for this test, used nowhere).

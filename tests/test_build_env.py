@@ -13,7 +13,7 @@ import pytest
 from wheel.wheelfile import WheelFile
 
 from shipyard.errors import ToolError
-from shipyard.toolchains.discover import discover
+from shipyard.host.toolchains.discover import discover
 from shipyard.wheel.build_env import ensure_build_env
 from shipyard.wheel.pep517 import build_wheel
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shipyard.build_cache import cache_key
-from shipyard.toolchains.discover import find_interpreters
-from shipyard.toolchains.resolve import Toolchain
+from shipyard.host.toolchains.discover import find_interpreters
+from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.plumbing.build_cache import cache_key
 
 
 def _python_on_path(folder: Path, version: str, build: str) -> None:

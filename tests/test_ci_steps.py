@@ -22,9 +22,9 @@ import yaml
 from workflow_runner import JobRunner, copy_repository
 
 from shipyard.cli import main
-from shipyard.manifest import read_manifest
+from shipyard.record.manifest import read_manifest
+from shipyard.release.validate import load_spec
 from shipyard.supply.keys import generate_key
-from shipyard.validate import load_spec
 from shipyard.wheel.index import sha256_of
 
 pytestmark = pytest.mark.slow

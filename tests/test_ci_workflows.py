@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shipyard import matrix as matrix_module
 from shipyard.ci.actions import PINNED
 from shipyard.ci.jobs import Lane, MatrixTooLarge, build_jobs, check_lane_size, lanes
 from shipyard.ci.workflow import generate
 from shipyard.cli import main
-from shipyard.matrix import _all_cells, exclusion_cells, expand, select
-from shipyard.validate import load_spec
+from shipyard.release import matrix as matrix_module
+from shipyard.release.matrix import _all_cells, exclusion_cells, expand, select
+from shipyard.release.validate import load_spec
 
 WORKFLOWS = (".github/workflows/release.yml", ".github/workflows/nightly.yml")
 # The binary the test extra installs next to this interpreter (nox puts it on PATH too).

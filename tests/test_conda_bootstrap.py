@@ -31,8 +31,8 @@ from shipyard.conda.bootstrap import (
 from shipyard.conda.rattler_glue import index_channel
 from shipyard.conda.solve_install import InstallRequest, InstallResult, solve_and_install
 from shipyard.errors import BuildError, ToolchainMissing
-from shipyard.toolchains.discover import cache_root
-from shipyard.validate import load_spec
+from shipyard.host.toolchains.discover import cache_root
+from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = "3.11"

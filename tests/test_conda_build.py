@@ -21,14 +21,14 @@ from rattler_build import assemble_package
 
 from shipyard.cli import main
 from shipyard.conda.build import BUILD_ROOT_ENV, conda_output_dir
-from shipyard.conda.install_test import conda_specs
 from shipyard.conda.variants import write_variant_config
 from shipyard.errors import SpecError
-from shipyard.manifest import read_manifest
-from shipyard.matrix import expand, select
-from shipyard.project_declaration import declared_version
-from shipyard.toolchains.discover import discover
-from shipyard.validate import load_spec
+from shipyard.host.toolchains.discover import discover
+from shipyard.record.manifest import read_manifest
+from shipyard.release.matrix import expand, select
+from shipyard.release.project_declaration import declared_version
+from shipyard.release.validate import load_spec
+from shipyard.testing.conda_prefix import conda_specs
 
 # --- variant config -------------------------------------------------------------------------
 
@@ -288,7 +288,7 @@ def _run_cells(spec, folder: Path, ember_results: dict[str, bool]):
     ember per Python in `ember_results` (passed or not), emberaudio (noarch) tested with 3.9 and 3.13."""
     from shipyard.conda.build import PackageOutcome
     from shipyard.conda.pipeline import CondaCell
-    from shipyard.wheel.testing import TestRun
+    from shipyard.testing.verdict import TestRun
 
     cells = {c.id: c for c in select(expand(spec.release), variant="cpu", platform="linux-x86_64",
                                      package_type="conda")}

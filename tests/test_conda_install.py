@@ -27,11 +27,11 @@ from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.build import conda_output_dir
 from shipyard.conda.solve_install import InstallRequest, InstallResult, solve_and_install
-from shipyard.manifest import read_manifest
-from shipyard.matrix import Cell
-from shipyard.toolchains.discover import discover
-from shipyard.toolchains.resolve import Missing, resolve
-from shipyard.validate import load_spec
+from shipyard.host.toolchains.discover import discover
+from shipyard.host.toolchains.resolve import Missing, resolve
+from shipyard.record.manifest import read_manifest
+from shipyard.release.matrix import Cell
+from shipyard.release.validate import load_spec
 
 PYTHON = "3.11"
 pytestmark = pytest.mark.slow

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from shipyard import command, docker_base
 from shipyard.errors import BuildError, ToolchainMissing
-from shipyard.toolchains.discover import Interpreter, find_interpreters
+from shipyard.host import docker_base
+from shipyard.host.toolchains.discover import Interpreter, find_interpreters
+from shipyard.plumbing import command
 from shipyard.wheel.container import build_wheels_in_container
 
 pytestmark = pytest.mark.slow

@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from shipyard import command
-from shipyard.apt_sources import debian_mirror
-from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, ptx_arch, sm_name
-from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
-from shipyard.toolchains.cuda_toolkit import (
+from shipyard.host.apt_sources import debian_mirror
+from shipyard.host.toolchains.cuda_toolkit import (
     InstalledCudaToolkit,
     cuda_device_code,
     cuda_sass_archs,
@@ -28,6 +25,9 @@ from shipyard.toolchains.cuda_toolkit import (
     find_installed_cuda_toolkits,
     install_cuda_toolkit,
 )
+from shipyard.plumbing import command
+from shipyard.release.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, ptx_arch, sm_name
+from shipyard.release.cuda_archs import supported_archs as arch_table
 
 ARCHS = {
     "11.8": parse_arch_list("3.7;5.0;6.0;7.0;7.5;8.0;8.6;9.0"),
@@ -95,7 +95,7 @@ def _build(toolkit: InstalledCudaToolkit, archs: tuple[str, ...], work: Path, *,
 @pytest.fixture(scope="session")
 def toolkit_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if os.environ.get("SHIPYARD_CACHE"):
-        from shipyard.toolchains.discover import toolchain_cache
+        from shipyard.host.toolchains.discover import toolchain_cache
 
         return toolchain_cache()
     return tmp_path_factory.mktemp("toolchains")
@@ -133,7 +133,7 @@ def test_arch_ranges_live_in_the_arch_table_only(monkeypatch) -> None:
         archs = table[recipe.version]
         assert (recipe.arch_min, recipe.arch_max) == (archs[0], archs[-1]), recipe.version
     # An edit of cuda_archs.toml is what the recipes (and the refusal before a download) follow.
-    monkeypatch.setattr("shipyard.toolchains.cuda_toolkit.arch_table", lambda: {**table, "11.8": ("5.0", "8.0")})
+    monkeypatch.setattr("shipyard.host.toolchains.cuda_toolkit.arch_table", lambda: {**table, "11.8": ("5.0", "8.0")})
     recipe = next(r for r in cuda_toolkit_recipes() if r.version == "11.8")
     assert (recipe.arch_min, recipe.arch_max, recipe.in_range("3.7")) == ("5.0", "8.0", False)
 
@@ -141,10 +141,10 @@ def test_arch_ranges_live_in_the_arch_table_only(monkeypatch) -> None:
 def test_which_toolkits_cannot_be_had_here_is_the_recipes_to_say(repo, monkeypatch) -> None:
     import dataclasses
 
-    from shipyard.matrix import expand
-    from shipyard.toolchains.discover import discover
-    from shipyard.toolchains.resolve import resolve
-    from shipyard.validate import load_spec
+    from shipyard.host.toolchains.discover import discover
+    from shipyard.host.toolchains.resolve import resolve
+    from shipyard.release.matrix import expand
+    from shipyard.release.validate import load_spec
 
     release = load_spec(repo).release
     host = dataclasses.replace(discover(), cuda_toolkits=())
@@ -154,7 +154,7 @@ def test_which_toolkits_cannot_be_had_here_is_the_recipes_to_say(repo, monkeypat
     assert "shipyard toolchain install cuda12" in str(resolve(cells["cuda12"], release, host))
     recipes = tuple(dataclasses.replace(r, unobtainable="gone from every mirror") if r.version == "12.4" else r
                     for r in cuda_toolkit_recipes())
-    monkeypatch.setattr("shipyard.toolchains.cuda_toolkit.cuda_toolkit_recipes", lambda: recipes)
+    monkeypatch.setattr("shipyard.host.toolchains.cuda_toolkit.cuda_toolkit_recipes", lambda: recipes)
     assert "no CUDA 12.4 toolkit, and none can be obtained on this machine (gone from every mirror)" in str(
         resolve(cells["cuda12"], release, host))
 

@@ -29,16 +29,16 @@ from ember_images import EmberImages
 from publish_servers import docker_registry
 from wheel_edit import append_to_wheel_member
 
-from shipyard import command
 from shipyard.errors import CheckFailed
+from shipyard.host.source_tree import git_info
 from shipyard.image.build import ImageRequest, build_images
 from shipyard.image.hygiene import scan_image
 from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.image.registry import RegistryError, push_image
-from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
-from shipyard.source_tree import git_info
-from shipyard.spec import PublishTarget
-from shipyard.validate import Spec, load_spec
+from shipyard.plumbing import command
+from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
+from shipyard.release.destinations import PublishTarget
+from shipyard.release.validate import Spec, load_spec
 from shipyard.wheel.index import sha256_of, write_index
 
 pytestmark = pytest.mark.slow

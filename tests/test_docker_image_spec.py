@@ -10,8 +10,8 @@ from shipyard.image.deps import compatible_platforms
 from shipyard.image.hygiene import secret_needles
 from shipyard.image.plan import image_labels, image_plans
 from shipyard.image.registry import RegistryError, credentials, remote_ref
-from shipyard.spec import PublishTarget
-from shipyard.validate import load_spec
+from shipyard.release.destinations import PublishTarget
+from shipyard.release.validate import load_spec
 
 
 def test_tags_say_version_cuda_and_target(repo) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from shipyard.cli import main
-from shipyard.doctor import diagnose
-from shipyard.toolchains.discover import discover
-from shipyard.validate import load_spec
+from shipyard.host.doctor import diagnose
+from shipyard.host.toolchains.discover import discover
+from shipyard.release.validate import load_spec
 
 
 def test_cpu_cells_of_this_host_are_ready_once_the_bullseye_sysroot_is_installed(repo, glibc_sysroots):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.command import Completed, run
+from shipyard.plumbing.command import Completed, run
 
 pytestmark = pytest.mark.slow
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.doctor import describe
-from shipyard.matrix import expand
-from shipyard.spec import Platform
-from shipyard.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
-from shipyard.toolchains.glibc import glibc_required, glibc_tuple, toolkit_glibc
-from shipyard.toolchains.resolve import Missing, Toolchain, resolve
-from shipyard.toolchains.sysroot import Sysroot, recipe_for_glibc, sysroot_recipes
-from shipyard.validate import load_spec
+from shipyard.host.doctor import describe
+from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
+from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple, toolkit_glibc
+from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.host.toolchains.sysroot import Sysroot, recipe_for_glibc, sysroot_recipes
+from shipyard.release.matrix import expand
+from shipyard.release.spec import Platform
+from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 BULLSEYE = Sysroot("bullseye", Path("/cache/sysroots/bullseye"), "2.31", 10, "10.2.1", "0123456789abcdef")

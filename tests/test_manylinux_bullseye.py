@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from shipyard import command, docker_base
 from shipyard.cli import main
+from shipyard.host import docker_base
 from shipyard.image.deps import ensure_wheelhouse
-from shipyard.wheel.testing import component_test_requirements
+from shipyard.plumbing import command
+from shipyard.testing.verdict import component_test_requirements
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from shipyard.cli import main
-from shipyard.matrix import GITHUB_MATRIX_LIMIT, expand, select
-from shipyard.validate import load_spec
+from shipyard.release.matrix import GITHUB_MATRIX_LIMIT, expand, select
+from shipyard.release.validate import load_spec
 
 
 def test_cell_ids_are_unique_and_stable(repo):
@@ -142,8 +142,8 @@ def test_runner_names_come_from_release_yaml(spec_copy, capsys):
     # Linux wheels, pure wheels and the mobile targets (cross-built on Linux) all follow the edit.
     assert {r for p, r in runners if p in ("linux-x86_64", "any", "host", "linux-aarch64")} == {"ubuntu-24.04"}
     assert {r for p, r in runners if p == "windows-amd64"} == {"windows-2025"}
-    from shipyard.toolchains.discover import Inventory
-    from shipyard.toolchains.resolve import resolve
+    from shipyard.host.toolchains.discover import Inventory
+    from shipyard.host.toolchains.resolve import resolve
 
     release = load_spec(spec_copy.root).release
     cell = next(c for c in expand(release) if c.platform == "windows-amd64")

@@ -10,14 +10,14 @@ import tarfile
 import pytest
 
 from shipyard.cli import main
-from shipyard.mobile_release import build_mobile_release
+from shipyard.host.toolchains.discover import discover
+from shipyard.mobile.release import build_mobile_release
+from shipyard.release.validate import load_spec
 from shipyard.supply.binaries import archive_files
 from shipyard.supply.sbom import read_mobile_sbom
 from shipyard.supply.verify import check_mobile_sbom
-from shipyard.toolchains.discover import discover
-from shipyard.validate import load_spec
+from shipyard.testing.verdict import run_component_tests
 from shipyard.wheel.pipeline import BuildRequest, build_variant, feature_gate
-from shipyard.wheel.testing import run_component_tests
 
 pytestmark = pytest.mark.slow
 

@@ -12,10 +12,10 @@ from report_release import host_without_tools
 
 from shipyard.ci.workflow import workflows
 from shipyard.cli import main
-from shipyard.doctor import diagnose
+from shipyard.host.doctor import diagnose
+from shipyard.host.toolchains.discover import discover, discover_for
 from shipyard.mobile.targets import MobileTarget, resolve_toolchain
-from shipyard.toolchains.discover import discover, discover_for
-from shipyard.validate import load_spec
+from shipyard.release.validate import load_spec
 
 RISCV = ("  linux-riscv64:\n    toolchain: cross-gcc\n    triple: riscv64-linux-gnu\n"
          "    emulator: [qemu-riscv64, -L, /usr/riscv64-linux-gnu]\n")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shipyard.port_ranges import SLOTS, claimed_port_range
+from shipyard.plumbing.port_ranges import SLOTS, claimed_port_range
 
 
 def _ephemeral_low() -> int:
@@ -25,7 +25,7 @@ def test_claims_held_at_once_get_disjoint_ranges_below_the_ephemeral_ports(tmp_p
 def test_a_claim_held_by_another_process_is_not_handed_out(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from shipyard.port_ranges import claimed_port_range\n"
+         "from shipyard.plumbing.port_ranges import claimed_port_range\n"
          f"with claimed_port_range(Path({str(tmp_path)!r})) as r:\n"
          "    print(r.start, flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -17,7 +17,7 @@ from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.errors import GateBlocked, MissingCredential
 from shipyard.publish.plain_version import plain_name, plain_version_wheel
 from shipyard.publish.plan import PLAIN_INDEX, files_for, gate
-from shipyard.validate import load_spec
+from shipyard.release.validate import load_spec
 from shipyard.wheel.index import sha256_of
 
 R = "release.yaml"

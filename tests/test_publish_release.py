@@ -22,12 +22,12 @@ import requests
 from ember_images import EmberImages
 from publish_servers import MANIFEST_V2, Registry, docker_registry, pip_installed_sha, publish_site
 
-from shipyard import command
 from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
-from shipyard.manifest import ArtifactRecord, read_manifest
+from shipyard.plumbing import command
 from shipyard.publish.plain_version import plain_version_wheel
+from shipyard.record.manifest import ArtifactRecord, read_manifest
 from shipyard.wheel.index import sha256_of
 
 pytestmark = pytest.mark.slow

@@ -19,10 +19,10 @@ from report_release import expected_cell_count
 from sysroot_debs import deb_versions, installed_sysroot
 
 from shipyard.cli import main
-from shipyard.manifest import read_manifest
-from shipyard.toolchains.discover import discover
-from shipyard.toolchains.glibc import glibc_required, glibc_tuple
-from shipyard.validate import load_spec
+from shipyard.host.toolchains.discover import discover
+from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple
+from shipyard.record.manifest import read_manifest
+from shipyard.release.validate import load_spec
 
 pytestmark = pytest.mark.slow
 

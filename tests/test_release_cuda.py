@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from shipyard.cli import main
-from shipyard.toolchains.discover import discover
-from shipyard.validate import load_spec
+from shipyard.host.toolchains.discover import discover
+from shipyard.release.validate import load_spec
 
 pytestmark = pytest.mark.slow
 

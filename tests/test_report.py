@@ -22,17 +22,17 @@ from report_release import (
 )
 from rich.console import Console
 
-from shipyard.build_report import live_progress
 from shipyard.cli import main
 from shipyard.errors import ShipyardError
-from shipyard.manifest import NotApplicableRecord, merge_artifacts
-from shipyard.progress import running
+from shipyard.plumbing.progress import running
+from shipyard.record.build_report import live_progress
+from shipyard.record.manifest import NotApplicableRecord, merge_artifacts
+from shipyard.release.validate import Spec, load_spec
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
 from shipyard.report.notes import release_notes
 from shipyard.report.previous import load_previous
-from shipyard.validate import Spec, load_spec
-from shipyard.wheel.testing import FeatureOutcome
+from shipyard.testing.verdict import FeatureOutcome
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -273,7 +273,7 @@ def test_every_state_and_badge_has_readable_contrast() -> None:
 def test_images_mobile_and_mutex_records_get_their_cells(spec: Spec, tmp_path: Path) -> None:
     """Records of every artifact kind sit in the grid: two images of one variant share a slot,
     the mobile package its target's column, the conda mutex its variant's."""
-    from shipyard.manifest import ArtifactRecord, merge_artifacts
+    from shipyard.record.manifest import ArtifactRecord, merge_artifacts
 
     def record(cell_id: str, **fields: object) -> ArtifactRecord:
         base: dict[str, object] = dict(name=cell_id, path="", sha256="0" * 64, size=1000, cell_id=cell_id,

@@ -11,10 +11,10 @@ import pytest
 from PIL import Image
 from report_release import FAILED, PASSED, expected_cell_count, host_without_tools, write_release_dist
 
-from shipyard import command
+from shipyard.plumbing import command
+from shipyard.release.validate import Spec, load_spec
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
-from shipyard.validate import Spec, load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 WIDTH, HEIGHT = 1600, 1400

@@ -16,12 +16,12 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
 
 from shipyard.errors import BuildError
-from shipyard.spec import SupplyChain
+from shipyard.host.toolchains.sysroot import DebPackage, Sysroot, record_deb_owners
+from shipyard.release.destinations import SupplyChain
 from shipyard.supply.grafted import identify
 from shipyard.supply.image_repro import Entry, SavedImage, compare_images, save_image
 from shipyard.supply.keys import SigningKeyError, generate_key, load_public_key, load_signer
 from shipyard.supply.provenance import sign_statement
-from shipyard.toolchains.sysroot import DebPackage, Sysroot, record_deb_owners
 
 
 def test_keygen_keeps_an_existing_key_and_writes_it_private(tmp_path):
@@ -230,7 +230,7 @@ def test_two_builds_of_one_dockerfile_are_compared_layer_by_layer_in_the_engine(
     """The classic builder of docker.io 20.10, as `shipyard repro --images` uses it: a step that
     writes the same bytes gives a layer that differs only in mtimes, one that writes the clock
     differs in that file; the base layer is identical."""
-    from shipyard import docker_base
+    from shipyard.host import docker_base
     from shipyard.image.build import docker_client
 
     base = docker_base.bootstrap_base_image()
@@ -282,7 +282,7 @@ def _release(tmp_path: Path) -> Path:
 def _sign_into(dist: Path, root: Path, artifacts: list[tuple[Path, str, str]]) -> None:
     """Record `artifacts` ((file in dist, package type, version)) in dist/manifest.json and sign
     each with the release's key, as a build does at its end."""
-    from shipyard.manifest import ArtifactRecord, merge_artifacts
+    from shipyard.record.manifest import ArtifactRecord, merge_artifacts
     from shipyard.supply.keys import signer_from_pem
     from shipyard.supply.provenance import BuildDefinition, envelope_path, statement
 
@@ -385,8 +385,8 @@ def test_a_library_anywhere_in_a_wheel_is_in_its_sbom_and_verify_finds_one_that_
     """The SBOM lists every binary of the wheel: a copy of a host library outside `.libs` as
     vendored and traced to its .deb, the component's own extension as built (its sha256); verify
     fails a wheel that holds a library its SBOM does not name, wherever it lies."""
+    from shipyard.host.toolchains.resolve import Toolchain
     from shipyard.supply.sbom import read_wheel_sbom, wheel_sbom_files
-    from shipyard.toolchains.resolve import Toolchain
     from shipyard.wheel.repair import relabel_wheel
 
     root = _release(tmp_path)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from sysroot_debs import deb_versions
 
-from shipyard import command
-from shipyard.toolchains.discover import discover
-from shipyard.toolchains.glibc import glibc_required, glibc_tuple
-from shipyard.toolchains.sysroot import find_installed_sysroots, install_sysroot
+from shipyard.host.toolchains.discover import discover
+from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple
+from shipyard.host.toolchains.sysroot import find_installed_sysroots, install_sysroot
+from shipyard.plumbing import command
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,10 @@ import pytest
 from minirelease import forget_test_results, make_checkout, request
 
 from shipyard.cli import main
-from shipyard.validate import load_spec
-from shipyard.wheel import testing as judge
+from shipyard.release.validate import load_spec
+from shipyard.testing import verdict as judge
+from shipyard.testing.verdict import FeatureGate, FeatureOutcome, run_and_judge_tests, verdict_problems
 from shipyard.wheel.pipeline import CellOutcome, build_variant
-from shipyard.wheel.testing import FeatureGate, FeatureOutcome, run_and_judge_tests, verdict_problems
 
 CELL = "fixcext-cpu-linux-x86_64-cp311-wheel"
 SWITCHES = ("FIXTURE_BREAK_IMPORT", "FIXTURE_SKIP_STABLE", "FIXTURE_DROP_SUMSQ", "FIXTURE_BREAK_BETA",

@@ -9,7 +9,7 @@ import pytest
 
 from shipyard.cli import main
 from shipyard.errors import SpecError
-from shipyard.validate import load_spec
+from shipyard.release.validate import load_spec
 
 R, F = "release.yaml", "feature_status.yaml"
 

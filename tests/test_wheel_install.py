@@ -65,7 +65,7 @@ def test_a_wheel_install_plans_an_image_build_from_its_own_dockerfile(spec_copy,
     assert (Path(context) / "Dockerfile").read_bytes() == recipe
 
     # The manylinux image's recipe too: its inputs hash the files the wheel carries.
-    inputs = json.loads(_run([python, "-c", "import json; from shipyard import docker_base; "
+    inputs = json.loads(_run([python, "-c", "import json; from shipyard.host import docker_base; "
                                             "print(json.dumps(docker_base.manylinux_inputs([], 'base')))"],
                              cwd=tmp_path, env=env))
     for name in ("Dockerfile.manylinux", "setup-pythons.sh", "constraints.txt"):

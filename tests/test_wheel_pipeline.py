@@ -15,7 +15,7 @@ from minirelease import GIT_ENV, forget_test_results, make_checkout, request
 
 from shipyard.cli import main
 from shipyard.errors import ToolchainMissing
-from shipyard.validate import load_spec
+from shipyard.release.validate import load_spec
 from shipyard.wheel.pipeline import build_variant
 
 pytestmark = pytest.mark.slow
@@ -104,7 +104,7 @@ def test_wheels_are_labelled_repaired_and_carry_build_info(cpu_build):
 
 def _user_venv(path: Path) -> tuple[Path, dict[str, str]]:
     """A fresh venv of Python 3.11 and an environment that ignores every pip setting."""
-    from shipyard.toolchains.discover import discover
+    from shipyard.host.toolchains.discover import discover
 
     subprocess.run([discover().interpreter("3.11").path, "-m", "venv", path], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
@@ -250,8 +250,8 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
     # cudart is vendored by auditwheel; the driver never is.
     assert any(m.startswith("fixcuda.libs/libcudart") for m in members)
     assert not any("libcuda.so" in m or "libcuda-" in m for m in members)
-    from shipyard.toolchains.cuda_toolkit import cuda_device_code
-    from shipyard.toolchains.discover import discover
+    from shipyard.host.toolchains.cuda_toolkit import cuda_device_code
+    from shipyard.host.toolchains.discover import discover
 
     toolkit = discover().cuda_toolkit("11.8")
     with zipfile.ZipFile(wheel) as zf:
@@ -299,7 +299,7 @@ def test_container_build_gives_the_same_wheel_names(tmp_path, docker_engine):
 
 
 def test_checks_name_the_wheel_and_the_rule(cpu_build):
-    from shipyard.cuda_archs import DeviceCode
+    from shipyard.release.cuda_archs import DeviceCode
     from shipyard.wheel import checks
 
     root, _, _, _ = cpu_build

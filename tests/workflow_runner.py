@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shipyard.toolchains.discover import discover
+from shipyard.host.toolchains.discover import discover
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 

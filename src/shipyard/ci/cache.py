@@ -10,12 +10,12 @@ did not change.
 
 from __future__ import annotations
 
-from shipyard.build_cache import cache_key
 from shipyard.ci.jobs import BuildJob, build_jobs, docker_jobs
 from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES, LINUX_BUILDER_IMAGE
 from shipyard.errors import UsageError, nearest
-from shipyard.source_tree import hash_tree
-from shipyard.validate import Spec
+from shipyard.host.source_tree import hash_tree
+from shipyard.plumbing.build_cache import cache_key
+from shipyard.release.validate import Spec
 
 
 def find_job(spec: Spec, job_id: str) -> BuildJob:

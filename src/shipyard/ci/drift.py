@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.ci.workflow import generate
-from shipyard.validate import Spec
+from shipyard.release.validate import Spec
 from shipyard.wheel.index import write_atomic
 
 

@@ -15,11 +15,11 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shipyard import matrix
 from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES, HOST_OS
 from shipyard.errors import ShipyardError
-from shipyard.matrix import ANY, Cell, builder_platform, expand
-from shipyard.spec import Release
+from shipyard.release import matrix
+from shipyard.release.matrix import ANY, Cell, builder_platform, expand
+from shipyard.release.spec import Release
 
 
 class MatrixTooLarge(ShipyardError):

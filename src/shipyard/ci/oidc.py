@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.validate import Spec
+from shipyard.release.validate import Spec
 
 
 def _json(request: urllib.request.Request | str) -> dict:  # type: ignore[type-arg]

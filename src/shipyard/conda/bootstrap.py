@@ -53,18 +53,18 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from shipyard import command
-from shipyard.apt_sources import download_debs
 from shipyard.conda.names import conda_name
 from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
-from shipyard.file_lock import exclusive
-from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel, unpack_wheel
-from shipyard.toolchains.discover import cache_root as shipyard_cache
-from shipyard.toolchains.discover import probe_interpreter, pyenv_root
-from shipyard.validate import Spec
+from shipyard.host.apt_sources import download_debs
+from shipyard.host.toolchains.cuda_toolkit import cuda_runtime_wheel, unpack_wheel
+from shipyard.host.toolchains.discover import cache_root as shipyard_cache
+from shipyard.host.toolchains.discover import probe_interpreter, pyenv_root
+from shipyard.plumbing import command
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.release.validate import Spec
+from shipyard.testing.verdict import component_test_requirements
 from shipyard.wheel.index import sha256_of
-from shipyard.wheel.testing import component_test_requirements
 
 Progress = Callable[[str], None]
 

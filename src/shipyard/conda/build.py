@@ -46,7 +46,6 @@ from rattler.package import IndexJson
 from rattler_build import RattlerBuildError, ToolConfiguration, get_rattler_build_version_py
 from rattler_build.render import RenderedVariant
 
-from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.features import package_extra
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.preflight import PreflightPackage, preflight, requirements_of, spec_name
@@ -54,16 +53,17 @@ from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.conda.recipes import StagedRecipe, mirror_checkout, stage_recipe
 from shipyard.conda.variants import variant_config, write_variant_config
 from shipyard.errors import BuildError, SpecError, ToolchainMissing, UsageError
-from shipyard.file_lock import exclusive
-from shipyard.matrix import Cell, NotApplicable, expand, not_applicable, select
-from shipyard.progress import Progress
-from shipyard.project_declaration import declared_version
-from shipyard.source_tree import hash_tree, source_date
-from shipyard.spec import Component, Release, Variant
+from shipyard.host.source_tree import hash_tree, source_date
+from shipyard.host.toolchains.discover import discover
+from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.plumbing.build_cache import BuildCache, cache_key
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.progress import Progress
+from shipyard.release.matrix import Cell, NotApplicable, expand, not_applicable, select
+from shipyard.release.project_declaration import declared_version
+from shipyard.release.spec import Component, Release, Variant
+from shipyard.release.validate import Spec
 from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
-from shipyard.toolchains.discover import discover
-from shipyard.toolchains.resolve import Missing, Toolchain, resolve
-from shipyard.validate import Spec
 from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import REPRODUCIBLE_CMAKE_DEFINES, shipyard_cmake_defines
 

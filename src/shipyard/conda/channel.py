@@ -29,9 +29,15 @@ import zstandard
 
 from shipyard.conda.rattler_glue import index_channel
 from shipyard.errors import ShipyardError
-from shipyard.file_lock import exclusive
-from shipyard.generations import GenerationError, current_generation, next_generation, remove_old_generations, switch
-from shipyard.manifest import ArtifactRecord, FeatureRecord
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.generations import (
+    GenerationError,
+    current_generation,
+    next_generation,
+    remove_old_generations,
+    switch,
+)
+from shipyard.record.manifest import ArtifactRecord, FeatureRecord
 from shipyard.wheel.index import sha256_of
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")

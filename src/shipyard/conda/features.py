@@ -35,7 +35,7 @@ import requests
 
 from shipyard.conda.serve import hide_tokens
 from shipyard.errors import ShipyardError
-from shipyard.validate import Spec
+from shipyard.release.validate import Spec
 from shipyard.wheel.labels import features_document
 
 EXTRA_KEY = "shipyard"

@@ -7,7 +7,7 @@ then publish the ones that passed into dist/conda and record them in dist/manife
 3. test: the output folder and the dependency channels are served over loopback HTTP with a
    token (conda/serve.py); each cell's package is installed by py-rattler into a fresh prefix,
    asking for its exact build, and its component's tests run with that prefix's Python
-   (conda/install_test.py), gated per feature like wheels. A noarch package serves every Python
+   (testing/conda_prefix.py), gated per feature like wheels. A noarch package serves every Python
    from the oldest to the newest, so it is tested with both ends of the run's Pythons (one run
    when they are the same);
 4. publish: only packages whose cell passed (every Python it was tested with), with what they
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from rattler.package import IndexJson
 
-from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
 from shipyard.conda.build import (
     CondaBuildRequest,
@@ -41,20 +40,21 @@ from shipyard.conda.build import (
     run_pythons,
 )
 from shipyard.conda.channel import conda_artifact_record, publish_packages
-from shipyard.conda.install_test import BuiltPackage, run_conda_package_tests
 from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
-from shipyard.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
-from shipyard.matrix import NotApplicable
-from shipyard.port_ranges import claimed_port_range
-from shipyard.progress import Progress, running
-from shipyard.pytest_selection import selection_of
-from shipyard.source_tree import hash_tree
-from shipyard.validate import Spec
+from shipyard.host.source_tree import hash_tree
+from shipyard.plumbing.build_cache import BuildCache, cache_key
+from shipyard.plumbing.port_ranges import claimed_port_range
+from shipyard.plumbing.progress import Progress, running
+from shipyard.record.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.release.matrix import NotApplicable
+from shipyard.release.pytest_selection import selection_of
+from shipyard.release.validate import Spec
+from shipyard.testing.conda_prefix import BuiltPackage, run_conda_package_tests
+from shipyard.testing.verdict import TestRun, judge_identity
 from shipyard.wheel.index import sha256_of
 from shipyard.wheel.pipeline import default_test_jobs, feature_gate
-from shipyard.wheel.testing import TestRun, judge_identity
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ def _path_of(file_url: str) -> str:
 
 
 def _host_platform(spec: Spec) -> str:
-    from shipyard.toolchains.discover import discover
+    from shipyard.host.toolchains.discover import discover
 
     return discover().host_platform
 

@@ -23,7 +23,7 @@ from rattler_build import RattlerBuildError, RecipeParseError, RenderConfig, Sta
 from rattler_build.render import RenderedVariant
 
 from shipyard.errors import NO_VALUE, RecipeError, SpecError, SpecIssue
-from shipyard.yaml_source import PathKey, YamlDocument, load_yaml, value_at
+from shipyard.release.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
 RECIPES_DIR = "recipes"
 

@@ -20,8 +20,8 @@ from rattler import Channel, Gateway, GenericVirtualPackage, PackageName, Versio
 from rattler.exceptions import SolverError
 from rattler.package import BuildString
 
-from shipyard import command
 from shipyard.conda.serve import hide_tokens
+from shipyard.plumbing import command
 
 
 class InstallRequest(BaseModel):

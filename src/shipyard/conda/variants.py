@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from packaging.version import Version
 
-from shipyard.spec import Release, Variant
+from shipyard.release.spec import Release, Variant
 
 # What a recipe reads a missing CUDA version or arch list as (a CPU variant).
 NO_CUDA = "none"

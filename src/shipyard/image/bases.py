@@ -17,12 +17,12 @@ from pathlib import Path
 
 import docker
 
-from shipyard import docker_base
 from shipyard.errors import BuildError, ToolchainMissing
+from shipyard.host import docker_base
+from shipyard.host.toolchains.discover import discover
 from shipyard.image.plan import LABEL_PREFIX
-from shipyard.progress import Progress
-from shipyard.spec import ImageSettings
-from shipyard.toolchains.discover import discover
+from shipyard.plumbing.progress import Progress
+from shipyard.release.destinations import ImageSettings
 
 LOCAL_PYTHON_REPOSITORY = "shipyard/python-prefix"
 LOCAL_PYTHON_PREFIX = "/opt/python"

@@ -24,17 +24,17 @@ from pathlib import Path
 
 import docker
 
-from shipyard import docker_base
 from shipyard.errors import BuildError, CheckFailed
+from shipyard.host import docker_base
+from shipyard.host.source_tree import git_info
 from shipyard.image.bases import Bases, resolve_bases
 from shipyard.image.deps import Wheelhouse, ensure_wheelhouse, third_party_requirements
 from shipyard.image.hygiene import Finding, scan_image
-from shipyard.image.plan import LABEL_PREFIX, TARGETS, ImagePlan, image_labels, image_plans
+from shipyard.image.plan import LABEL_PREFIX, TARGETS, ImagePlan, ImageResult, image_labels, image_plans
 from shipyard.image.record import record_images
 from shipyard.image.wheels import ReleaseWheel, licenses, release_wheels, stage_index
-from shipyard.progress import Progress
-from shipyard.source_tree import git_info
-from shipyard.validate import Spec
+from shipyard.plumbing.progress import Progress
+from shipyard.release.validate import Spec
 
 # The images' recipe is shipyard's own data (src/shipyard/resources/docker/Dockerfile), read through
 # importlib.resources: found in a wheel install as in a checkout.
@@ -57,22 +57,6 @@ class ImageRequest:
     allow_untested: bool = False
     no_cache: bool = False  # build every layer again (the cold build of bench-docker)
     dockerfile: Path | Traversable = DOCKERFILE  # shipyard's own, unless a test names another
-
-
-@dataclass(frozen=True)
-class ImageResult:
-    plan: ImagePlan
-    image_id: str
-    size: int
-    cached: bool
-    seconds: float
-    labels: dict[str, str]
-    findings: tuple[Finding, ...] = ()
-    sbom: bytes = b""  # CycloneDX JSON, written to dist/sboms/<cell id>.cdx.json by record_images
-
-    @property
-    def size_mb(self) -> float:
-        return self.size / 1e6
 
 
 def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda _: None) -> list[ImageResult]:

@@ -17,14 +17,14 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from shipyard import command
 from shipyard.errors import ToolchainMissing
-from shipyard.file_lock import exclusive
-from shipyard.progress import Progress
-from shipyard.spec import Variant
-from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel
-from shipyard.toolchains.discover import cache_root, discover
-from shipyard.wheel.testing import requires_dist
+from shipyard.host.toolchains.cuda_toolkit import cuda_runtime_wheel
+from shipyard.host.toolchains.discover import cache_root, discover
+from shipyard.plumbing import command
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.progress import Progress
+from shipyard.release.spec import Variant
+from shipyard.testing.verdict import requires_dist
 
 # Bump when what goes into a wheelhouse changes.
 _RECIPE = "1"

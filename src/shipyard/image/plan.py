@@ -10,13 +10,18 @@ import dataclasses
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
 from shipyard.errors import UsageError, nearest
-from shipyard.spec import STATUS_ORDER, ImageSettings, ImageVariant, Variant
-from shipyard.validate import Spec
+from shipyard.release.destinations import ImageSettings, ImageVariant
+from shipyard.release.fields import STATUS_ORDER
+from shipyard.release.spec import Variant
+from shipyard.release.validate import Spec
+
+if TYPE_CHECKING:
+    from shipyard.image.hygiene import Finding
 
 Target = Literal["runtime", "devel"]
 TARGETS: tuple[Target, ...] = ("runtime", "devel")
@@ -69,6 +74,24 @@ class ImagePlan:
     @property
     def tags(self) -> tuple[str, str]:
         return (self.tag, self.channel_tag)
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    """What building one image gave: its id, size, labels, the hygiene scan's findings, its SBOM."""
+
+    plan: ImagePlan
+    image_id: str
+    size: int
+    cached: bool
+    seconds: float
+    labels: dict[str, str]
+    findings: tuple[Finding, ...] = ()
+    sbom: bytes = b""  # CycloneDX JSON, written to dist/sboms/<cell id>.cdx.json by record_images
+
+    @property
+    def size_mb(self) -> float:
+        return self.size / 1e6
 
 
 def image_plans(spec: Spec, variant_name: str, *, targets: Iterable[str] = TARGETS,

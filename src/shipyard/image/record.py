@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
-from shipyard.validate import Spec
-
-if TYPE_CHECKING:
-    from shipyard.image.build import ImageResult
+from shipyard.image.plan import ImageResult
+from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
+from shipyard.release.validate import Spec
 
 
 def image_cell_id(result: ImageResult) -> str:

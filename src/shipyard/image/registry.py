@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import docker
 
 from shipyard.errors import ShipyardError, ToolError
-from shipyard.spec import PublishTarget
+from shipyard.release.destinations import PublishTarget
 
 
 class RegistryError(ShipyardError):

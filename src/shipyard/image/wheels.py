@@ -11,9 +11,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from shipyard.errors import CheckFailed, ShipyardError
-from shipyard.manifest import ArtifactRecord, require_manifest
-from shipyard.spec import Variant
-from shipyard.validate import Spec
+from shipyard.record.manifest import ArtifactRecord, require_manifest
+from shipyard.release.spec import Variant
+from shipyard.release.validate import Spec
 from shipyard.wheel.index import add_wheel, sha256_of, write_index
 
 

@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard import command
 from shipyard.errors import ShipyardError
+from shipyard.host.source_tree import git_info
 from shipyard.mobile.aar import write_aar
 from shipyard.mobile.packaging import FeatureEntry, feature_manifest, write_reproducible_tarball
 from shipyard.mobile.targets import MobileTarget, TargetToolchain, resolve_toolchain
-from shipyard.progress import Progress
-from shipyard.source_tree import git_info
+from shipyard.plumbing import command
+from shipyard.plumbing.progress import Progress
 from shipyard.supply.sbom import MOBILE_SBOM, mobile_sbom
 
 FeatureTuple = tuple[str, str, str]  # (id, title, status)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard import spec
+from shipyard.release import spec
 from shipyard.supply.grafted import SYSTEM_LIBRARY_DIRS
 
 

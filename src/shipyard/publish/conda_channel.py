@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from shipyard.conda.channel import publish_packages
-from shipyard.generations import current_generation
+from shipyard.plumbing.generations import current_generation
 from shipyard.publish.errors import PublishError
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import bounded_session, with_retries

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from shipyard.errors import public_url
 from shipyard.publish.errors import MissingCredential
-from shipyard.spec import PublishTarget
+from shipyard.release.destinations import PublishTarget
 
 
 @dataclass(frozen=True)

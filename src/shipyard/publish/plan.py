@@ -19,10 +19,10 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from shipyard.manifest import ArtifactRecord
 from shipyard.publish.errors import GateBlocked, PublishError
 from shipyard.publish.plain_version import plain_version_wheel
-from shipyard.spec import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
+from shipyard.record.manifest import ArtifactRecord
+from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.wheel.index import sha256_of
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them

@@ -44,8 +44,8 @@ import docker
 import requests
 from docker.models.images import Image
 
-from shipyard.docker_base import ensure_docker_engine
 from shipyard.errors import ToolError
+from shipyard.host.docker_base import ensure_docker_engine
 from shipyard.image.registry import RegistryError, push_image
 from shipyard.publish.errors import PublishError, RetriesExhausted
 from shipyard.publish.plan import PublishFile

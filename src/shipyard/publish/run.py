@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard.errors import ShipyardError, UsageError, nearest
-from shipyard.manifest import ArtifactRecord, Manifest, require_manifest
-from shipyard.progress import Progress
+from shipyard.plumbing.progress import Progress
 from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.devpi import DevpiBackend
@@ -28,8 +27,9 @@ from shipyard.publish.registry import RegistryBackend
 from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
-from shipyard.spec import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
-from shipyard.validate import Spec
+from shipyard.record.manifest import ArtifactRecord, Manifest, require_manifest
+from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
+from shipyard.release.validate import Spec
 
 BACKENDS: dict[str, type[Backend]] = {"pypi": DevpiBackend, "static": StaticTreeBackend,
                                       "conda": CondaChannelBackend, "docker": RegistryBackend}

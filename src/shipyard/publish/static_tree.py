@@ -1,7 +1,7 @@
 """Wheels in PyTorch's download layout, for any web server: `<path>/<channel>/<tag>/<project>/`
 with PEP 503 (index.html) and PEP 691 (index.json) pages, sha256 on every link.
 
-`<path>/<channel>` is a symlink to a generation folder (shipyard.generations). A publish stages
+`<path>/<channel>` is a symlink to a generation folder (shipyard.plumbing.generations). A publish stages
 the next generation (hard links of the files already published, copies of the new ones), writes
 every index with wheel/index.py, reads every file back and checks it against the sha256 it must
 have and against its index entry, and only then swaps the symlink: a web server that resolves
@@ -20,8 +20,8 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 
 from shipyard.errors import public_url
-from shipyard.file_lock import exclusive
-from shipyard.generations import current_generation, next_generation, remove_old_generations, switch
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.generations import current_generation, next_generation, remove_old_generations, switch
 from shipyard.publish.errors import PublishError
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file

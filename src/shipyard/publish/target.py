@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import public_url
-from shipyard.progress import Progress
+from shipyard.plumbing.progress import Progress
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import RetryPolicy
-from shipyard.spec import PublishTarget
+from shipyard.release.destinations import PublishTarget
 from shipyard.wheel.index import sha256_of
 
 

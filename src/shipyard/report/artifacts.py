@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shipyard.manifest import ArtifactRecord
+from shipyard.record.manifest import ArtifactRecord
+from shipyard.release.spec import Release
 from shipyard.report.cells import ReportCell
-from shipyard.spec import Release
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shipyard.manifest import ArtifactRecord, Manifest, NotApplicableRecord
-from shipyard.matrix import Cell, builder_platform, excluded_cells, expand, not_applicable
-from shipyard.pytest_selection import left_out_text
-from shipyard.spec import Release
-from shipyard.toolchains.discover import Inventory
-from shipyard.toolchains.resolve import Missing, resolve
+from shipyard.host.toolchains.discover import Inventory
+from shipyard.host.toolchains.resolve import Missing, resolve
+from shipyard.record.manifest import ArtifactRecord, Manifest, NotApplicableRecord
+from shipyard.release.matrix import Cell, builder_platform, excluded_cells, expand, not_applicable
+from shipyard.release.pytest_selection import left_out_text
+from shipyard.release.spec import Release
 
 State = Literal["passed", "failed", "cached", "skipped", "unavailable", "excluded", "elsewhere", "pending",
                 "not-applicable"]

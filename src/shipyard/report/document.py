@@ -6,13 +6,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard.manifest import Manifest, read_manifest
+from shipyard.host.toolchains.discover import Inventory
+from shipyard.record.manifest import Manifest, read_manifest
+from shipyard.release.validate import Spec
 from shipyard.report.artifacts import ArtifactRow, TimingRow, artifact_rows, timing_rows
 from shipyard.report.cells import STATES, ReportCell, collect_cells
 from shipyard.report.features import FeatureRow, feature_platforms, feature_rows
 from shipyard.report.grid import GridSection, grid_sections
-from shipyard.toolchains.discover import Inventory
-from shipyard.validate import Spec
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from shipyard.matrix import ANY, expand
+from shipyard.release.matrix import ANY, expand
+from shipyard.release.spec import Feature, Release
 from shipyard.report.cells import ReportCell
-from shipyard.spec import Feature, Release
-from shipyard.wheel.testing import FeatureOutcome as TestedFeature
+from shipyard.testing.verdict import FeatureOutcome as TestedFeature
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from shipyard.matrix import ANY
+from shipyard.release.matrix import ANY
+from shipyard.release.spec import Release
 from shipyard.report.cells import ReportCell
-from shipyard.spec import Release
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shipyard.matrix import ANY
+from shipyard.release.fields import STATUS_ORDER
+from shipyard.release.matrix import ANY
+from shipyard.release.spec import FeatureFile
 from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport
 from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
-from shipyard.spec import STATUS_ORDER, FeatureFile
 
 
 def release_notes(report: ReleaseReport, features: FeatureFile, previous: PreviousRelease | None = None) -> str:

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard import command
 from shipyard.errors import ToolError
-from shipyard.input_files import input_error, validated
-from shipyard.spec import Feature, FeatureFile
-from shipyard.yaml_source import YamlDocument, load_yaml, load_yaml_text
+from shipyard.plumbing import command
+from shipyard.plumbing.input_files import input_error, validated
+from shipyard.release.spec import Feature, FeatureFile
+from shipyard.release.yaml_source import YamlDocument, load_yaml, load_yaml_text
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
 
-from shipyard import command
 from shipyard.errors import BuildError, ToolError
-from shipyard.toolchains.sysroot import Sysroot
+from shipyard.host.toolchains.sysroot import Sysroot
+from shipyard.plumbing import command
 
 _GRAFTED = re.compile(r"^(?P<base>[^.]+)-(?P<hash>[0-9a-f]{8})\.(?P<ext>so.*)$")
 # Where Debian's multiarch libraries live; auditwheel finds them through the loader's path.

@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from shipyard.errors import NO_VALUE, SpecIssue
-from shipyard.input_files import InputError, read_input_bytes
-from shipyard.spec import SupplyChain
+from shipyard.plumbing.input_files import InputError, read_input_bytes
+from shipyard.release.destinations import SupplyChain
 
 KEYGEN_FIX = "make one with `shipyard keygen`"
 

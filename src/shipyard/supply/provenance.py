@@ -19,10 +19,10 @@ from typing import Any
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
-from shipyard.input_files import InputError, input_error, parse_json_input, read_json_input
-from shipyard.manifest import ArtifactRecord, Manifest, merge_artifacts, require_manifest
-from shipyard.source_tree import git_info
-from shipyard.validate import Spec
+from shipyard.host.source_tree import git_info
+from shipyard.plumbing.input_files import InputError, input_error, parse_json_input, read_json_input
+from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, require_manifest
+from shipyard.release.validate import Spec
 from shipyard.wheel.index import sha256_of
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

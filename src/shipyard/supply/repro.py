@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shipyard import command
 from shipyard.errors import ShipyardError, ToolError
-from shipyard.manifest import read_manifest
+from shipyard.plumbing import command
+from shipyard.record.manifest import read_manifest
 from shipyard.supply.image_repro import ImageComparison, compare_images, save_image
 
 # Two clones whose paths differ in length: a path that leaks into a binary changes its size too.

@@ -34,7 +34,9 @@ from packaging.requirements import Requirement
 from pydantic import BaseModel
 
 from shipyard.errors import BuildError
-from shipyard.input_files import decode_input, input_error, parse_json_input, validated
+from shipyard.host.toolchains.discover import Compiler
+from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, validated
 from shipyard.supply.binaries import is_binary, linked_from_outside, sha256_hex, wheel_binaries
 from shipyard.supply.grafted import (
     GraftedLibrary,
@@ -44,8 +46,6 @@ from shipyard.supply.grafted import (
     identify,
     library_folders,
 )
-from shipyard.toolchains.discover import Compiler
-from shipyard.toolchains.resolve import Toolchain
 
 # Properties shipyard adds to components (CycloneDX's `properties`, namespaced by their prefix).
 ROLE = "shipyard:role"  # vendored | built | linked | toolchain | dependency

@@ -17,9 +17,9 @@ from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import Key
 from wheel.wheelfile import WheelError, WheelFile
 
-from shipyard import docker_base
-from shipyard.input_files import input_error
-from shipyard.manifest import ArtifactRecord, read_manifest, require_manifest
+from shipyard.host import docker_base
+from shipyard.plumbing.input_files import input_error
+from shipyard.record.manifest import ArtifactRecord, read_manifest, require_manifest
 from shipyard.supply.binaries import archive_files, is_binary, linked_from_outside, sha256_hex, wheel_binaries
 from shipyard.supply.conda_paths import check_conda_paths
 from shipyard.supply.grafted import grafted_members

@@ -22,10 +22,10 @@ from build import ProjectBuilder
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard import command
-from shipyard.file_lock import exclusive
-from shipyard.project_declaration import build_backend, declaration_hash, writes_into_sources
-from shipyard.toolchains.discover import Interpreter
+from shipyard.host.toolchains.discover import Interpreter
+from shipyard.plumbing import command
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.release.project_declaration import build_backend, declaration_hash, writes_into_sources
 
 # Always present: the frontend itself and the backends ember's components use.
 BASE_REQUIREMENTS = ("build>=1.2", "scikit-build-core>=0.10", "hatchling>=1.25",

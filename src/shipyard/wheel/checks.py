@@ -16,11 +16,11 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 from packaging.utils import parse_wheel_filename
 
-from shipyard.cuda_archs import DeviceCode, expected_device_code, ptx_arch, sm_name
-from shipyard.matrix import Cell
-from shipyard.spec import Component, Release, Variant
+from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.release.cuda_archs import DeviceCode, expected_device_code, ptx_arch, sm_name
+from shipyard.release.matrix import Cell
+from shipyard.release.spec import Component, Release, Variant
 from shipyard.supply.binaries import needed_libraries
-from shipyard.toolchains.resolve import Toolchain
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Compo
         failures += check_vendored_libraries(wheel, component.vendored_libraries, component=component.name,
                                              implied=cudart)
         if variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
-            from shipyard.toolchains.cuda_toolkit import cuda_device_code
+            from shipyard.host.toolchains.cuda_toolkit import cuda_device_code
 
             cuobjdump = toolchain.cuda.cuobjdump
             failures += check_cuda_archs(wheel, variant.archs, lambda p: cuda_device_code(p, cuobjdump))

@@ -1,5 +1,5 @@
 """The `--container` build path: cibuildwheel runs the PEP 517 build inside a local
-manylinux-style image (see shipyard.docker_base); repair, relabel and tests stay on the host.
+manylinux-style image (see shipyard.host.docker_base); repair, relabel and tests stay on the host.
 
 cibuildwheel uses a local image without pulling when `docker image inspect` shows it for the
 requested platform (linux/amd64): it then passes `--pull=never` to `docker create`. Only
@@ -19,10 +19,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from shipyard import command
-from shipyard.docker_base import ensure_docker_engine
 from shipyard.errors import BuildError, ToolchainMissing
-from shipyard.progress import Progress
+from shipyard.host.docker_base import ensure_docker_engine
+from shipyard.plumbing import command
+from shipyard.plumbing.progress import Progress
 
 CIBUILDWHEEL_REQUIREMENT = "cibuildwheel>=3.0,<5"
 # cibuildwheel mounts the host's root here in every build container; host paths handed to a
@@ -129,7 +129,7 @@ def _check_prerequisites(image: str) -> None:
                        check=False, timeout=60, what="docker image inspect")
     if done.returncode != 0:
         raise ToolchainMissing(f"image {image} is not in the local engine and no registry can be pulled "
-                               "from; build it with shipyard.docker_base.build_manylinux_image()")
+                               "from; build it with shipyard.host.docker_base.build_manylinux_image()")
     if done.stdout.strip() != PLATFORM:
         # cibuildwheel would fall back to `--pull=always` for an image of another platform.
         raise ToolchainMissing(f"image {image} is {done.stdout.strip()}, not {PLATFORM}; rebuild it here")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from shipyard.matrix import Cell
-from shipyard.spec import Component, Variant
-from shipyard.validate import Spec
+from shipyard.release.matrix import Cell
+from shipyard.release.spec import Component, Variant
+from shipyard.release.validate import Spec
 
 
 def _dump(data: object) -> bytes:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from shipyard import command
-from shipyard.spec import Component, Variant
-from shipyard.toolchains.resolve import Toolchain
+from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.plumbing import command
+from shipyard.release.spec import Component, Variant
 
 
 def shipyard_cmake_defines(variant: Variant, toolchain: Toolchain) -> dict[str, str]:

@@ -13,26 +13,34 @@ from typing import Any
 
 from packaging.utils import NormalizedName, canonicalize_name
 
-from shipyard.build_cache import BuildCache, cache_key
 from shipyard.errors import ShipyardError, ToolchainMissing
-from shipyard.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
-from shipyard.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
-from shipyard.port_ranges import claimed_port_range
-from shipyard.progress import Progress, running
-from shipyard.project_declaration import (
+from shipyard.host.source_tree import GitInfo, git_info, hash_tree
+from shipyard.host.toolchains.discover import Interpreter, Inventory, discover
+from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.plumbing.build_cache import BuildCache, cache_key
+from shipyard.plumbing.port_ranges import claimed_port_range
+from shipyard.plumbing.progress import Progress, running
+from shipyard.record.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.release.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
+from shipyard.release.project_declaration import (
     SCIKIT_BUILD_CORE,
     build_backend,
     uses_vcs_version,
     vcs_state,
     writes_into_sources,
 )
-from shipyard.pytest_selection import selection_of
-from shipyard.source_tree import GitInfo, git_info, hash_tree
-from shipyard.spec import Component, Variant
+from shipyard.release.pytest_selection import selection_of
+from shipyard.release.spec import Component, Variant
+from shipyard.release.validate import Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
-from shipyard.toolchains.discover import Interpreter, Inventory, discover
-from shipyard.toolchains.resolve import Missing, Toolchain, resolve
-from shipyard.validate import Spec
+from shipyard.testing.verdict import (
+    FeatureGate,
+    console_script_problems,
+    judge_identity,
+    listed_tests,
+    requires_dist,
+    run_component_tests,
+)
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import copy_project, ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
@@ -46,14 +54,6 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
-from shipyard.wheel.testing import (
-    FeatureGate,
-    console_script_problems,
-    judge_identity,
-    listed_tests,
-    requires_dist,
-    run_component_tests,
-)
 
 
 def default_test_jobs() -> int:
@@ -355,7 +355,7 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
 def _container_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, project: Path,
                      out: Path, defines: dict[str, str], environment: dict[str, str], python: str) -> Path:
     """The same build through cibuildwheel in the local manylinux-style image (`--container`)."""
-    from shipyard.docker_base import build_manylinux_image, ensure_docker_engine
+    from shipyard.host.docker_base import build_manylinux_image, ensure_docker_engine
     from shipyard.wheel.container import build_wheels_in_container, host_path
 
     ensure_docker_engine(required=True)

@@ -21,8 +21,8 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from shipyard import command
 from shipyard.errors import BuildError
+from shipyard.plumbing import command
 
 # The CUDA driver comes with the GPU's driver install; a wheel must never carry it.
 NEVER_VENDOR = ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1")

@@ -1,0 +1,51 @@
+"""The `shipyard` command line: a thin layer over functions that tests call directly."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from shipyard.cli.build import add_build_commands
+from shipyard.cli.ci import add_ci_commands
+from shipyard.cli.conda import add_conda_commands
+from shipyard.cli.doctor import add_doctor_commands
+from shipyard.cli.image import add_image_commands
+from shipyard.cli.manifest import add_manifest_commands
+from shipyard.cli.matrix import add_matrix_commands, add_schema_command
+from shipyard.cli.publish import add_publish_commands
+from shipyard.cli.report import add_report_commands
+from shipyard.cli.shared import err_console
+from shipyard.cli.supply import add_supply_commands
+from shipyard.errors import ShipyardError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shipyard", description=__doc__)
+    parser.add_argument("--root", default=".", help="folder holding release.yaml (default: .)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every external command")
+    sub = parser.add_subparsers(dest="command", required=True)
+    # The order of `shipyard --help`: the description, this host, builds, then what follows a build.
+    add_matrix_commands(sub)
+    add_doctor_commands(sub)
+    add_build_commands(sub)
+    add_conda_commands(sub)
+    add_image_commands(sub)
+    add_publish_commands(sub)
+    add_manifest_commands(sub)
+    add_ci_commands(sub)
+    add_report_commands(sub)
+    add_supply_commands(sub)
+    add_schema_command(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except ShipyardError as exc:
+        err_console.print("[red]error[/]:", end=" ")
+        err_console.print(str(exc), markup=False, soft_wrap=True)
+        return exc.exit_code

@@ -1,0 +1,136 @@
+"""`shipyard ci …`: generate and check the GitHub Actions workflows, and the small commands their
+jobs run (plan, pythons, cache-key, trusted-publishing)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+
+from shipyard.cli.shared import console, err_console, load_release
+from shipyard.errors import ShipyardError, UsageError
+
+
+class WorkflowDrift(ShipyardError):
+    """The committed workflows are not what release.yaml generates."""
+
+
+def cmd_ci_generate(args: argparse.Namespace) -> int:
+    from shipyard.ci.drift import write_generated
+    from shipyard.ci.jobs import lanes
+
+    spec = load_release(args)
+    changed = write_generated(spec)
+    all_lanes = lanes(spec.release)
+    jobs = sum(len(lane.jobs) for lane in all_lanes)
+    for path in changed:
+        console.print(f"wrote {path}")
+    console.print(f"{'updated' if changed else 'unchanged'}: {len(all_lanes)} build lanes, {jobs} build jobs "
+                  f"per release (plus plan, manifest and publish)")
+    return 0
+
+
+def cmd_ci_check(args: argparse.Namespace) -> int:
+    from shipyard.ci.drift import drift
+
+    spec = load_release(args)
+    drifted = drift(spec)
+    if drifted:
+        for item in drifted:
+            err_console.print(item.diff, markup=False, highlight=False, soft_wrap=True)
+        raise WorkflowDrift(f"{', '.join(str(d.path) for d in drifted)}: not what release.yaml generates; "
+                            f"run `shipyard ci generate` and commit the result")
+    console.print("[green]ok[/]: .github/workflows matches release.yaml")
+    return 0
+
+
+def _check_ref(version: str, ref: str) -> None:
+    """A tag push must name the version release.yaml holds: v1.7.0, or a candidate v1.7.0-rc1."""
+    if not ref.startswith("refs/tags/"):
+        return
+    tag = ref.removeprefix("refs/tags/")
+    if not re.fullmatch(rf"v{re.escape(version)}(-rc\d+)?", tag):
+        raise UsageError(f"tag {tag}: release.yaml's release.version is {version}; tag v{version} (or "
+                         f"v{version}-rcN), or change release.version first")
+
+
+def cmd_ci_plan(args: argparse.Namespace) -> int:
+    from shipyard.ci.jobs import lanes, plan_outputs
+
+    spec = load_release(args)
+    if args.channel not in spec.release.channels:
+        raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
+    _check_ref(spec.release.release.version, args.ref or "")
+    outputs = plan_outputs(spec.release)
+    for name, value in outputs.items():
+        print(f"{name}={value}")
+    for lane in lanes(spec.release):
+        err_console.print(f"{lane.job_id}: {len(lane.jobs)} jobs ({sum(len(j.cells) for j in lane.jobs)} cells)")
+    return 0
+
+
+def cmd_ci_pythons(args: argparse.Namespace) -> int:
+    from shipyard.host.toolchains.discover import discover
+    from shipyard.plumbing import command
+
+    spec = load_release(args)
+    unknown = [p for p in args.python if p not in spec.release.pythons]
+    if unknown:
+        raise UsageError(f"{', '.join(unknown)}: not among release.yaml's pythons ({', '.join(spec.release.pythons)})")
+    inventory = discover()
+    missing = [p for p in args.python if inventory.interpreter(p) is None]
+    for python in args.python:
+        if python not in missing:
+            console.print(f"  {python}: {inventory.interpreter(python).path}")  # type: ignore[union-attr]
+    if missing:
+        uv = shutil.which("uv")
+        if uv is None:
+            raise ShipyardError(f"Pythons {', '.join(missing)} are missing and uv (which installs them) is not on "
+                                f"PATH; install uv (ci/bootstrap.sh does) or those Pythons")
+        console.print(f"installing {', '.join(missing)} with uv")
+        command.run([uv, "python", "install", *missing], timeout=1800, capture=False)
+        discover.cache_clear()
+        still = [p for p in missing if discover().interpreter(p) is None]
+        if still:
+            raise ShipyardError(f"uv installed Pythons {', '.join(still)} but shipyard does not find them; put "
+                                f"uv's executable folder (~/.local/bin) on PATH")
+    console.print(f"[green]ready[/]: Pythons {', '.join(args.python)}")
+    return 0
+
+
+def cmd_ci_cache_key(args: argparse.Namespace) -> int:
+    from shipyard.ci.cache import job_cache_key
+
+    print(job_cache_key(load_release(args), args.job))
+    return 0
+
+
+def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
+    from shipyard.ci.oidc import export_trusted_publishing_token
+
+    export_trusted_publishing_token(load_release(args), args.target)
+    return 0
+
+
+def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("ci", help="the GitHub Actions release pipeline: generate and check its workflows")
+    csub = p.add_subparsers(dest="ci_command", required=True)
+    g = csub.add_parser("generate", help="write .github/workflows/release.yml and nightly.yml from release.yaml")
+    g.set_defaults(func=cmd_ci_generate)
+    c = csub.add_parser("check", help="fail when the committed workflows differ from what release.yaml generates")
+    c.set_defaults(func=cmd_ci_check)
+    pl = csub.add_parser("plan", help="(the plan job) print each lane's matrix as GITHUB_OUTPUT lines")
+    pl.add_argument("--channel", required=True, help="the channel this run publishes to")
+    pl.add_argument("--ref", help="GITHUB_REF: a tag must be v<release.version> or v<release.version>-rcN")
+    pl.set_defaults(func=cmd_ci_plan)
+    py = csub.add_parser("pythons", help="(build jobs) make these Pythons available, installing missing ones with uv")
+    py.add_argument("python", nargs="+")
+    py.set_defaults(func=cmd_ci_pythons)
+    k = csub.add_parser("cache-key", help="(build jobs) the actions/cache key of a job: its id and shipyard's "
+                                          "cache key of its inputs")
+    k.add_argument("job", help="a job id of the plan, e.g. wheel-ember-cpu-linux-x86_64")
+    k.set_defaults(func=cmd_ci_cache_key)
+    t = csub.add_parser("trusted-publishing", help="(publish job) exchange the job's OIDC token for a PyPI upload "
+                                                    "token and put it in the target's credential variables")
+    t.add_argument("--target", required=True)
+    t.set_defaults(func=cmd_ci_trusted_publishing)

@@ -1,0 +1,169 @@
+"""`shipyard conda …`: the bootstrap channel, the variant builds, and the features of a channel."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from rich.table import Table
+
+from shipyard.cli.shared import console, err_console, load_release, not_applicable_summary
+from shipyard.release.cell_filters import check_filters
+
+# --- conda features ---------------------------------------------------------------------------
+
+def cmd_conda_features(args: argparse.Namespace) -> int:
+    from shipyard.conda.features import list_channel_features
+    from shipyard.conda.serve import hide_tokens
+
+    packages = list_channel_features(args.channel)
+    if args.json:
+        print(json.dumps([p.to_json() for p in packages], indent=2))
+        return 0
+    table = Table(title=f"features in {hide_tokens(args.channel)}")
+    for column in ("package", "version", "build", "variant", "feature", "status"):
+        table.add_column(column, overflow="fold")
+    colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}
+    bare = []
+    for package in packages:
+        if not package.features:
+            bare.append(package.name)
+        for feature in package.features:
+            status = f"[{colours.get(feature.status, 'white')}]{feature.status}[/]"
+            if feature.platform:
+                status += f" ({feature.platform})"
+            table.add_row(package.name, package.version, package.build, package.variant_tag or "", feature.id, status)
+    console.print(table)
+    console.print(f"{len(packages)} packages, {len(packages) - len(bare)} with features"
+                  + (f"; without: {', '.join(sorted(set(bare)))}" if bare else ""))
+    return 0
+
+
+def _add_conda_features(conda_sub: argparse._SubParsersAction) -> None:
+    p = conda_sub.add_parser("features", help="list each package of a conda channel with its features and statuses")
+    p.add_argument("--channel", required=True,
+                   help="channel URL (http(s)://…/, with /t/<token>/ if it needs one; file:///…) or folder")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_conda_features)
+
+
+# --- conda ----------------------------------------------------------------------------------
+
+def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
+    import time
+
+    from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
+    from shipyard.errors import UsageError
+    from shipyard.record.build_report import live_progress
+
+    spec = load_release(args)
+    check_filters(spec.release, python=args.python)
+    release_cuda = [v.cuda for v in spec.release.variants.values() if v.cuda]
+    if args.cuda:
+        unknown = [c for c in args.cuda if c not in release_cuda]
+        if unknown:
+            raise UsageError(f"--cuda {', '.join(unknown)}: no variant of release.yaml uses that CUDA version "
+                             f"(they use {', '.join(dict.fromkeys(release_cuda))})")
+    pythons = args.python or list(spec.release.pythons)
+    cuda_versions = args.cuda or bootstrap_cuda_versions(release_cuda)
+    console.print(f"bootstrap channel: Pythons {', '.join(pythons)}; CUDA runtimes "
+                  f"{', '.join(cuda_versions) or 'none'}")
+    start = time.monotonic()
+    with live_progress(err_console, "conda bootstrap") as progress:
+        channel = ensure_bootstrap_channel(pythons=pythons, cuda_versions=cuda_versions, progress=progress,
+                                           requirements=release_requirements(spec),
+                                           refresh=args.refresh)
+    seconds = time.monotonic() - start
+    size = sum(f.stat().st_size for f in channel.path.glob("*/*.conda"))
+    console.print(f"[green]ready[/]: {channel.path}")
+    console.print(f"  {len(channel.packages)} packages, {size / 1e6:.1f} MB, "
+                  + ("cached" if channel.cached else f"built in {seconds:.0f} s"))
+    console.print(f"  channel URL: {channel.url()}")
+    return 0
+
+
+def cmd_conda_build(args: argparse.Namespace) -> int:
+    from shipyard.conda.pipeline import CondaRunRequest, run_conda_variant
+    from shipyard.record.build_report import live_progress
+
+    spec = load_release(args)
+    check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
+    root = Path(args.root)
+    request = CondaRunRequest(
+        variant=args.variant, channels=tuple(_channel_url(c) for c in args.channel or ()),
+        pythons=tuple(args.python or ()), components=tuple(args.component or ()),
+        state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
+        dist=(Path(args.dist) if args.dist else root / "dist").resolve(), jobs=args.jobs, tests=not args.no_tests,
+        **({"test_jobs": args.test_jobs} if args.test_jobs else {}))
+    with live_progress(err_console, f"conda {args.variant}") as progress:
+        run = run_conda_variant(spec, request, progress)
+    table = Table(title=f"conda packages, variant {args.variant}")
+    for column in ("package", "build", "tests"):
+        table.add_column(column, overflow="fold")
+    for cell in run.cells:
+        done = "cached" if cell.package.result == "cached" else f"built in {cell.package.seconds:.0f} s"
+        if cell.test is None:
+            verdict = "(no tests of its own)" if cell.python is None else "not run (--no-tests)"
+        elif cell.test.passed:
+            verdict = (f"[green]passed[/] (Python {cell.python}, "
+                       + ("cached)" if cell.test_cached else f"{cell.test.seconds:.0f} s)"))
+        else:
+            verdict = "[red]failed[/]: " + "; ".join(cell.test.problems)
+        if cell.withheld:  # a core package whose dependents all failed
+            verdict += f"; [red]not published[/]: {cell.withheld}"
+        table.add_row(cell.package.label, done, verdict)
+    for skipped in run.not_applicable:  # ruled out by the component's requires-python: never a failure
+        table.add_row(skipped.cell.id, f"[dim]not applicable ({skipped.reason})[/]", "[dim]not built[/]")
+    console.print(table)
+    if run.not_applicable:
+        console.print(f"not applicable, not built: {not_applicable_summary(list(run.not_applicable))}")
+    dist = request.dist / "conda"
+    console.print(f"{len(run.published)} packages in {dist} (indexed); dependencies from "
+                  f"{', '.join(run.channels)}")
+    from shipyard.supply.signing import sign_after_build
+
+    sign_after_build(spec, request.dist, console, err_console)
+    return 0 if run.passed else 1
+
+
+def _channel_url(channel: str) -> str:
+    """A channel as rattler takes it: a local folder becomes its file:// URL."""
+    return Path(channel).resolve().as_uri() if "://" not in channel and Path(channel).is_dir() else channel
+
+
+def _add_conda_build(conda_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = conda_sub.add_parser("build", help="build a variant's conda packages with rattler-build, test each in "
+                                           "a solved environment, publish those that pass into <dist>/conda")
+    p.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
+    p.add_argument("--python", action="append", help="only this Python (repeatable), e.g. 3.11")
+    p.add_argument("--component", action="append", help="only this component (repeatable)")
+    p.add_argument("--channel", action="append", metavar="URL",
+                   help="a channel to take dependencies from: a URL or a local folder (repeatable, in "
+                        "priority order; default: the bootstrap channel, `shipyard conda bootstrap`)")
+    p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
+    p.add_argument("--dist", help="output folder (default: <root>/dist): the channel is <dist>/conda")
+    p.add_argument("--no-tests", action="store_true", help="build only; publish without testing")
+    p.add_argument("--test-jobs", type=int, default=None, metavar="N",
+                   help="packages tested side by side (default: one per core, fewer when memory is short)")
+    p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),
+                   help="compile jobs (default: one per core)")
+    p.set_defaults(func=cmd_conda_build)
+
+
+def add_conda_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("conda", help="conda packages: the bootstrap channel, builds, channels and their features")
+    csub = p.add_subparsers(dest="conda_command", required=True)
+    _add_conda_build(csub)
+    _add_conda_features(csub)
+    cp = csub.add_parser("bootstrap", help="build (or reuse) the local channel of python, numpy, pytest, the "
+                                           "CUDA runtime ... that stands in for conda-forge here")
+    cp.add_argument("--python", action="append", help="only this Python (repeatable; default: release.yaml's)")
+    cp.add_argument("--cuda", action="append",
+                    help="only this CUDA runtime (repeatable; default: the release's CUDA versions whose runtime "
+                         "wheel shipyard knows)")
+    cp.add_argument("--refresh", action="store_true",
+                    help="ask PyPI and Debian again for the newest wheels and .debs instead of reusing the "
+                         "last resolution")
+    cp.set_defaults(func=cmd_conda_bootstrap)

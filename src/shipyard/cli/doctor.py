@@ -1,0 +1,89 @@
+"""`shipyard doctor | toolchain install`: what this host can build, and the toolchains it lacks."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from rich.table import Table
+
+from shipyard.cli.shared import console, load_release, not_applicable_summary
+from shipyard.errors import ShipyardError
+from shipyard.release.cell_filters import check_filters
+from shipyard.release.matrix import expand, not_applicable, select
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from shipyard.host.doctor import diagnose
+    from shipyard.host.toolchains.discover import discover_for
+
+    spec = load_release(args)
+    check_filters(spec.release, variant=args.variant)
+    inventory = discover_for(spec.release)
+    rows = diagnose(spec.release, inventory, args.variant)
+    table = Table(title=f"doctor: host {inventory.host_platform}")
+    table.add_column("cell")
+    table.add_column("state")
+    table.add_column("toolchain, or what is missing and the fix", overflow="fold")
+    for row in rows:
+        state = "[green]ready[/]" if row.ready else "[red]missing[/]"
+        table.add_row(row.cell.id, state, row.detail)
+    console.print(table)
+    ready = sum(r.ready for r in rows)
+    console.print(f"{ready} of {len(rows)} cells ready on this host")
+    ruled_out = [n for n in not_applicable(spec.release)
+                 if select([n.cell], variant=args.variant, platform=inventory.host_platform)]
+    if ruled_out:  # their Pythons need no interpreter here
+        console.print(f"not applicable, not checked: {not_applicable_summary(ruled_out)}")
+    others = [c for c in select(expand(spec.release), variant=args.variant)
+              if c.platform != inventory.host_platform and c.package_type != "mobile" and not c.is_pure]
+    if others:
+        by_platform = Counter(c.platform for c in others)
+        console.print("not built on this host: " + ", ".join(
+            f"{n} {p} cells (GitHub {spec.release.platforms[p].github_runner} runners)"
+            for p, n in by_platform.items()))
+    return 0
+
+
+def cmd_toolchain_install(args: argparse.Namespace) -> int:
+    from shipyard.errors import UsageError, nearest
+    from shipyard.host.toolchains.cuda_toolkit import install_cuda_toolkit
+    from shipyard.host.toolchains.discover import toolchain_cache
+    from shipyard.host.toolchains.sysroot import install_sysroot, sysroot_recipes
+
+    say = lambda step: console.print(f"  [cyan]•[/] {step}")  # noqa: E731
+    sysroots = [r.name for r in sysroot_recipes()]
+    if args.name in sysroots:
+        sysroot = install_sysroot(args.name, toolchain_cache(), progress=say)
+        console.print(f"[green]ready[/]: the {sysroot.name} sysroot at {sysroot.root} (g++ {sysroot.gcc_version}, "
+                      f"glibc {sysroot.glibc}; CC={sysroot.cc} CXX={sysroot.cxx})")
+        return 0
+    spec = load_release(args)
+    variant = spec.release.variants.get(args.name)
+    if variant is None:
+        cuda_variants = [n for n, v in spec.release.variants.items() if v.cuda]
+        hint = nearest(args.name, cuda_variants + sysroots)
+        raise UsageError(f"no variant named {args.name!r} in release.yaml"
+                            + (f"; did you mean {hint!r}?" if hint else "")
+                            + f" (CUDA variants: {', '.join(cuda_variants)}; sysroots: {', '.join(sysroots)})")
+    if not variant.cuda:
+        raise ShipyardError(f"variant {args.name!r} needs no toolkit (it has no cuda version)")
+    toolkit = install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(), progress=say)
+    console.print(f"[green]ready[/]: CUDA {toolkit.version} at {toolkit.root} "
+                  f"(nvcc {toolkit.nvcc}, host {toolkit.host_cxx}); verified archs "
+                  f"{';'.join(variant.archs)}")
+    return 0
+
+
+
+def add_doctor_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("doctor", help="what this host can build, and the fix for what it cannot")
+    p.add_argument("--variant")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("toolchain", help="manage toolchains in shipyard's cache")
+    tsub = p.add_subparsers(dest="toolchain_command", required=True)
+    tp = tsub.add_parser("install", help="assemble a CUDA toolkit for a variant (cuda11, cuda12, cuda13), "
+                                          "or a sysroot (bullseye: gcc 10, glibc 2.31)")
+    tp.add_argument("name")
+    tp.set_defaults(func=cmd_toolchain_install)

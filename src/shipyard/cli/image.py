@@ -1,0 +1,124 @@
+"""`shipyard image …`: build a variant's images, push them."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from shipyard.cli.shared import console, err_console, load_release
+
+if TYPE_CHECKING:
+    from shipyard.image.build import ImageRequest
+    from shipyard.release.validate import Spec
+
+
+def cmd_image_build(args: argparse.Namespace) -> int:
+    from shipyard.image.build import ImageRequest, build_images
+    from shipyard.image.plan import with_repository
+    from shipyard.record.build_report import live_progress
+
+    start = time.monotonic()
+    spec = load_release(args)
+    if args.repository:
+        spec = with_repository(spec, args.repository)
+    root = Path(args.root)
+    request = ImageRequest(
+        variant=args.variant, dist=(Path(args.dist) if args.dist else root / "dist").resolve(),
+        targets=tuple(args.target or ("runtime", "devel")), channel=args.channel, base_image=args.base_image,
+        python_image=args.python_image, python_prefix=args.python_prefix, allow_untested=args.allow_untested,
+        no_cache=args.no_cache)
+    if args.plan:
+        return _print_plan(spec, request)
+    with live_progress(err_console, f"image {args.variant}") as progress:
+        results = build_images(spec, request, progress)
+    table = Table(title=f"images, variant {args.variant}")
+    for column in ("image", "also tagged", "id", "size", "budget", "build"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        plan = result.plan
+        table.add_row(plan.tag, plan.channel_tag, result.image_id.removeprefix("sha256:")[:12],
+                      f"{result.size_mb:.0f} MB", f"{plan.budget_mb:g} MB",
+                      "unchanged" if result.cached else f"built in {result.seconds:.0f} s")
+    console.print(table)
+    console.print(f"done in {time.monotonic() - start:.1f} s; labels: docker inspect --format "
+                  "'{{json .Config.Labels}}' " + results[0].plan.tag)
+    from shipyard.supply.signing import sign_after_build
+
+    sign_after_build(spec, request.dist, console, err_console)
+    return 0
+
+
+def _print_plan(spec: Spec, request: ImageRequest) -> int:
+    """What `image build` would build and from what, with no engine asked and nothing staged."""
+    from shipyard.image.plan import image_plans
+
+    plans = image_plans(spec, request.variant, targets=request.targets, channel=request.channel)
+    table = Table(title=f"images, variant {request.variant} (plan: nothing built)")
+    for column in ("image", "also tagged", "target", "budget"):
+        table.add_column(column, overflow="fold")
+    for plan in plans:
+        table.add_row(plan.tag, plan.channel_tag, plan.target, f"{plan.budget_mb:g} MB")
+    console.print(table)
+    recipe = request.dockerfile.read_bytes()
+    console.print(f"Dockerfile: {request.dockerfile} (sha256 {hashlib.sha256(recipe).hexdigest()}, "
+                  f"{len(recipe)} bytes)", soft_wrap=True)
+    console.print(f"context: Dockerfile, index/ (the variant's wheels in {request.dist}), deps/ (their "
+                  "pinned dependencies), examples/ (from the wheels)", soft_wrap=True)
+    return 0
+
+
+def cmd_image_push(args: argparse.Namespace) -> int:
+    from shipyard.errors import UsageError
+    from shipyard.image.plan import image_plans
+    from shipyard.image.registry import push_image
+
+    spec = load_release(args)
+    targets = {n: t for n, t in spec.release.publish.items() if t.kind == "docker"}
+    name = args.to or next(iter(targets), None)
+    if name is None or name not in targets:
+        raise UsageError(f"--to {args.to}: release.yaml's publish section has no docker target "
+                         f"(docker targets: {', '.join(targets) or 'none'})")
+    target = targets[name]
+    if args.registry:
+        target = target.model_copy(update={"url": args.registry})
+    for plan in image_plans(spec, args.variant, targets=args.target or ("runtime", "devel"), channel=args.channel):
+        for ref in plan.tags:
+            pushed = push_image(ref, target)
+            console.print(f"pushed {pushed.remote} {pushed.digest}")
+    return 0
+
+
+def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("image", help="Docker images: build a variant's runtime and devel images, push them")
+    isub = p.add_subparsers(dest="image_command", required=True)
+    b = isub.add_parser("build", help="build (or find unchanged) a variant's images from its wheel index")
+    b.add_argument("--variant", required=True, help="a variant of release.yaml's images.variants: cpu, cuda11 …")
+    b.add_argument("--target", action="append", choices=("runtime", "devel"), help="only this target (repeatable)")
+    b.add_argument("--channel", choices=("nightly", "test", "release"),
+                   help="the channel tag (default: images.channel)")
+    b.add_argument("--dist", help="where the wheels and manifest.json are (default: <root>/dist)")
+    b.add_argument("--base-image", help="the image to build FROM (default: images.base_image when the engine "
+                                        "holds it, else shipyard's bootstrapped Debian base)")
+    b.add_argument("--python-image", help="the image the Python prefix is copied from (default: "
+                                          "images.python_image when the engine holds it, else this host's Python)")
+    b.add_argument("--python-prefix", help="the Python's prefix inside --python-image (default /usr/local)")
+    b.add_argument("--allow-untested", action="store_true",
+                   help="accept wheels built with --no-tests (their manifest records no test run)")
+    b.add_argument("--no-cache", action="store_true", help="build every layer again")
+    b.add_argument("--plan", action="store_true",
+                   help="print the images, their tags and the Dockerfile they build from; build nothing")
+    b.add_argument("--repository", help="name the images REPOSITORY instead of images.repository (shipyard repro "
+                                        "builds under its own name)")
+    b.set_defaults(func=cmd_image_build)
+    u = isub.add_parser("push", help="push a variant's images (both tags) to a docker publish target")
+    u.add_argument("--variant", required=True)
+    u.add_argument("--target", action="append", choices=("runtime", "devel"), help="only this target (repeatable)")
+    u.add_argument("--channel", choices=("nightly", "test", "release"))
+    u.add_argument("--to", help="the publish target (default: the first of kind docker)")
+    u.add_argument("--registry", help="host:port to push to instead of the target's url")
+    u.set_defaults(func=cmd_image_push)

@@ -1,0 +1,152 @@
+"""`shipyard validate | matrix | schema`: the release description, its cells, its JSON schemas."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from rich.table import Table
+
+from shipyard.cli.shared import console, err_console, load_release, not_applicable_summary
+from shipyard.release.cell_filters import check_filters
+from shipyard.release.matrix import (
+    ANY,
+    Cell,
+    NotApplicable,
+    builder_platform,
+    check_github_matrix_size,
+    expand,
+    not_applicable,
+    select,
+)
+from shipyard.release.validate import Spec
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    spec = load_release(args)
+    cells = expand(spec.release)
+    console.print(f"[green]ok[/]: release.yaml and feature_status.yaml are valid "
+                  f"({len(spec.release.components)} components, {len(spec.release.variants)} variants, "
+                  f"{len(spec.features.features)} features, {len(cells)} cells"
+                  + (f", {n} not applicable by requires-python" if (n := len(not_applicable(spec.release))) else "")
+                  + ")")
+    if spec.pending_tests:
+        console.print(f"[yellow]pending[/]: {len(spec.pending_tests)} test ids point at tests that do "
+                      f"not exist yet:")
+        for test_id in spec.pending_tests:
+            console.print(f"  {test_id}")
+    return 0
+
+
+def github_include(spec: Spec, cells: list[Cell]) -> dict[str, list[dict[str, str]]]:
+    """The GitHub Actions `strategy.matrix` object for these cells."""
+    release = spec.release
+    include = []
+    for cell in cells:
+        cuda = "" if cell.is_pure else release.variants[cell.variant].cuda or ""
+        builder = builder_platform(release, cell)  # runner names live in release.yaml only
+        include.append({
+            "id": cell.id, "component": cell.component, "variant": cell.variant,
+            "variant_tag": cell.variant_tag, "cuda": cuda, "platform": cell.platform,
+            "os": builder.os, "runner": builder.github_runner, "python": cell.python or "",
+            "package_type": cell.package_type,
+        })
+    return {"include": include}
+
+
+def matrix_table(spec: Spec, cells: list[Cell]) -> Table:
+    """Counts of cells per platform (rows) and variant (columns), with totals."""
+    release = spec.release
+    variants = [v for v in [*release.variants, ANY] if any(c.variant == v for c in cells)]
+    platforms = [p for p in [*release.platforms, *release.mobile_targets, ANY] if any(c.platform == p for c in cells)]
+    counts = Counter((c.variant, c.platform) for c in cells)
+    table = Table(title=f"{release.release.name} {release.release.version}: {len(cells)} cells")
+    table.add_column("platform")
+    for variant in variants:
+        table.add_column(variant, justify="right")
+    table.add_column("total", justify="right", style="bold")
+    for platform in platforms:
+        row = [counts[(v, platform)] for v in variants]
+        table.add_row(platform, *map(str, row), str(sum(row)))
+    per_variant = [sum(counts[(v, p)] for p in platforms) for v in variants]
+    table.add_row("total", *map(str, per_variant), str(len(cells)), style="bold")
+    return table
+
+
+def _json_cells(cells: list[Cell], ruled_out: list[NotApplicable]) -> list[dict[str, str | None]]:
+    """`matrix --format json`: every cell to build, then every cell its project rules out, each
+    with its status ("build" or "not applicable") and, for the latter, the reason."""
+    def entry(cell: Cell, status: str, reason: str | None) -> dict[str, str | None]:
+        return {**cell.selector_fields(), "id": cell.id, "variant_tag": cell.variant_tag, "python": cell.python,
+                "status": status, "reason": reason}
+    return [*(entry(c, "build", None) for c in cells), *(entry(n.cell, "not applicable", n.reason) for n in ruled_out)]
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    spec = load_release(args)
+    check_filters(spec.release, variant=args.variant, platform=args.platform, package_type=args.package_type,
+                  component=args.component)
+    filters = {"variant": args.variant, "platform": args.platform, "package_type": args.package_type,
+               "component": args.component}
+    cells = select(expand(spec.release), **filters)
+    ruled_out = [n for n in not_applicable(spec.release) if select([n.cell], **filters)]
+    if args.format == "github":
+        check_github_matrix_size(cells)
+    if args.format == "json":
+        print(json.dumps(_json_cells(cells, ruled_out), indent=2))
+    elif args.format == "github":
+        # A job for a cell its project rules out could only say so: it is not scheduled. stdout
+        # stays the matrix alone (a workflow reads it); the note goes to stderr.
+        print(json.dumps(github_include(spec, cells), separators=(",", ":")))
+        if ruled_out:
+            err_console.print(f"not applicable, not scheduled: {not_applicable_summary(ruled_out)}; "
+                              f"`shipyard matrix --cells` lists them")
+    else:
+        console.print(matrix_table(spec, cells))
+        if args.cells:
+            for cell in cells:
+                console.print(f"  {cell.id}")
+            for skipped in ruled_out:
+                console.print(f"  {skipped.cell.id}: not applicable ({skipped.reason})", style="dim")
+        elif ruled_out:
+            console.print(f"not applicable, not counted: {not_applicable_summary(ruled_out)}; --cells lists them")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from shipyard.errors import UsageError
+    from shipyard.release.spec import FeatureFile, Release
+
+    out = Path(args.out)
+    for name, model in (("release.schema.json", Release), ("feature_status.schema.json", FeatureFile)):
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / name).write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write {name} there ({exc.strerror or exc}); "
+                             f"pass a folder shipyard may create or write to") from exc
+        console.print(f"wrote {out / name}")
+    return 0
+
+
+
+def add_matrix_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("validate", help="check release.yaml and feature_status.yaml")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("matrix", help="print the build matrix")
+    p.add_argument("--format", choices=["table", "json", "github"], default="table")
+    p.add_argument("--variant")
+    p.add_argument("--platform")
+    p.add_argument("--package-type")
+    p.add_argument("--component")
+    p.add_argument("--cells", action="store_true", help="with --format table, list every cell id")
+    p.set_defaults(func=cmd_matrix)
+
+
+def add_schema_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
+    p.add_argument("--out", default="schemas")
+    p.set_defaults(func=cmd_schema)

@@ -1,0 +1,52 @@
+"""What every command group shares: the consoles, loading the release, the output folders, small
+argument types. It imports no other module of the CLI, so every group may import it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+
+from shipyard.release.matrix import NotApplicable
+from shipyard.release.validate import Spec, load_spec
+
+# Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
+_WIDTH = None if sys.stdout.isatty() else 160
+console = Console(highlight=False, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH)
+
+
+def load_release(args: argparse.Namespace) -> Spec:
+    """The release under `--root`, validated."""
+    return load_spec(Path(args.root))
+
+
+def dist_folder(args: argparse.Namespace) -> Path:
+    """`--dist`, or `<root>/dist`."""
+    return (Path(args.dist) if args.dist else Path(args.root) / "dist").resolve()
+
+
+def state_folder(args: argparse.Namespace) -> Path:
+    """`--state`, or `<root>/.shipyard`."""
+    return (Path(args.state) if args.state else Path(args.root) / ".shipyard").resolve()
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def not_applicable_summary(ruled_out: list[NotApplicable]) -> str:
+    """'3 cells (newpy: requires-python >=3.11, 3)': how many, per component and reason."""
+    reasons = Counter(f"{n.cell.component}: {n.reason}" for n in ruled_out)
+    return (f"{len(ruled_out)} cell{'' if len(ruled_out) == 1 else 's'} ("
+            + "; ".join(f"{r}, {k}" for r, k in reasons.items()) + ")")

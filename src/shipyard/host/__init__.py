@@ -1,0 +1,1 @@
+"""This host: toolchains, base images, apt sources, doctor, source trees."""

@@ -1,0 +1,99 @@
+"""The one wrapper through which shipyard calls external tools.
+
+It logs the command, times it, redacts secrets and raises ToolError with the tail of its output on failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.errors import ToolError
+
+log = logging.getLogger("shipyard.plumbing.command")
+
+# Environment variables whose values must never appear in logs or error messages.
+_SECRET_MARKERS = ("PASSWORD", "TOKEN", "SECRET", "API_KEY", "CREDENTIAL")
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished command produced."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def output(self) -> str:
+        """stdout, then stderr: what a failure message shows (compilers and ninja report on stdout)."""
+        return f"{self.stdout.rstrip()}\n{self.stderr}".strip()
+
+
+def _redact(text: str, env: Mapping[str, str] | None) -> str:
+    if not env:
+        return text
+    for key, value in env.items():
+        if value and len(value) >= 4 and any(m in key.upper() for m in _SECRET_MARKERS):
+            text = text.replace(value, "***")
+    return text
+
+
+def run(
+    args: Sequence[object],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    check: bool = True,
+    capture: bool = True,
+    input_text: str | None = None,
+    what: str | None = None,
+) -> Completed:
+    """Run a command; raise ToolError (with its output) when it fails and `check` is set.
+
+    `extra_env` is merged over the current environment (or over `env` when given).
+    `what` is a short human label used in the error message.
+    """
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    full_env = dict(os.environ if env is None else env)
+    if extra_env:
+        full_env.update(extra_env)
+    shown = _redact(shlex.join(argv), full_env)
+    log.debug("run: %s (cwd=%s)", shown, cwd or ".")
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=os.fspath(cwd) if cwd is not None else None,
+            env=full_env,
+            timeout=timeout,
+            capture_output=capture,
+            text=True,
+            input=input_text,
+            stdin=None if input_text is not None else subprocess.DEVNULL,
+        )
+    except FileNotFoundError as exc:
+        raise ToolError(f"{what or argv[0]}: program not found: {argv[0]}", cmd=argv) from exc
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        raise ToolError(f"{what or argv[0]}: timed out after {timeout:.0f}s: {shown}", cmd=argv,
+                        output=_redact(err, full_env)) from exc
+    seconds = time.monotonic() - start
+    stdout = _redact(proc.stdout or "", full_env)
+    stderr = _redact(proc.stderr or "", full_env)
+    log.debug("done in %.1fs (exit %d): %s", seconds, proc.returncode, shown)
+    done = Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
+    if check and proc.returncode != 0:
+        raise ToolError(f"{what or Path(argv[0]).name} failed (exit {proc.returncode}): {shown}",
+                        cmd=argv, returncode=proc.returncode, output=done.output)
+    return done

@@ -1,0 +1,1 @@
+"""The record: dist/manifest.json, merging fragments, the gate, the build report."""

@@ -1,0 +1,143 @@
+"""dist/manifest.json: every artifact with its cell, hashes, features and test results.
+
+The one record between build, test and publish: build writes it, later stages read it.
+Runs of different variants merge into the same file; writes are atomic and locked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.input_files import input_error, read_json_input, validated
+
+if TYPE_CHECKING:
+    from shipyard.release.matrix import Cell
+
+SCHEMA_VERSION = 1
+
+
+class FeatureRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str
+    title: str
+    status: str
+
+
+class CellRecord(BaseModel):
+    """The cell a record stands for: its identity in the matrix (matrix.Cell)."""
+
+    model_config = ConfigDict(frozen=True)
+    cell_id: str
+    component: str
+    package_type: str
+    variant: str
+    variant_tag: str
+    platform: str
+    python: str | None
+
+    @staticmethod
+    def identity(cell: Cell) -> dict[str, Any]:
+        """The identity fields of `cell`, to build a record with (`ArtifactRecord(**identity, …)`)."""
+        return {"cell_id": cell.id, "component": cell.component, "package_type": cell.package_type,
+                "variant": cell.variant, "variant_tag": cell.variant_tag, "platform": cell.platform,
+                "python": cell.python}
+
+
+class ArtifactRecord(CellRecord):
+    name: str  # file name
+    path: str  # relative to the dist folder
+    sha256: str
+    size: int
+    version: str
+    features: tuple[FeatureRecord, ...]
+    tests: dict[str, Any] | None  # testing.TestRun.to_json(), None when not tested
+    build: dict[str, Any]  # cache key, cached or not, seconds, git sha
+    # The signed provenance (DSSE envelope), relative to the dist folder (shipyard.supply.provenance).
+    provenance: str | None = None
+
+    @field_validator("tests")
+    @classmethod
+    def _tests_shape(cls, tests: dict[str, Any] | None) -> dict[str, Any] | None:
+        # What the report, the notes and the gate read from a test run: each feature's result is a mapping.
+        features = (tests or {}).get("features", {})
+        if not isinstance(features, dict) or not all(isinstance(f, dict) for f in features.values()):
+            raise ValueError("tests.features must map each feature id to its result (a mapping)")
+        if not isinstance((tests or {}).get("problems", []), list):
+            raise ValueError("tests.problems must be a list")
+        return tests
+
+
+class NotApplicableRecord(CellRecord):
+    """A cell its own project rules out (requires-python): no artifact, never a failure."""
+
+    result: str = "not applicable"
+    reason: str  # e.g. "requires-python >=3.11"
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    schema_version: int = SCHEMA_VERSION
+    release: str
+    version: str
+    artifacts: tuple[ArtifactRecord, ...] = ()
+    not_applicable: tuple[NotApplicableRecord, ...] = ()
+
+    def by_cell(self) -> dict[str, ArtifactRecord]:
+        return {a.cell_id: a for a in self.artifacts}
+
+
+# What to do about a manifest that cannot be read: it is written by a build and by a merge only.
+MANIFEST_FIX = ("a shipyard manifest is written by a build: delete it and build again (nox -s build-cpu), or merge "
+                "the jobs' fragments (shipyard manifest merge)")
+
+
+def read_manifest(path: Path) -> Manifest | None:
+    """The manifest at `path`, None when there is none; InputError (one line, exit 2) naming the
+    file and the first bad key when it is not one."""
+    if not path.exists():
+        return None
+    data = read_json_input(path, missing_fix=MANIFEST_FIX, restore_fix=MANIFEST_FIX,
+                           folder_fix="pass --dist with the folder that holds manifest.json")
+    return validated(Manifest, data, path, fix=MANIFEST_FIX)
+
+
+def require_manifest(path: Path, missing_fix: str) -> Manifest:
+    """The manifest at `path`; InputError (one line, exit 2) when there is none or it is not one."""
+    manifest = read_manifest(path)
+    if manifest is None:
+        raise input_error(path, "(file)", "file not found", missing_fix)
+    return manifest
+
+
+def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord],
+                    not_applicable: Iterable[NotApplicableRecord] = ()) -> Manifest:
+    """Replace the records of the same cells, keep every other, write atomically. A cell is either
+    an artifact or not applicable: the newer record of a cell replaces the other kind too."""
+    with exclusive(path.with_name(f".{path.name}.lock")):
+        current = read_manifest(path)
+        same = current is not None and current.version == version
+        by_cell = current.by_cell() if current and same else {}
+        ruled_out = {r.cell_id: r for r in current.not_applicable} if current and same else {}
+        for record in records:
+            by_cell[record.cell_id] = record
+            ruled_out.pop(record.cell_id, None)
+        for skipped in not_applicable:
+            ruled_out[skipped.cell_id] = skipped
+            by_cell.pop(skipped.cell_id, None)
+        manifest = Manifest(release=release, version=version,
+                            artifacts=tuple(by_cell[k] for k in sorted(by_cell)),
+                            not_applicable=tuple(ruled_out[k] for k in sorted(ruled_out)))
+        fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        return manifest

@@ -1,0 +1,135 @@
+"""Merge manifest fragments (the dist/ folders of separate build jobs) into one dist/.
+
+Each GitHub job uploads its dist/: its artifacts and a manifest.json recording only them. The
+merge checks every recorded file against its record (sha256 and size) before anything is
+written, refuses two fragments that disagree about a cell or a file name, then puts wheels into
+the variant indexes (and rewrites them), conda packages into the channel (re-indexed in one
+step), other files (saved images) beside them, and the records into dist/manifest.json, so the
+merged manifest is the one record of the release. Merging a fragment twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard.errors import ShipyardError
+from shipyard.record.manifest import (
+    ArtifactRecord,
+    NotApplicableRecord,
+    merge_artifacts,
+    read_manifest,
+    require_manifest,
+)
+from shipyard.wheel.index import add_wheel, sha256_of, write_index
+
+
+class MergeError(ShipyardError):
+    """The fragments cannot be merged; dist/ is left as it was."""
+
+    exit_code = 6
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    fragments: int
+    records: int  # records taken from the fragments (one per cell)
+    wheels: int
+    conda_packages: int
+    other_files: int
+    total_artifacts: int  # records in the merged manifest
+
+
+def _fragment_files(fragment: Path, records: Sequence[ArtifactRecord]) -> tuple[list[Path], list[Path], list[Path]]:
+    wheels = sorted(fragment.glob("whl/*/*/*.whl"))
+    conda = [fragment / r.path for r in records if r.package_type == "conda" and r.path]
+    recorded = {fragment / r.path for r in records if r.path}
+    other = sorted(p for p in fragment.rglob("*") if p.is_file() and p.name != "manifest.json"
+                   and not p.name.startswith(".") and p.relative_to(fragment).parts[0] not in ("whl", "conda")
+                   and p not in recorded)
+    return wheels, conda, other
+
+
+def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, version: str) -> MergeReport:
+    """Merge the fragment folders into `dist` (see the module docstring)."""
+    from shipyard.conda.channel import publish_packages
+
+    if not fragments:
+        raise MergeError("no fragments to merge; pass the folders the build jobs uploaded (each holds a "
+                         "manifest.json)")
+    read_manifest(dist / "manifest.json")  # a damaged manifest in dist/ stops the merge before anything is written
+    records: dict[str, tuple[ArtifactRecord, Path]] = {}
+    ruled_out: dict[str, NotApplicableRecord] = {}  # cells their projects rule out (requires-python)
+    files: dict[str, tuple[Path, str, Path]] = {}  # dist-relative path -> (source, sha256, fragment)
+    wheels: list[tuple[Path, str]] = []
+    conda: list[Path] = []
+    other: list[tuple[Path, str]] = []
+    for fragment in fragments:
+        manifest = require_manifest(fragment / "manifest.json", "a fragment is the dist/ folder a build job "
+                                                                "uploaded (fragment-<job id>): pass that folder")
+        if (manifest.release, manifest.version) != (release, version):
+            raise MergeError(f"{fragment / 'manifest.json'}: release {manifest.release} {manifest.version}, but "
+                             f"release.yaml is {release} {version}; merge fragments of this release only")
+        ruled_out |= {r.cell_id: r for r in manifest.not_applicable}
+        for record in manifest.artifacts:
+            if record.path:
+                source = fragment / record.path
+                if not source.is_file():
+                    raise MergeError(f"{fragment}: the manifest records {record.path} (cell {record.cell_id}) but "
+                                     f"the file is not there; upload the whole dist/ folder of the job")
+                if source.stat().st_size != record.size or sha256_of(source) != record.sha256:
+                    raise MergeError(f"{source}: its bytes are not the ones the manifest records for cell "
+                                     f"{record.cell_id} (sha256 {record.sha256[:12]}…); the fragment is damaged: "
+                                     f"rerun its job")
+            seen = records.get(record.cell_id)
+            if seen is not None and seen[0].sha256 != record.sha256:
+                raise MergeError(f"cell {record.cell_id}: {seen[1]} and {fragment} hold different artifacts "
+                                 f"for it ({seen[0].name} {seen[0].sha256[:12]}…, {record.name} "
+                                 f"{record.sha256[:12]}…); one cell must be built by one job only")
+            records[record.cell_id] = (record, fragment)
+        fragment_wheels, fragment_conda, fragment_other = _fragment_files(fragment, manifest.artifacts)
+        for path in [*fragment_wheels, *fragment_conda, *fragment_other]:
+            rel = path.relative_to(fragment).as_posix()
+            digest = sha256_of(path)
+            if rel in files and files[rel][1] != digest:
+                raise MergeError(f"{rel}: {files[rel][2]} and {fragment} hold different files under this "
+                                 f"name; one name must be one artifact: rebuild one of them")
+            if rel not in files:
+                files[rel] = (path, digest, fragment)
+                if path in fragment_wheels:
+                    wheels.append((path, path.parent.parent.name))
+                elif path in fragment_conda:
+                    conda.append(path)
+                else:
+                    other.append((path, rel))
+    for rel, (_, digest, fragment) in files.items():
+        existing = dist / rel
+        if existing.is_file() and sha256_of(existing) != digest:
+            raise MergeError(f"{existing}: dist/ already holds other bytes under this name than {fragment}; "
+                             f"merge into an empty dist/ or remove the old file")
+    tags = set()
+    for wheel, tag in wheels:
+        add_wheel(wheel, dist / "whl" / tag)
+        tags.add(tag)
+    for tag in sorted(tags):
+        write_index(dist / "whl" / tag)
+    if conda:
+        publish_packages(dist / "conda", conda)
+    for source, rel in other:
+        target = dist / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+        shutil.copyfile(source, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    dist.mkdir(parents=True, exist_ok=True)
+    merged = merge_artifacts(dist / "manifest.json", release=release, version=version,
+                             records=[record for record, _ in records.values()],
+                             not_applicable=[r for cell, r in ruled_out.items() if cell not in records])
+    return MergeReport(fragments=len(fragments), records=len(records), wheels=len(wheels),
+                       conda_packages=len(conda), other_files=len(other), total_artifacts=len(merged.artifacts))

@@ -1,0 +1,232 @@
+"""The build matrix: component x variant x platform x Python x package type, minus exclusions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.release.spec import Exclusion, Platform, Release
+
+# Variant, variant tag and platform of a pure cell: one py3-none-any wheel for every variant and platform.
+ANY = "any"
+# The package types a pure component builds once for every variant and platform: a
+# py3-none-any wheel, a `noarch: python` conda package.
+PURE_PACKAGE_TYPES = ("wheel", "conda")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One thing to build and test. `python` is None for non-Python artifacts, pure wheels,
+    noarch conda packages and the Python-independent conda package of a native core
+    (`libember`: a conda cell of a component with a native core and no Python).
+
+    A pure cell (`is_pure`) is one build per release: it stands for the variants and
+    platforms its component is released for, listed in `variants`, `variant_tags` and
+    `platforms` (empty for every other cell)."""
+
+    component: str
+    variant: str
+    variant_tag: str
+    platform: str
+    python: str | None
+    package_type: str
+    variants: tuple[str, ...] = ()
+    variant_tags: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
+    # The package's name when it is not the component's: the conda core package (libember).
+    package: str = ""
+
+    @property
+    def is_pure(self) -> bool:
+        return self.platform == ANY
+
+    @property
+    def python_tag(self) -> str | None:
+        return "cp" + self.python.replace(".", "") if self.python else None
+
+    @property
+    def id(self) -> str:
+        if self.is_pure:
+            return f"{self.component}-{ANY}-{self.package_type}"
+        parts = [self.package or self.component, self.variant_tag, self.platform]
+        if self.python_tag:
+            parts.append(self.python_tag)
+        parts.append(self.package_type)
+        return "-".join(parts)
+
+    def selector_fields(self) -> dict[str, str]:
+        return {"component": self.component, "variant": self.variant, "platform": self.platform,
+                "python": self.python or "", "package_type": self.package_type}
+
+
+def _all_cells(release: Release) -> Iterator[Cell]:
+    for component in release.components.values():
+        for package_type in component.package_types:
+            for variant in release.variants.values():
+                if package_type == "mobile":
+                    for target in release.mobile_targets:
+                        yield Cell(component.name, variant.name, variant.tag, target, None,
+                                   package_type)
+                    continue
+                for platform in release.platforms:
+                    pythons: tuple[str | None, ...] = release.pythons if component.is_python else (None,)
+                    if package_type == "conda" and component.native_core is not None:
+                        # conda splits the core out (libember: once per platform and variant),
+                        # as conda-forge splits libtorch from pytorch.
+                        pythons = (None, *pythons)
+                    for python in pythons:
+                        core = package_type == "conda" and component.is_python and python is None
+                        yield Cell(component.name, variant.name, variant.tag, platform, python,
+                                   package_type, package=f"lib{component.name}" if core else "")
+
+
+def _excluded_by(cell: Cell, exclusions: tuple[Exclusion, ...]) -> Exclusion | None:
+    fields = cell.selector_fields()
+    for exclusion in exclusions:
+        if exclusion.matches(**fields):
+            return exclusion
+    return None
+
+
+def expand(release: Release) -> list[Cell]:
+    """Every cell of the release, in release.yaml order, exclusions removed; the wheel cells
+    of a pure component collapse into one pure cell, at the place of its first, and so do its
+    conda cells (one `noarch: python` package)."""
+    kept = [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None
+            and not not_applicable_reason(release, cell)]
+    pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
+    out: list[Cell] = []
+    collapsed: set[tuple[str, str]] = set()
+    for cell in kept:
+        group = (cell.component, cell.package_type)
+        if cell.component not in pure or cell.package_type not in PURE_PACKAGE_TYPES:
+            out.append(cell)
+        elif group not in collapsed:
+            collapsed.add(group)
+            out.append(_pure_cell(cell.component, cell.package_type,
+                                  [c for c in kept if (c.component, c.package_type) == group]))
+    return out
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A cell the project itself rules out (its requires-python excludes the cell's Python): never
+    built, never a failure, shown as "not applicable (requires-python >=3.11)"."""
+
+    cell: Cell
+    reason: str
+
+
+def not_applicable_reason(release: Release, cell: Cell) -> str:
+    """Why the component's own project rules `cell` out ('requires-python >=3.11'), or ''."""
+    component = release.components[cell.component]
+    if cell.python is None or component.admits_python(cell.python):
+        return ""
+    return f"requires-python {component.requires_python}"
+
+
+def not_applicable(release: Release) -> list[NotApplicable]:
+    """The cells of the release (exclusions removed) that their projects rule out, in release.yaml
+    order. A pure component has none: its one wheel is built with a Python it admits."""
+    pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
+    return [NotApplicable(cell, reason) for cell in _all_cells(release)
+            if cell.component not in pure and _excluded_by(cell, release.exclusions) is None
+            and (reason := not_applicable_reason(release, cell))]
+
+
+def _pure_cell(component: str, package_type: str, covered: list[Cell]) -> Cell:
+    unique = lambda values: tuple(dict.fromkeys(values))  # noqa: E731 - release.yaml order, once each
+    return Cell(component, ANY, ANY, ANY, None, package_type, variants=unique(c.variant for c in covered),
+                variant_tags=unique(c.variant_tag for c in covered), platforms=unique(c.platform for c in covered))
+
+
+def builder_platform(release: Release, cell: Cell) -> Platform:
+    """The platform whose runner builds `cell`: its own; the first it stands for when pure;
+    for mobile targets, the Linux x86_64 platform they are cross-built from."""
+    if cell.package_type == "mobile":
+        linux = [p for p in release.platforms.values() if p.os == "linux" and p.arch == "x86_64"]
+        if not linux:
+            raise ShipyardError("release.yaml: mobile targets cross-build on a linux x86_64 platform; "
+                                "add one under platforms (os: linux, arch: x86_64)")
+        return linux[0]
+    return release.platforms[cell.platforms[0] if cell.is_pure else cell.platform]
+
+
+def exclusion_hits(release: Release) -> list[int]:
+    """How many cells each exclusion removes (same order as release.exclusions)."""
+    hits = [0] * len(release.exclusions)
+    for cell in _all_cells(release):
+        fields = cell.selector_fields()
+        for i, exclusion in enumerate(release.exclusions):
+            if exclusion.matches(**fields):
+                hits[i] += 1
+    return hits
+
+
+def exclusion_cells(release: Release) -> list[set[str]]:
+    """The ids of the cells each exclusion matches (same order as release.exclusions)."""
+    matched: list[set[str]] = [set() for _ in release.exclusions]
+    for cell in _all_cells(release):
+        fields = cell.selector_fields()
+        for i, exclusion in enumerate(release.exclusions):
+            if exclusion.matches(**fields):
+                matched[i].add(cell.id)
+    return matched
+
+
+def surviving_platforms(release: Release, component: str) -> set[str]:
+    """The platforms and mobile targets on which some cell of `component` survives the exclusions."""
+    return {cell.platform for cell in _all_cells(release)
+            if cell.component == component and _excluded_by(cell, release.exclusions) is None}
+
+
+def excluded_cells(release: Release) -> list[tuple[Cell, Exclusion]]:
+    """Every cell an exclusion removes, with the first exclusion that removes it (release.yaml order)."""
+    out = []
+    for cell in _all_cells(release):
+        exclusion = _excluded_by(cell, release.exclusions)
+        if exclusion is not None:
+            out.append((cell, exclusion))
+    return out
+
+
+def select(cells: list[Cell], *, variant: str | None = None, platform: str | None = None,
+           package_type: str | None = None, component: str | None = None,
+           python: str | None = None) -> list[Cell]:
+    """The cells matching every given filter (variant by name or tag). A pure cell matches
+    every variant and platform it stands for."""
+    out = []
+    for cell in cells:
+        if variant and variant not in (cell.variant, cell.variant_tag, *cell.variants, *cell.variant_tags):
+            continue
+        if platform and platform not in (cell.platform, *cell.platforms):
+            continue
+        if package_type and cell.package_type != package_type:
+            continue
+        if component and cell.component != component:
+            continue
+        if python and cell.python != python:
+            continue
+        out.append(cell)
+    return out
+
+
+# GitHub Actions runs at most this many jobs from one matrix; a bigger one fails the workflow.
+GITHUB_MATRIX_LIMIT = 256
+
+
+def check_github_matrix_size(cells: list[Cell]) -> None:
+    """Raise UsageError when `cells` are more jobs than one GitHub Actions matrix may hold."""
+    if len(cells) <= GITHUB_MATRIX_LIMIT:
+        return
+    per_variant: dict[str, int] = {}
+    for cell in cells:
+        per_variant[cell.variant] = per_variant.get(cell.variant, 0) + 1
+    largest = max(per_variant, key=lambda v: per_variant[v])
+    split = ("one matrix per --variant" if per_variant[largest] <= GITHUB_MATRIX_LIMIT
+             else "one matrix per --variant and --platform")
+    raise UsageError(f"the matrix has {len(cells)} cells but GitHub Actions runs at most {GITHUB_MATRIX_LIMIT} "
+                     f"jobs per matrix; generate {split} (largest variant: {largest}, "
+                     f"{per_variant[largest]} cells)")
+

@@ -1,0 +1,91 @@
+"""What a project's own build backend says its metadata is, for what its static files leave to
+code: the Requires-Python of a setup.py-only project (setup.py computes `python_requires`).
+
+The answer comes from the PEP 517 `prepare_metadata_for_build_wheel` hook (through `build`, the
+frontend the builds use), run on a copy of the project in a throwaway environment that holds the
+project's build requirements. It is cached in shipyard's cache, keyed by the project's files, so
+the hook runs once per change of the project, in whichever command reads the release first
+(validate, matrix, build ...; a second or two), and never again while the files stay the same.
+A project whose pyproject.toml has a [project] table, or whose setup.cfg states python_requires,
+never runs it: its static files already say.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from email.parser import Parser
+from pathlib import Path
+
+from shipyard.errors import ShipyardError, ToolError
+from shipyard.host.source_tree import hash_tree
+from shipyard.plumbing import command
+from shipyard.plumbing.file_lock import exclusive
+from shipyard.release.project_declaration import build_backend, pyproject_table, writes_into_sources
+
+# Bump when what is read from the metadata (or how) changes: older cached answers are then stale.
+HOOK_REVISION = "1"
+
+
+def needs_metadata_hook(project: Path) -> bool:
+    """Whether only the backend can say the project's Requires-Python: it builds (pyproject.toml or
+    setup.py), and neither a [project] table (unless it lists requires-python as dynamic) nor
+    setup.cfg's python_requires settles it. A [project] table without requires-python means none."""
+    if not (project / "setup.py").is_file() and not (project / "pyproject.toml").is_file():
+        return False
+    table = pyproject_table(project).get("project")
+    if isinstance(table, dict):
+        return "requires-python" in (table.get("dynamic") or ())
+    return True
+
+
+def metadata_requires_python(project: Path) -> str | None:
+    """The Requires-Python of the project's metadata as its backend prepares it (None when it has
+    none), from the cache when the project's files are those it was read from."""
+    from shipyard.host.toolchains.discover import cache_root  # host facts: imported only where needed
+
+    key = hashlib.sha256(f"{HOOK_REVISION}\0{hash_tree(project)}".encode()).hexdigest()[:32]
+    entry = cache_root() / "project-metadata" / f"{key}.json"
+    with exclusive(entry.with_name(f".{entry.name}.lock")):
+        if entry.is_file():
+            return json.loads(entry.read_text())["requires_python"]
+        found = _run_metadata_hook(project)
+        tmp = entry.with_name(f".{entry.name}.tmp")
+        tmp.write_text(json.dumps({"project": project.name, "requires_python": found}))
+        tmp.replace(entry)
+        return found
+
+
+def _run_metadata_hook(project: Path) -> str | None:
+    # Imported here: every command reads the release, and only a cache miss needs the frontend.
+    from build import BuildBackendException, BuildException, ProjectBuilder
+
+    from shipyard.testing.venv import uv_binary
+    from shipyard.wheel.build_env import copy_project, hook_runner
+
+    what = f"prepare_metadata_for_build_wheel of {project.name}"
+    with tempfile.TemporaryDirectory(prefix="shipyard-metadata-") as tmp:
+        # setuptools writes egg-info into the project it is asked about: ask a copy.
+        where = (copy_project(project, Path(tmp) / project.name)
+                 if writes_into_sources(build_backend(project)) else project)
+        venv = Path(tmp) / "env"
+        uv = uv_binary()
+        try:
+            command.run([uv, "venv", "--quiet", "--python", sys.executable, venv], what=f"environment for {what}")
+            python = venv / "bin" / "python"
+            builder = ProjectBuilder(where, python_executable=str(python), runner=hook_runner(what, timeout=600))
+            command.run([uv, "pip", "install", "--quiet", "--python", python, *builder.build_system_requires],
+                        timeout=600, what=f"build requirements of {project.name}")
+            if extra := builder.get_requires_for_build("wheel"):
+                command.run([uv, "pip", "install", "--quiet", "--python", python, *sorted(extra)], timeout=600,
+                            what=f"build requirements of {project.name}")
+            dist_info = Path(builder.metadata_path(Path(tmp) / "metadata"))
+        except (BuildBackendException, BuildException, ToolError) as exc:
+            cause = exc.exception if isinstance(exc, BuildBackendException) else exc
+            last = (str(cause).strip().splitlines() or ["no output"])[-1].strip()
+            raise ShipyardError(f"its build backend's {what} failed ({last})") from exc
+        headers = Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"), headersonly=True)
+        value = headers.get("Requires-Python")
+        return value.strip() if value else None

@@ -1,0 +1,371 @@
+"""The release description: pydantic models for release.yaml and feature_status.yaml.
+
+These models check each file on its own (types, required keys, unknown keys, formats).
+What the models share (the base model, value types, formats) is in `fields.py`; where the
+release goes (publish targets, channels, conda, images, provenance) in `destinations.py`.
+Checks that relate one part to another live in `validate.py`. Both files resolve once
+into these frozen objects; nothing downstream reads the YAML again.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import (
+    BeforeValidator,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from shipyard.release.cuda_archs import parse_arch_list
+from shipyard.release.destinations import (
+    CondaSettings,
+    ImageSettings,
+    PublishTarget,
+    ReleaseChannel,
+    SupplyChain,
+)
+from shipyard.release.fields import (
+    ANDROID_ABI,
+    CUDA_VERSION,
+    DEBIAN_PACKAGE,
+    ENV_NAME,
+    FEATURE_ID,
+    IDENTIFIER,
+    NAME,
+    SCRIPT_NAME,
+    TRIPLE,
+    VARIANT_TAG,
+    ComponentKind,
+    Frozen,
+    PackageType,
+    PythonVersion,
+    Selector,
+    Status,
+    named_entries,
+    version_text,
+)
+
+
+class ReleaseInfo(Frozen):
+    name: str = Field(pattern=NAME)
+    version: Annotated[str, BeforeValidator(version_text)]
+    wheel_size_budget_mb: float = Field(gt=0)
+
+
+class NativeCore(Frozen):
+    """A Python-independent CMake project inside a component, built once per variant."""
+
+    source: str
+    prefix_define: str = Field(pattern=ENV_NAME)
+
+
+# Which package types each kind of component can be built into: a wheel needs a Python
+# package, a mobile archive needs a native library.
+PACKAGE_TYPES_BY_KIND: dict[str, tuple[str, ...]] = {
+    "python-native": ("wheel", "conda", "docker"),
+    "python-pure": ("wheel", "conda", "docker"),
+    "native": ("mobile", "conda", "docker"),
+}
+
+
+def _requires_python(value: Any) -> Any:
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        raise ValueError(f"requires-python given as a number ({value!r}); write a quoted specifier, e.g. \">=3.10\"")
+    if not isinstance(value, str):
+        raise ValueError("not a version specifier; write one quoted, e.g. \">=3.10\"")
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier as exc:
+        raise ValueError("not a PEP 440 version specifier; write one like \">=3.10\" or \">=3.9,<3.13\"") from exc
+    return value
+
+
+def _requirement(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("not a requirement; write one like \"hypothesis>=6\"")
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        reason = str(exc).splitlines()[0]  # packaging adds the text and a caret on further lines
+        raise ValueError(f"not a PEP 508 requirement ({reason}); write one like \"hypothesis>=6\"") from exc
+    return value
+
+
+class Component(Frozen):
+    name: str
+    path: str
+    kind: ComponentKind
+    import_name: str | None = Field(default=None, pattern=IDENTIFIER)
+    package_types: tuple[PackageType, ...] = Field(min_length=1)
+    native_core: NativeCore | None = None
+    # Compiles CUDA code in CUDA variants: its wheels must then hold SASS for the arch list.
+    cuda_kernels: bool = False
+    vendored_libraries: tuple[str, ...] = ()
+    console_scripts: tuple[Annotated[str, Field(pattern=SCRIPT_NAME)], ...] = ()
+    # The tests folder, relative to `path`; it may lie outside the project (`../tests-of-x`), for
+    # projects whose sources ship no tests, but not outside the release.
+    tests: str | None = None
+    # What the tests need beyond pytest and the wheel's own dependencies (PEP 508 requirements).
+    test_requires: tuple[Annotated[str, BeforeValidator(_requirement)], ...] = ()
+    # Which of the project's own tests this release leaves out, as pytest's selection options (a
+    # list of arguments): -k EXPR, -m EXPR, --deselect ID, --ignore PATH (validate refuses the rest).
+    pytest_args: tuple[str, ...] = ()
+    # The wheel's version is the project's own (its built metadata: setuptools_scm, a
+    # pyproject version, setup.py's) unless this overrides it.
+    version: Annotated[str, BeforeValidator(version_text)] | None = None
+    # The Pythons the project supports. Read from the project (pyproject.toml's [project] or
+    # setup.cfg) when not given; a setup.py-only project states it here. The matrix's other
+    # Pythons become "not applicable" cells, never failures.
+    requires_python: Annotated[str, BeforeValidator(_requires_python)] | None = None
+
+    @model_validator(mode="after")
+    def _python_needs_import_name(self) -> Component:
+        if self.kind != "native" and not self.import_name:
+            raise ValueError(f"component {self.name!r} is a Python package; set import_name")
+        return self
+
+    @model_validator(mode="after")
+    def _package_types_fit_kind(self) -> Component:
+        allowed = PACKAGE_TYPES_BY_KIND[self.kind]
+        wrong = [t for t in self.package_types if t not in allowed]
+        if wrong:
+            raise ValueError(f"a {self.kind} component cannot be packaged as {', '.join(wrong)}; "
+                             f"use {', '.join(allowed)}, or change its kind")
+        return self
+
+    @model_validator(mode="after")
+    def _python_only_keys(self) -> Component:
+        given = [k for k in ("test_requires", "version", "requires_python") if getattr(self, k)]
+        if self.kind == "native" and given:
+            raise ValueError(f"{', '.join(given)} apply to Python packages; component {self.name!r} is "
+                             f"native: remove them")
+        return self
+
+    @property
+    def is_python(self) -> bool:
+        return self.kind != "native"
+
+    def tests_folder(self, root: Path) -> Path:
+        """The absolute, normalised tests folder (it may lie outside the project)."""
+        assert self.tests is not None
+        return Path(os.path.normpath(root.resolve() / self.path / self.tests))
+
+    def admits_python(self, python: str) -> bool:
+        """Whether `requires_python` admits some release of Python `python` (major.minor)."""
+        if not self.requires_python:
+            return True
+        spec = SpecifierSet(self.requires_python)
+        return any(spec.contains(f"{python}.{patch}", prereleases=True) for patch in (0, 99))
+
+
+class Variant(Frozen):
+    name: str
+    tag: str = Field(pattern=VARIANT_TAG)
+    cuda: str | None = Field(default=None, pattern=CUDA_VERSION)
+    arch_list: str | None = None
+    host_gcc_max: int | None = Field(default=None, ge=4)
+    wheel_size_budget_mb: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _cuda_fields_together(self) -> Variant:
+        if self.cuda and not self.archs:
+            raise ValueError(f"CUDA variant {self.name!r} names no GPU arch; set arch_list to a list "
+                             f"such as \"7.5;8.0\"")
+        if not self.cuda and (self.arch_list is not None or self.host_gcc_max):
+            raise ValueError(f"variant {self.name!r} sets arch_list/host_gcc_max but no cuda version; "
+                             f"add cuda: \"X.Y\" or remove them")
+        if self.cuda:
+            expected = "cu" + self.cuda.replace(".", "")
+            if self.tag != expected:
+                raise ValueError(f"variant {self.name!r}: CUDA {self.cuda} has tag {expected!r}, "
+                                 f"not {self.tag!r}; set tag: {expected}")
+        elif self.tag != "cpu":
+            raise ValueError(f"variant {self.name!r} has no cuda version, so its tag must be 'cpu'; "
+                             f"set tag: cpu or add cuda: \"X.Y\"")
+        return self
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.cuda is not None
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return parse_arch_list(self.arch_list or "")
+
+
+class Platform(Frozen):
+    name: str
+    os: Literal["linux", "windows", "macos"]
+    arch: str
+    wheel_platform_tag: str
+    github_runner: str  # the runner label the release pipeline builds this platform on
+
+    @property
+    def promised_glibc(self) -> str | None:
+        """The glibc a manylinux tag promises to run on: manylinux_2_31_x86_64 -> '2.31' (and the
+        legacy aliases: manylinux2014 -> '2.17'); None for other platforms."""
+        legacy = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+        if match := re.fullmatch(r"manylinux_(\d+)_(\d+)_\w+", self.wheel_platform_tag):
+            return f"{match.group(1)}.{match.group(2)}"
+        return legacy.get(self.wheel_platform_tag.split("_", 1)[0])
+
+
+# What a shell or CMake would read as more than one plain argument: blanks split words, ';' ends a
+# command (and separates a CMake list), quotes, '$', backticks, redirections, braces and globs change
+# what runs. A command is an argv list, so no single argument needs any of them.
+_SPLITTING = re.compile(r"[\s;|&$`'\"\\<>(){}\[\]*?#]")
+
+
+def _argument(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value  # pydantic's own "must be text"
+    if not value.strip():
+        raise ValueError("an argument is empty; remove it")
+    if match := _SPLITTING.search(value):
+        raise ValueError(f"{match.group()!r} in an argument would split it or run something else in a shell "
+                         "or a CMake list; give each argument as its own list entry, e.g. "
+                         "[qemu-aarch64, -L, /usr/aarch64-linux-gnu], with no shell syntax")
+    return value
+
+
+def _argv(value: Any) -> Any:
+    # A plain string is a program name alone: one argument, checked like every other.
+    return [value] if isinstance(value, str) else value
+
+
+# A tool command as its argv: the program, then each argument as its own entry.
+Argv = Annotated[tuple[Annotated[str, BeforeValidator(_argument)], ...], BeforeValidator(_argv),
+                 Field(min_length=1)]
+
+
+class MobileTarget(Frozen):
+    name: str
+    toolchain: Literal["android-ndk", "cross-gcc", "host"]
+    abi: str | None = Field(default=None, pattern=ANDROID_ABI)  # passed to CMake as ANDROID_ABI
+    triple: str | None = Field(default=None, pattern=TRIPLE)
+    # The command ctest runs the target's programs under, e.g. [qemu-aarch64, -L, /usr/aarch64-linux-gnu].
+    emulator: Argv | None = None
+    # The Debian packages that provide the cross compiler and the emulator. Default: the cross
+    # g++ named after the triple, and qemu-user for a qemu-* emulator (apt_packages).
+    packages: tuple[Annotated[str, Field(pattern=DEBIAN_PACKAGE)], ...] | None = None
+    stands_in_for: str | None = None
+
+    @model_validator(mode="after")
+    def _cross_names_its_tools(self) -> MobileTarget:
+        if self.toolchain == "cross-gcc" and not (self.triple and self.emulator):
+            raise ValueError("a cross-gcc target needs both triple and emulator; add e.g. "
+                             "'triple: aarch64-linux-gnu' and 'emulator: [qemu-aarch64, -L, /usr/aarch64-linux-gnu]'")
+        return self
+
+    @property
+    def compiler(self) -> str | None:
+        """The cross C++ compiler's program name: <triple>-g++."""
+        return f"{self.triple}-g++" if self.triple else None
+
+    @property
+    def apt_packages(self) -> tuple[str, ...]:
+        """What `apt-get install` needs for this target: `packages:` when release.yaml names them,
+        else Debian's cross g++ for the triple (g++-aarch64-linux-gnu; '_' becomes '-', as in
+        g++-x86-64-linux-gnu) and qemu-user when the emulator is one of its programs."""
+        if self.packages is not None:
+            return self.packages
+        if self.toolchain != "cross-gcc":
+            return ()
+        found = [f"g++-{self.triple.replace('_', '-')}"] if self.triple else []
+        if self.emulator and self.emulator[0].startswith("qemu-"):
+            found.append("qemu-user")
+        return tuple(found)
+
+
+class Exclusion(Frozen):
+    """Cells matching every given selector (fnmatch globs) are removed from the matrix."""
+
+    component: Selector = ()
+    variant: Selector = ()
+    platform: Selector = ()
+    python: Selector = ()
+    package_type: Selector = ()
+    reason: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> Exclusion:
+        if not (self.component or self.variant or self.platform or self.python or self.package_type):
+            raise ValueError("an exclusion selects nothing; give at least one of component, variant, "
+                             "platform, python, package_type")
+        return self
+
+    def matches(self, **fields: str) -> bool:
+        for key, patterns in self.selectors().items():
+            if patterns and not any(fnmatch.fnmatchcase(fields[key], p) for p in patterns):
+                return False
+        return True
+
+    def selectors(self) -> dict[str, tuple[str, ...]]:
+        return {"component": self.component, "variant": self.variant, "platform": self.platform,
+                "python": self.python, "package_type": self.package_type}
+
+
+class Release(Frozen):
+    schema_version: Literal[1]
+    release: ReleaseInfo
+    components: Annotated[dict[str, Component], BeforeValidator(named_entries("components"))]
+    variants: Annotated[dict[str, Variant], BeforeValidator(named_entries("variants"))]
+    platforms: Annotated[dict[str, Platform], BeforeValidator(named_entries("platforms"))]
+    mobile_targets: Annotated[dict[str, MobileTarget], BeforeValidator(named_entries("mobile_targets"))] = {}
+    pythons: tuple[PythonVersion, ...] = Field(min_length=1)
+    exclusions: tuple[Exclusion, ...] = ()
+    publish: Annotated[dict[str, PublishTarget], BeforeValidator(named_entries("publish"))] = {}
+    # Publish channels in promotion order: `shipyard promote` moves a version only forward.
+    channels: Annotated[dict[str, ReleaseChannel], BeforeValidator(named_entries("channels"))] = {}
+    conda: CondaSettings | None = None
+    images: ImageSettings | None = None
+    supply_chain: SupplyChain | None = None
+
+    @field_validator("components", "variants", "platforms")
+    @classmethod
+    def _not_empty(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not value:
+            raise ValueError("must name at least one entry")
+        return value
+
+    def find_variant(self, name_or_tag: str) -> Variant | None:
+        """The variant named `name_or_tag` (cuda11) or tagged so (cu118), if any."""
+        if name_or_tag in self.variants:
+            return self.variants[name_or_tag]
+        return next((v for v in self.variants.values() if v.tag == name_or_tag), None)
+
+    def wheel_size_budget_mb(self, variant: Variant) -> float:
+        return variant.wheel_size_budget_mb or self.release.wheel_size_budget_mb
+
+
+def _status_map(value: Any) -> Any:
+    # `status: beta` means every platform; a mapping gives one status per platform.
+    if isinstance(value, str):
+        return {"*": value}
+    return value
+
+
+class Feature(Frozen):
+    id: str = Field(pattern=FEATURE_ID)
+    title: str = Field(min_length=3)
+    component: str
+    since: Annotated[str, BeforeValidator(version_text)]
+    status: Annotated[dict[str, Status], BeforeValidator(_status_map)] = Field(min_length=1)
+    tests: tuple[str, ...] = Field(min_length=1)
+
+    def status_on(self, platform: str) -> Status | None:
+        """The feature's status on `platform`, or None when it does not exist there."""
+        return self.status.get(platform, self.status.get("*"))
+
+
+class FeatureFile(Frozen):
+    schema_version: Literal[1]
+    features: tuple[Feature, ...] = Field(min_length=1)

@@ -1,0 +1,439 @@
+"""Load and validate release.yaml and feature_status.yaml, alone and against each other.
+
+Every problem becomes a `SpecIssue` that names the file, line, key and bad value, says
+what to do, and suggests the nearest valid value for a typo. `load_spec` raises SpecError
+listing them. What an issue shows of a value is decided by `errors.shown`: never a credential.
+release/issues.py collects the issues and explains pydantic's; this module checks what the
+models cannot see alone (the files against each other, the project folders, the tests).
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+from pydantic import ValidationError
+
+from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
+from shipyard.release.cuda_archs import supported_archs
+from shipyard.release.feature_markers import marker_issues
+from shipyard.release.fields import STATUS_ORDER
+from shipyard.release.issues import Collector, pydantic_issues
+from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
+from shipyard.release.project_declaration import declared_requires_python
+from shipyard.release.project_metadata import metadata_requires_python, needs_metadata_hook
+from shipyard.release.pytest_selection import parse_pytest_args
+from shipyard.release.spec import Component, FeatureFile, Platform, Release
+from shipyard.release.yaml_source import YamlDocument, load_yaml
+from shipyard.testing.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
+
+__all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Both files, validated: the one description of the release every layer reads."""
+
+    root: Path
+    release: Release
+    features: FeatureFile
+    pending_tests: tuple[str, ...] = ()
+
+    def features_for(self, component: str, platform: str) -> list[tuple[str, str, str]]:
+        """(id, title, status) of the component's features that exist on `platform`."""
+        out: list[tuple[str, str, str]] = []
+        for feature in self.features.features:
+            status = feature.status_on(platform)
+            if feature.component == component and status:
+                out.append((feature.id, feature.title, status))
+        return out
+
+
+    def gating_statuses(self, component: str, platform: str) -> dict[str, str]:
+        """Feature id -> the status that gates its tests on `platform`. A feature that does
+        not exist there (its tests may still run, e.g. Windows code under wine on Linux)
+        gates with its most lenient status elsewhere."""
+        out: dict[str, str] = {}
+        for feature in self.features.features:
+            if feature.component != component:
+                continue
+            here = feature.status_on(platform)
+            out[feature.id] = here or max(feature.status.values(), key=lambda s: STATUS_ORDER[s])
+        return out
+
+
+def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
+    known = supported_archs()
+    for name, variant in release.variants.items():
+        if not variant.cuda:
+            continue
+        loc = ("variants", name, "arch_list")
+        if variant.cuda not in known:
+            out.add(doc, ("variants", name, "cuda"), "unknown CUDA version",
+                    fix=f"use one shipyard knows ({', '.join(known)}) or add it to resources/cuda_archs.toml",
+                    suggestion=nearest(variant.cuda, known))
+            continue
+        for arch in variant.archs:
+            if arch.upper().endswith("+PTX"):
+                out.add(doc, loc, f"write {arch[:-4]}: PTX is implicit, shipyard embeds it for the highest arch "
+                        "of every CUDA variant (library/README.md)", value=arch)
+            elif arch not in known[variant.cuda]:
+                valid = known[variant.cuda]
+                out.add(doc, loc, f"arch {arch} is not supported by CUDA {variant.cuda} "
+                        f"(supported: {valid[0]} to {valid[-1]}); remove it or change the CUDA version",
+                        value=arch)
+        if len(set(variant.archs)) != len(variant.archs):
+            out.add(doc, loc, "an arch appears twice; list each once")
+    tags: dict[str, str] = {}
+    for name, variant in release.variants.items():
+        if variant.tag in tags:
+            out.add(doc, ("variants", name, "tag"),
+                    f"tag is already used by variant {tags[variant.tag]!r}; tags must be unique")
+        tags[variant.tag] = name
+    if len(set(release.pythons)) != len(release.pythons):
+        out.add(doc, ("pythons",), "a Python version appears twice; list each once")
+    for name, component in release.components.items():
+        if Path(component.path).is_absolute() or not _is_dir(root / component.path):
+            out.add(doc, ("components", name, "path"),
+                    "folder does not exist; give the component's folder relative to release.yaml")
+        elif component.tests:
+            tests = component.tests_folder(root)
+            if Path(component.tests).is_absolute() or not tests.is_relative_to(root.resolve()):
+                out.add(doc, ("components", name, "tests"), "the tests folder lies outside the release",
+                        fix="give a folder relative to the component's path inside the release (it may be "
+                            "outside the project, e.g. ../tests-of-x)")
+            elif not _is_dir(tests):
+                # The build copies this folder beside the installed wheel: a missing one stops it there.
+                out.add(doc, ("components", name, "tests"), "the tests folder does not exist",
+                        fix=f"create {tests.relative_to(root.resolve())}, or give the folder that holds the "
+                            f"component's tests, relative to its path")
+        if component.package_types.count("mobile") and not release.mobile_targets:
+            out.add(doc, ("components", name, "package_types"),
+                    "package type 'mobile' needs mobile_targets; add a mobile_targets section")
+        if "conda" in component.package_types and release.conda is None:
+            out.add(doc, ("components", name, "package_types"),
+                    "package type 'conda' needs the channels its dependencies come from; add a top-level "
+                    "section `conda: {channels: [conda-forge]}`")
+    for name, target in release.mobile_targets.items():
+        if target.stands_in_for and target.stands_in_for not in release.mobile_targets:
+            out.add(doc, ("mobile_targets", name, "stands_in_for"), "names no mobile target",
+                    fix=f"use one of {', '.join(release.mobile_targets)}",
+                    suggestion=nearest(target.stands_in_for, release.mobile_targets))
+    for name, publish_target in release.publish.items():
+        default = publish_target.default_variant
+        if default and default not in release.variants:
+            out.add(doc, ("publish", name, "default_variant"), "names no variant",
+                    fix=f"use one of {', '.join(release.variants)}", value=NO_VALUE,
+                    suggestion=nearest(default, release.variants))
+    if release.publish and not release.channels:
+        out.add(doc, ("channels",), "publish targets need the channels they publish to",
+                fix="add `channels: {nightly: {gate: mark}, test: {gate: block}, release: {gate: block}}`",
+                value=NO_VALUE)
+    for name, platform in release.platforms.items():
+        problem = _platform_tag_problem(platform)
+        if problem:
+            out.add(doc, ("platforms", name, "wheel_platform_tag"), problem)
+    _check_signing_key_file(release, doc, root, out)
+    _check_exclusions(release, doc, out)
+    _check_images(release, doc, out)
+    _check_pytest_args(release, doc, out)
+
+
+# A wheel platform tag's OS and architecture: manylinux_2_31_x86_64, musllinux_1_2_aarch64,
+# manylinux2014_x86_64, linux_armv7l, win_amd64, win32, macosx_11_0_arm64 (universal2: both Macs).
+_TAG_FORMS = (
+    (re.compile(r"(?:manylinux|musllinux)_\d+_\d+_(\w+)|manylinux(?:1|2010|2014)_(\w+)|linux_(\w+)"), "linux"),
+    (re.compile(r"win_(\w+)|(win32)"), "windows"),
+    (re.compile(r"macosx_\d+_\d+_(\w+)"), "macos"),
+)
+# Names of one architecture: PEP 425 tags say x86_64/aarch64 on Linux, amd64/arm64 on Windows.
+_ARCH_NAMES = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "aarch64": "arm64", "arm64": "arm64",
+               "i686": "x86", "i386": "x86", "x86": "x86", "win32": "x86", "armv7l": "armv7", "armv7": "armv7"}
+
+
+def _platform_tag_problem(platform: Platform) -> str | None:
+    """What makes the platform's wheel tag disagree with its os and arch ("message; fix"), or None."""
+    found = next(((match, os_name) for form, os_name in _TAG_FORMS
+                  if (match := form.fullmatch(platform.wheel_platform_tag))), None)
+    if found is None:
+        return "not a wheel platform tag; write one like manylinux_2_31_x86_64, win_amd64 or macosx_11_0_arm64"
+    match, os_name = found
+    tag_arch = next(group for group in match.groups() if group)
+    if os_name != platform.os:
+        return f"is a {os_name} tag, but the platform's os is {platform.os}; make the tag and the os agree"
+    wanted = _ARCH_NAMES.get(platform.arch.lower(), platform.arch.lower())
+    archs = {"x86_64", "arm64"} if tag_arch in ("universal2", "universal") else {_ARCH_NAMES.get(tag_arch, tag_arch)}
+    if wanted not in archs:
+        return (f"is a tag for {tag_arch}, but the platform's arch is {platform.arch}; make the tag and the arch "
+                f"agree")
+    return None
+
+
+def _check_signing_key_file(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
+    """The provenance key file lies in the repository or the user's home: `shipyard keygen` writes
+    there and every build reads it, so a path such as /etc/shadow is a mistake either way."""
+    settings = release.supply_chain
+    if settings is None or not settings.signing_key_file:
+        return
+    try:
+        path = (root / settings.signing_key_file).resolve()
+        inside = path.is_relative_to(root.resolve()) or path.is_relative_to(Path.home().resolve())
+    except (OSError, RuntimeError, ValueError):  # a NUL byte, a symlink loop: not a usable place either
+        inside = False
+    if not inside:
+        out.add(doc, ("supply_chain", "signing_key_file"), "the key file lies outside the repository and your home",
+                fix="keep it in the repository (relative to release.yaml, e.g. .shipyard/keys/provenance-ed25519.pem, "
+                    "git-ignored) or under your home, or use signing_key_env")
+
+
+def _check_images(release: Release, doc: YamlDocument, out: Collector) -> None:
+    """The images section names variants, components and a platform of this release."""
+    images = release.images
+    if images is None:
+        return
+    if images.python not in release.pythons:
+        out.add(doc, ("images", "python"), "the images' Python is not one of the release's pythons",
+                fix=f"pick one of {', '.join(release.pythons)}")
+    platform = release.platforms.get(images.platform)
+    if platform is None:
+        out.add(doc, ("images", "platform"), "names no platform of the release",
+                fix=f"use one of {', '.join(release.platforms)}",
+                suggestion=nearest(images.platform, release.platforms))
+    elif platform.os != "linux":
+        out.add(doc, ("images", "platform"), "images are Linux containers; name a linux platform")
+    for i, name in enumerate(images.components):
+        component = release.components.get(name)
+        if component is None:
+            out.add(doc, ("images", "components", i), "names no component",
+                    fix=f"use one of {', '.join(release.components)}", suggestion=nearest(name, release.components))
+        elif not component.is_python or "wheel" not in component.package_types:
+            out.add(doc, ("images", "components", i),
+                    "images install wheels by name; this component builds no wheel")
+    for name, entry in images.variants.items():
+        if name not in release.variants:
+            out.add(doc, ("images", "variants", name), "names no variant of the release",
+                    fix=f"use one of {', '.join(release.variants)}", suggestion=nearest(name, release.variants),
+                    value=name)
+        elif entry.devel_budget_mb < entry.runtime_budget_mb:
+            out.add(doc, ("images", "variants", name, "devel_budget_mb"),
+                    "the devel image holds the runtime image and more, so its budget cannot be smaller; "
+                    f"raise it to at least {entry.runtime_budget_mb:g}")
+
+
+def _check_pytest_args(release: Release, doc: YamlDocument, out: Collector) -> None:
+    """pytest_args only leave tests out (pytest_selection): nothing that changes the verdict."""
+    for name, component in release.components.items():
+        if not component.pytest_args:
+            continue
+        loc = ("components", name, "pytest_args")
+        if not component.tests:
+            out.add(doc, loc, "leaves out tests of a component that declares none",
+                    fix="set tests: to the component's tests folder, or remove pytest_args")
+        for issue in parse_pytest_args(component.pytest_args)[1]:
+            out.add(doc, (*loc, issue.index), issue.message, fix=issue.fix)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # a NUL byte or an over-long name is not a folder either
+        return False
+
+
+def _check_exclusions(release: Release, doc: YamlDocument, out: Collector) -> None:
+    names = {
+        "component": list(release.components),
+        "variant": list(release.variants),
+        "platform": list(release.platforms) + list(release.mobile_targets),
+        "python": list(release.pythons),
+        "package_type": ["wheel", "mobile", "conda", "docker"],
+    }
+    typo = False
+    for i, exclusion in enumerate(release.exclusions):
+        for key, patterns in exclusion.selectors().items():
+            for pattern in patterns:
+                if not any(fnmatch.fnmatchcase(n, pattern) for n in names[key]):
+                    typo = True
+                    out.add(doc, ("exclusions", i, key), f"matches no {key.replace('_', ' ')}",
+                            fix=f"use one of {', '.join(names[key])}, or a glob over them", value=pattern,
+                            suggestion=nearest(pattern, names[key]))
+    if typo:
+        return
+    matched = exclusion_cells(release)
+    kept = set(range(len(matched)))
+    # Later exclusions are checked first, so of two identical ones the second is reported; an
+    # exclusion is dead when the others still kept remove every cell it removes.
+    for i in reversed(range(len(matched))):
+        if not matched[i]:
+            out.add(doc, ("exclusions", i), "this exclusion matches no cell of the matrix; "
+                    "remove it or fix its selectors", value=None)
+            kept.discard(i)
+            continue
+        others = [j for j in sorted(kept) if j != i and matched[j] & matched[i]]
+        if matched[i] <= set().union(*(matched[j] for j in others)):
+            names_of = " and ".join(f"exclusions.{j} ({release.exclusions[j].reason})" for j in others)
+            out.add(doc, ("exclusions", i), f"every cell this exclusion removes is already removed by "
+                    f"{names_of}", fix=f"remove it, or narrow the {'others' if len(others) > 1 else 'other'}",
+                    value=None)
+            kept.discard(i)
+
+
+def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
+                    root: Path, out: Collector) -> list[str]:
+    platforms = list(release.platforms) + list(release.mobile_targets)
+    seen: dict[str, int] = {}
+    pending: list[str] = []
+    version = Version(release.release.version)
+    for i, feature in enumerate(features.features):
+        if feature.id in seen:
+            out.add(doc, ("features", i, "id"),
+                    f"duplicate feature id (first defined as features[{seen[feature.id]}]); "
+                    f"give each feature its own id")
+        seen.setdefault(feature.id, i)
+        if feature.component not in release.components:
+            out.add(doc, ("features", i, "component"), "names no component of release.yaml",
+                    fix=f"use one of {', '.join(release.components)}",
+                    suggestion=nearest(feature.component, release.components))
+        if Version(feature.since) > version:
+            out.add(doc, ("features", i, "since"), f"is later than the release ({version}) that ships it",
+                    fix=f"set since: {version} or earlier, or leave the feature out of this release")
+        for platform, status in feature.status.items():
+            if platform != "*" and platform not in platforms:
+                out.add(doc, ("features", i, "status", platform),
+                        "names no platform or mobile target of release.yaml", value=platform,
+                        fix=f"use one of {', '.join(platforms)}", suggestion=nearest(platform, platforms))
+            elif platform != "*" and status != "prototype" and feature.component in release.components:
+                unbuilt = _not_built_there(release, feature.component, platform)
+                if unbuilt:
+                    out.add(doc, ("features", i, "status", platform),
+                            f"{status} on {platform}, where {feature.component} {unbuilt}",
+                            fix="remove this platform's status, or the exclusion, so that what is promised is built")
+        for j, test_id in enumerate(feature.tests):
+            state = _test_state(root, test_id)
+            if state == "pending":
+                pending.append(test_id)
+            elif state != "ok":
+                out.add(doc, ("features", i, "tests", j), state, value=test_id)
+    return pending
+
+
+def _not_built_there(release: Release, component: str, platform: str) -> str | None:
+    """Why no cell of `component` is built on `platform` (e.g. 'is excluded (exclusions.2: …)'), or None."""
+    if platform in surviving_platforms(release, component):
+        return None
+    removed = [(cell, exclusion) for cell, exclusion in excluded_cells(release)
+               if cell.component == component and cell.platform == platform]
+    if removed:
+        number = release.exclusions.index(removed[0][1])
+        return f"is excluded (exclusions.{number}: {removed[0][1].reason})"
+    return "builds nothing"
+
+
+def _test_state(root: Path, test_id: str) -> str:
+    """'ok', 'pending' (the file does not exist yet) or an error message (with its fix). The id
+    means what it means at run time (shipyard_test_ids): `file::test[case]` is that one case."""
+    file_part, _, rest = test_id.partition("::")
+    if Path(file_part).is_absolute() or ".." in Path(file_part).parts or "\0" in test_id:
+        return "not a test id; write a pytest node id relative to the repository, e.g. tests/test_x.py::test_y"
+    path = root / file_part
+    if not path.exists():
+        return "pending"
+    if not rest:
+        return "ok"
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return f"{file_part} cannot be read as Python; fix the file or the test id"
+    return test_id_problem(test_id, defined_tests(tree, file_part, param_fixtures_for(root, file_part))) or "ok"
+
+
+def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: Collector) -> Release:
+    """The release with each Python component's requires-python filled in from its project where
+    release.yaml does not give it; a release.yaml value that contradicts the project is an issue."""
+    components = {}
+    for name, component in release.components.items():
+        try:
+            declared = declared_requires_python(root / component.path) if component.is_python else None
+        except ShipyardError as exc:
+            out.add(doc, ("components", name, "path"), str(exc), value=component.path)
+            components[name] = component
+            continue
+        if declared and component.requires_python and not _same_specifiers(declared[0], component.requires_python):
+            out.add(doc, ("components", name, "requires_python"),
+                    f"disagrees with the project's {declared[1]} ({declared[0]!r})",
+                    fix="remove it (the project's own declaration is read) or make the two agree")
+        if declared and not component.requires_python:
+            component = component.model_copy(update={"requires_python": declared[0]})
+        elif not declared and not component.requires_python and component.is_python:
+            component = _with_metadata_requires_python(component, root, doc, out)
+        components[name] = component
+    return release.model_copy(update={"components": components})
+
+
+def _same_specifiers(project: str, release: str) -> bool:
+    """Whether two requires-python values say the same (">= 3.11" is ">=3.11"); a project value that
+    is no specifier at all never agrees."""
+    try:
+        return SpecifierSet(project) == SpecifierSet(release)
+    except InvalidSpecifier:
+        return False
+
+
+def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDocument,
+                                   out: Collector) -> Component:
+    """The component with the Requires-Python its backend's metadata states (a setup.py-only
+    project computes it), read once per change of the project (project_metadata caches it)."""
+    project = root / component.path
+    try:
+        if not needs_metadata_hook(project):
+            return component
+        found = metadata_requires_python(project)
+    except ShipyardError as exc:
+        out.add(doc, ("components", component.name, "path"), f"{exc}; fix the project, or state "
+                f"requires_python under components.{component.name} so that the hook is not needed",
+                value=component.path)
+        return component
+    return component.model_copy(update={"requires_python": found}) if found else component
+
+
+def load_spec(root: Path, release_file: str = "release.yaml",
+              feature_file: str = "feature_status.yaml") -> Spec:
+    """Validate both files under `root`; raise SpecError listing every issue found."""
+    out = Collector()
+    docs: list[YamlDocument | None] = []
+    for name in (release_file, feature_file):
+        try:
+            docs.append(load_yaml(root / name))
+        except SpecError as exc:
+            out.issues.extend(exc.issues)
+            docs.append(None)
+    release_doc, feature_doc = docs
+    release = features = None
+    if release_doc is not None:
+        try:
+            release = Release.model_validate(release_doc.data)
+        except ValidationError as exc:
+            pydantic_issues(exc, Release, release_doc, out)
+    if feature_doc is not None:
+        try:
+            features = FeatureFile.model_validate(feature_doc.data)
+        except ValidationError as exc:
+            pydantic_issues(exc, FeatureFile, feature_doc, out)
+    pending: list[str] = []
+    if release is not None and release_doc is not None:
+        _check_release(release, release_doc, root, out)
+        if features is not None and feature_doc is not None:
+            pending = _check_features(release, features, feature_doc, root, out)
+            if not out.issues:
+                out.issues.extend(marker_issues(release, features, feature_doc, root))
+    if release is not None and release_doc is not None and not out.issues:
+        release = _with_requires_python(release, release_doc, root, out)
+    if out.issues:
+        raise SpecError(out.issues)
+    assert release is not None and features is not None
+    return Spec(root=root.resolve(), release=release, features=features, pending_tests=tuple(pending))
