@@ -25,8 +25,9 @@ import docker
 
 from shipyard.image.build import ImageRequest, build_images
 from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.validate import Spec, load_spec
-from shipyard.wheel.index import sha256_of, write_index
+from shipyard.wheel.index import write_index
 from shipyard.wheel.pipeline import BuildRequest, build_variant
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,9 +23,9 @@ from workflow_runner import JobRunner, copy_repository
 
 from shipyard.cli import main
 from shipyard.manifest import read_manifest
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.supply.keys import generate_key
 from shipyard.validate import load_spec
-from shipyard.wheel.index import sha256_of
 
 pytestmark = pytest.mark.slow
 

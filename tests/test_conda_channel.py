@@ -30,8 +30,8 @@ from shipyard.conda.features import features_from_extra, list_channel_features, 
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.serve import serve_channel
 from shipyard.manifest import FeatureRecord, merge_artifacts, read_manifest
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.validate import Spec, load_spec
-from shipyard.wheel.index import sha256_of
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "tests" / "fixtures" / "conda" / "featured" / "recipe.yaml"

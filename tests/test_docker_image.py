@@ -36,10 +36,11 @@ from shipyard.image.hygiene import scan_image
 from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.image.registry import RegistryError, push_image
 from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.source_tree import git_info
 from shipyard.spec import PublishTarget
 from shipyard.validate import Spec, load_spec
-from shipyard.wheel.index import sha256_of, write_index
+from shipyard.wheel.index import write_index
 
 pytestmark = pytest.mark.slow
 

@@ -25,6 +25,7 @@ from typing import Protocol
 from shipyard import command
 from shipyard.apt_sources import apt_sources, debian_mirror
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
+from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.progress import Progress
 
 SUITE = "bookworm"
@@ -327,9 +328,9 @@ def manylinux_inputs(pythons: Sequence[PythonPrefix], base_image_id: str,
     """Everything that can change the manylinux image's bytes, as one flat mapping."""
     inputs = {"base": base_image_id}
     for cert in local_trust_anchors():
-        inputs[f"ca/{cert.name}"] = hashlib.sha256(cert.read_bytes()).hexdigest()
+        inputs[f"ca/{cert.name}"] = sha256_of(cert)
     for name in ("Dockerfile.manylinux", "setup-pythons.sh", "constraints.txt"):
-        inputs[f"recipe/{name}"] = hashlib.sha256((recipe_dir / name).read_bytes()).hexdigest()
+        inputs[f"recipe/{name}"] = sha256_hex((recipe_dir / name).read_bytes())
     for python in pythons:
         inputs[f"python/{python.abi_dir}"] = f"{python.prefix}:{_fingerprint(python)}"
     return inputs

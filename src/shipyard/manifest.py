@@ -7,8 +7,6 @@ Runs of different variants merge into the same file; writes are atomic and locke
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from shipyard.file_lock import exclusive
 from shipyard.input_files import input_error, read_json_input, validated
+from shipyard.plumbing.atomic_files import write_atomic
 
 if TYPE_CHECKING:
     from shipyard.matrix import Cell
@@ -135,9 +134,5 @@ def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable
         manifest = Manifest(release=release, version=version,
                             artifacts=tuple(by_cell[k] for k in sorted(by_cell)),
                             not_applicable=tuple(ruled_out[k] for k in sorted(ruled_out)))
-        fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
         return manifest

@@ -10,16 +10,15 @@ merged manifest is the one record of the release. Merging a fragment twice chang
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ShipyardError
 from shipyard.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest, require_manifest
-from shipyard.wheel.index import add_wheel, sha256_of, write_index
+from shipyard.plumbing.atomic_files import copy_atomic
+from shipyard.plumbing.hashing import sha256_of
+from shipyard.wheel.index import add_wheel, write_index
 
 
 class MergeError(ShipyardError):
@@ -114,13 +113,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     if conda:
         publish_packages(dist / "conda", conda)
     for source, rel in other:
-        target = dist / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.close(fd)
-        shutil.copyfile(source, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        copy_atomic(source, dist / rel)
     dist.mkdir(parents=True, exist_ok=True)
     merged = merge_artifacts(dist / "manifest.json", release=release, version=version,
                              records=[record for record, _ in records.values()],

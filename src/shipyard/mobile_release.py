@@ -10,9 +10,9 @@ from shipyard.errors import ShipyardError
 from shipyard.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
 from shipyard.matrix import expand, select
 from shipyard.mobile import MobileResult, MobileTarget, build_mobile
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.source_tree import git_info
 from shipyard.validate import Spec, nearest
-from shipyard.wheel.index import sha256_of
 
 
 def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, state: Path,

@@ -59,11 +59,12 @@ from shipyard.conda.names import conda_name
 from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
+from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel, unpack_wheel
 from shipyard.toolchains.discover import cache_root as shipyard_cache
 from shipyard.toolchains.discover import probe_interpreter, pyenv_root
 from shipyard.validate import Spec
-from shipyard.wheel.index import sha256_of
 from shipyard.wheel.testing import component_test_requirements
 
 Progress = Callable[[str], None]
@@ -756,7 +757,4 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -56,6 +55,7 @@ from shipyard.conda.variants import variant_config, write_variant_config
 from shipyard.errors import BuildError, SpecError, ToolchainMissing, UsageError
 from shipyard.file_lock import exclusive
 from shipyard.matrix import Cell, NotApplicable, expand, not_applicable, select
+from shipyard.plumbing.atomic_files import copy_atomic
 from shipyard.progress import Progress
 from shipyard.project_declaration import declared_version
 from shipyard.source_tree import hash_tree, source_date
@@ -609,14 +609,9 @@ def _publish(built: list[tuple[_Planned, Path, str, float]], output: Path) -> li
     changed = not (output / "noarch" / "repodata.json").is_file()
     for item, package, result, seconds in built:
         target = output / item.subdir / package.name
-        target.parent.mkdir(parents=True, exist_ok=True)
         if not (target.exists() and target.read_bytes() == package.read_bytes()):
             changed = True
-            fd, tmp = tempfile.mkstemp(prefix=f".{package.name}.", dir=target.parent)
-            os.close(fd)
-            shutil.copy2(package, tmp)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            copy_atomic(package, target)
         outcomes.append(PackageOutcome(item.name, item.version, item.build, item.subdir, result, seconds, target,
                                        item.cell, item.key))
     if changed:  # an unchanged re-run rewrites nothing, not even the index

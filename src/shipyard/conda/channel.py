@@ -32,7 +32,7 @@ from shipyard.errors import ShipyardError
 from shipyard.file_lock import exclusive
 from shipyard.generations import GenerationError, current_generation, next_generation, remove_old_generations, switch
 from shipyard.manifest import ArtifactRecord, FeatureRecord
-from shipyard.wheel.index import sha256_of
+from shipyard.plumbing.hashing import sha256_of
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 

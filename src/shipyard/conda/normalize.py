@@ -47,7 +47,7 @@ from typing import IO
 import zstandard
 
 from shipyard.errors import ShipyardError
-from shipyard.wheel.index import sha256_of
+from shipyard.plumbing.hashing import sha256_of
 
 # What the build's output folder becomes in rendered_recipe.yaml.
 OUTPUT_TOKEN = "/shipyard-output"

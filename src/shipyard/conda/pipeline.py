@@ -47,11 +47,11 @@ from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
 from shipyard.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
 from shipyard.matrix import NotApplicable
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
 from shipyard.source_tree import hash_tree
 from shipyard.validate import Spec
-from shipyard.wheel.index import sha256_of
 from shipyard.wheel.pipeline import default_test_jobs, feature_gate
 from shipyard.wheel.testing import TestRun, judge_identity
 

@@ -32,6 +32,7 @@ from shipyard.image.hygiene import Finding, scan_image
 from shipyard.image.plan import LABEL_PREFIX, TARGETS, ImagePlan, image_labels, image_plans
 from shipyard.image.record import record_images
 from shipyard.image.wheels import ReleaseWheel, licenses, release_wheels, stage_index
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.progress import Progress
 from shipyard.source_tree import git_info
 from shipyard.validate import Spec
@@ -102,7 +103,7 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
                                   licenses=licenses(wheels))
             labels[f"{LABEL_PREFIX}.base"] = f"{bases.origin}: {bases.base_image}"
             sbom = _sbom(plan, wheels, wheelhouse, bases, git.commit_time)
-            labels[SBOM_LABEL] = hashlib.sha256(sbom).hexdigest()  # the document, attached in dist/sboms/
+            labels[SBOM_LABEL] = sha256_hex(sbom)  # the document, attached in dist/sboms/
             inputs = _inputs_digest(request, plan, wheels, wheelhouse, bases, build_args, labels)
             labels[INPUTS_LABEL] = inputs
             cached = not request.no_cache and _unchanged(plan, inputs)
@@ -143,7 +144,7 @@ def _inputs_digest(request: ImageRequest, plan: ImagePlan, wheels: list[ReleaseW
     sha256, checked), the pinned dependencies, the base images' ids, the arguments and labels."""
     inputs = {
         "recipe": _RECIPE,
-        "dockerfile": hashlib.sha256(request.dockerfile.read_bytes()).hexdigest(),
+        "dockerfile": sha256_hex(request.dockerfile.read_bytes()),
         "target": plan.target,
         "wheels": {w.record.name: w.record.sha256 for w in wheels},
         "deps": list(wheelhouse.pins),

@@ -12,9 +12,10 @@ from packaging.utils import canonicalize_name
 
 from shipyard.errors import CheckFailed, ShipyardError
 from shipyard.manifest import ArtifactRecord, require_manifest
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.spec import Variant
 from shipyard.validate import Spec
-from shipyard.wheel.index import add_wheel, sha256_of, write_index
+from shipyard.wheel.index import add_wheel, write_index
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from shipyard.wheel.index import sha256_of
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.wheel.repair import source_date_epoch
 
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from shipyard.manifest import ArtifactRecord
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.errors import GateBlocked, PublishError
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.spec import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
-from shipyard.wheel.index import sha256_of
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
 

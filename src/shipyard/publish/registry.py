@@ -32,7 +32,6 @@ as many times as the retry policy allows.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -47,6 +46,8 @@ from docker.models.images import Image
 from shipyard.docker_base import ensure_docker_engine
 from shipyard.errors import ToolError
 from shipyard.image.registry import RegistryError, push_image
+from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.publish.errors import PublishError, RetriesExhausted
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import bounded_session, describe, with_retries
@@ -121,7 +122,7 @@ class RegistryBackend(Backend):
         if response.status_code != 200:
             raise self._fail(what, response)
         kind = response.headers.get("Content-Type", "").split(";")[0]
-        return response.content, kind, "sha256:" + hashlib.sha256(response.content).hexdigest()
+        return response.content, kind, "sha256:" + sha256_hex(response.content)
 
     @staticmethod
     def _config_digest(body: bytes, where: str) -> str:
@@ -157,11 +158,8 @@ class RegistryBackend(Backend):
             image = self.client.images.pull(repository, tag=digest, auth_config=self._auth())
         except docker.errors.APIError as exc:
             raise PublishError(self.ctx.scrub(f"pull {listed.url}: {exc.explanation or exc}")) from None
-        dest.mkdir(parents=True, exist_ok=True)
         marker = dest / f"{listed.filename.replace(':', '_').replace('/', '_')}.id"
-        tmp = marker.with_suffix(".part")
-        tmp.write_text(str(image.id) + "\n")
-        tmp.replace(marker)
+        write_atomic(marker, str(image.id) + "\n")
         return marker
 
     def fetched_sha256(self, path: Path) -> str:
@@ -260,7 +258,7 @@ class RegistryBackend(Backend):
         body, _, served = self._manifest(repo, digest)
         config = self._config_digest(body, where)
         blob = self._request("GET", f"read the config of {where}", f"{self.api}/{repo}/blobs/{config}")
-        blob_digest = ("sha256:" + hashlib.sha256(blob.content).hexdigest() if blob.status_code == 200
+        blob_digest = ("sha256:" + sha256_hex(blob.content) if blob.status_code == 200
                        else describe(blob))
         if served != digest or config != f"sha256:{f.sha256}" or blob_digest != config:
             raise PublishError(f"{f.artifact}: {where} reads back as manifest {served} with config {config} "

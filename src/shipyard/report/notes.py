@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shipyard.matrix import ANY
+from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.report.document import ReleaseReport
 from shipyard.report.previous import PreviousRelease, new_features, removed_features, status_changes
 from shipyard.spec import STATUS_ORDER, FeatureFile
@@ -37,10 +38,7 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
 
 
 def write_notes(text: str, out: Path) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    write_atomic(out, text)
     return out
 
 

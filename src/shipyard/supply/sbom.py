@@ -35,7 +35,8 @@ from pydantic import BaseModel
 
 from shipyard.errors import BuildError
 from shipyard.input_files import decode_input, input_error, parse_json_input, validated
-from shipyard.supply.binaries import is_binary, linked_from_outside, sha256_hex, wheel_binaries
+from shipyard.plumbing.hashing import sha256_hex
+from shipyard.supply.binaries import is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.grafted import (
     GraftedLibrary,
     debian_package,

@@ -44,6 +44,7 @@ from shipyard.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, sm_n
 from shipyard.cuda_archs import supported_archs as arch_table
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
+from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.progress import Progress
 
 log = logging.getLogger("shipyard.toolchains.cuda_toolkit")
@@ -482,9 +483,7 @@ def _write_manifest(root: Path, toolkit: InstalledCudaToolkit,
         **({k: previous[k] for k in ("install_seconds", "download_bytes") if k in previous}),
         **(install_facts or {}),
     }
-    tmp = path.with_name(f".{MANIFEST_NAME}.{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def _relative(path: Path, root: Path) -> str:

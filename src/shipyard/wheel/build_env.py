@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 from shipyard import command
 from shipyard.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.project_declaration import build_backend, declaration_hash, writes_into_sources
 from shipyard.toolchains.discover import Interpreter
 
@@ -105,7 +106,7 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
             marker.unlink(missing_ok=True)  # the environment changed: freeze it again
         if not marker.is_file():
             marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
-        identity = hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
+        identity = sha256_of(marker)[:16]
         return BuildEnv(interpreter, root, wanted, identity)
 
 

@@ -17,6 +17,7 @@ from shipyard.build_cache import BuildCache, cache_key
 from shipyard.errors import ShipyardError, ToolchainMissing
 from shipyard.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
 from shipyard.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
 from shipyard.project_declaration import (
@@ -34,7 +35,7 @@ from shipyard.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.validate import Spec
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import copy_project, ensure_build_env
-from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
+from shipyard.wheel.index import add_wheel, content_identity, write_index
 from shipyard.wheel.labels import package_files
 from shipyard.wheel.metadata import requires_python_problem, wheel_version
 from shipyard.wheel.native_core import (

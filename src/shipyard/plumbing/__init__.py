@@ -1,0 +1,2 @@
+"""Plumbing: small helpers every other package leans on (commands, locks, generations,
+progress, caches, ports, atomic files, hashing). It imports nothing above itself."""
