@@ -9,8 +9,8 @@ import pytest
 from conftest import SpecCopy
 
 from shipyard.cli import main
+from shipyard.errors import MissingCredential
 from shipyard.publish.credentials import read_credentials
-from shipyard.publish.errors import MissingCredential
 from shipyard.spec import PublishTarget
 from shipyard.toolchains.discover import discover
 

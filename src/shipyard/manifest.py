@@ -7,7 +7,7 @@ Runs of different variants merge into the same file; writes are atomic and locke
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from shipyard.file_lock import exclusive
 from shipyard.input_files import input_error, read_json_input, validated
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.hashing import sha256_of
 
 if TYPE_CHECKING:
     from shipyard.matrix import Cell
@@ -114,6 +115,19 @@ def require_manifest(path: Path, missing_fix: str) -> Manifest:
     if manifest is None:
         raise input_error(path, "(file)", "file not found", missing_fix)
     return manifest
+
+
+def artifact_file(path: Path, record: ArtifactRecord, *, missing: Callable[[], Exception],
+                  changed: Callable[[str], Exception]) -> Path:
+    """`path`, the local file of `record`, once it is there and holds the bytes the manifest records
+    (what ships is what was built and tested). Else raises `missing()`, or `changed(its sha256)`:
+    the caller's error, in the words of its command."""
+    if not path.is_file():
+        raise missing()
+    digest = sha256_of(path)
+    if digest != record.sha256:
+        raise changed(digest)
+    return path
 
 
 def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord],

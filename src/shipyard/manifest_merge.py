@@ -21,10 +21,8 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.wheel.index import add_wheel, write_index
 
 
-class MergeError(ShipyardError):
+class MergeError(ShipyardError, exit_code=6):
     """The fragments cannot be merged; dist/ is left as it was."""
-
-    exit_code = 6
 
 
 @dataclass(frozen=True)

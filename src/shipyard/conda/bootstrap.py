@@ -28,7 +28,6 @@ Caching, in `<cache_root>` (default: shipyard's cache / conda-bootstrap):
 from __future__ import annotations
 
 import configparser
-import email.parser
 import hashlib
 import importlib.metadata
 import json
@@ -65,6 +64,7 @@ from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel, unpack_wheel
 from shipyard.toolchains.discover import cache_root as shipyard_cache
 from shipyard.toolchains.discover import probe_interpreter, pyenv_root
 from shipyard.validate import Spec
+from shipyard.wheel.metadata import read_metadata
 from shipyard.wheel.testing import component_test_requirements
 
 Progress = Callable[[str], None]
@@ -349,9 +349,8 @@ def _read_wheel_cached(path: Path, mtime: int) -> _Wheel:
     name, version, _build, tags = parse_wheel_filename(path.name)
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
-        dist_info = next(n.split("/")[0] for n in names
-                         if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-        metadata = email.parser.Parser().parsestr(archive.read(f"{dist_info}/METADATA").decode())
+        metadata = read_metadata(archive)
+        dist_info = next(n.split("/")[0] for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
         points = f"{dist_info}/entry_points.txt"
         entry_points = archive.read(points).decode() if points in names else ""
     scripts: tuple[str, ...] = ()

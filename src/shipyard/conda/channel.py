@@ -37,11 +37,9 @@ from shipyard.plumbing.hashing import sha256_of
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 
 
-class ChannelError(ShipyardError):
+class ChannelError(ShipyardError, exit_code=5):
     """A package cannot go into the channel, or the channel could not be written; the channel is
     left as it was."""
-
-    exit_code = 5
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from shipyard.progress import Progress
 from shipyard.spec import Variant
 from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel
 from shipyard.toolchains.discover import cache_root, discover
-from shipyard.wheel.testing import requires_dist
+from shipyard.wheel.metadata import requires_dist
 
 # Bump when what goes into a wheelhouse changes.
 _RECIPE = "1"

@@ -16,9 +16,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from shipyard.conda.channel import publish_packages
+from shipyard.errors import PublishError
 from shipyard.generations import current_generation
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.publish.errors import PublishError
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import bounded_session, with_retries
 from shipyard.publish.target import Backend, Listed, copy_file

@@ -26,9 +26,9 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from twine.package import PackageFile
 from twine.repository import Repository
 
+from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.publish.errors import ImmutableFileError, PublishError
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.retry import bounded_session, describe, with_retries
 from shipyard.publish.target import Backend, Listed, TargetContext

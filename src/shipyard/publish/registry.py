@@ -33,8 +33,6 @@ as many times as the retry policy allows.
 from __future__ import annotations
 
 import json
-import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,16 +42,14 @@ import requests
 from docker.models.images import Image
 
 from shipyard.docker_base import ensure_docker_engine
-from shipyard.errors import ToolError
+from shipyard.errors import PublishError, ToolError
 from shipyard.image.registry import RegistryError, push_image
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.publish.errors import PublishError, RetriesExhausted
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.retry import bounded_session, describe, with_retries
+from shipyard.publish.retry import bounded_session, describe, retry, with_retries
 from shipyard.publish.target import Backend, Listed, TargetContext
 
-log = logging.getLogger("shipyard.publish")
 _MANIFESTS = ", ".join(("application/vnd.docker.distribution.manifest.v2+json",
                         "application/vnd.oci.image.manifest.v1+json"))
 
@@ -225,21 +221,17 @@ class RegistryBackend(Backend):
         image = self._local_image(f)
         local = f"{repo}:{tag}"
         image.tag(repo, tag)
-        pauses = self.ctx.policy.pauses()
-        last = "no response"
-        try:
-            for number in range(self.ctx.policy.tries):
-                try:
-                    return push_image(local, self.target, client=self.client).digest
-                except (RegistryError, ToolError) as exc:
-                    last = self.ctx.scrub(str(exc))
-                if number < len(pauses):
-                    log.info("push %s: %s; trying again in %.1f s", local, last, pauses[number])
-                    time.sleep(pauses[number])
+        tries = self.ctx.policy.tries
+
+        def gave_up(last: str) -> str:
             hint = (f"; check {self.target.username_env} and {self.target.password_env} (release.yaml: "
                     f"publish.{self.target.name})" if "unauthorized" in last.lower() else "")
-            raise RetriesExhausted(f"{f.artifact}: push to {self.host}: gave up after {self.ctx.policy.tries} "
-                                   f"tries; last response: {last}{hint}")
+            return f"{f.artifact}: push to {self.host}: gave up after {tries} tries; last response: {last}{hint}"
+
+        try:
+            return retry(lambda: push_image(local, self.target, client=self.client).digest, self.ctx.policy,
+                         label=f"push {local}", errors=(RegistryError, ToolError),
+                         failure=lambda exc: self.ctx.scrub(str(exc)), gave_up=gave_up)
         finally:
             try:  # the staging tag was only the push's handle
                 self.client.images.remove(local, noprune=True)

@@ -19,11 +19,10 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
-from shipyard.errors import public_url
+from shipyard.errors import PublishError, public_url
 from shipyard.file_lock import exclusive
 from shipyard.generations import current_generation, next_generation, remove_old_generations, switch
 from shipyard.plumbing.hashing import sha256_of
-from shipyard.publish.errors import PublishError
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file
 from shipyard.wheel.index import write_index

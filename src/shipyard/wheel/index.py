@@ -6,7 +6,6 @@ project's wheels beside its `index.html` and `index.json`.
 
 from __future__ import annotations
 
-import email.parser
 import hashlib
 import html
 import json
@@ -18,6 +17,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from shipyard.plumbing.atomic_files import copy_atomic, write_atomic
 from shipyard.plumbing.hashing import sha256_of
+from shipyard.wheel.metadata import requires_python
 
 
 def content_identity(wheel: Path) -> str:
@@ -56,14 +56,6 @@ def write_index(variant_dir: Path) -> list[str]:
         "projects": [{"name": p} for p in projects],
     }, indent=1, sort_keys=True) + "\n")
     return projects
-
-
-def requires_python(wheel: Path) -> str | None:
-    """The Requires-Python of a wheel's METADATA, if it declares one."""
-    with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        message = email.parser.BytesHeaderParser().parsebytes(zf.read(name))
-    return message.get("Requires-Python")
 
 
 def _write_project(folder: Path, project: str) -> None:

@@ -37,7 +37,7 @@ from shipyard.wheel import checks
 from shipyard.wheel.build_env import copy_project, ensure_build_env
 from shipyard.wheel.index import add_wheel, content_identity, write_index
 from shipyard.wheel.labels import package_files
-from shipyard.wheel.metadata import requires_python_problem, wheel_version
+from shipyard.wheel.metadata import requires_dist, requires_python_problem, wheel_version
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
@@ -51,7 +51,6 @@ from shipyard.wheel.testing import (
     console_script_problems,
     judge_identity,
     listed_tests,
-    requires_dist,
     run_component_tests,
 )
 

@@ -24,19 +24,18 @@ import hashlib
 import json
 import shutil
 import signal
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
 
 from shipyard import command
 from shipyard.errors import ToolError
 from shipyard.toolchains.discover import Interpreter
+from shipyard.wheel.metadata import requires_dist
 from shipyard.wheel.test_env import ensure_wheelhouse, make_test_env
 
 UNMARKED = "(unmarked)"
@@ -156,13 +155,6 @@ class TestRun:
         return cls(data["installed"], features, data["seconds"], data.get("log_tail", ""), tuple(data["problems"]),
                    data["installer"],
                    tuple((test, seconds) for test, seconds in data.get("slowest", [])), (span[0], span[1]))
-
-
-def requires_dist(wheel: Path) -> list[Requirement]:
-    with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        lines = zf.read(name).decode("utf-8").splitlines()
-    return [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
 
 
 def component_test_requirements(tests_dir: Path) -> list[str]:
