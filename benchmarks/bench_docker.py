@@ -27,8 +27,9 @@ from shipyard.image.build import ImageRequest, build_images
 from shipyard.manifest import ArtifactRecord, merge_artifacts, read_manifest
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.validate import Spec, load_spec
+from shipyard.wheel.build_request import BuildRequest
 from shipyard.wheel.index import write_index
-from shipyard.wheel.pipeline import BuildRequest, build_variant
+from shipyard.wheel.pipeline import build_variant
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' wheel-edit helper, as bench_publish uses their servers

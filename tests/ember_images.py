@@ -19,7 +19,8 @@ import pytest
 from shipyard.cli import install_toolchain_if_obtainable
 from shipyard.image.build import ImageRequest, ImageResult, build_images
 from shipyard.validate import Spec
-from shipyard.wheel.pipeline import BuildRequest, build_variant
+from shipyard.wheel.build_request import BuildRequest
+from shipyard.wheel.pipeline import build_variant
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,9 @@ from shipyard.supply.sbom import read_mobile_sbom
 from shipyard.supply.verify import check_mobile_sbom
 from shipyard.toolchains.discover import discover
 from shipyard.validate import load_spec
-from shipyard.wheel.pipeline import BuildRequest, build_variant, feature_gate
+from shipyard.wheel.build_request import BuildRequest
+from shipyard.wheel.cell_tests import feature_gate
+from shipyard.wheel.pipeline import build_variant
 from shipyard.wheel.testing import run_component_tests
 
 pytestmark = pytest.mark.slow

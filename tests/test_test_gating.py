@@ -17,7 +17,8 @@ from minirelease import forget_test_results, make_checkout, request
 from shipyard.cli import main
 from shipyard.validate import load_spec
 from shipyard.wheel import testing as judge
-from shipyard.wheel.pipeline import CellOutcome, build_variant
+from shipyard.wheel.build_request import CellOutcome
+from shipyard.wheel.pipeline import build_variant
 from shipyard.wheel.testing import FeatureGate, FeatureOutcome, run_and_judge_tests, verdict_problems
 
 CELL = "fixcext-cpu-linux-x86_64-cp311-wheel"

@@ -207,7 +207,8 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from shipyard.build_report import live_progress, summary_table
-    from shipyard.wheel.pipeline import BuildRequest, build_variant, default_test_jobs
+    from shipyard.wheel.build_request import BuildRequest, default_test_jobs
+    from shipyard.wheel.pipeline import build_variant
 
     spec = _spec(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)

@@ -31,15 +31,8 @@ from rattler.package import IndexJson
 
 from shipyard.build_cache import BuildCache, cache_key
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
-from shipyard.conda.build import (
-    CondaBuildRequest,
-    PackageOutcome,
-    build_conda_variant,
-    conda_components,
-    conda_output_dir,
-    not_applicable_cells,
-    run_pythons,
-)
+from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_variant, conda_output_dir
+from shipyard.conda.build_plan import conda_components, not_applicable_cells, run_pythons
 from shipyard.conda.channel import conda_artifact_record, publish_packages
 from shipyard.conda.install_test import BuiltPackage, run_conda_package_tests
 from shipyard.conda.preflight import spec_name
@@ -52,7 +45,8 @@ from shipyard.port_ranges import claimed_port_range
 from shipyard.progress import Progress, running
 from shipyard.source_tree import hash_tree
 from shipyard.validate import Spec
-from shipyard.wheel.pipeline import default_test_jobs, feature_gate
+from shipyard.wheel.build_request import default_test_jobs
+from shipyard.wheel.cell_tests import feature_gate
 from shipyard.wheel.testing import TestRun, judge_identity
 
 

@@ -5,7 +5,7 @@ Two installers, one way each:
 - `uv` (the default): venv creation and installs take about a second, from a cache under the
   state folder;
 - `pip`: what users run. The pipeline keeps one real pip resolution per variant and Python
-  (pipeline._choose_pip_cells), so "what pip resolves" stays proven on every run.
+  (cell_tests._choose_pip_cells), so "what pip resolves" stays proven on every run.
 uv creates every venv and installs the test requirements (pytest, numpy, ...) from the
 wheelhouse; the installer decides which build of the project lands in it.
 Neither reads the machine's settings (pip.conf, PIP_*, uv.toml, UV_*): only the variant's index
