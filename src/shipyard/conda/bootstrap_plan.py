@@ -33,7 +33,8 @@ from shipyard.apt_sources import download_debs
 from shipyard.conda.names import conda_name
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.plumbing.hashing import sha256_of
-from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel, unpack_wheel
+from shipyard.toolchains.cuda_assembly import unpack_wheel
+from shipyard.toolchains.cuda_recipes import cuda_runtime_wheel
 from shipyard.toolchains.discover import probe_interpreter
 from shipyard.wheel.metadata import read_metadata
 

@@ -22,7 +22,7 @@ from shipyard.errors import ToolchainMissing
 from shipyard.file_lock import exclusive
 from shipyard.progress import Progress
 from shipyard.spec import Variant
-from shipyard.toolchains.cuda_toolkit import cuda_runtime_wheel
+from shipyard.toolchains.cuda_recipes import cuda_runtime_wheel
 from shipyard.toolchains.discover import cache_root, discover
 from shipyard.wheel.metadata import requires_dist
 

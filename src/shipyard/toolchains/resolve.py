@@ -104,7 +104,7 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
     assert variant.cuda is not None
     toolkit = inventory.cuda_toolkit(variant.cuda)
     if toolkit is None:
-        from shipyard.toolchains.cuda_toolkit import cuda_toolkit_recipes
+        from shipyard.toolchains.cuda_recipes import cuda_toolkit_recipes
 
         # Which versions cannot be had here is cuda_toolkits.toml's to say (`unobtainable`).
         recipe = next((r for r in cuda_toolkit_recipes() if r.version == variant.cuda), None)
