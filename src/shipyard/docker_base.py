@@ -124,7 +124,7 @@ def suite_base_tag(suite: str) -> str:
 
 
 def _digest(inputs: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(inputs, sort_keys=True).encode())
 
 
 def bootstrap_base_image(tag: str | None = None, *, suite: str = SUITE, mirror: str | None = None,
@@ -197,7 +197,7 @@ def _slim_and_describe(rootfs: Path) -> dict[str, str]:
     return {
         "debian-version": (rootfs / "etc/debian_version").read_text().strip(),
         "packages": str(len(packages)),
-        "packages-sha256": hashlib.sha256("\n".join(packages).encode()).hexdigest(),
+        "packages-sha256": sha256_hex("\n".join(packages).encode()),
     }
 
 

@@ -7,7 +7,6 @@ builds the plan into a channel and caches it."""
 from __future__ import annotations
 
 import configparser
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -32,7 +31,7 @@ from shipyard import command
 from shipyard.apt_sources import download_debs
 from shipyard.conda.names import conda_name
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
-from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.toolchains.cuda_assembly import unpack_wheel
 from shipyard.toolchains.cuda_recipes import cuda_runtime_wheel
 from shipyard.toolchains.discover import probe_interpreter
@@ -454,4 +453,4 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 
 def _digest(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return sha256_hex(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())

@@ -10,7 +10,6 @@ rebuilt: its inputs' digest is a label, and a re-run that finds it does nothing 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import shutil
@@ -152,7 +151,7 @@ def _inputs_digest(request: ImageRequest, plan: ImagePlan, wheels: list[ReleaseW
         "args": build_args,
         "labels": labels,
     }
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(inputs, sort_keys=True).encode())
 
 
 def _layer_epoch(base_image: str) -> int:

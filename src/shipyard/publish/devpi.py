@@ -14,7 +14,6 @@ same name), skips what is there and verified (journal), and finishes the switch.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,8 +51,8 @@ class DevpiBackend(Backend):
         return f"{self.user}/{channel}" if index == PLAIN_INDEX else f"{self.user}/{channel}-{index}"
 
     def staging_name(self, channel: str, index: str, files: Sequence[PublishFile]) -> str:
-        digest = hashlib.sha256("".join(f"{f.filename} {f.sha256}\n" for f in sorted(
-            files, key=lambda f: f.filename)).encode()).hexdigest()[:16]
+        digest = sha256_hex("".join(f"{f.filename} {f.sha256}\n" for f in sorted(
+            files, key=lambda f: f.filename)).encode())[:16]
         return f"{self.index_name(channel, index)}-stage-{digest}"
 
     def describe(self, channel: str) -> str:

@@ -17,7 +17,6 @@ reading a binary's device code in cuobjdump.py; this module installs into the ca
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from shipyard import command
 from shipyard.errors import ToolchainMissing, ToolError
 from shipyard.file_lock import exclusive
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.progress import Progress
 from shipyard.toolchains.cuda_assembly import _assemble_from_debian, _assemble_from_home, _local_home, _prove
 from shipyard.toolchains.cuda_recipes import (
@@ -241,7 +241,7 @@ def _describe(root: Path, recipe: ToolkitRecipe, host_cxx: Path,
     codes = command.run([nvcc, "--list-gpu-code"], timeout=60, what="nvcc --list-gpu-code").stdout
     archs = {f"{int(m.group(1)[:-1])}.{m.group(1)[-1]}" for m in re.finditer(r"^sm_(\d+)$", codes, re.M)}
     supported = tuple(sorted((a for a in archs if recipe.in_range(a)), key=_arch_key))
-    identity = hashlib.sha256("\n".join([version_text.strip(), *components]).encode()).hexdigest()
+    identity = sha256_hex("\n".join([version_text.strip(), *components]).encode())
     return InstalledCudaToolkit(
         version=recipe.version, root=root, nvcc=nvcc, cuobjdump=root / "bin" / "cuobjdump",
         host_cxx=host_cxx, include_dir=root / "include", lib_dir=root / "lib64",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from shipyard.matrix import Cell
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.spec import Release
 from shipyard.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
 from shipyard.toolchains.glibc import glibc_tuple, toolkit_glibc
@@ -28,7 +28,7 @@ class Toolchain:
             f"cuda={self.cuda.identity}" if self.cuda else "cuda=none",
             f"cuda-host={self.cuda_host_compiler.identity}" if self.cuda_host_compiler else "",
         ]
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+        return sha256_hex("\n".join(parts).encode())[:16]
 
 
 @dataclass(frozen=True)

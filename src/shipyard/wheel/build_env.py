@@ -10,7 +10,6 @@ environment is made, so each build can skip the frontend's per-build dependency 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -24,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from shipyard import command
 from shipyard.file_lock import exclusive
-from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.project_declaration import build_backend, declaration_hash, writes_into_sources
 from shipyard.toolchains.discover import Interpreter
 
@@ -76,7 +75,7 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
     """A venv of `interpreter` holding everything `project` needs to build a wheel (made once,
     reused after; a project with other requirements gets its own)."""
     wanted = combined_requirements(build_requirements(project))
-    tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    tag = sha256_hex("\n".join(wanted).encode())[:12]
     root = state / "envs" / f"build-{interpreter.full_version}-{interpreter.binary_sha256[:8]}-{tag}"
     python = root / "bin" / "python"
     marker = root / "shipyard-freeze.txt"

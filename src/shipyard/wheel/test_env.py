@@ -14,13 +14,13 @@ and the wheelhouse are seen.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from shipyard import command
 from shipyard.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.toolchains.discover import Interpreter
 
 INSTALLERS = ("uv", "pip")
@@ -30,7 +30,7 @@ def ensure_wheelhouse(interpreter: Interpreter, requirements: Sequence[str], sta
     """Third-party wheels (numpy, pytest, …) for `interpreter`, downloaded once from PyPI; cells
     running side by side wait for the one that downloads."""
     wanted = sorted(set(requirements))
-    tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    tag = sha256_hex("\n".join(wanted).encode())[:12]
     house = state / "wheelhouse" / f"{interpreter.version}-{tag}"
     with exclusive(house.with_name(f".{house.name}.lock")):
         if not (house / ".complete").exists():
