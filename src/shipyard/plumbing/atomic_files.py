@@ -9,6 +9,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from shipyard.plumbing.hashing import sha256_of
+
 
 def write_atomic(path: Path, text: str | bytes) -> None:
     """Write `text` (UTF-8 when a str) so that a reader sees the old file or the new one, never half (0644)."""
@@ -38,3 +40,15 @@ def copy_atomic(source: Path, target: Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def replace_if_changed(staged: Path, target: Path, mode: int = 0o644) -> bool:
+    """Rename `staged` (written beside `target`) over `target` with `mode`, unless `target` already
+    holds the same bytes: then `staged` is removed and `target`, its times included, is left alone.
+    Whether it replaced `target`."""
+    if target.is_file() and sha256_of(target) == sha256_of(staged):
+        staged.unlink()
+        return False
+    os.chmod(staged, mode)
+    os.replace(staged, target)
+    return True
