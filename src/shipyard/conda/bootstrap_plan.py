@@ -35,7 +35,7 @@ from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.toolchains.cuda_assembly import unpack_wheel
 from shipyard.toolchains.cuda_recipes import cuda_runtime_wheel
 from shipyard.toolchains.discover import probe_interpreter
-from shipyard.wheel.metadata import read_metadata
+from shipyard.wheel.metadata import dist_info, read_metadata
 
 Progress = Callable[[str], None]
 
@@ -220,8 +220,7 @@ def _read_wheel_cached(path: Path, mtime: int) -> _Wheel:
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         metadata = read_metadata(archive)
-        dist_info = next(n.split("/")[0] for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-        points = f"{dist_info}/entry_points.txt"
+        points = f"{dist_info(archive)}/entry_points.txt"
         entry_points = archive.read(points).decode() if points in names else ""
     scripts: tuple[str, ...] = ()
     if entry_points:

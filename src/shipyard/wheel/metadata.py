@@ -21,10 +21,14 @@ def wheel_version(wheel: Path) -> str:
     return Version(str(version)).public
 
 
+def dist_info(zf: zipfile.ZipFile) -> str:
+    """The wheel's own .dist-info folder (the top-level one holding METADATA, not a vendored one)."""
+    return next(n.split("/")[0] for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+
+
 def read_metadata(zf: zipfile.ZipFile) -> Message:
-    """The headers of the wheel's own METADATA (the top-level .dist-info's, not a vendored one's)."""
-    name = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-    return Parser().parsestr(zf.read(name).decode("utf-8"), headersonly=True)
+    """The headers of the wheel's own METADATA."""
+    return Parser().parsestr(zf.read(f"{dist_info(zf)}/METADATA").decode("utf-8"), headersonly=True)
 
 
 def wheel_metadata(wheel: Path) -> Message:
