@@ -24,10 +24,12 @@ from pathlib import Path
 import docker
 
 from shipyard.image.build import ImageRequest, build_images
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
 from shipyard.release.validate import Spec, load_spec
-from shipyard.wheel.index import sha256_of, write_index
-from shipyard.wheel.pipeline import BuildRequest, build_variant
+from shipyard.wheel.build_request import BuildRequest
+from shipyard.wheel.index import write_index
+from shipyard.wheel.pipeline import build_variant
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' wheel-edit helper, as bench_publish uses their servers

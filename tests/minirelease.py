@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from shipyard.wheel.pipeline import BuildRequest
+from shipyard.wheel.build_request import BuildRequest
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minirelease"
 GIT_ENV = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",

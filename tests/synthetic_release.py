@@ -14,8 +14,8 @@ import docker
 import yaml
 from wheel.wheelfile import WheelFile
 
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, Manifest
-from shipyard.wheel.index import sha256_of
 from shipyard.wheel.repair import source_date_epoch
 
 REPO = Path(__file__).resolve().parent.parent

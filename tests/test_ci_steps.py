@@ -22,10 +22,10 @@ import yaml
 from workflow_runner import JobRunner, copy_repository
 
 from shipyard.cli import main
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
 from shipyard.release.validate import load_spec
 from shipyard.supply.keys import generate_key
-from shipyard.wheel.index import sha256_of
 
 pytestmark = pytest.mark.slow
 

@@ -238,7 +238,7 @@ def test_noarch_dependencies_keep_the_markers_of_any_python_they_serve() -> None
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
 
-    from shipyard.conda import bootstrap
+    from shipyard.conda import bootstrap_plan as bootstrap
 
     wheel = bootstrap._Wheel("pytest-9.2.0-py3-none-any.whl", "0" * 64, "pytest", "9.2.0", True,
                              SpecifierSet(">=3.10"), (Requirement('tomli>=1; python_version < "3.11"'),

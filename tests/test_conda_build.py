@@ -88,7 +88,8 @@ def test_matrix_has_the_conda_cells(repo):
 
 
 def test_shipyard_build_still_builds_only_wheels(repo):
-    from shipyard.wheel.pipeline import BuildRequest, _cells
+    from shipyard.wheel.build_request import BuildRequest
+    from shipyard.wheel.pipeline import _cells
 
     cells, ruled_out = _cells(load_spec(repo), BuildRequest(variant="cpu"), discover())
     assert cells and {c.package_type for c in cells} == {"wheel"}

@@ -29,9 +29,9 @@ from shipyard.conda.channel import ChannelError, conda_artifact_record, publish_
 from shipyard.conda.features import features_from_extra, list_channel_features, package_extra
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.serve import serve_channel
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import FeatureRecord, merge_artifacts, read_manifest
 from shipyard.release.validate import Spec, load_spec
-from shipyard.wheel.index import sha256_of
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "tests" / "fixtures" / "conda" / "featured" / "recipe.yaml"

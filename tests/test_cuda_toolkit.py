@@ -17,14 +17,9 @@ import pytest
 
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
 from shipyard.host.apt_sources import debian_mirror
-from shipyard.host.toolchains.cuda_toolkit import (
-    InstalledCudaToolkit,
-    cuda_device_code,
-    cuda_sass_archs,
-    cuda_toolkit_recipes,
-    find_installed_cuda_toolkits,
-    install_cuda_toolkit,
-)
+from shipyard.host.toolchains.cuda_recipes import InstalledCudaToolkit, cuda_toolkit_recipes
+from shipyard.host.toolchains.cuda_toolkit import find_installed_cuda_toolkits, install_cuda_toolkit
+from shipyard.host.toolchains.cuobjdump import cuda_device_code, cuda_sass_archs
 from shipyard.plumbing import command
 from shipyard.release.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, ptx_arch, sm_name
 from shipyard.release.cuda_archs import supported_archs as arch_table
@@ -133,7 +128,7 @@ def test_arch_ranges_live_in_the_arch_table_only(monkeypatch) -> None:
         archs = table[recipe.version]
         assert (recipe.arch_min, recipe.arch_max) == (archs[0], archs[-1]), recipe.version
     # An edit of cuda_archs.toml is what the recipes (and the refusal before a download) follow.
-    monkeypatch.setattr("shipyard.host.toolchains.cuda_toolkit.arch_table", lambda: {**table, "11.8": ("5.0", "8.0")})
+    monkeypatch.setattr("shipyard.host.toolchains.cuda_recipes.arch_table", lambda: {**table, "11.8": ("5.0", "8.0")})
     recipe = next(r for r in cuda_toolkit_recipes() if r.version == "11.8")
     assert (recipe.arch_min, recipe.arch_max, recipe.in_range("3.7")) == ("5.0", "8.0", False)
 
@@ -154,7 +149,7 @@ def test_which_toolkits_cannot_be_had_here_is_the_recipes_to_say(repo, monkeypat
     assert "shipyard toolchain install cuda12" in str(resolve(cells["cuda12"], release, host))
     recipes = tuple(dataclasses.replace(r, unobtainable="gone from every mirror") if r.version == "12.4" else r
                     for r in cuda_toolkit_recipes())
-    monkeypatch.setattr("shipyard.host.toolchains.cuda_toolkit.cuda_toolkit_recipes", lambda: recipes)
+    monkeypatch.setattr("shipyard.host.toolchains.cuda_recipes.cuda_toolkit_recipes", lambda: recipes)
     assert "no CUDA 12.4 toolkit, and none can be obtained on this machine (gone from every mirror)" in str(
         resolve(cells["cuda12"], release, host))
 

@@ -36,10 +36,11 @@ from shipyard.image.hygiene import scan_image
 from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.image.registry import RegistryError, push_image
 from shipyard.plumbing import command
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import Spec, load_spec
-from shipyard.wheel.index import sha256_of, write_index
+from shipyard.wheel.index import write_index
 
 pytestmark = pytest.mark.slow
 

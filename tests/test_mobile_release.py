@@ -17,7 +17,9 @@ from shipyard.supply.binaries import archive_files
 from shipyard.supply.sbom import read_mobile_sbom
 from shipyard.supply.verify import check_mobile_sbom
 from shipyard.testing.verdict import run_component_tests
-from shipyard.wheel.pipeline import BuildRequest, build_variant, feature_gate
+from shipyard.wheel.build_request import BuildRequest
+from shipyard.wheel.cell_tests import feature_gate
+from shipyard.wheel.pipeline import build_variant
 
 pytestmark = pytest.mark.slow
 

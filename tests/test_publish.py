@@ -21,8 +21,8 @@ from synthetic_release import VERSION, build_conda_packages, synthetic_dist
 from shipyard.cli import main
 from shipyard.conda.serve import serve_channel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
-from shipyard.wheel.index import sha256_of
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent

@@ -13,12 +13,12 @@ from conftest import SpecCopy
 from synthetic_release import VERSION, synthetic_dist
 
 from shipyard.cli import main
+from shipyard.errors import GateBlocked, MissingCredential
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
-from shipyard.publish.errors import GateBlocked, MissingCredential
 from shipyard.publish.plain_version import plain_name, plain_version_wheel
 from shipyard.publish.plan import PLAIN_INDEX, files_for, gate
 from shipyard.release.validate import load_spec
-from shipyard.wheel.index import sha256_of
 
 R = "release.yaml"
 

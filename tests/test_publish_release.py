@@ -26,9 +26,9 @@ from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
 from shipyard.plumbing import command
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.record.manifest import ArtifactRecord, read_manifest
-from shipyard.wheel.index import sha256_of
 
 pytestmark = pytest.mark.slow
 PYTHON = "3.11"

@@ -9,9 +9,9 @@ import pytest
 from conftest import SpecCopy
 
 from shipyard.cli import main
+from shipyard.errors import MissingCredential
 from shipyard.host.toolchains.discover import discover
 from shipyard.publish.credentials import read_credentials
-from shipyard.publish.errors import MissingCredential
 from shipyard.release.destinations import PublishTarget
 
 SECRET = "s3cr3t-Zq8vLw2Kp"

@@ -18,7 +18,8 @@ from shipyard.cli import main
 from shipyard.release.validate import load_spec
 from shipyard.testing import verdict as judge
 from shipyard.testing.verdict import FeatureGate, FeatureOutcome, run_and_judge_tests, verdict_problems
-from shipyard.wheel.pipeline import CellOutcome, build_variant
+from shipyard.wheel.build_request import CellOutcome
+from shipyard.wheel.pipeline import build_variant
 
 CELL = "fixcext-cpu-linux-x86_64-cp311-wheel"
 SWITCHES = ("FIXTURE_BREAK_IMPORT", "FIXTURE_SKIP_STABLE", "FIXTURE_DROP_SUMSQ", "FIXTURE_BREAK_BETA",

@@ -250,7 +250,7 @@ def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path
     # cudart is vendored by auditwheel; the driver never is.
     assert any(m.startswith("fixcuda.libs/libcudart") for m in members)
     assert not any("libcuda.so" in m or "libcuda-" in m for m in members)
-    from shipyard.host.toolchains.cuda_toolkit import cuda_device_code
+    from shipyard.host.toolchains.cuobjdump import cuda_device_code
     from shipyard.host.toolchains.discover import discover
 
     toolkit = discover().cuda_toolkit("11.8")

@@ -16,9 +16,15 @@ NO_VALUE: Any = object()
 
 
 class ShipyardError(Exception):
-    """Base of every error shipyard reports to a user; `exit_code` is the CLI's exit status."""
+    """Base of every error shipyard reports to a user; `exit_code` is the CLI's exit status,
+    stated once per kind in its class line (`class X(ShipyardError, exit_code=5)`)."""
 
     exit_code = 1
+
+    def __init_subclass__(cls, exit_code: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:
+            cls.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -141,10 +147,8 @@ def nearest(word: str, choices: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
-class SpecError(ShipyardError):
+class SpecError(ShipyardError, exit_code=2):
     """release.yaml or feature_status.yaml is invalid: one line per problem."""
-
-    exit_code = 2
 
     def __init__(self, message: str | SpecIssue | Sequence[SpecIssue]) -> None:
         if isinstance(message, SpecIssue):
@@ -159,16 +163,12 @@ class SpecError(ShipyardError):
         super().__init__(f"{count} problem{'s' if count > 1 else ''} in the release description:\n{body}")
 
 
-class UsageError(ShipyardError):
+class UsageError(ShipyardError, exit_code=2):
     """A command-line argument names nothing in the release (an unknown --variant, --platform …)."""
 
-    exit_code = 2
 
-
-class ToolError(ShipyardError):
+class ToolError(ShipyardError, exit_code=3):
     """An external tool failed; carries the command and the tail of what it printed."""
-
-    exit_code = 3
 
     def __init__(self, message: str, *, cmd: list[str] | None = None, returncode: int | None = None,
                  output: str = "") -> None:
@@ -185,31 +185,44 @@ class ToolError(ShipyardError):
         return text
 
 
-class ToolchainMissing(ShipyardError):
+class ToolchainMissing(ShipyardError, exit_code=4):
     """A cell cannot be built on this host; the message names the fix."""
 
-    exit_code = 4
 
-
-class BuildError(ShipyardError):
+class BuildError(ShipyardError, exit_code=5):
     """A build, repair or check step failed for a cell."""
 
-    exit_code = 5
 
-
-class CheckFailed(ShipyardError):
+class CheckFailed(ShipyardError, exit_code=6):
     """A built artifact broke a release rule (tag, dependencies, size, CUDA archs)."""
 
-    exit_code = 6
 
-
-class RecipeError(ShipyardError):
+class RecipeError(ShipyardError, exit_code=2):
     """A conda recipe cannot be read, parsed or rendered: `file:line: key: what; fix`."""
 
-    exit_code = 2
 
-
-class UnsatisfiableDependency(ShipyardError):
+class UnsatisfiableDependency(ShipyardError, exit_code=4):
     """A conda package's requirements cannot be met from the channels; found before any build."""
 
-    exit_code = 4
+
+# --- publishing: a publish stopped; no message ever holds a credential ----------------------
+
+
+class PublishError(ShipyardError, exit_code=7):
+    """A publish stopped; what was visible before is still visible, and a re-run resumes."""
+
+
+class MissingCredential(PublishError, exit_code=2):
+    """An environment variable release.yaml names for a target is unset: found before any upload."""
+
+
+class ImmutableFileError(PublishError, exit_code=8):
+    """A file name is already published with other bytes: published names never change bytes."""
+
+
+class GateBlocked(PublishError, exit_code=9):
+    """An artifact with a failing stable feature may not go to this channel."""
+
+
+class RetriesExhausted(PublishError):
+    """A server kept failing; the message names the artifact, the server and the last response."""

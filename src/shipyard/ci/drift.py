@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.ci.workflow import generate
+from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.release.validate import Spec
-from shipyard.wheel.index import write_atomic
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from shipyard.supply.signing import sign_after_build
 
 def cmd_build(args: argparse.Namespace) -> int:
     from shipyard.record.build_report import live_progress, summary_table
-    from shipyard.wheel.pipeline import BuildRequest, build_variant, default_test_jobs
+    from shipyard.wheel.build_request import BuildRequest, default_test_jobs
+    from shipyard.wheel.pipeline import build_variant
 
     spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from shipyard.cli.shared import console, err_console, load_release
+from shipyard.plumbing.hashing import sha256_hex
 
 if TYPE_CHECKING:
     from shipyard.image.build import ImageRequest
@@ -65,7 +65,7 @@ def _print_plan(spec: Spec, request: ImageRequest) -> int:
         table.add_row(plan.tag, plan.channel_tag, plan.target, f"{plan.budget_mb:g} MB")
     console.print(table)
     recipe = request.dockerfile.read_bytes()
-    console.print(f"Dockerfile: {request.dockerfile} (sha256 {hashlib.sha256(recipe).hexdigest()}, "
+    console.print(f"Dockerfile: {request.dockerfile} (sha256 {sha256_hex(recipe)}, "
                   f"{len(recipe)} bytes)", soft_wrap=True)
     console.print(f"context: Dockerfile, index/ (the variant's wheels in {request.dist}), deps/ (their "
                   "pinned dependencies), examples/ (from the wheels)", soft_wrap=True)

@@ -5,6 +5,7 @@ tags wrongly (docs/research/conda/REPORT.md, "Bug found"), so every recipe is re
 one variant's config, and each package's `depends` is checked against its rendered pins after it
 is built. Pinned outputs (libember) and the mutex build before what needs them; identical
 (name, version, build) renderings across Pythons build once.
+What to build, in which order, under which keys, is decided in build_plan.py; this module builds it.
 
 Everything builds in a fixed absolute build root per variant (the padded prefix placeholder
 rattler-build writes into packages depends on it), held under a lock: parallel runs of one
@@ -27,44 +28,47 @@ run again. Packages reach the variant's output folder only when every build of t
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rattler.package import IndexJson
-from rattler_build import RattlerBuildError, ToolConfiguration, get_rattler_build_version_py
-from rattler_build.render import RenderedVariant
+from rattler_build import RattlerBuildError, ToolConfiguration
 
-from shipyard.conda.features import package_extra
+from shipyard.conda.build_plan import (
+    _environ,
+    _keys,
+    _ordered,
+    _plan,
+    _Planned,
+    _toolchain,
+    component_versions,
+    conda_components,
+    run_pythons,
+)
 from shipyard.conda.normalize import normalize_conda_package
-from shipyard.conda.preflight import PreflightPackage, preflight, requirements_of, spec_name
+from shipyard.conda.preflight import preflight, spec_name
 from shipyard.conda.rattler_glue import BuildLog, index_channel
-from shipyard.conda.recipes import StagedRecipe, mirror_checkout, stage_recipe
+from shipyard.conda.recipes import mirror_checkout
 from shipyard.conda.variants import variant_config, write_variant_config
-from shipyard.errors import BuildError, SpecError, ToolchainMissing, UsageError
-from shipyard.host.source_tree import hash_tree, source_date
+from shipyard.errors import BuildError, ToolchainMissing, UsageError
 from shipyard.host.toolchains.discover import discover
-from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
-from shipyard.plumbing.build_cache import BuildCache, cache_key
+from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.plumbing.atomic_files import copy_atomic
+from shipyard.plumbing.build_cache import BuildCache
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.progress import Progress
-from shipyard.release.matrix import Cell, NotApplicable, expand, not_applicable, select
-from shipyard.release.project_declaration import declared_version
-from shipyard.release.spec import Component, Release, Variant
+from shipyard.release.matrix import Cell, expand, select
+from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
 from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
-from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import REPRODUCIBLE_CMAKE_DEFINES, shipyard_cmake_defines
 
 # The fixed build roots live here, one folder per variant (override for a machine whose
@@ -74,8 +78,6 @@ DEFAULT_BUILD_ROOTS = Path("/var/tmp/shipyard-conda")
 # conda's name for each platform of release.yaml (os, arch).
 CONDA_SUBDIRS = {("linux", "x86_64"): "linux-64", ("linux", "aarch64"): "linux-aarch64",
                  ("windows", "amd64"): "win-64", ("macos", "arm64"): "osx-arm64", ("macos", "x86_64"): "osx-64"}
-# Bump when shipyard changes what it puts into a conda package (staging, hooks, env).
-CONDA_PIPELINE_REVISION = "3"
 _LOG_TAIL = 40
 
 
@@ -86,11 +88,6 @@ def conda_build_root(variant: Variant) -> Path:
 def conda_output_dir(state: Path, variant: Variant) -> Path:
     """The variant's channel of built packages: `.shipyard/conda/<variant>/`."""
     return state / "conda" / variant.name
-
-
-def mutex_name(release: Release) -> str:
-    """The mutex package (and its recipe folder): `<release name>-variant`, e.g. ember-variant."""
-    return f"{release.release.name}-variant"
 
 
 @dataclass(frozen=True)
@@ -127,51 +124,6 @@ class PackageOutcome:
     @property
     def label(self) -> str:
         return f"{self.name}-{self.version}-{self.build}"
-
-
-@dataclass
-class _Planned:
-    """A rendered package waiting for its build."""
-
-    rv: RenderedVariant
-    staged: StagedRecipe
-    cell: Cell | None
-    env: dict[str, str]  # what shipyard hands the build through the environment
-    sources: str  # hash of the source files its build reads
-    epoch: int  # the date its repack stamps in: its sources' newest commit (source_tree.source_date)
-    check: PreflightPackage
-    needs: set[str] = field(default_factory=set)  # names built in this run that it requires
-    builds_against: set[str] = field(default_factory=set)  # of those, the ones in its build/host env
-    key: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.rv.recipe.package.name
-
-    @property
-    def version(self) -> str:
-        return str(self.rv.recipe.package.version)
-
-    @property
-    def build(self) -> str:
-        return str(self.rv.recipe.build.string)
-
-    @property
-    def ident(self) -> tuple[str, str, str]:
-        return (self.name, self.version, self.build)
-
-    @property
-    def label(self) -> str:
-        return "-".join(self.ident)
-
-    @property
-    def subdir(self) -> str:
-        return "noarch" if self.rv.recipe.build.noarch else str(self.rv.variant.get("target_platform"))
-
-    def pins(self) -> dict[str, str]:
-        """name -> the exact spec its pin_subpackage renders to ('==1.7.0 cpu_h…_0')."""
-        return {name: f"=={pin.version} {pin.build_string}" for name, pin in self.rv.pin_subpackages.items()
-                if pin.exact and pin.build_string}
 
 
 def build_conda_variant(spec: Spec, request: CondaBuildRequest,
@@ -233,44 +185,6 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
     return outcomes
 
 
-# --- what to build --------------------------------------------------------------------------
-
-def conda_components(release: Release, wanted: tuple[str, ...]) -> list[Component]:
-    """The components with a conda package, or those of them `wanted` (UsageError for any other)."""
-    conda = [c for c in release.components.values() if "conda" in c.package_types]
-    if not wanted:
-        return conda
-    unknown = [w for w in wanted if w not in release.components]
-    if unknown:
-        raise UsageError(f"unknown component(s) {', '.join(unknown)}; release.yaml has {', '.join(release.components)}")
-    not_conda = [w for w in wanted if "conda" not in release.components[w].package_types]
-    if not_conda:
-        raise UsageError(f"{', '.join(not_conda)} has no conda package (package_types in release.yaml); "
-                         f"conda components: {', '.join(c.name for c in conda)}")
-    return [c for c in conda if c.name in wanted]
-
-
-def run_pythons(release: Release, wanted: tuple[str, ...]) -> list[str]:
-    """The release's Pythons, or those of them `wanted` (UsageError for any other)."""
-    unknown = [p for p in wanted if p not in release.pythons]
-    if unknown:
-        raise UsageError(f"Python {', '.join(unknown)} is not one of the release's ({', '.join(release.pythons)})")
-    return [p for p in release.pythons if not wanted or p in wanted]
-
-
-def _toolchain(release: Release, variant: Variant, components: list[Component], inventory: Any) -> Toolchain | None:
-    """The compilers (and CUDA toolkit) that shipyard resolved for the variant's native cores."""
-    native = [c for c in components if c.kind == "python-native"]
-    if not native:
-        return None
-    cell = Cell(native[0].name, variant.name, variant.tag, inventory.host_platform, None, "conda",
-                package=f"lib{native[0].name}")
-    result = resolve(cell, release, inventory)
-    if isinstance(result, Missing):
-        raise ToolchainMissing(f"cannot build the conda packages of {variant.name} here: {result}")
-    return result
-
-
 def _build_env(variant: Variant, toolchain: Toolchain | None) -> dict[str, str]:
     """SHIPYARD_CMAKE_ARGS: the CMake definitions every native build of shipyard receives."""
     if toolchain is None:
@@ -283,190 +197,6 @@ def _build_env(variant: Variant, toolchain: Toolchain | None) -> dict[str, str]:
         raise ToolchainMissing(f"a toolchain path holds whitespace, which the recipes' build scripts cannot pass "
                                f"on: {', '.join(spaced)}; install the toolchain under a path without spaces")
     return {"SHIPYARD_CMAKE_ARGS": " ".join(f"-D{k}={v}" for k, v in defines.items())}
-
-
-@contextmanager
-def _environ(values: Mapping[str, str]) -> Iterator[None]:
-    """Set variables for rattler-build (recipes read them with env.get at render time)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def component_versions(spec: Spec) -> dict[str, str]:
-    """Each conda component's own version: release.yaml's `components.<c>.version`, else the one
-    its project declares (pyproject.toml [project] version, setup.cfg [metadata] version). The
-    recipes are rendered before anything is built, so a version the build computes (setuptools_scm)
-    must be stated in release.yaml."""
-    versions = {}
-    for component in spec.release.components.values():
-        if "conda" not in component.package_types:
-            continue
-        version = component.version or declared_version(spec.root / component.path)
-        if version is None:
-            raise SpecError(f"{spec.root / 'release.yaml'}: components.{component.name}.version: its project "
-                            f"declares no version that can be read without building it, and a conda recipe is "
-                            f"rendered before the build; state it, e.g. version: \"1.0.0\" (got no version)")
-        versions[component.name] = version
-    return versions
-
-
-def _features_extra(spec: Spec, cell: Cell | None, component: Component | None, variant: Variant) -> dict[str, Any]:
-    """`extra` of a package, in the one schema `shipyard conda features` reads (features.package_extra):
-    the mutex has no component and no features; a noarch package serves every variant ("any")."""
-    if component is None or cell is None:  # the mutex (or a component with no cell on this platform)
-        return package_extra(spec, component=component.name if component else None, platform=(),
-                             variant=variant.name, variant_tag=variant.tag)
-    return package_extra(spec, component=component.name, platform=cell.platforms if cell.is_pure else cell.platform,
-                         variant=cell.variant, variant_tag=cell.variant_tag)
-
-
-def _package_files(spec: Spec, cell: Cell, component: Component, variant: Variant, version: str) -> dict[str, bytes]:
-    # No git sha: a conda package is keyed by its sources, and a new commit that changes none
-    # of them must not rebuild it (the wheels add theirs after the cache, when they relabel).
-    return package_files(spec, cell, component, variant, git_sha=None, version=version)
-
-
-def _write_files(folder: Path, files: dict[str, bytes]) -> None:
-    if folder.exists():
-        shutil.rmtree(folder)
-    for rel, data in files.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(data)
-
-
-def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
-          config: dict[str, list[str]], versions: Mapping[str, str], root: Path,
-          env_base: dict[str, str]) -> list[_Planned]:
-    """Stage and render every recipe of the run, once per Python; identical packages once."""
-    release = spec.release
-    mirror = root / "checkout"
-    planned: dict[tuple[str, str, str], _Planned] = {}
-    jobs: list[tuple[str, Component | None]] = [(mutex_name(release), None)]
-    jobs += [(c.name, c) for c in components]
-    for recipe_name, component in jobs:
-        # A Python the component's requires-python rules out is never rendered: its cell is not
-        # applicable (the pipeline records it so), and a Python-independent core is built only
-        # with a Python that needs it. A noarch package is one build for every Python, as before.
-        admitted = [p for p in pythons if component is None or component.kind == "python-pure"
-                    or component.admits_python(p)]
-        if not admitted:
-            continue
-        representative = _cell_for(cells, component, admitted[0]) if component else None
-        extra = _features_extra(spec, representative, component, variant)
-        staged = stage_recipe(spec.root, mirror, recipe_name, extra)
-        recipe = staged.parse()
-        for python in admitted:
-            cell = _cell_for(cells, component, python) if component else None
-            env = dict(env_base, SHIPYARD_PACKAGE_FILES="")
-            if component is not None and cell is not None:
-                folder = root / "package-files" / cell.id
-                _write_files(folder, _package_files(spec, cell, component, variant, versions[component.name]))
-                env["SHIPYARD_PACKAGE_FILES"] = str(folder)
-            with _environ(env):
-                rendered = staged.render(recipe, {**config, "python": [python]})
-            for rv in rendered:
-                name = rv.recipe.package.name
-                ident = (name, str(rv.recipe.package.version), str(rv.recipe.build.string))
-                if ident in planned:
-                    continue
-                sources = _source_paths(spec, component, name)
-                item = _Planned(rv, staged, _cell_of(cells, component, name, python), env,
-                                _sources_hash(sources), source_date(spec.root, [*sources, staged.original.parent]),
-                                PreflightPackage("-".join(ident), staged.original, "", {}))
-                item.check.subdir = item.subdir
-                item.check.requirements = requirements_of(rv.recipe.to_dict())
-                planned[ident] = item
-    return list(planned.values())
-
-
-def not_applicable_cells(release: Release, variant: Variant, platform: str, components: list[Component],
-                         pythons: list[str]) -> list[NotApplicable]:
-    """The conda cells of this run (variant, host platform, components, Pythons) that their
-    components' requires-python rules out: never rendered or built, never a failure."""
-    names = {c.name for c in components}
-    return [n for n in not_applicable(release)
-            if n.cell.package_type == "conda" and n.cell.variant == variant.name and n.cell.platform == platform
-            and n.cell.component in names and n.cell.python in pythons]
-
-
-def _cell_for(cells: list[Cell], component: Component | None, python: str) -> Cell | None:
-    if component is None:
-        return None
-    mine = [c for c in cells if c.component == component.name]
-    return next((c for c in mine if c.is_pure or c.python == python), None)
-
-
-def _cell_of(cells: list[Cell], component: Component | None, name: str, python: str) -> Cell | None:
-    """The matrix cell a rendered package stands for (libember: the core cell)."""
-    if component is None:
-        return None
-    mine = [c for c in cells if c.component == component.name]
-    core = next((c for c in mine if c.package == name), None)
-    return core or next((c for c in mine if c.is_pure or c.python == python), None)
-
-
-def _source_paths(spec: Spec, component: Component | None, name: str) -> list[Path]:
-    """The folder of sources a package's build reads (none for the mutex: its recipe is all)."""
-    if component is None:
-        return []
-    path = spec.root / component.path
-    if component.native_core is not None and name == f"lib{component.name}":
-        path = path / component.native_core.source  # the core's build reads nothing else
-    return [path]
-
-
-def _sources_hash(paths: list[Path]) -> str:
-    return "".join(hash_tree(path) for path in paths)
-
-
-def _ordered(planned: list[_Planned]) -> list[_Planned]:
-    """Dependencies first (the mutex, then pinned cores), otherwise in plan order."""
-    done: set[str] = set()
-    out: list[_Planned] = []
-    pending = list(planned)
-    while pending:
-        ready = [p for p in pending if p.needs <= done or not (p.needs - {q.name for q in pending})]
-        if not ready:
-            raise BuildError("the conda packages of this run require each other in a cycle: "
-                             + ", ".join(f"{p.name} needs {sorted(p.needs)}" for p in pending))
-        first = ready[0]
-        out.append(first)
-        pending.remove(first)
-        if not any(p.name == first.name for p in pending):
-            done.add(first.name)
-    return out
-
-
-def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None) -> None:
-    keys: dict[str, list[str]] = {}
-    version = get_rattler_build_version_py()
-    for item in ordered:
-        native = item.subdir != "noarch" and item.cell is not None
-        files = {}
-        if item.env.get("SHIPYARD_PACKAGE_FILES"):
-            folder = Path(item.env["SHIPYARD_PACKAGE_FILES"])
-            files = {p.relative_to(folder).as_posix(): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
-        item.key = cache_key(
-            kind="conda", sources=item.sources,
-            spec_section={"recipe": item.staged.text, "variant": item.rv.variant, "files": files,
-                          "cmake": item.env["SHIPYARD_CMAKE_ARGS"] if native else ""},
-            toolchain=(toolchain.identity if toolchain and native else "none"), python=item.rv.variant.get("python"),
-            extra={"rattler-build": version, "revision": CONDA_PIPELINE_REVISION,
-                   # The repack's date is in the bytes; it is the sources' date, not HEAD's.
-                   "epoch": str(item.epoch),
-                   "solved": json.dumps(item.check.solved, sort_keys=True),
-                   # A run or test dependency built here does not change these bytes: a noarch
-                   # package keeps one key (and one build) for every variant.
-                   "builds_against": json.dumps(sorted(k for n in item.builds_against for k in keys.get(n, [])))})
-        keys.setdefault(item.name, []).append(item.key)
 
 
 # --- build ----------------------------------------------------------------------------------
@@ -609,14 +339,9 @@ def _publish(built: list[tuple[_Planned, Path, str, float]], output: Path) -> li
     changed = not (output / "noarch" / "repodata.json").is_file()
     for item, package, result, seconds in built:
         target = output / item.subdir / package.name
-        target.parent.mkdir(parents=True, exist_ok=True)
         if not (target.exists() and target.read_bytes() == package.read_bytes()):
             changed = True
-            fd, tmp = tempfile.mkstemp(prefix=f".{package.name}.", dir=target.parent)
-            os.close(fd)
-            shutil.copy2(package, tmp)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            copy_atomic(package, target)
         outcomes.append(PackageOutcome(item.name, item.version, item.build, item.subdir, result, seconds, target,
                                        item.cell, item.key))
     if changed:  # an unchanged re-run rewrites nothing, not even the index

@@ -37,17 +37,15 @@ from shipyard.plumbing.generations import (
     remove_old_generations,
     switch,
 )
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord
-from shipyard.wheel.index import sha256_of
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
 
 
-class ChannelError(ShipyardError):
+class ChannelError(ShipyardError, exit_code=5):
     """A package cannot go into the channel, or the channel could not be written; the channel is
     left as it was."""
-
-    exit_code = 5
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,8 @@ _PARALLEL_READS = 8
 _TIMEOUT = 30
 
 
-class ChannelReadError(ShipyardError):
+class ChannelReadError(ShipyardError, exit_code=3):
     """A channel or one of its packages could not be read."""
-
-    exit_code = 3
 
 
 def package_extra(spec: Spec, *, component: str | None, platform: str | Sequence[str], variant: str,

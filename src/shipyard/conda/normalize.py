@@ -47,7 +47,7 @@ from typing import IO
 import zstandard
 
 from shipyard.errors import ShipyardError
-from shipyard.wheel.index import sha256_of
+from shipyard.plumbing.atomic_files import replace_if_changed
 
 # What the build's output folder becomes in rendered_recipe.yaml.
 OUTPUT_TOKEN = "/shipyard-output"
@@ -107,12 +107,7 @@ def normalize_conda_package(path: Path, *, epoch: int, info_files: Mapping[str, 
                         member.seek(0)
                         with zout.open(info, "w") as target:
                             shutil.copyfileobj(member, target, _CHUNK)
-            if sha256_of(tmp) == sha256_of(path):
-                tmp.unlink()
-                return False
-            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
-            os.replace(tmp, path)
-            return True
+            return replace_if_changed(tmp, path, stat.S_IMODE(path.stat().st_mode))
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

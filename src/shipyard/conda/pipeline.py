@@ -30,21 +30,15 @@ from pathlib import Path
 from rattler.package import IndexJson
 
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
-from shipyard.conda.build import (
-    CondaBuildRequest,
-    PackageOutcome,
-    build_conda_variant,
-    conda_components,
-    conda_output_dir,
-    not_applicable_cells,
-    run_pythons,
-)
+from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_variant, conda_output_dir
+from shipyard.conda.build_plan import conda_components, not_applicable_cells, run_pythons
 from shipyard.conda.channel import conda_artifact_record, publish_packages
 from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
 from shipyard.host.source_tree import hash_tree
 from shipyard.plumbing.build_cache import BuildCache, cache_key
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import Progress, running
 from shipyard.record.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
@@ -53,8 +47,8 @@ from shipyard.release.pytest_selection import selection_of
 from shipyard.release.validate import Spec
 from shipyard.testing.conda_prefix import BuiltPackage, run_conda_package_tests
 from shipyard.testing.verdict import TestRun, judge_identity
-from shipyard.wheel.index import sha256_of
-from shipyard.wheel.pipeline import default_test_jobs, feature_gate
+from shipyard.wheel.build_request import default_test_jobs
+from shipyard.wheel.cell_tests import feature_gate
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import zstandard
 from rattler.index import index_fs
 
-from shipyard.wheel.index import write_atomic
+from shipyard.plumbing.atomic_files import write_atomic
 
 # The one field of py-rattler's index that comes from the clock: the milliseconds at which each
 # record was indexed. It is optional (conda-index never wrote it), and rattler's solver falls back

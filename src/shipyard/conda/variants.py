@@ -8,14 +8,13 @@ Each component keeps its own version (`<component>_version`, dashes as underscor
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 from packaging.version import Version
 
+from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.release.spec import Release, Variant
 
 # What a recipe reads a missing CUDA version or arch list as (a CPU variant).
@@ -55,9 +54,5 @@ def write_variant_config(release: Release, variant: Variant, state: Path,
     text = (f"# Written by shipyard from release.yaml (variant {variant.name}); do not edit: change\n"
             f"# release.yaml and run `shipyard conda build --variant {variant.name}` again.\n"
             + yaml.safe_dump(variant_config(release, variant, versions), sort_keys=False, default_flow_style=None))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
     return path

@@ -25,6 +25,7 @@ from typing import Protocol
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.host.apt_sources import apt_sources, debian_mirror
 from shipyard.plumbing import command
+from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.plumbing.progress import Progress
 
 SUITE = "bookworm"
@@ -123,7 +124,7 @@ def suite_base_tag(suite: str) -> str:
 
 
 def _digest(inputs: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(inputs, sort_keys=True).encode())
 
 
 def bootstrap_base_image(tag: str | None = None, *, suite: str = SUITE, mirror: str | None = None,
@@ -196,7 +197,7 @@ def _slim_and_describe(rootfs: Path) -> dict[str, str]:
     return {
         "debian-version": (rootfs / "etc/debian_version").read_text().strip(),
         "packages": str(len(packages)),
-        "packages-sha256": hashlib.sha256("\n".join(packages).encode()).hexdigest(),
+        "packages-sha256": sha256_hex("\n".join(packages).encode()),
     }
 
 
@@ -327,9 +328,9 @@ def manylinux_inputs(pythons: Sequence[PythonPrefix], base_image_id: str,
     """Everything that can change the manylinux image's bytes, as one flat mapping."""
     inputs = {"base": base_image_id}
     for cert in local_trust_anchors():
-        inputs[f"ca/{cert.name}"] = hashlib.sha256(cert.read_bytes()).hexdigest()
+        inputs[f"ca/{cert.name}"] = sha256_of(cert)
     for name in ("Dockerfile.manylinux", "setup-pythons.sh", "constraints.txt"):
-        inputs[f"recipe/{name}"] = hashlib.sha256((recipe_dir / name).read_bytes()).hexdigest()
+        inputs[f"recipe/{name}"] = sha256_hex((recipe_dir / name).read_bytes())
     for python in pythons:
         inputs[f"python/{python.abi_dir}"] = f"{python.prefix}:{_fingerprint(python)}"
     return inputs

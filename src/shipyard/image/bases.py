@@ -9,7 +9,6 @@ the pyenv Pythons are built against bookworm's glibc, so they run on that base.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from shipyard.errors import BuildError, ToolchainMissing
 from shipyard.host import docker_base
 from shipyard.host.toolchains.discover import discover
 from shipyard.image.plan import LABEL_PREFIX
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
 from shipyard.release.destinations import ImageSettings
 
@@ -69,7 +69,7 @@ def local_python_image(version: str, *, progress: Progress | None = None) -> str
         raise ToolchainMissing(f"no Python {version} here to put in the image (pyenv install {version})")
     prefix = docker_base.python_prefix(interpreter)
     inputs = {"recipe": _PYTHON_RECIPE, "prefix": str(prefix.prefix), "files": docker_base._fingerprint(prefix)}
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    digest = sha256_hex(json.dumps(inputs, sort_keys=True).encode())
     tag = f"{LOCAL_PYTHON_REPOSITORY}:{interpreter.full_version}-{digest[:12]}"
     labels = docker_base.image_labels(tag)
     if labels is not None and labels.get(f"{LABEL_PREFIX}.python-inputs") == digest:

@@ -10,7 +10,6 @@ rebuilt: its inputs' digest is a label, and a re-run that finds it does nothing 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import shutil
@@ -33,6 +32,7 @@ from shipyard.image.hygiene import Finding, scan_image
 from shipyard.image.plan import LABEL_PREFIX, TARGETS, ImagePlan, ImageResult, image_labels, image_plans
 from shipyard.image.record import record_images
 from shipyard.image.wheels import ReleaseWheel, licenses, release_wheels, stage_index
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
 from shipyard.release.validate import Spec
 
@@ -86,7 +86,7 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
                                   licenses=licenses(wheels))
             labels[f"{LABEL_PREFIX}.base"] = f"{bases.origin}: {bases.base_image}"
             sbom = _sbom(plan, wheels, wheelhouse, bases, git.commit_time)
-            labels[SBOM_LABEL] = hashlib.sha256(sbom).hexdigest()  # the document, attached in dist/sboms/
+            labels[SBOM_LABEL] = sha256_hex(sbom)  # the document, attached in dist/sboms/
             inputs = _inputs_digest(request, plan, wheels, wheelhouse, bases, build_args, labels)
             labels[INPUTS_LABEL] = inputs
             cached = not request.no_cache and _unchanged(plan, inputs)
@@ -127,7 +127,7 @@ def _inputs_digest(request: ImageRequest, plan: ImagePlan, wheels: list[ReleaseW
     sha256, checked), the pinned dependencies, the base images' ids, the arguments and labels."""
     inputs = {
         "recipe": _RECIPE,
-        "dockerfile": hashlib.sha256(request.dockerfile.read_bytes()).hexdigest(),
+        "dockerfile": sha256_hex(request.dockerfile.read_bytes()),
         "target": plan.target,
         "wheels": {w.record.name: w.record.sha256 for w in wheels},
         "deps": list(wheelhouse.pins),
@@ -135,7 +135,7 @@ def _inputs_digest(request: ImageRequest, plan: ImagePlan, wheels: list[ReleaseW
         "args": build_args,
         "labels": labels,
     }
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(inputs, sort_keys=True).encode())
 
 
 def _layer_epoch(base_image: str) -> int:

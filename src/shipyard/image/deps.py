@@ -4,7 +4,6 @@ shipyard's cache, so an unchanged re-run neither asks PyPI nor changes the depen
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -18,13 +17,14 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from shipyard.errors import ToolchainMissing
-from shipyard.host.toolchains.cuda_toolkit import cuda_runtime_wheel
+from shipyard.host.toolchains.cuda_recipes import cuda_runtime_wheel
 from shipyard.host.toolchains.discover import cache_root, discover
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
 from shipyard.release.spec import Variant
-from shipyard.testing.verdict import requires_dist
+from shipyard.wheel.metadata import requires_dist
 
 # Bump when what goes into a wheelhouse changes.
 _RECIPE = "1"
@@ -61,7 +61,7 @@ def ensure_wheelhouse(requirements: list[str], python: str, platform_tag: str, *
     """The wheels for `requirements` (and their dependencies) for CPython `python` on
     `platform_tag`, from the cache when the same request was resolved before."""
     request = {"recipe": _RECIPE, "requirements": sorted(requirements), "python": python, "platform": platform_tag}
-    key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:24]
+    key = sha256_hex(json.dumps(request, sort_keys=True).encode())[:24]
     root = cache_root() / "image-deps"
     final = root / key
     with exclusive(root / f".{key}.lock"):

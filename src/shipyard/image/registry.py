@@ -16,10 +16,8 @@ from shipyard.errors import ShipyardError, ToolError
 from shipyard.release.destinations import PublishTarget
 
 
-class RegistryError(ShipyardError):
+class RegistryError(ShipyardError, exit_code=7):
     """A push failed or its credentials are missing; the message names the fix, never a secret."""
-
-    exit_code = 7
 
 
 @dataclass(frozen=True)

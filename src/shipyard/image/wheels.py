@@ -3,18 +3,17 @@ against the sha256 it records, and staged as a small PEP 503 index for pip to in
 
 from __future__ import annotations
 
-import email.parser
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from shipyard.errors import CheckFailed, ShipyardError
-from shipyard.record.manifest import ArtifactRecord, require_manifest
+from shipyard.record.manifest import ArtifactRecord, artifact_file, require_manifest
 from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
-from shipyard.wheel.index import add_wheel, sha256_of, write_index
+from shipyard.wheel.index import add_wheel, write_index
+from shipyard.wheel.metadata import wheel_metadata
 
 
 @dataclass(frozen=True)
@@ -55,14 +54,9 @@ def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: 
         if record is None:
             raise ShipyardError(f"{manifest_path}: no {component} wheel of variant {variant.name} for Python "
                                 f"{wanted_python} ({images.platform}); build it: {build}")
-        path = dist / "whl" / variant.tag / canonicalize_name(component) / record.name
-        if not path.is_file():
-            raise ShipyardError(f"{path}: the {component} wheel the manifest records is not in the "
-                                f"{variant.tag} index; rebuild it: {build}")
-        actual = sha256_of(path)
-        if actual != record.sha256:
-            raise CheckFailed(f"{path}: sha256 {actual} differs from {record.sha256} in {manifest_path}; "
-                              f"the index no longer holds the bytes that were built and tested. Rebuild: {build}")
+        path = _index_file(dist / "whl" / variant.tag / canonicalize_name(component) / record.name, record,
+                           f"the {component} wheel the manifest records is not in the {variant.tag} index",
+                           manifest_path, build)
         tests = record.tests
         if tests is not None and tests.get("result") != "passed":
             raise CheckFailed(f"{manifest_path}: {record.cell_id}: its tests failed "
@@ -73,6 +67,14 @@ def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: 
                               f"tested wheels: {build} (or pass --allow-untested)")
         out.append(ReleaseWheel(component, path, record))
     return out
+
+
+def _index_file(path: Path, record: ArtifactRecord, absent: str, manifest_path: Path, build: str) -> Path:
+    return artifact_file(
+        path, record, missing=lambda: ShipyardError(f"{path}: {absent}; rebuild it: {build}"),
+        changed=lambda actual: CheckFailed(
+            f"{path}: sha256 {actual} differs from {record.sha256} in {manifest_path}; the index no "
+            f"longer holds the bytes that were built and tested. Rebuild: {build}"))
 
 
 def stage_index(wheels: list[ReleaseWheel], dest: Path) -> None:
@@ -86,9 +88,7 @@ def licenses(wheels: list[ReleaseWheel]) -> str:
     """The SPDX expression of what the wheels declare (License-Expression, else License)."""
     found: list[str] = []
     for wheel in wheels:
-        with zipfile.ZipFile(wheel.path) as zf:
-            name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-            meta = email.parser.Parser().parsestr(zf.read(name).decode("utf-8"), headersonly=True)
+        meta = wheel_metadata(wheel.path)
         value = meta.get("License-Expression") or meta.get("License") or "NOASSERTION"
         if value not in found:
             found.append(value)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import time
 import zipfile
 from pathlib import Path
+
+from shipyard.plumbing.atomic_files import write_atomic
 
 # Zip entries carry no time zone; 1980-01-01 is the earliest time a zip can hold.
 _ZIP_EPOCH_FLOOR = 315532800
@@ -69,8 +70,5 @@ def write_aar(*, output: Path, abi: str, shared_library: Path, header: Path, ver
     }
     data = _write_zip(entries, epoch, executable=frozenset(
         {f"jni/{abi}/libember_lite.so", f"{module}/libs/android.{abi}/libember_lite.so"}))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(output.name + ".partial")
-    partial.write_bytes(data)
-    os.replace(partial, output)
+    write_atomic(output, data)
     return output

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard.plumbing.atomic_files import write_atomic
+
 
 @dataclass(frozen=True)
 class FeatureEntry:
@@ -67,10 +69,8 @@ def write_reproducible_tarball(staging: Path, output: Path, *, top_dir: str, epo
                     tar.addfile(info, handle)
             else:
                 tar.addfile(info)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(output.name + ".partial")
-    with partial.open("wb") as handle:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0, compresslevel=9) as gz:
-            gz.write(raw.getvalue())
-    os.replace(partial, output)
+    packed = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=packed, mtime=0, compresslevel=9) as gz:
+        gz.write(raw.getvalue())
+    write_atomic(output, packed.getvalue())
     return output

@@ -9,10 +9,10 @@ from pathlib import Path
 from shipyard.errors import ShipyardError
 from shipyard.host.source_tree import git_info
 from shipyard.mobile import MobileResult, MobileTarget, build_mobile
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
 from shipyard.release.matrix import expand, select
 from shipyard.release.validate import Spec, nearest
-from shipyard.wheel.index import sha256_of
 
 
 def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, state: Path,

@@ -1,1 +1,2 @@
-"""Plumbing: running commands, file locks, cache generations, progress, build-cache keys, port ranges, input files."""
+"""Plumbing: small helpers every other package leans on (commands, locks, generations,
+progress, caches, ports, input files, atomic files, hashing). It imports nothing above itself."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ from typing import Any
 
 import shipyard
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_hex
 
 # Bump when the pipeline changes what it puts into an artifact.
 PIPELINE_REVISION = "2"
@@ -34,7 +34,7 @@ def cache_key(*, kind: str, sources: str, spec_section: dict[str, Any], toolchai
         "extra": extra or {},
     }
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256_hex(text.encode())
 
 
 @dataclass(frozen=True)

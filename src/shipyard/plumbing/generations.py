@@ -20,10 +20,8 @@ from shipyard.errors import ShipyardError
 _GENERATION = re.compile(r"^\.(?P<name>.+)-gen-(?P<n>\d+)$")
 
 
-class GenerationError(ShipyardError):
+class GenerationError(ShipyardError, exit_code=5):
     """The symlink could not be pointed at the new generation; what readers see is unchanged."""
-
-    exit_code = 5
 
 
 def current_generation(link: Path) -> Path | None:

@@ -20,10 +20,8 @@ from shipyard.errors import NO_VALUE, ShipyardError, SpecIssue
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class InputError(ShipyardError):
+class InputError(ShipyardError, exit_code=2):
     """A file a command reads is missing, unreadable or not what it must hold: one line."""
-
-    exit_code = 2
 
     def __init__(self, issue: SpecIssue) -> None:
         self.issue = issue

@@ -16,11 +16,12 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from shipyard.conda.channel import publish_packages
+from shipyard.errors import PublishError
 from shipyard.plumbing.generations import current_generation
-from shipyard.publish.errors import PublishError
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import bounded_session, with_retries
-from shipyard.publish.target import Backend, Listed, copy_file, sha256_bytes
+from shipyard.publish.target import Backend, Listed, copy_file
 
 
 class CondaChannelBackend(Backend):
@@ -70,7 +71,7 @@ class CondaChannelBackend(Backend):
             response = with_retries(f"download {f.filename}", self.target.url,
                                     lambda url=f"{base}{subdir}/{f.filename}": session.get(url),  # type: ignore[misc]
                                     self.ctx.policy, scrub=self.ctx.scrub)
-            digest = sha256_bytes(response.content) if response.status_code == 200 else f"HTTP {response.status_code}"
+            digest = sha256_hex(response.content) if response.status_code == 200 else f"HTTP {response.status_code}"
             if digest != f.sha256:
                 raise PublishError(f"{f.filename}: {self.target.url}: the web server serves {digest} for "
                                    f"{channel}/{subdir}, the channel holds sha256 {f.sha256}; check that it serves "

@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from shipyard.errors import public_url
-from shipyard.publish.errors import MissingCredential
+from shipyard.errors import MissingCredential, public_url
 from shipyard.release.destinations import PublishTarget
 
 

@@ -14,7 +14,6 @@ same name), skips what is there and verified (journal), and finishes the switch.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,10 +25,12 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from twine.package import PackageFile
 from twine.repository import Repository
 
-from shipyard.publish.errors import ImmutableFileError, PublishError
+from shipyard.errors import ImmutableFileError, PublishError
+from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.retry import bounded_session, describe, with_retries
-from shipyard.publish.target import Backend, Listed, TargetContext, sha256_bytes
+from shipyard.publish.target import Backend, Listed, TargetContext
 
 _JSON = "application/vnd.pypi.simple.v1+json"
 _INDEX = {"type": "stage", "bases": [], "volatile": False}
@@ -50,8 +51,8 @@ class DevpiBackend(Backend):
         return f"{self.user}/{channel}" if index == PLAIN_INDEX else f"{self.user}/{channel}-{index}"
 
     def staging_name(self, channel: str, index: str, files: Sequence[PublishFile]) -> str:
-        digest = hashlib.sha256("".join(f"{f.filename} {f.sha256}\n" for f in sorted(
-            files, key=lambda f: f.filename)).encode()).hexdigest()[:16]
+        digest = sha256_hex("".join(f"{f.filename} {f.sha256}\n" for f in sorted(
+            files, key=lambda f: f.filename)).encode())[:16]
         return f"{self.index_name(channel, index)}-stage-{digest}"
 
     def describe(self, channel: str) -> str:
@@ -104,11 +105,8 @@ class DevpiBackend(Backend):
 
     def fetch(self, listed: Listed, dest: Path) -> Path:
         data = self._download(listed.url, listed.filename)
-        dest.mkdir(parents=True, exist_ok=True)
         path = dest / listed.filename
-        tmp = dest / f".{listed.filename}.part"
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        write_atomic(path, data)
         return path
 
     def _download(self, url: str, filename: str) -> bytes:
@@ -151,7 +149,7 @@ class DevpiBackend(Backend):
             if entry is None:
                 raise PublishError(f"{f.filename}: {self.base}: uploaded to {staging} but not listed there; publish "
                                    f"again")
-            digest = sha256_bytes(self._download(entry["url"], f.filename))
+            digest = sha256_hex(self._download(entry["url"], f.filename))
             if digest != f.sha256:
                 raise PublishError(f"{f.filename}: {self.base}: {staging} serves sha256 {digest}, expected "
                                    f"{f.sha256}; nothing became visible: check the server's storage, then "

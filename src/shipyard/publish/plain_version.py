@@ -11,7 +11,6 @@ must never change its bytes).
 from __future__ import annotations
 
 import calendar
-import os
 import re
 import shutil
 import tempfile
@@ -22,7 +21,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from shipyard.wheel.index import sha256_of
+from shipyard.plumbing.atomic_files import replace_if_changed
 from shipyard.wheel.repair import source_date_epoch
 
 
@@ -68,8 +67,6 @@ def plain_version_wheel(wheel: Path, out_dir: Path) -> Path:
                 plain.writestr(entry, data)
             with source_date_epoch(calendar.timegm((*record_date, 0, 0, 0))):
                 plain.close()  # writes RECORD, dated like the source's
-    if not (target.is_file() and sha256_of(target) == sha256_of(tmp)):
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+    replace_if_changed(tmp, target)
     shutil.rmtree(workdir, ignore_errors=True)
     return target

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from shipyard.publish.errors import GateBlocked, PublishError
+from shipyard.errors import GateBlocked, PublishError
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
-from shipyard.record.manifest import ArtifactRecord
+from shipyard.record.manifest import ArtifactRecord, artifact_file
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
-from shipyard.wheel.index import sha256_of
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
 
@@ -85,14 +85,13 @@ class PublishFile:
 def local_file(dist: Path, artifact: ArtifactRecord) -> Path:
     """The artifact's file, checked against the manifest's sha256 (a publish sends what was tested)."""
     path = dist / artifact.path
-    if not path.is_file():
-        raise PublishError(f"{dist / 'manifest.json'}: artifact {artifact.name}: {path} does not exist; build it "
-                           f"again (or publish from the dist folder that holds it)")
-    digest = sha256_of(path)
-    if digest != artifact.sha256:
-        raise PublishError(f"{path}: sha256 {digest} is not the manifest's {artifact.sha256} for {artifact.name}; "
-                           f"the file changed after it was tested: rebuild, do not publish it")
-    return path
+    return artifact_file(
+        path, artifact,
+        missing=lambda: PublishError(f"{dist / 'manifest.json'}: artifact {artifact.name}: {path} does not exist; "
+                                     f"build it again (or publish from the dist folder that holds it)"),
+        changed=lambda digest: PublishError(
+            f"{path}: sha256 {digest} is not the manifest's {artifact.sha256} for {artifact.name}; "
+            f"the file changed after it was tested: rebuild, do not publish it"))
 
 
 def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: Path,

@@ -32,10 +32,7 @@ as many times as the retry policy allows.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,15 +41,15 @@ import docker
 import requests
 from docker.models.images import Image
 
-from shipyard.errors import ToolError
+from shipyard.errors import PublishError, ToolError
 from shipyard.host.docker_base import ensure_docker_engine
 from shipyard.image.registry import RegistryError, push_image
-from shipyard.publish.errors import PublishError, RetriesExhausted
+from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.retry import bounded_session, describe, with_retries
+from shipyard.publish.retry import bounded_session, describe, retry, with_retries
 from shipyard.publish.target import Backend, Listed, TargetContext
 
-log = logging.getLogger("shipyard.publish")
 _MANIFESTS = ", ".join(("application/vnd.docker.distribution.manifest.v2+json",
                         "application/vnd.oci.image.manifest.v1+json"))
 
@@ -121,7 +118,7 @@ class RegistryBackend(Backend):
         if response.status_code != 200:
             raise self._fail(what, response)
         kind = response.headers.get("Content-Type", "").split(";")[0]
-        return response.content, kind, "sha256:" + hashlib.sha256(response.content).hexdigest()
+        return response.content, kind, "sha256:" + sha256_hex(response.content)
 
     @staticmethod
     def _config_digest(body: bytes, where: str) -> str:
@@ -157,11 +154,8 @@ class RegistryBackend(Backend):
             image = self.client.images.pull(repository, tag=digest, auth_config=self._auth())
         except docker.errors.APIError as exc:
             raise PublishError(self.ctx.scrub(f"pull {listed.url}: {exc.explanation or exc}")) from None
-        dest.mkdir(parents=True, exist_ok=True)
         marker = dest / f"{listed.filename.replace(':', '_').replace('/', '_')}.id"
-        tmp = marker.with_suffix(".part")
-        tmp.write_text(str(image.id) + "\n")
-        tmp.replace(marker)
+        write_atomic(marker, str(image.id) + "\n")
         return marker
 
     def fetched_sha256(self, path: Path) -> str:
@@ -227,21 +221,17 @@ class RegistryBackend(Backend):
         image = self._local_image(f)
         local = f"{repo}:{tag}"
         image.tag(repo, tag)
-        pauses = self.ctx.policy.pauses()
-        last = "no response"
-        try:
-            for number in range(self.ctx.policy.tries):
-                try:
-                    return push_image(local, self.target, client=self.client).digest
-                except (RegistryError, ToolError) as exc:
-                    last = self.ctx.scrub(str(exc))
-                if number < len(pauses):
-                    log.info("push %s: %s; trying again in %.1f s", local, last, pauses[number])
-                    time.sleep(pauses[number])
+        tries = self.ctx.policy.tries
+
+        def gave_up(last: str) -> str:
             hint = (f"; check {self.target.username_env} and {self.target.password_env} (release.yaml: "
                     f"publish.{self.target.name})" if "unauthorized" in last.lower() else "")
-            raise RetriesExhausted(f"{f.artifact}: push to {self.host}: gave up after {self.ctx.policy.tries} "
-                                   f"tries; last response: {last}{hint}")
+            return f"{f.artifact}: push to {self.host}: gave up after {tries} tries; last response: {last}{hint}"
+
+        try:
+            return retry(lambda: push_image(local, self.target, client=self.client).digest, self.ctx.policy,
+                         label=f"push {local}", errors=(RegistryError, ToolError),
+                         failure=lambda exc: self.ctx.scrub(str(exc)), gave_up=gave_up)
         finally:
             try:  # the staging tag was only the push's handle
                 self.client.images.remove(local, noprune=True)
@@ -260,7 +250,7 @@ class RegistryBackend(Backend):
         body, _, served = self._manifest(repo, digest)
         config = self._config_digest(body, where)
         blob = self._request("GET", f"read the config of {where}", f"{self.api}/{repo}/blobs/{config}")
-        blob_digest = ("sha256:" + hashlib.sha256(blob.content).hexdigest() if blob.status_code == 200
+        blob_digest = ("sha256:" + sha256_hex(blob.content) if blob.status_code == 200
                        else describe(blob))
         if served != digest or config != f"sha256:{f.sha256}" or blob_digest != config:
             raise PublishError(f"{f.artifact}: {where} reads back as manifest {served} with config {config} "

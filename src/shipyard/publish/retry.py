@@ -9,14 +9,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
 
-from shipyard.publish.errors import RetriesExhausted
+from shipyard.errors import RetriesExhausted
 
 log = logging.getLogger("shipyard.publish")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -57,23 +58,38 @@ def describe(response: requests.Response) -> str:
     return f"HTTP {response.status_code} {response.reason}"
 
 
-def with_retries(what: str, server: str, attempt: Callable[[], requests.Response], policy: RetryPolicy,
-                 *, scrub: Callable[[str], str] = str) -> requests.Response:
-    """Call `attempt` until it returns a response below 500, at most `policy.tries` times.
-    A 4xx is returned to the caller (it is an answer, not a fault)."""
+def retry(attempt: Callable[[], T], policy: RetryPolicy, *, label: str, errors: tuple[type[Exception], ...],
+          failure: Callable[[Exception], str], gave_up: Callable[[str], str],
+          fault: Callable[[T], str | None] = lambda _: None) -> T:
+    """The one retry loop: call `attempt` at most `policy.tries` times, pausing as the policy says
+    after each try that raised one of `errors` (described by `failure`, which must scrub secrets) or
+    returned a result `fault` describes as a fault; return the first good result, else raise
+    RetriesExhausted with `gave_up(the last failure)`."""
     last = "no response"
     pauses = policy.pauses()
     for number in range(policy.tries):
         try:
-            response = attempt()
-        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
-            # The exception's own text may quote a URL with a token; keep its kind and the gist.
-            last = scrub(f"{type(exc).__name__}: {str(exc)[:200]}")
+            result = attempt()
+        except errors as exc:
+            last = failure(exc)
         else:
-            if response.status_code < 500:
-                return response
-            last = describe(response)
+            if (fault_text := fault(result)) is None:
+                return result
+            last = fault_text
         if number < len(pauses):
-            log.info("%s: %s: %s; trying again in %.1f s", what, server, last, pauses[number])
+            log.info("%s: %s; trying again in %.1f s", label, last, pauses[number])
             time.sleep(pauses[number])
-    raise RetriesExhausted(f"{what}: {server}: gave up after {policy.tries} tries; last response: {last}")
+    raise RetriesExhausted(gave_up(last))
+
+
+def with_retries(what: str, server: str, attempt: Callable[[], requests.Response], policy: RetryPolicy,
+                 *, scrub: Callable[[str], str] = str) -> requests.Response:
+    """Call `attempt` until it returns a response below 500, at most `policy.tries` times.
+    A 4xx is returned to the caller (it is an answer, not a fault)."""
+    return retry(
+        attempt, policy, label=f"{what}: {server}",
+        errors=(requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError),
+        # The exception's own text may quote a URL with a token; keep its kind and the gist.
+        failure=lambda exc: scrub(f"{type(exc).__name__}: {str(exc)[:200]}"),
+        fault=lambda response: describe(response) if response.status_code >= 500 else None,
+        gave_up=lambda last: f"{what}: {server}: gave up after {policy.tries} tries; last response: {last}")

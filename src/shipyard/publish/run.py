@@ -15,12 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shipyard.errors import ShipyardError, UsageError, nearest
+from shipyard.errors import ImmutableFileError, PublishError, ShipyardError, UsageError, nearest
 from shipyard.plumbing.progress import Progress
 from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.devpi import DevpiBackend
-from shipyard.publish.errors import ImmutableFileError, PublishError
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import Gating, PublishFile, files_for, gate
 from shipyard.publish.registry import RegistryBackend

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
-from shipyard.errors import public_url
+from shipyard.errors import PublishError, public_url
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.generations import current_generation, next_generation, remove_old_generations, switch
-from shipyard.publish.errors import PublishError
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file
-from shipyard.wheel.index import sha256_of, write_index
+from shipyard.wheel.index import write_index
 
 
 class StaticTreeBackend(Backend):

@@ -8,21 +8,20 @@ targets (run.py), from `listing`.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import public_url
+from shipyard.plumbing.atomic_files import copy_atomic
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.retry import RetryPolicy
 from shipyard.release.destinations import PublishTarget
-from shipyard.wheel.index import sha256_of
 
 
 @dataclass(frozen=True)
@@ -86,14 +85,5 @@ class Backend(ABC):
         return (self.ctx.root / self.target.path).resolve()
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def copy_file(source: Path, dest_dir: Path) -> Path:
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    target = dest_dir / source.name
-    tmp = dest_dir / f".{source.name}.part"
-    shutil.copyfile(source, tmp)
-    tmp.replace(target)
-    return target
+    return copy_atomic(source, dest_dir / source.name)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shipyard.wheel.pipeline import CellOutcome
+from shipyard.wheel.build_request import CellOutcome
 
 _STYLE = {"passed": "green", "cached": "cyan", "built": "green", "failed": "red", "skipped": "yellow",
           "unavailable": "yellow", "not applicable": "dim"}

@@ -7,15 +7,15 @@ Runs of different variants merge into the same file; writes are atomic and locke
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.input_files import input_error, read_json_input, validated
 
 if TYPE_CHECKING:
@@ -117,6 +117,19 @@ def require_manifest(path: Path, missing_fix: str) -> Manifest:
     return manifest
 
 
+def artifact_file(path: Path, record: ArtifactRecord, *, missing: Callable[[], Exception],
+                  changed: Callable[[str], Exception]) -> Path:
+    """`path`, the local file of `record`, once it is there and holds the bytes the manifest records
+    (what ships is what was built and tested). Else raises `missing()`, or `changed(its sha256)`:
+    the caller's error, in the words of its command."""
+    if not path.is_file():
+        raise missing()
+    digest = sha256_of(path)
+    if digest != record.sha256:
+        raise changed(digest)
+    return path
+
+
 def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord],
                     not_applicable: Iterable[NotApplicableRecord] = ()) -> Manifest:
     """Replace the records of the same cells, keep every other, write atomically. A cell is either
@@ -135,9 +148,5 @@ def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable
         manifest = Manifest(release=release, version=version,
                             artifacts=tuple(by_cell[k] for k in sorted(by_cell)),
                             not_applicable=tuple(ruled_out[k] for k in sorted(ruled_out)))
-        fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
         return manifest

@@ -10,14 +10,13 @@ merged manifest is the one record of the release. Merging a fragment twice chang
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ShipyardError
+from shipyard.plumbing.atomic_files import copy_atomic
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import (
     ArtifactRecord,
     NotApplicableRecord,
@@ -25,13 +24,11 @@ from shipyard.record.manifest import (
     read_manifest,
     require_manifest,
 )
-from shipyard.wheel.index import add_wheel, sha256_of, write_index
+from shipyard.wheel.index import add_wheel, write_index
 
 
-class MergeError(ShipyardError):
+class MergeError(ShipyardError, exit_code=6):
     """The fragments cannot be merged; dist/ is left as it was."""
-
-    exit_code = 6
 
 
 @dataclass(frozen=True)
@@ -120,13 +117,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     if conda:
         publish_packages(dist / "conda", conda)
     for source, rel in other:
-        target = dist / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.close(fd)
-        shutil.copyfile(source, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        copy_atomic(source, dist / rel)
     dist.mkdir(parents=True, exist_ok=True)
     merged = merge_artifacts(dist / "manifest.json", release=release, version=version,
                              records=[record for record, _ in records.values()],

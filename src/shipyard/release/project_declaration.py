@@ -84,21 +84,28 @@ def vcs_state(project: Path) -> str:
         return ""
 
 
+def _setup_cfg(project: Path) -> configparser.ConfigParser | None:
+    """The project's setup.cfg, read; None when it has none."""
+    cfg = project / "setup.cfg"
+    if not cfg.is_file():
+        return None
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(cfg, encoding="utf-8")
+    except configparser.Error as exc:
+        raise ShipyardError(f"{cfg}: not a valid setup.cfg ({exc}); fix the file") from exc
+    return parser
+
+
 def declared_requires_python(project: Path) -> tuple[str, str] | None:
     """(specifier, where it is declared) from pyproject.toml's [project] table or setup.cfg's
     [options]; None when the project computes it (setup.py) or does not say."""
     table = pyproject_table(project).get("project", {})
     if "requires-python" in table:
         return str(table["requires-python"]), "pyproject.toml [project] requires-python"
-    cfg = project / "setup.cfg"
-    if cfg.is_file():
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read(cfg, encoding="utf-8")
-        except configparser.Error as exc:
-            raise ShipyardError(f"{cfg}: not a valid setup.cfg ({exc}); fix the file") from exc
-        if parser.has_option("options", "python_requires"):
-            return parser.get("options", "python_requires").strip(), "setup.cfg [options] python_requires"
+    parser = _setup_cfg(project)
+    if parser and parser.has_option("options", "python_requires"):
+        return parser.get("options", "python_requires").strip(), "setup.cfg [options] python_requires"
     return None
 
 
@@ -108,14 +115,8 @@ def declared_version(project: Path) -> str | None:
     table = pyproject_table(project).get("project", {})
     if "version" in table and "version" not in table.get("dynamic", ()):
         return str(table["version"])
-    cfg = project / "setup.cfg"
-    if cfg.is_file():
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read(cfg, encoding="utf-8")
-        except configparser.Error as exc:
-            raise ShipyardError(f"{cfg}: not a valid setup.cfg ({exc}); fix the file") from exc
-        if parser.has_option("metadata", "version"):
-            value = parser.get("metadata", "version").strip()
-            return value if value and not value.startswith(("attr:", "file:")) else None
+    parser = _setup_cfg(project)
+    if parser and parser.has_option("metadata", "version"):
+        value = parser.get("metadata", "version").strip()
+        return value if value and not value.startswith(("attr:", "file:")) else None
     return None

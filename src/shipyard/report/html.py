@@ -4,13 +4,13 @@ asset, so it opens offline and from a CI artifact as it is."""
 from __future__ import annotations
 
 import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.report.artifacts import ArtifactRow, TimingRow
 from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport
@@ -40,12 +40,7 @@ def render_html(report: ReleaseReport, out: Path, dist: Path) -> str:
 
 def write_html(report: ReleaseReport, out: Path, dist: Path) -> Path:
     """Write the report to `out` atomically (a reader never sees half a page)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".report.", dir=out.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(render_html(report, out, dist))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, out)
+    write_atomic(out, render_html(report, out, dist))
     return out
 
 

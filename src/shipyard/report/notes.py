@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.release.fields import STATUS_ORDER
 from shipyard.release.matrix import ANY
 from shipyard.release.spec import FeatureFile
@@ -39,10 +40,7 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
 
 
 def write_notes(text: str, out: Path) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    write_atomic(out, text)
     return out
 
 

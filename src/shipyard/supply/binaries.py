@@ -4,7 +4,6 @@ and the libraries each links (DT_NEEDED, its dynamic section)."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import re
 import tarfile
@@ -42,10 +41,6 @@ def archive_files(tar: tarfile.TarFile) -> dict[str, bytes]:
         if handle is not None:
             files[PurePosixPath(*PurePosixPath(member.name).parts[1:]).as_posix()] = handle.read()
     return files
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def needed_libraries(data: bytes) -> list[str]:

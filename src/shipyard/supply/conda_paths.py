@@ -9,7 +9,6 @@ empty folder the package creates.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import posixpath
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import zstandard
+
+from shipyard.plumbing.hashing import sha256_hex
 
 PATHS_JSON = "info/paths.json"
 
@@ -68,7 +69,7 @@ def _contents(package: Path) -> tuple[dict[str, _Entry], bytes | None]:
                     continue
                 if member.isfile():
                     data = tar.extractfile(member).read()  # type: ignore[union-attr]
-                    entries[name] = _Entry("file", len(data), hashlib.sha256(data).hexdigest())
+                    entries[name] = _Entry("file", len(data), sha256_hex(data))
                 elif member.issym():
                     entries[name] = _Entry("softlink", len(member.linkname.encode()), "", member.linkname)
                 elif member.isdir():

@@ -9,7 +9,6 @@ name and proven by its hash: the SBOM names the exact file that went in, not a g
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from shipyard.errors import BuildError, ToolError
 from shipyard.host.toolchains.sysroot import Sysroot
 from shipyard.plumbing import command
+from shipyard.plumbing.hashing import sha256_of
 
 _GRAFTED = re.compile(r"^(?P<base>[^.]+)-(?P<hash>[0-9a-f]{8})\.(?P<ext>so.*)$")
 # Where Debian's multiarch libraries live; auditwheel finds them through the loader's path.
@@ -59,7 +59,7 @@ def original_name(wheel_path: str) -> tuple[str, str]:
 
 @cache
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_of(path)
 
 
 def find_original(wheel_path: str, folders: Sequence[Path]) -> tuple[Path, str]:

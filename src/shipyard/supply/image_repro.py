@@ -16,7 +16,6 @@ plain "identical".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import tarfile
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from shipyard.errors import ShipyardError
+from shipyard.plumbing.hashing import sha256_hex
 
 # Config fields (dotted paths; `history.*` is every history entry) that record when and where the
 # image was built, not what it is: the time of each step; the id and hostname of the container the
@@ -160,7 +160,7 @@ def _entries(layer: IO[bytes]) -> Iterator[tuple[str, tuple[Entry, int]]]:
             content = ""
             if member.isfile():
                 handle = tar.extractfile(member)
-                content = hashlib.sha256(handle.read() if handle else b"").hexdigest()
+                content = sha256_hex(handle.read() if handle else b"")
             entry = Entry(member.type, member.mode, (member.uid, member.gid), member.size, member.linkname, content)
             yield member.name, (entry, int(member.mtime))
 

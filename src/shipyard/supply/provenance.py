@@ -10,7 +10,6 @@ described in the README and was not run here: this machine reaches neither Fulci
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +19,10 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
 from shipyard.host.source_tree import git_info
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.input_files import InputError, input_error, parse_json_input, read_json_input
 from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, require_manifest
 from shipyard.release.validate import Spec
-from shipyard.wheel.index import sha256_of
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -122,7 +121,7 @@ def build_definition(spec: Spec) -> BuildDefinition:
     settings = spec.release.supply_chain
     assert settings is not None
     source = spec.release.images.source if spec.release.images else spec.root.resolve().as_uri()
-    return BuildDefinition(release_yaml_sha256=hashlib.sha256((spec.root / "release.yaml").read_bytes()).hexdigest(),
+    return BuildDefinition(release_yaml_sha256=sha256_of(spec.root / "release.yaml"),
                            git_sha=git_info(spec.root).sha, source=source, builder_id=settings.builder_id)
 
 

@@ -10,7 +10,6 @@ its own repository name so that the release's tags in a shared engine stay where
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from shipyard.errors import ShipyardError, ToolError
 from shipyard.plumbing import command
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
 from shipyard.supply.image_repro import ImageComparison, compare_images, save_image
 
@@ -119,7 +119,7 @@ def _build(clone: Path, request: ReproRequest, run: int) -> None:
 
 
 def _files(dist: Path) -> dict[str, str]:
-    return {p.relative_to(dist).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+    return {p.relative_to(dist).as_posix(): sha256_of(p)
             for p in sorted(dist.rglob("*")) if p.is_file() and p.name != "manifest.json"
             and not p.name.startswith(".") and p.relative_to(dist).parts[0] != "provenance"}
 

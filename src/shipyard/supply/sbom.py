@@ -21,7 +21,6 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.parser import BytesHeaderParser
 from functools import partial
 from pathlib import Path, PurePosixPath
 
@@ -36,8 +35,9 @@ from pydantic import BaseModel
 from shipyard.errors import BuildError
 from shipyard.host.toolchains.discover import Compiler
 from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, validated
-from shipyard.supply.binaries import is_binary, linked_from_outside, sha256_hex, wheel_binaries
+from shipyard.supply.binaries import is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.grafted import (
     GraftedLibrary,
     debian_package,
@@ -46,6 +46,7 @@ from shipyard.supply.grafted import (
     identify,
     library_folders,
 )
+from shipyard.wheel.metadata import read_metadata
 
 # Properties shipyard adds to components (CycloneDX's `properties`, namespaced by their prefix).
 ROLE = "shipyard:role"  # vendored | built | linked | toolchain | dependency
@@ -153,12 +154,6 @@ def render(subject: SbomSubject, parts: Sequence[Component], *, epoch: int, purl
     return (json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n").encode()
 
 
-def _requires_dist(zf: zipfile.ZipFile) -> list[str]:
-    metadata = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1)
-    headers = BytesHeaderParser().parsebytes(zf.read(metadata))
-    return headers.get_all("Requires-Dist") or []
-
-
 def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch: int,
                library_path: Sequence[Path] = ()) -> bytes:
     """The SBOM of a repaired wheel: every grafted library traced to the file and package it came
@@ -168,7 +163,7 @@ def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch
     with zipfile.ZipFile(wheel) as zf:
         grafted = grafted_members(zf.namelist())
         binaries = {member: sha256_hex(data) for member, data in wheel_binaries(zf).items()}
-        requirements = _requires_dist(zf)
+        requirements = read_metadata(zf).get_all("Requires-Dist") or []
     sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
     trace = partial(identify, library_path=library_path, sysroot=sysroot, cuda_version=cuda.version if cuda else None,
                     cuda_root=cuda.root if cuda else None)

@@ -6,7 +6,6 @@ tarball's SBOM lists its binaries and every library they link."""
 
 from __future__ import annotations
 
-import hashlib
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,9 +17,10 @@ from securesystemslib.signer import Key
 from wheel.wheelfile import WheelError, WheelFile
 
 from shipyard.host import docker_base
+from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.plumbing.input_files import input_error
 from shipyard.record.manifest import ArtifactRecord, read_manifest, require_manifest
-from shipyard.supply.binaries import archive_files, is_binary, linked_from_outside, sha256_hex, wheel_binaries
+from shipyard.supply.binaries import archive_files, is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.conda_paths import check_conda_paths
 from shipyard.supply.grafted import grafted_members
 from shipyard.supply.provenance import (
@@ -150,7 +150,7 @@ def _verify_image_sbom(dist: Path, record: ArtifactRecord) -> CheckResult:
     relative = record.build.get("sbom")
     if not relative or not (dist / relative).is_file():
         return CheckResult(name, "sbom", False, f"no SBOM file recorded or present ({relative or 'none recorded'})")
-    digest = hashlib.sha256((dist / relative).read_bytes()).hexdigest()
+    digest = sha256_of(dist / relative)
     labelled = (docker_base.image_labels(name) or {}).get(SBOM_LABEL)
     if labelled != digest:
         return CheckResult(name, "sbom", False, f"{relative} has sha256 {digest[:16]}…, the image's {SBOM_LABEL} "

@@ -5,7 +5,7 @@ Two installers, one way each:
 - `uv` (the default): venv creation and installs take about a second, from a cache under the
   state folder;
 - `pip`: what users run. The pipeline keeps one real pip resolution per variant and Python
-  (pipeline._choose_pip_cells), so "what pip resolves" stays proven on every run.
+  (cell_tests._choose_pip_cells), so "what pip resolves" stays proven on every run.
 uv creates every venv and installs the test requirements (pytest, numpy, ...) from the
 wheelhouse; the installer decides which build of the project lands in it.
 Neither reads the machine's settings (pip.conf, PIP_*, uv.toml, UV_*): only the variant's index
@@ -14,7 +14,6 @@ and the wheelhouse are seen.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from shipyard.host.toolchains.discover import Interpreter
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_hex
 
 INSTALLERS = ("uv", "pip")
 
@@ -30,7 +30,7 @@ def ensure_wheelhouse(interpreter: Interpreter, requirements: Sequence[str], sta
     """Third-party wheels (numpy, pytest, …) for `interpreter`, downloaded once from PyPI; cells
     running side by side wait for the one that downloads."""
     wanted = sorted(set(requirements))
-    tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    tag = sha256_hex("\n".join(wanted).encode())[:12]
     house = state / "wheelhouse" / f"{interpreter.version}-{tag}"
     with exclusive(house.with_name(f".{house.name}.lock")):
         if not (house / ".complete").exists():

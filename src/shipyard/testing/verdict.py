@@ -25,14 +25,12 @@ import json
 import shutil
 import signal
 import time
-import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import Requirement
 from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
 
 from shipyard.errors import ToolError
@@ -40,6 +38,7 @@ from shipyard.host.toolchains.discover import Interpreter
 from shipyard.plumbing import command
 from shipyard.release.pytest_selection import PytestSelection
 from shipyard.testing.venv import ensure_wheelhouse, make_test_env
+from shipyard.wheel.metadata import requires_dist
 
 UNMARKED = "(unmarked)"
 
@@ -161,13 +160,6 @@ class TestRun:
                    data["installer"],
                    tuple((test, seconds) for test, seconds in data.get("slowest", [])), (span[0], span[1]),
                    data.get("left_out"))
-
-
-def requires_dist(wheel: Path) -> list[Requirement]:
-    with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        lines = zf.read(name).decode("utf-8").splitlines()
-    return [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
 
 
 def component_test_requirements(tests_dir: Path) -> list[str]:

@@ -10,7 +10,6 @@ environment is made, so each build can skip the frontend's per-build dependency 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -25,6 +24,7 @@ from packaging.utils import canonicalize_name
 from shipyard.host.toolchains.discover import Interpreter
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.release.project_declaration import build_backend, declaration_hash, writes_into_sources
 
 # Always present: the frontend itself and the backends ember's components use.
@@ -75,7 +75,7 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
     """A venv of `interpreter` holding everything `project` needs to build a wheel (made once,
     reused after; a project with other requirements gets its own)."""
     wanted = combined_requirements(build_requirements(project))
-    tag = hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:12]
+    tag = sha256_hex("\n".join(wanted).encode())[:12]
     root = state / "envs" / f"build-{interpreter.full_version}-{interpreter.binary_sha256[:8]}-{tag}"
     python = root / "bin" / "python"
     marker = root / "shipyard-freeze.txt"
@@ -105,7 +105,7 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
             marker.unlink(missing_ok=True)  # the environment changed: freeze it again
         if not marker.is_file():
             marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
-        identity = hashlib.sha256(marker.read_bytes()).hexdigest()[:16]
+        identity = sha256_of(marker)[:16]
         return BuildEnv(interpreter, root, wanted, identity)
 
 

@@ -216,7 +216,7 @@ def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Compo
         failures += check_vendored_libraries(wheel, component.vendored_libraries, component=component.name,
                                              implied=cudart)
         if variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
-            from shipyard.host.toolchains.cuda_toolkit import cuda_device_code
+            from shipyard.host.toolchains.cuobjdump import cuda_device_code
 
             cuobjdump = toolchain.cuda.cuobjdump
             failures += check_cuda_archs(wheel, variant.archs, lambda p: cuda_device_code(p, cuobjdump))

@@ -6,26 +6,18 @@ project's wheels beside its `index.html` and `index.json`.
 
 from __future__ import annotations
 
-import email.parser
 import hashlib
 import html
 import json
-import os
-import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 from urllib.parse import quote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+from shipyard.plumbing.atomic_files import copy_atomic, write_atomic
+from shipyard.plumbing.hashing import sha256_of
+from shipyard.wheel.metadata import requires_python
 
 
 def content_identity(wheel: Path) -> str:
@@ -40,16 +32,6 @@ def content_identity(wheel: Path) -> str:
     return digest.hexdigest()
 
 
-def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write `text` (UTF-8 when a str) so that a reader sees the old file or the new one, never half (0644)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(text.encode() if isinstance(text, str) else text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def add_wheel(wheel: Path, variant_dir: Path) -> Path:
     """Copy a wheel into its project's folder of the variant index; return the new path.
     A wheel of the same name is replaced (its bytes are a rebuild of the same cell)."""
@@ -57,12 +39,7 @@ def add_wheel(wheel: Path, variant_dir: Path) -> Path:
     target = variant_dir / canonicalize_name(name) / wheel.name
     target.parent.mkdir(parents=True, exist_ok=True)
     if wheel.resolve() != target.resolve():
-        # A name of its own: two runs may publish the same cell into one index at once.
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.close(fd)
-        shutil.copyfile(wheel, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        copy_atomic(wheel, target)
     return target
 
 
@@ -79,14 +56,6 @@ def write_index(variant_dir: Path) -> list[str]:
         "projects": [{"name": p} for p in projects],
     }, indent=1, sort_keys=True) + "\n")
     return projects
-
-
-def requires_python(wheel: Path) -> str | None:
-    """The Requires-Python of a wheel's METADATA, if it declares one."""
-    with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        message = email.parser.BytesHeaderParser().parsebytes(zf.read(name))
-    return message.get("Requires-Python")
 
 
 def _write_project(folder: Path, project: str) -> None:

@@ -1,13 +1,15 @@
-"""What a built wheel's own metadata says about the project: its version and the Pythons it
-supports. A component's version is its own (setuptools_scm, a pyproject version, setup.py's),
-read from here, unless release.yaml overrides it."""
+"""What a built wheel's own metadata says about the project: its version, the Pythons it
+supports, what it requires. A component's version is its own (setuptools_scm, a pyproject version,
+setup.py's), read from here, unless release.yaml overrides it. The one reader of a wheel's METADATA."""
 
 from __future__ import annotations
 
 import zipfile
+from email.message import Message
 from email.parser import Parser
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
@@ -19,13 +21,31 @@ def wheel_version(wheel: Path) -> str:
     return Version(str(version)).public
 
 
+def dist_info(zf: zipfile.ZipFile) -> str:
+    """The wheel's own .dist-info folder (the top-level one holding METADATA, not a vendored one)."""
+    return next(n.split("/")[0] for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+
+
+def read_metadata(zf: zipfile.ZipFile) -> Message:
+    """The headers of the wheel's own METADATA."""
+    return Parser().parsestr(zf.read(f"{dist_info(zf)}/METADATA").decode("utf-8"), headersonly=True)
+
+
+def wheel_metadata(wheel: Path) -> Message:
+    """The headers of the METADATA of the wheel file `wheel`."""
+    with zipfile.ZipFile(wheel) as zf:
+        return read_metadata(zf)
+
+
 def requires_python(wheel: Path) -> str | None:
     """The wheel's METADATA Requires-Python, None when it has none."""
-    with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-        headers = Parser().parsestr(zf.read(name).decode("utf-8"), headersonly=True)
-    value = headers.get("Requires-Python")
+    value = wheel_metadata(wheel).get("Requires-Python")
     return value.strip() if value else None
+
+
+def requires_dist(wheel: Path) -> list[Requirement]:
+    """The wheel's METADATA Requires-Dist, parsed."""
+    return [Requirement(line) for line in wheel_metadata(wheel).get_all("Requires-Dist") or []]
 
 
 def requires_python_problem(wheel: Path, component: str, python_full_version: str, declared: str | None) -> str:

@@ -1,25 +1,21 @@
 """`shipyard build --variant V`: every wheel cell of a variant on this host, built, repaired,
-labelled, checked, indexed, tested from the index, and recorded in dist/manifest.json."""
+labelled, checked, indexed, tested from the index, and recorded in dist/manifest.json.
+The request and outcome shapes live in build_request.py, the test stage in cell_tests.py."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from packaging.utils import NormalizedName, canonicalize_name
 
 from shipyard.errors import ShipyardError, ToolchainMissing
-from shipyard.host.source_tree import GitInfo, git_info, hash_tree
-from shipyard.host.toolchains.discover import Interpreter, Inventory, discover
+from shipyard.host.source_tree import git_info, hash_tree
+from shipyard.host.toolchains.discover import Inventory, discover
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.plumbing.build_cache import BuildCache, cache_key
-from shipyard.plumbing.port_ranges import claimed_port_range
-from shipyard.plumbing.progress import Progress, running
+from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.progress import Progress
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
 from shipyard.release.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
 from shipyard.release.project_declaration import (
@@ -29,21 +25,14 @@ from shipyard.release.project_declaration import (
     vcs_state,
     writes_into_sources,
 )
-from shipyard.release.pytest_selection import selection_of
-from shipyard.release.spec import Component, Variant
+from shipyard.release.spec import Component
 from shipyard.release.validate import Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
-from shipyard.testing.verdict import (
-    FeatureGate,
-    console_script_problems,
-    judge_identity,
-    listed_tests,
-    requires_dist,
-    run_component_tests,
-)
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import copy_project, ensure_build_env
-from shipyard.wheel.index import add_wheel, content_identity, sha256_of, write_index
+from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
+from shipyard.wheel.cell_tests import run_cell_tests
+from shipyard.wheel.index import add_wheel, write_index
 from shipyard.wheel.labels import package_files
 from shipyard.wheel.metadata import requires_python_problem, wheel_version
 from shipyard.wheel.native_core import (
@@ -54,65 +43,6 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
-
-
-def default_test_jobs() -> int:
-    """How many cells' tests run side by side unless told: one per core, and no more than
-    memory allows at about 1.5 GiB a cell (a cell's suite starts several processes)."""
-    cores = os.cpu_count() or 1
-    try:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return cores
-    return max(1, min(cores, int(available / (1.5 * 2**30))))
-
-
-@dataclass(frozen=True)
-class BuildRequest:
-    variant: str
-    pythons: tuple[str, ...] = ()
-    components: tuple[str, ...] = ()
-    skip_unavailable: bool = False
-    container: bool = False
-    run_tests: bool = True
-    dist: Path = Path("dist")
-    state: Path = Path(".shipyard")
-    jobs: int = max(1, os.cpu_count() or 1)
-    test_jobs: int = field(default_factory=default_test_jobs)  # cells tested side by side
-    test_installer: str = "uv"  # uv (one real pip resolution per Python) or pip (every cell)
-
-
-@dataclass
-class CellOutcome:
-    """What happened to one cell; `result` is passed, failed, cached, skipped, unavailable or
-    not applicable (its project's requires-python excludes its Python; `detail` says so)."""
-
-    cell: Cell
-    result: str
-    seconds: float = 0.0
-    wheel: Path | None = None
-    detail: str = ""
-    build: dict[str, object] = field(default_factory=dict)
-    test_json: dict[str, object] | None = None
-
-    @property
-    def size(self) -> int | None:
-        return self.wheel.stat().st_size if self.wheel and self.wheel.exists() else None
-
-
-@dataclass(frozen=True)
-class _Context:
-    spec: Spec
-    request: BuildRequest
-    variant: Variant
-    inventory: Inventory
-    git: GitInfo
-    cache: BuildCache
-    progress: Progress
-
-    @property
-    def root(self) -> Path:
-        return self.spec.root
 
 
 def _selected(cells: list[Cell], request: BuildRequest, inventory: Inventory) -> list[Cell]:
@@ -175,7 +105,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     if missing and not request.skip_unavailable:
         raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
                                + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
-    ctx = _Context(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
+    ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
                    BuildCache(request.state / "cache"), progress)
     buildable = [c for c in cells if c.id in resolved]
     built = _build_all(ctx, buildable, resolved)
@@ -191,7 +121,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     for folder in sorted(touched):
         write_index(folder)
     if request.run_tests:
-        _test_all(ctx, built, resolved, variant_dir)
+        run_cell_tests(ctx, built, resolved, variant_dir)
     outcomes += built
     _record(ctx, built, ruled_out)
     order = {c.id: i for i, c in enumerate([*cells, *(n.cell for n in ruled_out)])}
@@ -200,7 +130,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
 
 # --- build ----------------------------------------------------------------------------------
 
-def _spec_section(ctx: _Context, component: Component) -> dict[str, object]:
+def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
     release = ctx.spec.release
     # What the checks and tests hold a wheel to does not change its bytes: no rebuild for it.
     section = component.model_dump(mode="json", exclude={"vendored_libraries", "console_scripts", "test_requires"})
@@ -211,7 +141,7 @@ def _spec_section(ctx: _Context, component: Component) -> dict[str, object]:
             "platform": platform.model_dump(mode="json"), "version": release.release.version}
 
 
-def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain]) -> list[CellOutcome]:
+def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolchain]) -> list[CellOutcome]:
     outcomes: list[CellOutcome] = []
     by_component: dict[str, list[Cell]] = {}
     for cell in cells:
@@ -237,7 +167,7 @@ def _build_all(ctx: _Context, cells: list[Cell], resolved: dict[str, Toolchain])
     return outcomes
 
 
-def _ensure_core(ctx: _Context, component: Component, toolchain: Toolchain) -> tuple[Path, str]:
+def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) -> tuple[Path, str]:
     assert component.native_core is not None
     source = ctx.root / component.path / component.native_core.source
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
@@ -258,7 +188,7 @@ def _ensure_core(ctx: _Context, component: Component, toolchain: Toolchain) -> t
     return entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key
 
 
-def _build_cell(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
+def _build_cell(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
                 core_prefix: Path | None, core_key: str | None, jobs: int) -> CellOutcome:
     start = time.monotonic()
     try:
@@ -267,7 +197,7 @@ def _build_cell(ctx: _Context, cell: Cell, component: Component, toolchain: Tool
         return CellOutcome(cell, "failed", time.monotonic() - start, detail=f"build: {exc}")
 
 
-def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
+def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
                           core_prefix: Path | None, core_key: str | None, jobs: int, start: float) -> CellOutcome:
     project = ctx.root / component.path
     assert toolchain.interpreter is not None
@@ -323,7 +253,7 @@ def _build_cell_unchecked(ctx: _Context, cell: Cell, component: Component, toolc
     return CellOutcome(cell, "cached" if cached else "built", time.monotonic() - start, labelled, "", build_info)
 
 
-def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
+def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
                project: Path, core_prefix: Path | None, jobs: int) -> Path:
     out = ctx.request.state / "raw" / cell.id
     # shipyard's CMake definitions (CUDA, reproducibility, the native core's prefix) are
@@ -352,7 +282,7 @@ def _raw_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolc
                        build_dir=build_dir if cmake else None, jobs=jobs)
 
 
-def _container_build(ctx: _Context, cell: Cell, component: Component, toolchain: Toolchain, project: Path,
+def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, project: Path,
                      out: Path, defines: dict[str, str], environment: dict[str, str], python: str) -> Path:
     """The same build through cibuildwheel in the local manylinux-style image (`--container`)."""
     from shipyard.host.docker_base import build_manylinux_image, ensure_docker_engine
@@ -380,173 +310,9 @@ def _container_build(ctx: _Context, cell: Cell, component: Component, toolchain:
     return wheels[0]
 
 
-# --- test -----------------------------------------------------------------------------------
-
-@dataclass
-class _TestTask:
-    outcome: CellOutcome
-    interpreter: Interpreter
-    tests_dir: Path
-    gate: FeatureGate
-    others: list[str]
-    installer: str
-    local_deps: list[Path]  # the wheels of the variant index its install can pull in
-    key: str = ""
-
-    @property
-    def wheel(self) -> Path:
-        assert self.outcome.wheel is not None  # only built cells are tested
-        return self.outcome.wheel
-
-
-def _test_all(ctx: _Context, outcomes: list[CellOutcome], resolved: dict[str, Toolchain], variant_dir: Path) -> None:
-    """Test every built cell from the variant index: cached verdicts at once, the rest side by
-    side (ctx.request.test_jobs at a time), each cell with its own venv, TMPDIR and ports."""
-    local = {canonicalize_name(n) for n in ctx.spec.release.components}
-    tasks: list[_TestTask] = []
-    for outcome in outcomes:
-        if outcome.wheel is None or outcome.result == "failed":
-            continue
-        component = ctx.spec.release.components[outcome.cell.component]
-        if not component.tests:
-            outcome.detail = "no tests declared"
-            continue
-        interpreter = resolved[outcome.cell.id].interpreter
-        assert interpreter is not None
-        tests_dir = component.tests_folder(ctx.root)
-        # A pure wheel is tested here, so this host's platform gates it.
-        platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
-        tasks.append(_TestTask(outcome, interpreter, tests_dir,
-                               feature_gate(ctx.spec, component.name, platform, tests_dir, ctx.root),
-                               sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
-                               installer=ctx.request.test_installer,
-                               local_deps=_local_dependency_wheels(outcome.wheel, variant_dir, local)))
-    if ctx.request.test_installer == "uv":
-        _choose_pip_cells(tasks)
-    pending = []
-    for task in tasks:
-        task.key = _test_key(ctx, task)
-        entry = ctx.cache.get(task.key)
-        if entry is None:
-            pending.append(task)
-        else:
-            task.outcome.test_json = entry.metadata()["tests"]
-            _judge(task, cached=True)
-    if not pending:
-        return
-    with ThreadPoolExecutor(max_workers=max(1, min(ctx.request.test_jobs, len(pending)))) as pool:
-        for task, error in zip(pending, pool.map(lambda t: _run_tests(ctx, t, variant_dir, local), pending),
-                               strict=True):
-            if error:
-                task.outcome.result, task.outcome.detail = "failed", f"test: {error}"
-            else:
-                _judge(task, cached=False)
-
-
-def _choose_pip_cells(tasks: list[_TestTask]) -> None:
-    """uv makes the test environments; pip, what users run, keeps one real resolution by name
-    from the variant's index per Python: the cell whose install pulls in most of the release's
-    own packages (emberelastic brings ember), the first of them on a tie."""
-    by_python: dict[str, list[_TestTask]] = {}
-    for task in tasks:
-        by_python.setdefault(task.interpreter.version, []).append(task)
-    for group in by_python.values():
-        chosen = max(group, key=lambda t: len(t.local_deps))
-        chosen.installer = "pip"
-
-
-def _test_key(ctx: _Context, task: _TestTask) -> str:
-    component = ctx.spec.release.components[task.outcome.cell.component]
-    # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
-    # timestamps) without changing what the tests exercise.
-    index_state = sorted(content_identity(w) for w in task.local_deps)
-    gate = task.gate
-    test_inputs = {"wheel": content_identity(task.wheel), "index": index_state, "installer": task.installer,
-                   "gating": dict(gate.statuses), "present": sorted(gate.present),
-                   "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
-                   "console_scripts": list(component.console_scripts),
-                   "test_requires": list(component.test_requires), "judge": judge_identity(),
-                   "pytest_args": list(component.pytest_args)}
-    return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
-                     toolchain=task.interpreter.identity, python=task.outcome.cell.python)
-
-
-def _run_tests(ctx: _Context, task: _TestTask, variant_dir: Path, local: set[NormalizedName]) -> str:
-    """Run one cell's tests; record the verdict (cached when it passed). An error in words, or ''."""
-    outcome = task.outcome
-    component = ctx.spec.release.components[outcome.cell.component]
-    label = f"test {outcome.cell.id} ({task.installer})"
-    ctx.progress(label)
-    work = ctx.request.state / "test" / outcome.cell.id
-    try:
-        with claimed_port_range() as ports, running(ctx.progress, label):
-            run = run_component_tests(
-                wheel=task.wheel, variant_index=variant_dir, interpreter=task.interpreter,
-                tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
-                source_dir=ctx.root / component.path, state=ctx.request.state, work=work,
-                local_projects=local, installer=task.installer, ports=ports,
-                test_requires=component.test_requires, selection=selection_of(component.pytest_args))
-            # In the venv the tests ran in: each declared console script is there and runs.
-            scripts = console_script_problems(work / "venv", component.console_scripts)
-    except ShipyardError as exc:
-        return str(exc)
-    outcome.test_json = run.to_json()
-    if scripts:
-        outcome.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
-    outcome.seconds += run.seconds
-    if run.passed and not scripts:
-        ctx.cache.put(task.key, [], {"kind": "test", "tests": outcome.test_json})
-    return ""
-
-
-def _judge(task: _TestTask, *, cached: bool) -> None:
-    outcome = task.outcome
-    assert outcome.test_json is not None
-    report: dict[str, Any] = outcome.test_json
-    problems = list(report.get("problems") or [])
-    if problems:
-        outcome.result = "failed"
-        outcome.detail = "; ".join(str(p) for p in problems)
-        return
-    # What did not fully prove itself, in words: failures that do not block, and
-    # features whose tests were partly or wholly skipped.
-    soft = [f"{fid} ({f['status']}) {f.get('summary') or f['result']}"
-            for fid, f in report["features"].items()
-            if f["result"] not in ("passed", "not-run")
-            or (f["result"] == "not-run" and (fid in task.gate.present or f.get("not_run")))]
-    outcome.result = "cached" if (cached and outcome.result == "cached") else "passed"
-    outcome.detail = "; ".join(soft)
-
-
-def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, root: Path) -> FeatureGate:
-    """What `component`'s tests in `tests_dir` are held to on `platform` (see testing.FeatureGate)."""
-    return FeatureGate(
-        statuses=spec.gating_statuses(component, platform),
-        present=frozenset(fid for fid, _, _ in spec.features_for(component, platform)),
-        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root))
-
-
-def _local_dependency_wheels(wheel: Path, variant_dir: Path, local: set[NormalizedName]) -> list[Path]:
-    """Wheels in the variant index that `wheel` can pull in (its local dependencies, transitively):
-    a change in them must re-run its tests, a change elsewhere need not."""
-    seen: set[str] = set()
-    todo = [wheel]
-    found: list[Path] = []
-    while todo:
-        current = todo.pop()
-        for requirement in requires_dist(current):
-            name = canonicalize_name(requirement.name)
-            if name in local and name not in seen:
-                seen.add(name)
-                deps = sorted((variant_dir / name).glob("*.whl"))
-                found += deps
-                todo += deps
-    return found
-
-
 # --- record ---------------------------------------------------------------------------------
 
-def _record(ctx: _Context, outcomes: list[CellOutcome], ruled_out: list[NotApplicable]) -> None:
+def _record(ctx: BuildContext, outcomes: list[CellOutcome], ruled_out: list[NotApplicable]) -> None:
     release = ctx.spec.release
     records = []
     for outcome in outcomes:

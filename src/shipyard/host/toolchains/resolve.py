@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
 from shipyard.host.toolchains.glibc import glibc_tuple, toolkit_glibc
+from shipyard.plumbing.hashing import sha256_hex
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Release
 
@@ -28,7 +28,7 @@ class Toolchain:
             f"cuda={self.cuda.identity}" if self.cuda else "cuda=none",
             f"cuda-host={self.cuda_host_compiler.identity}" if self.cuda_host_compiler else "",
         ]
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+        return sha256_hex("\n".join(parts).encode())[:16]
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
     assert variant.cuda is not None
     toolkit = inventory.cuda_toolkit(variant.cuda)
     if toolkit is None:
-        from shipyard.host.toolchains.cuda_toolkit import cuda_toolkit_recipes
+        from shipyard.host.toolchains.cuda_recipes import cuda_toolkit_recipes
 
         # Which versions cannot be had here is cuda_toolkits.toml's to say (`unobtainable`).
         recipe = next((r for r in cuda_toolkit_recipes() if r.version == variant.cuda), None)

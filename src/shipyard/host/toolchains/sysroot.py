@@ -10,7 +10,6 @@ Assembling one needs neither root nor a chroot, and no container runs at build t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from shipyard.errors import ToolchainMissing, ToolError
 from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_hex
 
 _RECIPE_FORMAT = "1"  # bump when the assembly below changes what a sysroot holds
 _MANIFEST = "sysroot.json"
@@ -231,7 +231,7 @@ def record_deb_owners(debs: list[Path], suite: str, out: Path) -> None:
 
 
 def _recipe_digest(recipe: SysrootRecipe) -> str:
-    return hashlib.sha256(json.dumps([_RECIPE_FORMAT, asdict(recipe)], sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps([_RECIPE_FORMAT, asdict(recipe)], sort_keys=True).encode())
 
 
 def _load(root: Path) -> tuple[Sysroot, str] | None:
@@ -272,7 +272,7 @@ def _write_wrappers(recipe: SysrootRecipe, root: Path, debs: list[Path]) -> Sysr
             f'exec "$tree/usr/bin/{driver}" --sysroot="$tree" "$@"\n')
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     versions = sorted(unquote(d.name.removesuffix(".deb")) for d in debs)  # name_version_arch
-    identity = hashlib.sha256("\n".join([_recipe_digest(recipe), *versions]).encode()).hexdigest()[:16]
+    identity = sha256_hex("\n".join([_recipe_digest(recipe), *versions]).encode())[:16]
     gcc_version = command.run([root / "bin" / f"g++-{recipe.gcc}", "-dumpfullversion"], timeout=60,
                               what=f"g++-{recipe.gcc} of the {recipe.name} sysroot").stdout.strip()
     sysroot = Sysroot(recipe.name, root, recipe.glibc, recipe.gcc, gcc_version, identity)

@@ -101,6 +101,8 @@ bool equal_digests(const unsigned char* a, const unsigned char* b, size_t size) 
   return diff == 0;
 }
 
-bool is_loopback(const std::string& address) { return address.rfind("127.", 0) == 0; }
+bool is_loopback(const std::string& address) {
+  return address.rfind("127.", 0) == 0 || address == "::1" || address.rfind("::ffff:127.", 0) == 0;
+}
 
 }  // namespace ember::distributed::auth

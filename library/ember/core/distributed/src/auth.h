@@ -24,7 +24,8 @@ std::string random_nonce();
 bool equal_digests(const unsigned char* a, const unsigned char* b, size_t size);
 inline std::string as_string(const Digest& d) { return std::string(d.begin(), d.end()); }
 
-// True for an IPv4 loopback address in dotted form (127.0.0.0/8).
+// True for a loopback address in numeric form: IPv4 127.0.0.0/8, IPv6 ::1, and 127.0.0.0/8
+// mapped into IPv6 (::ffff:127.x.y.z).
 bool is_loopback(const std::string& address);
 
 }  // namespace ember::distributed::auth

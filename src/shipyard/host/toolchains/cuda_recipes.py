@@ -1,0 +1,168 @@
+"""How each CUDA version is obtained on this machine (resources/cuda_toolkits.toml, one recipe per
+version, its archs from resources/cuda_archs.toml), and what a proved toolkit in the cache is
+(InstalledCudaToolkit). cuda_assembly.py assembles and proves a toolkit from a recipe;
+cuda_toolkit.py installs it into the cache and finds it again."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from shipyard.errors import SpecError, ToolchainMissing
+from shipyard.release.cuda_archs import parse_arch_list
+from shipyard.release.cuda_archs import supported_archs as arch_table
+
+
+@dataclass(frozen=True)
+class DebianSource:
+    """The Debian .debs that carry a toolkit's compiler."""
+
+    suite: str
+    component: str
+    packages: tuple[str, ...]
+    upstream: str  # the .deb version must be "<upstream>~<debian revision>"
+
+
+@dataclass(frozen=True)
+class ToolkitRecipe:
+    """How one CUDA version is obtained here (one table of resources/cuda_toolkits.toml)."""
+
+    version: str
+    host_cxx: str
+    host_gcc_max: int
+    debian: DebianSource | None = None
+    wheels: tuple[str, ...] = ()
+    home: Path | None = None
+    cuobjdump_wheel: str | None = None
+    cuobjdump_in_wheel: str | None = None
+    unobtainable: str | None = None
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        """What this version compiles SASS for: resources/cuda_archs.toml, the one list."""
+        if self.version not in arch_table():
+            raise ToolchainMissing(f"CUDA {self.version} has a recipe in cuda_toolkits.toml but no arch list "
+                                   f"in shipyard/resources/cuda_archs.toml. Fix: add its archs there")
+        return arch_table()[self.version]
+
+    @property
+    def arch_min(self) -> str:
+        return self.archs[0]
+
+    @property
+    def arch_max(self) -> str:
+        return self.archs[-1]
+
+    def in_range(self, arch: str) -> bool:
+        return _arch_key(self.arch_min) <= _arch_key(arch) <= _arch_key(self.arch_max)
+
+
+@dataclass(frozen=True)
+class InstalledCudaToolkit:
+    """A proved toolkit in the cache; `root` can be used as CUDA_HOME."""
+
+    version: str
+    root: Path
+    nvcc: Path
+    cuobjdump: Path
+    host_cxx: Path
+    include_dir: Path
+    lib_dir: Path
+    supported_archs: tuple[str, ...]  # "major.minor", what this nvcc compiles SASS for
+    verified_archs: tuple[str, ...]  # the archs a proof compiled, linked and found with cuobjdump
+    identity: str  # sha256 of `nvcc --version` and the versions of every .deb/.whl it holds
+    components: tuple[str, ...]  # "deb:nvidia-cuda-toolkit=11.8.89~11.8.0-5~deb12u1", ...
+
+
+# --- recipes ------------------------------------------------------------------------------------
+
+@cache
+def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
+    """Every CUDA version resources/cuda_toolkits.toml knows, oldest first."""
+    text = resources.files("shipyard.resources").joinpath("cuda_toolkits.toml").read_text()
+    recipes = []
+    for version, table in tomllib.loads(text)["toolkits"].items():
+        debian = None
+        if table["source"] == "debian":
+            debian = DebianSource(table["suite"], table["component"], tuple(table["debs"]),
+                                  table["deb_upstream"])
+        recipes.append(ToolkitRecipe(
+            version=version,
+            host_cxx=table["host_cxx"],
+            host_gcc_max=int(table["host_gcc_max"]),
+            debian=debian,
+            wheels=tuple(table.get("wheels", ())),
+            home=Path(table["home"]) if table.get("home") else None,
+            cuobjdump_wheel=table.get("cuobjdump_wheel"),
+            cuobjdump_in_wheel=table.get("cuobjdump_in_wheel"),
+            unobtainable=table.get("unobtainable"),
+        ))
+    return tuple(sorted(recipes, key=lambda r: _arch_key(r.version)))
+
+
+def cuda_toolkit_recipe(version: str) -> ToolkitRecipe:
+    """The recipe for `version` ("11.8"); ToolchainMissing when shipyard knows no such toolkit."""
+    for recipe in cuda_toolkit_recipes():
+        if recipe.version == version:
+            return recipe
+    known = ", ".join(r.version for r in cuda_toolkit_recipes())
+    raise ToolchainMissing(f"shipyard knows no CUDA {version} toolkit (it knows {known}). Fix: use one of "
+                           f"those, or add CUDA {version} to shipyard/resources/cuda_toolkits.toml")
+
+
+def cuda_runtime_wheel(version: str) -> str:
+    """The pin of NVIDIA's CUDA runtime wheel for `version` (nvidia-cuda-runtime-cu11==11.8.89): the
+    one its toolkit is assembled with. ToolchainMissing when the recipe names none."""
+    pins = [w for w in cuda_toolkit_recipe(version).wheels
+            if canonicalize_name(Requirement(w).name).startswith("nvidia-cuda-runtime")]
+    if not pins:
+        raise ToolchainMissing(f"no PyPI wheel of the CUDA {version} runtime is known (shipyard/resources/"
+                               f"cuda_toolkits.toml names none for {version}). Fix: add its "
+                               "nvidia-cuda-runtime pin to that toolkit's `wheels`")
+    return pins[0]
+
+
+def _arch_key(arch: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)\.(\d+)", arch)
+    if not match:
+        raise SpecError(f"CUDA arch {arch!r} is not in major.minor form (for example '8.6')")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _requested_archs(archs: Sequence[str] | str) -> tuple[str, ...]:
+    # "+PTX" adds PTX to a build; the proof is about SASS, so it checks the arch itself.
+    names = parse_arch_list(archs) if isinstance(archs, str) else tuple(archs)
+    cleaned = tuple(dict.fromkeys(a.strip().removesuffix("+PTX") for a in names if a.strip()))
+    if not cleaned:
+        raise SpecError("no CUDA archs given: a toolkit is proved by compiling for a list such as '7.5;8.0'")
+    for arch in cleaned:
+        _arch_key(arch)
+    return cleaned
+
+
+def _refuse_unsupported(recipe: ToolkitRecipe, archs: tuple[str, ...],
+                        supported: Sequence[str] | None) -> None:
+    """ToolchainMissing when an arch is outside what this toolkit compiles SASS for."""
+    exact = tuple(supported) if supported is not None else arch_table().get(recipe.version)
+    bad = [a for a in archs if not recipe.in_range(a) or (exact is not None and a not in exact)]
+    if not bad:
+        return
+    others = []
+    for other in cuda_toolkit_recipes():
+        table = arch_table().get(other.version)
+        if other.version != recipe.version and all(
+                other.in_range(a) and (table is None or a in table) for a in bad):
+            others.append(other.version)
+    listed = f" ({';'.join(exact)})" if exact else ""
+    raise ToolchainMissing(
+        f"CUDA {recipe.version} cannot compile SASS for {';'.join(bad)}: it supports "
+        f"{recipe.arch_min}-{recipe.arch_max}{listed}. Fix: drop {';'.join(bad)} from the arch list"
+        + (f", or build it with CUDA {', '.join(others)}" if others else ""))

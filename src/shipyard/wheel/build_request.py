@@ -1,0 +1,76 @@
+"""What `shipyard build` is asked (BuildRequest), what happened to each cell (CellOutcome), and
+what every stage of one variant's run shares (BuildContext): the build (pipeline.py) and the test
+stage (cell_tests.py) both take them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shipyard.host.source_tree import GitInfo
+from shipyard.host.toolchains.discover import Inventory
+from shipyard.plumbing.build_cache import BuildCache
+from shipyard.plumbing.progress import Progress
+from shipyard.release.matrix import Cell
+from shipyard.release.spec import Variant
+from shipyard.release.validate import Spec
+
+
+def default_test_jobs() -> int:
+    """How many cells' tests run side by side unless told: one per core, and no more than
+    memory allows at about 1.5 GiB a cell (a cell's suite starts several processes)."""
+    cores = os.cpu_count() or 1
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return cores
+    return max(1, min(cores, int(available / (1.5 * 2**30))))
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    variant: str
+    pythons: tuple[str, ...] = ()
+    components: tuple[str, ...] = ()
+    skip_unavailable: bool = False
+    container: bool = False
+    run_tests: bool = True
+    dist: Path = Path("dist")
+    state: Path = Path(".shipyard")
+    jobs: int = max(1, os.cpu_count() or 1)
+    test_jobs: int = field(default_factory=default_test_jobs)  # cells tested side by side
+    test_installer: str = "uv"  # uv (one real pip resolution per Python) or pip (every cell)
+
+
+@dataclass
+class CellOutcome:
+    """What happened to one cell; `result` is passed, failed, cached, skipped, unavailable or
+    not applicable (its project's requires-python excludes its Python; `detail` says so)."""
+
+    cell: Cell
+    result: str
+    seconds: float = 0.0
+    wheel: Path | None = None
+    detail: str = ""
+    build: dict[str, object] = field(default_factory=dict)
+    test_json: dict[str, object] | None = None
+
+    @property
+    def size(self) -> int | None:
+        return self.wheel.stat().st_size if self.wheel and self.wheel.exists() else None
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    spec: Spec
+    request: BuildRequest
+    variant: Variant
+    inventory: Inventory
+    git: GitInfo
+    cache: BuildCache
+    progress: Progress
+
+    @property
+    def root(self) -> Path:
+        return self.spec.root

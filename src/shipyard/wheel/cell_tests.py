@@ -1,0 +1,196 @@
+"""The test stage of `shipyard build`: every built cell tested from the variant index, each in a
+venv of its own (TMPDIR and ports its own too), cached verdicts at once, the rest side by side;
+pip's resolution checked on some cells where uv installs the rest (test_env.py says why)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import NormalizedName, canonicalize_name
+
+from shipyard.errors import ShipyardError
+from shipyard.host.source_tree import hash_tree
+from shipyard.host.toolchains.discover import Interpreter
+from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.plumbing.build_cache import cache_key
+from shipyard.plumbing.port_ranges import claimed_port_range
+from shipyard.plumbing.progress import running
+from shipyard.release.pytest_selection import selection_of
+from shipyard.release.validate import Spec
+from shipyard.testing.verdict import (
+    FeatureGate,
+    console_script_problems,
+    judge_identity,
+    listed_tests,
+    run_component_tests,
+)
+from shipyard.wheel.build_request import BuildContext, CellOutcome
+from shipyard.wheel.index import content_identity
+from shipyard.wheel.metadata import requires_dist
+
+# --- test -----------------------------------------------------------------------------------
+
+@dataclass
+class _TestTask:
+    outcome: CellOutcome
+    interpreter: Interpreter
+    tests_dir: Path
+    gate: FeatureGate
+    others: list[str]
+    installer: str
+    local_deps: list[Path]  # the wheels of the variant index its install can pull in
+    key: str = ""
+
+    @property
+    def wheel(self) -> Path:
+        assert self.outcome.wheel is not None  # only built cells are tested
+        return self.outcome.wheel
+
+
+def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dict[str, Toolchain],
+                   variant_dir: Path) -> None:
+    """Test every built cell from the variant index: cached verdicts at once, the rest side by
+    side (ctx.request.test_jobs at a time), each cell with its own venv, TMPDIR and ports."""
+    local = {canonicalize_name(n) for n in ctx.spec.release.components}
+    tasks: list[_TestTask] = []
+    for outcome in outcomes:
+        if outcome.wheel is None or outcome.result == "failed":
+            continue
+        component = ctx.spec.release.components[outcome.cell.component]
+        if not component.tests:
+            outcome.detail = "no tests declared"
+            continue
+        interpreter = resolved[outcome.cell.id].interpreter
+        assert interpreter is not None
+        tests_dir = component.tests_folder(ctx.root)
+        # A pure wheel is tested here, so this host's platform gates it.
+        platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
+        tasks.append(_TestTask(outcome, interpreter, tests_dir,
+                               feature_gate(ctx.spec, component.name, platform, tests_dir, ctx.root),
+                               sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
+                               installer=ctx.request.test_installer,
+                               local_deps=_local_dependency_wheels(outcome.wheel, variant_dir, local)))
+    if ctx.request.test_installer == "uv":
+        _choose_pip_cells(tasks)
+    pending = []
+    for task in tasks:
+        task.key = _test_key(ctx, task)
+        entry = ctx.cache.get(task.key)
+        if entry is None:
+            pending.append(task)
+        else:
+            task.outcome.test_json = entry.metadata()["tests"]
+            _judge(task, cached=True)
+    if not pending:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(ctx.request.test_jobs, len(pending)))) as pool:
+        for task, error in zip(pending, pool.map(lambda t: _run_tests(ctx, t, variant_dir, local), pending),
+                               strict=True):
+            if error:
+                task.outcome.result, task.outcome.detail = "failed", f"test: {error}"
+            else:
+                _judge(task, cached=False)
+
+
+def _choose_pip_cells(tasks: list[_TestTask]) -> None:
+    """uv makes the test environments; pip, what users run, keeps one real resolution by name
+    from the variant's index per Python: the cell whose install pulls in most of the release's
+    own packages (emberelastic brings ember), the first of them on a tie."""
+    by_python: dict[str, list[_TestTask]] = {}
+    for task in tasks:
+        by_python.setdefault(task.interpreter.version, []).append(task)
+    for group in by_python.values():
+        chosen = max(group, key=lambda t: len(t.local_deps))
+        chosen.installer = "pip"
+
+
+def _test_key(ctx: BuildContext, task: _TestTask) -> str:
+    component = ctx.spec.release.components[task.outcome.cell.component]
+    # Content identities, not file hashes: a new commit re-labels every wheel (git sha,
+    # timestamps) without changing what the tests exercise.
+    index_state = sorted(content_identity(w) for w in task.local_deps)
+    gate = task.gate
+    test_inputs = {"wheel": content_identity(task.wheel), "index": index_state, "installer": task.installer,
+                   "gating": dict(gate.statuses), "present": sorted(gate.present),
+                   "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
+                   "console_scripts": list(component.console_scripts),
+                   "test_requires": list(component.test_requires), "judge": judge_identity(),
+                   "pytest_args": list(component.pytest_args)}
+    return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
+                     toolchain=task.interpreter.identity, python=task.outcome.cell.python)
+
+
+def _run_tests(ctx: BuildContext, task: _TestTask, variant_dir: Path, local: set[NormalizedName]) -> str:
+    """Run one cell's tests; record the verdict (cached when it passed). An error in words, or ''."""
+    outcome = task.outcome
+    component = ctx.spec.release.components[outcome.cell.component]
+    label = f"test {outcome.cell.id} ({task.installer})"
+    ctx.progress(label)
+    work = ctx.request.state / "test" / outcome.cell.id
+    try:
+        with claimed_port_range() as ports, running(ctx.progress, label):
+            run = run_component_tests(
+                wheel=task.wheel, variant_index=variant_dir, interpreter=task.interpreter,
+                tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
+                source_dir=ctx.root / component.path, state=ctx.request.state, work=work,
+                local_projects=local, installer=task.installer, ports=ports,
+                test_requires=component.test_requires, selection=selection_of(component.pytest_args))
+            # In the venv the tests ran in: each declared console script is there and runs.
+            scripts = console_script_problems(work / "venv", component.console_scripts)
+    except ShipyardError as exc:
+        return str(exc)
+    outcome.test_json = run.to_json()
+    if scripts:
+        outcome.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
+    outcome.seconds += run.seconds
+    if run.passed and not scripts:
+        ctx.cache.put(task.key, [], {"kind": "test", "tests": outcome.test_json})
+    return ""
+
+
+def _judge(task: _TestTask, *, cached: bool) -> None:
+    outcome = task.outcome
+    assert outcome.test_json is not None
+    report: dict[str, Any] = outcome.test_json
+    problems = list(report.get("problems") or [])
+    if problems:
+        outcome.result = "failed"
+        outcome.detail = "; ".join(str(p) for p in problems)
+        return
+    # What did not fully prove itself, in words: failures that do not block, and
+    # features whose tests were partly or wholly skipped.
+    soft = [f"{fid} ({f['status']}) {f.get('summary') or f['result']}"
+            for fid, f in report["features"].items()
+            if f["result"] not in ("passed", "not-run")
+            or (f["result"] == "not-run" and (fid in task.gate.present or f.get("not_run")))]
+    outcome.result = "cached" if (cached and outcome.result == "cached") else "passed"
+    outcome.detail = "; ".join(soft)
+
+
+def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, root: Path) -> FeatureGate:
+    """What `component`'s tests in `tests_dir` are held to on `platform` (see testing.FeatureGate)."""
+    return FeatureGate(
+        statuses=spec.gating_statuses(component, platform),
+        present=frozenset(fid for fid, _, _ in spec.features_for(component, platform)),
+        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root))
+
+
+def _local_dependency_wheels(wheel: Path, variant_dir: Path, local: set[NormalizedName]) -> list[Path]:
+    """Wheels in the variant index that `wheel` can pull in (its local dependencies, transitively):
+    a change in them must re-run its tests, a change elsewhere need not."""
+    seen: set[str] = set()
+    todo = [wheel]
+    found: list[Path] = []
+    while todo:
+        current = todo.pop()
+        for requirement in requires_dist(current):
+            name = canonicalize_name(requirement.name)
+            if name in local and name not in seen:
+                seen.add(name)
+                deps = sorted((variant_dir / name).glob("*.whl"))
+                found += deps
+                todo += deps
+    return found
