@@ -23,9 +23,9 @@ from report_release import (
 from rich.console import Console
 
 from shipyard.cli import main
+from shipyard.cli.build_report import live_progress
 from shipyard.errors import ShipyardError
 from shipyard.plumbing.progress import running
-from shipyard.record.build_report import live_progress
 from shipyard.record.manifest import NotApplicableRecord, merge_artifacts
 from shipyard.release.validate import Spec, load_spec
 from shipyard.report.document import build_report

@@ -231,7 +231,7 @@ def test_two_builds_of_one_dockerfile_are_compared_layer_by_layer_in_the_engine(
     writes the same bytes gives a layer that differs only in mtimes, one that writes the clock
     differs in that file; the base layer is identical."""
     from shipyard.host import docker_base
-    from shipyard.image.build import docker_client
+    from shipyard.host.docker_base import docker_client
 
     base = docker_base.bootstrap_base_image()
     (tmp_path / "copied").mkdir()

@@ -14,6 +14,7 @@ from markupsafe import escape
 
 from shipyard.ci.jobs import build_jobs
 from shipyard.cli import main
+from shipyard.plumbing.wheel_metadata import requires_python_problem
 from shipyard.record.manifest import ArtifactRecord, NotApplicableRecord, merge_artifacts, read_manifest
 from shipyard.release.matrix import expand, not_applicable
 from shipyard.release.project_declaration import (
@@ -27,7 +28,6 @@ from shipyard.release.pytest_selection import selection_of
 from shipyard.release.validate import load_spec
 from shipyard.testing.verdict import FeatureGate, run_and_judge_tests
 from shipyard.wheel.build_env import build_requirements, combined_requirements
-from shipyard.wheel.metadata import requires_python_problem
 
 FIXTURE = Path(__file__).parent / "fixtures" / "thirdparty"
 LIBRARY = FIXTURE / "library"

@@ -21,7 +21,7 @@ from shipyard.supply.signing import sign_after_build
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from shipyard.record.build_report import live_progress, summary_table
+    from shipyard.cli.build_report import live_progress, summary_table
     from shipyard.wheel.build_request import BuildRequest, default_test_jobs
     from shipyard.wheel.pipeline import build_variant
 
@@ -55,8 +55,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_build_mobile(args: argparse.Namespace) -> int:
+    from shipyard.cli.build_report import live_progress
     from shipyard.mobile.release import build_mobile_release
-    from shipyard.record.build_report import live_progress
 
     spec = load_release(args)
     check_filters(spec.release, target=args.target)

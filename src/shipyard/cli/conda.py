@@ -54,9 +54,9 @@ def _add_conda_features(conda_sub: argparse._SubParsersAction) -> None:
 def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
     import time
 
+    from shipyard.cli.build_report import live_progress
     from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
     from shipyard.errors import UsageError
-    from shipyard.record.build_report import live_progress
 
     spec = load_release(args)
     check_filters(spec.release, python=args.python)
@@ -85,8 +85,8 @@ def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
 
 
 def cmd_conda_build(args: argparse.Namespace) -> int:
+    from shipyard.cli.build_report import live_progress
     from shipyard.conda.pipeline import CondaRunRequest, run_conda_variant
-    from shipyard.record.build_report import live_progress
 
     spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)

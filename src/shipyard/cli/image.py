@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 
 def cmd_image_build(args: argparse.Namespace) -> int:
+    from shipyard.cli.build_report import live_progress
     from shipyard.image.build import ImageRequest, build_images
     from shipyard.image.plan import with_repository
-    from shipyard.record.build_report import live_progress
 
     start = time.monotonic()
     spec = load_release(args)

@@ -9,7 +9,7 @@ from shipyard.cli.shared import console, dist_folder, load_release
 
 
 def cmd_manifest_merge(args: argparse.Namespace) -> int:
-    from shipyard.record.merge import merge_fragments
+    from shipyard.ci.fragments import merge_fragments
 
     spec = load_release(args)
     dist = dist_folder(args)

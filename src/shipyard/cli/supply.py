@@ -84,7 +84,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from shipyard.record.build_report import live_progress
+    from shipyard.cli.build_report import live_progress
     from shipyard.release.cell_filters import check_filters
     from shipyard.supply.repro import ReproRequest, reproduce, summary_lines
 

@@ -20,13 +20,16 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.host.apt_sources import apt_sources, debian_mirror
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.plumbing.progress import Progress
+
+if TYPE_CHECKING:
+    import docker
 
 SUITE = "bookworm"
 DEFAULT_BASE_TAG = "shipyard/bookworm-base:latest"
@@ -397,3 +400,10 @@ def build_manylinux_image(pythons: Sequence[InterpreterLike | PythonPrefix], *,
             tail = "\n    ".join(done.output.splitlines()[-40:])
             raise BuildError(f"building the manylinux image {tag} failed (exit {done.returncode}):\n    {tail}")
     return tag
+
+
+def docker_client() -> docker.DockerClient:
+    """The engine DOCKER_HOST names (else the local socket), with room for long builds and pushes."""
+    import docker
+
+    return docker.from_env(timeout=3600)

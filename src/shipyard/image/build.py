@@ -25,6 +25,7 @@ import docker
 
 from shipyard.errors import BuildError, CheckFailed
 from shipyard.host import docker_base
+from shipyard.host.docker_base import docker_client
 from shipyard.host.source_tree import git_info
 from shipyard.image.bases import Bases, resolve_bases
 from shipyard.image.deps import Wheelhouse, ensure_wheelhouse, third_party_requirements
@@ -35,6 +36,7 @@ from shipyard.image.wheels import ReleaseWheel, licenses, release_wheels, stage_
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
 from shipyard.release.validate import Spec
+from shipyard.supply.sbom import SBOM_LABEL
 
 # The images' recipe is shipyard's own data (src/shipyard/resources/docker/Dockerfile), read through
 # importlib.resources: found in a wheel install as in a checkout.
@@ -42,7 +44,6 @@ DOCKERFILE = resources.files("shipyard.resources").joinpath("docker", "Dockerfil
 # Bump when the staging below changes what reaches the image.
 _RECIPE = "1"
 INPUTS_LABEL = f"{LABEL_PREFIX}.inputs"
-SBOM_LABEL = f"{LABEL_PREFIX}.sbom.sha256"
 
 
 @dataclass(frozen=True)
@@ -231,11 +232,6 @@ def _docker_build(request: ImageRequest, plan: ImagePlan, context: Path, build_a
     for ref in plan.tags:
         repository, tag = ref.rsplit(":", 1)
         client.api.tag(image_id, repository, tag, force=True)
-
-
-def docker_client() -> docker.DockerClient:
-    """The engine DOCKER_HOST names (else the local socket), with room for long builds and pushes."""
-    return docker.from_env(timeout=3600)
 
 
 def _check(results: list[ImageResult]) -> None:

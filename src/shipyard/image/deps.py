@@ -23,8 +23,8 @@ from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
+from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.spec import Variant
-from shipyard.wheel.metadata import requires_dist
 
 # Bump when what goes into a wheelhouse changes.
 _RECIPE = "1"

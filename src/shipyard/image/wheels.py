@@ -9,11 +9,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from shipyard.errors import CheckFailed, ShipyardError
+from shipyard.plumbing.wheel_metadata import wheel_metadata
 from shipyard.record.manifest import ArtifactRecord, artifact_file, require_manifest
 from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
 from shipyard.wheel.index import add_wheel, write_index
-from shipyard.wheel.metadata import wheel_metadata
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from shipyard.errors import NO_VALUE, SpecIssue, nearest
 from shipyard.release.spec import FeatureFile, Release
 from shipyard.release.yaml_source import YamlDocument
-from shipyard.testing.pytest_plugin.shipyard_test_ids import (
+from shipyard.resources.pytest_plugin.shipyard_test_ids import (
     DefinedTest,
     defined_tests,
     function_id,

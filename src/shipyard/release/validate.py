@@ -26,11 +26,11 @@ from shipyard.release.fields import STATUS_ORDER
 from shipyard.release.issues import Collector, pydantic_issues
 from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.release.project_declaration import declared_requires_python
-from shipyard.release.project_metadata import metadata_requires_python, needs_metadata_hook
 from shipyard.release.pytest_selection import parse_pytest_args
 from shipyard.release.spec import Component, FeatureFile, Platform, Release
 from shipyard.release.yaml_source import YamlDocument, load_yaml
-from shipyard.testing.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
+from shipyard.resources.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
+from shipyard.wheel.project_metadata import metadata_requires_python, needs_metadata_hook
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
 

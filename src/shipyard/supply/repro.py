@@ -180,7 +180,7 @@ def compare_built_images(clones: Sequence[Path], work: Path) -> list[ImageCompar
     their saved copies are removed (repro made them; a shared engine keeps only what it needs)."""
     import docker
 
-    from shipyard.image.build import docker_client
+    from shipyard.host.docker_base import docker_client
 
     ids = [_image_ids(clone / "dist") for clone in clones]
     if not ids[0] or ids[0].keys() != ids[1].keys():

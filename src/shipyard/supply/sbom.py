@@ -37,6 +37,7 @@ from shipyard.host.toolchains.discover import Compiler
 from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, validated
+from shipyard.plumbing.wheel_metadata import read_metadata
 from shipyard.supply.binaries import is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.grafted import (
     GraftedLibrary,
@@ -46,7 +47,6 @@ from shipyard.supply.grafted import (
     identify,
     library_folders,
 )
-from shipyard.wheel.metadata import read_metadata
 
 # Properties shipyard adds to components (CycloneDX's `properties`, namespaced by their prefix).
 ROLE = "shipyard:role"  # vendored | built | linked | toolchain | dependency
@@ -67,6 +67,9 @@ class SbomSubject:
     version: str  # the final version (1.7.0+cpu)
     purl_type: str = "pypi"
 
+
+# The image label that names the sha256 of the SBOM attached to an image (dist/sboms/<cell>.cdx.json).
+SBOM_LABEL = "org.shipyard.image.sbom.sha256"
 
 def sbom_member(dist_info: str, name: str) -> str:
     """Where a wheel carries its SBOM (PEP 770): `<dist-info>/sboms/<name>.cdx.json`."""

@@ -144,7 +144,7 @@ def _engine_image_id(tag: str) -> str | None:
 
 def _verify_image_sbom(dist: Path, record: ArtifactRecord) -> CheckResult:
     """An image's SBOM is the file beside it whose sha256 the image's label names."""
-    from shipyard.image.build import SBOM_LABEL
+    from shipyard.supply.sbom import SBOM_LABEL
 
     name = record.name
     relative = record.build.get("sbom")

@@ -36,9 +36,9 @@ from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filen
 from shipyard.errors import ToolError
 from shipyard.host.toolchains.discover import Interpreter
 from shipyard.plumbing import command
+from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import PytestSelection
 from shipyard.testing.venv import ensure_wheelhouse, make_test_env
-from shipyard.wheel.metadata import requires_dist
 
 UNMARKED = "(unmarked)"
 
@@ -58,7 +58,7 @@ def judge_identity() -> str:
     """What turns a test run into a verdict: the pytest plugin's files and JUDGE_REVISION."""
 
     digest = hashlib.sha256(f"{JUDGE_REVISION}\0".encode())
-    folder = resources.files("shipyard.testing").joinpath("pytest_plugin")
+    folder = resources.files("shipyard.resources").joinpath("pytest_plugin")
     for item in sorted(folder.iterdir(), key=lambda i: i.name):
         if item.name.endswith(".py"):
             digest.update(item.name.encode() + b"\0" + item.read_bytes())
@@ -276,7 +276,7 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     # record's left_out); -k, -m and --deselect are seen as deselection by the plugin itself.
     kept = {k: list(v) for k, v in gate.listed.items() if not (selection and selection.ignores(k))}
     listed.write_text(json.dumps(kept, sort_keys=True))
-    plugin_dir = resources.files("shipyard.testing").joinpath("pytest_plugin")
+    plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
     env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1",
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
            "SHIPYARD_FEATURE_TESTS": str(listed), "SHIPYARD_TESTS_ROOT": str(copied),

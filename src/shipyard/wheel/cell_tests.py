@@ -18,6 +18,7 @@ from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing.build_cache import cache_key
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import running
+from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import selection_of
 from shipyard.release.validate import Spec
 from shipyard.testing.verdict import (
@@ -29,7 +30,6 @@ from shipyard.testing.verdict import (
 )
 from shipyard.wheel.build_request import BuildContext, CellOutcome
 from shipyard.wheel.index import content_identity
-from shipyard.wheel.metadata import requires_dist
 
 # --- test -----------------------------------------------------------------------------------
 

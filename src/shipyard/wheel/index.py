@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from shipyard.plumbing.atomic_files import copy_atomic, write_atomic
 from shipyard.plumbing.hashing import sha256_of
-from shipyard.wheel.metadata import requires_python
+from shipyard.plumbing.wheel_metadata import requires_python
 
 
 def content_identity(wheel: Path) -> str:

@@ -16,6 +16,7 @@ from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.plumbing.build_cache import BuildCache, cache_key
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
+from shipyard.plumbing.wheel_metadata import requires_python_problem, wheel_version
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
 from shipyard.release.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
 from shipyard.release.project_declaration import (
@@ -34,7 +35,6 @@ from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
 from shipyard.wheel.cell_tests import run_cell_tests
 from shipyard.wheel.index import add_wheel, write_index
 from shipyard.wheel.labels import package_files
-from shipyard.wheel.metadata import requires_python_problem, wheel_version
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
