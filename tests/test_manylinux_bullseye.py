@@ -19,7 +19,7 @@ from shipyard.cli import main
 from shipyard.host import docker_base
 from shipyard.image.deps import ensure_wheelhouse
 from shipyard.plumbing import command
-from shipyard.testing.verdict import component_test_requirements
+from shipyard.testing.runner import component_test_requirements
 
 pytestmark = pytest.mark.slow
 

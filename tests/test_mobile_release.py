@@ -16,7 +16,7 @@ from shipyard.release.validate import load_spec
 from shipyard.supply.binaries import archive_files
 from shipyard.supply.sbom import read_mobile_sbom
 from shipyard.supply.verify import check_mobile_sbom
-from shipyard.testing.verdict import run_component_tests
+from shipyard.testing.runner import run_component_tests
 from shipyard.wheel.build_request import BuildRequest
 from shipyard.wheel.cell_tests import feature_gate
 from shipyard.wheel.pipeline import build_variant

@@ -17,7 +17,8 @@ from minirelease import forget_test_results, make_checkout, request
 from shipyard.cli import main
 from shipyard.release.validate import load_spec
 from shipyard.testing import verdict as judge
-from shipyard.testing.verdict import FeatureGate, FeatureOutcome, run_and_judge_tests, verdict_problems
+from shipyard.testing.runner import run_and_judge_tests
+from shipyard.testing.verdict import FeatureGate, FeatureOutcome, verdict_problems
 from shipyard.wheel.build_request import CellOutcome
 from shipyard.wheel.pipeline import build_variant
 

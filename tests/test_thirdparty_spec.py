@@ -26,7 +26,8 @@ from shipyard.release.project_declaration import (
 )
 from shipyard.release.pytest_selection import selection_of
 from shipyard.release.validate import load_spec
-from shipyard.testing.verdict import FeatureGate, run_and_judge_tests
+from shipyard.testing.runner import run_and_judge_tests
+from shipyard.testing.verdict import FeatureGate
 from shipyard.wheel.build_env import build_requirements, combined_requirements
 
 FIXTURE = Path(__file__).parent / "fixtures" / "thirdparty"

@@ -70,7 +70,7 @@ from shipyard.host.toolchains.discover import pyenv_root
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.release.validate import Spec
-from shipyard.testing.verdict import component_test_requirements
+from shipyard.testing.runner import component_test_requirements
 
 # What any conda recipe's build and test environments need besides python (the closure follows);
 # a release adds its components' build backends, dependencies and test requirements

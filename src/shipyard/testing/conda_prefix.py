@@ -13,7 +13,8 @@ from packaging.requirements import Requirement
 from shipyard.conda.names import conda_name
 from shipyard.conda.solve_install import InstallRequest, InstallResult, channels_line, solve_and_install
 from shipyard.release.pytest_selection import PytestSelection
-from shipyard.testing.verdict import FeatureGate, Installed, TestRun, component_test_requirements, run_installed_tests
+from shipyard.testing.runner import Installed, component_test_requirements, run_installed_tests
+from shipyard.testing.verdict import FeatureGate, TestRun
 
 
 @dataclass(frozen=True)

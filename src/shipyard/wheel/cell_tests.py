@@ -21,13 +21,8 @@ from shipyard.plumbing.progress import running
 from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import selection_of
 from shipyard.release.validate import Spec
-from shipyard.testing.verdict import (
-    FeatureGate,
-    console_script_problems,
-    judge_identity,
-    listed_tests,
-    run_component_tests,
-)
+from shipyard.testing.runner import console_script_problems, run_component_tests
+from shipyard.testing.verdict import FeatureGate, judge_identity, listed_tests
 from shipyard.wheel.build_request import BuildContext, CellOutcome
 from shipyard.wheel.index import content_identity
 

@@ -1,0 +1,191 @@
+"""Run a component's tests where a user has the package: a fresh venv with the project
+installed by name from the variant's index (`run_component_tests`), or any environment an
+installer makes (`run_installed_tests`: a conda prefix), then a copy of the tests with the
+plugin that records what ran; verdict.py judges the record."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+
+from shipyard.errors import ToolError
+from shipyard.host.toolchains.discover import Interpreter
+from shipyard.plumbing import command
+from shipyard.plumbing.wheel_metadata import requires_dist
+from shipyard.release.pytest_selection import PytestSelection
+from shipyard.testing.venv import ensure_wheelhouse, make_test_env
+from shipyard.testing.verdict import (
+    FeatureGate,
+    FeatureOutcome,
+    TestRun,
+    feature_outcomes,
+    fold_feature_report,
+    slowest_tests,
+    verdict_problems,
+)
+
+
+def component_test_requirements(tests_dir: Path) -> list[str]:
+    file = tests_dir / "requirements.txt"
+    lines = file.read_text().splitlines() if file.is_file() else []
+    reqs = [ln.split("#", 1)[0].strip() for ln in lines]
+    return ["pytest>=7"] + [r for r in reqs if r]
+
+
+def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
+                        gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path,
+                        state: Path, work: Path, local_projects: set[NormalizedName],
+                        installer: str = "uv", ports: range | None = None, timeout: float = 1800,
+                        test_requires: Sequence[str] = (), selection: PytestSelection | None = None) -> TestRun:
+    """Install the wheel's project by name from `variant_index` into a fresh venv of
+    `interpreter` (with `installer`), run `tests_dir` against it, and judge the run by `gate`.
+    The tests' requirements are pytest, `tests_dir/requirements.txt` and `test_requires`
+    (release.yaml's, for a project whose tests folder it does not own).
+
+    Everything the run writes stays under `work` (its TMPDIR too); `ports`, when given, is the
+    range the tests pick fixed ports from (SHIPYARD_PORT_RANGE), so cells run side by side."""
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    expected = str(version)
+    runtime_deps = [str(r) for r in requires_dist(wheel)
+                    if canonicalize_name(r.name) not in local_projects
+                    and (r.marker is None or "extra" not in str(r.marker))]
+    requirements = [*component_test_requirements(tests_dir), *test_requires]
+
+    def install() -> Installed:
+        house = ensure_wheelhouse(interpreter, runtime_deps + requirements, state)
+        python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
+                               requirements=requirements, index=variant_index, project=str(name),
+                               state=state)
+        installed = command.run([python, "-c", f"import importlib.metadata as m; print(m.version({str(name)!r}))"]
+                                ).stdout.strip()
+        if installed != expected:
+            return Installed(python, installed, (f"{installer} resolved {name} {installed} from {variant_index}, "
+                                                 f"expected {expected}: the wrong variant would reach users",))
+        return Installed(python, installed)
+
+    return run_installed_tests(install, installer, tests_dir=tests_dir, gate=gate, other_features=other_features,
+                               source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout,
+                               selection=selection)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What installing a package for its tests gave: the Python to run them with (None when the
+    install failed, and `problems` say why), the version found installed, and problems found."""
+
+    python: Path | None
+    version: str
+    problems: tuple[str, ...] = ()
+
+
+def run_installed_tests(install: Callable[[], Installed], installer: str, *, tests_dir: Path, gate: FeatureGate,
+                        other_features: Sequence[str] = (), source_dir: Path, state: Path, work: Path,
+                        ports: range | None = None, timeout: float = 1800,
+                        selection: PytestSelection | None = None) -> TestRun:
+    """The one shape of every package test: a fresh `work` folder (with its TMPDIR), `install` the
+    package into an environment there (a venv, a conda prefix), run the tests with its Python and
+    judge them by `gate`; the TestRun says what was installed by `installer`, and how long it took."""
+    start, started_at = time.monotonic(), time.time()
+    if work.exists():
+        shutil.rmtree(work)
+    (work / "tmp").mkdir(parents=True)
+    installed = install()
+    if installed.python is None:
+        return TestRun("", (), time.monotonic() - start, "", installed.problems, installer,
+                       span=(started_at, time.time()))
+    judged = run_and_judge_tests(installed.python, tests_dir=tests_dir, gate=gate, other_features=other_features,
+                                 source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout,
+                                 selection=selection)
+    return TestRun(installed.version, judged.features, time.monotonic() - start, judged.log_tail,
+                   installed.problems + judged.problems, installer, judged.slowest, (started_at, time.time()),
+                   judged.left_out)
+
+
+@dataclass(frozen=True)
+class JudgedTests:
+    """One run of a component's tests with one interpreter, judged by the feature gate."""
+
+    features: tuple[FeatureOutcome, ...]
+    log_tail: str
+    problems: tuple[str, ...]
+    slowest: tuple[tuple[str, float], ...] = ()
+    left_out: Mapping[str, Any] | None = None  # what `selection` left out, when one was given
+
+
+def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, other_features: Sequence[str] = (),
+                        source_dir: Path, state: Path, work: Path, ports: range | None = None,
+                        timeout: float = 1800, selection: PytestSelection | None = None) -> JudgedTests:
+    """Run a copy of `tests_dir` with `python` (whose environment holds the installed package:
+    a venv for wheels, a conda prefix for conda packages) and judge the run by `gate`.
+
+    Everything the run writes stays under `work`, which must exist with a `tmp` folder (TMPDIR)."""
+    copied = work / "tests"
+    shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    report = work / "feature-report.jsonl"
+    report.unlink(missing_ok=True)  # the plugin appends
+    listed = work / "feature-tests.json"
+    # A listed id that pytest_args' --ignore leaves out is left out, not unmatched (it is in the
+    # record's left_out); -k, -m and --deselect are seen as deselection by the plugin itself.
+    kept = {k: list(v) for k, v in gate.listed.items() if not (selection and selection.ignores(k))}
+    listed.write_text(json.dumps(kept, sort_keys=True))
+    plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
+    env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1",
+           "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
+           "SHIPYARD_FEATURE_TESTS": str(listed), "SHIPYARD_TESTS_ROOT": str(copied),
+           # For tests that build native code from sources (e.g. Windows executables under wine).
+           "SHIPYARD_COMPONENT_SOURCE": str(source_dir), "TMPDIR": str(work / "tmp"),
+           # Where tests keep what depends on neither the Python nor the wheel (a cross-built
+           # executable, say), keyed by its inputs: one build for every cell.
+           "SHIPYARD_TEST_CACHE": str(state / "test-cache")}
+    if ports is not None:
+        env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
+    # release.yaml's pytest_args: the plugin that applies --deselect and records what was left out
+    # is registered first, so that it sees the feature report plugin's own deselection as done.
+    selecting = ["-p", "shipyard_selection", *selection.pytest_argv(copied)] if selection else []
+    if selection:
+        env |= selection.plugin_env(work)
+    exit_status: int | None = None
+    try:
+        # shipyard_test_paths appends the tests' own folders to sys.path, after site-packages: a
+        # helper beside the tests imports as in the project's own runs, the installed package wins
+        # over any same-named folder, and importlib mode still loads nested conftest.py files.
+        result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_test_paths", *selecting,
+                              "-p", "shipyard_feature_report", "--import-mode=importlib", "-q", "-rs",
+                              "-p", "no:cacheprovider"],
+                             cwd=work, extra_env=env, timeout=timeout, check=False, what="component tests")
+        exit_status = result.returncode
+        log_tail = "\n".join(result.output.splitlines()[-30:])
+    except ToolError as exc:
+        log_tail = str(exc)
+    folded = fold_feature_report(report.read_text(encoding="utf-8", errors="replace"), exit_status) \
+        if exit_status is not None and report.is_file() else None
+    if exit_status is None or folded is None:
+        return JudgedTests((), log_tail, (f"the tests did not run to completion: {log_tail[-1500:]}",))
+    outcomes = feature_outcomes(folded, gate)
+    problems = verdict_problems(exit_status, folded, outcomes, log_tail)
+    return JudgedTests(outcomes, log_tail, tuple(problems), slowest_tests(folded),
+                       selection.left_out(work) if selection else None)
+
+
+def console_script_problems(venv: Path, scripts: Sequence[str], timeout: float = 120) -> list[str]:
+    """Each declared console script is installed in `venv` and `<script> --help` exits 0; what
+    is wrong otherwise, one line per script."""
+    problems = []
+    for script in scripts:
+        exe = venv / "bin" / script
+        if not exe.is_file():
+            problems.append(f"console script {script} is not installed (release.yaml declares it)")
+            continue
+        result = command.run([exe, "--help"], check=False, timeout=timeout, what=f"{script} --help")
+        if result.returncode != 0:
+            tail = "\n".join(result.output.strip().splitlines()[-5:])
+            problems.append(f"console script {script}: `{script} --help` exited {result.returncode}: {tail}")
+    return problems
