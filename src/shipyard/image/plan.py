@@ -100,7 +100,7 @@ def image_plans(spec: Spec, variant_name: str, *, targets: Iterable[str] = TARGE
     images = spec.release.images
     if images is None:
         raise UsageError(f"{spec.root / 'release.yaml'}: images: the release describes no Docker images; "
-                         "add an `images:` section (README.md, Docker images)")
+                         "add an `images:` section (docs/images.md)")
     variant = spec.release.find_variant(variant_name)
     if variant is None or variant.name not in images.variants:
         hint = nearest(variant_name, images.variants)

@@ -5,7 +5,7 @@ The envelope of a cell lives at `dist/provenance/<cell id>.intoto.jsonl` (one JS
 SLSA GitHub generator writes them) and the manifest records that path: `manifest merge` carries
 it like any other file of a fragment. On GitHub Actions the same statement would be signed
 keylessly with Sigstore (the job's OIDC identity, Fulcio certificate, Rekor entry); that path is
-described in the README and was not run here: this machine reaches neither Fulcio nor Rekor.
+described in docs/supply-chain.md and was not run here: this machine reaches neither Fulcio nor Rekor.
 """
 
 from __future__ import annotations

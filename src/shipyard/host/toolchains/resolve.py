@@ -129,7 +129,7 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
         return Missing(f"CUDA {variant.cuda} needs a host gcc at most {variant.host_gcc_max} that links glibc "
                        f"{glibc} or older; the {compiler.origin}'s gcc is {compiler.major}",
                        "build this variant in an older builder image on the CI runners, one whose gcc nvcc "
-                       f"{variant.cuda} accepts (README, \"Older glibc promises\")")
+                       f"{variant.cuda} accepts (docs/glibc.md, \"Older glibc promises\")")
     if glibc is not None:
         needs = toolkit_glibc(toolkit.root)
         if needs.runtime and glibc_tuple(needs.runtime) > glibc_tuple(glibc):
