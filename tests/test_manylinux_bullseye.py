@@ -9,8 +9,6 @@ or libjpeg, and no network, so what the wheels need they carry or the promise al
 
 from __future__ import annotations
 
-import shutil
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -19,7 +17,10 @@ from shipyard.cli import main
 from shipyard.host import docker_base
 from shipyard.image.deps import ensure_wheelhouse
 from shipyard.plumbing import command
+from shipyard.release.validate import load_spec
+from shipyard.testing.container import run_tests_in_container
 from shipyard.testing.runner import component_test_requirements
+from shipyard.testing.verdict import feature_gate, fold_feature_report
 
 pytestmark = pytest.mark.slow
 
@@ -59,41 +60,34 @@ def test_wheels_pass_their_tests_inside_bullseye(repo: Path, bullseye_python: st
     requirements = sorted({"numpy>=1.22", *[r for c in COMPONENTS for r in component_test_requirements(
         repo / "library" / c / "tests")]})
     house = ensure_wheelhouse(requirements, PYTHON, PLATFORM_TAG)
-    tests = tmp_path / "tests"
-    for component in COMPONENTS:  # a copy: the tests run against the installed wheels only
-        shutil.copytree(repo / "library" / component / "tests", tests / component)
-    script = (
-        "ldd --version | head -n 1\n"
+    # Installed by name from the cpu index, then each component's tests run and are judged as in
+    # every other environment (shipyard.testing): the same plugins, the same feature gate.
+    setup = (
+        "ldd --version | head -n 1 > /work/ldd.txt\n"
         "python3 -m venv /venv\n"
         "/venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check --index-url file:///index "
         f"--find-links /wheelhouse {' '.join(COMPONENTS)} {' '.join(repr(r) for r in requirements)}\n"
         "/venv/bin/python -c \"import importlib.metadata as m, platform; "
-        f"print('installed', {' '.join(f'm.version({c!r}),' for c in COMPONENTS)} platform.libc_ver())\"\n"
-        "status=0\n"
-        f"for c in {' '.join(COMPONENTS)}; do\n"
-        "  (cd /tests/$c && /venv/bin/python -m pytest -p no:cacheprovider --import-mode=importlib -q -rs "
-        "--junitxml=/tests/$c.xml) || status=1\n"
-        "done\n"
-        "exit $status\n")
-    done = command.run(["docker", "run", "--rm", "--pull=never", "--network=none",
-                        f"--volume={index}:/index:ro", f"--volume={house.path}:/wheelhouse:ro",
-                        f"--volume={tests}:/tests", bullseye_python, "sh", "-eu", "-c", script],
-                       check=False, timeout=3600, what="install and test the wheels in bullseye")
-    output = done.stdout + done.stderr
-    print(output[-4000:])
-    assert done.returncode == 0, output[-6000:]
-    assert "GLIBC 2.31" in output.splitlines()[0], output[:500]
-    assert "installed 1.7.0+cpu 1.7.0+cpu ('glibc', '2.31')" in output, output[-3000:]
+        f"print('installed', {' '.join(f'm.version({c!r}),' for c in COMPONENTS)} platform.libc_ver())\" "
+        "> /work/installed.txt\n")
+    spec = load_spec(repo)
     for component in COMPONENTS:
-        cases = ET.parse(tests / f"{component}.xml").getroot().iter("testcase")
-        outcome: dict[str, list[str]] = {}
-        for case in cases:
-            verdict = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
-            outcome.setdefault(verdict, []).append(f"{case.get('file') or case.get('classname')}::{case.get('name')}")
-        assert not outcome.get("failure") and not outcome.get("error"), outcome
-        passed = outcome.get("passed", [])
-        print(f"\n{component} inside bullseye: {len(passed)} passed, {len(outcome.get('skipped', []))} skipped "
+        tests_dir = repo / "library" / component / "tests"
+        work = tmp_path / component
+        judged = run_tests_in_container(bullseye_python, setup=setup, python="/venv/bin/python", tests_dir=tests_dir,
+                                        gate=feature_gate(spec, component, "linux-x86_64", tests_dir, repo), work=work,
+                                        volumes=(f"{index}:/index:ro", f"{house.path}:/wheelhouse:ro"),
+                                        other_features=sorted(f.id for f in spec.features.features
+                                                              if f.component != component))
+        print(judged.log_tail)
+        assert judged.problems == (), judged.problems
+        assert "GLIBC 2.31" in (work / "ldd.txt").read_text(), (work / "ldd.txt").read_text()
+        assert "installed 1.7.0+cpu 1.7.0+cpu ('glibc', '2.31')" in (work / "installed.txt").read_text()
+        record = fold_feature_report((work / "feature-report.jsonl").read_text(), 0)
+        assert record is not None
+        passed = [test for test, entry in record["tests"].items() if entry["outcome"] == "passed"]
+        skipped = [test for test, entry in record["tests"].items() if entry["outcome"] == "skipped"]
+        print(f"\n{component} inside bullseye: {len(passed)} passed, {len(skipped)} skipped "
               "(-rs above gives each reason)")
         for module in RUNTIME_TESTS[component]:
-            stem = module.removesuffix(".py")
-            assert any(stem in name for name in passed), (component, module, outcome.get("skipped"))
+            assert any(test.startswith(f"{module}::") for test in passed), (component, module, skipped)

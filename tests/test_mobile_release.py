@@ -17,8 +17,8 @@ from shipyard.supply.binaries import archive_files
 from shipyard.supply.sbom import read_mobile_sbom
 from shipyard.supply.verify import check_mobile_sbom
 from shipyard.testing.runner import run_component_tests
+from shipyard.testing.verdict import feature_gate
 from shipyard.wheel.build_request import BuildRequest
-from shipyard.wheel.cell_tests import feature_gate
 from shipyard.wheel.pipeline import build_variant
 
 pytestmark = pytest.mark.slow

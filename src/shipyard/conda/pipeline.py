@@ -46,9 +46,8 @@ from shipyard.release.matrix import NotApplicable
 from shipyard.release.pytest_selection import selection_of
 from shipyard.release.validate import Spec
 from shipyard.testing.conda_prefix import BuiltPackage, run_conda_package_tests
-from shipyard.testing.verdict import TestRun, judge_identity
+from shipyard.testing.verdict import TestRun, feature_gate, judge_identity
 from shipyard.wheel.build_request import default_test_jobs
-from shipyard.wheel.cell_tests import feature_gate
 
 
 @dataclass(frozen=True)

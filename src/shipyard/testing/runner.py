@@ -127,6 +127,32 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     a venv for wheels, a conda prefix for conda packages) and judge the run by `gate`.
 
     Everything the run writes stays under `work`, which must exist with a `tmp` folder (TMPDIR)."""
+    plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
+    argv, env = pytest_invocation(work, tests_dir=tests_dir, gate=gate, other_features=other_features,
+                                  selection=selection, plugin_dir=str(plugin_dir), inside=str)
+    # For tests that build native code from sources (e.g. Windows executables under wine), and where
+    # they keep what depends on neither the Python nor the wheel (a cross-built executable, say),
+    # keyed by its inputs: one build for every cell.
+    env |= {"SHIPYARD_COMPONENT_SOURCE": str(source_dir), "SHIPYARD_TEST_CACHE": str(state / "test-cache")}
+    if ports is not None:
+        env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
+    exit_status: int | None = None
+    try:
+        result = command.run([python, *argv], cwd=work, extra_env=env, timeout=timeout, check=False,
+                             what="component tests")
+        exit_status = result.returncode
+        log_tail = "\n".join(result.output.splitlines()[-30:])
+    except ToolError as exc:
+        log_tail = str(exc)
+    return judge_run(work, exit_status, log_tail, gate, selection)
+
+
+def pytest_invocation(work: Path, *, tests_dir: Path, gate: FeatureGate, other_features: Sequence[str],
+                      selection: PytestSelection | None, plugin_dir: str,
+                      inside: Callable[[Path], str]) -> tuple[list[str], dict[str, str]]:
+    """Copy `tests_dir` into `work` and write the YAML's test ids beside it; return what follows
+    the Python (`-m pytest …`) and the environment of the plugins, each path as the Python that
+    runs them sees it (`inside`: this host's path, or the path a container mounts it at)."""
     copied = work / "tests"
     shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     report = work / "feature-report.jsonl"
@@ -136,35 +162,28 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     # record's left_out); -k, -m and --deselect are seen as deselection by the plugin itself.
     kept = {k: list(v) for k, v in gate.listed.items() if not (selection and selection.ignores(k))}
     listed.write_text(json.dumps(kept, sort_keys=True))
-    plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
-    env = {"PYTHONPATH": str(plugin_dir), "SHIPYARD_FEATURE_REPORT": str(report), "PYTHONDONTWRITEBYTECODE": "1",
+    env = {"PYTHONPATH": plugin_dir, "SHIPYARD_FEATURE_REPORT": inside(report), "PYTHONDONTWRITEBYTECODE": "1",
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
-           "SHIPYARD_FEATURE_TESTS": str(listed), "SHIPYARD_TESTS_ROOT": str(copied),
-           # For tests that build native code from sources (e.g. Windows executables under wine).
-           "SHIPYARD_COMPONENT_SOURCE": str(source_dir), "TMPDIR": str(work / "tmp"),
-           # Where tests keep what depends on neither the Python nor the wheel (a cross-built
-           # executable, say), keyed by its inputs: one build for every cell.
-           "SHIPYARD_TEST_CACHE": str(state / "test-cache")}
-    if ports is not None:
-        env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
+           "SHIPYARD_FEATURE_TESTS": inside(listed), "SHIPYARD_TESTS_ROOT": inside(copied),
+           "TMPDIR": inside(work / "tmp")}
     # release.yaml's pytest_args: the plugin that applies --deselect and records what was left out
     # is registered first, so that it sees the feature report plugin's own deselection as done.
-    selecting = ["-p", "shipyard_selection", *selection.pytest_argv(copied)] if selection else []
+    selecting = ["-p", "shipyard_selection", *selection.pytest_argv(Path(inside(copied)))] if selection else []
     if selection:
-        env |= selection.plugin_env(work)
-    exit_status: int | None = None
-    try:
-        # shipyard_test_paths appends the tests' own folders to sys.path, after site-packages: a
-        # helper beside the tests imports as in the project's own runs, the installed package wins
-        # over any same-named folder, and importlib mode still loads nested conftest.py files.
-        result = command.run([python, "-m", "pytest", copied, "-p", "shipyard_test_paths", *selecting,
-                              "-p", "shipyard_feature_report", "--import-mode=importlib", "-q", "-rs",
-                              "-p", "no:cacheprovider"],
-                             cwd=work, extra_env=env, timeout=timeout, check=False, what="component tests")
-        exit_status = result.returncode
-        log_tail = "\n".join(result.output.splitlines()[-30:])
-    except ToolError as exc:
-        log_tail = str(exc)
+        env |= {name: inside(Path(value)) for name, value in selection.plugin_env(work).items()}
+    # shipyard_test_paths appends the tests' own folders to sys.path, after site-packages: a
+    # helper beside the tests imports as in the project's own runs, the installed package wins
+    # over any same-named folder, and importlib mode still loads nested conftest.py files.
+    argv = ["-m", "pytest", inside(copied), "-p", "shipyard_test_paths", *selecting, "-p", "shipyard_feature_report",
+            "--import-mode=importlib", "-q", "-rs", "-p", "no:cacheprovider"]
+    return argv, env
+
+
+def judge_run(work: Path, exit_status: int | None, log_tail: str, gate: FeatureGate,
+              selection: PytestSelection | None = None) -> JudgedTests:
+    """The verdict of the run whose record the plugin wrote into `work` (pytest_invocation), by
+    `gate`: a run with no exit status or no record did not run to completion."""
+    report = work / "feature-report.jsonl"
     folded = fold_feature_report(report.read_text(encoding="utf-8", errors="replace"), exit_status) \
         if exit_status is not None and report.is_file() else None
     if exit_status is None or folded is None:

@@ -28,6 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from shipyard.release.validate import Spec
+
 UNMARKED = "(unmarked)"
 
 
@@ -328,3 +330,11 @@ def listed_tests(features: Iterable[tuple[str, Sequence[str]]], tests_dir: Path,
             if test_id.startswith(prefix):
                 out.setdefault(test_id[len(prefix):], []).append(fid)
     return {k: tuple(sorted(set(v))) for k, v in sorted(out.items())}
+
+
+def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, root: Path) -> FeatureGate:
+    """What `component`'s tests in `tests_dir` are held to on `platform` (FeatureGate)."""
+    return FeatureGate(
+        statuses=spec.gating_statuses(component, platform),
+        present=frozenset(fid for fid, _, _ in spec.features_for(component, platform)),
+        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root))

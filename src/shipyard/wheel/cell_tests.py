@@ -20,9 +20,8 @@ from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import running
 from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import selection_of
-from shipyard.release.validate import Spec
 from shipyard.testing.runner import console_script_problems, run_component_tests
-from shipyard.testing.verdict import FeatureGate, judge_identity, listed_tests
+from shipyard.testing.verdict import FeatureGate, feature_gate, judge_identity
 from shipyard.wheel.build_request import BuildContext, CellOutcome
 from shipyard.wheel.index import content_identity
 
@@ -163,14 +162,6 @@ def _judge(task: _TestTask, *, cached: bool) -> None:
             or (f["result"] == "not-run" and (fid in task.gate.present or f.get("not_run")))]
     outcome.result = "cached" if (cached and outcome.result == "cached") else "passed"
     outcome.detail = "; ".join(soft)
-
-
-def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, root: Path) -> FeatureGate:
-    """What `component`'s tests in `tests_dir` are held to on `platform` (see testing.FeatureGate)."""
-    return FeatureGate(
-        statuses=spec.gating_statuses(component, platform),
-        present=frozenset(fid for fid, _, _ in spec.features_for(component, platform)),
-        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root))
 
 
 def _local_dependency_wheels(wheel: Path, variant_dir: Path, local: set[NormalizedName]) -> list[Path]:
