@@ -32,6 +32,7 @@ from wheel_edit import append_to_wheel_member
 from shipyard.errors import CheckFailed
 from shipyard.host.source_tree import git_info
 from shipyard.image.build import ImageRequest, build_images
+from shipyard.image.deps import ensure_wheelhouse
 from shipyard.image.hygiene import scan_image
 from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.image.registry import RegistryError, push_image
@@ -40,6 +41,9 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import Spec, load_spec
+from shipyard.testing.container import run_tests_in_container
+from shipyard.testing.runner import component_test_requirements
+from shipyard.testing.verdict import feature_gate
 from shipyard.wheel.index import write_index
 
 pytestmark = pytest.mark.slow
@@ -89,6 +93,38 @@ def test_standalone_two_process_training_loss_falls(ember_images: EmberImages, r
     first, last = _losses(done.output)
     assert last < first / 100, done.output
     assert "world_size=2" in done.output and "all workers succeeded" in done.output
+
+
+def test_embers_own_tests_pass_inside_the_runtime_image(ember_images: EmberImages, spec: Spec,
+                                                       request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """ember's own suite, run as the image's user against the ember the image holds, judged by the
+    feature gate as in a venv: the image carries what the wheels were tested with."""
+    variant, _ = _variants(request.config)
+    image = ember_images.get(variant).plan.tag
+    settings = spec.release.images
+    assert settings is not None
+    tests_dir = REPO / "library" / "ember" / "tests"
+    requirements = component_test_requirements(tests_dir)
+    platform_tag = spec.release.platforms[settings.platform].wheel_platform_tag
+    house = ensure_wheelhouse(requirements, settings.python, platform_tag)
+    # A copy the image's user may read (shipyard's cache lies under root's home).
+    wheelhouse = shutil.copytree(house.path, tmp_path / "wheelhouse")
+    for path in (wheelhouse, *wheelhouse.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    # The tests' own requirements (pytest, hypothesis) go into a venv beside the image's Python, which
+    # sees the image's site-packages: ember is the image's, never installed again.
+    setup = ("python3 -m venv --system-site-packages /tmp/tests-venv\n"
+             "/tmp/tests-venv/bin/pip install --quiet --no-cache-dir --disable-pip-version-check --no-index "
+             f"--find-links /wheelhouse {' '.join(repr(r) for r in requirements)}\n")
+    judged = run_tests_in_container(image, setup=setup, python="/tmp/tests-venv/bin/python", tests_dir=tests_dir,
+                                    gate=feature_gate(spec, "ember", settings.platform, tests_dir, REPO),
+                                    work=tmp_path / "ember", volumes=(f"{wheelhouse}:/wheelhouse:ro",),
+                                    other_features=sorted(f.id for f in spec.features.features
+                                                          if f.component != "ember"))
+    print(judged.log_tail)
+    assert judged.problems == (), judged.log_tail
+    proven = {f.id for f in judged.features if f.result in ("passed", "partial")}
+    assert proven >= {"ember.fft", "distributed.collectives"}, proven
 
 
 @pytest.fixture

@@ -44,6 +44,11 @@ def run_tests_in_container(image: str, *, setup: str, python: str, tests_dir: Pa
 
     argv, env = pytest_invocation(work, tests_dir=tests_dir, gate=gate, other_features=other_features,
                                   selection=selection, plugin_dir=inside(plugin), inside=inside)
+    # The image's own user runs the tests (a runtime image is not run as root): it must be able to
+    # write the record, TMPDIR and the copied tests' caches under /work.
+    for path in (work, *work.rglob("*")):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | (0o777 if path.is_dir() else 0o666))
     # pytest's exit status is the container's: `exec` replaces the shell once setup has passed.
     script = f"{setup}\ncd {WORK}\nexec env {shlex.join(f'{k}={v}' for k, v in env.items())} " \
              f"{shlex.quote(python)} {shlex.join(argv)}\n"
