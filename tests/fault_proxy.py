@@ -2,7 +2,9 @@
 answers some connections with a 503, resets others, stalls others, and passes the rest through.
 
 A `plan` decides per new connection, from its number and its first request line (so a test can
-fail uploads and let reads through); the proxy counts every fault it injected. It runs an
+fail uploads and let reads through); the proxy counts every fault it injected. "lost" passes the
+request on and waits for the server's answer, then resets the client's connection: the server has
+acted, the client never learns it. It runs an
 asyncio loop in a thread of its own and listens on 127.0.0.1 only.
 """
 
@@ -16,7 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
-Fault = str  # "pass", "503", "reset", "stall"
+Fault = str  # "pass", "503", "reset", "stall", "lost"
 
 
 class FaultProxy:
@@ -73,7 +75,9 @@ class FaultProxy:
                              b"injected 503")
                 await writer.drain()
                 return
-            if fault == "reset":
+            if fault == "lost":
+                await self._forward_until_answered(first, reader)
+            if fault in ("reset", "lost"):
                 self.injected[fault] += 1
                 sock = writer.get_extra_info("socket")
                 if sock is not None:  # RST instead of FIN: SO_LINGER with a zero timeout
@@ -87,6 +91,30 @@ class FaultProxy:
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
+
+    async def _forward_until_answered(self, first: bytes, reader: asyncio.StreamReader) -> None:
+        """Send the request on to the server and wait for the first byte of its answer: it has acted."""
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            return
+        up_writer.write(first)
+
+        async def send() -> None:
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                while data := await reader.read(65536):
+                    up_writer.write(data)
+                    await up_writer.drain()
+
+        sending = asyncio.ensure_future(send())
+        try:
+            await asyncio.wait_for(up_reader.read(1), 60)
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            sending.cancel()
+            with contextlib.suppress(Exception):
+                up_writer.close()
 
     async def _pipe(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

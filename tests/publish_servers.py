@@ -290,3 +290,87 @@ def pip_installed_sha(index_url: str, requirement: str, dest: Path, *extra: str)
     assert done.returncode == 0, done.stdout + done.stderr
     [item] = json.loads(report.read_text())["install"]
     return item["download_info"]["archive_info"]["hashes"]["sha256"]
+
+
+@dataclass
+class PypiServer:
+    """pypiserver over `packages`: an index that speaks only the upload API and PEP 503 HTML, as
+    PyPI-compatible indexes without staging do. Uploads need a user of its htpasswd file."""
+
+    packages: Path
+    htpasswd: Path
+    port: int
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def simple(self) -> str:
+        return f"{self.url}simple/"
+
+    def add_user(self, name: str, password: str) -> None:
+        """`name` may upload with `password` (an API token's user is __token__); read at each request."""
+        from passlib.apache import HtpasswdFile
+
+        users = HtpasswdFile(str(self.htpasswd), new=not self.htpasswd.exists())
+        users.set_password(name, password)
+        users.save()
+
+    def start(self, timeout: float = 60) -> None:
+        with self.log.open("ab") as sink:
+            # A server outlives any one command, so it cannot go through command.run. No fallback:
+            # a project it does not hold is not sent on to pypi.org.
+            self.process = subprocess.Popen(
+                [BIN / "pypi-server", "run", "-p", str(self.port), "--host", "127.0.0.1", "-P", self.htpasswd,
+                 "-a", "update", "--hash-algo", "sha256", "--disable-fallback",
+                 self.packages], stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if requests.get(self.simple, timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"pypiserver did not come up:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=20)
+        self.process = None
+
+    def files(self) -> dict[str, str]:
+        """filename -> sha256 of what it stores (its folder, as the server's disk holds it)."""
+        from shipyard.plumbing.hashing import sha256_of
+
+        return {p.name: sha256_of(p) for p in sorted(self.packages.iterdir()) if p.is_file()}
+
+
+@contextmanager
+def pypi_server(folder: Path) -> Iterator[PypiServer]:
+    """A fresh pypiserver on a claimed 127.0.0.1 port storing in `folder/packages`; stopped at the end.
+    Its htpasswd starts empty of users: `add_user` makes uploaders."""
+    from shipyard.plumbing.port_ranges import claimed_port_range
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "packages").mkdir(exist_ok=True)
+    htpasswd = folder / "htpasswd"
+    with claimed_port_range() as ports:
+        server = PypiServer(folder / "packages", htpasswd, ports[0], folder / "pypiserver.log")
+        # pypiserver refuses to start on an htpasswd file it cannot read: one placeholder user.
+        server.add_user("nobody", secrets.token_urlsafe(18))
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()

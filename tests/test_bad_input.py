@@ -222,11 +222,16 @@ def _cases() -> list[Case]:
         c("exclusion matches no cell", R, "exclusions:\n", "exclusions:\n  - component: emberaudio\n"
           "    package_type: mobile\n    reason: audio is not a mobile package\n", "exclusions.0",
           "matches no cell of the matrix", at="- component: emberaudio"),
-        c("publish kind typo", R, "    kind: pypi\n", "    kind: npm\n", "publish.wheels-staging.kind",
-          "must be one of pypi, static, conda, docker", at="kind: npm"),
+        c("publish kind typo", R, "    kind: devpi\n", "    kind: npm\n", "publish.wheels-staging.kind",
+          "must be one of devpi, pypi, static, conda, docker", at="kind: npm"),
+        # The devpi target as it was written before #29 named its kind pypi: both ways out are named.
+        c("publish devpi under its old kind", R, "    kind: devpi\n", "    kind: pypi\n", "publish.wheels-staging",
+          "a pypi target speaks the upload API; set index_url to its simple index (e.g. "
+          "https://pypi.example.org/simple/); a devpi server with staging indexes is kind: devpi",
+          at="  wheels-staging:"),
         c("publish a list", R, "publish:\n  wheels-staging:\n", "publish: [a]\nxpublish:\n  wheels-staging:\n",
           "publish", "must be a mapping", at="publish: [a]"),
-        c("publish unknown key", R, "    kind: pypi\n", "    kind: pypi\n    endpoint: somewhere\n",
+        c("publish unknown key", R, "    kind: devpi\n", "    kind: devpi\n    endpoint: somewhere\n",
           "publish.wheels-staging.endpoint", "unknown key 'endpoint'", at="endpoint:"),
         c("publish inline token", R, "    token_env: SHIPYARD_CONDA_TOKEN\n",
           "    token_env: SHIPYARD_CONDA_TOKEN\n    api-token: abc123\n", "publish.conda-staging",

@@ -24,7 +24,7 @@ IN_YAML = [
      f"    password_env: SHIPYARD_PYPI_PASSWORD\n    password: {SECRET}\n"),
     ("unknown key", "    token_env: SHIPYARD_CONDA_TOKEN\n",
      f"    token_env: SHIPYARD_CONDA_TOKEN\n    api-token: {SECRET}\n"),
-    ("unknown key without a secret-like name", "    kind: pypi\n", f"    kind: pypi\n    extra: {SECRET}\n"),
+    ("unknown key without a secret-like name", "    kind: devpi\n", f"    kind: devpi\n    extra: {SECRET}\n"),
     ("https URL credentials", "    url: http://127.0.0.1:8081/\n", f"    url: https://ci-bot:{SECRET}@127.0.0.1:8081/\n"),
     ("registry URL credentials", "    url: 127.0.0.1:5000\n", f"    url: ci-bot:{SECRET}@127.0.0.1:5000\n"),
     ("token pasted into token_env", "    token_env: SHIPYARD_CONDA_TOKEN\n", f"    token_env: {SECRET}\n"),

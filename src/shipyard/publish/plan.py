@@ -99,8 +99,10 @@ def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: 
     """Every file `target` receives for these artifacts; `derived` holds the PyPI flavour's rewrites."""
     wanted = PACKAGE_TYPES_BY_TARGET[target.kind]
     mine = [a for a in artifacts if a.package_type in wanted]
-    if target.kind in ("pypi", "static"):
+    if target.kind in ("devpi", "static"):
         return _wheel_files(target, mine, dist, derived)
+    if target.kind == "pypi":  # one index, as PyPI is: the plain versions only
+        return [f for f in _wheel_files(target, mine, dist, derived) if f.index == PLAIN_INDEX]
     if target.kind == "conda":
         # name-version-build.conda: the package name is what a channel lists it under.
         return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.name.rsplit("-", 2)[0], a.version,

@@ -21,6 +21,7 @@ from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.devpi import DevpiBackend
 from shipyard.publish.journal import Journal
+from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.plan import Gating, PublishFile, files_for, gate
 from shipyard.publish.registry import RegistryBackend
 from shipyard.publish.retry import RetryPolicy
@@ -30,7 +31,7 @@ from shipyard.record.manifest import ArtifactRecord, Manifest, require_manifest
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.release.validate import Spec
 
-BACKENDS: dict[str, type[Backend]] = {"pypi": DevpiBackend, "static": StaticTreeBackend,
+BACKENDS: dict[str, type[Backend]] = {"devpi": DevpiBackend, "pypi": PypiBackend, "static": StaticTreeBackend,
                                       "conda": CondaChannelBackend, "docker": RegistryBackend}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import urlparse
 
 from pydantic import (
     AfterValidator,
@@ -26,11 +27,19 @@ from shipyard.release.fields import (
 
 # The URL schemes each kind of publish target speaks ('' is a bare host:port, as registries are named).
 URL_SCHEMES_BY_TARGET: dict[str, tuple[str, ...]] = {
-    "pypi": ("http", "https"), "static": ("http", "https"), "conda": ("http", "https"),
+    "devpi": ("http", "https"), "pypi": ("http", "https"), "static": ("http", "https"), "conda": ("http", "https"),
     "docker": ("", "http", "https"),
 }
-_URL_EXAMPLES = {"pypi": "https://pypi.example.org/", "static": "https://example.org/whl/",
-                 "conda": "https://example.org/conda/", "docker": "127.0.0.1:5000"}
+_URL_EXAMPLES = {"devpi": "https://devpi.example.org/", "pypi": "https://upload.pypi.org/legacy/",
+                 "static": "https://example.org/whl/", "conda": "https://example.org/conda/",
+                 "docker": "127.0.0.1:5000"}
+# The simple index (PEP 691 / PEP 503) and the trusted-publishing host of the upload URLs a
+# `pypi` target may leave at that: PyPI's and TestPyPI's.
+KNOWN_INDEXES: dict[str, tuple[str, str]] = {
+    "upload.pypi.org": ("https://pypi.org/simple/", "https://pypi.org"),
+    "pypi.org": ("https://pypi.org/simple/", "https://pypi.org"),
+    "test.pypi.org": ("https://test.pypi.org/simple/", "https://test.pypi.org"),
+}
 # A host name, an IPv4 address, or an IPv6 address in brackets.
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$"
                    r"|^\[[0-9A-Fa-f:.]+\]$")
@@ -64,24 +73,35 @@ def _publish_url_problem(url: str, kind: str | None) -> str | None:
 
 # Which manifest package types each kind of publish target takes.
 PACKAGE_TYPES_BY_TARGET: dict[str, tuple[str, ...]] = {
-    "pypi": ("wheel",), "static": ("wheel",), "conda": ("conda",), "docker": ("docker",),
+    "devpi": ("wheel",), "pypi": ("wheel",), "static": ("wheel",), "conda": ("conda",), "docker": ("docker",),
 }
 
 
 class PublishTarget(Frozen):
     """Where artifacts go. Credentials are named by environment variable, never inlined.
 
-    `pypi` is a devpi server (url: its root; one index per channel and variant under the user
-    named by username_env); `static` a PyTorch-layout tree (`<path>/<channel>/<tag>/<project>/`)
-    that a web server serves at url; `conda` a static channel (`<path>/<channel>/<subdir>/`) served
-    at url with conda's /t/<token>/; `docker` a registry (url: host:port)."""
+    `devpi` is a devpi server (url: its root; one index per channel and variant under the user
+    named by username_env, made visible by one switch); `pypi` any index that speaks the upload
+    API twine uses (url: the upload URL, e.g. https://upload.pypi.org/legacy/; index_url: its
+    simple index), which gets the default variant's wheels under the plain version; `static` a
+    PyTorch-layout tree (`<path>/<channel>/<tag>/<project>/`) that a web server serves at url;
+    `conda` a static channel (`<path>/<channel>/<subdir>/`) served at url with conda's
+    /t/<token>/; `docker` a registry (url: host:port)."""
 
     name: str
-    kind: Literal["pypi", "static", "conda", "docker"]
+    kind: Literal["devpi", "pypi", "static", "conda", "docker"]
     url: str
     path: str | None = None  # static and conda: the folder the web server serves, relative to release.yaml
-    # pypi: the variant whose wheels are also published under the plain version (PyPI refuses +cpu).
+    # devpi and pypi: the variant whose wheels are also published under the plain version (PyPI refuses +cpu).
     default_variant: str | None = None
+    # pypi: the simple index users install from (PEP 691 JSON, or PEP 503 HTML); PyPI's and TestPyPI's
+    # are known from url.
+    index_url: str | None = None
+    # pypi: mint a short-lived upload token through GitHub's OIDC token instead of reading a secret.
+    trusted_publishing: bool = False
+    # pypi with trusted_publishing: where /_/oidc/audience and /_/oidc/mint-token are (PyPI's and
+    # TestPyPI's are known from url).
+    oidc_url: str | None = None
     username_env: str | None = Field(default=None, pattern=ENV_NAME)
     password_env: str | None = Field(default=None, pattern=ENV_NAME)
     token_env: str | None = Field(default=None, pattern=ENV_NAME)
@@ -93,15 +113,58 @@ class PublishTarget(Frozen):
                              f"folder, relative to release.yaml (e.g. dist/site/{self.kind})")
         if self.kind not in ("static", "conda") and self.path:
             raise ValueError(f"a {self.kind} target is a server shipyard talks to; remove path")
-        if self.default_variant and self.kind != "pypi":
-            raise ValueError("default_variant (the PyPI flavour) belongs to a pypi target; remove it here")
-        if self.kind == "pypi" and not (self.username_env and self.password_env):
-            raise ValueError("a pypi target needs username_env and password_env: the names of the environment "
+        if self.default_variant and self.kind not in ("devpi", "pypi"):
+            raise ValueError("default_variant (the PyPI flavour) belongs to a devpi or pypi target; remove it here")
+        if self.kind == "devpi" and not (self.username_env and self.password_env):
+            raise ValueError("a devpi target needs username_env and password_env: the names of the environment "
                              "variables holding the devpi user and password")
+        if self.kind != "pypi" and (self.index_url or self.trusted_publishing or self.oidc_url):
+            raise ValueError("index_url, trusted_publishing and oidc_url belong to a pypi target; remove them here")
+        if self.kind == "pypi":
+            self._pypi_fields()
         if self.kind == "conda" and not self.token_env:
             raise ValueError("a conda target needs token_env: the name of the environment variable holding the "
                              "channel token its web server checks (/t/<token>/)")
         return self
+
+    def _pypi_fields(self) -> None:
+        if self.index_url is None and self.known_index is None:
+            # The kind that was devpi's until #29 lands here too: say both ways out.
+            raise ValueError("a pypi target speaks the upload API; set index_url to its simple index (e.g. "
+                             "https://pypi.example.org/simple/); a devpi server with staging indexes is kind: devpi "
+                             "(named kind: pypi before)")
+        if not self.default_variant:
+            raise ValueError("a pypi target takes the wheels of one variant under the plain version (PyPI refuses "
+                             "local versions such as +cpu); set default_variant (e.g. cpu)")
+        if self.trusted_publishing:
+            if self.username_env or self.password_env or self.token_env:
+                raise ValueError("trusted_publishing mints its own token; remove username_env, password_env and "
+                                 "token_env")
+            if self.oidc_url is None and self.known_index is None:
+                raise ValueError("trusted_publishing needs oidc_url (where /_/oidc/audience and /_/oidc/mint-token "
+                                 "are) for an index other than pypi.org or test.pypi.org")
+        else:
+            if self.oidc_url:
+                raise ValueError("oidc_url belongs to trusted_publishing: true; remove it or set that")
+            if not (self.username_env and self.password_env):
+                raise ValueError("a pypi target needs username_env and password_env (for an API token: a variable "
+                                 "holding __token__ and one holding the token), or trusted_publishing: true")
+
+    @property
+    def known_index(self) -> tuple[str, str] | None:
+        """(simple index, trusted-publishing host) when url is PyPI's or TestPyPI's upload URL."""
+        return KNOWN_INDEXES.get((urlparse(self.url).hostname or "").lower())
+
+    @property
+    def simple_url(self) -> str:
+        """A pypi target's simple index, ending in '/'."""
+        url = self.index_url or (self.known_index or ("", ""))[0]
+        return url if url.endswith("/") else url + "/"
+
+    @property
+    def mint_base(self) -> str:
+        """Where a pypi target's /_/oidc/ endpoints are."""
+        return (self.oidc_url or (self.known_index or ("", ""))[1]).rstrip("/")
 
     def credential_envs(self) -> tuple[str, ...]:
         """The environment variables this target's credentials come from."""
@@ -128,6 +191,14 @@ class PublishTarget(Frozen):
         problem = _publish_url_problem(url, info.data.get("kind"))
         if problem:
             raise ValueError(problem)
+        return url
+
+    @field_validator("index_url", "oidc_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        problem = None if url is None else _publish_url_problem(url, "static")
+        if problem:
+            raise ValueError(problem.replace("a static target", "it"))
         return url
 
 

@@ -1,0 +1,197 @@
+"""Wheels on any index that speaks the upload API twine uses: PyPI, TestPyPI, pypiserver, and the
+indexes of Artifactory, GitLab or CodeArtifact. Configuration alone picks the server: `url` is the
+upload URL, `index_url` the simple index (both known for pypi.org and test.pypi.org).
+
+Such an index is one index with no channels and no staging (PEP 694 upload sessions are served
+nowhere yet), so the target gets the PyPI flavour only (the default variant's wheels under the plain
+version, and the pure ones), and a release is made visible file by file: every file is uploaded,
+then every one is read back from the simple index and its sha256 checked. While that runs, a reader
+can see some files of the new version and not others (docs/publishing.md says what that means).
+
+Immutability: run.py refuses a published name with other bytes before anything is uploaded, from
+`listing`; an upload answered "file exists" (a try whose answer was lost, or a race) is re-read from
+the index: the same sha256 is success, another is refused naming both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import requests
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, \
+    parse_wheel_filename
+from twine.package import PackageFile
+from twine.repository import Repository
+
+from shipyard.errors import ImmutableFileError, PublishError, public_url
+from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.hashing import sha256_hex
+from shipyard.publish.plan import PLAIN_INDEX, PublishFile
+from shipyard.publish.retry import bounded_session, describe, with_retries
+from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
+from shipyard.publish.target import Backend, Listed, TargetContext
+
+
+def _version(filename: str) -> str | None:
+    try:
+        if filename.endswith(".whl"):
+            return str(parse_wheel_filename(filename)[1])
+        return str(parse_sdist_filename(filename)[1])
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None  # not a distribution shipyard publishes (an .asc, an egg): not its business
+
+
+class PypiBackend(Backend):
+    def __init__(self, ctx: TargetContext) -> None:
+        super().__init__(ctx)
+        self.upload_url = ctx.target.url
+        self.simple = ctx.target.simple_url
+        self.reader = bounded_session(ctx.policy)  # anonymous: the simple index is world-readable
+
+    def describe(self, channel: str) -> str:
+        return public_url(self.simple)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _get(self, url: str, what: str, accept: str) -> requests.Response:
+        # No redirects: pypiserver sends a project it does not hold to pypi.org (its fallback), whose
+        # files are not this index's.
+        return with_retries(what, public_url(self.simple),
+                            lambda: self.reader.get(url, headers={"Accept": accept}, allow_redirects=False),
+                            self.ctx.policy, scrub=self.ctx.scrub)
+
+    def _page(self, project: str) -> dict[str, IndexedFile]:
+        """filename -> file of the project's page; empty when the index does not hold the project."""
+        url = f"{self.simple}{canonicalize_name(project)}/"
+        what = f"list {project} in the simple index"
+        response = self._get(url, what, ACCEPT)
+        if response.status_code in (404, 410) or 300 <= response.status_code < 400:
+            return {}
+        self._expect(response, what)
+        try:
+            files = project_files(response.text, response.headers.get("Content-Type", ""), response.url)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PublishError(f"{what}: {public_url(url)}: not a PEP 691 or PEP 503 project page ({exc}); "
+                               f"check index_url of the target {self.target.name} in release.yaml") from None
+        return {f.filename: f for f in files}
+
+    def _projects(self) -> list[str]:
+        what = "list the projects of the simple index"
+        response = self._get(self.simple, what, ACCEPT)
+        self._expect(response, what)
+        return project_names(response.text, response.headers.get("Content-Type", ""))
+
+    def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
+                projects: Sequence[str] | None = None) -> list[Listed]:
+        if indexes is not None and PLAIN_INDEX not in indexes:
+            return []
+        out = []
+        for project in projects if projects is not None else self._projects():
+            for entry in self._page(project).values():
+                version = _version(entry.filename)
+                if version is None:
+                    continue
+                out.append(Listed(PLAIN_INDEX, entry.filename, self._stated_sha256(entry), canonicalize_name(project),
+                                  version, entry.url))
+        return out
+
+    def _stated_sha256(self, entry: IndexedFile) -> str:
+        if entry.sha256 is None:
+            raise PublishError(f"{entry.filename}: {public_url(self.simple)} states no sha256 for it, and a "
+                               f"published name is checked by its bytes; serve sha256 hashes (pypiserver: "
+                               f"--hash-algo sha256) in the simple index")
+        return entry.sha256
+
+    def fetch(self, listed: Listed, dest: Path) -> Path:
+        path = dest / listed.filename
+        write_atomic(path, self._download(listed.url, listed.filename))
+        return path
+
+    def _download(self, url: str, filename: str) -> bytes:
+        response = with_retries(f"download {filename}", public_url(self.simple),
+                                lambda: self.reader.get(url), self.ctx.policy, scrub=self.ctx.scrub)
+        self._expect(response, f"download {filename}")
+        return response.content
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def release(self, channel: str, files: Sequence[PublishFile]) -> None:
+        journal = self.ctx.journal
+        where = public_url(self.simple)
+        journal.record("stage", target=self.target.name, channel=channel, index=where,
+                       files={f.filename: f.sha256 for f in files})
+        projects = sorted({f.project for f in files})
+        shown = {name: e for p in projects for name, e in self._page(p).items()}
+        for f in files:
+            if f.filename in shown:  # uploaded by a run that stopped before its end
+                self._same_bytes(f, self._stated_sha256(shown[f.filename]))
+                continue
+            self.ctx.progress(f"{self.target.name}: upload {f.filename} to {public_url(self.upload_url)}")
+            self._upload(f)
+            journal.record("uploaded", target=self.target.name, where=where, file=f.filename, sha256=f.sha256)
+        # The index has no staging: every file is up before any is checked, and each is then read back.
+        verified = journal.verified(where)
+        shown = {name: e for p in projects for name, e in self._page(p).items()}
+        for f in files:
+            entry = shown.get(f.filename)
+            if entry is None:
+                raise PublishError(f"{f.filename}: {where}: uploaded to {public_url(self.upload_url)} but the "
+                                   f"simple index does not list it; check that index_url is the index of that "
+                                   f"upload URL, then publish again")
+            self._same_bytes(f, self._stated_sha256(entry))
+            if verified.get(f.filename) == f.sha256:
+                continue
+            digest = sha256_hex(self._download(entry.url, f.filename))
+            if digest != f.sha256:
+                raise PublishError(f"{f.filename}: {where} serves sha256 {digest}, expected {f.sha256}; check "
+                                   f"the server's storage, then publish again")
+            journal.record("verified", target=self.target.name, where=where, file=f.filename, sha256=f.sha256)
+        journal.record("switched", target=self.target.name, channel=channel, index=where,
+                       files={f.filename: f.sha256 for f in files})
+        self.ctx.progress(f"{self.target.name}: {where}: {len(files)} files uploaded and verified")
+
+    def _same_bytes(self, f: PublishFile, served: str) -> None:
+        if served != f.sha256:
+            raise ImmutableFileError(f"{f.filename}: {public_url(self.simple)} already holds it with sha256 "
+                                     f"{served}; this one has sha256 {f.sha256}. A published name never changes "
+                                     f"its bytes: publish a new version (or build number)")
+
+    def _upload(self, f: PublishFile) -> None:
+        creds = self.ctx.credentials
+        repository = Repository(self.upload_url, creds.username, creds.password, disable_progress_bar=True)
+        repository.session = bounded_session(self.ctx.policy, repository.session)
+        package = PackageFile.from_filename(str(f.path), None)
+
+        def attempt() -> requests.Response:
+            with contextlib.redirect_stdout(io.StringIO()):  # twine prints "Uploading …" itself
+                return repository.upload(package, max_redirects=1)  # one try: retrying is ours
+
+        try:
+            response = with_retries(f"upload {f.filename}", public_url(self.upload_url), attempt, self.ctx.policy,
+                                    scrub=self.ctx.scrub)
+        finally:
+            repository.close()
+        if response.status_code in (400, 409):
+            # "File already exists" (PyPI: 400, pypiserver: 409 or 400): a try whose answer was lost, or
+            # another publisher. The index decides: the same bytes are done, others are refused.
+            entry = self._page(f.project).get(f.filename)
+            if entry is not None:
+                self._same_bytes(f, self._stated_sha256(entry))
+                return
+        if 300 <= response.status_code < 400:
+            raise PublishError(f"upload {f.filename}: {public_url(self.upload_url)}: {describe(response)} to "
+                               f"{public_url(response.headers.get('Location', '?'))}; set url of the target "
+                               f"{self.target.name} in release.yaml to the upload URL itself")
+        self._expect(response, f"upload {f.filename}")
+
+    def _expect(self, response: requests.Response, what: str) -> None:
+        if response.status_code >= 400:
+            # An HTML error page (pypiserver's) says it in its text; the styles are noise.
+            text = re.sub(r"(?s)<(style|head)\b.*?</\1>|<[^>]+>", " ", response.text)
+            body = self.ctx.scrub(" ".join(text.split())[:300])
+            raise PublishError(f"{what}: {public_url(self.simple)}: {describe(response)}: {body}; check the "
+                               f"target {self.target.name} in release.yaml and the credentials it names")
