@@ -205,13 +205,19 @@ def test_no_secret_value_in_the_workflows_only_secret_references(ci_copy, monkey
 
 def test_trusted_publishing_where_the_target_supports_it(ci_copy):
     spec_copy = ci_copy
-    spec_copy.edit("release.yaml", "    url: http://127.0.0.1:8081/\n", "    url: https://upload.pypi.org/legacy/\n")
+    spec_copy.edit("release.yaml", "    kind: devpi\n    url: http://127.0.0.1:8081/\n"
+                   "    username_env: SHIPYARD_PYPI_USERNAME\n    password_env: SHIPYARD_PYPI_PASSWORD\n",
+                   "    kind: pypi\n    url: https://upload.pypi.org/legacy/\n    trusted_publishing: true\n")
     text = generate(load_spec(spec_copy.root))[Path(".github/workflows/release.yml")]
     publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
     assert publish["permissions"] == {"contents": "read", "id-token": "write"}
     assert "SHIPYARD_PYPI_PASSWORD" not in text  # the OIDC target needs no secret
     assert "secrets.SHIPYARD_CONDA_TOKEN" in text  # the others still do
-    assert any("shipyard ci trusted-publishing --target" in s.get("run", "") for s in publish["steps"])
+    # No step of its own and nothing through $GITHUB_ENV: the publish step mints the token and keeps it.
+    assert "shipyard ci trusted-publishing" not in text
+    assert not [s for s in publish["steps"] if "GITHUB_ENV" in s.get("run", "")]
+    assert [s["run"] for s in publish["steps"] if "shipyard publish" in s.get("run", "")] == [
+        'shipyard publish --channel "$SHIPYARD_CHANNEL"\n']
 
 
 def test_lanes_split_at_the_matrix_limit_and_the_guard_names_the_fix(repo, monkeypatch, tmp_path):

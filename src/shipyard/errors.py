@@ -226,3 +226,7 @@ class GateBlocked(PublishError, exit_code=9):
 
 class RetriesExhausted(PublishError):
     """A server kept failing; the message names the artifact, the server and the last response."""
+
+
+class TrustedPublishingFailed(PublishError):
+    """The OIDC exchange for an upload token failed: the message names the step and the fix, never a token."""

@@ -1,52 +1,173 @@
-"""OIDC trusted publishing to PyPI from a GitHub Actions job: no long-lived secret at all.
+"""Trusted publishing from a GitHub Actions job to PyPI, TestPyPI or any index that serves PyPI's
+OIDC endpoints: no long-lived secret at all. The flow GitHub and PyPI document:
 
-The job (with `id-token: write`) asks GitHub for an identity token for PyPI's audience, PyPI
-exchanges it for a short-lived upload token bound to this repository and workflow, and the token
-goes into the target's credential variables for the later `shipyard publish` step (which masks
-credentials in what it prints). It is written to $GITHUB_ENV only, the runner's own file for
-that, and never printed.
+1. the audience: GET <index>/_/oidc/audience answers {"audience": "pypi"};
+2. the ID token: GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=<audience> with the header
+   `Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN` answers {"value": "<JWT>"} (GitHub sets
+   both variables only in a job with `permissions: id-token: write`);
+3. the exchange: POST <index>/_/oidc/mint-token {"token": "<JWT>"} answers {"success": true,
+   "token": "pypi-…"}, or 422 {"message": …, "errors": [{"code": …, "description": …}]}.
+
+Each token is masked (`::add-mask::`) the moment it is known, before anything else is printed. The
+upload token stays in this process's memory: `shipyard publish` mints it for a target that says
+`trusted_publishing: true` and gives it to twine as the password of `__token__`; it is never written
+to $GITHUB_ENV, a file or a log. Every failure is TrustedPublishingFailed: one line naming the step
+and the fix.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
-import urllib.request
-from pathlib import Path
-from urllib.parse import urlparse
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from shipyard.errors import ShipyardError, UsageError
+import requests
+
+from shipyard.errors import RetriesExhausted, TrustedPublishingFailed, UsageError, public_url
+from shipyard.publish.retry import RetryPolicy, bounded_session, describe, with_retries
+from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import Spec
 
+REQUEST_URL = "ACTIONS_ID_TOKEN_REQUEST_URL"
+REQUEST_TOKEN = "ACTIONS_ID_TOKEN_REQUEST_TOKEN"  # noqa: S105 - the name of a variable, not a value
+MASK = "::add-mask::"
 
-def _json(request: urllib.request.Request | str) -> dict:  # type: ignore[type-arg]
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - https URLs built here
-        return json.loads(response.read())
+
+def mask(value: str) -> None:
+    """Tell the GitHub runner to hide `value` in every later line of the job's log."""
+    sys.stdout.write(f"{MASK}{value}\n")
+    sys.stdout.flush()
 
 
-def export_trusted_publishing_token(spec: Spec, target_name: str) -> None:
-    from shipyard.ci.workflow import trusted_publishing
+@dataclass(frozen=True)
+class _Step:
+    title: str  # "step 2 of 3 (the ID token from GitHub)"
+    url: str
+    fix: str  # what to do when the server refuses or answers nonsense
 
+
+class _Exchange:
+    def __init__(self, target: PublishTarget, policy: RetryPolicy, environ: Mapping[str, str],
+                 announce: Callable[[str], None]) -> None:
+        self.target = target
+        self.policy = policy
+        self.environ = environ
+        self.announce = announce
+        self.secrets: list[str] = []
+        self.session = bounded_session(policy)
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def fail(self, step: _Step, what: str, fix: str | None = None) -> TrustedPublishingFailed:
+        return TrustedPublishingFailed(self.scrub(
+            f"trusted publishing for {self.target.name}: {step.title}: {public_url(step.url)}: {what}; "
+            f"{fix or step.fix}"))
+
+    def answer(self, step: _Step, send: Callable[[], requests.Response], key: str) -> tuple[str, dict[str, Any]]:
+        """The string under `key` of the step's JSON answer (and the whole answer); one-line failures."""
+        try:
+            response = with_retries(step.title, public_url(step.url), send, self.policy, scrub=self.scrub)
+        except RetriesExhausted as exc:
+            raise self.fail(step, f"no answer but failures after {self.policy.tries} tries (last: "
+                                  f"{str(exc).rpartition('last response: ')[2]})",
+                            "the server is failing or out of reach; run the job again later") from None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.status_code >= 400:
+            raise self.fail(step, f"{describe(response)}{self._reasons(data, response)}")
+        value = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(value, str) or not value:
+            shown = response.headers.get("Content-Type", "no content type")
+            raise self.fail(step, f"a malformed answer: no {key!r} string in it ({shown})")
+        return value, data
+
+    def _reasons(self, data: Any, response: requests.Response) -> str:
+        if isinstance(data, dict):
+            errors = data.get("errors")
+            if isinstance(errors, list) and errors:
+                said = "; ".join(f"{e.get('code', '?')}: {e.get('description', '')}" if isinstance(e, dict)
+                                 else str(e) for e in errors)
+                return f" ({' '.join(said.split())[:400]})"
+            if isinstance(data.get("message"), str):
+                return f" ({' '.join(data['message'].split())[:300]})"
+        text = " ".join(response.text.split())[:200]
+        return f" ({text})" if text else ""
+
+    def run(self) -> str:
+        base = self.target.mint_base
+        name = self.target.name
+        request_url, request_token = self.environ.get(REQUEST_URL, ""), self.environ.get(REQUEST_TOKEN, "")
+        github = _Step("step 2 of 3 (the ID token from GitHub)", request_url,
+                       "GitHub refused the ID token request: the job needs `permissions: id-token: write` and "
+                       "the request token is valid only while the job runs")
+        if not (request_url and request_token):
+            missing = " and ".join(v for v, value in ((REQUEST_URL, request_url), (REQUEST_TOKEN, request_token))
+                                   if not value)
+            raise TrustedPublishingFailed(
+                f"trusted publishing for {name}: {github.title}: {missing} not set; run it in a GitHub Actions "
+                f"job with `permissions: id-token: write` (the publish job `shipyard ci generate` writes has it)")
+        self.secrets.append(request_token)
+        audience_step = _Step("step 1 of 3 (the audience from the index)", f"{base}/_/oidc/audience",
+                              f"check oidc_url of the publish target {name} in release.yaml: the index must "
+                              f"serve /_/oidc/audience (PyPI: https://pypi.org, TestPyPI: https://test.pypi.org)")
+        audience, _ = self.answer(audience_step, lambda: self.session.get(audience_step.url, timeout=30),
+                                  "audience")
+        separator = "&" if "?" in request_url else "?"
+        github_url = f"{request_url}{separator}audience={requests.utils.quote(audience, safe='')}"
+        identity, _ = self.answer(github, lambda: self.session.get(
+            github_url, headers={"Authorization": f"bearer {request_token}"}), "value")
+        self.secrets.append(identity)
+        self.announce(identity)
+        issued_for = _claims(identity).get("aud")
+        if issued_for is not None and audience not in ([issued_for] if isinstance(issued_for, str) else issued_for):
+            raise self.fail(github, f"GitHub issued the ID token for audience {issued_for!r}, the index asked for "
+                                    f"{audience!r}", f"check that oidc_url of {name} is the index the upload goes to")
+        mint = _Step("step 3 of 3 (the upload token from the index)", f"{base}/_/oidc/mint-token",
+                     f"register this repository, its workflow file and environment as a trusted publisher of the "
+                     f"project on {public_url(base)} (the project's Settings, Publishing), or fix oidc_url of {name}")
+        token, _ = self.answer(mint, lambda: self.session.post(mint.url, json={"token": identity}), "token")
+        self.secrets.append(token)
+        self.announce(token)
+        return token
+
+
+def _claims(jwt: str) -> dict[str, Any]:
+    """The payload of a JWT, unverified (the index verifies it); {} when it is not one."""
+    parts = jwt.split(".")
+    if len(parts) != 3:
+        return {}
+    try:
+        data = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def mint_upload_token(target: PublishTarget, policy: RetryPolicy, environ: Mapping[str, str] | None = None,
+                      announce: Callable[[str], None] = mask) -> str:
+    """A short-lived upload token for `target` (a pypi target with trusted_publishing), through
+    GitHub's ID token; both are given to `announce` (masked) as soon as they are known."""
+    return _Exchange(target, policy, os.environ if environ is None else environ, announce).run()
+
+
+def check_trusted_publishing(spec: Spec, target_name: str, policy: RetryPolicy = RetryPolicy()) -> str:
+    """`shipyard ci trusted-publishing`: run the exchange once, to see that it works; the token is
+    dropped (`shipyard publish` mints its own in the step that uploads)."""
     target = spec.release.publish.get(target_name)
-    if target is None or not trusted_publishing(target):
-        raise UsageError(f"--target {target_name}: not a publish target of release.yaml that takes trusted "
-                         f"publishing (a pypi target on pypi.org or test.pypi.org)")
-    request_url = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_URL")
-    request_token = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
-    github_env = os.environ.get("GITHUB_ENV")
-    if not (request_url and request_token and github_env):
-        raise ShipyardError("no GitHub OIDC token here: trusted publishing runs in a GitHub Actions job with "
-                            "`permissions: id-token: write` (the generated publish job has it)")
-    host = urlparse(target.url).hostname or "pypi.org"
-    index = "https://test.pypi.org" if host == "test.pypi.org" else "https://pypi.org"
-    audience = _json(f"{index}/_/oidc/audience")["audience"]
-    oidc = _json(urllib.request.Request(f"{request_url}&audience={audience}",
-                                        headers={"Authorization": f"bearer {request_token}"}))["value"]
-    minted = _json(urllib.request.Request(f"{index}/_/oidc/mint-token", data=json.dumps({"token": oidc}).encode(),
-                                          headers={"Content-Type": "application/json"}, method="POST"))
-    token = minted.get("token")
-    if not token:
-        raise ShipyardError(f"{index} refused the OIDC token ({minted.get('message', 'no message')}); register this "
-                            f"repository and workflow as a trusted publisher of the project on {index}")
-    with Path(github_env).open("a", encoding="utf-8") as fh:
-        fh.write(f"{target.username_env}=__token__\n{target.password_env}={token}\n")
+    if target is None or not target.trusted_publishing:
+        takes = [n for n, t in spec.release.publish.items() if t.trusted_publishing]
+        raise UsageError(f"--target {target_name}: not a publish target of release.yaml with trusted_publishing: "
+                         f"true (those that have it: {', '.join(takes) or 'none'})")
+    mint_upload_token(target, policy)
+    return (f"trusted publishing for {target_name}: {public_url(target.mint_base)} minted an upload token; "
+            f"`shipyard publish` mints its own in the step that uploads, and nothing was written")

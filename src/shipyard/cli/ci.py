@@ -106,9 +106,9 @@ def cmd_ci_cache_key(args: argparse.Namespace) -> int:
 
 
 def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
-    from shipyard.ci.oidc import export_trusted_publishing_token
+    from shipyard.ci.oidc import check_trusted_publishing
 
-    export_trusted_publishing_token(load_release(args), args.target)
+    print(check_trusted_publishing(load_release(args), args.target))
     return 0
 
 
@@ -130,7 +130,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "cache key of its inputs")
     k.add_argument("job", help="a job id of the plan, e.g. wheel-ember-cpu-linux-x86_64")
     k.set_defaults(func=cmd_ci_cache_key)
-    t = csub.add_parser("trusted-publishing", help="(publish job) exchange the job's OIDC token for a PyPI upload "
-                                                    "token and put it in the target's credential variables")
+    t = csub.add_parser("trusted-publishing", help="(publish job) check that the job's OIDC token is exchanged for "
+                                                    "an upload token of a pypi target (shipyard publish does the "
+                                                    "exchange itself)")
     t.add_argument("--target", required=True)
     t.set_defaults(func=cmd_ci_trusted_publishing)

@@ -1,4 +1,6 @@
-"""Credentials come from the environment variables release.yaml names, and from nowhere else.
+"""Credentials come from the environment variables release.yaml names, and from nowhere else but
+trusted publishing (a pypi target with `trusted_publishing: true`), whose upload token is minted in
+this process through GitHub's OIDC token (ci/oidc.py) and kept in memory.
 
 Every variable of every target taking part is read before anything is uploaded, so a missing one
 stops the run before it changes any server. Values live in `Credentials` (whose repr hides them)
@@ -13,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shipyard.errors import MissingCredential, public_url
+from shipyard.publish.retry import RetryPolicy
 from shipyard.release.destinations import PublishTarget
 
 
@@ -47,6 +50,15 @@ def read_credentials(target: PublishTarget, environ: Mapping[str, str] | None = 
                 f"(nothing was uploaded)")
         values[key] = value
     return Credentials(values["username_env"], values["password_env"], values["token_env"])
+
+
+def credentials_for(target: PublishTarget, policy: RetryPolicy) -> Credentials:
+    """The target's credentials: minted by trusted publishing, or read from its variables."""
+    if target.trusted_publishing:  # only a pypi target may say it
+        from shipyard.ci.oidc import mint_upload_token
+
+        return Credentials("__token__", mint_upload_token(target, policy))
+    return read_credentials(target)
 
 
 def scrub(text: str, credentials: Iterable[Credentials]) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from shipyard.errors import ImmutableFileError, PublishError, ShipyardError, UsageError, nearest
 from shipyard.plumbing.progress import Progress
 from shipyard.publish.conda_channel import CondaChannelBackend
-from shipyard.publish.credentials import Credentials, read_credentials, scrub
+from shipyard.publish.credentials import Credentials, credentials_for, scrub
 from shipyard.publish.devpi import DevpiBackend
 from shipyard.publish.journal import Journal
 from shipyard.publish.pypi import PypiBackend
@@ -89,7 +89,7 @@ class Session:
 
     def __init__(self, spec: Spec, targets: Sequence[PublishTarget], needed: Sequence[PublishTarget],
                  state: Path, policy: RetryPolicy, progress: Progress) -> None:
-        creds: dict[str, Credentials] = {t.name: read_credentials(t) for t in needed}  # all before any upload
+        creds: dict[str, Credentials] = {t.name: credentials_for(t, policy) for t in needed}  # all before any upload
         # urllib3 logs every request line at DEBUG (`-v`), and a conda URL carries its token there.
         logging.getLogger("urllib3").setLevel(max(logging.getLogger("urllib3").getEffectiveLevel(), logging.INFO))
         every = list(creds.values())
