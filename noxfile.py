@@ -235,7 +235,8 @@ def notes(session: nox.Session) -> None:
 
 @nox.session(name="bench-publish")
 def bench_publish(session: nox.Session) -> None:
-    """An unchanged re-publish of 100 artifacts against a real devpi server (goal: at most 2 s), beside the first."""
+    """An unchanged re-publish of 100 artifacts against a real devpi server and a real pypiserver (goal: at most
+    2 s each), beside the first."""
     _install_shipyard(session, "test")
     session.run("python", "benchmarks/bench_publish.py", *session.posargs)
 

@@ -20,7 +20,6 @@ from synthetic_release import VERSION, features, make_wheel, record, write_manif
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 
-pytestmark = pytest.mark.slow
 DEVPI_TARGET = "    kind: devpi\n    url: http://127.0.0.1:8081/\n"
 
 
@@ -76,6 +75,7 @@ def _publish(project: Project) -> tuple[int, str]:
     return project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
 
 
+@pytest.mark.slow
 def test_a_release_reaches_pip_through_the_upload_api_and_a_republish_uploads_nothing(server: PypiServer,
                                                                                        tmp_path: Path):
     name = "pa" + secrets.token_hex(3)
@@ -97,6 +97,7 @@ def test_a_release_reaches_pip_through_the_upload_api_and_a_republish_uploads_no
     assert (project.root / ".shipyard" / "publish" / "wheels-staging.jsonl").read_text() == journal
 
 
+@pytest.mark.slow
 def test_a_published_name_with_other_bytes_is_refused_before_any_upload(server: PypiServer, tmp_path: Path):
     name, other = "pb" + secrets.token_hex(3), "pc" + secrets.token_hex(3)
     project = _project(server, tmp_path)
@@ -115,6 +116,7 @@ def test_a_published_name_with_other_bytes_is_refused_before_any_upload(server: 
     assert server.files() == before  # neither the rebuilt file nor the other project's
 
 
+@pytest.mark.slow
 def test_a_lost_answer_to_an_upload_is_success_when_the_index_holds_the_same_bytes(server: PypiServer,
                                                                                    tmp_path: Path):
     name = "pd" + secrets.token_hex(3)
@@ -130,3 +132,19 @@ def test_a_lost_answer_to_an_upload_is_success_when_the_index_holds_the_same_byt
     assert proxy.injected["lost"] == 1 and len(lost) == 2, (proxy.injected, lost)
     assert server.files()[filename] == sha256_of(wheel)
     assert "1 files published" in " ".join(out.split()), out
+
+
+def test_a_pypi_target_takes_only_the_channels_it_names_and_is_not_promoted_to(tmp_path: Path):
+    # No server and no credentials: a nightly run must not touch an index that takes only release.
+    root = tmp_path / "root"
+    point_release_yaml(root, {DEVPI_TARGET: "    kind: pypi\n    url: http://127.0.0.1:9/\n"
+                                            "    index_url: http://127.0.0.1:9/simple/\n    channels: [release]\n"})
+    project = Project(root, tmp_path / "dist", {})
+    _dist(project.dist, "pe")
+    code, out = _publish(project)
+    assert code == 0, out
+    assert "0 files published, 0 already there" in " ".join(out.split()), out
+    code, out = project.run("promote", VERSION, "--from", "test", "--to", "release", "--target", "wheels-staging")
+    assert code == 2, out
+    assert "a pypi target is one index without channels" in " ".join(out.split()), out
+    assert "shipyard publish --channel release --target <name>" in " ".join(out.split()), out

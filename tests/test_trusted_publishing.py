@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from oidc_standin import OidcStandIn, oidc_standin
-from publish_servers import PypiServer, pip_installed_sha, point_release_yaml, pypi_server
+from publish_servers import pip_installed_sha, point_release_yaml, pypi_server
 from synthetic_release import VERSION, features, make_wheel, record, write_manifest
 
 from shipyard.cli import main

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -123,7 +124,7 @@ class _Exchange:
         audience, _ = self.answer(audience_step, lambda: self.session.get(audience_step.url, timeout=30),
                                   "audience")
         separator = "&" if "?" in request_url else "?"
-        github_url = f"{request_url}{separator}audience={requests.utils.quote(audience, safe='')}"
+        github_url = f"{request_url}{separator}audience={quote(audience, safe='')}"
         identity, _ = self.answer(github, lambda: self.session.get(
             github_url, headers={"Authorization": f"bearer {request_token}"}), "value")
         self.secrets.append(identity)
@@ -160,7 +161,7 @@ def mint_upload_token(target: PublishTarget, policy: RetryPolicy, environ: Mappi
     return _Exchange(target, policy, os.environ if environ is None else environ, announce).run()
 
 
-def check_trusted_publishing(spec: Spec, target_name: str, policy: RetryPolicy = RetryPolicy()) -> str:
+def check_trusted_publishing(spec: Spec, target_name: str, policy: RetryPolicy | None = None) -> str:
     """`shipyard ci trusted-publishing`: run the exchange once, to see that it works; the token is
     dropped (`shipyard publish` mints its own in the step that uploads)."""
     target = spec.release.publish.get(target_name)
@@ -168,6 +169,6 @@ def check_trusted_publishing(spec: Spec, target_name: str, policy: RetryPolicy =
         takes = [n for n, t in spec.release.publish.items() if t.trusted_publishing]
         raise UsageError(f"--target {target_name}: not a publish target of release.yaml with trusted_publishing: "
                          f"true (those that have it: {', '.join(takes) or 'none'})")
-    mint_upload_token(target, policy)
+    mint_upload_token(target, policy or RetryPolicy())
     return (f"trusted publishing for {target_name}: {public_url(target.mint_base)} minted an upload token; "
             f"`shipyard publish` mints its own in the step that uploads, and nothing was written")

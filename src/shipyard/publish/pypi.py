@@ -22,8 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import requests
-from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename, \
-    parse_wheel_filename
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from twine.package import PackageFile
 from twine.repository import Repository
 

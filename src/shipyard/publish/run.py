@@ -21,8 +21,8 @@ from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials, credentials_for, scrub
 from shipyard.publish.devpi import DevpiBackend
 from shipyard.publish.journal import Journal
-from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.plan import Gating, PublishFile, files_for, gate
+from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.registry import RegistryBackend
 from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
@@ -112,7 +112,8 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
     manifest = load_manifest(request.dist)
     gating = gate(channel, manifest.artifacts)
     derived = request.state / "publish" / "plain"
-    plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived) for t in targets}
+    plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived) if t.takes(channel.name) else []
+             for t in targets}
     session = Session(spec, targets, [t for t in targets if plans[t.name]], request.state, request.policy, progress)
     return _release(session, channel.name, manifest.version, gating, plans)
 
@@ -188,6 +189,13 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
                          f"{manifest.version}, not {request.version}")
     gating = gate(destination, artifacts)
     targets = select_targets(spec, request.targets)
+    if any(t.kind == "pypi" for t in targets if t.name in request.targets):
+        raise UsageError(f"promote --target {', '.join(request.targets)}: a pypi target is one index without "
+                         f"channels, so nothing moves between them; publish to it from the tested dist instead "
+                         f"(shipyard publish --channel {destination.name} --target <name>), which checks every "
+                         f"file against the manifest")
+    # A pypi index has no channels to copy between (see above); the others take the channel they name.
+    targets = [t for t in targets if t.kind != "pypi" and t.takes(destination.name)]
     needed = [t for t in targets if any(a.package_type in PACKAGE_TYPES_BY_TARGET[t.kind] for a in artifacts)]
     session = Session(spec, targets, needed, request.state, request.policy, progress)
     plans = {t.name: _copied(session.backends[t.name], t, source.name, request, artifacts) for t in targets}

@@ -102,9 +102,16 @@ class PublishTarget(Frozen):
     # pypi with trusted_publishing: where /_/oidc/audience and /_/oidc/mint-token are (PyPI's and
     # TestPyPI's are known from url).
     oidc_url: str | None = None
+    # The channels this target publishes to (empty: every one). An index without channels (pypi)
+    # names the one that should reach it, so a nightly never lands on PyPI.
+    channels: tuple[str, ...] = ()
     username_env: str | None = Field(default=None, pattern=ENV_NAME)
     password_env: str | None = Field(default=None, pattern=ENV_NAME)
     token_env: str | None = Field(default=None, pattern=ENV_NAME)
+
+    def takes(self, channel: str) -> bool:
+        """Whether a publish or promotion to `channel` goes to this target."""
+        return not self.channels or channel in self.channels
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> PublishTarget:

@@ -130,6 +130,11 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
             out.add(doc, ("publish", name, "default_variant"), "names no variant",
                     fix=f"use one of {', '.join(release.variants)}", value=NO_VALUE,
                     suggestion=nearest(default, release.variants))
+        for number, channel in enumerate(publish_target.channels):
+            if channel not in release.channels:
+                out.add(doc, ("publish", name, "channels", number), "names no channel",
+                        fix=f"use one of {', '.join(release.channels) or 'the channels under channels:'}",
+                        value=NO_VALUE, suggestion=nearest(channel, release.channels))
     if release.publish and not release.channels:
         out.add(doc, ("channels",), "publish targets need the channels they publish to",
                 fix="add `channels: {nightly: {gate: mark}, test: {gate: block}, release: {gate: block}}`",
