@@ -229,7 +229,8 @@ def _cases() -> list[Case]:
           "a pypi target speaks the upload API; set index_url to its simple index (e.g. "
           "https://pypi.example.org/simple/); a devpi server with staging indexes is kind: devpi",
           at="  wheels-staging:"),
-        c("publish channels typo", R, "    default_variant: cpu\n", "    default_variant: cpu\n    channels: [relase]\n",
+        c("publish channels typo", R, "    default_variant: cpu\n",
+          "    default_variant: cpu\n    channels: [relase]\n",
           "publish.wheels-staging.channels.0", "names no channel", at="channels: [relase]"),
         c("publish a list", R, "publish:\n  wheels-staging:\n", "publish: [a]\nxpublish:\n  wheels-staging:\n",
           "publish", "must be a mapping", at="publish: [a]"),
