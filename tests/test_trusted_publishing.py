@@ -49,7 +49,7 @@ def _dist(dist: Path, project: str) -> Path:
 
 @pytest.fixture
 def github_job(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN"):
+    for name in ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "GITHUB_ACTIONS"):
         monkeypatch.delenv(name, raising=False)
     yield
 
@@ -100,14 +100,14 @@ def test_every_failure_of_the_exchange_is_one_line_naming_the_step_and_the_fix(
                      "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--tries", "2",
                      "--first-pause", "0.01", "--timeout", "10"])
         out, err = capsys.readouterr()
-    lines = [line for line in (out + err).splitlines() if line.strip() and not line.startswith(MASK)]
+    lines = [line for line in (out + err).splitlines() if line.strip()]
     assert code == 7, out + err
     assert len(lines) == 1 and lines[0].startswith("error: trusted publishing for wheels-staging: "), lines
     for words in says:
         assert words in lines[0], (words, lines[0])
     job_token = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
     for secret in [*([job_token] if job_token else []), *standin.issued, *standin.minted]:
-        assert secret not in (out + err).replace(f"{MASK}{secret}\n", "")
+        assert secret not in out + err  # not even a mask line: no GitHub runner reads it here
     assert "Traceback" not in out + err
     assert not standin.minted or options.get("faults", {}).get("mint") is not None
 

@@ -8,7 +8,8 @@ OIDC endpoints: no long-lived secret at all. The flow GitHub and PyPI document:
 3. the exchange: POST <index>/_/oidc/mint-token {"token": "<JWT>"} answers {"success": true,
    "token": "pypi-…"}, or 422 {"message": …, "errors": [{"code": …, "description": …}]}.
 
-Each token is masked (`::add-mask::`) the moment it is known, before anything else is printed. The
+Each token is masked (`::add-mask::`, on GitHub Actions) the moment it is known, before anything
+else is printed. The
 upload token stays in this process's memory: `shipyard publish` mints it for a target that says
 `trusted_publishing: true` and gives it to twine as the password of `__token__`; it is never written
 to $GITHUB_ENV, a file or a log. Every failure is TrustedPublishingFailed: one line naming the step
@@ -39,10 +40,12 @@ REQUEST_TOKEN = "ACTIONS_ID_TOKEN_REQUEST_TOKEN"  # noqa: S105 - the name of a v
 MASK = "::add-mask::"
 
 
-def mask(value: str) -> None:
-    """Tell the GitHub runner to hide `value` in every later line of the job's log."""
-    sys.stdout.write(f"{MASK}{value}\n")
-    sys.stdout.flush()
+def mask(value: str, environ: Mapping[str, str]) -> None:
+    """Tell the GitHub runner to hide `value` in every later line of the job's log. Elsewhere no
+    runner reads the line, and it would only print the secret: nothing is written."""
+    if environ.get("GITHUB_ACTIONS") == "true":
+        sys.stdout.write(f"{MASK}{value}\n")
+        sys.stdout.flush()
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class _Step:
 
 class _Exchange:
     def __init__(self, target: PublishTarget, policy: RetryPolicy, environ: Mapping[str, str],
-                 announce: Callable[[str], None]) -> None:
+                 announce: Callable[[str, Mapping[str, str]], None]) -> None:
         self.target = target
         self.policy = policy
         self.environ = environ
@@ -128,7 +131,7 @@ class _Exchange:
         identity, _ = self.answer(github, lambda: self.session.get(
             github_url, headers={"Authorization": f"bearer {request_token}"}), "value")
         self.secrets.append(identity)
-        self.announce(identity)
+        self.announce(identity, self.environ)
         issued_for = _claims(identity).get("aud")
         if issued_for is not None and audience not in ([issued_for] if isinstance(issued_for, str) else issued_for):
             raise self.fail(github, f"GitHub issued the ID token for audience {issued_for!r}, the index asked for "
@@ -138,7 +141,7 @@ class _Exchange:
                      f"project on {public_url(base)} (the project's Settings, Publishing), or fix oidc_url of {name}")
         token, _ = self.answer(mint, lambda: self.session.post(mint.url, json={"token": identity}), "token")
         self.secrets.append(token)
-        self.announce(token)
+        self.announce(token, self.environ)
         return token
 
 
@@ -155,7 +158,7 @@ def _claims(jwt: str) -> dict[str, Any]:
 
 
 def mint_upload_token(target: PublishTarget, policy: RetryPolicy, environ: Mapping[str, str] | None = None,
-                      announce: Callable[[str], None] = mask) -> str:
+                      announce: Callable[[str, Mapping[str, str]], None] = mask) -> str:
     """A short-lived upload token for `target` (a pypi target with trusted_publishing), through
     GitHub's ID token; both are given to `announce` (masked) as soon as they are known."""
     return _Exchange(target, policy, os.environ if environ is None else environ, announce).run()

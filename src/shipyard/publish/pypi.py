@@ -155,7 +155,7 @@ class PypiBackend(Backend):
                 raise PublishError(f"{f.filename}: {where} serves sha256 {digest}, expected {f.sha256}; check "
                                    f"the server's storage, then publish again")
             journal.record("verified", target=self.target.name, where=where, file=f.filename, sha256=f.sha256)
-        journal.record("switched", target=self.target.name, channel=channel, index=where,
+        journal.record("released", target=self.target.name, channel=channel, index=where,
                        files={f.filename: f.sha256 for f in files})
         self.ctx.progress(f"{self.target.name}: {where}: {len(files)} files uploaded and verified")
 
