@@ -254,3 +254,39 @@ def test_secrets_appear_in_no_output_and_no_written_file(servers: Servers, tmp_p
                for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.name.endswith(".jsonl") for p in written)
     assert [p for p in written if SECRET.encode() in p.read_bytes()] == []
+
+
+def test_a_pypi_target_reads_the_pep_691_json_an_index_serves(servers: Servers, tmp_path: Path):
+    """`kind: pypi` against a devpi index used as a plain upload-API index: devpi answers the simple
+    API in PEP 691 JSON (pypiserver, in test_publish_pypi.py, only in PEP 503 HTML)."""
+    import requests
+
+    from shipyard.publish.simple_index import ACCEPT, JSON_TYPE
+
+    user = "u" + secrets.token_hex(4)
+    password = servers.devpi.add_user(user)
+    index = f"{servers.devpi.url}/{user}/plain/"
+    created = requests.put(index.rstrip("/"), auth=(user, password), timeout=30,
+                           json={"type": "stage", "bases": [], "volatile": False})
+    assert created.status_code in (200, 201), created.text
+    root = tmp_path / "root"
+    servers.site.release_yaml(root, prefix=user)
+    text = (root / "release.yaml").read_text()
+    devpi_target = f"    kind: devpi\n    url: {servers.devpi.url}/\n"
+    assert devpi_target in text
+    (root / "release.yaml").write_text(text.replace(
+        devpi_target, f"    kind: pypi\n    url: {index}\n    index_url: {index}+simple/\n"))
+    project = Project(root, tmp_path / "dist", user, {"SHIPYARD_PYPI_USERNAME": user,
+                                                      "SHIPYARD_PYPI_PASSWORD": password})
+    synthetic_dist(project.dist, [])
+    code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+    assert code == 0, out
+    assert "2 files published" in " ".join(out.split()), out  # ember under the plain version, emberaudio
+    page = requests.get(f"{index}+simple/ember/", headers={"Accept": ACCEPT}, timeout=30)
+    assert page.headers["Content-Type"].startswith(JSON_TYPE)  # what the target read: the JSON form
+    plain = plain_version_wheel(project.dist / "whl" / "cpu" / "ember" / f"ember-{VERSION}+cpu-py3-none-any.whl",
+                                tmp_path / "plain")
+    assert pip_installed_sha(f"{index}+simple/", f"ember=={VERSION}", tmp_path / "pip") == sha256_of(plain)
+    code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+    assert code == 0, out
+    assert "0 files published, 2 already there" in " ".join(out.split()), out

@@ -75,8 +75,8 @@ class _Exchange:
             f"trusted publishing for {self.target.name}: {step.title}: {public_url(step.url)}: {what}; "
             f"{fix or step.fix}"))
 
-    def answer(self, step: _Step, send: Callable[[], requests.Response], key: str) -> tuple[str, dict[str, Any]]:
-        """The string under `key` of the step's JSON answer (and the whole answer); one-line failures."""
+    def answer(self, step: _Step, send: Callable[[], requests.Response], key: str) -> str:
+        """The string under `key` of the step's JSON answer; one-line failures."""
         try:
             response = with_retries(step.title, public_url(step.url), send, self.policy, scrub=self.scrub)
         except RetriesExhausted as exc:
@@ -93,7 +93,7 @@ class _Exchange:
         if not isinstance(value, str) or not value:
             shown = response.headers.get("Content-Type", "no content type")
             raise self.fail(step, f"a malformed answer: no {key!r} string in it ({shown})")
-        return value, data
+        return value
 
     def _reasons(self, data: Any, response: requests.Response) -> str:
         if isinstance(data, dict):
@@ -124,11 +124,10 @@ class _Exchange:
         audience_step = _Step("step 1 of 3 (the audience from the index)", f"{base}/_/oidc/audience",
                               f"check oidc_url of the publish target {name} in release.yaml: the index must "
                               f"serve /_/oidc/audience (PyPI: https://pypi.org, TestPyPI: https://test.pypi.org)")
-        audience, _ = self.answer(audience_step, lambda: self.session.get(audience_step.url, timeout=30),
-                                  "audience")
+        audience = self.answer(audience_step, lambda: self.session.get(audience_step.url), "audience")
         separator = "&" if "?" in request_url else "?"
         github_url = f"{request_url}{separator}audience={quote(audience, safe='')}"
-        identity, _ = self.answer(github, lambda: self.session.get(
+        identity = self.answer(github, lambda: self.session.get(
             github_url, headers={"Authorization": f"bearer {request_token}"}), "value")
         self.secrets.append(identity)
         self.announce(identity, self.environ)
@@ -139,7 +138,7 @@ class _Exchange:
         mint = _Step("step 3 of 3 (the upload token from the index)", f"{base}/_/oidc/mint-token",
                      f"register this repository, its workflow file and environment as a trusted publisher of the "
                      f"project on {public_url(base)} (the project's Settings, Publishing), or fix oidc_url of {name}")
-        token, _ = self.answer(mint, lambda: self.session.post(mint.url, json={"token": identity}), "token")
+        token = self.answer(mint, lambda: self.session.post(mint.url, json={"token": identity}), "token")
         self.secrets.append(token)
         self.announce(token, self.environ)
         return token
