@@ -17,6 +17,7 @@ from fault_proxy import FaultProxy
 from publish_servers import PypiServer, pip_installed_sha, point_release_yaml, pypi_server
 from synthetic_release import VERSION, features, make_wheel, record, write_manifest
 
+from shipyard.cli import main
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 
@@ -38,7 +39,8 @@ class Project:
     def run(self, *args: str) -> tuple[int, str]:
         """`shipyard …` as a user runs it: a process of its own, these credentials in its environment."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | self.env
-        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(self.root), *args,
+        # -v: every log line too, so that a credential in any of them would be seen.
+        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "-v", "--root", str(self.root), *args,
                                "--dist", str(self.dist), "--tries", "3", "--first-pause", "0.1", "--timeout", "10"],
                               capture_output=True, text=True, env=env, timeout=300)
         return done.returncode, done.stdout + done.stderr
@@ -81,9 +83,10 @@ def test_a_release_reaches_pip_through_the_upload_api_and_a_republish_uploads_no
     name = "pa" + secrets.token_hex(3)
     project = _project(server, tmp_path)
     [(filename, wheel)] = _dist(project.dist, name).items()
-    code, out = _publish(project)
-    assert code == 0, out
-    assert "1 files published" in " ".join(out.split()), out
+    code, first_out = _publish(project)
+    assert code == 0, first_out
+    assert "1 files published" in " ".join(first_out.split()), first_out
+    assert "upload " in first_out  # -v shows the requests and steps: none of them with the password
     assert filename == f"{name}-{VERSION}-py3-none-any.whl"  # the plain version: PyPI refuses +cpu
     assert server.files()[filename] == sha256_of(wheel)
     assert not any("+cu118" in f or f.startswith(f"{name}-{VERSION}+") for f in server.files())
@@ -95,6 +98,9 @@ def test_a_release_reaches_pip_through_the_upload_api_and_a_republish_uploads_no
     assert "0 files published, 1 already there" in " ".join(out.split()), out
     assert {p.name: p.stat().st_mtime_ns for p in server.packages.iterdir()} == stored
     assert (project.root / ".shipyard" / "publish" / "wheels-staging.jsonl").read_text() == journal
+    password = project.env["SHIPYARD_PYPI_PASSWORD"]
+    assert password not in first_out + out
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
 
 
 @pytest.mark.slow
@@ -134,17 +140,18 @@ def test_a_lost_answer_to_an_upload_is_success_when_the_index_holds_the_same_byt
     assert "1 files published" in " ".join(out.split()), out
 
 
-def test_a_pypi_target_takes_only_the_channels_it_names_and_is_not_promoted_to(tmp_path: Path):
+def test_a_pypi_target_takes_only_the_channels_it_names_and_is_not_promoted_to(tmp_path: Path, capsys, monkeypatch):
     # No server and no credentials: a nightly run must not touch an index that takes only release.
+    for name in ("SHIPYARD_PYPI_USERNAME", "SHIPYARD_PYPI_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
     root = tmp_path / "root"
     point_release_yaml(root, {DEVPI_TARGET: "    kind: pypi\n    url: http://127.0.0.1:9/\n"
                                             "    index_url: http://127.0.0.1:9/simple/\n    channels: [release]\n"})
-    project = Project(root, tmp_path / "dist", {})
-    _dist(project.dist, "pe")
-    code, out = _publish(project)
-    assert code == 0, out
-    assert "0 files published, 0 already there" in " ".join(out.split()), out
-    code, out = project.run("promote", VERSION, "--from", "test", "--to", "release", "--target", "wheels-staging")
-    assert code == 2, out
-    assert "a pypi target is one index without channels" in " ".join(out.split()), out
-    assert "shipyard publish --channel release --target <name>" in " ".join(out.split()), out
+    _dist(tmp_path / "dist", "pe")
+    common = ["--target", "wheels-staging", "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state")]
+    assert main(["--root", str(root), "publish", "--channel", "nightly", *common]) == 0
+    assert "0 files published, 0 already there" in " ".join(capsys.readouterr().out.split())
+    assert main(["--root", str(root), "promote", VERSION, "--from", "test", "--to", "release", *common]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "a pypi target is one index without channels" in said, said
+    assert "shipyard publish --channel release --target <name>" in said, said
