@@ -60,7 +60,8 @@ class Backend(ABC):
     @abstractmethod
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:
         """Make `files` (none of them visible yet) visible in `channel`: each index all at once,
-        and only after every one of its files was read back with the sha256 it should have."""
+        and only after every one of its files was read back with the sha256 it should have. An
+        index with no staging (pypi) cannot: it uploads every file, then reads each one back."""
 
     @abstractmethod
     def fetch(self, listed: Listed, dest: Path) -> Path:
