@@ -148,9 +148,17 @@ def test_a_pypi_target_takes_only_the_channels_it_names_and_is_not_promoted_to(t
     point_release_yaml(root, {DEVPI_TARGET: "    kind: pypi\n    url: http://127.0.0.1:9/\n"
                                             "    index_url: http://127.0.0.1:9/simple/\n    channels: [release]\n"})
     _dist(tmp_path / "dist", "pe")
-    common = ["--target", "wheels-staging", "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state")]
-    assert main(["--root", str(root), "publish", "--channel", "nightly", *common]) == 0
-    assert "0 files published, 0 already there" in " ".join(capsys.readouterr().out.split())
+    common = ["--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state")]
+    # Every target: the tree takes the wheels; the pypi target is left out, so its unset credentials
+    # (a MissingCredential, exit 2, were it taking part) and its unreachable URL do not matter.
+    assert main(["--root", str(root), "publish", "--channel", "nightly", *common]) == 0, capsys.readouterr()
+    assert "wheels-staging" in capsys.readouterr().out
+    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-tree",
+                 "--target", "wheels-staging", *common]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("--target wheels-staging --channel nightly: release.yaml's publish.wheels-staging.channels names "
+            "release only") in said, said
+    common += ["--target", "wheels-staging"]
     assert main(["--root", str(root), "promote", VERSION, "--from", "test", "--to", "release", *common]) == 2
     said = " ".join(capsys.readouterr().err.split())
     assert "a pypi target is one index without channels" in said, said

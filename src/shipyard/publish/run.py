@@ -109,6 +109,11 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
     """Publish dist/manifest.json's artifacts to `request.channel`; resumable, idempotent."""
     channel = release_channel(spec, request.channel)
     targets = select_targets(spec, request.targets)
+    for t in targets:
+        if t.name in request.targets and not t.takes(channel.name):
+            raise UsageError(f"--target {t.name} --channel {channel.name}: release.yaml's publish.{t.name}.channels "
+                             f"names {', '.join(t.channels)} only; publish to one of those, or add {channel.name} "
+                             f"there")
     manifest = load_manifest(request.dist)
     gating = gate(channel, manifest.artifacts)
     derived = request.state / "publish" / "plain"
