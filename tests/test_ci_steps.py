@@ -8,7 +8,10 @@ from the ember job's fragment: here that fragment is made by `shipyard build` fo
 Python the pure wheel is tested with, without its tests, through the repository's own build cache
 (a hit when the cpu release test built it). The signing key comes from the secret the build step
 names, as on GitHub (the copied workspace holds no key file), so the job's wheel comes out signed.
-Then the manifest job's steps merge the two fragments and gate the result, as they would on GitHub.
+Then the manifest job's steps merge the two fragments and report on them, as they would on GitHub.
+
+The second test runs nightly's wheel-linux job for the fixture release with a stable feature
+broken, then the manifest job and the publish job's gate for two channels.
 """
 
 from __future__ import annotations
@@ -105,11 +108,16 @@ def test_pure_wheel_job_steps_run_here_and_the_manifest_job_merges_the_fragments
     assert record.provenance and (fragment / record.provenance).is_file()
     assert main(["verify", str(fragment / record.path), "--public-key", str(public)]) == 0
 
-    # The manifest job: every fragment downloaded, merged, gated, uploaded as the release.
+    # The manifest job: every fragment downloaded, merged, reported, uploaded as the release, and
+    # checked against the plan (narrowed here to the two jobs that ran).
+    ember_entry = next(e for e in json.loads(plan["wheel_linux"])["include"] if e["id"] == ember_fragment.name
+                       .removeprefix("fragment-"))
+    narrowed = {"wheel_linux": json.dumps({"include": [ember_entry]}), "wheel_pure": json.dumps({"include": [entry]})}
     workspace2 = copy_repository(repo, tmp_path / "manifest-job" / "work")
-    runner = JobRunner(workspace2, artifacts, {}, contexts={}, workflow_env=_workflow_env(workflow),
-                       github=_github(workspace2, "manifest"))
-    runner.run_job(workflow["jobs"]["manifest"])
+    runner = JobRunner(workspace2, artifacts, {}, contexts={"toJSON(needs.plan.outputs)": json.dumps(narrowed)},
+                       workflow_env=_workflow_env(workflow), github=_github(workspace2, "manifest"))
+    merged = runner.run_job(workflow["jobs"]["manifest"])
+    assert "every build job of the plan uploaded its fragment (2)" in merged.output
     release = artifacts / "release-dist"
     # The release manager's report and notes, uploaded before the gate could stop the job.
     report = artifacts / "release-report"
