@@ -365,8 +365,12 @@ def test_ci_fragments_names_every_build_job_that_uploaded_no_fragment(repo, tmp_
         (folder / f"fragment-{job}" / "manifest.json").write_text("{}")
     assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == 0
     assert f"every build job of the plan uploaded its fragment ({len(ids)})" in capsys.readouterr().out
-    outputs.write_text("not json")
-    assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == 2
+    for bad in ("not json", "[1, 2]", '{"wheel_linux": "{}"}'):
+        outputs.write_text(bad)
+        assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert f"{outputs}: (file): not the plan job's outputs as JSON" in " ".join(err.split()), err
+        assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("name", WORKFLOWS)

@@ -122,10 +122,11 @@ def cmd_ci_fragments(args: argparse.Namespace) -> int:
     try:
         outputs = json.loads(plan_file.read_text())
         missing = missing_fragments(outputs, Path(args.folder))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{plan_file}: not the plan job's outputs as JSON; pass toJSON(needs.plan.outputs) "
-                         f"(got {type(exc).__name__}: {exc})") from exc
-    expected = sum(len(json.loads(m)["include"]) for m in outputs.values())
+        expected = sum(len(json.loads(m)["include"]) for m in outputs.values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"{plan_file}: (file): not the plan job's outputs as JSON (each lane's matrix, "
+                         f"{{\"include\": [...]}}); pass toJSON(needs.plan.outputs) (got {type(exc).__name__}: "
+                         f"{exc})") from exc
     if missing:
         err_console.print(f"error: {len(missing)} of {expected} build jobs uploaded no fragment (they failed "
                           f"before their upload; their logs say why): {', '.join(missing)}", markup=False,
