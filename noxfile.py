@@ -87,10 +87,15 @@ def _conda_session(variant: str, spec: dict) -> None:
         _install_shipyard(session)
         if spec.get("cuda"):  # assemble the variant's CUDA toolkit when this machine can (cached)
             session.run("shipyard", "toolchain", "install", variant)
-        _build_signed_and_verified(session, "shipyard", "conda", "build", "--variant", variant, *session.posargs)
+        # This machine reaches no conda channel: the bootstrap channel stands in for release.yaml's
+        # conda.channels, asked for explicitly (a CI runner solves from conda-forge instead).
+        channel = [] if "--channel" in session.posargs else ["--bootstrap-channel"]
+        _build_signed_and_verified(session, "shipyard", "conda", "build", "--variant", variant, *channel,
+                                   *session.posargs)
 
     session_func.__doc__ = (f"Build the {cuda} conda packages with rattler-build for every Python, test each "
-                            f"in an environment solved from the served channel, publish to dist/conda "
+                            f"in an environment solved from the served channel, publish to dist/conda; "
+                            f"dependencies from the bootstrap channel unless --channel is given "
                             f"(-- --python 3.11 --component ember --channel URL --no-tests).")
     nox.session(name=f"conda-{variant}")(session_func)
 

@@ -8,19 +8,27 @@ from the ember job's fragment: here that fragment is made by `shipyard build` fo
 Python the pure wheel is tested with, without its tests, through the repository's own build cache
 (a hit when the cpu release test built it). The signing key comes from the secret the build step
 names, as on GitHub (the copied workspace holds no key file), so the job's wheel comes out signed.
-Then the manifest job's steps merge the two fragments and gate the result, as they would on GitHub.
+Then the manifest job's steps merge the two fragments and report on them, as they would on GitHub.
+
+The second test runs nightly's wheel-linux job for the fixture release with a stable feature
+broken, then the manifest job and the publish job's gate for two channels.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from minirelease import GIT_ENV, make_checkout
 from workflow_runner import JobRunner, copy_repository
 
+from shipyard.ci.jobs import build_jobs
 from shipyard.cli import main
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
@@ -100,11 +108,16 @@ def test_pure_wheel_job_steps_run_here_and_the_manifest_job_merges_the_fragments
     assert record.provenance and (fragment / record.provenance).is_file()
     assert main(["verify", str(fragment / record.path), "--public-key", str(public)]) == 0
 
-    # The manifest job: every fragment downloaded, merged, gated, uploaded as the release.
+    # The manifest job: every fragment downloaded, merged, reported, uploaded as the release, and
+    # checked against the plan (narrowed here to the two jobs that ran).
+    ember_entry = next(e for e in json.loads(plan["wheel_linux"])["include"] if e["id"] == ember_fragment.name
+                       .removeprefix("fragment-"))
+    narrowed = {"wheel_linux": json.dumps({"include": [ember_entry]}), "wheel_pure": json.dumps({"include": [entry]})}
     workspace2 = copy_repository(repo, tmp_path / "manifest-job" / "work")
-    runner = JobRunner(workspace2, artifacts, {}, contexts={}, workflow_env=_workflow_env(workflow),
-                       github=_github(workspace2, "manifest"))
-    runner.run_job(workflow["jobs"]["manifest"])
+    runner = JobRunner(workspace2, artifacts, {}, contexts={"toJSON(needs.plan.outputs)": json.dumps(narrowed)},
+                       workflow_env=_workflow_env(workflow), github=_github(workspace2, "manifest"))
+    merged = runner.run_job(workflow["jobs"]["manifest"])
+    assert "every build job of the plan uploaded its fragment (2)" in merged.output
     release = artifacts / "release-dist"
     # The release manager's report and notes, uploaded before the gate could stop the job.
     report = artifacts / "release-report"
@@ -119,3 +132,83 @@ def test_pure_wheel_job_steps_run_here_and_the_manifest_job_merges_the_fragments
     index = (release / "whl" / "cpu" / "index.json").read_text()
     assert '"name": "ember"' in index and '"name": "emberaudio"' in index
     assert (release / "whl" / "cpu" / "emberaudio" / wheel.name).read_bytes() == wheel.read_bytes()
+
+
+# --- a failing stable feature on CI (issue 28) ---------------------------------------------
+
+FIXTURE_CELL = "fixcext-cpu-linux-x86_64-cp311-wheel"
+# Steps the test's own environment stands in for: shipyard is installed here already (its install
+# steps are run by the test above), and the fixture release has no publish targets.
+INSTALLED = ("Install shipyard (ci/bootstrap.sh, as on a bare Debian 12 machine)", "Python for shipyard",
+             "Install shipyard")
+
+
+def _fixture_release(dest: Path) -> Path:
+    """The fixture release (one Python, channels nightly: mark and test: block), committed."""
+    root = make_checkout(dest)
+    release = root / "release.yaml"
+    text = release.read_text().replace('pythons: ["3.9", "3.10", "3.11", "3.12", "3.13"]', 'pythons: ["3.11"]')
+    release.write_text(text + "channels:\n  nightly: {gate: mark}\n  test: {gate: block}\n")
+    subprocess.run(["git", "commit", "-qam", "one Python, two channels"], cwd=root, check=True,
+                   env={**os.environ, **GIT_ENV})
+    return root
+
+
+def test_a_failing_stable_feature_uploads_its_fragment_and_the_channel_gate_decides(repo, tmp_path, monkeypatch):
+    """nightly.yml's wheel-linux job, run as written for the fixture's fixcext with its stable
+    feature broken: the build step records exit 1, the fragment is uploaded, then the job fails.
+    The manifest job merges it and uploads a report naming the failure; the publish job's gate
+    passes it, marked, for nightly and refuses it for test."""
+    nightly = yaml.load((repo / ".github/workflows/nightly.yml").read_text(), Loader=yaml.BaseLoader)
+    monkeypatch.setenv("FIXTURE_BREAK_STABLE", "1")  # the fixture's stable test fails
+    tools = str(Path(sys.executable).parent)  # shipyard, installed in this environment
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    workspace = _fixture_release(tmp_path / "lane" / "work")
+    [job] = [j for j in build_jobs(load_spec(workspace).release) if j.id == "wheel-fixcext-cpu-linux-x86_64"]
+    env = {"SHIPYARD_CHANNEL": "nightly", "PYTHONUNBUFFERED": "1"}
+    runner = JobRunner(workspace, artifacts, job.matrix_entry(), contexts={}, workflow_env=env,
+                       github=_github(workspace, "wheel-linux"))
+    runner.extra_path.append(tools)
+    lane = runner.run_job(nightly["jobs"]["wheel-linux"], skip=INSTALLED, check=False)
+    ran = [s.name for s in lane.steps]
+    assert lane.outputs["build"] == {"status": "1"}, lane.output[-4000:]
+    assert ran[-3:] == ["Build and test every Python", "Upload artifacts and manifest fragment",
+                        "Fail the job when a stable feature failed (after the upload)"]
+    assert lane.failed == ("Fail the job when a stable feature failed (after the upload)", 1)
+    assert "::error::a stable feature failed its tests (exit 1)" in lane.output
+    fragment = read_manifest(artifacts / f"fragment-{job.id}" / "manifest.json")
+    assert fragment is not None
+    features = fragment.by_cell()[FIXTURE_CELL].tests["features"]  # type: ignore[index]
+    assert features["fix.sumsq"]["result"] == "failed"
+
+    # The manifest job: merged, the report made and uploaded, every fragment accounted for.
+    plan = {"wheel_linux": json.dumps({"include": [job.matrix_entry()]})}
+    manifest_job = nightly["jobs"]["manifest"]
+    assert manifest_job["if"] == "${{ !cancelled() && needs.plan.result == 'success' }}"
+    workspace = _fixture_release(tmp_path / "manifest" / "work")
+    runner = JobRunner(workspace, artifacts, {}, contexts={"toJSON(needs.plan.outputs)": json.dumps(plan)},
+                       workflow_env=env, github=_github(workspace, "manifest"))
+    runner.extra_path.append(tools)
+    merged = runner.run_job(manifest_job, skip=INSTALLED)
+    assert "every build job of the plan uploaded its fragment (1)" in merged.output
+    report = artifacts / "release-report"
+    html = (report / "report" / "index.html").read_text()
+    assert f'data-cell="{FIXTURE_CELL}" data-state="failed"' in html and "fix.sumsq" in html
+    assert "fix.sumsq" in (report / "RELEASE_NOTES.md").read_text()
+
+    # The publish job's gate, per channel (the fixture has no publish targets: the step after it is not run).
+    publish = [*INSTALLED, "Publish (gated again per channel; atomic and resumable)"]
+    gate = "Gate on the stable features for this channel"
+    for channel, expected in (("nightly", None), ("test", (gate, 9))):
+        workspace = _fixture_release(tmp_path / f"publish-{channel}" / "work")
+        runner = JobRunner(workspace, artifacts, {}, contexts={}, workflow_env={**env, "SHIPYARD_CHANNEL": channel},
+                           github=_github(workspace, "publish"))
+        runner.extra_path.append(tools)
+        run = runner.run_job(nightly["jobs"]["publish"], skip=publish, check=False)
+        assert run.failed == expected, run.output[-4000:]
+        assert gate in [s.name for s in run.steps]
+        if channel == "nightly":
+            assert "marked" in run.output and "gate passed" in run.output and "fix.sumsq" in run.output
+        else:
+            assert "fix.sumsq" in run.output and "gate passed" not in run.output

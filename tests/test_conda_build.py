@@ -175,6 +175,39 @@ def test_an_unsatisfiable_dependency_is_reported_before_any_build(conda_repo, tm
     assert not conda_output_dir(state, load_spec(conda_repo.root).release.variants["cpu"]).exists()
 
 
+def test_without_a_channel_the_build_solves_from_release_yaml_channels_not_the_bootstrap(
+        conda_repo, tmp_path, capsys, monkeypatch):
+    """A CI runner has no pyenv: `shipyard conda build` without --channel takes release.yaml's
+    conda.channels (conda-forge there) and never makes the bootstrap channel implicitly."""
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))  # a bare container's view
+    version = load_spec(conda_repo.root).release.release.version
+    first = _metadata_channel(tmp_path / "first", [("python", "3.11.7", "linux-64"), ("pip", "26.0", "noarch"),
+                                                    ("hatchling", "1.33.0", "noarch"), ("ember", version, "linux-64")])
+    second = _metadata_channel(tmp_path / "second", [("unrelated", "1.0", "noarch")])
+    conda_repo.edit("release.yaml", "channels: [conda-forge]", f"channels: ['{first}', '{second}']")
+    code = main(["--root", str(conda_repo.root), "conda", "build", "--variant", "cpu", "--component",
+                 "emberaudio", "--python", "3.11", "--state", str(tmp_path / "state")])
+    err = " ".join(capsys.readouterr().err.split())
+    # emberaudio needs numpy, which neither channel has: the preflight names both, in release.yaml's
+    # order, and no other (no bootstrap channel was made).
+    assert code == 4, err
+    assert f"dependencies: {first}, {second}" in err
+    assert f"channels searched, in this order: {first} {second} fix" in err, err
+    assert "bootstrap channel /" not in err and "pyenv" not in err, err
+
+
+def test_the_bootstrap_channel_is_made_only_on_request(repo, tmp_path, monkeypatch, capsys):
+    """--bootstrap-channel makes it from this host's pyenv Pythons: without them it says so."""
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))  # a cold machine: nothing cached
+    code = main(["--root", str(repo), "conda", "build", "--variant", "cpu", "--component", "emberaudio",
+                 "--python", "3.11", "--bootstrap-channel", "--state", str(tmp_path / "state"),
+                 "--dist", str(tmp_path / "dist")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 4, err
+    assert "Python 3.11 has no pyenv build" in err, err
+
+
 # --- requires-python --------------------------------------------------------------------------
 
 def _ember_requires(conda_repo, specifier: str) -> None:

@@ -15,6 +15,7 @@ not know fails the run rather than being guessed.
   `name`) copied to `<path>/<name>/` (one artifact by name: into `<path>/`);
 - actions/cache: a miss (nothing restored, nothing saved): the job must work from cold;
 - actions/setup-python: this machine's Python of that version put first on PATH.
+A failing `run:` step fails the job as on GitHub: its outputs are read, later steps are skipped.
 A job `container:` (debian:bookworm) is this machine itself, a Debian 12 host.
 """
 
@@ -26,6 +27,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,8 @@ class StepResult:
 class JobRun:
     steps: list[StepResult] = field(default_factory=list)
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)
+    failed: tuple[str, int] | None = None  # the step that failed the job and its exit status
+    output: str = ""  # stdout and stderr of every `run:` step, in order
 
 
 class JobRunner:
@@ -80,19 +84,26 @@ class JobRunner:
         return _EXPR.sub(lambda m: self._value(m.group(1)), str(text))
 
     def condition(self, expr: str) -> bool:
-        match = re.fullmatch(r"(matrix\.\w+)\s*(==|!=)\s*'([^']*)'", expr.strip())
+        match = re.fullmatch(r"((?:matrix|steps)\.[\w.-]+)\s*(==|!=)\s*'([^']*)'", expr.strip())
         if not match:
             raise AssertionError(f"the local runner does not evaluate if: {expr}")
         value = self._value(match.group(1))
         return (value == match.group(3)) == (match.group(2) == "==")
 
     # --- steps -------------------------------------------------------------------------------
-    def run_job(self, job: dict[str, Any]) -> JobRun:
+    def run_job(self, job: dict[str, Any], *, skip: Collection[str] = (), check: bool = True) -> JobRun:
+        """Run the job's steps in order. `skip` names steps the caller stands in for (say, shipyard
+        installed in this test's environment). As on GitHub, a failing step fails the job and the
+        later steps (whose `if:` asks for success, the default) do not run; with `check` a failure
+        raises instead."""
         result = JobRun()
         assert job.get("container", {}).get("image", "debian:bookworm").startswith("debian:bookworm"), \
             "only jobs whose container is Debian 12 (this machine) run here"
         job_env = {k: self.substitute(v) for k, v in (job.get("env") or {}).items()}
         for step in job["steps"]:
+            name = step.get("name", step.get("uses", "run"))
+            if name in skip or result.failed is not None:
+                continue
             if "if" in step and not self.condition(step["if"]):
                 continue
             start = time.monotonic()
@@ -100,9 +111,13 @@ class JobRunner:
                 self._uses(step)
                 kind = "uses"
             else:
-                self._run(step, job_env)
+                code, output = self._run(step, job_env)
+                result.output += output
+                if code != 0:
+                    assert not check, f"step {name!r} failed ({code}):\n{output[-8000:]}"
+                    result.failed = (name, code)
                 kind = "run"
-            result.steps.append(StepResult(step.get("name", step.get("uses", "run")), time.monotonic() - start, kind))
+            result.steps.append(StepResult(name, time.monotonic() - start, kind))
         result.outputs = self.step_outputs
         return result
 
@@ -147,7 +162,7 @@ class JobRunner:
         else:
             raise AssertionError(f"no local equivalent for {action}")
 
-    def _run(self, step: dict[str, Any], job_env: dict[str, str]) -> None:
+    def _run(self, step: dict[str, Any], job_env: dict[str, str]) -> tuple[int, str]:
         runner_temp = self.workspace.parent / "runner-temp"
         runner_temp.mkdir(exist_ok=True)
         files = {name: runner_temp / f"{name.lower()}-{len(self.step_outputs)}-{time.monotonic_ns()}"
@@ -165,8 +180,6 @@ class JobRunner:
         assert shell == "bash", f"step {step.get('name')}: only bash steps run here (got {shell})"
         done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=self.workspace,
                               env=env, capture_output=True, text=True, timeout=1200)
-        assert done.returncode == 0, (f"step {step.get('name')!r} failed ({done.returncode}):\n"
-                                      f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
         for line in files["GITHUB_PATH"].read_text().splitlines():
             if line.strip():
                 self.extra_path.insert(0, line.strip())
@@ -174,12 +187,13 @@ class JobRunner:
             if "=" in line:
                 key, value = line.split("=", 1)
                 self.extra_env[key] = value
-        if "id" in step:
+        if "id" in step:  # a failing step's outputs count too, as on GitHub
             outputs = self.step_outputs.setdefault(step["id"], {})
             for line in files["GITHUB_OUTPUT"].read_text().splitlines():
                 if "=" in line:
                     key, value = line.split("=", 1)
                     outputs[key] = value
+        return done.returncode, done.stdout + done.stderr
 
 
 def copy_repository(repo: Path, target: Path) -> Path:

@@ -10,8 +10,9 @@ did not change.
 
 from __future__ import annotations
 
+from shipyard.ci.cuda_builder import builder_image_tag
 from shipyard.ci.jobs import BuildJob, build_jobs, docker_jobs
-from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES, LINUX_BUILDER_IMAGE
+from shipyard.ci.runners import CUDA_BUILDER_IMAGES, LINUX_BUILDER_IMAGE
 from shipyard.errors import UsageError, nearest
 from shipyard.host.source_tree import hash_tree
 from shipyard.plumbing.build_cache import cache_key
@@ -36,7 +37,8 @@ def job_cache_key(spec: Spec, job_id: str) -> str:
     section = {"component": component.model_dump(mode="json") if component else job.component,
                "variant": release.variants[job.variant].model_dump(mode="json"),
                "platform": job.builder, "version": release.release.version, "cells": list(job.cells)}
-    image = (CUDA_TOOLKIT_IMAGES.get(job.cuda) or LINUX_BUILDER_IMAGE) if job.os == "linux" else ""
+    builder = builder_image_tag(job.cuda) if job.cuda in CUDA_BUILDER_IMAGES else LINUX_BUILDER_IMAGE
+    image = builder if job.os == "linux" else ""
     key = cache_key(kind=f"github-{job.kind}", sources=sources, spec_section=section,
                     toolchain=f"{job.runner} {image}".strip(), python=" ".join(job.pythons))
     return f"{job.id}-{key}"

@@ -124,3 +124,12 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
                              not_applicable=[r for cell, r in ruled_out.items() if cell not in records])
     return MergeReport(fragments=len(fragments), records=len(records), wheels=len(wheels),
                        conda_packages=len(conda), other_files=len(other), total_artifacts=len(merged.artifacts))
+
+
+def missing_fragments(plan_outputs: dict[str, str], folder: Path) -> list[str]:
+    """The build jobs of the plan (its outputs: each lane's matrix as JSON) that have no
+    `fragment-<job id>` folder in `folder`: jobs that failed before their upload."""
+    import json
+
+    expected = [entry["id"] for matrix in plan_outputs.values() for entry in json.loads(matrix)["include"]]
+    return [job for job in expected if not (folder / f"fragment-{job}" / "manifest.json").is_file()]

@@ -2,7 +2,7 @@
 type, building every Python of its cells, so a native core is built once per job as it is here.
 
 Jobs fall into lanes, one workflow job (one `strategy.matrix`) each: Linux wheels in the builder
-container, Linux wheels of a CUDA version that needs NVIDIA's toolkit image, Windows and macOS
+container, Linux wheels of a CUDA version that needs a builder image of its own, Windows and macOS
 wheels, pure wheels (once, after the Linux wheels they are tested against), conda packages per
 OS, the mobile runtime, and the Docker images. GitHub runs at most 256 jobs from one matrix: a
 lane with more is split into numbered lanes when the workflows are generated, and `shipyard ci
@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES, HOST_OS
+from shipyard.ci.runners import CUDA_BUILDER_IMAGES, HOST_OS
 from shipyard.errors import ShipyardError
 from shipyard.release import matrix
 from shipyard.release.matrix import ANY, Cell, builder_platform, expand
@@ -56,7 +56,7 @@ class BuildJob:
             return "docker"
         if self.platform == ANY:
             return f"{self.kind}-pure"
-        if self.os == "linux" and self.cuda in CUDA_TOOLKIT_IMAGES:
+        if self.os == "linux" and self.cuda in CUDA_BUILDER_IMAGES:
             return f"{self.kind}-linux-cuda-image"
         return f"{self.kind}-{self.os}"
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 # ci/bootstrap.sh sets the machine up, as here.
 LINUX_BUILDER_IMAGE = "debian:bookworm"
 
-# CUDA versions no runner image can install (they need a host gcc older than any runner has):
-# these cells build in NVIDIA's devel image, which carries the toolkit and a gcc it accepts,
-# the way PyTorch built its CUDA 10.2 wheels. The image is glibc 2.27, too old for the Node 20
-# that actions run on, so the job stays on the runner and `docker run`s the build step in it.
-CUDA_TOOLKIT_IMAGES: dict[str, str] = {
-    "10.2": "nvidia/cuda:10.2-devel-ubuntu18.04",
+# CUDA versions no runner image can install (they need a host gcc older than any runner has), and
+# whose devel image NVIDIA no longer publishes (nvidia/cuda:10.2-devel-ubuntu18.04 is gone from
+# Docker Hub): the job builds its own builder image from the Dockerfile in shipyard's package data
+# (resources/docker/<folder>/, from NVIDIA's archived installer) and caches it by the Dockerfile's
+# sha256 (shipyard.ci.cuda_builder). Its glibc is too old for the Node 20 that actions run on,
+# so the job stays on the runner and `docker run`s the build step in it.
+CUDA_BUILDER_IMAGES: dict[str, str] = {
+    "10.2": "cuda10.2",  # CUDA version -> folder of src/shipyard/resources/docker/
 }
 
 # Windows has no `shipyard toolchain install` (it assembles Linux toolkits): the job runs
@@ -30,6 +32,16 @@ CUDA_WINDOWS_RELEASES: dict[str, str] = {
     "12.4": "12.4.1",
     "13.0": "13.0.0",
 }
+
+# Where a Windows or macOS wheel job gets the libraries release.yaml's `vendored_libraries` name
+# (embervision's libpng and libjpeg; Linux jobs take them from Debian): a vcpkg port on Windows
+# (the runner's VCPKG_INSTALLATION_ROOT), a Homebrew formula on macOS. delvewheel and delocate then
+# vendor them into the wheel, as auditwheel does on Linux (wheel/repair.py).
+VENDORED_LIBRARY_SOURCES: dict[str, dict[str, str]] = {
+    "libpng": {"windows": "libpng", "macos": "libpng"},
+    "libjpeg": {"windows": "libjpeg-turbo", "macos": "jpeg-turbo"},
+}
+VCPKG_TRIPLET = "x64-windows"
 
 # Minutes each kind of job may run before GitHub cancels it: measured builds here times the
 # runners' slower cores, with room (README, "Releasing on GitHub Actions").

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+from pathlib import Path
 
 from shipyard.cli.shared import console, err_console, load_release
 from shipyard.errors import ShipyardError, UsageError
@@ -112,6 +113,29 @@ def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ci_fragments(args: argparse.Namespace) -> int:
+    import json
+
+    from shipyard.ci.fragments import missing_fragments
+
+    plan_file = Path(args.plan)
+    try:
+        outputs = json.loads(plan_file.read_text())
+        missing = missing_fragments(outputs, Path(args.folder))
+        expected = sum(len(json.loads(m)["include"]) for m in outputs.values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"{plan_file}: (file): not the plan job's outputs as JSON (each lane's matrix, "
+                         f"{{\"include\": [...]}}); pass toJSON(needs.plan.outputs) (got {type(exc).__name__}: "
+                         f"{exc})") from exc
+    if missing:
+        err_console.print(f"error: {len(missing)} of {expected} build jobs uploaded no fragment (they failed "
+                          f"before their upload; their logs say why): {', '.join(missing)}", markup=False,
+                          soft_wrap=True)
+        return 1
+    console.print(f"every build job of the plan uploaded its fragment ({expected})")
+    return 0
+
+
 def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("ci", help="the GitHub Actions release pipeline: generate and check its workflows")
     csub = p.add_subparsers(dest="ci_command", required=True)
@@ -130,6 +154,11 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "cache key of its inputs")
     k.add_argument("job", help="a job id of the plan, e.g. wheel-ember-cpu-linux-x86_64")
     k.set_defaults(func=cmd_ci_cache_key)
+    f = csub.add_parser("fragments", help="(manifest job) fail unless every build job of the plan uploaded its "
+                                          "fragment")
+    f.add_argument("--plan", required=True, help="a JSON file of the plan job's outputs (toJSON(needs.plan.outputs))")
+    f.add_argument("folder", help="where the fragments were downloaded (fragment-<job id>/ each)")
+    f.set_defaults(func=cmd_ci_fragments)
     t = csub.add_parser("trusted-publishing", help="(publish job) check that the job's OIDC token is exchanged for "
                                                     "an upload token of a pypi target (shipyard publish does the "
                                                     "exchange itself)")

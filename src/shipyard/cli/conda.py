@@ -93,6 +93,7 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
     root = Path(args.root)
     request = CondaRunRequest(
         variant=args.variant, channels=tuple(_channel_url(c) for c in args.channel or ()),
+        bootstrap=args.bootstrap_channel,
         pythons=tuple(args.python or ()), components=tuple(args.component or ()),
         state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
         dist=(Path(args.dist) if args.dist else root / "dist").resolve(), jobs=args.jobs, tests=not args.no_tests,
@@ -141,7 +142,11 @@ def _add_conda_build(conda_sub: argparse._SubParsersAction) -> None:  # type: ig
     p.add_argument("--component", action="append", help="only this component (repeatable)")
     p.add_argument("--channel", action="append", metavar="URL",
                    help="a channel to take dependencies from: a URL or a local folder (repeatable, in "
-                        "priority order; default: the bootstrap channel, `shipyard conda bootstrap`)")
+                        "priority order; default: release.yaml's conda.channels)")
+    p.add_argument("--bootstrap-channel", action="store_true",
+                   help="make (or reuse) the bootstrap channel from this host's pyenv Pythons (linux-64 only, "
+                        "`shipyard conda bootstrap`) and search it first, standing in for conda-forge where "
+                        "no conda channel can be reached")
     p.add_argument("--state", help="work and cache folder (default: <root>/.shipyard)")
     p.add_argument("--dist", help="output folder (default: <root>/dist): the channel is <dist>/conda")
     p.add_argument("--no-tests", action="store_true", help="build only; publish without testing")

@@ -93,6 +93,23 @@ def cmd_image_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_image_bases(args: argparse.Namespace) -> int:
+    """The images a variant's images build FROM, one per line: what the docker job pulls."""
+    from shipyard.image.bases import configured_bases, pinned_by_digest
+    from shipyard.image.plan import image_plans
+
+    spec = load_release(args)
+    variant = image_plans(spec, args.variant)[0].variant.name  # else the error naming the variants with images
+    assert spec.release.images is not None
+    for ref in dict.fromkeys(configured_bases(spec.release.images, variant)):
+        console.print(ref, markup=False, highlight=False, soft_wrap=True)
+        if not pinned_by_digest(ref):
+            err_console.print(f"warning: {ref} is not pinned by digest: a pull takes whatever the tag names today; "
+                              f"write it as {ref}@sha256:<digest> in release.yaml (`docker buildx imagetools "
+                              f"inspect {ref}` shows the digest)", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("image", help="Docker images: build a variant's runtime and devel images, push them")
     isub = p.add_subparsers(dest="image_command", required=True)
@@ -115,6 +132,10 @@ def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     b.add_argument("--repository", help="name the images REPOSITORY instead of images.repository (shipyard repro "
                                         "builds under its own name)")
     b.set_defaults(func=cmd_image_build)
+    s = isub.add_parser("bases", help="print the images a variant's images build FROM (release.yaml's "
+                                      "images.base_image and python_image), one per line, for `docker pull`")
+    s.add_argument("--variant", required=True)
+    s.set_defaults(func=cmd_image_bases)
     u = isub.add_parser("push", help="push a variant's images (both tags) to a docker publish target")
     u.add_argument("--variant", required=True)
     u.add_argument("--target", action="append", choices=("runtime", "devel"), help="only this target (repeatable)")

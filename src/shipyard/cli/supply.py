@@ -94,7 +94,8 @@ def cmd_repro(args: argparse.Namespace) -> int:
     work = Path(args.work) if args.work else spec.root / ".shipyard" / "repro"
     request = ReproRequest(variant=args.variant, pythons=tuple(args.python or ()),
                            components=tuple(args.component or ()), mobile_targets=tuple(args.mobile_target or ()),
-                           conda=args.conda, images=args.images, work=work)
+                           conda=args.conda, conda_channels=tuple(args.conda_channel or ()),
+                           bootstrap_channel=args.bootstrap_channel, images=args.images, work=work)
     start = time.monotonic()
     with live_progress(err_console, "repro") as progress:
         report = reproduce(spec.root, request, progress)
@@ -129,6 +130,11 @@ def add_supply_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--component", action="append", help="only this component (repeatable)")
     p.add_argument("--mobile-target", action="append", help="also build this ember-lite target (repeatable)")
     p.add_argument("--conda", action="store_true", help="also build the variant's conda packages")
+    p.add_argument("--conda-channel", action="append", metavar="URL",
+                   help="the conda builds' dependency channel (repeatable; default: release.yaml's conda.channels)")
+    p.add_argument("--bootstrap-channel", action="store_true",
+                   help="the conda builds search the bootstrap channel first "
+                        "(`shipyard conda build --bootstrap-channel`)")
     p.add_argument("--images", action="store_true",
                    help="also build the variant's runtime image (docker engine) and compare config and layers")
     p.add_argument("--work", help="where the two clones go (default: <root>/.shipyard/repro)")

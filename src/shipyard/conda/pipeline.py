@@ -1,8 +1,10 @@
 """`nox -s conda-<variant>`: build a variant's conda packages, test each as a user installs it,
 then publish the ones that passed into dist/conda and record them in dist/manifest.json.
 
-1. dependencies: release.yaml's `conda.channels` where they can be reached; on a machine that
-   reaches none (this one), the bootstrap channel stands in (conda/bootstrap.py);
+1. dependencies: the channels the run is given, else release.yaml's `conda.channels` (conda-forge
+   on CI). The bootstrap channel (conda/bootstrap.py: repacked pyenv Pythons, linux-64 only) is
+   made only on request (`--bootstrap-channel`); on a machine that reaches no conda channel (this
+   one) it stands in for them, first in priority;
 2. build: conda/build.py (one variant per call, cached, byte-identical by the normalising repack);
 3. test: the output folder and the dependency channels are served over loopback HTTP with a
    token (conda/serve.py); each cell's package is installed by py-rattler into a fresh prefix,
@@ -55,7 +57,8 @@ class CondaRunRequest:
     variant: str
     pythons: tuple[str, ...] = ()
     components: tuple[str, ...] = ()
-    channels: tuple[str, ...] = ()  # dependency channels; empty: the bootstrap channel
+    channels: tuple[str, ...] = ()  # dependency channels; empty: release.yaml's conda.channels
+    bootstrap: bool = False  # make the bootstrap channel and search it first (stands in for conda-forge)
     state: Path = Path(".shipyard")
     dist: Path = Path("dist")
     jobs: int = 2
@@ -108,13 +111,7 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
         # Every package the run asked for is ruled out: nothing to build, nothing to fail.
         publish_run(spec, [], ruled_out, request, progress)
         return CondaRun([], request.channels, (), ruled_out)
-    channels = request.channels
-    if not channels:
-        bootstrap = ensure_bootstrap_channel(pythons=pythons, cuda_versions=[variant.cuda] if variant.cuda else [],
-                                             requirements=release_requirements(spec), progress=progress)
-        progress(f"dependencies: the bootstrap channel {bootstrap.path} stands in for "
-                 f"{', '.join(spec.release.conda.channels) if spec.release.conda else 'conda-forge'}")
-        channels = (bootstrap.url(),)
+    channels = dependency_channels(spec, request, pythons, variant.cuda, progress)
     build_request = CondaBuildRequest(variant=variant.name, channels=channels, pythons=pythons,
                                       components=request.components, state=request.state, jobs=request.jobs,
                                       recipe_tests=not request.tests)
@@ -129,6 +126,28 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
         _test_all(spec, cells, channels, conda_output_dir(request.state, variant), request, progress)
     published = publish_run(spec, cells, ruled_out, request, progress)
     return CondaRun(cells, channels, published, ruled_out)
+
+
+def dependency_channels(spec: Spec, request: CondaRunRequest, pythons: Sequence[str], cuda: str | None,
+                        progress: Progress) -> tuple[str, ...]:
+    """The channels a run takes dependencies from, in priority order: the bootstrap channel when
+    asked for, then the given channels, else release.yaml's `conda.channels` (names such as
+    conda-forge, or URLs). The bootstrap channel is never made implicitly: it needs this host's
+    pyenv Pythons, which a CI container or a Windows or macOS runner does not have."""
+    configured = spec.release.conda.channels if spec.release.conda else ()
+    given = request.channels or (() if request.bootstrap else configured)
+    if not request.bootstrap:
+        if not given:
+            raise UsageError("no channel to take dependencies from; add release.yaml's section "
+                             "`conda: {channels: [conda-forge]}`, pass --channel URL, or --bootstrap-channel")
+        progress(f"dependencies: {', '.join(given)}")
+        return tuple(given)
+    bootstrap = ensure_bootstrap_channel(pythons=pythons, cuda_versions=[cuda] if cuda else [],
+                                         requirements=release_requirements(spec), progress=progress)
+    stands_in = ", ".join(configured) or "conda-forge"
+    progress(f"dependencies: the bootstrap channel {bootstrap.path} stands in for {stands_in}"
+             + (f", then {', '.join(given)}" if given else ""))
+    return (bootstrap.url(), *given)
 
 
 def pythons_to_test(spec: Spec, package: PackageOutcome, pythons: Sequence[str]) -> list[str]:

@@ -111,6 +111,6 @@ def preflight(packages: Sequence[PreflightPackage], *, produced: set[str], chann
             f"{'their' if len(problems) > 1 else 'its'} dependencies are not in the channels "
             f"(nothing was built)\n" + "\n".join(f"  {p}" for p in problems)
             + f"\n  channels searched, in this order:\n{searched}\n"
-            "  fix: add the missing packages to one of these channels (the bootstrap channel stands in for "
-            "release.yaml's conda.channels where they cannot be reached), pass --channel with one that has "
-            "them, or correct the requirement in the recipe")
+            "  fix: add the missing packages to one of these channels, pass --channel with one that has them "
+            "(or --bootstrap-channel where release.yaml's conda.channels cannot be reached), or correct the "
+            "requirement in the recipe")

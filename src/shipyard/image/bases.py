@@ -1,7 +1,8 @@
 """Which images the Dockerfile builds FROM.
 
 On CI (a registry is reachable) they are release.yaml's `images.base_image` and
-`images.python_image`, pulled by the workflow before the build. Where the engine does not hold
+`images.python_image` (`configured_bases`), pulled by the docker job before the build (`shipyard
+image bases` lists them; written `name:tag@sha256:…` they are pulled by digest). Where the engine does not hold
 them and none can be pulled (this offline machine), shipyard's debootstrapped bookworm base
 stands in for the OS and a small image holding this host's own CPython prefix for the Python;
 the pyenv Pythons are built against bookworm's glibc, so they run on that base.
@@ -42,11 +43,20 @@ class Bases:
                 "python_prefix": self.python_prefix}
 
 
+def configured_bases(settings: ImageSettings, variant: str) -> tuple[str, str]:
+    """The OS base and the Python image release.yaml names for `variant`, as written there."""
+    return settings.base_for(variant), settings.python_image
+
+
+def pinned_by_digest(ref: str) -> bool:
+    return "@sha256:" in ref
+
+
 def resolve_bases(settings: ImageSettings, variant: str, *, base_image: str | None = None,
                   python_image: str | None = None, python_prefix: str | None = None,
                   progress: Progress | None = None) -> Bases:
     """Given images win; then release.yaml's when the engine holds them; else the local stand-ins."""
-    configured_base, configured_python = settings.base_for(variant), settings.python_image
+    configured_base, configured_python = configured_bases(settings, variant)
     if base_image or python_image:
         return Bases(base_image or configured_base, python_image or configured_python,
                      python_prefix or (settings.python_prefix if not python_image else "/usr/local"), "given")

@@ -235,8 +235,9 @@ def _conda_channel(channel: str) -> str:
 
 
 class CondaSettings(Frozen):
-    """Where conda packages get their dependencies: channels in priority order. Where none can
-    be reached, shipyard's bootstrap channel stands in for them."""
+    """Where conda packages get their dependencies: channels in priority order, what `shipyard
+    conda build` solves from by default. Where none can be reached, shipyard's bootstrap channel
+    stands in for them on request (`--bootstrap-channel`)."""
 
     channels: tuple[Annotated[str, AfterValidator(_conda_channel)], ...] = Field(min_length=1)
 

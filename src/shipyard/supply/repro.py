@@ -42,6 +42,8 @@ class ReproRequest:
     components: tuple[str, ...] = ()
     mobile_targets: tuple[str, ...] = ()  # also build these ember-lite targets
     conda: bool = False  # also build the variant's conda packages (no tests)
+    conda_channels: tuple[str, ...] = ()  # their dependency channels (default: release.yaml's conda.channels)
+    bootstrap_channel: bool = False  # search the bootstrap channel first (a machine without conda-forge)
     images: bool = False  # also build the variant's runtime image (from the untested wheels)
     work: Path = Path(".shipyard/repro")
 
@@ -108,7 +110,10 @@ def _build(clone: Path, request: ReproRequest, run: int) -> None:
             command.run([*shipyard, "build-mobile", *[a for t in request.mobile_targets for a in ("--target", t)]],
                         extra_env=env, timeout=7200, what=f"repro mobile build {run + 1}")
         if request.conda:
-            command.run([*shipyard, "conda", "build", "--variant", request.variant, "--no-tests", *selection],
+            channels = [a for c in request.conda_channels for a in ("--channel", c)]
+            channels += ["--bootstrap-channel"] if request.bootstrap_channel else []
+            command.run([*shipyard, "conda", "build", "--variant", request.variant, "--no-tests", *selection,
+                         *channels],
                         extra_env=env, timeout=7200, what=f"repro conda build {run + 1}")
         if request.images:
             command.run([*shipyard, "image", "build", "--variant", request.variant, "--target", "runtime",

@@ -35,17 +35,43 @@ def is_pure(wheel: Path) -> bool:
 
 def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path: Sequence[Path] = (),
                  ldpaths: Sequence[Path] = ()) -> Path:
-    """auditwheel repair for Linux platform wheels (vendors libpng, libjpeg, …); pure wheels pass.
-    `library_path` adds folders where auditwheel looks for libraries to vendor (a toolkit's cudart);
-    `ldpaths` replaces the host's library folders (a sysroot's, whose libpng the wheel linked)."""
-    if is_pure(wheel) or not platform_tag.startswith(("manylinux", "musllinux")):
+    """Vendor the external libraries of a platform wheel into it: auditwheel for Linux (libpng,
+    libjpeg, …), delvewheel for Windows (DLLs found on PATH and in `library_path`), delocate for
+    macOS (dylibs by their install names); pure wheels pass. `library_path` adds folders where
+    the tool looks for libraries to vendor (a toolkit's cudart); `ldpaths` replaces the host's
+    library folders (a sysroot's, whose libpng the wheel linked; Linux only)."""
+    if is_pure(wheel):
+        return wheel
+    if platform_tag.startswith(("manylinux", "musllinux")):
+        tool = "auditwheel"
+        args, env = _auditwheel(platform_tag, out_dir, library_path, ldpaths)
+    elif platform_tag.startswith("win"):
+        # delvewheel searches PATH too: the CI job puts vcpkg's bin folder there (docs/pipeline.md).
+        tool = "delvewheel"
+        args = [sys.executable, "-m", "delvewheel", "repair", "-w", out_dir]
+        args += ["--add-path", os.pathsep.join(map(str, library_path))] if library_path else []
+        env = {}
+    elif platform_tag.startswith("macosx"):
+        tool = "delocate"
+        args = [sys.executable, "-m", "delocate.cmd.delocate_wheel", "-w", out_dir]
+        env = {"DYLD_LIBRARY_PATH": os.pathsep.join(map(str, library_path))} if library_path else {}
+    else:
         return wheel
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    before: set[Path] = set()
+    command.run([*args, wheel], extra_env=env, timeout=900, what=f"{tool} repair {wheel.name}")
+    made = sorted(out_dir.glob("*.whl"))
+    if len(made) != 1:
+        raise BuildError(f"{tool} repair of {wheel.name} produced {len(made)} wheels, expected one")
+    return made[0]
+
+
+def _auditwheel(platform_tag: str, out_dir: Path, library_path: Sequence[Path],
+                ldpaths: Sequence[Path]) -> tuple[list[str | Path], dict[str, str]]:
     # --only-plat: exactly the tag release.yaml promises, not every older policy that also fits.
-    args = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "--only-plat", "-w", out_dir]
+    args: list[str | Path] = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "--only-plat",
+                              "-w", out_dir]
     for lib in NEVER_VENDOR:
         args += ["--exclude", lib]
     if ldpaths:
@@ -55,11 +81,7 @@ def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path:
     env = {"PATH": path}
     if library_path:
         env["LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_path), os.environ.get("LD_LIBRARY_PATH", "")])
-    command.run([*args, wheel], extra_env=env, timeout=900, what=f"auditwheel repair {wheel.name}")
-    made = sorted(set(out_dir.glob("*.whl")) - before)
-    if len(made) != 1:
-        raise BuildError(f"auditwheel repair of {wheel.name} produced {len(made)} wheels, expected one")
-    return made[0]
+    return args, env
 
 
 # wheel's WheelFile reads SOURCE_DATE_EPOCH from the process environment (RECORD's timestamp

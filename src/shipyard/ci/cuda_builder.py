@@ -1,0 +1,98 @@
+"""The lanes of a CUDA version no runner can install (10.2): a builder image made by the job itself.
+
+NVIDIA removed its CUDA 10.2 devel image from Docker Hub. The Dockerfile in shipyard's package
+data (resources/docker/<folder>/, runners.CUDA_BUILDER_IMAGES) rebuilds it from NVIDIA's archived
+installer. The job restores the saved image from actions/cache under a key made of the
+Dockerfile's sha256 (and tags it with it), builds and saves it only on a miss, then runs the build
+step in it with `docker run`: the image's glibc is too old for the Node 20 that actions run on.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from shipyard.ci.actions import uses
+from shipyard.ci.jobs import Lane
+from shipyard.ci.runners import CUDA_BUILDER_IMAGES
+from shipyard.ci.steps import (
+    MATRIX_ENV,
+    Job,
+    Step,
+    build_cache,
+    build_upload_and_judge,
+    checkout,
+    host_tools,
+    signing_env,
+    tools_python,
+)
+from shipyard.errors import ShipyardError
+from shipyard.plumbing.hashing import sha256_hex
+from shipyard.release.validate import Spec
+
+BUILDER_REPOSITORY = "shipyard/cuda-builder"
+SAVED_IMAGE = ".shipyard/builder-image/image.tar"
+
+
+def builder_folder(cuda: str) -> str:
+    """The builder's Dockerfile folder as the checkout holds it (the workflow builds from there)."""
+    return f"src/shipyard/resources/docker/{CUDA_BUILDER_IMAGES[cuda]}"
+
+
+def builder_dockerfile_sha256(cuda: str) -> str:
+    dockerfile = resources.files("shipyard.resources").joinpath("docker", CUDA_BUILDER_IMAGES[cuda], "Dockerfile")
+    return sha256_hex(dockerfile.read_bytes())
+
+
+def builder_image_tag(cuda: str) -> str:
+    """`shipyard/cuda-builder:<cuda>-<12 hex of the Dockerfile's sha256>`: a new Dockerfile is a new image."""
+    return f"{BUILDER_REPOSITORY}:{cuda}-{builder_dockerfile_sha256(cuda)[:12]}"
+
+
+def _builder_steps(cuda: str) -> list[Step]:
+    env = {"TOOLKIT_IMAGE": builder_image_tag(cuda), "DOCKERFILE_DIR": builder_folder(cuda),
+           "SAVED_IMAGE": SAVED_IMAGE}
+    return [
+        {"name": f"CUDA {cuda} builder image (cached by its Dockerfile's sha256)", "id": "builder-image",
+         "uses": uses("actions/cache"),
+         "with": {"path": SAVED_IMAGE, "key": f"cuda-builder-{cuda}-{builder_dockerfile_sha256(cuda)}"}},
+        {"name": f"Load the cached CUDA {cuda} builder image", "if": "steps.builder-image.outputs.cache-hit == 'true'",
+         "env": env, "run": "docker load -i \"$SAVED_IMAGE\"\n"},
+        {"name": f"Build the CUDA {cuda} builder image from NVIDIA's archived installer",
+         "if": "steps.builder-image.outputs.cache-hit != 'true'", "env": env,
+         "run": "docker build --pull --tag \"$TOOLKIT_IMAGE\" \"$DOCKERFILE_DIR\"\n"
+                "mkdir -p \"$(dirname \"$SAVED_IMAGE\")\"\n"
+                "docker save -o \"$SAVED_IMAGE\" \"$TOOLKIT_IMAGE\"\n"},
+    ]
+
+
+def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
+    """Every job of the lane builds in the builder image of its CUDA version (one per lane)."""
+    versions = sorted({job.cuda for job in lane.jobs})
+    if len(versions) != 1:
+        raise ShipyardError(f"lane {lane.job_id}: its jobs need different builder images (CUDA {', '.join(versions)}); "
+                            f"give each CUDA version of shipyard.ci.runners.CUDA_BUILDER_IMAGES its own lane")
+    cuda = versions[0]
+    signing = signing_env(spec)
+    passed = "".join(f" -e {name}" for name in signing)  # by name: the value never is on a command line
+    run = ("# The image's glibc (2.27) is too old for the actions' Node 20: only this step runs in it.\n"
+           f"docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS{passed} \\\n"
+           "  -e OWNER=\"$(id -u):$(id -g)\" \\\n"
+           "  -e CUDA_HOME=/usr/local/cuda -e HOME=/work/.home \"$TOOLKIT_IMAGE\" bash -euo pipefail -c '\n"
+           "  apt-get update -qq\n"
+           "  apt-get install -y -qq --no-install-recommends ca-certificates git g++ libpng-dev libjpeg-turbo8-dev \\\n"
+           "    >/dev/null\n"
+           "  trap \"chown -R $OWNER /work\" EXIT  # the runner (not root) cleans the workspace up\n"
+           "  .venv-host/bin/uv venv --python " + tools_python(spec.release) + " .venv-image\n"
+           "  .venv-host/bin/uv pip install --python .venv-image . cmake ninja\n"
+           "  export PATH=\"$PWD/.venv-image/bin:$HOME/.local/bin:$PATH\"\n"
+           "  shipyard ci pythons $PYTHONS\n"
+           f"  {command.strip()}\n"
+           "'\n")
+    steps = [checkout(), *host_tools(spec),
+             {"name": "uv for the builder image", "run": "mkdir -p .venv-host/bin && cp \"$(command -v uv || "
+              "echo .venv/bin/uv)\" .venv-host/bin/uv\n"},
+             *build_cache(), *_builder_steps(cuda),
+             *build_upload_and_judge(f"Build and test every Python in the CUDA {cuda} builder image",
+                                     {**MATRIX_ENV, "PYTHONS": "${{ matrix.pythons }}",
+                                      "TOOLKIT_IMAGE": builder_image_tag(cuda), **signing}, run)]
+    return {"steps": steps}

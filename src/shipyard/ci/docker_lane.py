@@ -1,0 +1,56 @@
+"""The docker lane: a variant's runtime and devel images from its wheel index, saved for publish.
+
+It gets what it builds FROM the way a hosted runner can: `docker pull` of release.yaml's
+`images.base_image` and `images.python_image` (`shipyard image bases`; by digest when they are
+written `name:tag@sha256:…`), skipping one the engine already holds (a local run loads its own).
+It installs what it needs itself: the docker client where the runner has none, and the image's
+Python, whose pip resolves the images' pinned dependencies. The debootstrapped base that stands
+in for the pulled ones on an offline machine is never used here.
+"""
+
+from __future__ import annotations
+
+from shipyard.ci.actions import uses
+from shipyard.ci.jobs import Lane
+from shipyard.ci.steps import Job, checkout, download_fragments, host_tools, job_pythons, signing_env, upload_fragment
+from shipyard.release.validate import Spec
+
+
+def _docker_client() -> dict[str, str]:
+    return {"name": "Docker client (the runner's, else Debian's or Ubuntu's docker.io)",
+            "run": "if ! command -v docker >/dev/null; then\n"
+                   "  sudo=\"\"; [ \"$(id -u)\" = 0 ] || sudo=sudo\n"
+                   "  $sudo apt-get update -qq\n"
+                   "  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+                   "docker.io >/dev/null\n"
+                   "fi\n"
+                   "docker version --format 'docker engine {{.Server.Version}}'\n"}
+
+
+def _pull_bases() -> dict[str, object]:
+    return {"name": "Base images (release.yaml's images.base_image and python_image, pulled)",
+            "env": {"VARIANT": "${{ matrix.variant }}"},
+            "run": "mapfile -t bases < <(shipyard image bases --variant \"$VARIANT\")\n"
+                   "for ref in \"${bases[@]}\"; do\n"
+                   "  docker image inspect \"$ref\" >/dev/null 2>&1 || docker pull --quiet \"$ref\"\n"
+                   "  docker image inspect --format '{{.Id}} {{join .RepoDigests \" \"}}' \"$ref\"\n"
+                   "done\n"}
+
+
+def docker_lane(spec: Spec, lane: Lane) -> Job:
+    steps = [checkout(), *host_tools(spec), job_pythons(), _docker_client(), _pull_bases(),
+             *download_fragments("fragment-wheel-*-${{ matrix.variant_tag }}-${{ matrix.platform }}",
+                                 "the variant's wheels"),
+             {"name": "Download the pure wheels", "uses": uses("actions/download-artifact"),
+              "with": {"pattern": "fragment-wheel-*-any", "path": "fragments-pure"}},
+             {"name": "Merge the pure wheels into dist/",
+              "run": "shipyard manifest merge --dist dist fragments-pure/*\n"},
+             {"name": "Build the images", "env": {"VARIANT": "${{ matrix.variant }}", **signing_env(spec)},
+              "run": "shipyard image build --variant \"$VARIANT\" --channel \"$SHIPYARD_CHANNEL\"\n"},
+             {"name": "Save the images for publish", "env": {"REPOSITORY": "${{ matrix.component }}",
+                                                               "VARIANT_TAG": "${{ matrix.variant_tag }}"},
+              "run": "mkdir -p dist/images\n"
+                     "mapfile -t images < <(docker image ls --format '{{.Repository}}:{{.Tag}}' \"$REPOSITORY\")\n"
+                     "docker save -o \"dist/images/$VARIANT_TAG.tar\" \"${images[@]}\"\n"},
+             upload_fragment()]
+    return {"steps": steps}

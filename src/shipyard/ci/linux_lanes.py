@@ -1,0 +1,66 @@
+"""The Linux lanes: wheels and conda packages in the Debian 12 builder container, and the mobile
+runtime on the runner itself."""
+
+from __future__ import annotations
+
+from shipyard.ci.jobs import Lane
+from shipyard.ci.runners import LINUX_BUILDER_IMAGE
+from shipyard.ci.steps import (
+    MATRIX_ENV,
+    Job,
+    Step,
+    build_upload_and_judge,
+    checkout,
+    container_packages,
+    container_tools,
+    download_fragments,
+    host_tools,
+    pythons_and_cache,
+    signing_env,
+)
+from shipyard.release.validate import Spec
+
+
+def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
+    """Wheels or conda packages in debian:bookworm, set up by ci/bootstrap.sh as a bare machine is
+    here. Conda packages solve from release.yaml's conda.channels (conda-forge), never from the
+    bootstrap channel, which needs this host's pyenv Pythons."""
+    steps = [container_packages(), checkout(), *container_tools(), *pythons_and_cache()]
+    if lane.name.endswith("-pure"):
+        first = lane.jobs[0]
+        kind = lane.kind
+        steps += download_fragments(f"fragment-{kind}-*-{first.variant_tag}-{first.builder}",
+                                    f"the {first.variant_tag} {first.builder} {kind} fragments it is tested against")
+    steps += _sysroot_steps(spec, lane)
+    if any(job.cuda for job in lane.jobs):
+        steps.append({"name": "CUDA toolkit (shipyard toolchain install)", "if": "matrix.cuda != ''",
+                      "env": {"VARIANT": "${{ matrix.variant }}"},
+                      "run": "shipyard toolchain install \"$VARIANT\"\n"})
+    steps += build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **signing_env(spec)}, command)
+    return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
+
+
+def _sysroot_steps(spec: Spec, lane: Lane) -> list[Step]:
+    """Platform wheels whose glibc promise is older than the builder image's own compile against a
+    sysroot (toolchains.sysroot), assembled from Debian's mirror like here."""
+    from shipyard.host.toolchains.sysroot import recipe_for_glibc
+
+    promises = {spec.release.platforms[job.platform].promised_glibc for job in lane.jobs
+                if job.kind == "wheel" and job.platform in spec.release.platforms}
+    recipes = sorted({r.name for glibc in promises if glibc and (r := recipe_for_glibc(glibc))})
+    return [{"name": f"{name} sysroot (shipyard toolchain install {name})",
+             "run": f"shipyard toolchain install {name}\n"} for name in recipes]
+
+
+def mobile_lane(spec: Spec, lane: Lane, command: str) -> Job:
+    """The mobile runtime: the runner's Android NDK, and the cross compilers and emulators that
+    release.yaml's mobile_targets name (their apt_packages)."""
+    cross = sorted({p for target in spec.release.mobile_targets.values() for p in target.apt_packages})
+    steps = [checkout(), *host_tools(spec),
+             {"name": "Android NDK and cross compilers",
+              "run": "echo \"ANDROID_NDK_HOME=$ANDROID_NDK_LATEST_HOME\" >> \"$GITHUB_ENV\"\n"
+                     "sudo apt-get update -qq\n"
+                     f"sudo apt-get install -y -qq --no-install-recommends {' '.join(['cmake', 'ninja-build', *cross])}"
+                     " >/dev/null\n"},
+             *build_upload_and_judge("Build and test every mobile target", signing_env(spec), command)]
+    return {"steps": steps}

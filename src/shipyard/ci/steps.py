@@ -1,0 +1,154 @@
+"""Steps that several jobs of the workflows share: checkout, shipyard on the runner or in the
+builder container, the Pythons and build cache of a job, fragments, and the build step that
+records its exit status so that a failing stable feature still uploads its fragment.
+
+Every `run:` script reads matrix values and contexts from `env:` (never `${{ }}` inside the
+script: a value cannot become shell code).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from shipyard.ci.actions import uses
+from shipyard.errors import ShipyardError
+from shipyard.release.spec import Release
+from shipyard.release.validate import Spec
+
+Step = dict[str, Any]
+Job = dict[str, Any]
+
+MATRIX_ENV = {"VARIANT": "${{ matrix.variant }}", "COMPONENT": "${{ matrix.component }}"}
+
+# `shipyard build` and `shipyard conda build` exit 1 when a stable feature failed its tests (the
+# artifacts are built and the fragment's manifest records the failure); any other non-zero status
+# is a build that did not finish.
+GATE_FAILED = 1
+BUILD_STEP_ID = "build"
+
+
+def checkout() -> Step:
+    return {"name": "Check out", "uses": uses("actions/checkout"), "with": {"persist-credentials": False}}
+
+
+def uv_requirement(root: Path) -> str:
+    """The uv version range ci/bootstrap.sh installs, so runners get the uv that runs here."""
+    found = re.search(r'"(uv[<>=!~][^"]*)"', (root / "ci" / "bootstrap.sh").read_text())
+    if not found:
+        raise ShipyardError("ci/bootstrap.sh: no quoted uv requirement (like \"uv>=0.8,<0.14\") found; the "
+                            "workflows install the same uv, so keep it there")
+    return found.group(1)
+
+
+def tools_python(release: Release) -> str:
+    """The Python shipyard itself runs on: the newest of the release's (shipyard needs 3.11+)."""
+    return release.pythons[-1]
+
+
+def host_tools(spec: Spec) -> list[Step]:
+    """shipyard in .venv on a runner (not in a container), on PATH for the later steps."""
+    return [
+        {"name": "Python for shipyard", "uses": uses("actions/setup-python"),
+         "with": {"python-version": tools_python(spec.release)}},
+        {"name": "Install shipyard", "env": {"UV_REQUIREMENT": uv_requirement(spec.root)},
+         # a venv of its own: the runner's tool-cache Python stays as setup-python left it
+         "run": "python -m venv .venv\n"
+                "bin=.venv/bin; [ \"$RUNNER_OS\" = Windows ] && bin=.venv/Scripts\n"
+                "\"$bin/python\" -m pip install --quiet --disable-pip-version-check \"$UV_REQUIREMENT\"\n"
+                "\"$bin/python\" -m uv pip install --python \"$bin/python\" .\n"
+                "\"$bin/python\" -c 'import os, sys; print(os.path.dirname(os.path.abspath(sys.executable)))' "
+                ">> \"$GITHUB_PATH\"\n"},
+    ]
+
+
+def container_packages() -> Step:
+    """What the bare builder image lacks to check out with git and run ci/bootstrap.sh."""
+    return {"name": "Container packages (git for the checkout, Python for ci/bootstrap.sh)",
+            "run": "if ! python3 -c 'import ensurepip, venv' 2>/dev/null || ! command -v git >/dev/null; then\n"
+                   "  apt-get update -qq\n"
+                   "  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \\\n"
+                   "    python3 python3-venv git ca-certificates >/dev/null\n"
+                   "fi\n"}
+
+
+def container_tools() -> list[Step]:
+    """shipyard in the Linux builder container: ci/bootstrap.sh, exactly as on a bare machine here."""
+    return [{"name": "Install shipyard (ci/bootstrap.sh, as on a bare Debian 12 machine)",
+             "run": "git config --global --add safe.directory \"$PWD\"  # the checkout belongs to the runner's user\n"
+                    "bash ci/bootstrap.sh\n"
+                    ".venv/bin/uv pip install --python .venv/bin/python .\n"
+                    "echo \"$PWD/.venv/bin\" >> \"$GITHUB_PATH\"\n"
+                    "echo \"$HOME/.local/bin\" >> \"$GITHUB_PATH\"\n"}]
+
+
+def job_pythons() -> Step:
+    return {"name": "Pythons of the job", "env": {"PYTHONS": "${{ matrix.pythons }}"},
+            "run": "read -r -a pythons <<< \"$PYTHONS\"  # one argument per Python\n"
+                   "shipyard ci pythons \"${pythons[@]}\"\n"}
+
+
+def build_cache() -> list[Step]:
+    return [
+        {"name": "Cache key (shipyard's own, from the job's sources and release.yaml)", "id": "cache-key",
+         "env": {"JOB_ID": "${{ matrix.id }}"},
+         "run": "echo \"key=$(shipyard ci cache-key \"$JOB_ID\")\" >> \"$GITHUB_OUTPUT\"\n"},
+        {"name": "Build cache", "uses": uses("actions/cache"),
+         "with": {"path": ".shipyard/cache", "key": "${{ steps.cache-key.outputs.key }}",
+                  "restore-keys": "${{ matrix.id }}-"}},
+    ]
+
+
+def pythons_and_cache() -> list[Step]:
+    return [job_pythons(), *build_cache()]
+
+
+def download_fragments(pattern: str, name: str) -> list[Step]:
+    """Fragments of earlier jobs this job builds on, merged into dist/ as the one manifest."""
+    return [
+        {"name": f"Download {name}", "uses": uses("actions/download-artifact"),
+         "with": {"pattern": pattern, "path": "fragments"}},
+        {"name": f"Merge {name} into dist/", "run": "shipyard manifest merge --dist dist fragments/*\n"},
+    ]
+
+
+def upload_fragment() -> Step:
+    return {"name": "Upload artifacts and manifest fragment", "uses": uses("actions/upload-artifact"),
+            "with": {"name": "fragment-${{ matrix.id }}", "path": "dist/", "if-no-files-found": "error",
+                     "retention-days": 14}}
+
+
+def signing_env(spec: Spec) -> dict[str, str]:
+    """The env of a step that builds: the provenance key from the secret named like release.yaml's
+    supply_chain.signing_key_env. Only the building steps see it. Where the secret is not set,
+    GitHub gives an empty value and the build says `unsigned`."""
+    chain = spec.release.supply_chain
+    name = chain.signing_key_env if chain else None
+    return {name: f"${{{{ secrets.{name} }}}}"} if name else {}
+
+
+def build_upload_and_judge(name: str, env: dict[str, str], command: str) -> list[Step]:
+    """The build step, the fragment upload, and the job's verdict, in that order.
+
+    A failing stable feature (exit status 1) must not stop the upload: the fragment's manifest
+    records the failure, the manifest job merges it, the report names it and the publish job's
+    gate decides per channel. So the build step records its status as an output and succeeds
+    for status 1; the upload runs; the last step fails the job, visibly, with that status. Any
+    other failure (a build that did not finish) fails the build step itself and uploads nothing.
+    """
+    run = ("status=0\n"
+           f"{command.rstrip()} || status=$?\n"
+           "echo \"status=$status\" >> \"$GITHUB_OUTPUT\"\n"
+           f"# {GATE_FAILED}: a stable feature failed; the fragment records it and is uploaded before the job fails\n"
+           f"if [ \"$status\" -ne 0 ] && [ \"$status\" -ne {GATE_FAILED} ]; then exit \"$status\"; fi\n")
+    return [
+        {"name": name, "id": BUILD_STEP_ID, "env": env, "run": run},
+        upload_fragment(),
+        {"name": "Fail the job when a stable feature failed (after the upload)",
+         "if": f"steps.{BUILD_STEP_ID}.outputs.status != '0'",
+         "env": {"STATUS": f"${{{{ steps.{BUILD_STEP_ID}.outputs.status }}}}"},
+         "run": "echo \"::error::a stable feature failed its tests (exit $STATUS): the fragment is uploaded, the "
+                "release report names the feature, and the publish job's gate decides per channel\"\n"
+                "exit \"$STATUS\"\n"},
+    ]
