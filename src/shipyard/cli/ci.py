@@ -54,18 +54,29 @@ def _check_ref(version: str, ref: str) -> None:
                          f"v{version}-rcN), or change release.version first")
 
 
+def _names(value: str | None) -> tuple[str, ...]:
+    """A workflow input's list: names split on commas and blanks; empty means none given."""
+    return tuple(name for name in re.split(r"[\s,]+", value or "") if name)
+
+
 def cmd_ci_plan(args: argparse.Namespace) -> int:
-    from shipyard.ci.jobs import lanes, plan_outputs
+    import json
+
+    from shipyard.ci.jobs import PlanFilter, plan_outputs
+    from shipyard.release.cell_filters import check_filters
 
     spec = load_release(args)
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
     _check_ref(spec.release.release.version, args.ref or "")
-    outputs = plan_outputs(spec.release)
+    only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python))
+    check_filters(spec.release, variant=only.variants, python=only.pythons)
+    outputs = plan_outputs(spec.release, only if only.variants or only.pythons else None)
     for name, value in outputs.items():
         print(f"{name}={value}")
-    for lane in lanes(spec.release):
-        err_console.print(f"{lane.job_id}: {len(lane.jobs)} jobs ({sum(len(j.cells) for j in lane.jobs)} cells)")
+    for name, value in outputs.items():
+        entries = json.loads(value)["include"]
+        err_console.print(f"{name}: {len(entries)} jobs ({sum(int(e['cells']) for e in entries)} cells)")
     return 0
 
 
@@ -122,6 +133,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pl = csub.add_parser("plan", help="(the plan job) print each lane's matrix as GITHUB_OUTPUT lines")
     pl.add_argument("--channel", required=True, help="the channel this run publishes to")
     pl.add_argument("--ref", help="GITHUB_REF: a tag must be v<release.version> or v<release.version>-rcN")
+    pl.add_argument("--variant", help="only these variants (names or tags, comma-separated; empty: every one)")
+    pl.add_argument("--python", help="only these Pythons (comma-separated; empty: every one)")
     pl.set_defaults(func=cmd_ci_plan)
     py = csub.add_parser("pythons", help="(build jobs) make these Pythons available, installing missing ones with uv")
     py.add_argument("python", nargs="+")
