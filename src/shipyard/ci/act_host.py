@@ -6,7 +6,8 @@ runner and job container alike, gets read-only:
 - the host's CA bundle, at CONTAINER_CA, with the variables pip, requests, uv, curl and git read;
 - the host's pip configuration merged into one file (`PIP_CONFIG_FILE`), its `cert` pointed at
   CONTAINER_CA, and the index variables (PIP_*, UV_*) of the host's environment;
-- the local folders those settings name (file:// indexes, find-links), at the same paths;
+- the local files and folders those settings name (file:// indexes, find-links, constraints), at
+  the same paths;
 - this host's Pythons (pyenv builds) at CONTAINER_PYTHONS, for actions/setup-python's stand-in only:
   nothing puts them on PATH unless a step asks for one.
 No pyenv root, no apt state, no caches, no home folder.
@@ -42,7 +43,6 @@ INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PI
 # pip's configuration files, lowest priority first (pip's own order on Linux).
 PIP_CONFIG_FILES = (Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), Path.home() / ".pip" / "pip.conf",
                     Path.home() / ".config" / "pip" / "pip.conf")
-_PATH_KEYS = ("index-url", "extra-index-url", "find-links")
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,8 @@ def merged_pip_config(files: tuple[Path, ...] = PIP_CONFIG_FILES, environ: Mappi
     return "\n".join(lines)
 
 
-def _local_folders(values: list[str]) -> list[Path]:
-    """The existing local folders named by index settings (file:// URLs or plain paths)."""
+def _local_paths(values: list[str]) -> list[Path]:
+    """The existing local files and folders named by index settings (file:// URLs or plain paths)."""
     out = []
     for value in values:
         for item in value.split():
@@ -107,10 +107,12 @@ def share_host(staged: Path, environ: Mapping[str, str] = os.environ,
     env.update({name: environ[name] for name in INDEX_VARIABLES if environ.get(name)})
     config = configparser.ConfigParser(interpolation=None)
     config.read_string(pip_conf)
-    named = [value for section in config.sections() for key, value in config.items(section) if key in _PATH_KEYS]
+    # Every local path the settings name (file:// indexes, find-links, constraint files), except the
+    # bundle, which the containers get at CONTAINER_CA.
+    named = [value for section in config.sections() for key, value in config.items(section) if key != "cert"]
     named += [environ[name] for name in INDEX_VARIABLES if environ.get(name)]
     mounts = [(str(staged), CONTAINER_HOST_DIR)]
-    mounts += [(str(folder), str(folder)) for folder in dict.fromkeys(_local_folders(named))]
+    mounts += [(str(folder), str(folder)) for folder in dict.fromkeys(_local_paths(named))]
     pythons = pyenv_root() / "versions"
     if pythons.is_dir():
         mounts.append((str(pythons.resolve()), CONTAINER_PYTHONS))
