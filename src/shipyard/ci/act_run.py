@@ -167,6 +167,8 @@ def workflow_secrets(text: str) -> list[str]:
 
 def check_private(path: Path) -> None:
     """Refuse a secret file others can read or write: it must be 0600 (or stricter)."""
+    if not path.is_file():
+        raise UsageError(f"{path}: secret file: not found; give a file of NAME=value lines (got {path})")
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         raise UsageError(f"{path}: secret file: readable or writable by others; chmod 600 {path} (got {mode:04o})")

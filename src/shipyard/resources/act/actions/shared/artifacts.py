@@ -129,4 +129,7 @@ def download(name: str, pattern: str, dest: str, merge_multiple: str) -> None:
 
 
 if __name__ == "__main__":
-    {"upload": upload, "download": download}[sys.argv[1]](*sys.argv[2:])
+    if sys.argv[1] == "upload":
+        upload(*sys.argv[2:5])
+    else:
+        download(*sys.argv[2:6])

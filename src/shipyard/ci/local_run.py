@@ -1,0 +1,131 @@
+"""One local run of a committed workflow: prepare (images, shares, files), run act, report.
+
+The pieces: act_images.py (bare images), act_host.py (what of the host every container gets),
+act_run.py (act's files and command line), act_report.py (the job table).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shipyard.ci import act_images, act_run
+from shipyard.ci.act_host import share_host
+from shipyard.ci.act_report import ActLog, JobRow, expected_jobs, job_table, needed_jobs
+from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.host import docker_base
+from shipyard.plumbing.progress import Progress
+from shipyard.release.spec import Release
+
+
+class RunFailed(ShipyardError):
+    """A job that can run here failed (or act could not run the workflow)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    rows: list[JobRow]
+    act_status: int
+    folder: act_run.RunFolder
+    secrets: list[str]  # the secret names passed (never their values)
+
+    @property
+    def failed(self) -> list[JobRow]:
+        return [row for row in self.rows if row.counts_as_failure]
+
+
+def not_runnable_here(release: Release, workflow: Mapping[str, Any],
+                      unavailable_images: Mapping[str, str]) -> dict[str, str]:
+    """Why jobs cannot run here, by runner label or workflow job id: runners that are not Linux
+    (act starts Linux containers), the CUDA toolkit-image lanes whose image the engine lacks,
+    and jobs whose container image cannot be made here."""
+    out: dict[str, str] = {}
+    for platform in release.platforms.values():
+        if platform.os != "linux":
+            out[platform.github_runner] = (f"runs on {platform.github_runner}, a {platform.os} runner; act runs "
+                                           f"jobs in Linux containers only")
+    for job_id, body in workflow.get("jobs", {}).items():
+        image = (body.get("container") or {}).get("image") if isinstance(body.get("container"), dict) \
+            else body.get("container")
+        if isinstance(image, str) and image in unavailable_images:
+            out[job_id] = unavailable_images[image]
+        if "-cuda-image" in job_id:
+            missing = [i for i in CUDA_TOOLKIT_IMAGES.values() if docker_base.image_labels(i) is None]
+            if missing:
+                out[job_id] = (f"builds in {', '.join(missing)}, which NVIDIA no longer publishes on Docker Hub "
+                               f"and this engine does not hold")
+    return out
+
+
+def prepare_images(workflow: Mapping[str, Any], job_ids: list[str],
+                   progress: Progress | None) -> tuple[str, dict[str, str]]:
+    """The runner image, and the job container images that cannot be made here (with why)."""
+    docker_base.ensure_docker_engine(required=True)
+    runner = act_images.runner_image(progress=progress)
+    unavailable = {}
+    for job_id in job_ids:
+        container = workflow["jobs"][job_id].get("container")
+        image = container.get("image") if isinstance(container, dict) else container
+        if isinstance(image, str) and "${{" not in image:
+            made = act_images.job_image(image, progress=progress)
+            if not made.available:
+                unavailable[image] = made.origin
+    return runner, unavailable
+
+
+def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, work: Path | None = None,
+                 secret_file: Path | None = None, environ: Mapping[str, str] = os.environ,
+                 progress: Progress | None = None,
+                 on_job: Callable[[JobRow], None] | None = None) -> RunOutcome:
+    """Run the committed workflow `request.workflow` under act; every job's row, and act's status."""
+    act = act_run.find_act()
+    if secret_file is not None:
+        act_run.check_private(secret_file)  # before any work: a loose secret file is refused at once
+    root = work or Path(tempfile.mkdtemp(prefix="shipyard-ci-run-", dir="/var/tmp"))
+    folder = act_run.RunFolder(root.resolve())
+    folder.root.mkdir(parents=True, exist_ok=True)
+    workflow_file = act_run.committed_workflow(repo, request.workflow, folder)
+    text = workflow_file.read_text()
+    workflow = yaml.safe_load(text)
+    jobs = workflow.get("jobs", {})
+    if request.job and request.job not in jobs:
+        raise UsageError(f"{workflow_file.name}: jobs: no job {request.job!r}; use one of {', '.join(jobs)} "
+                         f"(got --job {request.job})")
+    # PyYAML reads the key `on` as True (YAML 1.1); GitHub reads it as the word.
+    on = workflow.get("on", workflow.get(True)) or {}
+    dispatch = (on.get("workflow_dispatch") or {}) if isinstance(on, dict) else {}
+    inputs = request.inputs(dispatch.get("inputs") or {})
+    if request.channel and "channel" not in inputs:
+        raise UsageError(f"--channel {request.channel}: {workflow_file.name} always publishes to "
+                         f"{workflow.get('env', {}).get('SHIPYARD_CHANNEL', 'its own channel')}; use --workflow "
+                         f"release for another channel")
+    selected = needed_jobs(workflow, request.job)
+    runner, unavailable = prepare_images(workflow, selected, progress)
+    share = share_host(folder.host, environ)
+    act_run.source_bundle(repo, folder)
+    act_run.write_env_file(share, folder)
+    secrets = act_run.write_secret_file(folder, act_run.workflow_secrets(text), environ, secret_file)
+    act_run.write_event(folder, inputs, request.ref)
+    linux = tuple(dict.fromkeys(p.github_runner for p in release.platforms.values() if p.os == "linux"))
+    setup = act_run.ActSetup(act=act, repo=repo, workflow_file=workflow_file, folder=folder, runner_image=runner,
+                             runner_labels=linux, share=share, stand_ins=act_run.stage_stand_ins(folder),
+                             inputs=inputs, job=request.job,
+                             cache_server=folder.root / "cache-server")
+    log = ActLog()
+
+    def event(record: dict[str, object]) -> None:
+        finished = log.feed(record)
+        if finished is not None and on_job is not None:
+            on_job(finished)
+
+    status = act_run.run_act(setup, event)
+    expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
+    rows = job_table(log, expected, not_runnable_here(release, workflow, unavailable))
+    return RunOutcome(rows, status, folder, secrets)
