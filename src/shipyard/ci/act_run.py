@@ -5,9 +5,13 @@ whose inputs narrow the plan job's fan-out (variant, python; release.yml's chann
 goes into the event, so the plan job sees it as GITHUB_REF. act gets:
 - `-P <label>=<runner image>` for the release's Linux runner labels (act_images.py); Windows and
   macOS labels get none, so act skips those jobs and the report says why;
-- `--local-repository` for every pinned action: shipyard's stand-ins (resources/act/actions);
-- `--container-options` with the read-only mounts of act_host.py, and an env file (0600) with
-  the variables that point into them;
+- as its working folder, a clean clone of the commit (HEAD): act's own local checkout copies it
+  into every job's workspace in place of actions/checkout, so a job gets the commit's tree and
+  history, never uncommitted changes or ignored files;
+- `--local-repository` for the other pinned actions: shipyard's stand-ins (resources/act/actions);
+- `--container-options` with the one read-only mount (this host's Pythons, for setup-python's
+  stand-in; act adds it to runner containers only) and an env file (0600) with the variables that
+  point at the host share the images hold (act_host.py);
 - secrets only through `--secret-file` (0600), never on its command line.
 """
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from shipyard.ci.act_host import CONTAINER_PYTHONS, CONTAINER_SOURCE, HostShare
+from shipyard.ci.act_host import CONTAINER_PYTHONS, HostShare
 from shipyard.ci.actions import PINNED
 from shipyard.ci.workflow import WORKFLOWS
 from shipyard.errors import ToolchainMissing, UsageError
@@ -32,7 +36,6 @@ from shipyard.plumbing import command
 ACTIONS = resources.files("shipyard.resources").joinpath("act", "actions")
 # The stand-in folder of each pinned action, and the files staged into it from shared/.
 STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "actions/checkout": ("checkout", ()),
     "actions/setup-python": ("setup-python", ()),
     "actions/cache": ("cache", ()),
     "actions/upload-artifact": ("upload-artifact", ("artifacts.py",)),
@@ -90,6 +93,10 @@ class RunFolder:
         return self.root / "host"
 
     @property
+    def source(self) -> Path:
+        return self.root / "source"
+
+    @property
     def env_file(self) -> Path:
         return self.root / "act.env"
 
@@ -125,6 +132,7 @@ class ActSetup:
     runner_image: str
     runner_labels: tuple[str, ...]
     share: HostShare
+    pythons: tuple[str, str] | None
     stand_ins: Mapping[str, Path]
     inputs: Mapping[str, str] = field(default_factory=dict)
     job: str | None = None
@@ -204,25 +212,34 @@ def stage_stand_ins(folder: RunFolder) -> dict[str, Path]:
     return out
 
 
-def committed_workflow(repo: Path, workflow: str, folder: RunFolder) -> Path:
-    """The workflow file as the commit holds it (what GitHub would run), copied into the run."""
+def committed_workflow_text(repo: Path, workflow: str) -> str:
+    """The workflow file as the commit holds it (what GitHub would run)."""
     rel = (WORKFLOWS / f"{workflow}.yml").as_posix()
     done = command.run(["git", "-C", repo, "show", f"HEAD:{rel}"], check=False, timeout=60, what="git show")
     if done.returncode != 0:
         known = sorted(p.stem for p in (repo / WORKFLOWS).glob("*.yml"))
         raise UsageError(f"{rel}: not in the commit; --workflow is one of {', '.join(known) or 'none'} "
                          f"(got {workflow})")
-    dest = folder.workflow_dir / f"{workflow}.yml"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(done.stdout)
-    return dest
+    return done.stdout
 
 
-def source_bundle(repo: Path, folder: RunFolder) -> Path:
-    """A git bundle of the commit (HEAD and its history) that the checkout stand-in clones."""
-    dest = folder.host / "source.bundle"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    command.run(["git", "-C", repo, "bundle", "create", dest, "HEAD"], timeout=300, what="git bundle")
+def clean_clone(repo: Path, folder: RunFolder) -> Path:
+    """A clone of the commit `repo` has checked out (on its branch's name, and with its origin,
+    so that act derives the same GITHUB_REF and repository), with nothing uncommitted."""
+    dest = folder.source
+    if dest.exists():
+        shutil.rmtree(dest)
+    git = ["git", "-C", dest]
+    command.run(["git", "init", "-q", dest], timeout=60, what="git init")
+    command.run([*git, "fetch", "-q", "--no-tags", repo, "HEAD"], timeout=600, what="git fetch")
+    branch = command.run(["git", "-C", repo, "symbolic-ref", "-q", "--short", "HEAD"], check=False, timeout=60)
+    if branch.returncode == 0 and branch.stdout.strip():
+        command.run([*git, "checkout", "-q", "-B", branch.stdout.strip(), "FETCH_HEAD"], timeout=300)
+    else:
+        command.run([*git, "checkout", "-q", "--detach", "FETCH_HEAD"], timeout=300)
+    origin = command.run(["git", "-C", repo, "remote", "get-url", "origin"], check=False, timeout=60)
+    if origin.returncode == 0 and origin.stdout.strip():
+        command.run([*git, "remote", "add", "origin", origin.stdout.strip()], timeout=60)
     return dest
 
 
@@ -234,8 +251,10 @@ def write_event(folder: RunFolder, inputs: Mapping[str, str], ref: str | None) -
     folder.event_file.write_text(json.dumps(event, indent=2) + "\n")
 
 
-def write_env_file(setup_share: HostShare, folder: RunFolder) -> None:
-    env = {**setup_share.env, "SHIPYARD_ACT_SOURCE": CONTAINER_SOURCE, "SHIPYARD_ACT_PYTHONS": CONTAINER_PYTHONS}
+def write_env_file(share: HostShare, folder: RunFolder) -> None:
+    """The 0600 env file every step gets: the host share's variables (an index URL may hold a
+    password) and where setup-python's stand-in finds the Pythons."""
+    env = {**share.env, "SHIPYARD_ACT_PYTHONS": CONTAINER_PYTHONS}
     write_private(folder.env_file, "".join(dotenv_line(k, v) for k, v in env.items()))
 
 
@@ -246,12 +265,13 @@ def act_command(setup: ActSetup) -> list[str]:
     argv = [str(setup.act), "workflow_dispatch", "--json",
             "-C", str(setup.repo), "-W", str(setup.workflow_file),
             "--eventpath", str(folder.event_file),
-            "--pull=false", "--no-skip-checkout",
+            "--pull=false",
             "--env-file", str(folder.env_file), "--secret-file", str(folder.secret_file),
             "--var-file", str(folder.root / "act.vars"), "--input-file", str(folder.root / "act.inputs"),
-            "--container-options", setup.share.container_options(),
             "--artifact-server-path", str(folder.artifacts),
             "--action-cache-path", str(folder.act_cache)]
+    if setup.pythons is not None:
+        argv += ["--container-options", f"-v {setup.pythons[0]}:{setup.pythons[1]}:ro"]
     if setup.cache_server is not None:
         argv += ["--cache-server-path", str(setup.cache_server)]
     for label in setup.runner_labels:

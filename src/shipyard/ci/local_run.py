@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from shipyard.ci import act_images, act_run
-from shipyard.ci.act_host import share_host
+from shipyard.ci.act_host import HostShare, pythons_mount, stage_share
 from shipyard.ci.act_report import ActLog, JobRow, expected_jobs, job_table, needed_jobs
 from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES
 from shipyard.errors import ShipyardError, UsageError
@@ -64,17 +64,17 @@ def not_runnable_here(release: Release, workflow: Mapping[str, Any],
     return out
 
 
-def prepare_images(workflow: Mapping[str, Any], job_ids: list[str],
+def prepare_images(workflow: Mapping[str, Any], job_ids: list[str], share: HostShare,
                    progress: Progress | None) -> tuple[str, dict[str, str]]:
     """The runner image, and the job container images that cannot be made here (with why)."""
     docker_base.ensure_docker_engine(required=True)
-    runner = act_images.runner_image(progress=progress)
+    runner = act_images.runner_image(share, progress=progress)
     unavailable = {}
     for job_id in job_ids:
         container = workflow["jobs"][job_id].get("container")
         image = container.get("image") if isinstance(container, dict) else container
         if isinstance(image, str) and "${{" not in image:
-            made = act_images.job_image(image, progress=progress)
+            made = act_images.job_image(image, share, progress=progress)
             if not made.available:
                 unavailable[image] = made.origin
     return runner, unavailable
@@ -88,35 +88,42 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
     act = act_run.find_act()
     if secret_file is not None:
         act_run.check_private(secret_file)  # before any work: a loose secret file is refused at once
-    root = work or Path(tempfile.mkdtemp(prefix="shipyard-ci-run-", dir="/var/tmp"))
-    folder = act_run.RunFolder(root.resolve())
-    folder.root.mkdir(parents=True, exist_ok=True)
-    workflow_file = act_run.committed_workflow(repo, request.workflow, folder)
-    text = workflow_file.read_text()
+    text = act_run.committed_workflow_text(repo, request.workflow)
+    name = f"{request.workflow}.yml"
     workflow = yaml.safe_load(text)
     jobs = workflow.get("jobs", {})
     if request.job and request.job not in jobs:
-        raise UsageError(f"{workflow_file.name}: jobs: no job {request.job!r}; use one of {', '.join(jobs)} "
+        raise UsageError(f"{name}: jobs: no job {request.job!r}; use one of {', '.join(jobs)} "
                          f"(got --job {request.job})")
     # PyYAML reads the key `on` as True (YAML 1.1); GitHub reads it as the word.
     on = workflow.get("on", workflow.get(True)) or {}
     dispatch = (on.get("workflow_dispatch") or {}) if isinstance(on, dict) else {}
-    inputs = request.inputs(dispatch.get("inputs") or {})
-    if request.channel and "channel" not in inputs:
-        raise UsageError(f"--channel {request.channel}: {workflow_file.name} always publishes to "
-                         f"{workflow.get('env', {}).get('SHIPYARD_CHANNEL', 'its own channel')}; use --workflow "
-                         f"release for another channel")
+    declared = dispatch.get("inputs") or {}
+    if request.channel and "channel" not in declared:
+        channel = workflow.get("env", {}).get("SHIPYARD_CHANNEL", "its channel")
+        raise UsageError(f"{name}: always publishes to {channel}; use --workflow release for another channel "
+                         f"(got --channel {request.channel})")
+    inputs = request.inputs(declared)
+    root = work or Path(tempfile.mkdtemp(prefix="shipyard-ci-run-", dir="/var/tmp"))
+    folder = act_run.RunFolder(root.resolve())
+    folder.root.mkdir(parents=True, exist_ok=True)
+    workflow_file = folder.workflow_dir / name
+    workflow_file.parent.mkdir(parents=True, exist_ok=True)
+    workflow_file.write_text(text)
     selected = needed_jobs(workflow, request.job)
-    runner, unavailable = prepare_images(workflow, selected, progress)
-    share = share_host(folder.host, environ)
-    act_run.source_bundle(repo, folder)
+    share = stage_share(folder.host, environ)
+    if progress:
+        for item in share.left_out:
+            progress(f"not carried into the containers: {item}")
+    runner, unavailable = prepare_images(workflow, selected, share, progress)
+    clone = act_run.clean_clone(repo, folder)
     act_run.write_env_file(share, folder)
     secrets = act_run.write_secret_file(folder, act_run.workflow_secrets(text), environ, secret_file)
     act_run.write_event(folder, inputs, request.ref)
     linux = tuple(dict.fromkeys(p.github_runner for p in release.platforms.values() if p.os == "linux"))
-    setup = act_run.ActSetup(act=act, repo=repo, workflow_file=workflow_file, folder=folder, runner_image=runner,
-                             runner_labels=linux, share=share, stand_ins=act_run.stage_stand_ins(folder),
-                             inputs=inputs, job=request.job,
+    setup = act_run.ActSetup(act=act, repo=clone, workflow_file=workflow_file, folder=folder, runner_image=runner,
+                             runner_labels=linux, share=share, pythons=pythons_mount(),
+                             stand_ins=act_run.stage_stand_ins(folder), inputs=inputs, job=request.job,
                              cache_server=folder.root / "cache-server")
     log = ActLog()
 

@@ -1,0 +1,214 @@
+"""`shipyard ci run`: the committed workflows under act, on bare runners built here.
+
+Fast tests read what a run hands act (its command line, its 0600 files, the host's share) and
+the job table made from a recorded act log; one slow test runs the nightly plan job for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shipyard.ci import act_run
+from shipyard.ci.act_host import CONTAINER_CA, CONTAINER_PIP_CONF, CONTAINER_PYTHONS, share_host
+from shipyard.ci.act_report import (
+    NOT_RUNNABLE,
+    NOT_STARTED,
+    expected_jobs,
+    job_table,
+    needed_jobs,
+    read_log,
+    render_table,
+)
+from shipyard.ci.actions import PINNED
+from shipyard.ci.local_run import not_runnable_here
+from shipyard.cli import main
+from shipyard.release.validate import load_spec
+
+RECORDED = Path(__file__).parent / "fixtures" / "act" / "nightly-wheel-linux.jsonl"
+SECRET = 'pass$word "with" quotes\\\n-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEI\n'
+
+
+def _nightly(repo: Path) -> dict:
+    return yaml.safe_load((repo / ".github" / "workflows" / "nightly.yml").read_text())
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> dict:
+    """A host's trust store and pip settings, as files in tmp: a CA bundle, a pip.conf naming a
+    local index and a constraints file, and the environment that points at them."""
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n")
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "constraints.txt").write_text("pip<99\n")
+    (tmp_path / "pip.conf").write_text(f"[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
+                                       f"find-links = {tmp_path / 'wheels'}\n"
+                                       f"constraint = {tmp_path / 'constraints.txt'}\n"
+                                       f"extra-index-url = file://{tmp_path / 'missing'}/simple\n")
+    return {"SSL_CERT_FILE": str(tmp_path / "ca.crt"), "PIP_DEFAULT_TIMEOUT": "60",
+            "SHIPYARD_SIGNING_KEY": SECRET, "HOME": str(tmp_path)}
+
+
+def _setup(tmp_path: Path, host: dict, repo: Path) -> act_run.ActSetup:
+    folder = act_run.RunFolder(tmp_path / "run")
+    share = share_host(folder.host, host, pip_files=(tmp_path / "pip.conf",))
+    act_run.write_env_file(share, folder)
+    workflow = act_run.committed_workflow(repo, "nightly", folder)
+    act_run.write_secret_file(folder, act_run.workflow_secrets(workflow.read_text()), host)
+    return act_run.ActSetup(act=Path("/opt/act/bin/act"), repo=repo, workflow_file=workflow, folder=folder,
+                            runner_image="shipyard/act-runner:test", runner_labels=("ubuntu-22.04",), share=share,
+                            stand_ins=act_run.stage_stand_ins(folder), inputs={"variant": "cpu", "python": "3.11"},
+                            job="wheel-linux")
+
+
+def test_act_command_line_names_files_and_never_a_secret(tmp_path, host, repo):
+    setup = _setup(tmp_path, host, repo)
+    argv = act_run.act_command(setup)
+    joined = "\n".join(argv)
+    for piece in (SECRET, "pass$word", "MC4CAQAwBQYDK2VwBCIEI"):
+        assert piece not in joined
+    pairs = list(zip(argv, argv[1:], strict=False))
+    assert ("--secret-file", str(setup.folder.secret_file)) in pairs
+    assert ("--env-file", str(setup.folder.env_file)) in pairs
+    assert ("-P", "ubuntu-22.04=shipyard/act-runner:test") in pairs
+    assert ("-j", "wheel-linux") in pairs
+    assert ("--input", "variant=cpu") in pairs and ("--input", "python=3.11") in pairs
+    assert "--pull=false" in argv and "--no-skip-checkout" in argv and argv[1] == "workflow_dispatch"
+    # every pinned action of the workflows is replaced by a staged stand-in
+    replaced = {value.split("=", 1)[0]: Path(value.split("=", 1)[1]) for flag, value in pairs
+                if flag == "--local-repository"}
+    assert set(replaced) == {f"{action}@{sha}" for action, (sha, _) in PINNED.items()}
+    for folder in replaced.values():
+        assert (folder / "action.yml").is_file() and folder.is_relative_to(setup.folder.root)
+    assert (replaced[f"actions/upload-artifact@{PINNED['actions/upload-artifact'][0]}"] / "artifacts.py").is_file()
+    # every mount is read-only, and nothing of the home folder or the pyenv root but its builds
+    options = argv[argv.index("--container-options") + 1].split()
+    mounts = [options[i + 1] for i, flag in enumerate(options) if flag == "-v"]
+    assert mounts and all(m.endswith(":ro") for m in mounts)
+    assert f"{tmp_path / 'wheels'}:{tmp_path / 'wheels'}:ro" in mounts
+    assert f"{tmp_path / 'constraints.txt'}:{tmp_path / 'constraints.txt'}:ro" in mounts
+    assert not any("missing" in m for m in mounts)  # a folder that does not exist is not invented
+    assert all(m.split(":")[1] != CONTAINER_PYTHONS or m.split(":")[0].endswith("/versions") for m in mounts)
+
+
+def test_secret_and_env_files_are_0600_and_hold_the_values(tmp_path, host, repo):
+    setup = _setup(tmp_path, host, repo)
+    for path in (setup.folder.secret_file, setup.folder.env_file):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    secrets = setup.folder.secret_file.read_text()
+    assert secrets.startswith('SHIPYARD_SIGNING_KEY="') and "\\$word" in secrets and "\\n" in secrets
+    assert secrets.count("\n") == 1  # one line: the key's newlines are escaped, not written
+    env = dict(line.split("=", 1) for line in setup.folder.env_file.read_text().splitlines())
+    assert env["SSL_CERT_FILE"] == env["PIP_CERT"] == env["REQUESTS_CA_BUNDLE"] == f'"{CONTAINER_CA}"'
+    assert env["PIP_CONFIG_FILE"] == f'"{CONTAINER_PIP_CONF}"' and env["PIP_DEFAULT_TIMEOUT"] == '"60"'
+    assert "SHIPYARD_SIGNING_KEY" not in env and "HOME" not in env
+    pip_conf = (setup.folder.host / "pip.conf").read_text()
+    assert f"cert = {CONTAINER_CA}" in pip_conf and "/etc/ssl/certs" not in pip_conf
+    assert (setup.folder.host / "ca-certificates.crt").read_text() == (tmp_path / "ca.crt").read_text()
+
+
+def test_a_secret_file_others_can_read_is_refused(tmp_path, repo, capsys):
+    loose = tmp_path / "secrets.env"
+    loose.write_text("SHIPYARD_SIGNING_KEY=abc\n")
+    loose.chmod(0o644)
+    status = main(["--root", str(repo), "ci", "run", "--job", "plan", "--secret-file", str(loose)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"{loose}: secret file: readable or writable by others; chmod 600 {loose} (got 0644)" in err
+    assert "abc" not in err and "Traceback" not in err
+
+
+def test_a_given_secret_file_is_passed_as_it_is(tmp_path):
+    given = tmp_path / "mine.env"
+    given.write_text("# publish\nDEVPI_PASSWORD=s3cret\n")
+    given.chmod(0o600)
+    folder = act_run.RunFolder(tmp_path / "run")
+    names = act_run.write_secret_file(folder, ["SHIPYARD_SIGNING_KEY"], {"SHIPYARD_SIGNING_KEY": "x"}, given)
+    assert names == ["DEVPI_PASSWORD"]
+    assert folder.secret_file.read_text() == given.read_text()
+    assert stat.S_IMODE(folder.secret_file.stat().st_mode) == 0o600
+
+
+def test_job_table_from_a_recorded_act_log(repo):
+    """A recorded `shipyard ci run --job wheel-linux --variant cpu --python 3.11`: the plan ran
+    green in the runner image, both wheel-linux jobs ran in debian:bookworm and stopped where
+    the log says."""
+    workflow = _nightly(repo)
+    log = read_log(RECORDED)
+    expected = expected_jobs(workflow, log.outputs["plan"], needed_jobs(workflow, "wheel-linux"))
+    rows = job_table(log, expected, not_runnable_here(load_spec(repo).release, workflow, {}))
+    by_name = {row.name: row for row in rows}
+    assert list(by_name) == ["plan", "wheel-linux wheel-ember-cpu-linux-x86_64",
+                             "wheel-linux wheel-embervision-cpu-linux-x86_64"]
+    plan = by_name["plan"]
+    assert plan.result == "success" and plan.container.startswith("shipyard/act-runner:") and plan.seconds > 10
+    for name in list(by_name)[1:]:
+        row = by_name[name]
+        assert row.container == "debian:bookworm" and row.seconds > 0
+        assert row.result in ("success", "failure")
+        assert (row.result == "failure") == row.reason.startswith("step ")
+    table = render_table(rows)
+    assert table.splitlines()[0].split() == ["job", "container", "seconds", "result"]
+    assert "plan  " in table and "debian:bookworm" in table
+
+
+def test_jobs_that_cannot_run_here_are_listed_with_why(repo):
+    """The whole nightly narrowed to cpu/3.11: every Windows and macOS job of the plan's matrices
+    is a row saying why it cannot run here; nothing is dropped, and none counts as a failure."""
+    workflow = _nightly(repo)
+    log = read_log(RECORDED)
+    outputs = log.outputs["plan"]
+    expected = expected_jobs(workflow, outputs, needed_jobs(workflow, None))
+    rows = job_table(log, expected, not_runnable_here(load_spec(repo).release, workflow, {}))
+    entries = sum(len(json.loads(value)["include"]) for value in outputs.values())
+    assert len(rows) == entries + 3  # plan, manifest, publish
+    foreign = [row for row in rows if "-windows-" in row.name or "-macos-" in row.name]
+    assert foreign and all(row.result == NOT_RUNNABLE for row in foreign)
+    assert any("runs on windows-2022, a windows runner; act runs jobs in Linux containers only" == row.reason
+               for row in foreign)
+    assert any(row.reason.startswith("runs on macos-") for row in foreign)
+    assert not any(row.counts_as_failure for row in foreign)
+    # the Linux jobs the recorded run did not reach are there too, saying so
+    assert {row.result for row in rows if row.name.startswith("conda-linux ")} == {NOT_STARTED}
+    assert "not runnable here: runs on windows-2022" in render_table(rows)
+
+
+def test_cuda_image_lanes_are_not_runnable_while_the_image_is_missing(repo):
+    workflow = _nightly(repo)
+    reasons = not_runnable_here(load_spec(repo).release, workflow, {"debian:bookworm": "cannot be made"})
+    assert "nvidia/cuda:10.2-devel-ubuntu18.04" in reasons["wheel-linux-cuda-image"]
+    assert reasons["wheel-linux"] == "cannot be made"
+
+
+def test_run_refuses_a_job_and_an_input_the_workflow_lacks(repo, capsys):
+    assert main(["--root", str(repo), "ci", "run", "--job", "wheel-linx"]) == 2
+    assert "no job 'wheel-linx'" in capsys.readouterr().err
+    assert main(["--root", str(repo), "ci", "run", "--channel", "test"]) == 2
+    assert "use --workflow release for another channel" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_nightly_plan_job_runs_green_under_act(repo, docker_engine, tmp_path):
+    """The committed nightly.yml's plan job, for real: act in the bare runner image, shipyard
+    installed from PyPI through the host's trust store, the plan narrowed by its inputs."""
+    env = {**os.environ, "SHIPYARD_CACHE": os.environ.get("SHIPYARD_CACHE", str(Path.home() / ".cache" / "shipyard"))}
+    done = subprocess.run([sys.executable, "-m", "shipyard", "--root", str(repo), "ci", "run", "--workflow", "nightly",
+                           "--job", "plan", "--variant", "cpu", "--python", "3.11", "--work", str(tmp_path / "run")],
+                          capture_output=True, text=True, env=env, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = done.stdout.split("run folder:")[0].splitlines()
+    assert table[0].split() == ["job", "container", "seconds", "result"]
+    assert len(table) == 2
+    job, container, seconds, result = table[1].split()
+    assert (job, result) == ("plan", "success") and container.startswith("shipyard/act-runner:") and int(seconds) > 0
+    log = read_log(tmp_path / "run" / act_run.RunFolder(tmp_path).log.name)
+    wheel_linux = json.loads(log.outputs["plan"]["wheel_linux"])["include"]
+    assert {e["variant"] for e in wheel_linux} == {"cpu"} and {e["pythons"] for e in wheel_linux} == {"3.11"}
+    assert json.loads(log.outputs["plan"]["wheel_linux_cuda_image"]) == {"include": []}
