@@ -7,7 +7,6 @@ the job table made from a recorded act log; one slow test runs the nightly plan 
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from shipyard.ci import act_run
-from shipyard.ci.act_host import CONTAINER_CA, CONTAINER_PIP_CONF, CONTAINER_PYTHONS, share_host
+from shipyard.ci.act_host import CONTAINER_CA, CONTAINER_HOST_DIR, CONTAINER_PIP_CONF, CONTAINER_PYTHONS, stage_share
 from shipyard.ci.act_report import (
     NOT_RUNNABLE,
     NOT_STARTED,
@@ -57,12 +56,16 @@ def host(tmp_path: Path) -> dict:
 
 def _setup(tmp_path: Path, host: dict, repo: Path) -> act_run.ActSetup:
     folder = act_run.RunFolder(tmp_path / "run")
-    share = share_host(folder.host, host, pip_files=(tmp_path / "pip.conf",))
+    share = stage_share(folder.host, host, pip_files=(tmp_path / "pip.conf",))
     act_run.write_env_file(share, folder)
-    workflow = act_run.committed_workflow(repo, "nightly", folder)
-    act_run.write_secret_file(folder, act_run.workflow_secrets(workflow.read_text()), host)
+    text = act_run.committed_workflow_text(repo, "nightly")
+    workflow = folder.workflow_dir / "nightly.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.write_text(text)
+    act_run.write_secret_file(folder, act_run.workflow_secrets(text), host)
     return act_run.ActSetup(act=Path("/opt/act/bin/act"), repo=repo, workflow_file=workflow, folder=folder,
                             runner_image="shipyard/act-runner:test", runner_labels=("ubuntu-22.04",), share=share,
+                            pythons=(str(tmp_path / "versions"), CONTAINER_PYTHONS),
                             stand_ins=act_run.stage_stand_ins(folder), inputs={"variant": "cpu", "python": "3.11"},
                             job="wheel-linux")
 
@@ -79,22 +82,18 @@ def test_act_command_line_names_files_and_never_a_secret(tmp_path, host, repo):
     assert ("-P", "ubuntu-22.04=shipyard/act-runner:test") in pairs
     assert ("-j", "wheel-linux") in pairs
     assert ("--input", "variant=cpu") in pairs and ("--input", "python=3.11") in pairs
-    assert "--pull=false" in argv and "--no-skip-checkout" in argv and argv[1] == "workflow_dispatch"
-    # every pinned action of the workflows is replaced by a staged stand-in
+    assert "--pull=false" in argv and argv[1] == "workflow_dispatch"
+    # every pinned action but checkout is replaced by a staged stand-in; act's own local checkout
+    # copies the run's clean clone (-C) into each workspace
     replaced = {value.split("=", 1)[0]: Path(value.split("=", 1)[1]) for flag, value in pairs
                 if flag == "--local-repository"}
-    assert set(replaced) == {f"{action}@{sha}" for action, (sha, _) in PINNED.items()}
+    assert set(replaced) == {f"{action}@{sha}" for action, (sha, _) in PINNED.items() if action != "actions/checkout"}
     for folder in replaced.values():
         assert (folder / "action.yml").is_file() and folder.is_relative_to(setup.folder.root)
     assert (replaced[f"actions/upload-artifact@{PINNED['actions/upload-artifact'][0]}"] / "artifacts.py").is_file()
-    # every mount is read-only, and nothing of the home folder or the pyenv root but its builds
-    options = argv[argv.index("--container-options") + 1].split()
-    mounts = [options[i + 1] for i, flag in enumerate(options) if flag == "-v"]
-    assert mounts and all(m.endswith(":ro") for m in mounts)
-    assert f"{tmp_path / 'wheels'}:{tmp_path / 'wheels'}:ro" in mounts
-    assert f"{tmp_path / 'constraints.txt'}:{tmp_path / 'constraints.txt'}:ro" in mounts
-    assert not any("missing" in m for m in mounts)  # a folder that does not exist is not invented
-    assert all(m.split(":")[1] != CONTAINER_PYTHONS or m.split(":")[0].endswith("/versions") for m in mounts)
+    assert "--no-skip-checkout" not in argv
+    # the one mount: the host's Pythons, read-only
+    assert ("--container-options", f"-v {tmp_path / 'versions'}:{CONTAINER_PYTHONS}:ro") in pairs
 
 
 def test_secret_and_env_files_are_0600_and_hold_the_values(tmp_path, host, repo):
@@ -108,9 +107,30 @@ def test_secret_and_env_files_are_0600_and_hold_the_values(tmp_path, host, repo)
     assert env["SSL_CERT_FILE"] == env["PIP_CERT"] == env["REQUESTS_CA_BUNDLE"] == f'"{CONTAINER_CA}"'
     assert env["PIP_CONFIG_FILE"] == f'"{CONTAINER_PIP_CONF}"' and env["PIP_DEFAULT_TIMEOUT"] == '"60"'
     assert "SHIPYARD_SIGNING_KEY" not in env and "HOME" not in env
-    pip_conf = (setup.folder.host / "pip.conf").read_text()
+    assert "PIP_FIND_LINKS" not in env  # the host's folders stay out
+
+
+def test_the_host_share_holds_the_trust_store_and_pip_settings_only(tmp_path, host):
+    """What the images get of the host: its CA bundle, its pip settings with `cert` pointing at the
+    image's copy and constraint files copied in; local folders are left out and said so; an index
+    URL with a password goes to the 0600 env file, never into an image layer."""
+    host = {**host, "PIP_FIND_LINKS": str(tmp_path / "wheels"), "UV_INDEX_URL": "https://mirror.example/simple"}
+    with (tmp_path / "pip.conf").open("a") as conf:
+        conf.write("index-url = https://user:pa55@mirror.example/simple\n")
+    share = stage_share(tmp_path / "host", host, pip_files=(tmp_path / "pip.conf",))
+    assert sorted(p.name for p in share.staged.iterdir()) == ["ca-certificates.crt", "constraint-constraints.txt",
+                                                              "pip.conf"]
+    assert (share.staged / "ca-certificates.crt").read_text() == (tmp_path / "ca.crt").read_text()
+    pip_conf = (share.staged / "pip.conf").read_text()
     assert f"cert = {CONTAINER_CA}" in pip_conf and "/etc/ssl/certs" not in pip_conf
-    assert (setup.folder.host / "ca-certificates.crt").read_text() == (tmp_path / "ca.crt").read_text()
+    assert f"constraint = {CONTAINER_HOST_DIR}/constraint-constraints.txt" in pip_conf
+    assert str(tmp_path) not in pip_conf and "pa55" not in pip_conf
+    assert share.env["PIP_INDEX_URL"] == "https://user:pa55@mirror.example/simple"
+    assert share.env["UV_INDEX_URL"] == "https://mirror.example/simple" and "PIP_FIND_LINKS" not in share.env
+    assert share.env["SSL_CERT_FILE"] == share.env["PIP_CERT"] == CONTAINER_CA
+    assert share.env["PIP_CONFIG_FILE"] == CONTAINER_PIP_CONF
+    assert any(str(tmp_path / "wheels") in item for item in share.left_out)
+    assert any("PIP_FIND_LINKS" in item for item in share.left_out)
 
 
 def test_a_secret_file_others_can_read_is_refused(tmp_path, repo, capsys):
@@ -198,17 +218,17 @@ def test_run_refuses_a_job_and_an_input_the_workflow_lacks(repo, capsys):
 def test_nightly_plan_job_runs_green_under_act(repo, docker_engine, tmp_path):
     """The committed nightly.yml's plan job, for real: act in the bare runner image, shipyard
     installed from PyPI through the host's trust store, the plan narrowed by its inputs."""
-    env = {**os.environ, "SHIPYARD_CACHE": os.environ.get("SHIPYARD_CACHE", str(Path.home() / ".cache" / "shipyard"))}
-    done = subprocess.run([sys.executable, "-m", "shipyard", "--root", str(repo), "ci", "run", "--workflow", "nightly",
-                           "--job", "plan", "--variant", "cpu", "--python", "3.11", "--work", str(tmp_path / "run")],
-                          capture_output=True, text=True, env=env, timeout=1500)
+    shipyard = Path(sys.executable).parent / "shipyard"
+    done = subprocess.run([str(shipyard), "--root", str(repo), "ci", "run", "--workflow", "nightly", "--job", "plan",
+                           "--variant", "cpu", "--python", "3.11", "--work", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     table = done.stdout.split("run folder:")[0].splitlines()
     assert table[0].split() == ["job", "container", "seconds", "result"]
     assert len(table) == 2
     job, container, seconds, result = table[1].split()
     assert (job, result) == ("plan", "success") and container.startswith("shipyard/act-runner:") and int(seconds) > 0
-    log = read_log(tmp_path / "run" / act_run.RunFolder(tmp_path).log.name)
+    log = read_log(act_run.RunFolder(tmp_path / "run").log)
     wheel_linux = json.loads(log.outputs["plan"]["wheel_linux"])["include"]
     assert {e["variant"] for e in wheel_linux} == {"cpu"} and {e["pythons"] for e in wheel_linux} == {"3.11"}
     assert json.loads(log.outputs["plan"]["wheel_linux_cuda_image"]) == {"include": []}

@@ -38,9 +38,9 @@ DEFAULT_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 CA_VARIABLES = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
                 "NODE_EXTRA_CA_CERTS")
 # Index settings of pip and uv carried over from the host's environment (URLs only).
-INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT",
-                   "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_PYTHON_INSTALL_MIRROR",
-                   "UV_HTTP_TIMEOUT")
+INDEX_VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_TRUSTED_HOST",
+                   "PIP_DEFAULT_TIMEOUT", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX",
+                   "UV_FIND_LINKS", "UV_PYTHON_INSTALL_MIRROR", "UV_HTTP_TIMEOUT")
 # pip's configuration files, lowest priority first (pip's own order on Linux).
 PIP_CONFIG_FILES = (Path("/etc/xdg/pip/pip.conf"), Path("/etc/pip.conf"), Path.home() / ".pip" / "pip.conf",
                     Path.home() / ".config" / "pip" / "pip.conf")
