@@ -232,3 +232,37 @@ def test_nightly_plan_job_runs_green_under_act(repo, docker_engine, tmp_path):
     wheel_linux = json.loads(log.outputs["plan"]["wheel_linux"])["include"]
     assert {e["variant"] for e in wheel_linux} == {"cpu"} and {e["pythons"] for e in wheel_linux} == {"3.11"}
     assert json.loads(log.outputs["plan"]["wheel_linux_cuda_image"]) == {"include": []}
+
+
+def _plan_outputs(repo: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, list[dict]]:
+    assert main(["--root", str(repo), "ci", "plan", "--channel", "nightly", *extra]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return {name: json.loads(value)["include"] for name, value in (line.split("=", 1) for line in lines)}
+
+
+def test_the_plan_job_narrows_the_fan_out_to_the_dispatch_inputs(repo, capsys):
+    whole = _plan_outputs(repo, capsys)
+    narrowed = _plan_outputs(repo, capsys, "--variant", "cpu", "--python", "3.11")
+    assert set(narrowed) == set(whole)  # every output the workflow reads still exists
+    assert narrowed["wheel_linux_cuda_image"] == [] and whole["wheel_linux_cuda_image"]
+    entries = [e for lane in narrowed.values() for e in lane]
+    assert entries and {e["variant"] for e in entries} == {"cpu"}
+    native = [e for e in entries if e["platform"] not in ("any", "mobile")]
+    assert native and {e["pythons"] for e in native} == {"3.11"}
+    assert {e["id"] for e in native} < {e["id"] for lane in whole.values() for e in lane}
+    # an empty input is the whole release, as on a schedule or a tag push
+    assert _plan_outputs(repo, capsys, "--variant", "", "--python", "") == whole
+    assert main(["--root", str(repo), "ci", "plan", "--channel", "nightly", "--variant", "cpux"]) == 2
+    assert "--variant cpux: not a variant name or tag of release.yaml" in capsys.readouterr().err
+
+
+def test_the_workflows_take_the_narrowing_inputs_in_the_plan_job_only(repo):
+    for name in ("nightly", "release"):
+        workflow = yaml.safe_load((repo / ".github" / "workflows" / f"{name}.yml").read_text())
+        inputs = workflow[True]["workflow_dispatch"]["inputs"]
+        assert {"variant", "python"} <= set(inputs) and inputs["variant"]["default"] == ""
+        text = (repo / ".github" / "workflows" / f"{name}.yml").read_text()
+        assert text.count("inputs.variant") == 1 and text.count("inputs.python") == 1
+        plan_step = workflow["jobs"]["plan"]["steps"][-1]
+        assert plan_step["env"] == {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}"}
+        assert '--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS"' in plan_step["run"]

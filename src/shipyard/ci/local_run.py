@@ -132,6 +132,10 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         if finished is not None and on_job is not None:
             on_job(finished)
 
+    if progress:
+        progress(f"act: {request.workflow}.yml at {request.ref or 'HEAD'}"
+                 + (f", job {request.job} and what it needs" if request.job else ", every job")
+                 + "".join(f", {k}={v}" for k, v in inputs.items()) + f"; log: {folder.log}")
     status = act_run.run_act(setup, event)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
     rows = job_table(log, expected, not_runnable_here(release, workflow, unavailable))
