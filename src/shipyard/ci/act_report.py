@@ -57,11 +57,14 @@ class ActLog:
         self.rows: dict[str, JobRow] = {}
         self.outputs: dict[str, dict[str, str]] = {}  # job id -> outputs its steps set
         self.skipped_platform: dict[str, str] = {}  # act's job name -> the runs-on it has no image for
+        self.errors: list[str] = []  # act's own fatal errors (outside any job)
 
     def feed(self, record: Mapping[str, Any]) -> JobRow | None:
         """Take one record; returns the row when this record finished a job."""
         name, job_id = record.get("job"), record.get("jobID")
         if not isinstance(name, str) or not isinstance(job_id, str):
+            if record.get("level") in ("fatal", "panic"):
+                self.errors.append(str(record.get("msg", "")))
             return None
         msg = str(record.get("msg", ""))
         matrix = record.get("matrix") if isinstance(record.get("matrix"), dict) else {}

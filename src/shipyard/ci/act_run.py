@@ -137,6 +137,8 @@ class ActSetup:
     inputs: Mapping[str, str] = field(default_factory=dict)
     job: str | None = None
     cache_server: Path | None = None
+    # act's artifact and cache servers listen on these (claimed, so that runs side by side differ)
+    server_ports: tuple[int, int] | None = None
 
 
 def find_act() -> Path:
@@ -274,6 +276,9 @@ def act_command(setup: ActSetup) -> list[str]:
         argv += ["--container-options", f"-v {setup.pythons[0]}:{setup.pythons[1]}:ro"]
     if setup.cache_server is not None:
         argv += ["--cache-server-path", str(setup.cache_server)]
+    if setup.server_ports is not None:
+        argv += ["--artifact-server-port", str(setup.server_ports[0]),
+                 "--cache-server-port", str(setup.server_ports[1])]
     for label in setup.runner_labels:
         argv += ["-P", f"{label}={setup.runner_image}"]
     for action, path in setup.stand_ins.items():

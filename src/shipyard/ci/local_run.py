@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from shipyard.ci.act_report import ActLog, JobRow, expected_jobs, job_table, nee
 from shipyard.ci.runners import CUDA_TOOLKIT_IMAGES
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.host import docker_base
+from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import Progress
 from shipyard.release.spec import Release
 
@@ -35,6 +36,7 @@ class RunOutcome:
     act_status: int
     folder: act_run.RunFolder
     secrets: list[str]  # the secret names passed (never their values)
+    act_errors: list[str]  # what act itself reported as fatal, outside any job
 
     @property
     def failed(self) -> list[JobRow]:
@@ -136,7 +138,8 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         progress(f"act: {request.workflow}.yml at {request.ref or 'HEAD'}"
                  + (f", job {request.job} and what it needs" if request.job else ", every job")
                  + "".join(f", {k}={v}" for k, v in inputs.items()) + f"; log: {folder.log}")
-    status = act_run.run_act(setup, event)
+    with claimed_port_range() as ports:
+        status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), event)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
     rows = job_table(log, expected, not_runnable_here(release, workflow, unavailable))
-    return RunOutcome(rows, status, folder, secrets)
+    return RunOutcome(rows, status, folder, secrets, log.errors)

@@ -156,8 +156,9 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
     if outcome.failed:
         raise RunFailed(f"{len(outcome.failed)} job(s) failed: {', '.join(r.name for r in outcome.failed)}; "
                         f"act's log is {outcome.folder.log}")
-    if outcome.act_status != 0 and not any(r.result == "success" for r in outcome.rows):
-        raise RunFailed(f"act exited {outcome.act_status} before any job ran; see {outcome.folder.log}")
+    if outcome.act_status != 0 and not any(r.result in ("success", "failure") for r in outcome.rows):
+        why = f": {outcome.act_errors[-1]}" if outcome.act_errors else ""
+        raise RunFailed(f"act exited {outcome.act_status} before any job ran{why}; see {outcome.folder.log}")
     return 0
 
 
