@@ -267,7 +267,7 @@ def act_command(setup: ActSetup) -> list[str]:
     argv = [str(setup.act), "workflow_dispatch", "--json",
             "-C", str(setup.repo), "-W", str(setup.workflow_file),
             "--eventpath", str(folder.event_file),
-            "--pull=false",
+            "--pull=false", "--rm",  # no container or volume left behind when a job fails
             "--env-file", str(folder.env_file), "--secret-file", str(folder.secret_file),
             "--var-file", str(folder.root / "act.vars"), "--input-file", str(folder.root / "act.inputs"),
             "--artifact-server-path", str(folder.artifacts),
