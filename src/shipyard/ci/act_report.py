@@ -57,6 +57,7 @@ class ActLog:
         self.rows: dict[str, JobRow] = {}
         self.outputs: dict[str, dict[str, str]] = {}  # job id -> outputs its steps set
         self.errors: list[str] = []  # act's own fatal errors (outside any job)
+        self.said: dict[str, list[str]] = {}  # act's job name -> the last output lines of its current step
 
     def feed(self, record: Mapping[str, Any]) -> JobRow | None:
         """Take one record; returns the row when this record finished a job."""
@@ -76,8 +77,14 @@ class ActLog:
             row.container = msg.split("Start image=", 1)[1].strip()
         if record.get("command") == "set-output" and isinstance(record.get("name"), str):
             self.outputs.setdefault(job_id, {})[record["name"]] = str(record.get("arg", ""))
+        if record.get("raw_output") and msg.strip():
+            said = self.said.setdefault(name, [])
+            said.append(msg.strip().splitlines()[0])
+            del said[:-20]  # the last lines of the step running now
         if record.get("stepResult") == FAILED and record.get("stage") == "Main" and not row.reason:
-            row.reason = f"step {record.get('step', '?')!r} failed"
+            row.reason = f"step {record.get('step', '?')!r} failed" + _why(self.said.get(name, []))
+        elif "stepResult" in record:
+            self.said.pop(name, None)
         result = record.get("jobResult")
         if isinstance(result, str):
             row.result = result
@@ -86,6 +93,17 @@ class ActLog:
                 row.seconds = (end - row.started).total_seconds()
             return row
         return None
+
+
+def _why(lines: list[str]) -> str:
+    """The line of a failed step's output that says why: its first error line, else its last."""
+    first = next((i for i, line in enumerate(lines) if line.lower().startswith(("error", "::error"))), None)
+    if first is None:
+        return f": {lines[-1][:200]}" if lines else ""
+    chosen = lines[first]
+    if chosen.endswith(":") and first + 1 < len(lines):  # "error: cannot build these cells:" and the first
+        chosen += " " + lines[first + 1]
+    return f": {chosen[:200]}"
 
 
 def read_log(path: Path) -> ActLog:
