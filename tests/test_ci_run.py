@@ -10,6 +10,7 @@ import json
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,72 @@ def test_the_workflows_take_the_narrowing_inputs_in_the_plan_job_only(repo):
         plan_step = workflow["jobs"]["plan"]["steps"][-1]
         assert plan_step["env"] == {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}"}
         assert '--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS"' in plan_step["run"]
+
+
+ROUND_TRIP = """\
+name: artifacts
+on: workflow_dispatch
+jobs:
+  up:
+    runs-on: ubuntu-22.04
+    steps:
+    - uses: actions/setup-python@{setup_python}
+      with: {{python-version: '3.11'}}
+    - run: mkdir -p dist/sub && echo one > dist/a.txt && echo two > dist/sub/b.txt && echo hidden > dist/.h
+    - uses: actions/upload-artifact@{upload}
+      with: {{name: fragment-a, path: dist/, if-no-files-found: error}}
+    - uses: actions/upload-artifact@{upload}
+      with: {{name: fragment-b, path: dist/a.txt, if-no-files-found: error}}
+  down:
+    needs: up
+    runs-on: ubuntu-22.04
+    steps:
+    - uses: actions/setup-python@{setup_python}
+      with: {{python-version: '3.11'}}
+    - uses: actions/download-artifact@{download}
+      with: {{pattern: fragment-*, path: fragments}}
+    - run: find fragments -type f | sort > listing.txt && cat listing.txt fragments/fragment-a/sub/b.txt
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_artifact_stand_ins_round_trip_through_acts_server(docker_engine, tmp_path):
+    """upload-artifact's stand-in in one job, download-artifact's in the next, through act's own
+    artifact server: the files arrive under fragments/<name>/, hidden files left out."""
+    from shipyard.ci.act_host import pythons_mount
+    from shipyard.ci.act_images import runner_image
+    from shipyard.ci.act_report import ActLog
+    from shipyard.plumbing.port_ranges import claimed_port_range
+
+    repo = tmp_path / "repo"
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    sha = {name.split("/")[1]: value for name, (value, _) in PINNED.items()}
+    (repo / ".github" / "workflows" / "a.yml").write_text(ROUND_TRIP.format(
+        setup_python=sha["setup-python"], upload=sha["upload-artifact"], download=sha["download-artifact"]))
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "a"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    folder = act_run.RunFolder(tmp_path / "run")
+    share = stage_share(folder.host)
+    act_run.write_env_file(share, folder)
+    act_run.write_secret_file(folder, [], {})
+    act_run.write_event(folder, {}, None)
+    setup = act_run.ActSetup(act=act_run.find_act(), repo=repo, workflow_file=repo / ".github" / "workflows" / "a.yml",
+                             folder=folder, runner_image=runner_image(share), runner_labels=("ubuntu-22.04",),
+                             share=share, pythons=pythons_mount(), stand_ins=act_run.stage_stand_ins(folder))
+    log = ActLog()
+    said: list[str] = []
+
+    def record(item: dict) -> None:
+        log.feed(item)
+        if item.get("raw_output"):
+            said.append(str(item.get("msg", "")))
+
+    with claimed_port_range() as ports:
+        status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), record)
+    assert status == 0, "".join(said)[-3000:]
+    assert {row.job_id: row.result for row in log.rows.values()} == {"up": "success", "down": "success"}
+    listing = [line for text in said for line in text.splitlines() if line.startswith("fragments/")]
+    assert listing == ["fragments/fragment-a/a.txt", "fragments/fragment-a/sub/b.txt", "fragments/fragment-b/a.txt"]
+    assert any(text.strip() == "two" for text in said)
+    assert sorted(p.name for p in folder.artifacts.rglob("*.zip")) == ["fragment-a.zip", "fragment-b.zip"]
