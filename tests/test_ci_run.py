@@ -337,3 +337,31 @@ def test_artifact_stand_ins_round_trip_through_acts_server(docker_engine, tmp_pa
     assert listing == ["fragments/fragment-a/a.txt", "fragments/fragment-a/sub/b.txt", "fragments/fragment-b/a.txt"]
     assert any(text.strip() == "two" for text in said)
     assert sorted(p.name for p in folder.artifacts.rglob("*.zip")) == ["fragment-a.zip", "fragment-b.zip"]
+
+
+def test_a_failed_composite_action_is_named_by_its_workflow_step():
+    """act reports a stand-in's inner script step too; the row names the workflow's step and the
+    error line the action printed."""
+    from shipyard.ci.act_report import ActLog
+
+    log = ActLog()
+    job = {"job": "nightly/plan", "jobID": "plan", "matrix": {}}
+    records = [
+        {**job, "time": "2026-12-02T03:00:00Z", "msg": "⭐ Run Set up job"},
+        {**job, "msg": "  🚀  Start image=shipyard/act-runner:x"},
+        {**job, "msg": "Installing\n", "raw_output": True, "stage": "Main", "stepID": ["0"]},
+        {**job, "msg": "  ✅  Success - Main Check out", "stage": "Main", "stepID": ["0"], "stepResult": "success"},
+        {**job, "msg": "::error::setup-python (local stand-in): no Python 3.14\n", "raw_output": True,
+         "stage": "Main", "stepID": ["1", "pick"]},
+        {**job, "msg": "  ❌  Failure - Main set -euo pipefail", "stage": "Main", "stepID": ["1", "pick"],
+         "stepResult": "failure", "step": "set -euo pipefail\nroot=…"},
+        {**job, "msg": "  ❌  Failure - Main Python for shipyard", "stage": "Main", "stepID": ["1"],
+         "stepResult": "failure", "step": "Python for shipyard"},
+        {**job, "time": "2026-12-02T03:00:42Z", "msg": "🏁  Job failed", "jobResult": "failure"},
+    ]
+    finished = [row for row in map(log.feed, records) if row is not None]
+    assert len(finished) == 1
+    row = finished[0]
+    assert (row.name, row.container, row.seconds, row.result) == ("plan", "shipyard/act-runner:x", 42.0, "failure")
+    assert row.reason == ("step 'Python for shipyard' failed: ::error::setup-python (local stand-in): "
+                          "no Python 3.14")

@@ -79,11 +79,13 @@ class ActLog:
             self.outputs.setdefault(job_id, {})[record["name"]] = str(record.get("arg", ""))
         if record.get("raw_output") and msg.strip():
             said = self.said.setdefault(name, [])
-            said.append(msg.strip().splitlines()[0])
+            said.extend(line.strip() for line in msg.strip().splitlines())
             del said[:-20]  # the last lines of the step running now
-        if record.get("stepResult") == FAILED and record.get("stage") == "Main" and not row.reason:
+        # A workflow step's own result (a composite action's inner steps have longer step ids)
+        outer = len(record.get("stepID") or ()) == 1
+        if outer and record.get("stepResult") == FAILED and record.get("stage") == "Main" and not row.reason:
             row.reason = f"step {record.get('step', '?')!r} failed" + _why(self.said.get(name, []))
-        elif "stepResult" in record:
+        elif outer and "stepResult" in record:
             self.said.pop(name, None)
         result = record.get("jobResult")
         if isinstance(result, str):
