@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES, HOST_OS
 from shipyard.errors import ShipyardError
@@ -167,11 +167,37 @@ def check_lane_size(lane: Lane, limit: int | None = None) -> None:
                              f"{lane.name}-1, {lane.name}-2, … of at most {limit} jobs each, and commit the workflows")
 
 
-def plan_outputs(release: Release) -> dict[str, str]:
-    """The plan job's outputs: each lane's matrix as compact JSON, by output name."""
+@dataclass(frozen=True)
+class PlanFilter:
+    """What a dispatched run narrows the plan to (the workflows' `variant` and `python` inputs);
+    empty means the whole release."""
+
+    variants: tuple[str, ...] = ()
+    pythons: tuple[str, ...] = ()
+
+
+    def narrow(self, job: BuildJob) -> BuildJob | None:
+        """`job` with only the Pythons kept, or None when it builds nothing kept. A pure job keeps
+        every Python (it is built once and tested on each), and so does a job without Pythons (mobile)."""
+        if self.variants and not {job.variant, job.variant_tag} & set(self.variants):
+            return None
+        if not self.pythons or job.platform == ANY or not job.pythons:
+            return job
+        pythons = tuple(p for p in job.pythons if p in self.pythons)
+        tags = {"-cp" + p.replace(".", "") + "-" for p in pythons}
+        cells = tuple(c for c in job.cells if any(tag in c for tag in tags))
+        return replace(job, pythons=pythons, cells=cells) if pythons else None
+
+
+def plan_outputs(release: Release, only: PlanFilter | None = None) -> dict[str, str]:
+    """The plan job's outputs: each lane's matrix as compact JSON, by output name. Narrowed by
+    `only`, a lane left without jobs gets an empty matrix (`{"include":[]}`), so every output the
+    workflow reads exists."""
     out: dict[str, str] = {}
     for lane in lanes(release):
         check_lane_size(lane)
+        if only is not None:
+            lane = replace(lane, jobs=tuple(kept for job in lane.jobs if (kept := only.narrow(job)) is not None))
         out[lane.output] = json.dumps(lane.matrix(), separators=(",", ":"))
     return out
 

@@ -77,6 +77,16 @@ def _lane_job(spec: Spec, lane: Lane, all_lanes: list[Lane]) -> Job:
     return job
 
 
+# workflow_dispatch inputs that narrow the plan (empty on a schedule or a tag push: everything).
+PLAN_INPUTS: dict[str, dict[str, str]] = {
+    "variant": {"description": "only these variants, comma-separated (empty: every one)", "type": "string",
+                "default": ""},
+    "python": {"description": "only these Pythons, comma-separated (empty: every one)", "type": "string",
+               "default": ""},
+}
+_PLAN_INPUTS_ENV = {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}"}
+
+
 def _plan_job(spec: Spec, all_lanes: list[Lane]) -> Job:
     return {
         "name": "plan (release.yaml decides the fan-out)",
@@ -86,9 +96,11 @@ def _plan_job(spec: Spec, all_lanes: list[Lane]) -> Job:
         "outputs": {lane.output: f"${{{{ steps.plan.outputs.{lane.output} }}}}" for lane in all_lanes},
         "steps": [checkout(), *host_tools(spec),
                   {"name": "The workflows match release.yaml", "run": "shipyard ci check\n"},
-                  {"name": "Matrix of every job", "id": "plan",
+                  # A dispatched run may narrow the fan-out (inputs variant, python); the plan
+                  # decides it, so a narrowed run is the same workflow with fewer jobs.
+                  {"name": "Matrix of every job", "id": "plan", "env": dict(_PLAN_INPUTS_ENV),
                    "run": "shipyard ci plan --channel \"$SHIPYARD_CHANNEL\" --ref \"$GITHUB_REF\" "
-                          ">> \"$GITHUB_OUTPUT\"\n"}],
+                          "--variant \"$ONLY_VARIANTS\" --python \"$ONLY_PYTHONS\" >> \"$GITHUB_OUTPUT\"\n"}],
     }
 
 
@@ -197,14 +209,15 @@ def workflows(spec: Spec) -> dict[Path, dict[str, Any]]:
     release_on = {
         "push": {"tags": ["v*"]},
         "workflow_dispatch": {"inputs": {"channel": {
-            "description": "the channel to publish to", "type": "choice", "options": candidates, "default": rc}}},
+            "description": "the channel to publish to", "type": "choice", "options": candidates, "default": rc},
+            **PLAN_INPUTS}},
     }
     release_channel = (f"${{{{ inputs.channel || (contains(github.ref_name, '-rc') && '{rc}' || '{final}') }}}}")
     return {
         WORKFLOWS / "release.yml": _workflow(spec, "release", release_on, release_channel,
                                              "release-${{ github.ref }}", "release"),
         WORKFLOWS / "nightly.yml": _workflow(spec, "nightly", {"schedule": [{"cron": "0 3 * * *"}],
-                                                               "workflow_dispatch": {}},
+                                                               "workflow_dispatch": {"inputs": dict(PLAN_INPUTS)}},
                                              nightly, "nightly", nightly),
     }
 

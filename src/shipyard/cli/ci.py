@@ -7,6 +7,7 @@ import argparse
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from shipyard.cli.shared import console, err_console, load_release
 from shipyard.errors import ShipyardError, UsageError
@@ -55,18 +56,29 @@ def _check_ref(version: str, ref: str) -> None:
                          f"v{version}-rcN), or change release.version first")
 
 
+def _names(value: str | None) -> tuple[str, ...]:
+    """A workflow input's list: names split on commas and blanks; empty means none given."""
+    return tuple(name for name in re.split(r"[\s,]+", value or "") if name)
+
+
 def cmd_ci_plan(args: argparse.Namespace) -> int:
-    from shipyard.ci.jobs import lanes, plan_outputs
+    import json
+
+    from shipyard.ci.jobs import PlanFilter, plan_outputs
+    from shipyard.release.cell_filters import check_filters
 
     spec = load_release(args)
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
     _check_ref(spec.release.release.version, args.ref or "")
-    outputs = plan_outputs(spec.release)
+    only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python))
+    check_filters(spec.release, variant=only.variants, python=only.pythons)
+    outputs = plan_outputs(spec.release, only if only.variants or only.pythons else None)
     for name, value in outputs.items():
         print(f"{name}={value}")
-    for lane in lanes(spec.release):
-        err_console.print(f"{lane.job_id}: {len(lane.jobs)} jobs ({sum(len(j.cells) for j in lane.jobs)} cells)")
+    for name, value in outputs.items():
+        entries = json.loads(value)["include"]
+        err_console.print(f"{name}: {len(entries)} jobs ({sum(int(e['cells']) for e in entries)} cells)")
     return 0
 
 
@@ -136,6 +148,44 @@ def cmd_ci_fragments(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ci_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from shipyard.ci.act_report import render_table
+    from shipyard.ci.act_run import RunRequest
+    from shipyard.ci.local_run import RunFailed, run_workflow
+
+    spec = load_release(args)
+    request = RunRequest(workflow=args.workflow, job=args.job, variants=_names(",".join(args.variant or [])),
+                         pythons=_names(",".join(args.python or [])), channel=args.channel, ref=args.ref)
+    if request.variants or request.pythons:
+        from shipyard.release.cell_filters import check_filters
+
+        check_filters(spec.release, variant=request.variants, python=request.pythons)
+
+    def finished(row: Any) -> None:
+        seconds = f" in {row.seconds:.0f} s" if row.seconds else ""
+        err_console.print(f"{row.name}: {row.result}{seconds}" + (f" ({row.reason})" if row.reason else ""),
+                          markup=False, highlight=False)
+
+    outcome = run_workflow(spec.release, spec.root, request, work=Path(args.work) if args.work else None,
+                           secret_file=Path(args.secret_file) if args.secret_file else None,
+                           progress=lambda text: err_console.print(text, markup=False, highlight=False),
+                           on_job=finished)
+    print(render_table(outcome.rows))
+    print(f"run folder: {outcome.folder.root} (act's log: {outcome.folder.log.name}, artifacts: "
+          f"{outcome.folder.artifacts.name}/)")
+    if outcome.secrets:
+        print(f"secrets passed from a 0600 file: {', '.join(outcome.secrets)}")
+    if outcome.failed:
+        raise RunFailed(f"{len(outcome.failed)} job(s) failed: {', '.join(r.name for r in outcome.failed)}; "
+                        f"act's log is {outcome.folder.log}")
+    if outcome.act_status != 0 and not any(r.result in ("success", "failure") for r in outcome.rows):
+        why = f": {outcome.act_errors[-1]}" if outcome.act_errors else ""
+        raise RunFailed(f"act exited {outcome.act_status} before any job ran{why}; see {outcome.folder.log}")
+    return 0
+
+
 def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("ci", help="the GitHub Actions release pipeline: generate and check its workflows")
     csub = p.add_subparsers(dest="ci_command", required=True)
@@ -146,6 +196,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pl = csub.add_parser("plan", help="(the plan job) print each lane's matrix as GITHUB_OUTPUT lines")
     pl.add_argument("--channel", required=True, help="the channel this run publishes to")
     pl.add_argument("--ref", help="GITHUB_REF: a tag must be v<release.version> or v<release.version>-rcN")
+    pl.add_argument("--variant", help="only these variants (names or tags, comma-separated; empty: every one)")
+    pl.add_argument("--python", help="only these Pythons (comma-separated; empty: every one)")
     pl.set_defaults(func=cmd_ci_plan)
     py = csub.add_parser("pythons", help="(build jobs) make these Pythons available, installing missing ones with uv")
     py.add_argument("python", nargs="+")
@@ -154,6 +206,18 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "cache key of its inputs")
     k.add_argument("job", help="a job id of the plan, e.g. wheel-ember-cpu-linux-x86_64")
     k.set_defaults(func=cmd_ci_cache_key)
+    r = csub.add_parser("run", help="run a committed workflow here under act, on bare Debian runners; "
+                                    "prints a table of its jobs (docs/pipeline.md, 'Reproduce a CI job')")
+    r.add_argument("--workflow", default="nightly", help="the workflow file's name: nightly (default) or release")
+    r.add_argument("--job", help="one workflow job (e.g. wheel-linux) and the jobs it needs; default: all")
+    r.add_argument("--variant", action="append", help="only these variants (the plan job's `variant` input)")
+    r.add_argument("--python", action="append", help="only these Pythons (the plan job's `python` input)")
+    r.add_argument("--channel", help="release.yml's channel input (nightly.yml always publishes to nightly)")
+    r.add_argument("--ref", help="the ref the run is for, as GITHUB_REF (e.g. refs/tags/v1.7.0-rc1)")
+    r.add_argument("--secret-file", help="a 0600 file of NAME=value secrets for the workflow (default: the "
+                                         "secrets the workflow reads, from this environment)")
+    r.add_argument("--work", help="the run's folder (default: a new one under /var/tmp)")
+    r.set_defaults(func=cmd_ci_run)
     f = csub.add_parser("fragments", help="(manifest job) fail unless every build job of the plan uploaded its "
                                           "fragment")
     f.add_argument("--plan", required=True, help="a JSON file of the plan job's outputs (toJSON(needs.plan.outputs))")

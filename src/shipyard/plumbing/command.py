@@ -10,7 +10,7 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,3 +97,28 @@ def run(
         raise ToolError(f"{what or Path(argv[0]).name} failed (exit {proc.returncode}): {shown}",
                         cmd=argv, returncode=proc.returncode, output=done.output)
     return done
+
+
+def stream(args: Sequence[object], *, on_line: Callable[[str], None], cwd: str | os.PathLike[str] | None = None,
+           env: Mapping[str, str] | None = None, what: str | None = None) -> Completed:
+    """Run a long command, handing each line of its stdout and stderr (merged) to `on_line` as it
+    comes; never raises for a non-zero exit (the caller reads the lines to say what failed).
+    The output is not kept: `on_line` decides what to keep."""
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    full_env = dict(os.environ if env is None else env)
+    shown = _redact(shlex.join(argv), full_env)
+    log.debug("stream: %s (cwd=%s)", shown, cwd or ".")
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, cwd=os.fspath(cwd) if cwd is not None else None, env=full_env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace")
+    except FileNotFoundError as exc:
+        raise ToolError(f"{what or argv[0]}: program not found: {argv[0]}", cmd=argv) from exc
+    assert proc.stdout is not None
+    with proc:
+        for line in proc.stdout:
+            on_line(_redact(line.rstrip("\n"), full_env))
+    seconds = time.monotonic() - start
+    log.debug("done in %.1fs (exit %d): %s", seconds, proc.returncode, shown)
+    return Completed(tuple(argv), proc.returncode, "", "", seconds)

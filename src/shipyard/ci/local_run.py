@@ -1,0 +1,147 @@
+"""One local run of a committed workflow: prepare (images, shares, files), run act, report.
+
+The pieces: act_images.py (bare images), act_host.py (what of the host every container gets),
+act_run.py (act's files and command line), act_report.py (the job table).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shipyard.ci import act_images, act_run
+from shipyard.ci.act_host import HostShare, pythons_mount, stage_share
+from shipyard.ci.act_report import ActLog, JobRow, expected_jobs, job_table, needed_jobs
+from shipyard.ci.cuda_builder import builder_image_tag
+from shipyard.ci.runners import CUDA_BUILDER_IMAGES
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.host import docker_base
+from shipyard.plumbing.port_ranges import claimed_port_range
+from shipyard.plumbing.progress import Progress
+from shipyard.release.spec import Release
+
+
+class RunFailed(ShipyardError):
+    """A job that can run here failed (or act could not run the workflow)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    rows: list[JobRow]
+    act_status: int
+    folder: act_run.RunFolder
+    secrets: list[str]  # the secret names passed (never their values)
+    act_errors: list[str]  # what act itself reported as fatal, outside any job
+
+    @property
+    def failed(self) -> list[JobRow]:
+        return [row for row in self.rows if row.counts_as_failure]
+
+
+def not_runnable_here(release: Release, workflow: Mapping[str, Any],
+                      unavailable_images: Mapping[str, str]) -> dict[str, str]:
+    """Why jobs cannot run here, by runner label or workflow job id: runners that are not Linux
+    (act starts Linux containers), the CUDA toolkit-image lanes whose image the engine lacks,
+    and jobs whose container image cannot be made here."""
+    out: dict[str, str] = {}
+    for platform in release.platforms.values():
+        if platform.os != "linux":
+            out[platform.github_runner] = (f"runs on {platform.github_runner}, a {platform.os} runner; act runs "
+                                           f"jobs in Linux containers only")
+    for job_id, body in workflow.get("jobs", {}).items():
+        image = (body.get("container") or {}).get("image") if isinstance(body.get("container"), dict) \
+            else body.get("container")
+        if isinstance(image, str) and image in unavailable_images:
+            out[job_id] = unavailable_images[image]
+        if "-cuda-image" in job_id:
+            missing = [builder_image_tag(c) for c in CUDA_BUILDER_IMAGES
+                       if docker_base.image_labels(builder_image_tag(c)) is None]
+            if missing:
+                out[job_id] = (f"builds in {', '.join(missing)}, which the job makes from NVIDIA's archived "
+                               f"installer (a host this machine cannot reach) and this engine does not hold")
+    return out
+
+
+def prepare_images(workflow: Mapping[str, Any], job_ids: list[str], share: HostShare,
+                   progress: Progress | None) -> tuple[str, dict[str, str]]:
+    """The runner image, and the job container images that cannot be made here (with why)."""
+    docker_base.ensure_docker_engine(required=True)
+    runner = act_images.runner_image(share, progress=progress)
+    unavailable = {}
+    for job_id in job_ids:
+        container = workflow["jobs"][job_id].get("container")
+        image = container.get("image") if isinstance(container, dict) else container
+        if isinstance(image, str) and "${{" not in image:
+            made = act_images.job_image(image, share, progress=progress)
+            if not made.available:
+                unavailable[image] = made.origin
+    return runner, unavailable
+
+
+def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, work: Path | None = None,
+                 secret_file: Path | None = None, environ: Mapping[str, str] = os.environ,
+                 progress: Progress | None = None,
+                 on_job: Callable[[JobRow], None] | None = None) -> RunOutcome:
+    """Run the committed workflow `request.workflow` under act; every job's row, and act's status."""
+    act = act_run.find_act()
+    if secret_file is not None:
+        act_run.check_private(secret_file)  # before any work: a loose secret file is refused at once
+    text = act_run.committed_workflow_text(repo, request.workflow)
+    name = f"{request.workflow}.yml"
+    workflow = yaml.safe_load(text)
+    jobs = workflow.get("jobs", {})
+    if request.job and request.job not in jobs:
+        raise UsageError(f"{name}: jobs: no job {request.job!r}; use one of {', '.join(jobs)} "
+                         f"(got --job {request.job})")
+    # PyYAML reads the key `on` as True (YAML 1.1); GitHub reads it as the word.
+    on = workflow.get("on", workflow.get(True)) or {}
+    dispatch = (on.get("workflow_dispatch") or {}) if isinstance(on, dict) else {}
+    declared = dispatch.get("inputs") or {}
+    if request.channel and "channel" not in declared:
+        channel = workflow.get("env", {}).get("SHIPYARD_CHANNEL", "its channel")
+        raise UsageError(f"{name}: always publishes to {channel}; use --workflow release for another channel "
+                         f"(got --channel {request.channel})")
+    inputs = request.inputs(declared)
+    root = work or Path(tempfile.mkdtemp(prefix="shipyard-ci-run-", dir="/var/tmp"))
+    folder = act_run.RunFolder(root.resolve())
+    folder.root.mkdir(parents=True, exist_ok=True)
+    workflow_file = folder.workflow_dir / name
+    workflow_file.parent.mkdir(parents=True, exist_ok=True)
+    workflow_file.write_text(text)
+    selected = needed_jobs(workflow, request.job)
+    share = stage_share(folder.host, environ)
+    if progress:
+        for item in share.left_out:
+            progress(f"not carried into the containers: {item}")
+    runner, unavailable = prepare_images(workflow, selected, share, progress)
+    clone = act_run.clean_clone(repo, folder)
+    act_run.write_env_file(share, folder)
+    secrets = act_run.write_secret_file(folder, act_run.workflow_secrets(text), environ, secret_file)
+    act_run.write_event(folder, inputs, request.ref)
+    linux = tuple(dict.fromkeys(p.github_runner for p in release.platforms.values() if p.os == "linux"))
+    setup = act_run.ActSetup(act=act, repo=clone, workflow_file=workflow_file, folder=folder, runner_image=runner,
+                             runner_labels=linux, share=share, pythons=pythons_mount(),
+                             stand_ins=act_run.stage_stand_ins(folder), inputs=inputs, job=request.job,
+                             cache_server=folder.root / "cache-server")
+    log = ActLog()
+
+    def event(record: dict[str, object]) -> None:
+        finished = log.feed(record)
+        if finished is not None and on_job is not None:
+            on_job(finished)
+
+    if progress:
+        progress(f"act: {request.workflow}.yml at {request.ref or 'HEAD'}"
+                 + (f", job {request.job} and what it needs" if request.job else ", every job")
+                 + "".join(f", {k}={v}" for k, v in inputs.items()) + f"; log: {folder.log}")
+    with claimed_port_range() as ports:
+        status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), event)
+    expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
+    rows = job_table(log, expected, not_runnable_here(release, workflow, unavailable))
+    return RunOutcome(rows, status, folder, secrets, log.errors)

@@ -1,0 +1,368 @@
+"""`shipyard ci run`: the committed workflows under act, on bare runners built here.
+
+Fast tests read what a run hands act (its command line, its 0600 files, the host's share) and
+the job table made from a recorded act log; one slow test runs the nightly plan job for real.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shipyard.ci import act_run
+from shipyard.ci.act_host import CONTAINER_CA, CONTAINER_HOST_DIR, CONTAINER_PIP_CONF, CONTAINER_PYTHONS, stage_share
+from shipyard.ci.act_report import (
+    NOT_RUNNABLE,
+    NOT_STARTED,
+    expected_jobs,
+    job_table,
+    needed_jobs,
+    read_log,
+    render_table,
+)
+from shipyard.ci.actions import PINNED
+from shipyard.ci.local_run import not_runnable_here
+from shipyard.cli import main
+from shipyard.release.validate import load_spec
+
+RECORDED = Path(__file__).parent / "fixtures" / "act" / "nightly-wheel-linux.jsonl"
+SECRET = 'pass$word "with" quotes\\\n-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEI\n'
+
+
+def _nightly(repo: Path) -> dict:
+    return yaml.safe_load((repo / ".github" / "workflows" / "nightly.yml").read_text())
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> dict:
+    """A host's trust store and pip settings, as files in tmp: a CA bundle, a pip.conf naming a
+    local index and a constraints file, and the environment that points at them."""
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n")
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "constraints.txt").write_text("pip<99\n")
+    (tmp_path / "pip.conf").write_text(f"[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
+                                       f"find-links = {tmp_path / 'wheels'}\n"
+                                       f"constraint = {tmp_path / 'constraints.txt'}\n"
+                                       f"extra-index-url = file://{tmp_path / 'missing'}/simple\n")
+    return {"SSL_CERT_FILE": str(tmp_path / "ca.crt"), "PIP_DEFAULT_TIMEOUT": "60",
+            "SHIPYARD_SIGNING_KEY": SECRET, "HOME": str(tmp_path)}
+
+
+def _setup(tmp_path: Path, host: dict, repo: Path) -> act_run.ActSetup:
+    folder = act_run.RunFolder(tmp_path / "run")
+    share = stage_share(folder.host, host, pip_files=(tmp_path / "pip.conf",))
+    act_run.write_env_file(share, folder)
+    text = act_run.committed_workflow_text(repo, "nightly")
+    workflow = folder.workflow_dir / "nightly.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.write_text(text)
+    act_run.write_secret_file(folder, act_run.workflow_secrets(text), host)
+    return act_run.ActSetup(act=Path("/opt/act/bin/act"), repo=repo, workflow_file=workflow, folder=folder,
+                            runner_image="shipyard/act-runner:test", runner_labels=("ubuntu-22.04",), share=share,
+                            pythons=(str(tmp_path / "versions"), CONTAINER_PYTHONS),
+                            stand_ins=act_run.stage_stand_ins(folder), inputs={"variant": "cpu", "python": "3.11"},
+                            job="wheel-linux")
+
+
+def test_act_command_line_names_files_and_never_a_secret(tmp_path, host, repo):
+    setup = _setup(tmp_path, host, repo)
+    argv = act_run.act_command(setup)
+    joined = "\n".join(argv)
+    for piece in (SECRET, "pass$word", "MC4CAQAwBQYDK2VwBCIEI"):
+        assert piece not in joined
+    pairs = list(zip(argv, argv[1:], strict=False))
+    assert ("--secret-file", str(setup.folder.secret_file)) in pairs
+    assert ("--env-file", str(setup.folder.env_file)) in pairs
+    assert ("-P", "ubuntu-22.04=shipyard/act-runner:test") in pairs
+    assert ("-j", "wheel-linux") in pairs
+    assert ("--input", "variant=cpu") in pairs and ("--input", "python=3.11") in pairs
+    assert "--pull=false" in argv and "--rm" in argv and argv[1] == "workflow_dispatch"
+    # every pinned action but checkout is replaced by a staged stand-in; act's own local checkout
+    # copies the run's clean clone (-C) into each workspace
+    replaced = {value.split("=", 1)[0]: Path(value.split("=", 1)[1]) for flag, value in pairs
+                if flag == "--local-repository"}
+    assert set(replaced) == {f"{action}@{sha}" for action, (sha, _) in PINNED.items() if action != "actions/checkout"}
+    for folder in replaced.values():
+        assert (folder / "action.yml").is_file() and folder.is_relative_to(setup.folder.root)
+    assert (replaced[f"actions/upload-artifact@{PINNED['actions/upload-artifact'][0]}"] / "artifacts.py").is_file()
+    assert "--no-skip-checkout" not in argv
+    # the one mount: the host's Pythons, read-only
+    assert ("--container-options", f"-v {tmp_path / 'versions'}:{CONTAINER_PYTHONS}:ro") in pairs
+
+
+def test_secret_and_env_files_are_0600_and_hold_the_values(tmp_path, host, repo):
+    setup = _setup(tmp_path, host, repo)
+    for path in (setup.folder.secret_file, setup.folder.env_file):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    secrets = setup.folder.secret_file.read_text()
+    assert secrets.startswith('SHIPYARD_SIGNING_KEY="') and "\\$word" in secrets and "\\n" in secrets
+    assert secrets.count("\n") == 1  # one line: the key's newlines are escaped, not written
+    env = dict(line.split("=", 1) for line in setup.folder.env_file.read_text().splitlines())
+    assert env["SSL_CERT_FILE"] == env["PIP_CERT"] == env["REQUESTS_CA_BUNDLE"] == f'"{CONTAINER_CA}"'
+    assert env["PIP_CONFIG_FILE"] == f'"{CONTAINER_PIP_CONF}"' and env["PIP_DEFAULT_TIMEOUT"] == '"60"'
+    assert "SHIPYARD_SIGNING_KEY" not in env and "HOME" not in env
+    assert "PIP_FIND_LINKS" not in env  # the host's folders stay out
+
+
+def test_the_host_share_holds_the_trust_store_and_pip_settings_only(tmp_path, host):
+    """What the images get of the host: its CA bundle, its pip settings with `cert` pointing at the
+    image's copy and constraint files copied in; local folders are left out and said so; an index
+    URL with a password goes to the 0600 env file, never into an image layer."""
+    host = {**host, "PIP_FIND_LINKS": str(tmp_path / "wheels"), "UV_INDEX_URL": "https://mirror.example/simple"}
+    with (tmp_path / "pip.conf").open("a") as conf:
+        conf.write("index-url = https://user:pa55@mirror.example/simple\n")
+    share = stage_share(tmp_path / "host", host, pip_files=(tmp_path / "pip.conf",))
+    assert sorted(p.name for p in share.staged.iterdir()) == ["ca-certificates.crt", "constraint-constraints.txt",
+                                                              "pip.conf"]
+    assert (share.staged / "ca-certificates.crt").read_text() == (tmp_path / "ca.crt").read_text()
+    pip_conf = (share.staged / "pip.conf").read_text()
+    assert f"cert = {CONTAINER_CA}" in pip_conf and "/etc/ssl/certs" not in pip_conf
+    assert f"constraint = {CONTAINER_HOST_DIR}/constraint-constraints.txt" in pip_conf
+    assert str(tmp_path) not in pip_conf and "pa55" not in pip_conf
+    assert share.env["PIP_INDEX_URL"] == "https://user:pa55@mirror.example/simple"
+    assert share.env["UV_INDEX_URL"] == "https://mirror.example/simple" and "PIP_FIND_LINKS" not in share.env
+    assert share.env["SSL_CERT_FILE"] == share.env["PIP_CERT"] == CONTAINER_CA
+    assert share.env["PIP_CONFIG_FILE"] == CONTAINER_PIP_CONF
+    assert any(str(tmp_path / "wheels") in item for item in share.left_out)
+    assert any("PIP_FIND_LINKS" in item for item in share.left_out)
+
+
+def test_a_secret_file_others_can_read_is_refused(tmp_path, repo, capsys):
+    loose = tmp_path / "secrets.env"
+    loose.write_text("SHIPYARD_SIGNING_KEY=abc\n")
+    loose.chmod(0o644)
+    status = main(["--root", str(repo), "ci", "run", "--job", "plan", "--secret-file", str(loose)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"{loose}: secret file: readable or writable by others; chmod 600 {loose} (got 0644)" in err
+    assert "abc" not in err and "Traceback" not in err
+
+
+def test_a_given_secret_file_is_passed_as_it_is(tmp_path):
+    given = tmp_path / "mine.env"
+    given.write_text("# publish\nDEVPI_PASSWORD=s3cret\n")
+    given.chmod(0o600)
+    folder = act_run.RunFolder(tmp_path / "run")
+    names = act_run.write_secret_file(folder, ["SHIPYARD_SIGNING_KEY"], {"SHIPYARD_SIGNING_KEY": "x"}, given)
+    assert names == ["DEVPI_PASSWORD"]
+    assert folder.secret_file.read_text() == given.read_text()
+    assert stat.S_IMODE(folder.secret_file.stat().st_mode) == 0o600
+
+
+def test_job_table_from_a_recorded_act_log(repo):
+    """A recorded `shipyard ci run --job wheel-linux --variant cpu --python 3.11`: the plan ran
+    green in the runner image; both wheel-linux jobs ran in debian:bookworm and stopped at the
+    build, which builds every Python of the release while the plan gave the job 3.11 only."""
+    workflow = _nightly(repo)
+    log = read_log(RECORDED)
+    expected = expected_jobs(workflow, log.outputs["plan"], needed_jobs(workflow, "wheel-linux"))
+    rows = job_table(log, expected, not_runnable_here(load_spec(repo).release, workflow, {}))
+    by_name = {row.name: row for row in rows}
+    assert list(by_name) == ["plan", "wheel-linux wheel-ember-cpu-linux-x86_64",
+                             "wheel-linux wheel-embervision-cpu-linux-x86_64"]
+    plan = by_name["plan"]
+    assert plan.result == "success" and plan.container.startswith("shipyard/act-runner:") and plan.seconds > 10
+    for name in list(by_name)[1:]:
+        row = by_name[name]
+        assert row.container == "debian:bookworm" and row.seconds > 1000 and row.counts_as_failure
+        # where it stopped, and why, in the words of the step's own first error line
+        assert row.reason.startswith("step 'Build and test every Python' failed: error: cannot build these cells")
+        assert "no Python 3.9 interpreter" in row.reason
+    table = render_table(rows)
+    assert table.splitlines()[0].split() == ["job", "container", "seconds", "result"]
+    assert "plan  " in table and "debian:bookworm" in table
+
+
+def test_jobs_that_cannot_run_here_are_listed_with_why(repo):
+    """The whole nightly narrowed to cpu/3.11: every Windows and macOS job of the plan's matrices
+    is a row saying why it cannot run here; nothing is dropped, and none counts as a failure."""
+    workflow = _nightly(repo)
+    log = read_log(RECORDED)
+    outputs = {k: v for k, v in log.outputs["plan"].items() if k in workflow["jobs"]["plan"]["outputs"]}
+    expected = expected_jobs(workflow, outputs, needed_jobs(workflow, None))
+    rows = job_table(log, expected, not_runnable_here(load_spec(repo).release, workflow, {}))
+    entries = sum(len(json.loads(value)["include"]) for value in outputs.values())
+    assert len(rows) == entries + 3  # plan, manifest, publish
+    foreign = [row for row in rows if "-windows-" in row.name or "-macos-" in row.name]
+    assert foreign and all(row.result == NOT_RUNNABLE for row in foreign)
+    assert any("runs on windows-2022, a windows runner; act runs jobs in Linux containers only" == row.reason
+               for row in foreign)
+    assert any(row.reason.startswith("runs on macos-") for row in foreign)
+    assert not any(row.counts_as_failure for row in foreign)
+    # the Linux jobs the recorded run did not reach are there too, saying so
+    assert {row.result for row in rows if row.name.startswith("conda-linux ")} == {NOT_STARTED}
+    assert "not runnable here: runs on windows-2022" in render_table(rows)
+
+
+def test_cuda_image_lanes_are_not_runnable_while_the_image_is_missing(repo):
+    workflow = _nightly(repo)
+    reasons = not_runnable_here(load_spec(repo).release, workflow, {"debian:bookworm": "cannot be made"})
+    assert "shipyard/cuda-builder:10.2-" in reasons["wheel-linux-cuda-image"]
+    assert "NVIDIA's archived installer" in reasons["wheel-linux-cuda-image"]
+    assert reasons["wheel-linux"] == "cannot be made"
+
+
+def test_run_refuses_a_job_and_an_input_the_workflow_lacks(repo, capsys):
+    assert main(["--root", str(repo), "ci", "run", "--job", "wheel-linx"]) == 2
+    assert "no job 'wheel-linx'" in capsys.readouterr().err
+    assert main(["--root", str(repo), "ci", "run", "--channel", "test"]) == 2
+    assert "use --workflow release for another channel" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_nightly_plan_job_runs_green_under_act(repo, docker_engine, tmp_path):
+    """The committed nightly.yml's plan job, for real: act in the bare runner image, shipyard
+    installed from PyPI through the host's trust store, the plan narrowed by its inputs."""
+    shipyard = Path(sys.executable).parent / "shipyard"
+    done = subprocess.run([str(shipyard), "--root", str(repo), "ci", "run", "--workflow", "nightly", "--job", "plan",
+                           "--variant", "cpu", "--python", "3.11", "--work", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = done.stdout.split("run folder:")[0].splitlines()
+    assert table[0].split() == ["job", "container", "seconds", "result"]
+    assert len(table) == 2
+    job, container, seconds, result = table[1].split()
+    assert (job, result) == ("plan", "success") and container.startswith("shipyard/act-runner:") and int(seconds) > 0
+    log = read_log(act_run.RunFolder(tmp_path / "run").log)
+    wheel_linux = json.loads(log.outputs["plan"]["wheel_linux"])["include"]
+    assert {e["variant"] for e in wheel_linux} == {"cpu"} and {e["pythons"] for e in wheel_linux} == {"3.11"}
+    assert json.loads(log.outputs["plan"]["wheel_linux_cuda_image"]) == {"include": []}
+
+
+def _plan_outputs(repo: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, list[dict]]:
+    assert main(["--root", str(repo), "ci", "plan", "--channel", "nightly", *extra]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    return {name: json.loads(value)["include"] for name, value in (line.split("=", 1) for line in lines)}
+
+
+def test_the_plan_job_narrows_the_fan_out_to_the_dispatch_inputs(repo, capsys):
+    whole = _plan_outputs(repo, capsys)
+    narrowed = _plan_outputs(repo, capsys, "--variant", "cpu", "--python", "3.11")
+    assert set(narrowed) == set(whole)  # every output the workflow reads still exists
+    assert narrowed["wheel_linux_cuda_image"] == [] and whole["wheel_linux_cuda_image"]
+    entries = [e for lane in narrowed.values() for e in lane]
+    assert entries and {e["variant"] for e in entries} == {"cpu"}
+    native = [e for e in entries if e["platform"] not in ("any", "mobile")]
+    assert native and {e["pythons"] for e in native} == {"3.11"}
+    assert {e["id"] for e in native} < {e["id"] for lane in whole.values() for e in lane}
+    # an empty input is the whole release, as on a schedule or a tag push
+    assert _plan_outputs(repo, capsys, "--variant", "", "--python", "") == whole
+    assert main(["--root", str(repo), "ci", "plan", "--channel", "nightly", "--variant", "cpux"]) == 2
+    assert "--variant cpux: not a variant name or tag of release.yaml" in capsys.readouterr().err
+
+
+def test_the_workflows_take_the_narrowing_inputs_in_the_plan_job_only(repo):
+    for name in ("nightly", "release"):
+        workflow = yaml.safe_load((repo / ".github" / "workflows" / f"{name}.yml").read_text())
+        inputs = workflow[True]["workflow_dispatch"]["inputs"]
+        assert {"variant", "python"} <= set(inputs) and inputs["variant"]["default"] == ""
+        text = (repo / ".github" / "workflows" / f"{name}.yml").read_text()
+        assert text.count("inputs.variant") == 1 and text.count("inputs.python") == 1
+        plan_step = workflow["jobs"]["plan"]["steps"][-1]
+        assert plan_step["env"] == {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}"}
+        assert '--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS"' in plan_step["run"]
+
+
+ROUND_TRIP = """\
+name: artifacts
+on: workflow_dispatch
+jobs:
+  up:
+    runs-on: ubuntu-22.04
+    steps:
+    - uses: actions/setup-python@{setup_python}
+      with: {{python-version: '3.11'}}
+    - run: mkdir -p dist/sub && echo one > dist/a.txt && echo two > dist/sub/b.txt && echo hidden > dist/.h
+    - uses: actions/upload-artifact@{upload}
+      with: {{name: fragment-a, path: dist/, if-no-files-found: error}}
+    - uses: actions/upload-artifact@{upload}
+      with: {{name: fragment-b, path: dist/a.txt, if-no-files-found: error}}
+  down:
+    needs: up
+    runs-on: ubuntu-22.04
+    steps:
+    - uses: actions/setup-python@{setup_python}
+      with: {{python-version: '3.11'}}
+    - uses: actions/download-artifact@{download}
+      with: {{pattern: fragment-*, path: fragments}}
+    - run: find fragments -type f | sort > listing.txt && cat listing.txt fragments/fragment-a/sub/b.txt
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_artifact_stand_ins_round_trip_through_acts_server(docker_engine, tmp_path):
+    """upload-artifact's stand-in in one job, download-artifact's in the next, through act's own
+    artifact server: the files arrive under fragments/<name>/, hidden files left out."""
+    from shipyard.ci.act_host import pythons_mount
+    from shipyard.ci.act_images import runner_image
+    from shipyard.ci.act_report import ActLog
+    from shipyard.plumbing.port_ranges import claimed_port_range
+
+    repo = tmp_path / "repo"
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    sha = {name.split("/")[1]: value for name, (value, _) in PINNED.items()}
+    (repo / ".github" / "workflows" / "a.yml").write_text(ROUND_TRIP.format(
+        setup_python=sha["setup-python"], upload=sha["upload-artifact"], download=sha["download-artifact"]))
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "a"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    folder = act_run.RunFolder(tmp_path / "run")
+    share = stage_share(folder.host)
+    act_run.write_env_file(share, folder)
+    act_run.write_secret_file(folder, [], {})
+    act_run.write_event(folder, {}, None)
+    setup = act_run.ActSetup(act=act_run.find_act(), repo=repo, workflow_file=repo / ".github" / "workflows" / "a.yml",
+                             folder=folder, runner_image=runner_image(share), runner_labels=("ubuntu-22.04",),
+                             share=share, pythons=pythons_mount(), stand_ins=act_run.stage_stand_ins(folder))
+    log = ActLog()
+    said: list[str] = []
+
+    def record(item: dict) -> None:
+        log.feed(item)
+        if item.get("raw_output"):
+            said.append(str(item.get("msg", "")))
+
+    with claimed_port_range() as ports:
+        status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), record)
+    assert status == 0, "".join(said)[-3000:]
+    assert {row.job_id: row.result for row in log.rows.values()} == {"up": "success", "down": "success"}
+    listing = [line for text in said for line in text.splitlines() if line.startswith("fragments/")]
+    assert listing == ["fragments/fragment-a/a.txt", "fragments/fragment-a/sub/b.txt", "fragments/fragment-b/a.txt"]
+    assert any(text.strip() == "two" for text in said)
+    assert sorted(p.name for p in folder.artifacts.rglob("*.zip")) == ["fragment-a.zip", "fragment-b.zip"]
+
+
+def test_a_failed_composite_action_is_named_by_its_workflow_step():
+    """act reports a stand-in's inner script step too; the row names the workflow's step and the
+    error line the action printed."""
+    from shipyard.ci.act_report import ActLog
+
+    log = ActLog()
+    job = {"job": "nightly/plan", "jobID": "plan", "matrix": {}}
+    records = [
+        {**job, "time": "2026-12-02T03:00:00Z", "msg": "⭐ Run Set up job"},
+        {**job, "msg": "  🚀  Start image=shipyard/act-runner:x"},
+        {**job, "msg": "Installing\n", "raw_output": True, "stage": "Main", "stepID": ["0"]},
+        {**job, "msg": "  ✅  Success - Main Check out", "stage": "Main", "stepID": ["0"], "stepResult": "success"},
+        {**job, "msg": "::error::setup-python (local stand-in): no Python 3.14\n", "raw_output": True,
+         "stage": "Main", "stepID": ["1", "pick"]},
+        {**job, "msg": "  ❌  Failure - Main set -euo pipefail", "stage": "Main", "stepID": ["1", "pick"],
+         "stepResult": "failure", "step": "set -euo pipefail\nroot=…"},
+        {**job, "msg": "  ❌  Failure - Main Python for shipyard", "stage": "Main", "stepID": ["1"],
+         "stepResult": "failure", "step": "Python for shipyard"},
+        {**job, "time": "2026-12-02T03:00:42Z", "msg": "🏁  Job failed", "jobResult": "failure"},
+    ]
+    finished = [row for row in map(log.feed, records) if row is not None]
+    assert len(finished) == 1
+    row = finished[0]
+    assert (row.name, row.container, row.seconds, row.result) == ("plan", "shipyard/act-runner:x", 42.0, "failure")
+    assert row.reason == ("step 'Python for shipyard' failed: ::error::setup-python (local stand-in): "
+                          "no Python 3.14")
