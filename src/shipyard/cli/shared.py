@@ -34,6 +34,13 @@ def state_folder(args: argparse.Namespace) -> Path:
     return (Path(args.state) if args.state else Path(args.root) / ".shipyard").resolve()
 
 
+def add_nightly_option(parser: argparse.ArgumentParser) -> None:
+    """`--nightly`, the same words on every build command (wheels, conda packages, mobile tarballs)."""
+    parser.add_argument("--nightly", action="store_true",
+                        help="build for the nightly channel: development versions dated by the source commit "
+                             "(1.7.0.dev20261201, 1.7.0.dev20261201+cpu); test and release take the plain version")
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
     try:
