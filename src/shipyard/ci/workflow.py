@@ -132,9 +132,12 @@ def _signing_env(spec: Spec) -> dict[str, str]:
 
 
 def _build_command(kind: str) -> str:
-    return {"wheel": "shipyard build --variant \"$VARIANT\" --component \"$COMPONENT\"\n",
-            "conda": "shipyard conda build --variant \"$VARIANT\" --component \"$COMPONENT\"\n",
-            "mobile": "shipyard build-mobile\n"}[kind]
+    # Built for the workflow's channel: nightly's artifacts get development versions of the commit's day.
+    return {"wheel": "shipyard build --variant \"$VARIANT\" --component \"$COMPONENT\" "
+                     "--publish-channel \"$SHIPYARD_CHANNEL\"\n",
+            "conda": "shipyard conda build --variant \"$VARIANT\" --component \"$COMPONENT\" "
+                     "--publish-channel \"$SHIPYARD_CHANNEL\"\n",
+            "mobile": "shipyard build-mobile --publish-channel \"$SHIPYARD_CHANNEL\"\n"}[kind]
 
 
 def _linux_lane(spec: Spec, lane: Lane) -> Job:
@@ -178,7 +181,8 @@ def _cuda_image_lane(spec: Spec, lane: Lane) -> Job:
     signing = _signing_env(spec)
     passed = "".join(f" -e {name}" for name in signing)  # by name: the value never is on a command line
     run = ("# The image's glibc (2.27) is too old for the actions' Node 20: only this step runs in it.\n"
-           f"docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS{passed} \\\n"
+           "docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS -e SHIPYARD_CHANNEL"
+           f"{passed} \\\n"
            "  -e OWNER=\"$(id -u):$(id -g)\" \\\n"
            "  -e CUDA_HOME=/usr/local/cuda -e HOME=/work/.home \"$TOOLKIT_IMAGE\" bash -euo pipefail -c '\n"
            "  apt-get update -qq\n"

@@ -64,7 +64,7 @@ class ImagePlan:
     @property
     def version(self) -> str:
         """The version of the wheels it holds: a nightly's development version (1.7.0.dev20261201)
-        when they were built with --nightly, else release.yaml's."""
+        when they were built for nightly, else release.yaml's."""
         return self.built_version or self.spec.release.release.version
 
     @property

@@ -24,12 +24,13 @@ from packaging.version import InvalidVersion, Version
 
 from shipyard.errors import UsageError
 
-NIGHTLY = "nightly"  # the channel of development versions; every other channel takes plain ones
+# The channel of development versions (as images.channel names it); every other takes plain ones.
+NIGHTLY = "nightly"
 
 
 class ChannelVersionError(UsageError):
-    """A version that has no version on a channel (not PEP 440, already a development release or
-    with a local label), or a development version bound for test or release."""
+    """A version that has no version on a channel (not PEP 440, or already a development release
+    bound for nightly), or a development version bound for test or release."""
 
 
 def commit_day(commit_time: int) -> str:
@@ -65,17 +66,29 @@ def is_development(version: str) -> bool:
         return False
 
 
+def is_version_of(version: str, release_version: str) -> bool:
+    """Whether `version` is `release_version` itself or one of its nightly versions (any day)."""
+    if version == release_version:
+        return True
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return False
+    return parsed.is_devrelease and version == f"{release_version}.dev{parsed.dev}"
+
+
 def require_channel_version(version: str, channel: str, what: str) -> None:
     """Refuse (ChannelVersionError, one line, exit 2) a development version bound for a channel other
     than nightly: test and release hold plain versions only, promoted or built for them."""
     if channel != NIGHTLY and is_development(version):
         raise ChannelVersionError(
             f"{what}: version {version} is a nightly development version, and channel {channel} takes plain "
-            f"versions only; build without --nightly for {channel} (or publish this build to nightly)")
+            f"versions only; build it for {channel} (--publish-channel {channel}), or publish this build to nightly")
 
 
 def build_version(version: str, *, nightly: bool, commit_time: int) -> str:
-    """The version a build gives its artifact: the nightly one when built with --nightly, else `version`."""
+    """The version a build gives its artifact: the nightly one when built for nightly
+    (`--publish-channel nightly`), else `version`."""
     return channel_version(version, NIGHTLY if nightly else None, commit_time)
 
 

@@ -78,5 +78,5 @@ class BuildContext:
         return self.spec.root
 
     def version(self, version: str) -> str:
-        """`version` as this build gives it: its nightly version with --nightly, else itself."""
+        """`version` as this build gives it: its nightly version when built for nightly, else itself."""
         return build_version(version, nightly=self.request.nightly, commit_time=self.git.commit_time)
