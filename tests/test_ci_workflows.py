@@ -319,7 +319,8 @@ def _run_build_step(script: str, command_status: int, tmp_path: Path) -> tuple[i
 def test_the_build_step_records_its_status_and_fails_only_for_an_unfinished_build(repo, tmp_path):
     job = _load(repo / WORKFLOWS[1])["jobs"]["wheel-linux"]
     script = next(s for s in job["steps"] if s.get("id") == "build")["run"]
-    assert script.splitlines()[1] == 'shipyard build --variant "$VARIANT" --component "$COMPONENT" || status=$?'
+    assert script.splitlines()[1] == ('shipyard build --variant "$VARIANT" --component "$COMPONENT" '
+                                      '--publish-channel "$SHIPYARD_CHANNEL" || status=$?')
     assert _run_build_step(script, 0, tmp_path) == (0, "status=0\n")
     assert _run_build_step(script, 1, tmp_path) == (0, "status=1\n")  # the upload runs; the judge step fails
     assert _run_build_step(script, 5, tmp_path) == (5, "status=5\n")  # no upload of a build that did not finish
@@ -390,7 +391,8 @@ def test_conda_lanes_solve_from_release_yaml_channels_never_the_bootstrap(repo, 
     assert len(conda) == 5
     for job in conda:
         build = next(s for s in job["steps"] if s.get("id") == "build")
-        command = r'^ *shipyard conda build --variant "\$VARIANT" --component "\$COMPONENT"( \|\| status=\$\?)?$'
+        command = (r'^ *shipyard conda build --variant "\$VARIANT" --component "\$COMPONENT" '
+                   r'--publish-channel "\$SHIPYARD_CHANNEL"( \|\| status=\$\?)?$')
         assert re.search(command, build["run"], flags=re.M), build["run"]
     assert load_spec(repo).release.conda.channels == ("conda-forge",)  # type: ignore[union-attr]
 

@@ -412,6 +412,27 @@ def test_a_recipe_renders_with_its_components_own_version(conda_repo, tmp_path, 
     assert (config["emberaudio_version"], config["ember_version"]) == (["2.0.1"], ["1.7.0"])
 
 
+def test_a_nightly_recipe_renders_with_each_components_development_version(conda_repo, tmp_path, capsys,
+                                                                           monkeypatch):
+    """Built for nightly, emberaudio (its own 2.0.1) is emberaudio-2.0.1.dev<day> and asks for
+    ember's nightly, 1.7.0.dev<day>: the day the build stamps (SOURCE_DATE_EPOCH here, the commit's
+    otherwise). The preflight names the rendered package, so nothing is built."""
+    conda_repo.edit("release.yaml", "  emberaudio:\n    path: library/emberaudio\n",
+                    "  emberaudio:\n    path: library/emberaudio\n    version: \"2.0.1\"\n")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", str(int(datetime.datetime(2026, 12, 1, 23, 0, tzinfo=datetime.UTC)
+                                                    .timestamp())))
+    bare = _metadata_channel(tmp_path / "bare", [("python", "3.11.7", "linux-64")])
+    state = tmp_path / "state"
+    code = main(["--root", str(conda_repo.root), "conda", "build", "--variant", "cpu", "--component", "emberaudio",
+                 "--python", "3.11", "--channel", bare, "--state", str(state), "--publish-channel", "nightly"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 4, err
+    assert re.search(r"emberaudio-2\.0\.1\.dev20261201-pyh[0-9a-f]{7}_0 \(", err), err
+    assert "ember ==1.7.0.dev20261201" in err
+    config = yaml.safe_load((state / "conda" / "variants" / "cpu.yaml").read_text())
+    assert (config["emberaudio_version"], config["ember_version"]) == (["2.0.1.dev20261201"], ["1.7.0.dev20261201"])
+
+
 def test_a_noarch_package_is_tested_with_the_oldest_and_the_newest_python(repo, spec_copy):
     from shipyard.conda.build import PackageOutcome
     from shipyard.conda.pipeline import pythons_to_test

@@ -4,12 +4,14 @@ validation messages, tags, labels, the dependency platforms and the registry cre
 from __future__ import annotations
 
 import pytest
+from synthetic_release import write_manifest
 
 from shipyard.errors import SpecError, UsageError
 from shipyard.image.deps import compatible_platforms
 from shipyard.image.hygiene import secret_needles
 from shipyard.image.plan import image_labels, image_plans
 from shipyard.image.registry import RegistryError, credentials, remote_ref
+from shipyard.release.channel_version import ChannelVersionError
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import load_spec
 
@@ -23,6 +25,22 @@ def test_tags_say_version_cuda_and_target(repo) -> None:
                     ("ember:1.7.0-cuda11.8-devel", "ember:nightly-cuda11.8-devel")]
     (release,) = image_plans(spec, "cu118", targets=["runtime"], channel="release")
     assert release.channel_tag == "ember:release-cuda11.8-runtime"
+
+
+def test_images_of_nightly_wheels_are_tagged_with_their_development_version(repo, tmp_path) -> None:
+    """The version tag is the version of the wheels in dist/ (its manifest's); nightly wheels go
+    into nightly images only."""
+    spec = load_spec(repo)
+    write_manifest(tmp_path, [], version="1.7.0.dev20261201")
+    (plan,) = image_plans(spec, "cpu", targets=["runtime"], dist=tmp_path)
+    assert plan.tags == ("ember:1.7.0.dev20261201-cpu-runtime", "ember:nightly-cpu-runtime")
+    assert plan.version == "1.7.0.dev20261201"
+    with pytest.raises(ChannelVersionError, match=r"images of channel release: version 1.7.0.dev20261201 is a "
+                                                  r"nightly development version, and channel release takes plain"):
+        image_plans(spec, "cpu", targets=["runtime"], channel="release", dist=tmp_path)
+    write_manifest(tmp_path, [], version="1.7.0")
+    (plain,) = image_plans(spec, "cpu", targets=["runtime"], channel="release", dist=tmp_path)
+    assert plain.tag == "ember:1.7.0-cpu-runtime"
 
 
 def test_labels_carry_oci_fields_and_feature_statuses(repo) -> None:

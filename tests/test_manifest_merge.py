@@ -10,11 +10,12 @@ from synthetic_release import features, make_wheel, record, write_manifest
 from shipyard.cli import main
 
 
-def _fragment(root: Path, name: str, project: str, tag: str, *, payload: str = "", stable: str = "passed") -> Path:
+def _fragment(root: Path, name: str, project: str, tag: str, *, payload: str = "", stable: str = "passed",
+              version: str = "1.7.0") -> Path:
     dist = root / name
-    wheel = make_wheel(dist / "whl" / tag / project, project, "1.7.0", payload=payload)
+    wheel = make_wheel(dist / "whl" / tag / project, project, version, payload=payload)
     write_manifest(dist, [record(dist, wheel, component=project, package_type="wheel", variant=tag, tag=tag,
-                                 tests=features(stable=stable))])
+                                 tests=features(stable=stable), version=version)], version)
     return dist
 
 
@@ -35,6 +36,22 @@ def test_merge_makes_one_manifest_and_index_and_is_idempotent(repo, tmp_path, ca
     before = (dist / "manifest.json").read_bytes()
     assert _merge(repo, dist, b, a) == 0
     assert (dist / "manifest.json").read_bytes() == before
+
+
+def test_the_fragments_of_one_nightly_merge_under_its_version_and_two_nightlies_do_not(repo, tmp_path, capsys):
+    a = _fragment(tmp_path, "fragment-a", "ember", "cpu", version="1.7.0.dev20261201")
+    b = _fragment(tmp_path, "fragment-b", "emberaudio", "cpu", version="1.7.0.dev20261201")
+    dist = tmp_path / "dist"
+    assert _merge(repo, dist, a, b) == 0
+    assert json.loads((dist / "manifest.json").read_text())["version"] == "1.7.0.dev20261201"
+    other = _fragment(tmp_path, "fragment-c", "emberelastic", "cpu", version="1.7.0.dev20261202")
+    assert _merge(repo, tmp_path / "dist2", a, other) == 6
+    err = " ".join(capsys.readouterr().err.split())
+    assert "version 1.7.0.dev20261202, but another fragment is 1.7.0.dev20261201" in err, err
+    # Another release's nightly is not this release's.
+    foreign = _fragment(tmp_path, "fragment-d", "ember", "cpu", version="1.8.0.dev20261201")
+    assert _merge(repo, tmp_path / "dist3", foreign) == 6
+    assert "release ember 1.8.0.dev20261201, but release.yaml is ember 1.7.0" in capsys.readouterr().err
 
 
 def test_two_fragments_disagreeing_about_a_cell_are_refused(repo, tmp_path, capsys):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import tarfile
+import time
 
 import pytest
 
@@ -67,6 +69,17 @@ def test_build_mobile_packages_host_and_arm_targets(repo, tmp_path, monkeypatch)
                  "--state", str(tmp_path / "state2")]) == 0
     name = "mobile/ember-lite-1.7.0-linux-aarch64.tar.gz"
     assert (again / name).read_bytes() == (dist / name).read_bytes()
+    # Built for nightly (the same build folder: nothing to compile again), the tarball and its
+    # record carry the commit's development version.
+    when = int(subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=repo, capture_output=True, text=True,
+                              check=True).stdout)
+    version = f"1.7.0.dev{time.strftime('%Y%m%d', time.gmtime(when))}"
+    nightly = tmp_path / "nightly"
+    assert main(["--root", str(repo), "build-mobile", "--target", "host", "--dist", str(nightly),
+                 "--state", str(tmp_path / "state"), "--publish-channel", "nightly"]) == 0
+    assert [p.name for p in (nightly / "mobile").glob("*.tar.gz")] == [f"ember-lite-{version}-host.tar.gz"]
+    manifest = json.loads((nightly / "manifest.json").read_text())
+    assert manifest["version"] == version and [a["version"] for a in manifest["artifacts"]] == [version]
 
 
 def test_ember_lite_tests_against_the_installed_wheel(repo):

@@ -5,6 +5,7 @@ in test_publish_release.py, and faults are injected in test_publish_faults.py.""
 
 from __future__ import annotations
 
+import calendar
 import logging
 import secrets
 import subprocess
@@ -23,6 +24,7 @@ from shipyard.conda.serve import serve_channel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
+from shipyard.release.channel_version import channel_version
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parent.parent
@@ -186,6 +188,44 @@ def test_a_failing_stable_feature_blocks_test_and_is_marked_on_nightly(servers: 
     # Promotion to test is gated the same way.
     code, out = project.run("promote", VERSION, "--from", "nightly", "--to", "test")
     assert code == 9, out
+
+
+def test_each_nightly_publishes_under_its_own_version_and_test_refuses_a_nightly(servers: Servers, tmp_path: Path):
+    """Nightlies of commit A (1 December) and commit B (2 December, other bytes) both publish, side
+    by side under their development versions; A's nightly again uploads nothing; a nightly's
+    manifest on the test channel is refused in one line before anything is uploaded."""
+    project = _project(servers, tmp_path)
+    a, b = (channel_version(VERSION, "nightly", calendar.timegm((2026, 12, day, 9, 0, 0))) for day in (1, 2))
+    assert (a, b) == ("1.7.0.dev20261201", "1.7.0.dev20261202")
+    first = {r.name: r for r in synthetic_dist(project.dist, [], version=a, payload="commit A")}
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    second = {r.name: r for r in synthetic_dist(project.dist, [], version=b, payload="commit B")}
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out  # B's names are new: no immutability conflict with A's
+    # Both nightlies are served: A's by its pin, B's as the newest (pip takes a development version
+    # unasked when there is nothing else).
+    index = f"{servers.devpi.url}/{project.user}/nightly-cpu/+simple/"
+    got = pip_installed_sha(index, f"ember=={a}+cpu", tmp_path / "pinned")
+    assert got == first[f"ember-{a}+cpu-py3-none-any.whl"].sha256
+    assert pip_installed_sha(index, "ember", tmp_path / "newest") == second[f"ember-{b}+cpu-py3-none-any.whl"].sha256
+    # The same commit again: the same names and bytes, nothing to upload.
+    synthetic_dist(project.dist, [], version=a, payload="commit A")
+    indexes = servers.devpi.indexes(project.user)
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    assert "nightly: 0 files published" in " ".join(out.split()), out
+    # A nightly on test: refused, one line, exit 2, nothing uploaded.
+    code, out = project.run("publish", "--channel", "test")
+    assert code == 2, out
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert lines == [f"error: publish --channel test: {project.dist / 'manifest.json'}: version {a} is a nightly "
+                     f"development version, and channel test takes plain versions only; build it for test "
+                     f"(--publish-channel test), or publish this build to nightly"], out
+    code, out = project.run("promote", a, "--from", "nightly", "--to", "test")
+    assert code == 2 and f"promote {a} --to test: version {a} is a nightly development version" in out, out
+    assert servers.devpi.indexes(project.user) == indexes
+    assert not (servers.folder / "whl" / project.user / "test").exists()
 
 
 def test_a_missing_credential_stops_before_any_upload(servers: Servers, tmp_path: Path):

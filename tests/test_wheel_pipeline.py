@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,34 @@ def test_wheels_are_labelled_repaired_and_carry_build_info(cpu_build):
                     "platform": "linux-x86_64"}
     assert {f["id"]: f["status"] for f in features["features"]} == {
         "fix.sumsq": "stable", "fix.png": "stable", "fix.flaky-beta": "beta"}
+
+
+def test_a_nightly_build_names_its_wheels_with_the_commits_development_version(cpu_build, tmp_path):
+    """`--publish-channel nightly`: the same builds (from the cache), relabelled under
+    0.3.0.dev<commit's UTC day>, in name, METADATA, build info and manifest; tested from their own
+    index, where only development versions are (pip takes them for the unpinned fixcext)."""
+    root, spec, _, _ = cpu_build
+    when = int(subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout)
+    day = time.strftime("%Y%m%d", time.gmtime(when))
+    version = f"0.3.0.dev{day}"
+    dist = tmp_path / "nightly"
+    # Its own dist (the other tests read the plain one), the checkout's cache.
+    outcomes = build_variant(spec, replace(request(root, pythons=("3.9",), test_jobs=1, nightly=True), dist=dist))
+    assert {o.result for o in outcomes} == {"passed"}, [(o.cell.id, o.result, o.detail) for o in outcomes]
+    names = sorted(p.name for p in (dist / "whl" / "cpu").glob("*/*.whl"))
+    assert names == [f"fixcext-{version}+cpu-cp39-cp39-manylinux_2_31_x86_64.whl",
+                     f"fixpure-{version}-py3-none-any.whl"]
+    with zipfile.ZipFile(dist / "whl" / "cpu" / "fixcext" / names[0]) as zf:
+        metadata = zf.read(f"fixcext-{version}+cpu.dist-info/METADATA").decode()
+        info = json.loads(zf.read("fixcext/_build_info.json"))
+    assert f"\nVersion: {version}+cpu\n" in metadata
+    assert info["version"] == version
+    manifest = json.loads((dist / "manifest.json").read_text())
+    assert manifest["version"] == version
+    assert {a["version"] for a in manifest["artifacts"]} == {version}
+    # The plain build's index is untouched: release builds keep 0.3.0.
+    assert all("dev" not in p.name for p in (root / "dist").rglob("*.whl"))
 
 
 def _user_venv(path: Path) -> tuple[Path, dict[str, str]]:

@@ -24,6 +24,7 @@ from shipyard.record.manifest import (
     read_manifest,
     require_manifest,
 )
+from shipyard.release.channel_version import is_version_of
 from shipyard.wheel.index import add_wheel, write_index
 
 
@@ -65,12 +66,17 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     wheels: list[tuple[Path, str]] = []
     conda: list[Path] = []
     other: list[tuple[Path, str]] = []
+    built: str | None = None  # the fragments' version: release.yaml's, or one nightly's (the same in every job)
     for fragment in fragments:
         manifest = require_manifest(fragment / "manifest.json", "a fragment is the dist/ folder a build job "
                                                                 "uploaded (fragment-<job id>): pass that folder")
-        if (manifest.release, manifest.version) != (release, version):
+        if manifest.release != release or not is_version_of(manifest.version, version):
             raise MergeError(f"{fragment / 'manifest.json'}: release {manifest.release} {manifest.version}, but "
                              f"release.yaml is {release} {version}; merge fragments of this release only")
+        if built is not None and manifest.version != built:
+            raise MergeError(f"{fragment / 'manifest.json'}: version {manifest.version}, but another fragment is "
+                             f"{built}; merge the fragments of one build (one commit, one channel) only")
+        built = manifest.version
         ruled_out |= {r.cell_id: r for r in manifest.not_applicable}
         for record in manifest.artifacts:
             if record.path:
@@ -119,7 +125,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     for source, rel in other:
         copy_atomic(source, dist / rel)
     dist.mkdir(parents=True, exist_ok=True)
-    merged = merge_artifacts(dist / "manifest.json", release=release, version=version,
+    merged = merge_artifacts(dist / "manifest.json", release=release, version=built or version,
                              records=[record for record, _ in records.values()],
                              not_applicable=[r for cell, r in ruled_out.items() if cell not in records])
     return MergeReport(fragments=len(fragments), records=len(records), wheels=len(wheels),

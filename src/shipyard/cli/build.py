@@ -8,6 +8,8 @@ import os
 from rich.table import Table
 
 from shipyard.cli.shared import (
+    add_publish_channel_option,
+    builds_nightly,
     console,
     dist_folder,
     err_console,
@@ -32,7 +34,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         skip_unavailable=args.skip_unavailable, container=args.container, run_tests=not args.no_tests,
         dist=dist_folder(args), state=state_folder(args),
         jobs=args.jobs, test_jobs=args.test_jobs or default_test_jobs(),
-        test_installer=args.test_installer)
+        test_installer=args.test_installer, nightly=builds_nightly(args, spec))
     with live_progress(err_console, f"build {args.variant}") as progress:
         if args.install_toolchain:
             install_toolchain_if_obtainable(spec, args.variant, progress)
@@ -63,7 +65,7 @@ def cmd_build_mobile(args: argparse.Namespace) -> int:
     dist, state = dist_folder(args), state_folder(args)
     with live_progress(err_console, "build-mobile") as progress:
         results = build_mobile_release(spec, targets=tuple(args.target or ()), dist=dist, state=state,
-                                       progress=progress)
+                                       progress=progress, nightly=builds_nightly(args, spec))
     table = Table(title=f"ember-lite {spec.release.release.version}: mobile targets")
     for column in ("target", "result", "seconds", "package", "notes"):
         table.add_column(column, overflow="fold")
@@ -104,10 +106,12 @@ def add_build_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--test-installer", choices=("uv", "pip"), default="uv",
                    help="what makes the test environments: uv, with one real pip resolution per Python "
                         "(default), or pip for every cell")
+    add_publish_channel_option(p)
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("build-mobile", help="build, test and package ember-lite for every mobile target")
     p.add_argument("--target", action="append", help="only this mobile target (repeatable)")
     p.add_argument("--dist", help="output folder (default: <root>/dist)")
     p.add_argument("--state", help="work folder (default: <root>/.shipyard)")
+    add_publish_channel_option(p)
     p.set_defaults(func=cmd_build_mobile)

@@ -9,7 +9,14 @@ from pathlib import Path
 
 from rich.table import Table
 
-from shipyard.cli.shared import console, err_console, load_release, not_applicable_summary
+from shipyard.cli.shared import (
+    add_publish_channel_option,
+    builds_nightly,
+    console,
+    err_console,
+    load_release,
+    not_applicable_summary,
+)
 from shipyard.release.cell_filters import check_filters
 
 # --- conda features ---------------------------------------------------------------------------
@@ -97,6 +104,7 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
         pythons=tuple(args.python or ()), components=tuple(args.component or ()),
         state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
         dist=(Path(args.dist) if args.dist else root / "dist").resolve(), jobs=args.jobs, tests=not args.no_tests,
+        nightly=builds_nightly(args, spec),
         **({"test_jobs": args.test_jobs} if args.test_jobs else {}))
     with live_progress(err_console, f"conda {args.variant}") as progress:
         run = run_conda_variant(spec, request, progress)
@@ -154,6 +162,7 @@ def _add_conda_build(conda_sub: argparse._SubParsersAction) -> None:  # type: ig
                    help="packages tested side by side (default: one per core, fewer when memory is short)")
     p.add_argument("--jobs", type=int, default=max(1, os.cpu_count() or 1),
                    help="compile jobs (default: one per core)")
+    add_publish_channel_option(p)
     p.set_defaults(func=cmd_conda_build)
 
 

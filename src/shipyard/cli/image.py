@@ -57,7 +57,7 @@ def _print_plan(spec: Spec, request: ImageRequest) -> int:
     """What `image build` would build and from what, with no engine asked and nothing staged."""
     from shipyard.image.plan import image_plans
 
-    plans = image_plans(spec, request.variant, targets=request.targets, channel=request.channel)
+    plans = image_plans(spec, request.variant, targets=request.targets, channel=request.channel, dist=request.dist)
     table = Table(title=f"images, variant {request.variant} (plan: nothing built)")
     for column in ("image", "also tagged", "target", "budget"):
         table.add_column(column, overflow="fold")
@@ -86,7 +86,8 @@ def cmd_image_push(args: argparse.Namespace) -> int:
     target = targets[name]
     if args.registry:
         target = target.model_copy(update={"url": args.registry})
-    for plan in image_plans(spec, args.variant, targets=args.target or ("runtime", "devel"), channel=args.channel):
+    for plan in image_plans(spec, args.variant, targets=args.target or ("runtime", "devel"), channel=args.channel,
+                            dist=Path(args.root) / "dist"):
         for ref in plan.tags:
             pushed = push_image(ref, target)
             console.print(f"pushed {pushed.remote} {pushed.digest}")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from shipyard.errors import UsageError, nearest
+from shipyard.release.channel_version import NIGHTLY
 from shipyard.release.matrix import NotApplicable
 from shipyard.release.validate import Spec, load_spec
 
@@ -32,6 +34,25 @@ def dist_folder(args: argparse.Namespace) -> Path:
 def state_folder(args: argparse.Namespace) -> Path:
     """`--state`, or `<root>/.shipyard`."""
     return (Path(args.state) if args.state else Path(args.root) / ".shipyard").resolve()
+
+
+def add_publish_channel_option(parser: argparse.ArgumentParser) -> None:
+    """`--publish-channel`, the same words on every build command (wheels, conda packages, mobile)."""
+    parser.add_argument("--publish-channel", metavar="CHANNEL",
+                        help="the channel of release.yaml the artifacts are built for: nightly gives them "
+                             "development versions dated by the source commit (1.7.0.dev20261201, "
+                             "1.7.0.dev20261201+cpu); any other channel (test, release), and none, the plain version")
+
+
+def builds_nightly(args: argparse.Namespace, spec: Spec) -> bool:
+    """Whether --publish-channel asks for nightly versions; UsageError (exit 2) for a channel
+    release.yaml does not name."""
+    channel = args.publish_channel
+    if channel is not None and channel not in spec.release.channels:
+        hint = nearest(channel, spec.release.channels)
+        raise UsageError(f"--publish-channel {channel}: release.yaml names no such channel (channels: "
+                         f"{', '.join(spec.release.channels)})" + (f"; did you mean {hint!r}?" if hint else ""))
+    return channel == NIGHTLY
 
 
 def positive_int(text: str) -> int:

@@ -105,6 +105,7 @@ class CondaBuildRequest:
     # package). The pipeline turns them off when it tests every package itself afterwards, in an
     # environment solved from the served channel with the component's whole suite.
     recipe_tests: bool = True
+    nightly: bool = False  # development versions dated by the commit (release/channel_version.py)
 
 
 @dataclass
@@ -142,7 +143,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
     platform = release.platforms[inventory.host_platform]
     host_subdir = CONDA_SUBDIRS.get((platform.os, platform.arch), f"{platform.os}-{platform.arch}")
     toolchain = _toolchain(release, variant, components, inventory)
-    versions = component_versions(spec)
+    versions = component_versions(spec, nightly=request.nightly)
     config_file = write_variant_config(release, variant, request.state, versions)
     config = variant_config(release, variant, versions)
     cells = select(expand(release), variant=variant.name, platform=inventory.host_platform, package_type="conda")

@@ -22,9 +22,10 @@ from shipyard.conda.features import package_extra
 from shipyard.conda.preflight import PreflightPackage, requirements_of
 from shipyard.conda.recipes import StagedRecipe, stage_recipe
 from shipyard.errors import BuildError, SpecError, ToolchainMissing, UsageError
-from shipyard.host.source_tree import hash_tree, source_date
+from shipyard.host.source_tree import git_info, hash_tree, source_date
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.plumbing.build_cache import cache_key
+from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import Cell, NotApplicable, not_applicable
 from shipyard.release.project_declaration import declared_version
 from shipyard.release.spec import Component, Release, Variant
@@ -138,11 +139,13 @@ def _environ(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def component_versions(spec: Spec) -> dict[str, str]:
+def component_versions(spec: Spec, *, nightly: bool = False) -> dict[str, str]:
     """Each conda component's own version: release.yaml's `components.<c>.version`, else the one
-    its project declares (pyproject.toml [project] version, setup.cfg [metadata] version). The
-    recipes are rendered before anything is built, so a version the build computes (setuptools_scm)
-    must be stated in release.yaml."""
+    its project declares (pyproject.toml [project] version, setup.cfg [metadata] version); with
+    `nightly`, its development version dated by the commit (ember 1.7.0.dev20261201). The recipes
+    are rendered before anything is built, so a version the build computes (setuptools_scm) must be
+    stated in release.yaml."""
+    commit_time = git_info(spec.root).commit_time if nightly else 0
     versions = {}
     for component in spec.release.components.values():
         if "conda" not in component.package_types:
@@ -152,7 +155,7 @@ def component_versions(spec: Spec) -> dict[str, str]:
             raise SpecError(f"{spec.root / 'release.yaml'}: components.{component.name}.version: its project "
                             f"declares no version that can be read without building it, and a conda recipe is "
                             f"rendered before the build; state it, e.g. version: \"1.0.0\" (got no version)")
-        versions[component.name] = version
+        versions[component.name] = build_version(version, nightly=nightly, commit_time=commit_time)
     return versions
 
 

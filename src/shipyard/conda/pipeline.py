@@ -38,12 +38,13 @@ from shipyard.conda.channel import conda_artifact_record, publish_packages
 from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
-from shipyard.host.source_tree import hash_tree
+from shipyard.host.source_tree import git_info, hash_tree
 from shipyard.plumbing.build_cache import BuildCache, cache_key
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import Progress, running
 from shipyard.record.manifest import FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import NotApplicable
 from shipyard.release.pytest_selection import selection_of
 from shipyard.release.validate import Spec
@@ -64,6 +65,7 @@ class CondaRunRequest:
     jobs: int = 2
     test_jobs: int = field(default_factory=default_test_jobs)
     tests: bool = True
+    nightly: bool = False  # development versions dated by the commit (release/channel_version.py)
 
 
 @dataclass
@@ -114,7 +116,7 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
     channels = dependency_channels(spec, request, pythons, variant.cuda, progress)
     build_request = CondaBuildRequest(variant=variant.name, channels=channels, pythons=pythons,
                                       components=request.components, state=request.state, jobs=request.jobs,
-                                      recipe_tests=not request.tests)
+                                      recipe_tests=not request.tests, nightly=request.nightly)
     packages = build_conda_variant(spec, build_request, progress)
     # Without tests, one row per package (its newest Python says "not run").
     first = 0 if request.tests else -1
@@ -267,6 +269,9 @@ def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotAppli
     """Publish what passed (and what it needs from this run); record every published package, and
     the cells that are not applicable."""
     release = spec.release
+    # The manifest's version, and the mutex's record's (the mutex keeps its own package version).
+    release_version = build_version(release.release.version, nightly=request.nightly,
+                                    commit_time=git_info(spec.root).commit_time)
     skipped = [NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason) for n in ruled_out]
     failed = {c.package.name for c in cells if not c.passed}
     kept = publishable(cells)
@@ -276,7 +281,7 @@ def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotAppli
     if not kept:
         if skipped:
             merge_artifacts(request.dist / "manifest.json", release=release.release.name,
-                            version=release.release.version, records=[], not_applicable=skipped)
+                            version=release_version, records=[], not_applicable=skipped)
         return ()
     channel = request.dist / "conda"
     update = publish_packages(channel, list(dict.fromkeys(c.package.path for c in kept)))
@@ -294,7 +299,7 @@ def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotAppli
             records.append(conda_artifact_record(
                 cell.package.path, channel=channel, cell_id=f"{cell.package.name}-{variant.tag}-conda",
                 component=cell.package.name, variant=variant.name, variant_tag=variant.tag, platform="any",
-                python=None, version=release.release.version, features=(), tests=None,
+                python=None, version=release_version, features=(), tests=None,
                 build={"key": cell.package.key, "result": cell.package.result,
                        "seconds": round(cell.package.seconds, 2), "package": cell.package.label}))
             continue
@@ -308,7 +313,7 @@ def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotAppli
             tests=_tests_record(cell, kept),
             build={"key": cell.package.key, "result": cell.package.result, "seconds": round(cell.package.seconds, 2),
                    "package": cell.package.label}))
-    merge_artifacts(request.dist / "manifest.json", release=release.release.name, version=release.release.version,
+    merge_artifacts(request.dist / "manifest.json", release=release.release.name, version=release_version,
                     records=records, not_applicable=skipped)
     return update.packages
 

@@ -63,7 +63,7 @@ class ImageRequest:
 def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda _: None) -> list[ImageResult]:
     """Build (or find unchanged) every requested image of the variant; raise CheckFailed for an
     image over its budget or carrying a secret, a pip cache or an apt list."""
-    plans = image_plans(spec, request.variant, targets=request.targets, channel=request.channel)
+    plans = image_plans(spec, request.variant, targets=request.targets, channel=request.channel, dist=request.dist)
     settings = plans[0].settings
     variant = plans[0].variant
     docker_base.ensure_docker_engine(required=True)

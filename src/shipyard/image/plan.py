@@ -10,11 +10,14 @@ import dataclasses
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
 from shipyard.errors import UsageError, nearest
+from shipyard.record.manifest import read_manifest
+from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import ImageSettings, ImageVariant
 from shipyard.release.fields import STATUS_ORDER
 from shipyard.release.spec import Variant
@@ -38,6 +41,7 @@ class ImagePlan:
     variant: Variant
     target: Target
     channel: str
+    built_version: str | None = None  # the version of the wheels it holds (dist/manifest.json's)
 
     @property
     def settings(self) -> ImageSettings:
@@ -59,7 +63,9 @@ class ImagePlan:
 
     @property
     def version(self) -> str:
-        return self.spec.release.release.version
+        """The version of the wheels it holds: a nightly's development version (1.7.0.dev20261201)
+        when they were built for nightly, else release.yaml's."""
+        return self.built_version or self.spec.release.release.version
 
     @property
     def tag(self) -> str:
@@ -95,8 +101,10 @@ class ImageResult:
 
 
 def image_plans(spec: Spec, variant_name: str, *, targets: Iterable[str] = TARGETS,
-                channel: str | None = None) -> list[ImagePlan]:
-    """The images of one variant; UsageError naming the fix for a variant without images."""
+                channel: str | None = None, dist: Path | None = None) -> list[ImagePlan]:
+    """The images of one variant, versioned like the wheels of `dist` (its manifest's version);
+    UsageError naming the fix for a variant without images, ChannelVersionError (exit 2) for
+    nightly wheels in an image of another channel."""
     images = spec.release.images
     if images is None:
         raise UsageError(f"{spec.root / 'release.yaml'}: images: the release describes no Docker images; "
@@ -112,7 +120,13 @@ def image_plans(spec: Spec, variant_name: str, *, targets: Iterable[str] = TARGE
     wrong = [t for t in targets if t not in TARGETS]
     if wrong:
         raise UsageError(f"--target {', '.join(wrong)}: the targets are {', '.join(TARGETS)}")
-    return [ImagePlan(spec, variant, t, chosen) for t in TARGETS if t in targets]  # type: ignore[arg-type]
+    manifest_path = dist / "manifest.json" if dist is not None else None
+    manifest = read_manifest(manifest_path) if manifest_path is not None else None
+    version = manifest.version if manifest is not None else None
+    if version is not None:
+        require_channel_version(version, chosen, f"{manifest_path}: images of channel {chosen}")
+    return [ImagePlan(spec, variant, t, chosen, version)  # type: ignore[arg-type]
+            for t in TARGETS if t in targets]
 
 
 def with_repository(spec: Spec, repository: str) -> Spec:

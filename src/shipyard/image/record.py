@@ -38,5 +38,6 @@ def record_images(spec: Spec, dist: Path, results: Sequence[ImageResult]) -> Non
                    "seconds": round(result.seconds, 2), "inputs": result.labels.get("org.shipyard.image.inputs"),
                    "budget_mb": plan.budget_mb, "sbom": sbom}))
     dist.mkdir(parents=True, exist_ok=True)
-    merge_artifacts(dist / "manifest.json", release=release.release.name, version=release.release.version,
-                    records=records)
+    # The wheels' manifest version (a nightly's development version): the images join their manifest.
+    version = results[0].plan.version if results else release.release.version
+    merge_artifacts(dist / "manifest.json", release=release.release.name, version=version, records=records)

@@ -9,6 +9,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from packaging.version import Version
+
 from shipyard.plumbing.atomic_files import write_atomic
 
 # Zip entries carry no time zone; 1980-01-01 is the earliest time a zip can hold.
@@ -58,7 +60,9 @@ def write_aar(*, output: Path, abi: str, shared_library: Path, header: Path, ver
         f"jni/{abi}/libember_lite.so": library,
         "headers/ember_lite.h": header_bytes,
         "prefab/prefab.json": json.dumps({"schema_version": 2, "name": "ember_lite",
-                                          "version": version.split("+")[0],
+                                          # prefab takes CMake's numeric major.minor.patch: a
+                                          # nightly's 1.7.0.dev20261201 is 1.7.0 there.
+                                          "version": Version(version).base_version,
                                           "dependencies": []}, sort_keys=True).encode(),
         f"{module}/module.json": json.dumps({"export_libraries": [], "library_name": "libember_lite"},
                                             sort_keys=True).encode(),

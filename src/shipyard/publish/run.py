@@ -28,6 +28,7 @@ from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
 from shipyard.record.manifest import ArtifactRecord, Manifest, require_manifest
+from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.release.validate import Spec
 
@@ -115,6 +116,10 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
                              f"names {', '.join(t.channels)} only; publish to one of those, or add {channel.name} "
                              f"there")
     manifest = load_manifest(request.dist)
+    # Nightly takes development versions (a new one per commit day); test and release plain ones.
+    for version in sorted({manifest.version, *(a.version for a in manifest.artifacts)}):
+        require_channel_version(version, channel.name, f"publish --channel {channel.name}: "
+                                                       f"{request.dist / 'manifest.json'}")
     gating = gate(channel, manifest.artifacts)
     derived = request.state / "publish" / "plain"
     plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived) if t.takes(channel.name) else []
@@ -187,6 +192,7 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
     if order.index(destination.name) <= order.index(source.name):
         raise UsageError(f"promote --from {source.name} --to {destination.name}: promotion goes forward only "
                          f"({' → '.join(order)})")
+    require_channel_version(request.version, destination.name, f"promote {request.version} --to {destination.name}")
     manifest = load_manifest(request.dist)
     artifacts = [a for a in manifest.artifacts if a.version == request.version]
     if not artifacts:

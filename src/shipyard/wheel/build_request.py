@@ -12,6 +12,7 @@ from shipyard.host.source_tree import GitInfo
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.plumbing.build_cache import BuildCache
 from shipyard.plumbing.progress import Progress
+from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
@@ -41,6 +42,7 @@ class BuildRequest:
     jobs: int = max(1, os.cpu_count() or 1)
     test_jobs: int = field(default_factory=default_test_jobs)  # cells tested side by side
     test_installer: str = "uv"  # uv (one real pip resolution per Python) or pip (every cell)
+    nightly: bool = False  # development versions dated by the commit (release/channel_version.py)
 
 
 @dataclass
@@ -74,3 +76,7 @@ class BuildContext:
     @property
     def root(self) -> Path:
         return self.spec.root
+
+    def version(self, version: str) -> str:
+        """`version` as this build gives it: its nightly version when built for nightly, else itself."""
+        return build_version(version, nightly=self.request.nightly, commit_time=self.git.commit_time)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
 from shipyard.plumbing.wheel_metadata import requires_python_problem, wheel_version
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.release.channel_version import nightly_requirement
 from shipyard.release.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
 from shipyard.release.project_declaration import (
     SCIKIT_BUILD_CORE,
@@ -226,8 +228,9 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
             entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                     "seconds": time.monotonic() - start})
         repaired_wheel = entry.files()[0]
-        # The project's own version (its built metadata) unless release.yaml overrides it.
-        version = component.version or wheel_version(repaired_wheel)
+        # The project's own version (its built metadata) unless release.yaml overrides it; a
+        # nightly's is its development version (after the cache: the raw build is the same).
+        version = ctx.version(component.version or wheel_version(repaired_wheel))
         # A pure wheel has no local version: the same name and bytes in every variant's index, and
         # pip resolves it by name from each (as PyTorch publishes its pure packages). Still under
         # the key's lock: every variant's run labels a pure cell into the same folder.
@@ -237,7 +240,7 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
                              version=local_version(version, label), epoch=ctx.git.commit_time, library_path=libs)
         labelled = relabel_wheel(repaired_wheel, label=label, extra_files=extra_files,
                                  out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time,
-                                 version=version)
+                                 version=version, requirement=_sibling_pins(ctx))
     failures: list[object] = list(checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant,
                                                           toolchain))
     if problem := requires_python_problem(labelled, component.name, toolchain.interpreter.full_version,
@@ -251,6 +254,14 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
         return CellOutcome(cell, "failed", time.monotonic() - start, labelled,
                            "; ".join(str(f) for f in failures), build_info)
     return CellOutcome(cell, "cached" if cached else "built", time.monotonic() - start, labelled, "", build_info)
+
+
+def _sibling_pins(ctx: BuildContext) -> Callable[[str], str] | None:
+    """A nightly's Requires-Dist on the release's other components asks for their nightly versions."""
+    if not ctx.request.nightly:
+        return None
+    siblings, when = tuple(ctx.spec.release.components), ctx.git.commit_time
+    return lambda requirement: nightly_requirement(requirement, siblings, when)
 
 
 def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
@@ -328,4 +339,4 @@ def _record(ctx: BuildContext, outcomes: list[CellOutcome], ruled_out: list[NotA
             tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail}))
     skipped = [NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason) for n in ruled_out]
     merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
-                    version=release.release.version, records=records, not_applicable=skipped)
+                    version=ctx.version(release.release.version), records=records, not_applicable=skipped)

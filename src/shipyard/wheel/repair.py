@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -120,10 +120,11 @@ def local_version(version: str, label: str | None) -> str:
 
 
 def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, bytes], out_dir: Path,
-                  epoch: int, version: str | None = None) -> Path:
+                  epoch: int, version: str | None = None, requirement: Callable[[str], str] | None = None) -> Path:
     """Give the wheel local version `+label` (none when `label` is None) on its own public version
-    (or on `version`, when release.yaml overrides it), add `extra_files` (wheel-relative paths) and
-    re-pack it reproducibly into `out_dir`."""
+    (or on `version`: release.yaml's override, a nightly's), add `extra_files` (wheel-relative
+    paths) and re-pack it reproducibly into `out_dir`. `requirement` rewrites each Requires-Dist
+    value (a nightly's pins on its sibling components)."""
     _, built, _, _ = parse_wheel_filename(wheel.name)
     new_version = local_version(version or str(built), label)
     with tempfile.TemporaryDirectory(prefix="shipyard-relabel-") as tmp:
@@ -138,6 +139,9 @@ def relabel_wheel(wheel: Path, *, label: str | None, extra_files: Mapping[str, b
         metadata = new_info / "METADATA"
         lines = metadata.read_text(encoding="utf-8").split("\n")
         lines = [f"Version: {new_version}" if ln.startswith("Version: ") else ln for ln in lines]
+        if requirement is not None:
+            lines = [f"Requires-Dist: {requirement(ln.removeprefix('Requires-Dist: '))}"
+                     if ln.startswith("Requires-Dist: ") else ln for ln in lines]
         metadata.write_text("\n".join(lines), encoding="utf-8")
         (new_info / "RECORD").unlink(missing_ok=True)
         # An SBOM that repair wrote (auditwheel's, PEP 770) names the version before relabelling:
