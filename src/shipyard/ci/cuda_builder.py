@@ -75,7 +75,8 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
     signing = signing_env(spec)
     passed = "".join(f" -e {name}" for name in signing)  # by name: the value never is on a command line
     run = ("# The image's glibc (2.27) is too old for the actions' Node 20: only this step runs in it.\n"
-           f"docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS -e SHIPYARD_CHANNEL{passed} \\\n"
+           "docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS -e SHIPYARD_CHANNEL"
+           f"{passed} \\\n"
            "  -e OWNER=\"$(id -u):$(id -g)\" \\\n"
            "  -e CUDA_HOME=/usr/local/cuda -e HOME=/work/.home \"$TOOLKIT_IMAGE\" bash -euo pipefail -c '\n"
            "  apt-get update -qq\n"
