@@ -101,7 +101,8 @@ def test_build_cuda11_checks_the_archs_of_every_python_and_tests_one(repo, tmp_p
     assert re.search(r"ember-cu118-linux-x86_64-cp39-wheel │ not tested │", text), out
     assert f"{untested} built and checked, not tested (--test-python {TESTED})" in text, out
     assert main(["--root", str(repo), "report", "--dist", str(dist)]) == 0
-    states = dict(re.findall(r'data-cell="([^"]+)" data-state="([a-z-]+)"', (dist / "report" / "index.html").read_text()))
+    page = (dist / "report" / "index.html").read_text()
+    states = dict(re.findall(r'data-cell="([^"]+)" data-state="([a-z-]+)"', page))
     assert states["ember-cu118-linux-x86_64-cp39-wheel"] == "skipped", states  # shown as "built, not tested"
     assert states[f"ember-cu118-linux-x86_64-cp{TESTED.replace('.', '')}-wheel"] in ("passed", "cached"), states
     # embervision's CUDA kernels are compiled once, into the core; the per-Python extension has none.
