@@ -147,7 +147,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         changed = [p for p in changed if not p.startswith("dist/")]
     if not changed:
         return
-    shown = "\n  ".join(changed[:20]) + (f"\n  … and {len(changed) - 20} more" if len(changed) > 20 else "")
+    # One line per top-level folder (a build writes thousands of files under dist/ and .shipyard/).
+    by_top: dict[str, list[str]] = {}
+    for path in changed:
+        by_top.setdefault(path.split("/", 1)[0] + ("/" if "/" in path else ""), []).append(path)
+    shown = "\n  ".join(paths[0] if len(paths) == 1 else f"{top} ({len(paths)} paths, e.g. {paths[0]})"
+                        for top, paths in by_top.items())
     session.config.stash[_checkout_problem] = (
         f"the suite wrote into the checkout {REPO} ({len(changed)} paths):\n  {shown}\n"
         "a test keeps its state under tmp_path or the suite's session folder (fixture suite_state), "
