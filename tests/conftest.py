@@ -94,6 +94,93 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise pytest.UsageError(message)
 
 
+# --- the checkout stays as the suite found it ------------------------------------------------
+# Every test keeps its state under pytest's temporary folders (or the suite's session folder
+# below): a test that wrote into the checkout (dist/, .shipyard/) would overwrite a developer's
+# files and make results depend on which test ran first. The controller compares what git sees
+# (untracked and ignored files too) before and after the run; xdist workers share its checkout.
+# What pytest, nox and the linters make themselves is left out.
+_MADE_BY_TOOLS = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+_checkout_key = pytest.StashKey[dict[str, tuple[str, int, int]] | None]()
+_checkout_problem = pytest.StashKey[str]()
+
+
+def _checkout_state() -> dict[str, tuple[str, int, int]] | None:
+    """Every path git reports in the checkout (modified, untracked, ignored) with its status and
+    its mtime and size; None outside a git checkout (an unpacked sdist), where there is nothing to guard."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "-z", "--ignored", "--untracked-files=all", "--",
+                               ".", ":(exclude).nox", ":(exclude).venv"],
+                              cwd=REPO, capture_output=True, check=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    state = {}
+    for entry in done.stdout.decode(errors="surrogateescape").split("\0"):
+        if len(entry) < 4 or entry[2] != " ":
+            continue  # the empty tail, or a rename's source path (-z puts it in an entry of its own)
+        path = entry[3:]
+        if any(part in _MADE_BY_TOOLS for part in Path(path).parts):
+            continue
+        try:
+            info = (REPO / path).lstat()
+            state[path] = (entry[:2], info.st_mtime_ns, info.st_size)
+        except OSError:
+            state[path] = (entry[:2], 0, -1)  # deleted (a tracked file a test removed)
+    return state
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_checkout_key] = _checkout_state()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail the run, naming the paths, when the suite wrote into the checkout."""
+    before = session.config.stash.get(_checkout_key, None)
+    if before is None or hasattr(session.config, "workerinput"):
+        return
+    after = _checkout_state() or {}
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if os.environ.get("SHIPYARD_IMAGE_TESTED_WHEELS"):
+        # `nox -s docker-<variant>` built the wheels into dist/ and asks its tests to record the
+        # images there (ember_images.py): the one write into the checkout that was asked for.
+        changed = [p for p in changed if not p.startswith("dist/")]
+    if not changed:
+        return
+    # One line per top-level folder (a build writes thousands of files under dist/ and .shipyard/).
+    by_top: dict[str, list[str]] = {}
+    for path in changed:
+        by_top.setdefault(path.split("/", 1)[0] + ("/" if "/" in path else ""), []).append(path)
+    shown = "\n  ".join(paths[0] if len(paths) == 1 else f"{top} ({len(paths)} paths, e.g. {paths[0]})"
+                        for top, paths in by_top.items())
+    session.config.stash[_checkout_problem] = (
+        f"the suite wrote into the checkout {REPO} ({len(changed)} paths):\n  {shown}\n"
+        "a test keeps its state under tmp_path or the suite's session folder (fixture suite_state), "
+        "never in the checkout: pass --dist/--state (or a copy of the checkout) to the commands it runs")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    problem = config.stash.get(_checkout_problem, "")
+    if problem:
+        terminalreporter.section("checkout written", sep="=", red=True, bold=True)
+        terminalreporter.write_line(f"ERROR: {problem}", red=True)
+
+
+@pytest.fixture(scope="session")
+def suite_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `--state` folder the suite's release builds share (build cache, work folders), in
+    place of the checkout's .shipyard: one per run, the same for every xdist worker (their
+    temporary folders share a parent), so that each cell builds once per run. The cache takes
+    file locks, as it does for builds that share a machine."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    state = base / "shipyard-state"
+    state.mkdir(exist_ok=True)
+    return state
+
+
 @pytest.fixture
 def spec_copy(tmp_path: Path) -> SpecCopy:
     return SpecCopy(tmp_path)
@@ -176,7 +263,7 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def ember_images(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> EmberImages:
+def ember_images(docker_engine: None, tmp_path_factory: pytest.TempPathFactory, suite_state: Path) -> EmberImages:
     """ember's images, each built once per session by shipyard's image pipeline: tested by
     test_docker_image.py, published end to end by test_publish_release.py."""
-    return EmberImages(load_spec(REPO), tmp_path_factory)
+    return EmberImages(load_spec(REPO), tmp_path_factory, suite_state)

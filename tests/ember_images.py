@@ -3,9 +3,10 @@ images with shipyard's image pipeline, once per session (the `ember_images` fixt
 
 test_docker_image.py tests these images, and the end-to-end publish (test_publish_release.py)
 publishes the same CPU runtime image: both use the Docker engine, so they share one xdist worker
-("docker" group) and this one build. The wheels come from shipyard's build cache under the
-repository's .shipyard, shared with the other release builds of the suite; `nox -s docker-<variant>`
-instead points the images at the tested wheels of dist/ (SHIPYARD_IMAGE_TESTED_WHEELS=1).
+("docker" group) and this one build. The wheels come from shipyard's build cache in the suite's
+session state folder (conftest's suite_state), shared with the other release builds of the suite;
+`nox -s docker-<variant>` instead points the images at the tested wheels of dist/ that the session
+built just before (SHIPYARD_IMAGE_TESTED_WHEELS=1), and records the images there.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ class EmberImages:
     """Per variant a dist with its wheels, and its images, each built once; the builds are printed
     with their time and size (pytest -s)."""
 
-    def __init__(self, spec: Spec, tmp_path_factory: pytest.TempPathFactory) -> None:
+    def __init__(self, spec: Spec, tmp_path_factory: pytest.TempPathFactory, state: Path) -> None:
         self.spec = spec
         self._tmp = tmp_path_factory
+        self._state = state
         self._dists: dict[str, Path] = {}
         self.results: dict[tuple[str, str], ImageResult] = {}
 
@@ -53,7 +55,7 @@ class EmberImages:
             install_toolchain_if_obtainable(self.spec, variant, lambda _: None)
             outcomes = build_variant(self.spec, BuildRequest(variant=variant, pythons=(settings.python,),
                                                              components=settings.components, run_tests=False,
-                                                             dist=dist, state=REPO / ".shipyard"))
+                                                             dist=dist, state=self._state))
             assert all(o.result in ("built", "cached") for o in outcomes), [(o.cell.id, o.detail) for o in outcomes]
             self._dists[variant] = dist
         return self._dists[variant]

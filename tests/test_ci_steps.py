@@ -57,12 +57,12 @@ def _workflow_env(workflow: dict) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ember_fragment(repo, tmp_path_factory) -> Path:
+def ember_fragment(repo, tmp_path_factory, suite_state) -> Path:
     """What the wheel-ember-cpu-linux-x86_64 job uploads, for the Python the pure wheel is tested with."""
     oldest = load_spec(repo).release.pythons[0]
     dist = tmp_path_factory.mktemp("fragments") / "fragment-wheel-ember-cpu-linux-x86_64"
     code = main(["--root", str(repo), "build", "--variant", "cpu", "--component", "ember", "--python", oldest,
-                 "--no-tests", "--dist", str(dist), "--state", str(repo / ".shipyard")])
+                 "--no-tests", "--dist", str(dist), "--state", str(suite_state)])
     assert code == 0
     return dist
 

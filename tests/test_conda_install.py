@@ -47,12 +47,13 @@ class Released:
 
 
 @pytest.fixture(scope="session")  # session: xdist may interleave other modules on this worker
-def released(repo: Path, conda_bootstrap: BootstrapChannel, tmp_path_factory: pytest.TempPathFactory) -> Released:
+def released(repo: Path, conda_bootstrap: BootstrapChannel, tmp_path_factory: pytest.TempPathFactory,
+             suite_state: Path) -> Released:
     spec = load_spec(repo)
     bootstrap = conda_bootstrap
-    # The repository's own state folder: its build cache is shared with the end-to-end publish
-    # (test_publish_release.py), so CI builds the cpu packages once.
-    dist, state = tmp_path_factory.mktemp("dist"), repo / ".shipyard"
+    # The suite's session state folder: its build cache is shared with the end-to-end publish
+    # (test_publish_release.py), so the suite builds the cpu packages once.
+    dist, state = tmp_path_factory.mktemp("dist"), suite_state
 
     def build(variant: str, *components: str) -> str:
         """`shipyard conda build` as a user runs it; its table as printed (a module fixture has no capsys)."""

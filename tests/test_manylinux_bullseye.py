@@ -48,11 +48,14 @@ def bullseye_python(docker_engine: None, tmp_path_factory: pytest.TempPathFactor
     return tag
 
 
-def test_wheels_pass_their_tests_inside_bullseye(repo: Path, bullseye_python: str, tmp_path: Path) -> None:
+def test_wheels_pass_their_tests_inside_bullseye(repo: Path, bullseye_python: str, tmp_path: Path,
+                                                 suite_state: Path) -> None:
+    dist = tmp_path / "dist"
     code = main(["--root", str(repo), "build", "--variant", "cpu", "--python", PYTHON, "--install-toolchain",
-                 "--no-tests", *[arg for c in COMPONENTS for arg in ("--component", c)]])
+                 "--no-tests", *[arg for c in COMPONENTS for arg in ("--component", c)],
+                 "--dist", str(dist), "--state", str(suite_state)])
     assert code == 0
-    index = repo / "dist" / "whl" / "cpu"
+    index = dist / "whl" / "cpu"
     for component in COMPONENTS:
         built = sorted(p.name for p in (index / component).glob(f"{component}-1.7.0+cpu-cp39-cp39-*.whl"))
         assert built == [f"{component}-1.7.0+cpu-cp39-cp39-{PLATFORM_TAG}.whl"], built

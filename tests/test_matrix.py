@@ -78,6 +78,7 @@ def test_json_format_filters(repo, capsys):
     (["build", "--variant", "cpu", "--python", "3.99"], "--python 3.99", None),
     (["build", "--variant", "cpu", "--python", "3.11", "--python", "3.1"], "--python 3.1", None),
     (["build", "--variant", "cpu", "--component", "ember-vision"], "--component ember-vision", "embervision"),
+    (["build", "--variant", "cpu", "--test-python", "3.1"], "--test-python 3.1", None),
     (["build-mobile", "--target", "android-arm64"], "--target android-arm64", "android-arm64-v8a"),
     (["toolchain", "install", "cuda111"], "'cuda111'", "cuda11"),
 ])
@@ -90,6 +91,21 @@ def test_an_unknown_filter_value_is_an_error_naming_the_nearest(repo, capsys, ar
     if hint:
         assert f"did you mean {hint!r}?" in captured.err
     assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--python", "3.11", "--test-python", "3.12"],
+     "error: --test-python 3.12: not a Python this build selects (--python 3.11); add --python 3.12, or test one "
+     "of those"),
+    (["--test-python", "3.11", "--no-tests"], "error: --test-python 3.11: --no-tests runs no tests at all; drop one "
+                                              "of the two"),
+])
+def test_test_python_outside_the_build_is_an_error(repo, capsys, argv, message):
+    """--test-python tests some of the Pythons a build builds: one it does not build, or a build
+    that tests nothing, would test nothing while the option says otherwise."""
+    assert main(["--root", str(repo), "build", "--variant", "cpu", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and " ".join(captured.err.split()) == message, captured.err
 
 
 def test_filters_accept_names_and_tags(repo, capsys):

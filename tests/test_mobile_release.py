@@ -82,17 +82,18 @@ def test_build_mobile_packages_host_and_arm_targets(repo, tmp_path, monkeypatch)
     assert manifest["version"] == version and [a["version"] for a in manifest["artifacts"]] == [version]
 
 
-def test_ember_lite_tests_against_the_installed_wheel(repo):
+def test_ember_lite_tests_against_the_installed_wheel(repo, tmp_path, suite_state):
     spec = load_spec(repo)
+    dist = tmp_path / "dist"
     request = BuildRequest(variant="cpu", pythons=("3.11",), components=("ember",), run_tests=False,
-                           dist=repo / "dist", state=repo / ".shipyard")
+                           dist=dist, state=suite_state)
     [outcome] = build_variant(spec, request)
     assert outcome.result in ("built", "cached"), outcome.detail
     tests_dir = repo / "library" / "ember" / "tests" / "mobile"
     run = run_component_tests(
-        wheel=outcome.wheel, variant_index=repo / "dist" / "whl" / "cpu", interpreter=discover().interpreter("3.11"),
+        wheel=outcome.wheel, variant_index=dist / "whl" / "cpu", interpreter=discover().interpreter("3.11"),
         tests_dir=tests_dir, gate=feature_gate(spec, "ember-lite", "host", tests_dir, repo),
-        source_dir=repo / "library" / "ember", state=repo / ".shipyard", work=repo / ".shipyard" / "test" / "mobile",
+        source_dir=repo / "library" / "ember", state=suite_state, work=tmp_path / "test-mobile",
         local_projects={"ember"})
     assert run.passed, (run.problems, run.log_tail)
     results = {f.id: f for f in run.features}

@@ -36,13 +36,13 @@ PYTHON = "3.11"
 
 @pytest.fixture(scope="session")
 def built_dist(repo: Path, conda_bootstrap: BootstrapChannel, ember_images: EmberImages,
-               tmp_path_factory: pytest.TempPathFactory) -> Path:
+               tmp_path_factory: pytest.TempPathFactory, suite_state: Path) -> Path:
     """The CPU cells for one Python: wheels (tested, verdicts cached), conda packages and the runtime
-    image, built with the repository's own state folder so that the suite's other builds are reused.
+    image, built with the suite's session state folder so that the suite's other builds are reused.
     The image is conftest's (test_docker_image.py tests it): `shipyard image build` over these wheels
     finds it unchanged, the same bytes, and only records it in this manifest."""
     dist = tmp_path_factory.mktemp("published-dist")
-    state = repo / ".shipyard"
+    state = suite_state
     assert main(["--root", str(repo), "build", "--variant", "cpu", "--python", PYTHON, "--dist", str(dist),
                  "--state", str(state)]) == 0
     assert main(["--root", str(repo), "conda", "build", "--variant", "cpu", "--python", PYTHON, "--no-tests",

@@ -1,7 +1,8 @@
 """The real release: ember's wheels built, repaired, checked and tested on every Python.
 
 These are the README's main job (`nox -s build-cpu`) and `nox -s build-cuda11`, run against
-this repository, so CI proves them from a clean clone.
+this repository, so CI proves them from a clean clone. Their output goes to a temporary dist
+folder and the suite's state folder, never into the checkout's dist/ and .shipyard/.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from shipyard.host.toolchains.discover import discover
 from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple
 from shipyard.record.manifest import read_manifest
 from shipyard.release.validate import load_spec
+from shipyard.supply.keys import public_key_path
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +32,8 @@ NATIVE_COMPONENTS = ("ember", "embervision")
 PURE_COMPONENTS = ("emberaudio", "emberelastic")  # one py3-none-any cell each, for every variant
 
 
-def _manifest(repo: Path) -> dict[str, dict]:
-    data = json.loads((repo / "dist" / "manifest.json").read_text())
+def _manifest(dist: Path) -> dict[str, dict]:
+    data = json.loads((dist / "manifest.json").read_text())
     return {a["cell_id"]: a for a in data["artifacts"]}
 
 
@@ -39,15 +41,22 @@ def _pythons(repo: Path) -> list[str]:
     return [p for p in load_spec(repo).release.pythons if discover().interpreter(p)]
 
 
-def test_build_cpu_main_job(repo, capsys):
-    assert main(["--root", str(repo), "keygen"]) == 0  # as the nox session does: provenance gets signed
-    code = main(["--root", str(repo), "build", "--variant", "cpu"])
+def test_build_cpu_main_job(repo, tmp_path, suite_state, capsys, monkeypatch):
+    # As the nox session does, provenance gets signed; the key comes as CI passes it (the
+    # variable release.yaml names), so that no key file is written into the checkout.
+    key = tmp_path / "keys" / "provenance-ed25519.pem"
+    assert main(["--root", str(repo), "keygen", "--out", str(key)]) == 0
+    supply_chain = load_spec(repo).release.supply_chain
+    assert supply_chain is not None and supply_chain.signing_key_env
+    monkeypatch.setenv(supply_chain.signing_key_env, key.read_text())
+    dist = tmp_path / "dist"
+    code = main(["--root", str(repo), "build", "--variant", "cpu", "--dist", str(dist), "--state", str(suite_state)])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "provenance: " in out and "signed" in out, out
     pythons = _pythons(repo)
     assert pythons == ["3.9", "3.10", "3.11", "3.12", "3.13"]
-    cells = _manifest(repo)
+    cells = _manifest(dist)
     expected = {f"{c}-cpu-linux-x86_64-cp{p.replace('.', '')}-wheel": "1.7.0+cpu"
                 for c in NATIVE_COMPONENTS for p in pythons} | {f"{c}-any-wheel": "1.7.0" for c in PURE_COMPONENTS}
     assert {c for c in cells if c.endswith("-wheel")} >= set(expected)
@@ -60,12 +69,12 @@ def test_build_cpu_main_job(repo, capsys):
     # The Windows prototype's native tests (mingw + wine) ran and passed; a skip is no pass.
     windows = cells["ember-cpu-linux-x86_64-cp313-wheel"]["tests"]["features"]["distributed.windows"]
     assert windows["result"] == "passed" and windows["skipped"] == 0, windows
-    ember = repo / "dist" / "whl" / "cpu" / "ember" / "ember-1.7.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl"
+    ember = dist / "whl" / "cpu" / "ember" / "ember-1.7.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(ember) as zf:
         names = set(zf.namelist())
         info = json.loads(zf.read("ember/_build_info.json"))
     # Compiled against the bullseye sysroot: no ELF file of any wheel needs a glibc newer than 2.31.
-    for wheel in (repo / "dist" / "whl" / "cpu").glob("*/*-manylinux_*.whl"):
+    for wheel in (dist / "whl" / "cpu").glob("*/*-manylinux_*.whl"):
         assert wheel.name.endswith("-manylinux_2_31_x86_64.whl"), wheel.name
         needs = _glibc_needs(wheel)
         assert any(needs.values()), needs  # the core and vendored libraries do call into glibc
@@ -74,7 +83,7 @@ def test_build_cpu_main_job(repo, capsys):
     assert "ember/include/ember/kernels.h" in names
     assert any(n.startswith("ember/lib/libember") for n in names)
     assert info["variant"] == "cpu" and info["cuda_archs"] == []
-    vision = next((repo / "dist" / "whl" / "cpu" / "embervision").glob("*cp311*.whl"))
+    vision = next((dist / "whl" / "cpu" / "embervision").glob("*cp311*.whl"))
     with zipfile.ZipFile(vision) as zf:
         vendored = [n for n in zf.namelist() if n.startswith("embervision.libs/")]
         extension = next(n for n in zf.namelist() if n.startswith("embervision/_C."))
@@ -87,19 +96,19 @@ def test_build_cpu_main_job(repo, capsys):
     assert any("libpng" in lib for lib in needed["embervision/lib/libembervision.so"]), needed
     _assert_sbom_lists_what_is_vendored(vision, vendored)
     # Every artifact of the main job: signature, signed digest, RECORD and SBOM.
-    public_key = repo / ".shipyard" / "keys" / "provenance-ed25519.pub.pem"
+    public_key = public_key_path(key)
     capsys.readouterr()
-    code = main(["verify", str(repo / "dist"), "--public-key", str(public_key)])
+    code = main(["verify", str(dist), "--public-key", str(public_key)])
     out = capsys.readouterr().out
     assert code == 0, out
     # What `nox -s report` and `nox -s notes` run after this job, on its real manifest.
-    assert main(["--root", str(repo), "report"]) == 0
-    page = (repo / "dist" / "report" / "index.html").read_text()
+    assert main(["--root", str(repo), "report", "--dist", str(dist)]) == 0
+    page = (dist / "report" / "index.html").read_text()
     states = dict(re.findall(r'data-cell="([^"]+)" data-state="([a-z]+)"', page))
-    assert len(states) == expected_cell_count(load_spec(repo), read_manifest(repo / "dist" / "manifest.json"))
+    assert len(states) == expected_cell_count(load_spec(repo), read_manifest(dist / "manifest.json"))
     assert {states[cell_id] for cell_id in expected} <= {"passed", "cached"}, states
-    assert main(["--root", str(repo), "notes"]) == 0
-    notes = (repo / "dist" / "RELEASE_NOTES.md").read_text()
+    assert main(["--root", str(repo), "notes", "--dist", str(dist)]) == 0
+    notes = (dist / "RELEASE_NOTES.md").read_text()
     assert "\n## Stable features\n\n- **CPU kernels" in notes and "\n## Known issues\n" in notes
 
 

@@ -33,6 +33,7 @@ from shipyard.report.html import write_html
 from shipyard.report.notes import release_notes
 from shipyard.report.previous import load_previous
 from shipyard.testing.verdict import FeatureOutcome
+from shipyard.wheel.build_request import untested_detail
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -104,6 +105,22 @@ def test_partial_manifest_page(spec: Spec, tmp_path: Path) -> None:
     assert "passed, 4 of 6 skipped" not in html  # ember.cuda: 4 passed, 2 skipped of 6 in one cell
     assert "passed, 2 of 6 skipped in 1 cell" in html
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "the page must not load anything from outside"
+
+
+def test_a_cell_left_out_by_test_python_reads_built_not_tested_even_when_its_build_was_cached(
+        spec: Spec, tmp_path: Path) -> None:
+    """`shipyard build --test-python 3.11` builds and checks every Python, tests one: the others
+    record no verdict, and a cached build must not make them look cached (tested before)."""
+    write_release_dist(spec, tmp_path)
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    record = next(a for a in data["artifacts"] if a["cell_id"] == UNTESTED)
+    record["build"] |= {"result": "not tested", "cached": True, "detail": untested_detail(("3.11",))}
+    (tmp_path / "manifest.json").write_text(json.dumps(data))
+    page, _ = _page(spec, tmp_path)
+    assert page.state[UNTESTED] == "skipped"
+    text = " ".join(page.text[UNTESTED].split())
+    assert "built, not tested" in text and "not tested (--test-python 3.11): built and checked" in text, text
+    assert page.state[CACHED] == "cached"  # a tested cached cell stays what it is
 
 
 def test_empty_manifest_page(spec: Spec, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from shipyard.cli.shared import (
     positive_int,
     state_folder,
 )
+from shipyard.errors import UsageError
 from shipyard.host.toolchains.obtain import install_toolchain_if_obtainable
 from shipyard.release.cell_filters import check_filters
 from shipyard.supply.signing import sign_after_build
@@ -28,10 +29,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     from shipyard.wheel.pipeline import build_variant
 
     spec = load_release(args)
-    check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
+    check_filters(spec.release, variant=args.variant, python=args.python, component=args.component,
+                  test_python=args.test_python)
+    _check_test_pythons(args)
     request = BuildRequest(
         variant=args.variant, pythons=tuple(args.python or ()), components=tuple(args.component or ()),
         skip_unavailable=args.skip_unavailable, container=args.container, run_tests=not args.no_tests,
+        test_pythons=tuple(args.test_python or ()),
         dist=dist_folder(args), state=state_folder(args),
         jobs=args.jobs, test_jobs=args.test_jobs or default_test_jobs(),
         test_installer=args.test_installer, nightly=builds_nightly(args, spec))
@@ -50,10 +54,26 @@ def cmd_build(args: argparse.Namespace) -> int:
     ruled_out = sum(o.result == "not applicable" for o in outcomes)
     counted = len(outcomes) - ruled_out
     tail = f" ({ruled_out} more not applicable)" if ruled_out else ""
-    console.print(f"{counted - len(failed)} of {counted} cells ok{tail}; manifest: "
+    # Cells left out by --test-python are built and checked, not failures, and not ok either.
+    untested = sum(o.result == "not tested" for o in outcomes)
+    if untested:
+        tail += f"; {untested} built and checked, not tested (--test-python {' '.join(request.test_pythons)})"
+    console.print(f"{counted - len(failed) - untested} of {counted} cells ok{tail}; manifest: "
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
     sign_after_build(spec, request.dist, console, err_console)
     return 1 if failed else 0
+
+
+def _check_test_pythons(args: argparse.Namespace) -> None:
+    """--test-python names Pythons this build builds and tests: not with --no-tests, and within --python."""
+    if not args.test_python:
+        return
+    if args.no_tests:
+        raise UsageError(f"--test-python {args.test_python[0]}: --no-tests runs no tests at all; drop one of the two")
+    outside = [p for p in args.test_python if args.python and p not in args.python]
+    if outside:
+        raise UsageError(f"--test-python {outside[0]}: not a Python this build selects (--python "
+                         f"{' '.join(args.python)}); add --python {outside[0]}, or test one of those")
 
 
 def cmd_build_mobile(args: argparse.Namespace) -> int:
@@ -93,6 +113,9 @@ def add_build_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--container", action="store_true",
                    help="build native wheels with cibuildwheel in a local manylinux-style image")
     p.add_argument("--no-tests", action="store_true", help="build and check only")
+    p.add_argument("--test-python", action="append", metavar="PYTHON",
+                   help="test only the cells of this Python (repeatable); every selected Python is still built "
+                        "and checked, and the others are recorded as not tested")
     p.add_argument("--install-toolchain", action="store_true",
                    help="first assemble what the build needs if it is missing and obtainable here: the "
                         "sysroot for the platform's glibc promise, the variant's CUDA toolkit")

@@ -14,7 +14,7 @@ from rich.table import Table
 from shipyard.wheel.build_request import CellOutcome
 
 _STYLE = {"passed": "green", "cached": "cyan", "built": "green", "failed": "red", "skipped": "yellow",
-          "unavailable": "yellow", "not applicable": "dim"}
+          "unavailable": "yellow", "not applicable": "dim", "not tested": "yellow"}
 
 
 class _LiveSteps:

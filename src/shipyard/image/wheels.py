@@ -63,8 +63,8 @@ def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: 
                               f"({'; '.join(tests.get('problems') or []) or 'see the build report'}); "
                               "an image ships only tested wheels")
         if tests is None and not allow_untested:
-            raise CheckFailed(f"{manifest_path}: {record.cell_id} was built with --no-tests; an image ships "
-                              f"tested wheels: {build} (or pass --allow-untested)")
+            raise CheckFailed(f"{manifest_path}: {record.cell_id} was not tested (--no-tests, or outside "
+                              f"--test-python); an image ships tested wheels: {build} (or pass --allow-untested)")
         out.append(ReleaseWheel(component, path, record))
     return out
 

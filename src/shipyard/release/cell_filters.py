@@ -15,7 +15,8 @@ from shipyard.release.fields import PackageType
 from shipyard.release.spec import Release
 
 _NOUNS = {"variant": "variant name or tag", "platform": "platform or mobile target", "package-type": "package type",
-          "component": "component", "python": "Python version", "target": "mobile target"}
+          "component": "component", "python": "Python version", "test-python": "Python version",
+          "target": "mobile target"}
 
 
 def filter_choices(release: Release) -> dict[str, list[str]]:
@@ -27,6 +28,7 @@ def filter_choices(release: Release) -> dict[str, list[str]]:
         "package-type": list(typing.get_args(PackageType)),
         "component": list(release.components),
         "python": list(release.pythons),
+        "test-python": list(release.pythons),
         "target": list(release.mobile_targets),
     }
 

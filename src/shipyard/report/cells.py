@@ -123,6 +123,8 @@ def _recorded_state(record: ArtifactRecord) -> State:
     build = record.build
     if build.get("result") == "failed" or tests.get("result") == "failed":
         return "failed"
+    if build.get("result") == "not tested":  # left out by --test-python: a cached build is no verdict
+        return "skipped"
     if build.get("result") == "cached" or build.get("cached") is True:
         return "cached"
     if tests.get("result") == "passed":

@@ -37,6 +37,9 @@ class BuildRequest:
     skip_unavailable: bool = False
     container: bool = False
     run_tests: bool = True
+    # Test only the cells of these Pythons (every selected Python is still built and checked);
+    # empty: test every cell. The others are recorded as "not tested", never as passed.
+    test_pythons: tuple[str, ...] = ()
     dist: Path = Path("dist")
     state: Path = Path(".shipyard")
     jobs: int = max(1, os.cpu_count() or 1)
@@ -47,8 +50,9 @@ class BuildRequest:
 
 @dataclass
 class CellOutcome:
-    """What happened to one cell; `result` is passed, failed, cached, skipped, unavailable or
-    not applicable (its project's requires-python excludes its Python; `detail` says so)."""
+    """What happened to one cell; `result` is passed, failed, cached, skipped, unavailable,
+    not applicable (its project's requires-python excludes its Python; `detail` says so), or
+    not tested (built and checked, outside --test-python; `detail` says so)."""
 
     cell: Cell
     result: str
@@ -61,6 +65,13 @@ class CellOutcome:
     @property
     def size(self) -> int | None:
         return self.wheel.stat().st_size if self.wheel and self.wheel.exists() else None
+
+
+def untested_detail(test_pythons: tuple[str, ...]) -> str:
+    """What a cell left out by --test-python records and shows instead of a test verdict."""
+    listed = ", ".join(test_pythons)
+    return (f"not tested (--test-python {listed}): built and checked; its component's tests ran on "
+            f"Python {listed} only")
 
 
 @dataclass(frozen=True)

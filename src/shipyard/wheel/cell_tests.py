@@ -22,7 +22,7 @@ from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import selection_of
 from shipyard.testing.runner import console_script_problems, run_component_tests
 from shipyard.testing.verdict import FeatureGate, feature_gate, judge_identity
-from shipyard.wheel.build_request import BuildContext, CellOutcome
+from shipyard.wheel.build_request import BuildContext, CellOutcome, untested_detail
 from shipyard.wheel.index import content_identity
 
 # --- test -----------------------------------------------------------------------------------
@@ -59,6 +59,12 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
             continue
         interpreter = resolved[outcome.cell.id].interpreter
         assert interpreter is not None
+        test_pythons = ctx.request.test_pythons
+        if test_pythons and not outcome.cell.is_pure and outcome.cell.python not in test_pythons:
+            # Built, repaired and arch-checked like every cell; only its suite is left out, and it
+            # says so: a cell that did not run its tests never reads as passed (nor as cached).
+            outcome.result, outcome.detail = "not tested", untested_detail(test_pythons)
+            continue
         tests_dir = component.tests_folder(ctx.root)
         # A pure wheel is tested here, so this host's platform gates it.
         platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform

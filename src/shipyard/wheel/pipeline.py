@@ -71,9 +71,9 @@ def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> tuple[lis
 
 def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: Toolchain,
                       component: Component, pythons: tuple[str, ...]) -> Toolchain:
-    """A pure wheel is built and tested once, with the first requested Python found here that
-    its project admits (the oldest of the release's it admits otherwise)."""
-    candidates = [p for p in (*request.pythons, *pythons) if component.admits_python(p)]
+    """A pure wheel is built and tested once, with the first Python to test (--test-python), else
+    the first requested, found here that its project admits (the oldest of the release's it admits otherwise)."""
+    candidates = [p for p in (*request.test_pythons, *request.pythons, *pythons) if component.admits_python(p)]
     chosen = next((i for p in candidates if (i := inventory.interpreter(p))), toolchain.interpreter)
     return Toolchain(chosen, None, None, None)
 
