@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from ember_images import EmberImages
+from minirelease import shared_build
 
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
@@ -102,6 +103,17 @@ def spec_copy(tmp_path: Path) -> SpecCopy:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def minirelease_build(tmp_path_factory: pytest.TempPathFactory, glibc_sysroots: None) -> Path:
+    """The fixture release built once per suite run (minirelease.shared_build), read by every test
+    that does not change it; a test that does works in minirelease.own_copy of it. Under
+    pytest-xdist it lives in the folder the workers' temp folders share, so that one worker
+    builds it and the others reuse it; alone, in this run's temp folder."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return shared_build(shared / "minirelease-cpu")
 
 
 @pytest.fixture(scope="session")

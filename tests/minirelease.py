@@ -1,4 +1,5 @@
-"""The fixture release (tests/fixtures/minirelease) as a git checkout, and build requests for it."""
+"""The fixture release (tests/fixtures/minirelease) as a git checkout, built once for the suite
+run (shared_build) and copied for a test that changes state (own_copy), and build requests for it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from shipyard.cli import main
+from shipyard.plumbing.file_lock import exclusive
 from shipyard.wheel.build_request import BuildRequest
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minirelease"
+# The Pythons of the shared build: the oldest and the newest the release admits, two cells
+# whose tests run side by side.
+SHARED_PYTHONS = ("3.9", "3.13")
 GIT_ENV = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
            "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@example.invalid",
            "GIT_AUTHOR_DATE": "2020-10-27T12:00:00+00:00", "GIT_COMMITTER_DATE": "2020-10-27T12:00:00+00:00"}
@@ -34,3 +40,50 @@ def forget_test_results(root: Path) -> None:
     for entry in (root / ".shipyard" / "cache").glob("*/*/entry.json"):
         if json.loads(entry.read_text()).get("kind") == "test":
             shutil.rmtree(entry.parent)
+
+
+def shared_build(folder: Path) -> Path:
+    """The fixture release in `folder`/release, signed, its CPU wheels for SHARED_PYTHONS built and
+    tested as `nox -s build-cpu` does; made once for every process that asks with the same
+    `folder` (pytest-xdist workers wait on the lock and reuse it). Tests only read it."""
+    root = folder / "release"
+    with exclusive(folder / ".build.lock"):
+        done = folder / "built"
+        if not done.is_file():
+            # A build that stopped half-way (a failed test run, a killed worker) starts again clean.
+            shutil.rmtree(root, ignore_errors=True)
+            make_checkout(root)
+            assert main(["--root", str(root), "keygen"]) == 0
+            pythons = [arg for python in SHARED_PYTHONS for arg in ("--python", python)]
+            code = main(["--root", str(root), "build", "--variant", "cpu", *pythons, "--test-jobs", "2"])
+            assert code == 0, f"the shared build of the fixture release failed ({root}); its output is above"
+            done.write_text("built\n")
+    return root
+
+
+def own_copy(built: Path, dest: Path, *, dist: bool = True) -> Path:
+    """A copy of the built checkout `built` at `dest` for a test that changes state: the sources, git,
+    the `.shipyard` state (the build cache, whose keys name contents and never the folder: a
+    rebuild here finds its cells cached), and `dist/` unless `dist` is False."""
+    state = built / ".shipyard"
+    # CMake's build folders and the cells' test folders: a build or a test run starts from an empty one.
+    left_out = {state / "build", state / "test", *(() if dist else (built / "dist",))}
+    # Build venvs and uv's cache are most of the files, and tools only ever add or replace files
+    # there (pip, uv, Python's bytecode writes), never rewrite one in place: hard links, not copies.
+    linked = (state / "envs", state / "uv-cache")
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return [name for name in names if Path(folder) / name in left_out]
+
+    def copy(source: str, target: str) -> None:
+        if Path(source).is_relative_to(linked[0]) or Path(source).is_relative_to(linked[1]):
+            try:
+                os.link(source, target)
+                return
+            except OSError:  # another file system
+                pass
+        shutil.copy2(source, target)
+
+    # Venvs hold symlinks to their interpreter: copied as links, not as the interpreter's bytes.
+    shutil.copytree(built, dest, symlinks=True, ignore=ignore, copy_function=copy)
+    return dest
