@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ember_images import EmberImages
-from minirelease import shared_build
+from minirelease import changed_since_built, shared_build
 
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
@@ -106,14 +106,19 @@ def repo() -> Path:
 
 
 @pytest.fixture(scope="session")
-def minirelease_build(tmp_path_factory: pytest.TempPathFactory, glibc_sysroots: None) -> Path:
+def minirelease_build(tmp_path_factory: pytest.TempPathFactory, glibc_sysroots: None) -> Iterator[Path]:
     """The fixture release built once per suite run (minirelease.shared_build), read by every test
     that does not change it; a test that does works in minirelease.own_copy of it. Under
     pytest-xdist it lives in the folder the workers' temp folders share, so that one worker
-    builds it and the others reuse it; alone, in this run's temp folder."""
+    builds it and the others reuse it; alone, in this run's temp folder. At the end, a test that
+    wrote into it anyway is an error: the tests after it would have read its changes."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return shared_build(shared / "minirelease-cpu")
+    root = shared_build(shared / "minirelease-cpu")
+    yield root
+    changed = changed_since_built(root)
+    assert not changed, (f"a test changed the shared build of the fixture release ({root}): "
+                         f"{', '.join(changed[:10])}; a test that changes state works in minirelease.own_copy")
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,16 @@ from pathlib import Path
 
 from shipyard.cli import main
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.wheel.build_request import BuildRequest
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minirelease"
 # The Pythons of the shared build: the oldest and the newest the release admits, two cells
 # whose tests run side by side.
 SHARED_PYTHONS = ("3.9", "3.13")
+# What a tool may write while a test only reads (bytecode, lock files): left out of the
+# shared build's fingerprint, as git's own folder is.
+UNWATCHED = (".git", ".shipyard/envs", ".shipyard/uv-cache", ".shipyard/test", ".shipyard/build")
 GIT_ENV = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
            "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@example.invalid",
            "GIT_AUTHOR_DATE": "2020-10-27T12:00:00+00:00", "GIT_COMMITTER_DATE": "2020-10-27T12:00:00+00:00"}
@@ -57,8 +61,24 @@ def shared_build(folder: Path) -> Path:
             pythons = [arg for python in SHARED_PYTHONS for arg in ("--python", python)]
             code = main(["--root", str(root), "build", "--variant", "cpu", *pythons, "--test-jobs", "2"])
             assert code == 0, f"the shared build of the fixture release failed ({root}); its output is above"
-            done.write_text("built\n")
+            done.write_text(json.dumps(fingerprint(root), indent=1))
     return root
+
+
+def fingerprint(root: Path) -> dict[str, str]:
+    """sha256 of every file of a built checkout a test that only reads it must leave alone:
+    sources, release.yaml, dist/, the build cache and keys."""
+    unwatched = [root / part for part in UNWATCHED]
+    return {file.relative_to(root).as_posix(): sha256_of(file) for file in sorted(root.rglob("*"))
+            if file.is_file() and not file.name.startswith(".") and not any(file.is_relative_to(u) for u in unwatched)}
+
+
+def changed_since_built(root: Path) -> list[str]:
+    """The files of the shared build at `root` that differ from what shared_build left (changed,
+    added or removed), sorted."""
+    before = json.loads((root.parent / "built").read_text())
+    now = fingerprint(root)
+    return sorted(path for path in before.keys() | now.keys() if before.get(path) != now.get(path))
 
 
 def own_copy(built: Path, dest: Path, *, dist: bool = True) -> Path:
