@@ -30,7 +30,11 @@ def make_checkout(dest: Path) -> Path:
     """A git checkout of the fixture release; the same commit (sha and time) wherever it is."""
     shutil.copytree(FIXTURE, dest, ignore=shutil.ignore_patterns("dist", ".shipyard", "__pycache__"))
     env = {**os.environ, **GIT_ENV}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "fixture"]):
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=dest, env=env, check=True)
+    # What shipyard writes is never part of the release's sources: a later `git add -A` (a test's
+    # new commit) leaves it out, as a real release's .gitignore would.
+    (dest / ".git" / "info" / "exclude").write_text("/.shipyard/\n/dist/\n")
+    for args in (["add", "-A"], ["commit", "-q", "-m", "fixture"]):
         subprocess.run(["git", *args], cwd=dest, env=env, check=True)
     return dest
 
