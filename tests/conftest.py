@@ -156,7 +156,7 @@ def glibc_sysroots() -> None:
 def glibc_sysroot(request: pytest.FixtureRequest) -> None:
     """Slow tests build Linux wheels, which compile against the bullseye sysroot (README, "The
     glibc promise"); the fast tier never downloads it. Session-scoped, so that it comes before
-    a module's build fixture (test_supply_chain's signed_build) on a machine without it."""
+    a module's build fixture (test_thirdparty_build's built) on a machine without it."""
     if any(item.get_closest_marker("slow") is not None for item in request.session.items):
         _glibc_sysroots()
 
