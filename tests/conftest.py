@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from ember_images import EmberImages
+from minirelease import changed_since_built, shared_build
 
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
@@ -192,6 +193,22 @@ def repo() -> Path:
 
 
 @pytest.fixture(scope="session")
+def minirelease_build(tmp_path_factory: pytest.TempPathFactory, glibc_sysroots: None) -> Iterator[Path]:
+    """The fixture release built once per suite run (minirelease.shared_build), read by every test
+    that does not change it; a test that does works in minirelease.own_copy of it. Under
+    pytest-xdist it lives in the folder the workers' temp folders share, so that one worker
+    builds it and the others reuse it; alone, in this run's temp folder. At the end, a test that
+    wrote into it anyway is an error: the tests after it would have read its changes."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared_build(shared / "minirelease-cpu")
+    yield root
+    changed = changed_since_built(root)
+    assert not changed, (f"a test changed the shared build of the fixture release ({root}): "
+                         f"{', '.join(changed[:10])}; a test that changes state works in minirelease.own_copy")
+
+
+@pytest.fixture(scope="session")
 def conda_cuda_versions() -> tuple[str, ...]:
     """The release's CUDA versions whose runtime the bootstrap channel can repack."""
     return bootstrap_cuda_versions(v.cuda for v in load_spec(REPO).release.variants.values() if v.cuda)
@@ -226,7 +243,7 @@ def glibc_sysroots() -> None:
 def glibc_sysroot(request: pytest.FixtureRequest) -> None:
     """Slow tests build Linux wheels, which compile against the bullseye sysroot (README, "The
     glibc promise"); the fast tier never downloads it. Session-scoped, so that it comes before
-    a module's build fixture (test_supply_chain's signed_build) on a machine without it."""
+    a module's build fixture (test_thirdparty_build's built) on a machine without it."""
     if any(item.get_closest_marker("slow") is not None for item in request.session.items):
         _glibc_sysroots()
 

@@ -1,5 +1,9 @@
 """Supply chain on the fixture release: the SBOM inside a wheel, signed provenance, `shipyard
-verify` on good artifacts and on each kind of tampering, and `shipyard repro`."""
+verify` on good artifacts and on each kind of tampering, and `shipyard repro`: the suite's one
+proof that two builds in different folders are the same bytes.
+
+The SBOM and verify tests read the suite's one build of the fixture release (conftest's
+minirelease_build: signed, as `nox -s build-cpu` does); tampering happens in copies of its dist/."""
 
 from __future__ import annotations
 
@@ -15,20 +19,19 @@ from sysroot_debs import deb_versions, installed_sysroot
 
 from shipyard.cli import main
 from shipyard.supply.keys import generate_key
-from shipyard.supply.repro import ReproRequest, reproduce, summary_lines
+from shipyard.supply.repro import CLONE_PATHS, ReproRequest, reproduce, summary_lines
 
 pytestmark = pytest.mark.slow
 
-FIXCEXT = "fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl"
+FIXCEXT = "fixcext-0.3.0+cpu-cp313-cp313-manylinux_2_31_x86_64.whl"
+FIXCEXT_CELL = "fixcext-cpu-linux-x86_64-cp313-wheel"
 
 
-@pytest.fixture(scope="module")
-def signed_build(tmp_path_factory):
-    """The fixture release's CPU wheels for Python 3.11, built and signed as `nox -s build-cpu` does."""
-    root = make_checkout(tmp_path_factory.mktemp("supply") / "release")
-    assert main(["--root", str(root), "keygen"]) == 0
-    assert main(["--root", str(root), "build", "--variant", "cpu", "--python", "3.11", "--no-tests"]) == 0
-    return root
+@pytest.fixture
+def signed_build(minirelease_build):
+    """The fixture release's CPU wheels for Pythons 3.9 and 3.13, built and signed as `nox -s
+    build-cpu` does. Read only: a test that changes an artifact changes a copy."""
+    return minirelease_build
 
 
 def _public_key(root: Path) -> str:
@@ -85,7 +88,7 @@ def test_the_wheel_sbom_names_the_libpng_inside_it(signed_build):
              if {"name": "shipyard:role", "value": "built"} in c["properties"]}
     assert built == own and "fixcext/lib/libfixcore.so" in built, (built, own)
     tools = {c["name"]: c["version"] for c in bom["components"] if c.get("scope") == "excluded"}
-    assert tools["cpython"].startswith("3.11.") and tools["gcc"].split(".")[0].isdigit(), tools
+    assert tools["cpython"].startswith("3.13.") and tools["gcc"].split(".")[0].isdigit(), tools
 
 
 def test_verify_passes_on_the_built_dist_and_on_one_artifact(signed_build, capsys, monkeypatch):
@@ -95,9 +98,8 @@ def test_verify_passes_on_the_built_dist_and_on_one_artifact(signed_build, capsy
     code = main(["verify", "dist"])  # the key beside release.yaml's, as `shipyard keygen` wrote it
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "2 of 2 artifacts verified" in out
-    envelope = json.loads((signed_build / "dist" / "provenance" / "fixcext-cpu-linux-x86_64-cp311-wheel.intoto.jsonl")
-                          .read_text())
+    assert "3 of 3 artifacts verified" in out
+    envelope = json.loads((signed_build / "dist" / "provenance" / f"{FIXCEXT_CELL}.intoto.jsonl").read_text())
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
     code, out = _verify(signed_build / "dist" / "whl" / "cpu" / "fixcext" / FIXCEXT, key, capsys)
     assert code == 0, out
@@ -113,7 +115,7 @@ def test_a_flipped_byte_fails_the_subject_check(signed_build, tmp_path, capsys):
     code, out = _verify(dist, _public_key(signed_build), capsys)
     assert code == 1
     assert f"{FIXCEXT}: subject: FAILED" in out and "changed after signing" in out
-    assert "1 of 2 artifacts verified" in out
+    assert "2 of 3 artifacts verified" in out
 
 
 def test_a_wrong_key_fails_the_signature_check(signed_build, tmp_path, capsys):
@@ -160,7 +162,7 @@ def test_a_tampered_statement_fails_the_signature_check(signed_build, tmp_path, 
     import base64
 
     dist = _copy(signed_build, tmp_path)
-    path = dist / "provenance" / "fixcext-cpu-linux-x86_64-cp311-wheel.intoto.jsonl"
+    path = dist / "provenance" / f"{FIXCEXT_CELL}.intoto.jsonl"
     envelope = json.loads(path.read_text())
     statement = json.loads(base64.b64decode(envelope["payload"]))
     statement["predicate"]["runDetails"]["builder"]["id"] = "https://attacker.invalid"
@@ -172,23 +174,73 @@ def test_a_tampered_statement_fails_the_signature_check(signed_build, tmp_path, 
 
 
 def test_repro_reports_every_artifact_identical(tmp_path):
+    """Two clean builds from clones at paths of different lengths, compared byte for byte."""
     root = make_checkout(tmp_path / "release")
-    report = reproduce(root, ReproRequest(variant="cpu", pythons=("3.11",), work=tmp_path / "repro"))
+    work = tmp_path / "repro"
+    report = reproduce(root, ReproRequest(variant="cpu", pythons=("3.11",), work=work))
     lines = "\n".join(summary_lines(report))
     assert report.ok, lines
     # fixcext for 3.11, and fixpure in the index of every variant it stands for (cpu, cu102, cu118).
     assert report.by_kind()["wheel"] == (4, 4), lines
+    assert sorted(p for p in report.identical if p.endswith(".whl")) == [
+        "whl/cpu/fixcext/fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl",
+        *(f"whl/{tag}/fixpure/fixpure-0.3.0-py3-none-any.whl" for tag in ("cpu", "cu102", "cu118"))]
     assert report.by_kind()["index"][0] == report.by_kind()["index"][1] > 0, lines
     assert "(100 %)" in lines
+    # The two builds were made in folders whose paths differ in length.
+    one, two = (work / clone for clone in CLONE_PATHS)
+    assert (one / "dist" / "manifest.json").is_file() and (two / "dist" / "manifest.json").is_file()
+    assert len(str(one)) != len(str(two))
 
 
 def test_repro_of_a_cuda_wheel_is_identical(tmp_path):
     """nvcc's output, built twice from clones at paths of different lengths: the fixture's CUDA
-    kernel (8 archs and +PTX) in fixcuda's cu118 wheel, vendored cudart included."""
+    kernel (8 archs and +PTX) in fixcuda's cu118 wheel, vendored cudart included. The suite's one
+    cu118 build of the fixture release: what the wheel holds is checked here too (that the cu118
+    index resolves a variant's wheels by name, and that its tests pass with no GPU, is ember's
+    cuda11 build in test_release_cuda)."""
     root = make_checkout(tmp_path / "release")
     assert main(["--root", str(root), "toolchain", "install", "cuda11"]) == 0  # kept when there (any test order)
+    work = tmp_path / "repro"
     report = reproduce(root, ReproRequest(variant="cuda11", pythons=("3.11",), components=("fixcuda",),
-                                          work=tmp_path / "repro"))
+                                          work=work))
     lines = "\n".join(summary_lines(report))
     assert report.ok, lines
-    assert "whl/cu118/fixcuda/fixcuda-0.3.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl" in report.identical, lines
+    name = "fixcuda-0.3.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl"
+    assert f"whl/cu118/fixcuda/{name}" in report.identical, lines
+    _check_cu118_wheel(work / CLONE_PATHS[0] / "dist" / "whl" / "cu118" / "fixcuda" / name, tmp_path / "x")
+
+
+def _check_cu118_wheel(wheel: Path, scratch: Path) -> None:
+    """fixcuda's cu118 wheel: the release's arch list in its build info, exactly that SASS and the
+    highest arch's PTX in its binary, cudart vendored and the driver not, and the arch check
+    on it fails a list that does not match, naming the wheel."""
+    from shipyard.host.toolchains.cuobjdump import cuda_device_code
+    from shipyard.host.toolchains.discover import discover
+    from shipyard.wheel import checks
+
+    with zipfile.ZipFile(wheel) as zf:
+        members = zf.namelist()
+        info = json.loads(zf.read("fixcuda/_build_info.json"))
+        so = next(m for m in members if m.startswith("fixcuda/_fixcuda"))
+        path = Path(zf.extract(so, scratch))
+    assert info["cuda_version"] == "11.8" and info["cuda_archs"] == ["3.7", "5.0", "6.0", "7.0", "7.5", "8.0",
+                                                                      "8.6", "9.0"]
+    # cudart is vendored by auditwheel; the driver never is.
+    assert any(m.startswith("fixcuda.libs/libcudart") for m in members)
+    assert not any("libcuda.so" in m or "libcuda-" in m for m in members)
+    toolkit = discover().cuda_toolkit("11.8")
+    assert toolkit is not None
+    code = cuda_device_code(path, toolkit.cuobjdump)
+    assert code.sass == {"sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"}
+    assert code.ptx == {"sm_90"}  # the implicit +PTX of the highest arch, for GPUs newer than 9.0
+    # A list that misses the binary's archs is caught both ways, and so is PTX that is not for
+    # the list's highest arch.
+    failures = [str(f) for f in checks.check_cuda_archs(wheel, ("3.7", "5.0", "12.0"),
+                                                          lambda p: cuda_device_code(p, toolkit.cuobjdump))]
+    assert f"{wheel.name}: CUDA archs: missing SASS for sm_120" in failures
+    assert (f"{wheel.name}: CUDA archs: SASS for archs not in the list: sm_60, sm_70, sm_75, sm_80, sm_86, sm_90"
+            in failures)
+    assert any(f.startswith(f"{wheel.name}: CUDA +PTX: missing PTX for sm_120") for f in failures)
+    assert (f"{wheel.name}: CUDA +PTX: PTX for sm_90: only the highest arch of the list (sm_120) ships PTX"
+            in failures)

@@ -1,7 +1,8 @@
 """What a component's test run proves, judged as a release manager would: pytest's own exit
 status first, then each feature by its status, with skipped tests shown for what they are.
 
-The fixture's fixcext is built once; each scenario re-runs only its tests (with a switch
+The fixture's fixcext is the suite's one build of the fixture release (conftest's
+minirelease_build), copied for this module; each scenario re-runs only its tests (with a switch
 that the fixture's tests read from the environment)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from minirelease import forget_test_results, make_checkout, request
+from minirelease import forget_test_results, own_copy, request
 
 from shipyard.cli import main
 from shipyard.release.validate import load_spec
@@ -22,19 +23,16 @@ from shipyard.testing.verdict import FeatureGate, FeatureOutcome, verdict_proble
 from shipyard.wheel.build_request import CellOutcome
 from shipyard.wheel.pipeline import build_variant
 
-CELL = "fixcext-cpu-linux-x86_64-cp311-wheel"
+CELL = "fixcext-cpu-linux-x86_64-cp313-wheel"
 SWITCHES = ("FIXTURE_BREAK_IMPORT", "FIXTURE_SKIP_STABLE", "FIXTURE_DROP_SUMSQ", "FIXTURE_BREAK_BETA",
             "FIXTURE_BREAK_STABLE", "FIXTURE_HAS_DEVICE", "FIXTURE_EXIT_AT", "FIXTURE_KILL_STABLE",
             "PYTEST_ADDOPTS")
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = make_checkout(tmp_path_factory.mktemp("gating") / "release")
-    [outcome] = build_variant(load_spec(root), request(root, pythons=("3.11",), components=("fixcext",),
-                                                       run_tests=False))
-    assert outcome.result == "built", outcome.detail
-    return root
+def checkout(minirelease_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the built fixture release: every scenario forgets the test verdicts and runs again."""
+    return own_copy(minirelease_build, tmp_path_factory.mktemp("gating") / "release")
 
 
 def _retest(root: Path, monkeypatch: pytest.MonkeyPatch, **switches: str) -> CellOutcome:
@@ -43,7 +41,7 @@ def _retest(root: Path, monkeypatch: pytest.MonkeyPatch, **switches: str) -> Cel
     for name, value in switches.items():
         monkeypatch.setenv(name, value)
     forget_test_results(root)
-    [outcome] = build_variant(load_spec(root), request(root, pythons=("3.11",), components=("fixcext",)))
+    [outcome] = build_variant(load_spec(root), request(root, pythons=("3.13",), components=("fixcext",)))
     return outcome
 
 
@@ -105,7 +103,7 @@ def test_partly_skipped_features_say_so_everywhere(checkout: Path, monkeypatch: 
     for name in SWITCHES:
         monkeypatch.delenv(name, raising=False)
     forget_test_results(checkout)
-    code = main(["--root", str(checkout), "build", "--variant", "cpu", "--python", "3.11", "--component", "fixcext"])
+    code = main(["--root", str(checkout), "build", "--variant", "cpu", "--python", "3.13", "--component", "fixcext"])
     shown = " ".join(capsys.readouterr().out.split())  # the summary table, unwrapped
     assert code == 0
     proven = "fix.png (stable) passed (1 of 3 skipped: no fixture device on this host)"
