@@ -104,17 +104,18 @@ def test_wheels_are_labelled_repaired_and_carry_build_info(minirelease_build):
         "fix.sumsq": "stable", "fix.png": "stable", "fix.flaky-beta": "beta"}
 
 
-def test_a_nightly_build_names_its_wheels_with_the_commits_development_version(cpu_build, tmp_path):
+def test_a_nightly_build_names_its_wheels_with_the_commits_development_version(minirelease_build, tmp_path):
     """`--publish-channel nightly`: the same builds (from the cache), relabelled under
     0.3.0.dev<commit's UTC day>, in name, METADATA, build info and manifest; tested from their own
     index, where only development versions are (pip takes them for the unpinned fixcext)."""
-    root, spec, _, _ = cpu_build
+    root = own_copy(minirelease_build, tmp_path / "release")
+    spec = load_spec(root)
     when = int(subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=root, capture_output=True, text=True,
                               check=True).stdout)
     day = time.strftime("%Y%m%d", time.gmtime(when))
     version = f"0.3.0.dev{day}"
     dist = tmp_path / "nightly"
-    # Its own dist (the other tests read the plain one), the checkout's cache.
+    # Its own dist beside the copy's plain one, the copy's cache.
     outcomes = build_variant(spec, replace(request(root, pythons=("3.9",), test_jobs=1, nightly=True), dist=dist))
     assert {o.result for o in outcomes} == {"passed"}, [(o.cell.id, o.result, o.detail) for o in outcomes]
     names = sorted(p.name for p in (dist / "whl" / "cpu").glob("*/*.whl"))
