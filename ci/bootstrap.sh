@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The main job (nox -s build-cpu) starts after these: 182 packages, about 470 MB on a bare Debian 12
+# The main job (nox -s build-cpu) starts after these: 190 packages, about 510 MB on a bare Debian 12
 # (the full list is about 350 packages, 815 MB, most of it chromium, clang, mingw and wine's libraries).
 APT_PACKAGES=(
   git cmake ninja-build g++ g++-11            # native builds; nvcc 11.8 needs gcc <= 11
