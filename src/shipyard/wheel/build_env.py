@@ -2,10 +2,11 @@
 
 Builds run with `--no-isolation` semantics inside these, so the backend is installed once per
 Python instead of once per build, and the environment's exact contents (`uv pip freeze`) are
-part of the cache key. uv makes them (no pip inside: nothing runs it there). Both the static requirements ([build-system].requires) and the ones
-the backend asks for at run time (its get_requires_for_build_wheel hook: scikit-build-core
-asks for cmake or ninja when the system has none new enough) are installed when the
-environment is made, so each build can skip the frontend's per-build dependency check.
+part of the cache key. uv makes them (no pip inside: nothing runs it there). Both the static
+requirements ([build-system].requires) and the ones the backend asks for at run time (its
+get_requires_for_build_wheel hook: scikit-build-core asks for cmake or ninja when the system
+has none new enough) are installed when the environment is made, so each build can skip the
+frontend's per-build dependency check.
 """
 
 from __future__ import annotations
