@@ -152,6 +152,18 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
     workers = max(1, min(ctx.request.jobs + 1, len(cells)))
     jobs_each = max(1, ctx.request.jobs // workers)
     results: list[CellOutcome | Future[CellOutcome]] = []
+    # A built cell's test dependencies download beside the builds, never in a build's place; the
+    # test stage waits for a download still running (the wheelhouse's lock) or makes its own.
+    downloads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="test-downloads")
+
+    def prefetch(future: Future[CellOutcome]) -> None:
+        if future.exception() is not None:
+            return  # raised again where the outcomes are collected
+        outcome = future.result()
+        interpreter = resolved[outcome.cell.id].interpreter
+        if interpreter is not None:
+            downloads.submit(prefetch_test_wheelhouse, ctx, outcome, interpreter)
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         _prepare_build_envs(ctx, pool, cells, resolved)
         for name, component_cells in by_component.items():
@@ -164,9 +176,14 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
                     results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                     continue
             sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
-            results += [pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core_prefix,
-                                    core_key, jobs_each) for cell in component_cells]
-        return [r.result() if isinstance(r, Future) else r for r in results]
+            for cell in component_cells:
+                future = pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core_prefix,
+                                     core_key, jobs_each)
+                future.add_done_callback(prefetch)
+                results.append(future)
+        outcomes = [r.result() if isinstance(r, Future) else r for r in results]
+    downloads.shutdown(wait=False)  # what is queued still runs
+    return outcomes
 
 
 def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list[Cell],
@@ -210,12 +227,9 @@ def _build_cell(ctx: BuildContext, cell: Cell, component: Component, toolchain: 
                 core_prefix: Path | None, core_key: str | None, jobs: int) -> CellOutcome:
     start = time.monotonic()
     try:
-        outcome = _build_cell_unchecked(ctx, cell, component, toolchain, sources, core_prefix, core_key, jobs, start)
+        return _build_cell_unchecked(ctx, cell, component, toolchain, sources, core_prefix, core_key, jobs, start)
     except ShipyardError as exc:
         return CellOutcome(cell, "failed", time.monotonic() - start, detail=f"build: {exc}")
-    assert toolchain.interpreter is not None
-    prefetch_test_wheelhouse(ctx, outcome, toolchain.interpreter)
-    return outcome
 
 
 def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
