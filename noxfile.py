@@ -21,6 +21,12 @@ ROOT = Path(__file__).parent
 RELEASE = yaml.safe_load((ROOT / "release.yaml").read_text())
 
 
+def _all_system_packages(session: nox.Session) -> None:
+    """The apt packages beyond the builds' (docker, clang, chromium, diffoscope, ...): `ci/bootstrap.sh`
+    installs only what the builds need, so the main job starts sooner; a second when present."""
+    session.run_install("bash", str(ROOT / "ci" / "bootstrap.sh"), "--all", external=True)
+
+
 def _install_shipyard(session: nox.Session, *extras: str) -> None:
     spec = f".[{','.join(extras)}]" if extras else "."
     session.install("-e", spec)
@@ -104,6 +110,7 @@ def _docker_session(variant: str, spec: dict) -> None:
     cuda = f"CUDA {spec['cuda']}" if spec.get("cuda") else "CPU"
 
     def session_func(session: nox.Session) -> None:
+        _all_system_packages(session)
         _install_shipyard(session, "test")
         python = RELEASE["images"]["python"]
         # The images hold the variant's tested wheels: build (cached when unchanged) and test them first.
@@ -132,6 +139,7 @@ def repro(session: nox.Session) -> None:
     """Build cells twice from clean clones (other folder, time, TZ, umask) and compare every artifact's bytes;
     diffoscope on a difference (default: -- --variant cpu --python 3.11 --mobile-target host; nvcc's output:
     -- --variant cuda11 --python 3.11)."""
+    _all_system_packages(session)
     _install_shipyard(session)
     session.run("shipyard", "repro", *(session.posargs or ["--variant", "cpu", "--python", "3.11",
                                                            "--mobile-target", "host"]))
@@ -172,7 +180,7 @@ def bench_mobile(session: nox.Session) -> None:
 
 @nox.session(name="bench-build")
 def bench_build(session: nox.Session) -> None:
-    """Build-time ratios: N Pythons vs one (core built once) against plain pip wheel; cached re-run."""
+    """Build-time ratios: N Pythons vs one (core built once) against plain per-Python builds; cached re-run."""
     _install_shipyard(session)
     session.run("python", "benchmarks/bench_build.py", *session.posargs)
 
@@ -195,6 +203,7 @@ def bench_main_job(session: nox.Session) -> None:
 @nox.session(name="bench-docker")
 def bench_docker(session: nox.Session) -> None:
     """Image rebuild after one changed wheel vs a cold build, side by side, and the image sizes."""
+    _all_system_packages(session)
     _install_shipyard(session)
     session.run("python", "benchmarks/bench_docker.py", *session.posargs)
 
@@ -250,6 +259,7 @@ def bench_publish(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on
     every core with pytest-xdist (`-- -n 0 tests` for one process)."""
+    _all_system_packages(session)
     _install_shipyard(session, "test")
     session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]))
 
@@ -258,6 +268,7 @@ def tests(session: nox.Session) -> None:
 def native(session: nox.Session) -> None:
     """ember's core natively: portable paths, clang -Werror, Windows DLLs under wine, ASan+UBSan and TSan
     (part of `tests`; `-- -m sanitizers` for the sanitizer tier alone)."""
+    _all_system_packages(session)
     _install_shipyard(session, "test")
     session.run("pytest", "tests/test_ember_native.py", *session.posargs)
 

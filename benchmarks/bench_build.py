@@ -1,7 +1,7 @@
 """Build-time ratios, measured side by side in one run (run by `nox -s bench-build`).
 
 1. shipyard: building N Pythons of one variant vs building one (the native core is built
-   once and reused), against the same ratio for a plain per-Python `pip wheel` of the same
+   once and reused), against the same ratio for a plain per-Python PEP 517 build of the same
    project (no reuse). `--component` picks the project (ember, embervision, ...). Each ratio
    is given in wall time and in CPU time; the CPU ratio holds on a machine shared with other
    jobs, where wall time does not.
@@ -71,19 +71,19 @@ def shipyard_build(spec, state: Path, dist: Path, component: str, pythons: tuple
 
 
 def plain_builds(project: Path, state: Path, pythons: tuple[str, ...], defines: dict[str, str]) -> Cost:
-    """`pip wheel` per Python with the same CMake definitions, each compiling everything."""
+    """A plain PEP 517 build per Python (`python -m build`, no isolation, in the same build venvs)
+    with the same CMake definitions, each compiling everything."""
     inventory = discover()
-    settings = [f"--config-settings=cmake.define.{k}={v}" for k, v in defines.items()]
+    settings = [f"--config-setting=cmake.define.{k}={v}" for k, v in defines.items()]
     envs = [ensure_build_env(inventory.interpreter(p), project, state) for p in pythons]
     out = Path(tempfile.mkdtemp(prefix="bench-plain-"))
     try:
         def run() -> None:
             for env in envs:
                 with tempfile.TemporaryDirectory() as build_dir:
-                    command.run([env.python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                                 "--quiet", "-w", out, f"--config-settings=build-dir={build_dir}", *settings,
-                                 project],
-                                timeout=3600, what="pip wheel")
+                    command.run([env.python, "-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check",
+                                 "--outdir", out, f"--config-setting=build-dir={build_dir}", *settings, project],
+                                timeout=3600, what="python -m build --wheel")
         return timed(run)
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -120,7 +120,7 @@ def main() -> int:
     plain_all = plain_builds(project, state, all_pythons, defines)
     n = len(all_pythons)
     report("shipyard (core once):", ship_one, ship_all, n, "  (target <= 1.3x, limit 1.5x)")
-    report("plain pip wheel:", plain_one, plain_all, n)
+    report("plain PEP 517 build:", plain_one, plain_all, n)
     print(f"  shipyard {n}-Python build vs plain: {ship_all.wall / plain_all.wall:5.2f}x the time, "
           f"{ship_all.cpu / plain_all.cpu:5.2f}x the CPU")
     shutil.rmtree(work, ignore_errors=True)

@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
 # Prepare a fresh Debian 12 machine for shipyard: the system packages its builds and tests
 # use, and a tools venv (.venv) holding nox and uv. Idempotent: a second run installs nothing.
+#
+#   bash ci/bootstrap.sh          what the builds need (every variant's wheels, conda packages and
+#                                 mobile targets, and the components' own test suites they run)
+#   bash ci/bootstrap.sh --all    that and what shipyard's own suite and the image, repro and
+#                                 report sessions add (docker, clang, chromium, diffoscope, ...);
+#                                 the nox sessions that need them run this themselves
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The main job (nox -s build-cpu) starts after these: 190 packages, about 510 MB on a bare Debian 12
+# (the full list is about 350 packages, 815 MB, most of it chromium, clang, mingw and wine's libraries).
 APT_PACKAGES=(
   git cmake ninja-build g++ g++-11            # native builds; nvcc 11.8 needs gcc <= 11
   libpng-dev libjpeg62-turbo-dev               # embervision links them; auditwheel vendors them
-  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user   # mobile cross builds and their tests
-  g++-mingw-w64-x86-64 wine64                  # Windows DLLs of ember's core, tested under wine
+  g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user   # mobile cross builds; ember's suite runs them under qemu
+  g++-mingw-w64-x86-64 wine64                  # Windows DLLs of ember's core; ember's suite tests them under wine
+)
+ALL_ONLY_PACKAGES=(
   clang                                        # ember's core must build with clang -Werror too
   docker.io debootstrap docker-registry apache2-utils       # images, the local registry, htpasswd
   shellcheck                                   # actionlint checks the workflows' run: scripts with it
   chromium                                     # the report test renders dist/report/index.html headless
   diffoscope-minimal                           # nox -s repro: shows where two builds of an artifact differ
 )
+case "${1:-}" in
+  "") ;;
+  --all) APT_PACKAGES+=("${ALL_ONLY_PACKAGES[@]}") ;;
+  *) echo "ci/bootstrap.sh: unknown argument; fix: no argument (the builds) or --all (got $1)" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -35,7 +50,15 @@ done
 # uv beside nox: nox then makes its session venvs with uv, in seconds instead of half a minute.
 if [[ ! -x .venv/bin/nox || ! -x .venv/bin/uv ]]; then
   echo "bootstrap: creating .venv with nox and uv ($python)"
-  [[ -x .venv/bin/python ]] || "$python" -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check "nox>=2024.4" "PyYAML>=6" "uv>=0.8,<0.14"
+  if "$python" -m pip --version >/dev/null 2>&1; then
+    # No pip inside (ensurepip alone took 48 s of a cold bootstrap here): the Python's own pip puts
+    # uv in, and uv the rest.
+    [[ -x .venv/bin/python ]] || "$python" -m venv --without-pip .venv
+    "$python" -m pip --python .venv/bin/python install --quiet --disable-pip-version-check "uv>=0.8,<0.14"
+    .venv/bin/uv pip install --quiet --python .venv/bin/python "nox>=2024.4" "PyYAML>=6"
+  else
+    [[ -x .venv/bin/python ]] || "$python" -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check "nox>=2024.4" "PyYAML>=6" "uv>=0.8,<0.14"
+  fi
 fi
 echo "bootstrap: ready"

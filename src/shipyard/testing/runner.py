@@ -40,6 +40,17 @@ def component_test_requirements(tests_dir: Path) -> list[str]:
     return ["pytest>=7"] + [r for r in reqs if r]
 
 
+def ensure_test_wheelhouse(wheel: Path, interpreter: Interpreter, *, tests_dir: Path,
+                           local_projects: set[NormalizedName], test_requires: Sequence[str], state: Path) -> Path:
+    """The wheelhouse the tests of `wheel` install their third-party packages from: its
+    dependencies outside the release and the tests' requirements, downloaded once per Python."""
+    runtime_deps = [str(r) for r in requires_dist(wheel)
+                    if canonicalize_name(r.name) not in local_projects
+                    and (r.marker is None or "extra" not in str(r.marker))]
+    return ensure_wheelhouse(interpreter, [*runtime_deps, *component_test_requirements(tests_dir), *test_requires],
+                             state)
+
+
 def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interpreter, tests_dir: Path,
                         gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path,
                         state: Path, work: Path, local_projects: set[NormalizedName],
@@ -54,13 +65,11 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
     range the tests pick fixed ports from (SHIPYARD_PORT_RANGE), so cells run side by side."""
     name, version, _, _ = parse_wheel_filename(wheel.name)
     expected = str(version)
-    runtime_deps = [str(r) for r in requires_dist(wheel)
-                    if canonicalize_name(r.name) not in local_projects
-                    and (r.marker is None or "extra" not in str(r.marker))]
     requirements = [*component_test_requirements(tests_dir), *test_requires]
 
     def install() -> Installed:
-        house = ensure_wheelhouse(interpreter, runtime_deps + requirements, state)
+        house = ensure_test_wheelhouse(wheel, interpreter, tests_dir=tests_dir, local_projects=local_projects,
+                                       test_requires=test_requires, state=state)
         python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
                                requirements=requirements, index=variant_index, project=str(name),
                                state=state)

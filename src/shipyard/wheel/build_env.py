@@ -1,11 +1,12 @@
 """Per-interpreter build environments with a project's PEP 517 build requirements installed.
 
 Builds run with `--no-isolation` semantics inside these, so the backend is installed once per
-Python instead of once per build, and the environment's exact contents (`pip freeze`) are
-part of the cache key. Both the static requirements ([build-system].requires) and the ones
-the backend asks for at run time (its get_requires_for_build_wheel hook: scikit-build-core
-asks for cmake or ninja when the system has none new enough) are installed when the
-environment is made, so each build can skip the frontend's per-build dependency check.
+Python instead of once per build, and the environment's exact contents (`uv pip freeze`) are
+part of the cache key. uv makes them (no pip inside: nothing runs it there). Both the static
+requirements ([build-system].requires) and the ones the backend asks for at run time (its
+get_requires_for_build_wheel hook: scikit-build-core asks for cmake or ninja when the system
+has none new enough) are installed when the environment is made, so each build can skip the
+frontend's per-build dependency check.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.release.project_declaration import build_backend, declaration_hash, writes_into_sources
+from shipyard.testing.venv import uv_binary
 
 # Always present: the frontend itself and the backends ember's components use.
 BASE_REQUIREMENTS = ("build>=1.2", "scikit-build-core>=0.10", "hatchling>=1.25",
@@ -85,8 +87,11 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
         if not marker.is_file():
             if root.exists():
                 shutil.rmtree(root)
-            command.run([interpreter.path, "-m", "venv", root], what=f"venv for Python {interpreter.version}")
-            _pip_install(python, wanted, interpreter)
+            # uv, not `python -m venv` and pip: ensurepip and pip's resolver took about a minute
+            # per Python on a cold machine, uv takes seconds (and Pythons make theirs side by side).
+            command.run([uv_binary(), "venv", "--quiet", "--python", interpreter.path, root],
+                        what=f"venv for Python {interpreter.version}")
+            _install(python, wanted, interpreter)
         dynamic = root / "shipyard-dynamic" / declaration_hash(project)
         if not dynamic.is_file():
             path = BuildEnv(interpreter, root, wanted, "").path_env()
@@ -99,12 +104,12 @@ def ensure_build_env(interpreter: Interpreter, project: Path, state: Path) -> Bu
                                          runner=hook_runner(f"build requirements of {project.name}", path))
                 extra = sorted(builder.get_requires_for_build("wheel"))
             if extra:
-                _pip_install(python, extra, interpreter)
+                _install(python, extra, interpreter)
             dynamic.parent.mkdir(exist_ok=True)
             dynamic.write_text("\n".join(extra) + "\n")
             marker.unlink(missing_ok=True)  # the environment changed: freeze it again
         if not marker.is_file():
-            marker.write_text(command.run([python, "-m", "pip", "freeze", "--all"]).stdout)
+            marker.write_text(command.run([uv_binary(), "pip", "freeze", "--python", python]).stdout)
         identity = sha256_of(marker)[:16]
         return BuildEnv(interpreter, root, wanted, identity)
 
@@ -122,6 +127,6 @@ def copy_project(project: Path, dest: Path) -> Path:
     return dest
 
 
-def _pip_install(python: Path, requirements: Sequence[str], interpreter: Interpreter) -> None:
-    command.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
+def _install(python: Path, requirements: Sequence[str], interpreter: Interpreter) -> None:
+    command.run([uv_binary(), "pip", "install", "--quiet", "--python", python, *requirements],
                 timeout=1200, what=f"build requirements for Python {interpreter.version}")

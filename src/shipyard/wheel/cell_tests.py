@@ -20,7 +20,7 @@ from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import running
 from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import selection_of
-from shipyard.testing.runner import console_script_problems, run_component_tests
+from shipyard.testing.runner import console_script_problems, ensure_test_wheelhouse, run_component_tests
 from shipyard.testing.verdict import FeatureGate, feature_gate, judge_identity
 from shipyard.wheel.build_request import BuildContext, CellOutcome, untested_detail
 from shipyard.wheel.index import content_identity
@@ -93,6 +93,21 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
                 task.outcome.result, task.outcome.detail = "failed", f"test: {error}"
             else:
                 _judge(task, cached=False)
+
+
+def prefetch_test_wheelhouse(ctx: BuildContext, outcome: CellOutcome, interpreter: Interpreter) -> None:
+    """Download a just-built cell's test dependencies now, while other cells still compile (the
+    download waits on the network, not the cores); the test stage finds them there. A failure
+    is left for the test stage, which meets it again and records it."""
+    component = ctx.spec.release.components[outcome.cell.component]
+    if not ctx.request.run_tests or not component.tests or outcome.wheel is None or outcome.result == "failed":
+        return
+    try:
+        ensure_test_wheelhouse(outcome.wheel, interpreter, tests_dir=component.tests_folder(ctx.root),
+                               local_projects={canonicalize_name(n) for n in ctx.spec.release.components},
+                               test_requires=component.test_requires, state=ctx.request.state)
+    except ShipyardError:
+        pass
 
 
 def _choose_pip_cells(tasks: list[_TestTask]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from shipyard.errors import ShipyardError, ToolchainMissing
@@ -34,7 +34,7 @@ from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
 from shipyard.wheel import checks
 from shipyard.wheel.build_env import copy_project, ensure_build_env
 from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
-from shipyard.wheel.cell_tests import run_cell_tests
+from shipyard.wheel.cell_tests import prefetch_test_wheelhouse, run_cell_tests
 from shipyard.wheel.index import add_wheel, write_index
 from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import (
@@ -144,29 +144,64 @@ def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
 
 
 def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolchain]) -> list[CellOutcome]:
-    outcomes: list[CellOutcome] = []
+    """Every cell, on every core: one component's per-Python builds run in the pool while the next
+    component's core compiles, and the build venvs are made while the first core compiles."""
     by_component: dict[str, list[Cell]] = {}
     for cell in cells:
         by_component.setdefault(cell.component, []).append(cell)
-    for name, component_cells in by_component.items():
-        component = ctx.spec.release.components[name]
-        core_prefix, core_key = None, None
-        if component.native_core is not None:
-            try:
-                core_prefix, core_key = _ensure_core(ctx, component, resolved[component_cells[0].id])
-            except ShipyardError as exc:
-                outcomes += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
-                continue
-        # One build more than there are cores: every build has serial stretches (interpreter
-        # start-up, CMake's configure, auditwheel) that another build's compiler can fill.
-        workers = min(ctx.request.jobs + 1, len(component_cells))
-        sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
-        jobs_each = max(1, ctx.request.jobs // workers)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core_prefix,
-                                   core_key, jobs_each) for cell in component_cells]
-            outcomes += [f.result() for f in futures]
+    # One build more than there are cores: every build has serial stretches (interpreter
+    # start-up, CMake's configure, auditwheel) that another build's compiler can fill.
+    workers = max(1, min(ctx.request.jobs + 1, len(cells)))
+    jobs_each = max(1, ctx.request.jobs // workers)
+    results: list[CellOutcome | Future[CellOutcome]] = []
+    # A built cell's test dependencies download beside the builds, never in a build's place; the
+    # test stage waits for a download still running (the wheelhouse's lock) or makes its own.
+    downloads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="test-downloads")
+
+    def prefetch(future: Future[CellOutcome]) -> None:
+        if future.exception() is not None:
+            return  # raised again where the outcomes are collected
+        outcome = future.result()
+        interpreter = resolved[outcome.cell.id].interpreter
+        if interpreter is not None:
+            downloads.submit(prefetch_test_wheelhouse, ctx, outcome, interpreter)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        _prepare_build_envs(ctx, pool, cells, resolved)
+        for name, component_cells in by_component.items():
+            component = ctx.spec.release.components[name]
+            core_prefix, core_key = None, None
+            if component.native_core is not None:
+                try:
+                    core_prefix, core_key = _ensure_core(ctx, component, resolved[component_cells[0].id])
+                except ShipyardError as exc:
+                    results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
+                    continue
+            sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
+            for cell in component_cells:
+                future = pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core_prefix,
+                                     core_key, jobs_each)
+                future.add_done_callback(prefetch)
+                results.append(future)
+        outcomes = [r.result() if isinstance(r, Future) else r for r in results]
+    downloads.shutdown(wait=False)  # what is queued still runs
     return outcomes
+
+
+def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list[Cell],
+                        resolved: dict[str, Toolchain]) -> None:
+    """Start making every cell's build venv (each made once, under its lock; a cell waits for its
+    own). A failure here stays in its future, unread: the cell's own call meets it again and
+    records it in the cell's outcome."""
+    wanted: dict[tuple[Path, Path], Toolchain] = {}
+    for cell in cells:
+        interpreter = resolved[cell.id].interpreter
+        if interpreter is not None:
+            wanted.setdefault((interpreter.path, ctx.root / ctx.spec.release.components[cell.component].path),
+                              resolved[cell.id])
+    for (_, project), toolchain in wanted.items():
+        assert toolchain.interpreter is not None
+        pool.submit(ensure_build_env, toolchain.interpreter, project, ctx.request.state)
 
 
 def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) -> tuple[Path, str]:

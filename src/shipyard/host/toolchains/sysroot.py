@@ -17,6 +17,7 @@ import stat
 import tempfile
 import tomllib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
@@ -169,9 +170,9 @@ def _assemble(recipe: SysrootRecipe, final: Path, progress: Callable[[str], None
         progress(f"unpack {len(debs)} .debs of {recipe.suite} into the sysroot")
         tree = staging / "tree"
         tree.mkdir()
-        for deb in debs:
-            command.run(["dpkg-deb", "-x", deb, tree], timeout=600, what=f"dpkg-deb -x {deb.name}")
-        record_deb_owners(debs, recipe.suite, staging / _OWNERS)
+        listings = _deb_listings(debs, recipe.suite)
+        _unpack_debs(debs, [files for _, files in listings], tree)
+        _write_owners(listings, staging / _OWNERS)
         _relative_symlinks(tree)
         sysroot = _write_wrappers(recipe, staging, debs)
         # Proved before it is moved into place: a cache entry is whole and proved, or absent.
@@ -210,24 +211,58 @@ def prove_sysroot(sysroot: Sysroot) -> None:
 
 def record_deb_owners(debs: list[Path], suite: str, out: Path) -> None:
     """Write which .deb of `suite` (package, version, arch, source package) unpacked each file and symlink."""
+    _write_owners(_deb_listings(debs, suite), out)
+
+
+def _deb_listings(debs: list[Path], suite: str) -> list[tuple[DebPackage, list[str]]]:
+    """Each .deb's package fields and the files and symlinks it holds (tree-relative), in `debs`'
+    order; read side by side, one dpkg-deb per core (each decompresses its whole archive)."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda deb: _deb_listing(deb, suite), debs))
+
+
+def _deb_listing(deb: Path, suite: str) -> tuple[DebPackage, list[str]]:
+    fields = command.run(["dpkg-deb", "--show", "--showformat",
+                          "${Package}\t${Version}\t${Architecture}\t${source:Package}", deb],
+                         timeout=60, what=f"dpkg-deb --show {deb.name}").stdout.strip().split("\t")
+    name, version, arch, source = fields
+    listing = command.run(["dpkg-deb", "--contents", deb], timeout=120, what=f"dpkg-deb --contents {deb.name}")
+    files = []
+    for line in listing.stdout.splitlines():
+        # "-rw-r--r-- root/root 12345 2021-01-01 00:00 ./usr/lib/x86_64-linux-gnu/libpng16.so.16.37.0"
+        # "lrwxrwxrwx root/root 0 2021-01-01 00:00 ./usr/lib/x86_64-linux-gnu/libpng16.so.16 -> libpng16…"
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[0][0] in "-l":
+            path = parts[5].split(" -> ", 1)[0] if parts[0][0] == "l" else parts[5]
+            files.append(path.removeprefix("./"))
+    return DebPackage(name, version, arch, source, distro=suite), files
+
+
+def _write_owners(listings: list[tuple[DebPackage, list[str]]], out: Path) -> None:
     packages: dict[str, dict[str, str]] = {}
-    files: dict[str, str] = {}
-    for deb in debs:
-        fields = command.run(["dpkg-deb", "--show", "--showformat",
-                              "${Package}\t${Version}\t${Architecture}\t${source:Package}", deb],
-                             timeout=60, what=f"dpkg-deb --show {deb.name}").stdout.strip().split("\t")
-        name, version, arch, source = fields
-        package = DebPackage(name, version, arch, source, distro=suite)
+    owners: dict[str, str] = {}
+    for package, files in listings:  # a path two .debs hold belongs to the later one, as it is unpacked
         packages[package.package] = asdict(package)
-        listing = command.run(["dpkg-deb", "--contents", deb], timeout=120, what=f"dpkg-deb --contents {deb.name}")
-        for line in listing.stdout.splitlines():
-            # "-rw-r--r-- root/root 12345 2021-01-01 00:00 ./usr/lib/x86_64-linux-gnu/libpng16.so.16.37.0"
-            # "lrwxrwxrwx root/root 0 2021-01-01 00:00 ./usr/lib/x86_64-linux-gnu/libpng16.so.16 -> libpng16…"
-            parts = line.split(None, 5)
-            if len(parts) == 6 and parts[0][0] in "-l":
-                name = parts[5].split(" -> ", 1)[0] if parts[0][0] == "l" else parts[5]
-                files[name.removeprefix("./")] = package.package
-    out.write_text(json.dumps({"packages": packages, "files": files}, indent=0, sort_keys=True) + "\n")
+        owners |= dict.fromkeys(files, package.package)
+    out.write_text(json.dumps({"packages": packages, "files": owners}, indent=0, sort_keys=True) + "\n")
+
+
+def _unpack_debs(debs: list[Path], files: list[list[str]], tree: Path) -> None:
+    """`dpkg-deb -x` every .deb into `tree`, one per core, with the tree a serial unpack in `debs`'
+    order gives: a .deb holding a path an earlier one also holds is unpacked again, in order, after."""
+    def unpack(deb: Path) -> None:
+        command.run(["dpkg-deb", "-x", deb, tree], timeout=600, what=f"dpkg-deb -x {deb.name}")
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(unpack, debs))
+    seen: set[str] = set()
+    overlapping: set[int] = set()
+    for index, held in enumerate(files):
+        if seen.intersection(held):
+            overlapping.add(index)
+        seen.update(held)
+    for index in sorted(overlapping):
+        unpack(debs[index])
 
 
 def _recipe_digest(recipe: SysrootRecipe) -> str:
