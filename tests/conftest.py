@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from ember_images import EmberImages
+from suite_timing import SuiteTiming
 
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
@@ -63,6 +64,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--image-variant", default=None,
                      help="test_docker_image.py: test this variant's images only (nox -s docker-<variant>); "
                           "default: the CPU images, plus the CUDA checks on the cuda11 runtime image")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The table of wall and CPU time per test module at the end of the run (suite_timing.py)."""
+    config.pluginmanager.register(SuiteTiming(config), "shipyard-suite-timing")
 
 
 @pytest.hookimpl(tryfirst=True)
