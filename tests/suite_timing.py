@@ -91,7 +91,7 @@ class SuiteTiming:
                      sum(c.cpu for c in self.modules.values()))
         write(f"{'total':<{width}}  {total.tests:>5}  {total.wall:>8.1f}  {total.cpu:>8.1f}")
         if len(self.workers) > 1 or "main" not in self.workers:
-            write("busy time per worker (the run took {:.1f} s of wall time):".format(
-                time.monotonic() - self._session_started))
+            took = time.monotonic() - self._session_started
+            write(f"busy time per worker (the run took {took:.1f} s of wall time):")
             for worker_id, cost in sorted(self.workers.items()):
                 write(f"{worker_id:<{width}}  {cost.tests:>5}  {cost.wall:>8.1f}  {cost.cpu:>8.1f}")

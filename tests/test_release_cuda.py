@@ -17,7 +17,7 @@ from shipyard.cli import main
 from shipyard.host.toolchains.discover import discover
 from shipyard.release.validate import load_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cuda_toolkit]  # --install-toolchain assembles each
 
 
 def _manifest(repo: Path) -> dict[str, dict]:

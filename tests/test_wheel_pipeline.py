@@ -231,6 +231,7 @@ def test_missing_toolkit_fails_with_the_doctors_message(tmp_path, capsys):
     assert "fixcuda-cu102-linux-x86_64-cp311-wheel" in out and "skipped" in out
 
 
+@pytest.mark.cuda_toolkit  # --install-toolchain
 def test_cuda11_wheels_pass_the_arch_check_and_resolve_from_their_index(tmp_path, capsys):
     root = make_checkout(tmp_path / "release")
     # CPU wheels first, so that the dist folder holds both variants side by side.
