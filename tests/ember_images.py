@@ -2,8 +2,8 @@
 images with shipyard's image pipeline, once per session (the `ember_images` fixture of conftest.py).
 
 test_docker_image.py tests these images, and the end-to-end publish (test_publish_release.py)
-publishes the same CPU runtime image: both use the Docker engine, so they share one xdist worker
-("docker" group) and this one build. The wheels come from shipyard's build cache under the
+publishes the same CPU runtime image: they share one xdist worker (the "ember_images" group,
+conftest.py's SHARED_BUILDS) and this one build. The wheels come from shipyard's build cache under the
 repository's .shipyard, shared with the other release builds of the suite; `nox -s docker-<variant>`
 instead points the images at the tested wheels of dist/ (SHIPYARD_IMAGE_TESTED_WHEELS=1).
 """
