@@ -55,11 +55,10 @@ class SpecCopy:
 # that take minutes go first, so that no worker starts one at the end while the others idle
 # (pytest_configure keeps xdist from reordering the groups by their number of tests).
 SLOWEST_FIRST = ("test_release_build.py", "test_release_cuda.py", "test_conda_install.py", "test_ember_native.py",
-                 "test_docker_image.py",
-                 "test_mobile_release.py", "test_conda_build.py", "test_publish_release.py", "test_publish_faults.py",
-                 "test_publish.py", "test_ci_steps.py",
-                 "test_wheel_pipeline.py", "test_thirdparty_build.py", "test_test_gating.py", "test_container_build.py",
-                 "test_cuda_toolkit.py")
+                 "test_docker_image.py", "test_mobile_release.py", "test_manylinux_bullseye.py", "test_conda_build.py",
+                 "test_publish_release.py", "test_publish_faults.py", "test_publish.py", "test_publish_images.py",
+                 "test_ci_steps.py", "test_wheel_pipeline.py", "test_thirdparty_build.py", "test_test_gating.py",
+                 "test_container_build.py", "test_cuda_toolkit.py")
 
 # Session fixtures that build (not once per machine under a lock, as the toolchains and the
 # conda bootstrap channel do): the tests using one share an xdist group, so it builds once.
@@ -148,6 +147,35 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _dealing_order(groups: dict[pytest.Item, str]) -> dict[str, int]:
+    """The order xdist hands out the groups: SLOWEST_FIRST's (a shared group with the slowest of
+    its files), then the other slow ones, then the fast ones. xdist runs a worker's last test only
+    once it holds the next one, so a worker left with two tests or fewer is handed the next group
+    at once, which then waits behind them: after a slow group of one or two tests (the main job,
+    the bullseye build) comes a fast group of three tests or more, not the next slow one."""
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    group_rank: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    slow: set[str] = set()
+    for item, group in groups.items():
+        group_rank[group] = min(group_rank.get(group, len(rank)), rank.get(item.path.name, len(rank)))
+        sizes[group] = sizes.get(group, 0) + 1
+        if item.get_closest_marker("slow") is not None:
+            slow.add(group)
+    in_file_order = list(group_rank)
+    ranked = sorted((g for g in in_file_order if group_rank[g] < len(rank)), key=group_rank.__getitem__)
+    other_slow = [g for g in in_file_order if group_rank[g] == len(rank) and g in slow]
+    fast = [g for g in in_file_order if g not in slow and group_rank[g] == len(rank)]
+    padding = [g for g in fast if sizes[g] > 2]
+    order: list[str] = []
+    for group in ranked + other_slow:
+        order.append(group)
+        if sizes[group] <= 2 and padding:
+            order.append(padding.pop(0))
+    order += [g for g in fast if g not in order]
+    return {group: i for i, group in enumerate(order)}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks what each slow test needs (NEEDS), and deals the tests to xdist's workers: each file
@@ -161,11 +189,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("slow")
     groups = {item: next((f for f in SHARED_BUILDS if f in getattr(item, "fixturenames", ())), item.path.name)
               for item in items}
-    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    group_rank: dict[str, int] = {}
-    for item, group in groups.items():  # a shared group goes out with the slowest of its files
-        group_rank[group] = min(group_rank.get(group, len(rank)), rank.get(item.path.name, len(rank)))
-    items.sort(key=lambda item: group_rank[groups[item]])  # stable: file order kept otherwise
+    order = _dealing_order(groups)
+    items.sort(key=lambda item: order[groups[item]])  # stable: file order kept within a group
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[item]))
 
