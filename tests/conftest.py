@@ -147,33 +147,37 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _dealing_order(groups: dict[pytest.Item, str]) -> dict[str, int]:
-    """The order xdist hands out the groups: SLOWEST_FIRST's (a shared group with the slowest of
-    its files), then the other slow ones, then the fast ones. xdist runs a worker's last test only
-    once it holds the next one, so a worker left with two tests or fewer is handed the next group
-    at once, which then waits behind them: after a slow group of one or two tests (the main job,
-    the bullseye build) comes a fast group of three tests or more, not the next slow one."""
+def _deal(groups: dict[pytest.Item, str]) -> dict[pytest.Item, int]:
+    """Each test's place in the order xdist hands out the groups: SLOWEST_FIRST's (a shared group
+    with the slowest of its files), then the other slow ones, then the fast ones. xdist runs a
+    worker's last test only once it holds the next one, so a worker left with two tests or fewer
+    is handed the next group at once, which then waits behind them: a slow group of one or two
+    tests (the main job, the bullseye build) takes in a fast file of three tests or more, after
+    its own (`groups` is changed to say so), and the next slow group does not wait behind it."""
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     group_rank: dict[str, int] = {}
-    sizes: dict[str, int] = {}
+    members: dict[str, list[pytest.Item]] = {}
     slow: set[str] = set()
     for item, group in groups.items():
         group_rank[group] = min(group_rank.get(group, len(rank)), rank.get(item.path.name, len(rank)))
-        sizes[group] = sizes.get(group, 0) + 1
+        members.setdefault(group, []).append(item)
         if item.get_closest_marker("slow") is not None:
             slow.add(group)
-    in_file_order = list(group_rank)
-    ranked = sorted((g for g in in_file_order if group_rank[g] < len(rank)), key=group_rank.__getitem__)
-    other_slow = [g for g in in_file_order if group_rank[g] == len(rank) and g in slow]
-    fast = [g for g in in_file_order if g not in slow and group_rank[g] == len(rank)]
-    padding = [g for g in fast if sizes[g] > 2]
-    order: list[str] = []
-    for group in ranked + other_slow:
-        order.append(group)
-        if sizes[group] <= 2 and padding:
-            order.append(padding.pop(0))
-    order += [g for g in fast if g not in order]
-    return {group: i for i, group in enumerate(order)}
+    ranked = sorted((g for g in members if group_rank[g] < len(rank)), key=group_rank.__getitem__)
+    order = ranked + [g for g in members if g in slow and g not in ranked]
+    fast = [g for g in members if g not in order]
+    companions = [g for g in fast if len(members[g]) > 2]
+    place: dict[pytest.Item, int] = {}
+    for group in order + fast:
+        if members[group][0] in place:
+            continue  # a companion, placed after its slow group
+        for item in members[group]:
+            place[item] = len(place)
+        if group in slow and len(members[group]) <= 2 and companions:
+            for item in members[companions.pop(0)]:
+                groups[item] = group
+                place[item] = len(place)
+    return place
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -189,8 +193,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("slow")
     groups = {item: next((f for f in SHARED_BUILDS if f in getattr(item, "fixturenames", ())), item.path.name)
               for item in items}
-    order = _dealing_order(groups)
-    items.sort(key=lambda item: order[groups[item]])  # stable: file order kept within a group
+    place = _deal(groups)
+    items.sort(key=place.__getitem__)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[item]))
 
