@@ -2,11 +2,11 @@
 images with shipyard's image pipeline, once per session (the `ember_images` fixture of conftest.py).
 
 test_docker_image.py tests these images, and the end-to-end publish (test_publish_release.py)
-publishes the same CPU runtime image: both use the Docker engine, so they share one xdist worker
-("docker" group) and this one build. The wheels come from shipyard's build cache in the suite's
-session state folder (conftest's suite_state), shared with the other release builds of the suite;
-`nox -s docker-<variant>` instead points the images at the tested wheels of dist/ that the session
-built just before (SHIPYARD_IMAGE_TESTED_WHEELS=1), and records the images there.
+publishes the same CPU runtime image: they share one xdist worker (the "ember_images" group,
+conftest.py's SHARED_BUILDS) and this one build. The wheels come from shipyard's build cache in the
+suite's session state folder (conftest's suite_state), shared with the other release builds of the
+suite; `nox -s docker-<variant>` instead points the images at the tested wheels of dist/ that the
+session built just before (SHIPYARD_IMAGE_TESTED_WHEELS=1), and records the images there.
 """
 
 from __future__ import annotations

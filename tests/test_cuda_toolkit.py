@@ -276,6 +276,7 @@ def test_arch_check_wants_the_sass_list_plus_one_ptx(tmp_path: Path, sass: str, 
 # --- real installs ----------------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 @pytest.mark.parametrize("version", ["11.8", "12.4", "13.0"])
 def test_toolkit_builds_exactly_the_listed_sass(version: str, request: pytest.FixtureRequest,
@@ -297,6 +298,7 @@ def test_toolkit_builds_exactly_the_listed_sass(version: str, request: pytest.Fi
 
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 @pytest.mark.parametrize("fixture", ["cuda11", "cuda12"])
 def test_assembled_nvcc_picks_its_own_host_compiler(fixture: str, request: pytest.FixtureRequest,
@@ -309,6 +311,7 @@ def test_assembled_nvcc_picks_its_own_host_compiler(fixture: str, request: pytes
 
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 def test_second_install_is_instant_and_offline(cuda11: InstalledCudaToolkit, toolkit_cache: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -325,6 +328,7 @@ def test_second_install_is_instant_and_offline(cuda11: InstalledCudaToolkit, too
 
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 def test_new_arch_on_installed_toolkit_is_proved_offline(cuda11: InstalledCudaToolkit, toolkit_cache: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
@@ -340,6 +344,7 @@ def test_new_arch_on_installed_toolkit_is_proved_offline(cuda11: InstalledCudaTo
 
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 def test_installed_toolkit_refuses_archs_it_cannot_compile(cuda11: InstalledCudaToolkit,
                                                            toolkit_cache: Path) -> None:
@@ -350,6 +355,7 @@ def test_installed_toolkit_refuses_archs_it_cannot_compile(cuda11: InstalledCuda
 
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 def test_cuobjdump_of_another_generation_is_refused(cuda11: InstalledCudaToolkit,
                                                     cuda13: InstalledCudaToolkit, tmp_path: Path) -> None:
@@ -363,6 +369,7 @@ def test_cuobjdump_of_another_generation_is_refused(cuda11: InstalledCudaToolkit
 
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 def test_discovery_finds_the_installed_toolkits(cuda11: InstalledCudaToolkit, cuda12: InstalledCudaToolkit,
                                                 toolkit_cache: Path) -> None:
@@ -374,6 +381,7 @@ def test_discovery_finds_the_installed_toolkits(cuda11: InstalledCudaToolkit, cu
 
 
 @pytest.mark.slow
+@pytest.mark.cuda_toolkit
 @debian_host
 def test_failed_install_leaves_nothing_and_apt_untouched(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,3 +112,15 @@ def test_a_toolkit_whose_runtime_needs_a_newer_glibc_cannot_keep_the_promise(tmp
     assert isinstance(missing, Missing)
     assert missing.what == (f"CUDA 12.4's runtime libcudart.so.12 needs GLIBC_{needed}, newer than the promised "
                             "glibc 2.31: its wheels cannot run there")
+
+
+def test_a_runtime_replaced_in_place_is_read_again(tmp_path: Path) -> None:
+    """Each ELF file is read once per process (the report resolves every CUDA cell against one
+    toolkit), but a toolkit reinstalled in place is read anew, not answered from memory."""
+    toolkit = _toolkit(tmp_path / "cuda-12.4", "12.4", None)
+    runtime = toolkit.root / "lib64" / "libcudart.so.12"
+    runtime.write_text("#!/bin/sh\n")  # not an ELF file: needs no glibc
+    assert toolkit_glibc(toolkit.root).runtime == ""
+    newer = Path(sys.executable).resolve()
+    shutil.copyfile(newer, runtime)
+    assert toolkit_glibc(toolkit.root).runtime == glibc_required(newer) != ""

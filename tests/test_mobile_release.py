@@ -26,6 +26,7 @@ from shipyard.wheel.pipeline import build_variant
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.qemu  # the arm targets' tests run under qemu-user
 def test_build_mobile_packages_host_and_arm_targets(repo, tmp_path, monkeypatch):
     monkeypatch.delenv("ANDROID_NDK_HOME", raising=False)
     dist = tmp_path / "dist"

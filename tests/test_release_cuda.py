@@ -28,7 +28,7 @@ from shipyard.release.cuda_archs import DeviceCode, expected_device_code
 from shipyard.release.matrix import expand
 from shipyard.release.validate import load_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cuda_toolkit]  # --install-toolchain assembles each
 
 COMPONENTS = ("ember", "embervision")
 TESTED = "3.11"

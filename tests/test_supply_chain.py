@@ -193,6 +193,7 @@ def test_repro_reports_every_artifact_identical(tmp_path):
     assert len(str(one)) != len(str(two))
 
 
+@pytest.mark.cuda_toolkit  # shipyard toolchain install cuda11
 def test_repro_of_a_cuda_wheel_is_identical(tmp_path):
     """nvcc's output, built twice from clones at paths of different lengths: the fixture's CUDA
     kernel (8 archs and +PTX) in fixcuda's cu118 wheel, vendored cudart included. The suite's one

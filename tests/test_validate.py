@@ -203,6 +203,19 @@ def test_a_parametrised_id_of_a_case_that_exists_is_valid(spec_copy) -> None:
     load_spec(spec_copy.root)
 
 
+
+def test_test_ids_are_checked_against_the_files_as_they_are_now(spec_copy) -> None:
+    """The test files are read once per process, and again when a test file or a conftest.py
+    above it changes: a long-lived process (the suite, a notebook) never checks old contents."""
+    _parametrised_ids(spec_copy, "test_on_a_device[cpu]", "test_added")
+    assert "no test 'test_added' in library/emberaudio/tests/test_wav.py" in _one_error(spec_copy)
+    tests = spec_copy.root / "library" / "emberaudio" / "tests"
+    (tests / "test_wav.py").write_text(PARAMETRISED + "\ndef test_added():\n    pass\n")
+    load_spec(spec_copy.root)
+    (tests / "conftest.py").write_text("import pytest\n\n@pytest.fixture\ndef device():\n    return 'cpu'\n")
+    assert _one_error(spec_copy).endswith("test_on_a_device is not parametrised; drop [cpu] or parametrise the test "
+                                          "(got 'library/emberaudio/tests/test_wav.py::test_on_a_device[cpu]')")
+
 def test_a_unittest_class_of_any_name_holds_tests(spec_copy) -> None:
     # pytest collects a TestCase whatever its name, so its id names tests (the plugin's matcher agrees).
     tests = spec_copy.root / "library" / "emberaudio" / "tests"

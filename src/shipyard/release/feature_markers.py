@@ -9,6 +9,7 @@ release must not run a component's code (or need its dependencies).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,17 @@ def _marked(test: DefinedTest, module_marks: list[FeatureMarker], constants: dic
 
 def read_test_file(root: Path, relative: str) -> TestFile:
     """Every test in `root/relative` with the feature markers that apply to it."""
+    try:
+        stat = (root / relative).stat()
+    except OSError:
+        return _read_test_file(root, relative, ())
+    return _read_test_file(root.resolve(), relative, (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
+
+
+# Every command loads the release description, which reads every component's test files: parse
+# each once per process (the suite and `shipyard ci` load it many times), again when it changes.
+@functools.lru_cache(maxsize=1024)
+def _read_test_file(root: Path, relative: str, _stat: tuple[int, ...]) -> TestFile:
     try:
         source = (root / relative).read_bytes()
         tree = ast.parse(source, filename=relative)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,12 @@ from shipyard.release.project_declaration import declared_requires_python
 from shipyard.release.pytest_selection import parse_pytest_args
 from shipyard.release.spec import Component, FeatureFile, Platform, Release
 from shipyard.release.yaml_source import YamlDocument, load_yaml
-from shipyard.resources.pytest_plugin.shipyard_test_ids import defined_tests, param_fixtures_for, test_id_problem
+from shipyard.resources.pytest_plugin.shipyard_test_ids import (
+    DefinedTest,
+    defined_tests,
+    param_fixtures_for,
+    test_id_problem,
+)
 from shipyard.wheel.project_metadata import metadata_requires_python, needs_metadata_hook
 
 __all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
@@ -350,11 +356,35 @@ def _test_state(root: Path, test_id: str) -> str:
         return "pending"
     if not rest:
         return "ok"
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (SyntaxError, ValueError, OSError):
+    defined = _defined_tests(root.resolve(), file_part, _read_files(root, file_part))
+    if defined is None:
         return f"{file_part} cannot be read as Python; fix the file or the test id"
-    return test_id_problem(test_id, defined_tests(tree, file_part, param_fixtures_for(root, file_part))) or "ok"
+    return test_id_problem(test_id, list(defined)) or "ok"
+
+
+def _read_files(root: Path, file_part: str) -> tuple[tuple[object, ...], ...]:
+    """What _defined_tests reads, by stat: the test file and the conftest.py files above it."""
+    path = root / file_part
+    keys: list[tuple[object, ...]] = []
+    for read in [path, *(f / "conftest.py" for f in path.parents if f == root or root in f.parents)]:
+        try:
+            stat = read.stat()
+        except OSError:
+            keys.append((str(read),))
+            continue
+        keys.append((str(read), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
+    return tuple(keys)
+
+
+# Every command loads the release description, which checks each test id of feature_status.yaml
+# against its file: parse each file once per process, again when it or a conftest.py changes.
+@functools.lru_cache(maxsize=1024)
+def _defined_tests(root: Path, file_part: str, _read: tuple[tuple[object, ...], ...]) -> tuple[DefinedTest, ...] | None:
+    try:
+        tree = ast.parse((root / file_part).read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return None
+    return tuple(defined_tests(tree, file_part, param_fixtures_for(root, file_part)))
 
 
 def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: Collector) -> Release:

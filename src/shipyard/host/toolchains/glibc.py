@@ -7,6 +7,7 @@ are held to the same reading here (toolchains.resolve, the doctor).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -35,6 +36,15 @@ def host_glibc() -> str:
 
 def glibc_required(binary: Path) -> str:
     """The newest GLIBC_x.y symbol version an ELF file needs ('2.17'); '' when it needs none."""
+    stat = binary.stat()
+    return _glibc_required(binary.resolve(), (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
+
+
+# Reading a toolkit's ELF files takes a tenth of a second each, and the report and the doctor
+# resolve every CUDA cell (each reading the same toolkit): read each file once per process,
+# again when it changes (the stat is part of the key).
+@functools.lru_cache(maxsize=1024)
+def _glibc_required(binary: Path, _stat: tuple[int, ...]) -> str:
     newest: tuple[int, ...] = ()
     with binary.open("rb") as fh:
         try:
