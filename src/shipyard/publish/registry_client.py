@@ -134,10 +134,14 @@ class RegistryClient:
                 token = self._tokens.get(scope) if scope is not None else self._last_token
                 if token:
                     auth["Authorization"] = f"Bearer {token}"
-            if isinstance(body, Path):
-                with body.open("rb") as data:
-                    return self.session.request(method, url, data=data, headers=auth, auth=sent_auth, stream=stream)
-            return self.session.request(method, url, data=body, headers=auth, auth=sent_auth, stream=stream)
+            try:
+                if isinstance(body, Path):
+                    with body.open("rb") as data:
+                        return self.session.request(method, url, data=data, headers=auth, auth=sent_auth,
+                                                    stream=stream)
+                return self.session.request(method, url, data=body, headers=auth, auth=sent_auth, stream=stream)
+            except requests.exceptions.SSLError as exc:  # not a fault another try mends
+                raise self.untrusted(what, exc) from None
 
         return with_retries(what, self.host, attempt, self.policy, scrub=self.scrub)
 
@@ -149,9 +153,13 @@ class RegistryClient:
                                f"auth configuration")
         params = {k: v for k, v in (("service", challenge.get("service")), ("scope", challenge.get("scope"))) if v}
         auth = self.credentials.basic_auth() if self.credentials.password else None
-        response = with_retries(f"{what} (token)", realm.split("?")[0],
-                                lambda: self.session.get(realm, params=params, auth=auth), self.policy,
-                                scrub=self.scrub)
+        def attempt() -> requests.Response:
+            try:
+                return self.session.get(realm, params=params, auth=auth)
+            except requests.exceptions.SSLError as exc:
+                raise self.untrusted(f"{what} (token from {realm.split('?')[0]})", exc) from None
+
+        response = with_retries(f"{what} (token)", realm.split("?")[0], attempt, self.policy, scrub=self.scrub)
         if response.status_code != 200:
             raise PublishError(self.scrub(f"{what}: the token service {realm.split('?')[0]} refused "
                                           f"{params.get('scope', 'a token')}: {describe(response)}{self.hint()}"))
@@ -164,6 +172,13 @@ class RegistryClient:
             raise PublishError(f"{what}: the token service {realm.split('?')[0]} answered without a token (JSON with "
                                f"`token` or `access_token` expected); check the registry's auth configuration")
         return token
+
+    def untrusted(self, what: str, exc: Exception) -> PublishError:
+        reason = "certificate verify failed" if "CERTIFICATE_VERIFY_FAILED" in str(exc) else type(exc).__name__
+        fix = ("check that it is the CA that signed the registry's certificate" if self.target.ca_file else
+               "set ca_file to the PEM file of the CA that signed its certificate, relative to release.yaml")
+        return PublishError(self.scrub(f"{what}: {self.host}: TLS: {reason}; {fix} (release.yaml: "
+                                       f"publish.{self.target.name})"))
 
     def hint(self) -> str:
         t = self.target
