@@ -37,14 +37,23 @@ def client(docker_engine: None) -> docker.DockerClient:
 class Project:
     """release.yaml whose images target is `url` (with `extra` lines), one tiny image in dist."""
 
-    def __init__(self, tmp_path: Path, client: docker.DockerClient, target_lines: str) -> None:
+    def __init__(self, tmp_path: Path, client: docker.DockerClient, target_lines: str, *,
+                 two_layers: bool = False) -> None:
         self.root, self.dist = tmp_path / "root", tmp_path / "dist"
         self.repo = f"shipyard-test-{uuid.uuid4().hex[:8]}"
         self.ref = f"{self.repo}:{VERSION}-cpu-runtime"
         self.client = client
         point_release_yaml(self.root, {"url: 127.0.0.1:5000": target_lines})
         self.dist.mkdir()
-        self.image_id = import_image(tmp_path / "images", self.ref, "tls")
+        if two_layers:  # FROM scratch, two COPY layers: a push and a load of more than one layer, built in a second
+            context = tmp_path / "context"
+            context.mkdir()
+            (context / "Dockerfile").write_text("FROM scratch\nCOPY a /a\nCOPY b /b\n")
+            (context / "a").write_text(f"{self.repo} first layer\n")
+            (context / "b").write_text(f"{self.repo} second layer\n" * 1000)
+            self.image_id = str(client.images.build(path=str(context), tag=self.ref, rm=True)[0].id)
+        else:
+            self.image_id = import_image(tmp_path / "images", self.ref, "tls")
         write_manifest(self.dist, [image_record(self.ref, self.image_id)])
 
     def run(self, *args: str, password: str = PASSWORD) -> tuple[int, str]:
@@ -99,9 +108,11 @@ def _publish_then_promote(registry: Registry, project: Project) -> list[str]:
 def test_tls_with_htpasswd_publishes_and_promotes_and_a_registry_it_cannot_trust_is_named(
         tls: Tls, client: docker.DockerClient, tmp_path: Path, made: list[Project]) -> None:
     with docker_registry(tmp_path / "registry", password=PASSWORD, tls=tls) as registry:
-        project = Project(tmp_path / "ok", client, _https(registry, tls))
+        project = Project(tmp_path / "ok", client, _https(registry, tls), two_layers=True)
         made.append(project)
         outputs = _publish_then_promote(registry, project)
+        manifest = json.loads(registry.blob_on_disk(_published(registry, project, "test")))
+        assert len(manifest["layers"]) == 2
 
         untrusting = Project(tmp_path / "no-ca", client, f"url: https://{registry.address}")
         made.append(untrusting)
