@@ -28,7 +28,7 @@ from typing import Any
 
 import requests
 
-from shipyard.errors import PublishError
+from shipyard.errors import PublishError, UsageError
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.retry import RetryPolicy, bounded_session, describe, with_retries
 from shipyard.release.destinations import PublishTarget
@@ -63,7 +63,7 @@ def trust(target: PublishTarget, root: Path) -> str | bool:
     if target.ca_file:
         path = (root / target.ca_file).resolve()
         if not path.is_file():
-            raise PublishError(f"release.yaml: publish.{target.name}.ca_file: no such file; give the PEM bundle of "
+            raise UsageError(f"release.yaml: publish.{target.name}.ca_file: no such file; give the PEM bundle of "
                                f"the CA that signed the registry's certificate, relative to release.yaml "
                                f"(got {target.ca_file})")
         return str(path)
