@@ -187,7 +187,7 @@ class Registry:
                 if requests.get(f"{self.api}/", timeout=2, verify=str(self.tls.ca) if self.tls else True
                                 ).status_code == 401:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up yet; a TLS handshake may time out
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"docker-registry did not come up:\n{self.log.read_text()[-3000:]}")
@@ -253,8 +253,8 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
                                             "rootcertbundle": str(tokens.rootcertbundle)}}
             (folder / "config.yml").write_text(json.dumps(config))  # JSON is YAML
             server = Registry(f"127.0.0.1:{port}", user, password, folder / "config.yml", tls=tls, tokens=tokens)
-            server.start()
             try:
+                server.start()  # inside: a start that fails still stops the process
                 yield server
             finally:
                 server.stop()
