@@ -82,9 +82,9 @@ def _image(project: Project, payload: str, **record: str) -> str:
 
 def _pulled_id(client: docker.DockerClient, registry: Registry, repo: str, tag: str) -> str:
     """`docker pull <registry>/<repo>:<tag>` on an engine holding no image of `repo`: the id it gets."""
-    for image in client.images.list():
-        if any(repo in ref for ref in image.tags + image.attrs.get("RepoDigests", [])):
-            client.images.remove(image.id, force=True)
+    for image in client.api.images():  # one call: the shared engine may drop an image meanwhile
+        if any(repo in ref for ref in (image.get("RepoTags") or []) + (image.get("RepoDigests") or [])):
+            client.images.remove(image["Id"], force=True)
     return str(client.images.pull(f"{registry.address}/{repo}", tag=tag, auth_config=registry.auth()).id)
 
 
