@@ -57,9 +57,10 @@ class Project:
         write_manifest(self.dist, [image_record(self.ref, self.image_id)])
 
     def run(self, *args: str, password: str = PASSWORD) -> tuple[int, str]:
+        """`shipyard -v …` in its own process (-v: the debug log too, where no secret may appear either)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | {
             "SHIPYARD_REGISTRY_USERNAME": "shipyard", "SHIPYARD_REGISTRY_PASSWORD": password}
-        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(self.root), *args, "--target",
+        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "-v", "--root", str(self.root), *args, "--target",
                                "images", "--dist", str(self.dist), "--tries", "2", "--first-pause", "0.1",
                                "--timeout", "10"], capture_output=True, text=True, env=env, timeout=300)
         return done.returncode, done.stdout + done.stderr
