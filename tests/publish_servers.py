@@ -1,7 +1,8 @@
 """Real servers for the publish tests, on 127.0.0.1, started and stopped by the tests: a devpi
 server (with a user and password), a plain HTTP server for the static wheel tree, the conda
 channel server (shipyard.conda.serve, token in the path) and Debian's docker-registry with
-htpasswd (bcrypt) auth."""
+htpasswd (bcrypt) auth, or behind the bearer-token flow (registry_auth's stand-in token service),
+over plain HTTP or TLS from a CA the test makes."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import requests
+
+if TYPE_CHECKING:
+    from registry_auth import Tls, TokenService
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
@@ -144,10 +149,28 @@ class Registry:
     password: str
     config: Path
     process: subprocess.Popen[bytes] | None = None
+    tls: Tls | None = None  # served over TLS with this CA's certificate
+    tokens: TokenService | None = None  # behind the bearer-token flow of this token service
 
     @property
     def log(self) -> Path:
         return self.config.parent / "registry.log"
+
+    @property
+    def api(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.address}/v2"
+
+    def tag_on_disk(self, repo: str, tag: str) -> str | None:
+        """The manifest digest the registry's storage links `repo:tag` to (None: no such tag), read
+        from its files: what it serves, asked without any client."""
+        link = (self.config.parent / "data" / "docker" / "registry" / "v2" / "repositories" / repo / "_manifests" /
+                "tags" / tag / "current" / "link")
+        return link.read_text().strip() if link.is_file() else None
+
+    def blob_on_disk(self, digest: str) -> bytes:
+        hexdigest = digest.removeprefix("sha256:")
+        return (self.config.parent / "data" / "docker" / "registry" / "v2" / "blobs" / "sha256" / hexdigest[:2] /
+                hexdigest / "data").read_bytes()
 
     def auth(self) -> dict[str, str]:
         return {"username": self.user, "password": self.password}
@@ -161,9 +184,10 @@ class Registry:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if requests.get(f"http://{self.address}/v2/", timeout=2).status_code == 401:
+                if requests.get(f"{self.api}/", timeout=2, verify=str(self.tls.ca) if self.tls else True
+                                ).status_code == 401:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up yet; a TLS handshake may time out
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"docker-registry did not come up:\n{self.log.read_text()[-3000:]}")
@@ -196,9 +220,11 @@ class Registry:
 
 
 @contextmanager
-def docker_registry(folder: Path, *, user: str = "shipyard", password: str | None = None) -> Iterator[Registry]:
+def docker_registry(folder: Path, *, user: str = "shipyard", password: str | None = None, tls: Tls | None = None,
+                    bearer: bool = False) -> Iterator[Registry]:
     """Debian's docker-registry on a claimed 127.0.0.1 port, storing under `folder`, with htpasswd
-    (bcrypt) auth for `user`; stopped at the end."""
+    (bcrypt) auth for `user` (`bearer`: behind the stand-in token service, which knows `user`
+    instead), over TLS with `tls`'s certificate when given; stopped at the end."""
     from shipyard.plumbing import command
     from shipyard.plumbing.port_ranges import claimed_port_range
 
@@ -211,17 +237,27 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
     (folder / "htpasswd").write_text(htpasswd)
     with claimed_port_range() as ports:
         port = ports[0]
-        config = {"version": 0.1, "log": {"level": "warn"},
-                  "storage": {"filesystem": {"rootdirectory": str(folder / "data")}},
-                  "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
-                  "auth": {"htpasswd": {"realm": "shipyard-test", "path": str(folder / "htpasswd")}}}
-        (folder / "config.yml").write_text(json.dumps(config))  # JSON is YAML
-        server = Registry(f"127.0.0.1:{port}", user, password, folder / "config.yml")
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+        config: dict = {"version": 0.1, "log": {"level": "warn"},
+                        "storage": {"filesystem": {"rootdirectory": str(folder / "data")}},
+                        "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+                        "auth": {"htpasswd": {"realm": "shipyard-test", "path": str(folder / "htpasswd")}}}
+        if tls is not None:
+            config["http"]["tls"] = {"certificate": str(tls.certificate), "key": str(tls.key)}
+        with ExitStack() as stack:
+            tokens = None
+            if bearer:
+                from registry_auth import token_service
+
+                tokens = stack.enter_context(token_service(folder / "token", user, password, ports[1]))
+                config["auth"] = {"token": {"realm": tokens.realm, "service": tokens.service, "issuer": tokens.issuer,
+                                            "rootcertbundle": str(tokens.rootcertbundle)}}
+            (folder / "config.yml").write_text(json.dumps(config))  # JSON is YAML
+            server = Registry(f"127.0.0.1:{port}", user, password, folder / "config.yml", tls=tls, tokens=tokens)
+            try:
+                server.start()  # inside: a start that fails still stops the process
+                yield server
+            finally:
+                server.stop()
 
 
 def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:

@@ -129,8 +129,10 @@ def import_image(folder: Path, ref: str, payload: str) -> str:
 def remove_images(client: docker.DockerClient, repo: str, ids: Iterable[str] = ()) -> None:
     """The images a test imported (`ids`) and every image any of whose references names `repo`
     (a re-import leaves the one before untagged; a killed push leaves its registry handle)."""
-    found = {image.id for image in client.images.list(all=True)
-             if any(repo in ref for ref in image.tags + (image.attrs.get("RepoDigests") or []))}
+    # One listing call: images.list() inspects each image after listing, and an image another
+    # process removes in between (the engine is shared) would raise ImageNotFound.
+    found = {image["Id"] for image in client.api.images(all=True)
+             if any(repo in ref for ref in (image.get("RepoTags") or []) + (image.get("RepoDigests") or []))}
     for image_id in {f"sha256:{i.removeprefix('sha256:')}" for i in ids} | found:
         with contextlib.suppress(docker.errors.ImageNotFound):
             client.images.remove(image_id, force=True)

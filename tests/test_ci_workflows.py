@@ -221,6 +221,18 @@ def test_trusted_publishing_where_the_target_supports_it(ci_copy):
         'shipyard publish --channel "$SHIPYARD_CHANNEL"\n']
 
 
+def test_a_github_container_registry_target_gets_packages_write_and_the_job_token(ci_copy):
+    """#29: images to ghcr.io with the job's GITHUB_TOKEN, which needs `packages: write`."""
+    ci_copy.edit("release.yaml", "    url: 127.0.0.1:5000\n    username_env: SHIPYARD_REGISTRY_USERNAME\n"
+                 "    password_env: SHIPYARD_REGISTRY_PASSWORD\n",
+                 "    url: https://ghcr.io/ember-ml\n    username_env: GHCR_USERNAME\n    password_env: GITHUB_TOKEN\n")
+    text = generate(load_spec(ci_copy.root))[Path(".github/workflows/release.yml")]
+    publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
+    assert publish["permissions"] == {"contents": "read", "packages": "write"}
+    step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
+    assert step["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+
+
 def test_lanes_split_at_the_matrix_limit_and_the_guard_names_the_fix(repo, monkeypatch, tmp_path):
     spec = load_spec(repo)
     whole = lanes(spec.release)

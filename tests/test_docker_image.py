@@ -24,9 +24,7 @@ from pathlib import Path
 
 import docker
 import pytest
-import requests
 from ember_images import EmberImages
-from publish_servers import docker_registry
 from wheel_edit import append_to_wheel_member
 
 from shipyard.errors import CheckFailed
@@ -35,11 +33,9 @@ from shipyard.image.build import ImageRequest, build_images
 from shipyard.image.deps import ensure_wheelhouse
 from shipyard.image.hygiene import scan_image
 from shipyard.image.plan import feature_ids, rfc3339
-from shipyard.image.registry import RegistryError, push_image
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
-from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import Spec, load_spec
 from shipyard.testing.container import run_tests_in_container
 from shipyard.testing.runner import component_test_requirements
@@ -408,56 +404,6 @@ def test_one_changed_wheel_keeps_base_and_dependency_layers(ember_images: EmberI
     finally:
         for ref in after.plan.tags:
             client.images.remove(ref, noprune=True)
-
-
-# --- the registry -----------------------------------------------------------------------------
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
-    """Debian's docker-registry on 127.0.0.1 with htpasswd (bcrypt) auth: (host:port, user, password)."""
-    with docker_registry(tmp_path / "registry") as server:
-        yield server.address, server.user, server.password
-
-
-def test_push_then_pull_gives_the_same_digest(ember_images: EmberImages, client: docker.DockerClient,
-                                              registry: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch,
-                                              capfd: pytest.CaptureFixture[str],
-                                              request: pytest.FixtureRequest) -> None:
-    variant, _ = _variants(request.config)
-    plan = ember_images.get(variant).plan
-    address, user, password = registry
-    target = PublishTarget(name="images", kind="docker", url=address, username_env="SHIPYARD_REGISTRY_USERNAME",
-                           password_env="SHIPYARD_REGISTRY_PASSWORD")
-    monkeypatch.delenv("SHIPYARD_REGISTRY_PASSWORD", raising=False)
-    monkeypatch.setenv("SHIPYARD_REGISTRY_USERNAME", user)
-    with pytest.raises(RegistryError, match="set SHIPYARD_REGISTRY_PASSWORD to the registry's credentials"):
-        push_image(plan.tag, target, client=client)
-    monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", "not-the-password")
-    with pytest.raises(RegistryError) as refused:
-        push_image(plan.tag, target, client=client)
-    assert "not-the-password" not in str(refused.value)
-    monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", password)
-    pushed = [push_image(ref, target, client=client) for ref in plan.tags]
-    assert [p.remote for p in pushed] == [f"{address}/{ref}" for ref in plan.tags]
-    assert pushed[0].digest == pushed[1].digest  # one image, two tags
-    again = push_image(plan.tag, target, client=client)
-    assert again.digest == pushed[0].digest  # idempotent
-    # What the registry serves under the tag, asked with the registry's own API…
-    name, tag = plan.tag.split(":")
-    answer = requests.head(f"http://{address}/v2/{name}/manifests/{tag}", auth=(user, password), timeout=30,
-                           headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    assert answer.status_code == 200 and answer.headers["Docker-Content-Digest"] == pushed[0].digest
-    # …and what `docker pull` gets, with the local copy gone first.
-    remote = f"{address}/{plan.tag}"
-    pulled = client.images.pull(remote.rsplit(":", 1)[0], tag=tag, auth_config={"username": user,
-                                                                               "password": password})
-    try:
-        assert f"{address}/{name}@{pushed[0].digest}" in pulled.attrs["RepoDigests"]
-        assert pulled.id == client.images.get(plan.tag).id
-    finally:
-        client.images.remove(remote, noprune=True)
-    out, err = capfd.readouterr()
-    assert password not in out + err
 
 
 # --- devel ---------------------------------------------------------------------------------------

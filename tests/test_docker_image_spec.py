@@ -1,5 +1,5 @@
 """The images section of release.yaml and what shipyard derives from it, without an engine:
-validation messages, tags, labels, the dependency platforms and the registry credentials."""
+validation messages, tags, labels, the dependency platforms."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from shipyard.errors import SpecError, UsageError
 from shipyard.image.deps import compatible_platforms
 from shipyard.image.hygiene import secret_needles
 from shipyard.image.plan import image_labels, image_plans
-from shipyard.image.registry import RegistryError, credentials, remote_ref
 from shipyard.release.channel_version import ChannelVersionError
-from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import load_spec
 
 
@@ -86,18 +84,6 @@ def test_dependency_platforms_include_older_manylinux_tags() -> None:
     assert compatible_platforms("win_amd64") == ["win_amd64"]
 
 
-def test_registry_credentials_come_from_the_named_variables_only(monkeypatch) -> None:
-    target = PublishTarget(name="images", kind="docker", url="127.0.0.1:5000", username_env="REG_USER",
-                           password_env="REG_PASS")
-    monkeypatch.setenv("REG_USER", "someone")
-    monkeypatch.delenv("REG_PASS", raising=False)
-    with pytest.raises(RegistryError, match=r"publish.images: set REG_PASS to the registry's credentials"):
-        credentials(target)
-    monkeypatch.setenv("REG_PASS", "s3cret-value")
-    assert credentials(target) == {"username": "someone", "password": "s3cret-value"}
-    assert remote_ref("ember:1.7.0-cpu-runtime", target) == "127.0.0.1:5000/ember:1.7.0-cpu-runtime"
-
-
 def test_secret_needles_take_whole_secrets_and_config_values() -> None:
     assert secret_needles(["[global]\nindex-url = https://u:tok123456@x/\n", "short"]) == [
         b"[global]\nindex-url = https://u:tok123456@x/", b"https://u:tok123456@x/"]
@@ -127,3 +113,15 @@ def test_staged_example_scripts_do_not_depend_on_the_umask(tmp_path) -> None:
         modes.append((os.stat(script.parent).st_mode & 0o777, script.stat().st_mode & 0o777, script.stat().st_mtime))
     assert modes == [(0o755, 0o644, 1700000000)] * 2
     assert sorted(p.name for p in (tmp_path / "examples-22").iterdir()) == ["train_sgd.py"]
+
+
+def test_image_push_is_removed_and_names_shipyard_publish(capsys, tmp_path) -> None:
+    """One way to publish an image (#29): `image push` wrote channel tags outside gating,
+    immutability and the journal; its old command line now says what to run instead."""
+    from shipyard.cli import main
+
+    code = main(["--root", str(tmp_path), "image", "push", "--variant", "cpu", "--to", "images", "--channel", "test"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "shipyard image push: removed; publish images with `shipyard publish --channel CHANNEL --target " in err
+    assert "Traceback" not in out + err and len(err.strip().splitlines()) == 1, err

@@ -29,6 +29,7 @@ from shipyard.ci.linux_lanes import linux_lane, mobile_lane
 from shipyard.ci.runners import TIMEOUT_MINUTES
 from shipyard.ci.steps import Job, Step, checkout, host_tools
 from shipyard.errors import ShipyardError
+from shipyard.publish.registry_client import registry_base
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import Spec
 
@@ -165,6 +166,8 @@ def _publish_job(spec: Spec, all_lanes: list[Lane], environment: str) -> Job:
                                                 "done\n"}]
     if oidc:  # the publish step mints each upload token itself and keeps it in memory
         permissions["id-token"] = "write"
+    if any(t.kind == "docker" and registry_base(t.url)[1] == "ghcr.io" for t in targets.values()):
+        permissions["packages"] = "write"  # GitHub's container registry takes the job's GITHUB_TOKEN
     publish: Step = {"name": "Publish (gated again per channel; atomic and resumable)",
                      "run": "shipyard publish --channel \"$SHIPYARD_CHANNEL\"\n"}
     if secrets:

@@ -1,4 +1,4 @@
-"""`shipyard image …`: build a variant's images, push them."""
+"""`shipyard image …`: build a variant's images; `shipyard publish` publishes them."""
 
 from __future__ import annotations
 
@@ -73,25 +73,12 @@ def _print_plan(spec: Spec, request: ImageRequest) -> int:
 
 
 def cmd_image_push(args: argparse.Namespace) -> int:
+    """Removed (#29): it wrote channel tags outside gating, immutability and the journal."""
     from shipyard.errors import UsageError
-    from shipyard.image.plan import image_plans
-    from shipyard.image.registry import push_image
 
-    spec = load_release(args)
-    targets = {n: t for n, t in spec.release.publish.items() if t.kind == "docker"}
-    name = args.to or next(iter(targets), None)
-    if name is None or name not in targets:
-        raise UsageError(f"--to {args.to}: release.yaml's publish section has no docker target "
-                         f"(docker targets: {', '.join(targets) or 'none'})")
-    target = targets[name]
-    if args.registry:
-        target = target.model_copy(update={"url": args.registry})
-    for plan in image_plans(spec, args.variant, targets=args.target or ("runtime", "devel"), channel=args.channel,
-                            dist=Path(args.root) / "dist"):
-        for ref in plan.tags:
-            pushed = push_image(ref, target)
-            console.print(f"pushed {pushed.remote} {pushed.digest}")
-    return 0
+    raise UsageError("shipyard image push: removed; publish images with `shipyard publish --channel CHANNEL "
+                     "--target <docker target>` (and move them with `shipyard promote`), which gates them, never "
+                     "moves a published tag and can be resumed (got image push)")
 
 
 def cmd_image_bases(args: argparse.Namespace) -> int:
@@ -112,7 +99,7 @@ def cmd_image_bases(args: argparse.Namespace) -> int:
 
 
 def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("image", help="Docker images: build a variant's runtime and devel images, push them")
+    p = sub.add_parser("image", help="Docker images: build a variant's runtime and devel images")
     isub = p.add_subparsers(dest="image_command", required=True)
     b = isub.add_parser("build", help="build (or find unchanged) a variant's images from its wheel index")
     b.add_argument("--variant", required=True, help="a variant of release.yaml's images.variants: cpu, cuda11 …")
@@ -137,10 +124,8 @@ def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
                                       "images.base_image and python_image), one per line, for `docker pull`")
     s.add_argument("--variant", required=True)
     s.set_defaults(func=cmd_image_bases)
-    u = isub.add_parser("push", help="push a variant's images (both tags) to a docker publish target")
-    u.add_argument("--variant", required=True)
-    u.add_argument("--target", action="append", choices=("runtime", "devel"), help="only this target (repeatable)")
-    u.add_argument("--channel", choices=("nightly", "test", "release"))
-    u.add_argument("--to", help="the publish target (default: the first of kind docker)")
-    u.add_argument("--registry", help="host:port to push to instead of the target's url")
+    u = isub.add_parser("push", help="removed: publish images with shipyard publish --channel C --target "
+                                     "<docker target>")
+    for old in ("--variant", "--target", "--channel", "--to", "--registry"):  # its old options, to reach the message
+        u.add_argument(old, action="append", help=argparse.SUPPRESS)
     u.set_defaults(func=cmd_image_push)

@@ -7,8 +7,9 @@ image's config, which the registry manifest names too, so "the bytes the manifes
 checkable on the registry without pulling a layer. A publish, per image:
 
 1. pushes the local image (found by its id, not by a tag that may have moved) under a staging
-   tag, `<tag>-<channel>-stage-<id[:12]>`, with image.registry.push_image (the docker SDK, the
-   credentials in its auth header only);
+   tag, `<tag>-<channel>-stage-<id[:12]>`, over the registry's HTTP API: the engine saves the
+   image (`docker save`), each layer is gzipped the same way every time (no timestamp, one
+   level), each blob the registry does not hold yet is uploaded, then the manifest is PUT;
 2. reads the pushed manifest back by its digest, checks the digest of the bytes served, that its
    config is the recorded image id, and the config blob's own sha256;
 3. when every image of the release is staged and verified, writes each channel tag with one PUT
@@ -17,41 +18,50 @@ checkable on the registry without pulling a layer. A publish, per image:
 A tag names a complete, verified image or nothing, and a channel tag is never moved: run.py
 refuses an image whose channel tag already names another id (naming both), and leaves one that
 names the same id alone. Staging tags stay (a registry can delete a manifest, not a tag). A
-killed publish is finished by running it again: pushes are idempotent, and an image the journal
-records as verified under its staging tag is not pushed again.
+killed publish is finished by running it again: the same image gives the same blobs and the same
+manifest bytes, blobs already there are not sent again, and an image the journal records as
+verified under its staging tag is not pushed again.
 
-Promotion pulls the image by digest from the source channel, checks its id, and publishes it as
-above: the same layers and config, so the same manifest digest, without a rebuild.
+Promotion reads the image by digest from the source channel (manifest, config and layers, each
+checked against its digest), loads it into the engine (`docker load`), checks its id, and
+publishes it as above: the same layers and config, so the same manifest digest, without a rebuild.
 
-The registry's HTTP API (tags, manifests, blobs) is read with requests through retry.py, with
-the target's credentials as basic auth (Debian's docker-registry with htpasswd); pushes and
-pulls go through the docker engine, which retries layer transfers itself; a push that fails
-anyway (a 5xx on its ping or manifest PUT, a reset, a registry restarting) is tried again whole,
-as many times as the retry policy allows.
+Every request goes through registry_client.RegistryClient (HTTPS with the target's CA bundle,
+basic or bearer-token auth as the registry asks, retry.py's retries). Why not the engine's own
+push and pull: the engine trusts a registry's CA only through /etc/docker/certs.d on the host,
+takes credentials per call but its own retry and auth logic, and would be a second client with
+its own failure modes; the engine is used only to save and load images, which touches no network.
+Repositories are never enumerated (`_catalog` is not served to most users): a channel is read
+per repository the manifest names (tags/list, then the manifests).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
+import tarfile
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 import docker
-import requests
 from docker.models.images import Image
 
-from shipyard.errors import PublishError, ToolError
+from shipyard.errors import PublishError
 from shipyard.host.docker_base import ensure_docker_engine
-from shipyard.image.registry import RegistryError, push_image
 from shipyard.plumbing.atomic_files import write_atomic
-from shipyard.plumbing.hashing import sha256_hex
+from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.retry import bounded_session, describe, retry, with_retries
+from shipyard.publish.registry_client import RegistryClient
+from shipyard.publish.retry import describe, retry
 from shipyard.publish.target import Backend, Listed, TargetContext
 
-_MANIFESTS = ", ".join(("application/vnd.docker.distribution.manifest.v2+json",
-                        "application/vnd.oci.image.manifest.v1+json"))
+MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
+_MANIFESTS = ", ".join((MANIFEST_V2, "application/vnd.oci.image.manifest.v1+json"))
+_CONFIG = "application/vnd.docker.container.image.v1+json"
+_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
 
 def channel_tag(name: str, channel: str) -> str:
@@ -65,14 +75,15 @@ def staging_tag(name: str, channel: str, image_id: str) -> str:
     return f"{channel_tag(name, channel)}-stage-{image_id[:12]}"
 
 
+class _Incomplete(Exception):
+    """A blob upload that did not end with the blob in the registry: started again from scratch."""
+
+
 class RegistryBackend(Backend):
     def __init__(self, ctx: TargetContext) -> None:
         super().__init__(ctx)
-        self.host = ctx.target.url.split("://", 1)[-1].rstrip("/")
-        self.api = f"http://{self.host}/v2"  # the registries shipyard targets listen on 127.0.0.1
-        self.session = bounded_session(ctx.policy)
-        if ctx.credentials.username or ctx.credentials.password:
-            self.session.auth = ctx.credentials.basic_auth()
+        self.api = RegistryClient(ctx.target, ctx.root, ctx.credentials, ctx.policy, ctx.scrub)
+        self.host = f"{self.api.host}/{self.api.namespace}" if self.api.namespace else self.api.host
         self._client: docker.DockerClient | None = None
 
     @property
@@ -87,36 +98,25 @@ class RegistryBackend(Backend):
 
     # --- the registry's API ------------------------------------------------------------------
 
-    def _request(self, method: str, what: str, url: str, **kwargs: Any) -> requests.Response:
-        return with_retries(what, self.target.url, lambda: self.session.request(method, url, **kwargs),
-                            self.ctx.policy, scrub=self.ctx.scrub)
-
-    def _fail(self, what: str, response: requests.Response) -> PublishError:
-        hint = (f"; check {self.target.username_env} and {self.target.password_env} (release.yaml: "
-                f"publish.{self.target.name})" if response.status_code in (401, 403) else "")
-        return PublishError(self.ctx.scrub(f"{what}: {self.target.url}: {describe(response)}{hint}"))
-
-    def _repositories(self) -> list[str]:
-        response = self._request("GET", "list repositories", f"{self.api}/_catalog")
-        if response.status_code != 200:
-            raise self._fail("list repositories", response)
-        return sorted(response.json().get("repositories") or [])
+    def _repo(self, repo: str) -> str:
+        """The repository's name in the API: under the url's namespace (ghcr.io/acme → acme/ember)."""
+        return f"{self.api.namespace}/{repo}" if self.api.namespace else repo
 
     def _tags(self, repo: str) -> list[str]:
-        response = self._request("GET", f"list the tags of {repo}", f"{self.api}/{repo}/tags/list")
+        response = self.api.request("GET", f"list the tags of {repo}", f"{self._repo(repo)}/tags/list")
         if response.status_code == 404:
             return []
         if response.status_code != 200:
-            raise self._fail(f"list the tags of {repo}", response)
+            raise self.api.fail(f"list the tags of {repo}", response)
         return sorted(response.json().get("tags") or [])
 
     def _manifest(self, repo: str, reference: str) -> tuple[bytes, str, str]:
         """(the manifest's bytes, its media type, its digest as computed from those bytes)."""
         what = f"read {repo}:{reference}" if ":" not in reference else f"read {repo}@{reference}"
-        response = self._request("GET", what, f"{self.api}/{repo}/manifests/{reference}",
-                                 headers={"Accept": _MANIFESTS})
+        response = self.api.request("GET", what, f"{self._repo(repo)}/manifests/{reference}",
+                                    headers={"Accept": _MANIFESTS})
         if response.status_code != 200:
-            raise self._fail(what, response)
+            raise self.api.fail(what, response)
         kind = response.headers.get("Content-Type", "").split(";")[0]
         return response.content, kind, "sha256:" + sha256_hex(response.content)
 
@@ -133,10 +133,13 @@ class RegistryBackend(Backend):
 
     def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
                 projects: Sequence[str] | None = None) -> list[Listed]:
-        """Every `<repo>:<tag>-<channel>` with the image id its manifest names."""
+        """Every `<repo>:<tag>-<channel>` of the repositories `projects` with the image id its
+        manifest names. A registry is read per repository: most do not list their repositories."""
+        if projects is None:
+            raise TypeError("a registry is listed per repository: pass projects")
         out = []
         suffix = f"-{channel}"
-        for repo in (projects if projects is not None else self._repositories()):
+        for repo in projects:
             for tag in self._tags(repo):
                 if not tag.endswith(suffix):
                     continue
@@ -148,18 +151,73 @@ class RegistryBackend(Backend):
         return out
 
     def fetch(self, listed: Listed, dest: Path) -> Path:
-        """Pull the listed image by manifest digest; `dest/<repo>_<tag>.id` holds the id it has."""
-        repository, digest = listed.url.split("@", 1)
-        try:
-            image = self.client.images.pull(repository, tag=digest, auth_config=self._auth())
-        except docker.errors.APIError as exc:
-            raise PublishError(self.ctx.scrub(f"pull {listed.url}: {exc.explanation or exc}")) from None
+        """Read the listed image by manifest digest and load it into the engine; `dest/<repo>_<tag>.id`
+        holds the id it has there."""
+        digest = listed.url.rsplit("@", 1)[1]
+        repo = listed.project
+        where = f"{self.host}/{repo}@{digest}"
+        body, _, served = self._manifest(repo, digest)
+        if served != digest:
+            raise PublishError(f"pull {where}: the registry serves a manifest with digest {served}; try again")
+        manifest = json.loads(body)
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="pull-", dir=dest) as scratch:
+            folder = Path(scratch)
+            config = self._blob(repo, self._config_digest(body, where), folder / "config.json")
+            layers = []
+            for number, layer in enumerate(manifest.get("layers") or []):
+                blob = self._blob(repo, layer["digest"], folder / f"{number}.blob")
+                layers.append(self._unpacked(blob, str(layer.get("mediaType", "")), where))
+            archive = folder / "image.tar"
+            with tarfile.open(archive, "w") as tar:  # `docker save`'s own layout, which `docker load` reads
+                tar.add(config, arcname="config.json")
+                for number, layer_tar in enumerate(layers):
+                    tar.add(layer_tar, arcname=f"{number}/layer.tar")
+                entry = json.dumps([{"Config": "config.json", "RepoTags": None,
+                                     "Layers": [f"{n}/layer.tar" for n in range(len(layers))]}]).encode()
+                (folder / "manifest.json").write_bytes(entry)
+                tar.add(folder / "manifest.json", arcname="manifest.json")
+            try:
+                with archive.open("rb") as data:
+                    self.client.images.load(data)
+            except docker.errors.APIError as exc:
+                raise PublishError(self.api.scrub(f"load {where} into the docker engine: "
+                                                  f"{exc.explanation or exc}")) from None
+        image_id = self._config_digest(body, where)  # the engine names a loaded image by its config's digest
         marker = dest / f"{listed.filename.replace(':', '_').replace('/', '_')}.id"
-        write_atomic(marker, str(image.id) + "\n")
+        write_atomic(marker, image_id + "\n")
         return marker
 
+    def _blob(self, repo: str, digest: str, path: Path) -> Path:
+        """The blob `digest` of `repo` in `path`, checked against its digest."""
+        what = f"read {self.host}/{repo}@{digest}"
+        response = self.api.request("GET", what, f"{self._repo(repo)}/blobs/{digest}", stream=True)
+        if response.status_code != 200:
+            raise self.api.fail(what, response)
+        with path.open("wb") as out:
+            for chunk in response.iter_content(1 << 20):
+                out.write(chunk)
+        got = "sha256:" + sha256_of(path)
+        if got != digest:
+            raise PublishError(f"{what}: the bytes served hash to {got}; try again")
+        return path
+
+    @staticmethod
+    def _unpacked(blob: Path, media_type: str, where: str) -> Path:
+        """A layer as the uncompressed tar `docker load` takes."""
+        with blob.open("rb") as head:
+            magic = head.read(2)
+        if magic != b"\x1f\x8b":
+            if "zstd" in media_type:
+                raise PublishError(f"{where}: a zstd layer ({media_type}); shipyard reads gzip and plain tar layers")
+            return blob
+        out = blob.with_suffix(".tar")
+        with gzip.open(blob, "rb") as source, out.open("wb") as sink:
+            shutil.copyfileobj(source, sink, 1 << 20)
+        return out
+
     def fetched_sha256(self, path: Path) -> str:
-        """The id of the pulled image `fetch` recorded, as the engine holds it now."""
+        """The id of the image `fetch` loaded, as the engine holds it now."""
         image_id = path.read_text().strip()
         try:
             return str(self.client.images.get(image_id).id).removeprefix("sha256:")
@@ -208,39 +266,96 @@ class RegistryBackend(Backend):
                                 sha256=digest, image_id=f.sha256)
         return digest, body
 
-    def _auth(self) -> dict[str, str] | None:
-        creds = self.ctx.credentials
-        return {"username": creds.username or "", "password": creds.password or ""} if creds.password else None
-
     def _push(self, f: PublishFile, repo: str, tag: str) -> str:
-        """Push the local image with id `f.sha256` as `<repo>:<tag>`; the manifest digest. The engine
-        retries a layer upload itself, not its ping or the manifest PUT: a failed push is tried
-        again as a whole (it is idempotent), `policy.tries` times. A refusal of the credentials is
-        tried again too: the listing before it was let in with them, and an engine whose ping
-        failed pushes without them."""
+        """Push the local image with id `f.sha256` as `<repo>:<tag>`: its blobs, then its manifest;
+        the manifest's digest. The same image always gives the same bytes, so a re-run (or a
+        promotion) gives the same digest and sends no blob the registry holds."""
         image = self._local_image(f)
-        local = f"{repo}:{tag}"
-        image.tag(repo, tag)
-        tries = self.ctx.policy.tries
+        with tempfile.TemporaryDirectory(prefix="shipyard-push-") as scratch:
+            folder = Path(scratch)
+            config, layers = self._saved(image, f, folder)
+            described = []
+            for layer in layers:
+                packed = layer.with_suffix(".gz")
+                with layer.open("rb") as source, packed.open("wb") as sink, \
+                        gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6) as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
+                layer.unlink()
+                digest = "sha256:" + sha256_of(packed)
+                self._upload_blob(f, repo, digest, packed)
+                described.append({"mediaType": _LAYER, "size": packed.stat().st_size, "digest": digest})
+            self._upload_blob(f, repo, f"sha256:{f.sha256}", config)
+            manifest = {"schemaVersion": 2, "mediaType": MANIFEST_V2,
+                        "config": {"mediaType": _CONFIG, "size": config.stat().st_size, "digest": f"sha256:{f.sha256}"},
+                        "layers": described}
+        body = json.dumps(manifest, indent=3).encode()
+        digest = "sha256:" + sha256_hex(body)
+        what = f"push {f.artifact} as {self.host}/{repo}:{tag}"
+        response = self.api.request("PUT", what, f"{self._repo(repo)}/manifests/{tag}", body=body,
+                                    headers={"Content-Type": MANIFEST_V2})
+        if response.status_code not in (200, 201):
+            raise self.api.fail(what, response)
+        return digest
 
-        def gave_up(last: str) -> str:
-            hint = (f"; check {self.target.username_env} and {self.target.password_env} (release.yaml: "
-                    f"publish.{self.target.name})" if "unauthorized" in last.lower() else "")
-            return f"{f.artifact}: push to {self.host}: gave up after {tries} tries; last response: {last}{hint}"
-
+    def _saved(self, image: Image, f: PublishFile, folder: Path) -> tuple[Path, list[Path]]:
+        """`docker save` of the image, unpacked: (its config, its layers as uncompressed tars, in order)."""
+        archive = folder / "image.tar"
         try:
-            return retry(lambda: push_image(local, self.target, client=self.client).digest, self.ctx.policy,
-                         label=f"push {local}", errors=(RegistryError, ToolError),
-                         failure=lambda exc: self.ctx.scrub(str(exc)), gave_up=gave_up)
-        finally:
-            try:  # the staging tag was only the push's handle
-                self.client.images.remove(local, noprune=True)
-            except docker.errors.APIError:
-                pass
+            with archive.open("wb") as out:
+                for chunk in image.save(named=False):
+                    out.write(chunk)
+        except docker.errors.APIError as exc:
+            raise PublishError(f"{f.artifact}: docker save sha256:{f.sha256}: {exc.explanation or exc}") from None
+        with tarfile.open(archive) as tar:
+            entry = json.load(_member(tar, "manifest.json"))[0]
+            config = folder / "config.json"
+            config.write_bytes(_member(tar, entry["Config"]).read())
+            layers = []
+            for number, name in enumerate(entry["Layers"]):
+                layer = folder / f"{number}.tar"
+                with layer.open("wb") as out:
+                    shutil.copyfileobj(_member(tar, name), out, 1 << 20)
+                layers.append(layer)
+        archive.unlink()
+        if "sha256:" + sha256_of(config) != f"sha256:{f.sha256}":
+            raise PublishError(f"{f.artifact}: the engine saves image sha256:{f.sha256} with a config that hashes to "
+                               f"sha256:{sha256_of(config)}; an engine whose image ids are not config digests "
+                               f"(the containerd image store) is not supported")
+        return config, layers
+
+    def _upload_blob(self, f: PublishFile, repo: str, digest: str, path: Path) -> None:
+        """The blob in the registry: left alone when it is there, else uploaded in one PUT. An upload
+        whose answer is lost or refused midway is checked (HEAD) and started again as a whole."""
+        what = f"push {f.artifact}: blob {digest[:19]}"
+        api = self._repo(repo)
+
+        def there() -> bool:
+            head = self.api.request("HEAD", what, f"{api}/blobs/{digest}")
+            if head.status_code in (401, 403):
+                raise self.api.fail(what, head)
+            return head.status_code == 200
+
+        def once() -> None:
+            if there():
+                return
+            start = self.api.request("POST", what, f"{api}/blobs/uploads/")
+            if start.status_code != 202 or "Location" not in start.headers:
+                if start.status_code in (401, 403):
+                    raise self.api.fail(what, start)
+                raise _Incomplete(describe(start))
+            location = start.headers["Location"]
+            put = self.api.request("PUT", what, f"{location}{'&' if '?' in location else '?'}digest={digest}",
+                                   body=path, headers={"Content-Type": "application/octet-stream"})
+            if put.status_code != 201 and not there():
+                raise _Incomplete(describe(put))
+
+        retry(once, self.ctx.policy, label=what, errors=(_Incomplete,), failure=str,
+              gave_up=lambda last: f"{what} to {self.host}: gave up after {self.ctx.policy.tries} tries; last "
+                                   f"response: {last}")
 
     def _tag_has(self, repo: str, tag: str, digest: str) -> bool:
-        response = self._request("HEAD", f"read {repo}:{tag}", f"{self.api}/{repo}/manifests/{tag}",
-                                 headers={"Accept": _MANIFESTS})
+        response = self.api.request("HEAD", f"read {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}",
+                                    headers={"Accept": _MANIFESTS})
         return response.status_code == 200 and response.headers.get("Docker-Content-Digest") == digest
 
     def _verify(self, repo: str, digest: str, f: PublishFile) -> bytes:
@@ -249,7 +364,7 @@ class RegistryBackend(Backend):
         where = f"{self.host}/{repo}@{digest}"
         body, _, served = self._manifest(repo, digest)
         config = self._config_digest(body, where)
-        blob = self._request("GET", f"read the config of {where}", f"{self.api}/{repo}/blobs/{config}")
+        blob = self.api.request("GET", f"read the config of {where}", f"{self._repo(repo)}/blobs/{config}")
         blob_digest = ("sha256:" + sha256_hex(blob.content) if blob.status_code == 200
                        else describe(blob))
         if served != digest or config != f"sha256:{f.sha256}" or blob_digest != config:
@@ -261,10 +376,10 @@ class RegistryBackend(Backend):
     def _write_channel_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
         """One PUT of the verified manifest's bytes under the channel tag, then read it back."""
         kind = self._media_type(body)
-        url = f"{self.api}/{repo}/manifests/{tag}"
-        response = self._request("PUT", f"tag {repo}:{tag}", url, data=body, headers={"Content-Type": kind})
+        response = self.api.request("PUT", f"tag {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}", body=body,
+                                    headers={"Content-Type": kind})
         if response.status_code not in (200, 201):
-            raise self._fail(f"tag {f.artifact} as {repo}:{tag}", response)
+            raise self.api.fail(f"tag {f.artifact} as {repo}:{tag}", response)
         if not self._tag_has(repo, tag, digest):
             raise PublishError(f"{f.artifact}: {self.host}/{repo}:{tag} does not read back as {digest} after it "
                                f"was written; publish again")
@@ -272,3 +387,11 @@ class RegistryBackend(Backend):
     @staticmethod
     def _media_type(body: bytes) -> str:
         return str(json.loads(body).get("mediaType") or "application/vnd.oci.image.manifest.v1+json")
+
+
+def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:
+    """A file of a `docker save` archive (a symlink to another layer's tar followed)."""
+    data = tar.extractfile(name)
+    if data is None:
+        raise PublishError(f"docker save wrote {name} as no regular file; save the image again")
+    return data

@@ -222,7 +222,9 @@ def _copied(backend: Backend, target: PublishTarget, channel: str, request: Prom
         return []
     # The release's files: those the manifest names (a conda mutex has its own version, 1.0) and
     # those of the version (the PyPI flavour's rewrites, which the manifest does not name).
-    listed = [e for e in backend.listing(channel) if e.filename in mine or e.version == request.version
+    # A registry is read per repository (most do not list theirs): an image's name is repo:tag.
+    repos = sorted({name.split(":", 1)[0] for name in mine}) if target.kind == "docker" else None
+    listed = [e for e in backend.listing(channel, projects=repos) if e.filename in mine or e.version == request.version
               or e.version.split("+")[0] == request.version]
     missing = sorted(set(mine) - {e.filename for e in listed})
     if missing:

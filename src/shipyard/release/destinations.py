@@ -86,7 +86,7 @@ class PublishTarget(Frozen):
     simple index), which gets the default variant's wheels under the plain version; `static` a
     PyTorch-layout tree (`<path>/<channel>/<tag>/<project>/`) that a web server serves at url;
     `conda` a static channel (`<path>/<channel>/<subdir>/`) served at url with conda's
-    /t/<token>/; `docker` a registry (url: host:port)."""
+    /t/<token>/; `docker` a registry (url: https://host[:port] or host[:port])."""
 
     name: str
     kind: Literal["devpi", "pypi", "static", "conda", "docker"]
@@ -102,6 +102,10 @@ class PublishTarget(Frozen):
     # pypi with trusted_publishing: where /_/oidc/audience and /_/oidc/mint-token are (PyPI's and
     # TestPyPI's are known from url).
     oidc_url: str | None = None
+    # docker: the PEM bundle of the CA that signed the registry's certificate, relative to release.yaml
+    # (default: the system trust store). The url is https://host[:port], or host[:port]: https, and
+    # plain HTTP on a loopback host.
+    ca_file: str | None = None
     # The channels this target publishes to (empty: every one). An index without channels (pypi)
     # names the one that should reach it, so a nightly never lands on PyPI.
     channels: tuple[str, ...] = ()
@@ -127,6 +131,8 @@ class PublishTarget(Frozen):
                              "variables holding the devpi user and password")
         if self.kind != "pypi" and (self.index_url or self.trusted_publishing or self.oidc_url):
             raise ValueError("index_url, trusted_publishing and oidc_url belong to a pypi target; remove them here")
+        if self.kind != "docker" and self.ca_file:
+            raise ValueError("ca_file (the CA of a registry's certificate) belongs to a docker target; remove it here")
         if self.kind == "pypi":
             self._pypi_fields()
         if self.kind == "conda" and not self.token_env:
