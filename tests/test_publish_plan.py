@@ -103,3 +103,18 @@ def test_publish_names_an_unknown_channel_or_target_with_the_nearest(repo: Path,
     assert "did you mean 'wheels-staging'" in capsys.readouterr().err
     assert main(["--root", str(repo), "promote", "1.7.0", "--from", "release", "--to", "test"]) == 2
     assert "forward only (nightly → test → release)" in capsys.readouterr().err
+
+
+def test_an_unchanged_rewrite_is_kept_and_a_changed_one_is_made_again(tmp_path: Path):
+    """A re-publish does not rewrite the PyPI flavour's wheels again: the rewrite of the same
+    source bytes is kept (its file untouched); a rewrite whose bytes changed since, or a
+    different source, is made again and gives the function's bytes."""
+    records = synthetic_dist(tmp_path / "dist")
+    source = tmp_path / "dist" / next(r.path for r in records if r.name == f"ember-{VERSION}+cpu-py3-none-any.whl")
+    first = plain_version_wheel(source, tmp_path / "out")
+    made = sha256_of(first)
+    stamp = first.stat().st_mtime_ns
+    assert plain_version_wheel(source, tmp_path / "out") == first
+    assert first.stat().st_mtime_ns == stamp  # kept, not written again
+    first.write_bytes(b"damaged")
+    assert sha256_of(plain_version_wheel(source, tmp_path / "out")) == made

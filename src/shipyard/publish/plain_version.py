@@ -11,6 +11,7 @@ must never change its bytes).
 from __future__ import annotations
 
 import calendar
+import json
 import re
 import shutil
 import tempfile
@@ -21,7 +22,8 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from wheel.wheelfile import WheelFile
 
-from shipyard.plumbing.atomic_files import replace_if_changed
+from shipyard.plumbing.atomic_files import replace_if_changed, write_atomic
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.wheel.repair import source_date_epoch
 
 
@@ -38,10 +40,16 @@ def plain_name(wheel_name: str) -> str:
 
 def plain_version_wheel(wheel: Path, out_dir: Path) -> Path:
     """`wheel` rewritten under its plain version into `out_dir` (reused when already there with
-    the bytes this function makes: the output is a pure function of the input)."""
+    the bytes this function makes: the output is a pure function of the input). A rewrite made
+    before from the same source bytes, with its bytes unchanged since, is kept without rewriting:
+    `<name>.source.json` beside it records both sha256s (an unchanged re-publish rewrites nothing)."""
     target = out_dir / plain_name(wheel.name)
     if target.name == wheel.name:
         return wheel
+    memo = target.with_name(target.name + ".source.json")
+    source_sha256 = sha256_of(wheel)
+    if _made_from(memo, target, source_sha256):
+        return target
     _, version, _, _ = parse_wheel_filename(wheel.name)
     public = Version(str(version)).public
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -69,4 +77,14 @@ def plain_version_wheel(wheel: Path, out_dir: Path) -> Path:
                 plain.close()  # writes RECORD, dated like the source's
     replace_if_changed(tmp, target)
     shutil.rmtree(workdir, ignore_errors=True)
+    write_atomic(memo, json.dumps({"source_sha256": source_sha256, "sha256": sha256_of(target)}) + "\n")
     return target
+
+
+def _made_from(memo: Path, target: Path, source_sha256: str) -> bool:
+    """Whether `target` is the rewrite of the source with `source_sha256`, untouched since."""
+    try:
+        made = json.loads(memo.read_text())
+        return bool(made["source_sha256"] == source_sha256 and target.is_file() and sha256_of(target) == made["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # no memo or a damaged one: rewrite (the rewrite is the truth, the memo a shortcut)
