@@ -16,6 +16,22 @@ APT_PACKAGES=(
   diffoscope-minimal                           # nox -s repro: shows where two builds of an artifact differ
 )
 
+# `ci/bootstrap.sh <set>` installs only a CI lane's packages (the workflows' Linux lanes name
+# theirs, src/shipyard/ci/steps.py); no argument installs everything above, for a dev machine.
+declare -A APT_SETS=(
+  [wheel-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev"
+  [conda-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev"
+  [wheel-pure]="git"                          # a pure wheel, tested against the native lanes' wheels
+  [conda-pure]="git"
+)
+if (($#)); then
+  if [[ -z "${APT_SETS[$1]+set}" ]]; then
+    echo "ci/bootstrap.sh: set: unknown; name one of: ${!APT_SETS[*]}, or none for everything (got $1)" >&2
+    exit 2
+  fi
+  read -r -a APT_PACKAGES <<< "${APT_SETS[$1]}"
+fi
+
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
