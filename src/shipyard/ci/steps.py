@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.ci.actions import uses
-from shipyard.errors import ShipyardError
+from shipyard.errors import ShipyardError, SpecError
 from shipyard.release.spec import Release
 from shipyard.release.validate import Spec
 
@@ -76,7 +76,7 @@ def container_packages() -> Step:
 def bootstrap_set(root: Path, name: str) -> str:
     """`name`, checked to be one of ci/bootstrap.sh's APT_SETS, where each lane's packages are listed."""
     if not re.search(rf"^\s*\[{re.escape(name)}\]=", (root / "ci" / "bootstrap.sh").read_text(), re.M):
-        raise ShipyardError(f"ci/bootstrap.sh: APT_SETS: no set for lane {name}; add "
+        raise SpecError(f"ci/bootstrap.sh: APT_SETS: no set for lane {name}; add "
                             f"[{name}]=\"<its apt packages>\" there (got lane {name})")
     return name
 
