@@ -12,10 +12,10 @@ from shipyard.ci.jobs import Lane
 from shipyard.ci.runners import CUDA_WINDOWS_RELEASES, VCPKG_TRIPLET, VENDORED_LIBRARY_SOURCES
 from shipyard.ci.steps import (
     MATRIX_ENV,
+    PYTHONS_ENV,
     Job,
     Step,
     build_upload_and_judge,
-    PYTHONS_ENV,
     checkout,
     for_job_pythons,
     host_tools,

@@ -7,6 +7,7 @@ from shipyard.ci.jobs import Lane
 from shipyard.ci.runners import LINUX_BUILDER_IMAGE
 from shipyard.ci.steps import (
     MATRIX_ENV,
+    PYTHONS_ENV,
     Job,
     Step,
     build_upload_and_judge,
@@ -16,7 +17,6 @@ from shipyard.ci.steps import (
     download_fragments,
     for_job_pythons,
     host_tools,
-    PYTHONS_ENV,
     pythons_and_cache,
     signing_env,
 )
