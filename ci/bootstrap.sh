@@ -18,9 +18,10 @@ APT_PACKAGES=(
 
 # `ci/bootstrap.sh <set>` installs only a CI lane's packages (the workflows' Linux lanes name
 # theirs, src/shipyard/ci/steps.py); no argument installs everything above, for a dev machine.
+# python3-dev: a job container builds against Debian's python3, which has no headers without it.
 declare -A APT_SETS=(
-  [wheel-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev"
-  [conda-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev"
+  [wheel-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
+  [conda-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
   [wheel-pure]="git"                          # a pure wheel, tested against the native lanes' wheels
   [conda-pure]="git"
 )
