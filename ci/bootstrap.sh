@@ -7,6 +7,8 @@
 #   bash ci/bootstrap.sh --all    that and what shipyard's own suite and the image, repro and
 #                                 report sessions add (docker, clang, chromium, diffoscope, ...);
 #                                 the nox sessions that need them run this themselves
+#   bash ci/bootstrap.sh SET      only a CI lane's packages (wheel-linux, wheel-pure, conda-linux,
+#                                 conda-pure; APT_SETS below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +27,24 @@ ALL_ONLY_PACKAGES=(
   chromium                                     # the report test renders dist/report/index.html headless
   diffoscope-minimal                           # nox -s repro: shows where two builds of an artifact differ
 )
+# `ci/bootstrap.sh <set>` installs only a CI lane's packages (the workflows' Linux lanes name
+# theirs, src/shipyard/ci/steps.py); no argument installs what the builds need, for a dev machine.
+# python3-dev: a job container builds against Debian's python3, which has no headers without it.
+declare -A APT_SETS=(
+  [wheel-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
+  [conda-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
+  [wheel-pure]="git"                          # a pure wheel, tested against the native lanes' wheels
+  [conda-pure]="git"
+)
 case "${1:-}" in
   "") ;;
   --all) APT_PACKAGES+=("${ALL_ONLY_PACKAGES[@]}") ;;
-  *) echo "ci/bootstrap.sh: unknown argument; fix: no argument (the builds) or --all (got $1)" >&2; exit 2 ;;
+  *)
+    if [[ -z "${APT_SETS[$1]+set}" ]]; then
+      echo "ci/bootstrap.sh: set: unknown; name one of: ${!APT_SETS[*]}, --all, or none for the builds (got $1)" >&2
+      exit 2
+    fi
+    read -r -a APT_PACKAGES <<< "${APT_SETS[$1]}" ;;
 esac
 
 missing=()

@@ -139,7 +139,7 @@ def test_pure_wheel_job_steps_run_here_and_the_manifest_job_merges_the_fragments
 FIXTURE_CELL = "fixcext-cpu-linux-x86_64-cp311-wheel"
 # Steps the test's own environment stands in for: shipyard is installed here already (its install
 # steps are run by the test above), and the fixture release has no publish targets.
-INSTALLED = ("Install shipyard (ci/bootstrap.sh, as on a bare Debian 12 machine)", "Python for shipyard",
+INSTALLED = ("Install shipyard (ci/bootstrap.sh wheel-linux, as on a bare Debian 12 machine)", "Python for shipyard",
              "Install shipyard")
 
 

@@ -313,12 +313,16 @@ def test_a_failing_stable_feature_uploads_its_fragment_then_fails_the_lane(repo,
     assert lanes_seen == 11
 
 
+def _build_line(script: str) -> str:
+    return next(line for line in script.splitlines() if line.endswith(" || status=$?"))
+
+
 def _run_build_step(script: str, command_status: int, tmp_path: Path) -> tuple[int, str]:
     """The generated build step under bash as GitHub runs it, with its command replaced by a
     command that exits `command_status` (what shipyard build returns), GITHUB_OUTPUT read back."""
     output = tmp_path / f"output-{command_status}"
     output.write_text("")
-    command = script.splitlines()[1].removesuffix(" || status=$?")
+    command = _build_line(script).removesuffix(" || status=$?")
     body = script.replace(command, f"(exit {command_status})")
     step = tmp_path / "step.sh"
     step.write_text(body)
@@ -331,11 +335,89 @@ def _run_build_step(script: str, command_status: int, tmp_path: Path) -> tuple[i
 def test_the_build_step_records_its_status_and_fails_only_for_an_unfinished_build(repo, tmp_path):
     job = _load(repo / WORKFLOWS[1])["jobs"]["wheel-linux"]
     script = next(s for s in job["steps"] if s.get("id") == "build")["run"]
-    assert script.splitlines()[1] == ('shipyard build --variant "$VARIANT" --component "$COMPONENT" '
-                                      '--publish-channel "$SHIPYARD_CHANNEL" || status=$?')
+    assert _build_line(script) == ('shipyard build --variant "$VARIANT" --component "$COMPONENT" '
+                                   '--publish-channel "$SHIPYARD_CHANNEL" "${python_args[@]}" || status=$?')
     assert _run_build_step(script, 0, tmp_path) == (0, "status=0\n")
     assert _run_build_step(script, 1, tmp_path) == (0, "status=1\n")  # the upload runs; the judge step fails
     assert _run_build_step(script, 5, tmp_path) == (5, "status=5\n")  # no upload of a build that did not finish
+
+
+def _build_argv(script: str, pythons: str, tmp_path: Path) -> list[str]:
+    """The arguments the generated build step gives `shipyard` for matrix.pythons `pythons`: the
+    step under bash as GitHub runs it, `shipyard` a shell function writing its argv, one per line."""
+    argv = tmp_path / "argv"
+    step = tmp_path / "build-step.sh"
+    step.write_text(f"shipyard() {{ printf '%s\\n' \"$@\" > {argv}; }}\n{script}")
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(step)],
+                          env={"GITHUB_OUTPUT": str(tmp_path / "output"), "PATH": "/usr/bin:/bin", "PYTHONS": pythons,
+                               "VARIANT": "cpu", "COMPONENT": "ember", "SHIPYARD_CHANNEL": "nightly"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return argv.read_text().splitlines()
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path):
+    """A narrowed plan (a dispatched run's `python` input) gives a job fewer matrix.pythons; the
+    build step passes each as `--python`, so it never builds a Python the job was not given."""
+    checked = []
+    for job_id, job in _load(repo / name)["jobs"].items():
+        build = next((s for s in job.get("steps", []) if s.get("id") == "build"), None)
+        if build is None or job_id == "mobile":  # the mobile runtime has no Pythons
+            continue
+        assert build["env"]["PYTHONS"] == "${{ matrix.pythons }}", job_id
+        if job_id.endswith("-cuda-image"):  # the command runs inside `docker run`: the same lines there
+            assert ('  shipyard build --variant "$VARIANT" --component "$COMPONENT" --publish-channel '
+                    '"$SHIPYARD_CHANNEL" "${python_args[@]}"\n') in build["run"].replace("conda build", "build"), job_id
+            continue
+        command = _build_argv(build["run"], "3.11 3.12", tmp_path)
+        # The workflow's channel (nightly's development versions), then one --python per Python.
+        assert command[command.index("--component") + 2:] == ["--publish-channel", "nightly", "--python", "3.11",
+                                                              "--python", "3.12"], job_id
+        assert _build_argv(build["run"], "", tmp_path)[-4:] == ["--component", "ember", "--publish-channel",
+                                                                 "nightly"], job_id
+        checked.append(job_id)
+    assert len(checked) == 8, checked
+
+
+def _apt_set(bootstrap: str, name: str) -> list[str]:
+    found = re.search(rf'^\s*\[{re.escape(name)}\]="([^"]*)"', bootstrap, re.M)
+    assert found, f"ci/bootstrap.sh has no APT_SETS entry {name}"
+    return found.group(1).split()
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_each_container_lane_installs_only_its_bootstrap_set(repo, name):
+    """A Linux lane's container gets the apt packages of its own set of ci/bootstrap.sh, a part of
+    the full list a dev machine gets: no wine, qemu or cross compilers in a wheel job."""
+    bootstrap = (repo / "ci" / "bootstrap.sh").read_text()
+    everything = re.search(r"^APT_PACKAGES=\((.*?)^\)", bootstrap, re.M | re.S)
+    assert everything
+    full = {word for line in everything.group(1).splitlines() for word in line.split("#")[0].split()}
+    lanes_seen = []
+    for job_id, job in _load(repo / name)["jobs"].items():
+        if "container" not in job:
+            continue
+        install = next(s["run"] for s in job["steps"] if s.get("name", "").startswith("Install shipyard"))
+        assert f"bash ci/bootstrap.sh {job_id}\n" in install, job_id
+        packages = _apt_set(bootstrap, job_id)
+        # python3-dev: the container builds against Debian's python3; a dev machine has pyenv's
+        assert set(packages) <= full | {"python3-dev"}, job_id
+        assert "wine64" not in packages and "qemu-user" not in packages, job_id
+        lanes_seen.append(job_id)
+    assert sorted(lanes_seen) == ["conda-linux", "conda-pure", "wheel-linux", "wheel-pure"]
+
+
+def test_bootstrap_refuses_an_unknown_set_and_the_generator_a_lane_without_one(ci_copy, capsys, tmp_path):
+    script = ci_copy.root / "ci" / "bootstrap.sh"
+    done = subprocess.run(["bash", str(script), "wheel-lnux"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("ci/bootstrap.sh: set: unknown; name one of: ") and done.stderr.endswith(
+        ", --all, or none for the builds (got wheel-lnux)\n"), done.stderr
+    assert not (ci_copy.root / ".venv").exists()  # refused before anything was installed
+    script.write_text(re.sub(r"^\s*\[wheel-pure\]=.*\n", "", script.read_text(), flags=re.M))
+    assert main(["--root", str(ci_copy.root), "ci", "generate"]) == 2
+    assert "ci/bootstrap.sh: APT_SETS: no set for lane wheel-pure; add [wheel-pure]=" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", WORKFLOWS)
@@ -404,7 +486,7 @@ def test_conda_lanes_solve_from_release_yaml_channels_never_the_bootstrap(repo, 
     for job in conda:
         build = next(s for s in job["steps"] if s.get("id") == "build")
         command = (r'^ *shipyard conda build --variant "\$VARIANT" --component "\$COMPONENT" '
-                   r'--publish-channel "\$SHIPYARD_CHANNEL"( \|\| status=\$\?)?$')
+                   r'--publish-channel "\$SHIPYARD_CHANNEL" "\$\{python_args\[@\]\}"( \|\| status=\$\?)?$')
         assert re.search(command, build["run"], flags=re.M), build["run"]
     assert load_spec(repo).release.conda.channels == ("conda-forge",)  # type: ignore[union-attr]
 

@@ -21,6 +21,7 @@ from shipyard.ci.steps import (
     build_cache,
     build_upload_and_judge,
     checkout,
+    for_job_pythons,
     host_tools,
     signing_env,
     tools_python,
@@ -87,7 +88,7 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
            "  .venv-host/bin/uv pip install --python .venv-image . cmake ninja\n"
            "  export PATH=\"$PWD/.venv-image/bin:$HOME/.local/bin:$PATH\"\n"
            "  shipyard ci pythons $PYTHONS\n"
-           f"  {command.strip()}\n"
+           + "".join(f"  {line}\n" for line in for_job_pythons(command).splitlines()) +
            "'\n")
     steps = [checkout(), *host_tools(spec),
              {"name": "uv for the builder image", "run": "mkdir -p .venv-host/bin && cp \"$(command -v uv || "

@@ -12,10 +12,12 @@ from shipyard.ci.jobs import Lane
 from shipyard.ci.runners import CUDA_WINDOWS_RELEASES, VCPKG_TRIPLET, VENDORED_LIBRARY_SOURCES
 from shipyard.ci.steps import (
     MATRIX_ENV,
+    PYTHONS_ENV,
     Job,
     Step,
     build_upload_and_judge,
     checkout,
+    for_job_pythons,
     host_tools,
     pythons_and_cache,
     signing_env,
@@ -110,5 +112,6 @@ def host_lane(spec: Spec, lane: Lane, command: str) -> Job:
     if libraries:
         steps.append(_library_step(lane.os, libraries, vendoring_components(spec, lane)))
     steps += [*pythons_and_cache(),
-              *build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **signing_env(spec)}, command)]
+              *build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},
+                                      for_job_pythons(command))]
     return {"steps": steps}

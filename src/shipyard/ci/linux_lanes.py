@@ -7,6 +7,7 @@ from shipyard.ci.jobs import Lane
 from shipyard.ci.runners import LINUX_BUILDER_IMAGE
 from shipyard.ci.steps import (
     MATRIX_ENV,
+    PYTHONS_ENV,
     Job,
     Step,
     build_upload_and_judge,
@@ -14,6 +15,7 @@ from shipyard.ci.steps import (
     container_packages,
     container_tools,
     download_fragments,
+    for_job_pythons,
     host_tools,
     pythons_and_cache,
     signing_env,
@@ -25,7 +27,7 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
     """Wheels or conda packages in debian:bookworm, set up by ci/bootstrap.sh as a bare machine is
     here. Conda packages solve from release.yaml's conda.channels (conda-forge), never from the
     bootstrap channel, which needs this host's pyenv Pythons."""
-    steps = [container_packages(), checkout(), *container_tools(), *pythons_and_cache()]
+    steps = [container_packages(), checkout(), *container_tools(spec.root, lane.name), *pythons_and_cache()]
     if lane.name.endswith("-pure"):
         first = lane.jobs[0]
         kind = lane.kind
@@ -36,7 +38,8 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
         steps.append({"name": "CUDA toolkit (shipyard toolchain install)", "if": "matrix.cuda != ''",
                       "env": {"VARIANT": "${{ matrix.variant }}"},
                       "run": "shipyard toolchain install \"$VARIANT\"\n"})
-    steps += build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **signing_env(spec)}, command)
+    steps += build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},
+                                    for_job_pythons(command))
     return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
 
 

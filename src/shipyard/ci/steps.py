@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.ci.actions import uses
-from shipyard.errors import ShipyardError
+from shipyard.errors import ShipyardError, SpecError
 from shipyard.release.spec import Release
 from shipyard.release.validate import Spec
 
@@ -73,18 +73,40 @@ def container_packages() -> Step:
                    "fi\n"}
 
 
-def container_tools() -> list[Step]:
-    """shipyard in the Linux builder container: ci/bootstrap.sh, exactly as on a bare machine here."""
-    return [{"name": "Install shipyard (ci/bootstrap.sh, as on a bare Debian 12 machine)",
+def bootstrap_set(root: Path, name: str) -> str:
+    """`name`, checked to be one of ci/bootstrap.sh's APT_SETS, where each lane's packages are listed."""
+    if not re.search(rf"^\s*\[{re.escape(name)}\]=", (root / "ci" / "bootstrap.sh").read_text(), re.M):
+        raise SpecError(f"ci/bootstrap.sh: APT_SETS: no set for lane {name}; add "
+                            f"[{name}]=\"<its apt packages>\" there (got lane {name})")
+    return name
+
+
+def container_tools(root: Path, apt_set: str) -> list[Step]:
+    """shipyard in the Linux builder container: ci/bootstrap.sh as on a bare machine here, with
+    only the apt packages of the lane's set (ci/bootstrap.sh's APT_SETS)."""
+    return [{"name": f"Install shipyard (ci/bootstrap.sh {apt_set}, as on a bare Debian 12 machine)",
              "run": "git config --global --add safe.directory \"$PWD\"  # the checkout belongs to the runner's user\n"
-                    "bash ci/bootstrap.sh\n"
+                    f"bash ci/bootstrap.sh {bootstrap_set(root, apt_set)}\n"
                     ".venv/bin/uv pip install --python .venv/bin/python .\n"
                     "echo \"$PWD/.venv/bin\" >> \"$GITHUB_PATH\"\n"
                     "echo \"$HOME/.local/bin\" >> \"$GITHUB_PATH\"\n"}]
 
 
+PYTHONS_ENV = {"PYTHONS": "${{ matrix.pythons }}"}  # the job's Pythons, space-separated
+
+# A build step's `--python` per Python of the job: the plan narrows matrix.pythons (a dispatched
+# run's `python` input), and without them `shipyard build` builds every Python of the release.
+JOB_PYTHON_ARGS = ("read -r -a pythons <<< \"$PYTHONS\"\n"
+                   "python_args=(); for python in \"${pythons[@]}\"; do python_args+=(--python \"$python\"); done\n")
+
+
+def for_job_pythons(command: str) -> str:
+    """`command` (its last line the build) given `--python` per Python of $PYTHONS."""
+    return JOB_PYTHON_ARGS + command.rstrip() + " \"${python_args[@]}\"\n"
+
+
 def job_pythons() -> Step:
-    return {"name": "Pythons of the job", "env": {"PYTHONS": "${{ matrix.pythons }}"},
+    return {"name": "Pythons of the job", "env": PYTHONS_ENV,
             "run": "read -r -a pythons <<< \"$PYTHONS\"  # one argument per Python\n"
                    "shipyard ci pythons \"${pythons[@]}\"\n"}
 
