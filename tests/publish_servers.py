@@ -349,6 +349,10 @@ class PypiServer:
                 self.process.wait(timeout=20)
         self.process = None
 
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
     def files(self) -> dict[str, str]:
         """filename -> sha256 of what it stores (its folder, as the server's disk holds it)."""
         from shipyard.plumbing.hashing import sha256_of
