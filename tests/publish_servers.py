@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -302,6 +302,7 @@ class PypiServer:
     port: int
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    spare_ports: list[int] = field(default_factory=list)  # of its claimed range, for restarts
 
     @property
     def url(self) -> str:
@@ -350,7 +351,11 @@ class PypiServer:
         self.process = None
 
     def restart(self) -> None:
+        """Stopped, then started on the next port of its claimed range: waitress cannot bind the old
+        one while the connections it closed are in TIME_WAIT (a minute). Whoever connects through a
+        proxy points the proxy at `port` again."""
         self.stop()
+        self.port = self.spare_ports.pop(0)
         self.start()
 
     def files(self) -> dict[str, str]:
@@ -370,7 +375,8 @@ def pypi_server(folder: Path) -> Iterator[PypiServer]:
     (folder / "packages").mkdir(exist_ok=True)
     htpasswd = folder / "htpasswd"
     with claimed_port_range() as ports:
-        server = PypiServer(folder / "packages", htpasswd, ports[0], folder / "pypiserver.log")
+        server = PypiServer(folder / "packages", htpasswd, ports[0], folder / "pypiserver.log",
+                            spare_ports=list(ports[1:]))
         # pypiserver refuses to start on an htpasswd file it cannot read: one placeholder user.
         server.add_user("nobody", secrets.token_urlsafe(18))
         server.start()

@@ -38,7 +38,7 @@ import docker
 import pytest
 import requests
 from fault_proxy import FaultProxy
-from publish_servers import MANIFEST_V2, Registry, docker_registry, publish_site, pypi_server
+from publish_servers import MANIFEST_V2, PypiServer, Registry, docker_registry, publish_site, pypi_server
 from synthetic_release import (
     build_conda_packages,
     image_record,
@@ -119,7 +119,7 @@ class ServerFaults:
 class Reader(threading.Thread):
     """Polls every page of every target and channel; checks every snapshot it takes."""
 
-    def __init__(self, devpi: str, user: str, tree: str, conda: str, pypi: str,
+    def __init__(self, devpi: str, user: str, tree: str, conda: str, pypi: PypiServer,
                  expected: dict[str, dict[str, dict[str, dict[str, str]]]],
                  registry: Registry, repo: str, images: dict[str, dict[str, str]]):
         super().__init__(daemon=True)
@@ -184,7 +184,7 @@ class Reader(threading.Thread):
             seen[f"conda@{channel}"] = [("noarch", {n: r["sha256"] for n, r in packages.items()})]
             seen[f"registry@{channel}"] = [("tags", dict.fromkeys(self.registry_view(), ""))]
         for project in PAGES:  # pypiserver: PEP 503 HTML, the sha256 in each link's fragment
-            page = self._get(f"{self.pypi}{project}/", "text/html")
+            page = self._get(f"{self.pypi.simple}{project}/", "text/html")  # its port moves on a restart
             links = re.findall(r'href="[^"#]*/([^"/#]+)#sha256=([0-9a-f]{64})"', page.text if page else "")
             seen.setdefault("pypi", []).append((project, dict(links)))
         return seen
@@ -314,13 +314,17 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
             docker_registry(tmp_path / "registry") as registry:
         registry_port = int(registry.address.rsplit(":", 1)[1])
         plans = {"devpi": ServerFaults("devpi", SEED + 1, site.devpi.restart, lambda *_: True, _is_upload),
-                 "pypi": ServerFaults("pypi", SEED + 2, pypi.restart, lambda *_: True, _is_upload),
+                 "pypi": ServerFaults("pypi", SEED + 2, lambda: restart_pypi(), lambda *_: True, _is_upload),
                  "registry": ServerFaults("registry", SEED + 3, registry.restart, _registry_may_fail,
                                           lambda method, path: True)}
         with FaultProxy(site.devpi.port, plans["devpi"], stall_seconds=2, seed=SEED + 4) as devpi_proxy, \
                 FaultProxy(pypi.port, plans["pypi"], stall_seconds=2, seed=SEED + 5) as pypi_proxy, \
                 FaultProxy(registry_port, plans["registry"], stall_seconds=2, seed=SEED + 6) as registry_proxy:
             proxies = {"devpi": devpi_proxy, "pypi": pypi_proxy, "registry": registry_proxy}
+
+            def restart_pypi() -> None:
+                pypi.restart()
+                pypi_proxy.upstream_port = pypi.port
             devpi, tree, conda, token = site.devpi, site.tree_url, site.conda_url, site.token
             user = "faults"
             password = devpi.add_user(user)
@@ -343,7 +347,7 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                 PYPI_USER_ENV[0]: user, PYPI_USER_ENV[1]: pypi_password}
             expected: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
             images: dict[str, dict[str, str]] = {}
-            reader = Reader(devpi.url, user, tree, conda + "conda/", pypi.simple, expected, registry, repo, images)
+            reader = Reader(devpi.url, user, tree, conda + "conda/", pypi, expected, registry, repo, images)
             reader.start()
             runs: Counter[str] = Counter()
             covered: set[str] = set()
@@ -396,9 +400,10 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                     runs["ok" if process.returncode == 0 else "failed"] += 1
                     if process.returncode == 0:
                         return
-                    assert process.returncode in (-9, 7), out.decode()[-3000:]  # killed, or a clean failure
+                    said = f"{what} under {kind}: exit {process.returncode}: {out.decode()[-3000:]}"
+                    assert process.returncode in (-9, 7), said  # killed, or a clean failure
                     if process.returncode == 7:
-                        assert b"gave up after 3 tries; last response:" in out, out.decode()[-3000:]
+                        assert b"gave up after 3 tries; last response:" in out, said
                 pytest.fail(f"{what} {argv[-1]} did not finish after {ATTEMPTS + 1} runs; the last said:\n"
                             f"{out.decode()[-3000:]}")
 
