@@ -9,6 +9,7 @@ import functools
 import json
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -210,7 +211,7 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
     htpasswd = command.run(["htpasswd", "-B", "-i", "-n", user], input_text=password, timeout=30).stdout
     (folder / "htpasswd").write_text(htpasswd)
     with claimed_port_range() as ports:
-        port = ports[0]
+        port = unbound_port(ports)
         config = {"version": 0.1, "log": {"level": "warn"},
                   "storage": {"filesystem": {"rootdirectory": str(folder / "data")}},
                   "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
@@ -222,6 +223,20 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
             yield server
         finally:
             server.stop()
+
+
+def unbound_port(ports: range) -> int:
+    """The first port of a claimed range that nothing listens on: a server left running by a
+    killed test run keeps its port after its claim is gone."""
+    for port in ports:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"every port of {ports} is in use")
 
 
 def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
@@ -375,8 +390,9 @@ def pypi_server(folder: Path) -> Iterator[PypiServer]:
     (folder / "packages").mkdir(exist_ok=True)
     htpasswd = folder / "htpasswd"
     with claimed_port_range() as ports:
-        server = PypiServer(folder / "packages", htpasswd, ports[0], folder / "pypiserver.log",
-                            spare_ports=list(ports[1:]))
+        first = unbound_port(ports)
+        server = PypiServer(folder / "packages", htpasswd, first, folder / "pypiserver.log",
+                            spare_ports=[p for p in ports if p > first])
         # pypiserver refuses to start on an htpasswd file it cannot read: one placeholder user.
         server.add_user("nobody", secrets.token_urlsafe(18))
         server.start()
