@@ -370,7 +370,8 @@ class PypiServer:
         one while the connections it closed are in TIME_WAIT (a minute). Whoever connects through a
         proxy points the proxy at `port` again."""
         self.stop()
-        self.port = self.spare_ports.pop(0)
+        self.port = unbound_port(range(self.spare_ports.pop(0), self.spare_ports[-1] + 1))
+        self.spare_ports = [p for p in self.spare_ports if p > self.port]
         self.start()
 
     def files(self) -> dict[str, str]:
