@@ -404,7 +404,8 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                     said = f"{what} under {kind}: exit {process.returncode}: {out.decode()[-3000:]}"
                     assert process.returncode in (-9, 7), said  # killed, or a clean failure
                     if process.returncode == 7:
-                        assert b"Traceback" not in out and out.decode().strip().splitlines()[-1].startswith("error: "), said
+                        last = out.decode().strip().splitlines()[-1]
+                        assert b"Traceback" not in out and last.startswith("error: "), said
                         if b"gave up after 3 tries; last response:" not in out:  # failed without retrying
                             unretried.append(said.split("\n", 1)[0][:400])
                 pytest.fail(f"{what} {argv[-1]} did not finish after {ATTEMPTS + 1} runs; the last said:\n"
