@@ -2,31 +2,38 @@
 answers some connections with a 503, resets others, stalls others, and passes the rest through.
 
 A `plan` decides per new connection, from its number and its first request line (so a test can
-fail uploads and let reads through); the proxy counts every fault it injected. "lost" passes the
-request on and waits for the server's answer, then resets the client's connection: the server has
-acted, the client never learns it. It runs an
-asyncio loop in a thread of its own and listens on 127.0.0.1 only.
+fail uploads and let reads through); the proxy counts every fault it injected, by fault and
+request method. "lost" passes the request on and waits for the server's answer, then resets the
+client's connection: the server has acted, the client never learns it. "cut-request" sends the
+server the headers and only part of the body, then resets both sides (a fault mid-body: the
+server must not act on half a file). "cut-answer" passes the whole request on and the client only
+part of the answer, then resets (the server has acted; the client reads a truncated answer). It
+runs an asyncio loop in a thread of its own and listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import struct
 import threading
 from collections import Counter
 from collections.abc import Callable
 
-Fault = str  # "pass", "503", "reset", "stall", "lost"
+Fault = str  # "pass", "503", "reset", "stall", "lost", "cut-request", "cut-answer"
 
 
 class FaultProxy:
-    def __init__(self, upstream_port: int, plan: Callable[[int, str], Fault], *, stall_seconds: float = 5.0) -> None:
+    def __init__(self, upstream_port: int, plan: Callable[[int, str], Fault], *, stall_seconds: float = 5.0,
+                 seed: int = 0) -> None:
         self.upstream_port = upstream_port
         self.plan = plan
         self.stall_seconds = stall_seconds
-        self.injected: Counter[str] = Counter()
+        self.injected: Counter[str] = Counter()  # fault -> count
+        self.injected_by_method: Counter[tuple[str, str]] = Counter()  # (fault, request method) -> count
+        self._rng = random.Random(seed)  # where a cut falls; drawn in the proxy's thread only
         self.connections = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -67,24 +74,27 @@ class FaultProxy:
         except (TimeoutError, ConnectionError):
             writer.close()
             return
-        fault = self.plan(self.connections, first.split(b"\r\n", 1)[0].decode("latin-1"))
+        line = first.split(b"\r\n", 1)[0].decode("latin-1")
+        fault = self.plan(self.connections, line)
+        if fault != "pass":
+            self.injected[fault] += 1
+            self.injected_by_method[(fault, line.split(" ", 1)[0])] += 1
         try:
             if fault == "503":
-                self.injected[fault] += 1
                 writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 11\r\nConnection: close\r\n\r\n"
                              b"injected 503")
                 await writer.drain()
                 return
             if fault == "lost":
                 await self._forward_until_answered(first, reader)
-            if fault in ("reset", "lost"):
-                self.injected[fault] += 1
-                sock = writer.get_extra_info("socket")
-                if sock is not None:  # RST instead of FIN: SO_LINGER with a zero timeout
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            if fault == "cut-request":
+                await self._send_part(first)
+            if fault == "cut-answer":
+                await self._answer_part(first, reader, writer)
+            if fault in ("reset", "lost", "cut-request", "cut-answer"):
+                _reset(writer)
                 return
             if fault == "stall":
-                self.injected[fault] += 1
                 await asyncio.sleep(self.stall_seconds)
                 return
             await self._pipe(first, reader, writer)
@@ -116,6 +126,48 @@ class FaultProxy:
             with contextlib.suppress(Exception):
                 up_writer.close()
 
+    async def _send_part(self, first: bytes) -> None:
+        """The headers and a part of the body (of what the client sent so far), then a reset."""
+        head, _, body = first.partition(b"\r\n\r\n")
+        try:
+            _, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            return
+        up_writer.write(head + b"\r\n\r\n" + body[:self._rng.randint(0, max(0, len(body) - 1))])
+        with contextlib.suppress(Exception):
+            await up_writer.drain()
+            await asyncio.sleep(0.05)
+        _reset(up_writer)
+        with contextlib.suppress(Exception):
+            up_writer.close()
+
+    async def _answer_part(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The whole request on to the server; to the client, only a part of the answer's first bytes."""
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            return
+        up_writer.write(first)
+
+        async def send() -> None:
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                while data := await reader.read(65536):
+                    up_writer.write(data)
+                    await up_writer.drain()
+
+        sending = asyncio.ensure_future(send())
+        try:
+            answer = await asyncio.wait_for(up_reader.read(65536), 60)
+            writer.write(answer[:self._rng.randint(1, max(1, len(answer) - 1))])
+            await writer.drain()
+            await asyncio.sleep(0.05)  # let the part reach the client before the reset discards it
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            sending.cancel()
+            with contextlib.suppress(Exception):
+                up_writer.close()
+
     async def _pipe(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
@@ -135,3 +187,11 @@ class FaultProxy:
                     dst.close()
 
         await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer))
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with RST instead of FIN: SO_LINGER with a zero timeout."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -10,13 +10,14 @@ import functools
 import json
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -236,7 +237,7 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
     htpasswd = command.run(["htpasswd", "-B", "-i", "-n", user], input_text=password, timeout=30).stdout
     (folder / "htpasswd").write_text(htpasswd)
     with claimed_port_range() as ports:
-        port = ports[0]
+        port = unbound_port(ports)
         config: dict = {"version": 0.1, "log": {"level": "warn"},
                         "storage": {"filesystem": {"rootdirectory": str(folder / "data")}},
                         "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
@@ -248,7 +249,8 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
             if bearer:
                 from registry_auth import token_service
 
-                tokens = stack.enter_context(token_service(folder / "token", user, password, ports[1]))
+                tokens = stack.enter_context(token_service(folder / "token", user, password,
+                                                                unbound_port(range(port + 1, ports.stop))))
                 config["auth"] = {"token": {"realm": tokens.realm, "service": tokens.service, "issuer": tokens.issuer,
                                             "rootcertbundle": str(tokens.rootcertbundle)}}
             (folder / "config.yml").write_text(json.dumps(config))  # JSON is YAML
@@ -258,6 +260,20 @@ def docker_registry(folder: Path, *, user: str = "shipyard", password: str | Non
                 yield server
             finally:
                 server.stop()
+
+
+def unbound_port(ports: range) -> int:
+    """The first port of a claimed range that nothing listens on: a server left running by a
+    killed test run keeps its port after its claim is gone."""
+    for port in ports:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"every port of {ports} is in use")
 
 
 def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
@@ -338,6 +354,7 @@ class PypiServer:
     port: int
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    spare_ports: list[int] = field(default_factory=list)  # of its claimed range, for restarts
 
     @property
     def url(self) -> str:
@@ -385,6 +402,15 @@ class PypiServer:
                 self.process.wait(timeout=20)
         self.process = None
 
+    def restart(self) -> None:
+        """Stopped, then started on the next port of its claimed range: waitress cannot bind the old
+        one while the connections it closed are in TIME_WAIT (a minute). Whoever connects through a
+        proxy points the proxy at `port` again."""
+        self.stop()
+        self.port = unbound_port(range(self.spare_ports.pop(0), self.spare_ports[-1] + 1))
+        self.spare_ports = [p for p in self.spare_ports if p > self.port]
+        self.start()
+
     def files(self) -> dict[str, str]:
         """filename -> sha256 of what it stores (its folder, as the server's disk holds it)."""
         from shipyard.plumbing.hashing import sha256_of
@@ -402,7 +428,9 @@ def pypi_server(folder: Path) -> Iterator[PypiServer]:
     (folder / "packages").mkdir(exist_ok=True)
     htpasswd = folder / "htpasswd"
     with claimed_port_range() as ports:
-        server = PypiServer(folder / "packages", htpasswd, ports[0], folder / "pypiserver.log")
+        first = unbound_port(ports)
+        server = PypiServer(folder / "packages", htpasswd, first, folder / "pypiserver.log",
+                            spare_ports=[p for p in ports if p > first])
         # pypiserver refuses to start on an htpasswd file it cannot read: one placeholder user.
         server.add_user("nobody", secrets.token_urlsafe(18))
         server.start()

@@ -20,7 +20,7 @@ import errno
 import json
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from shipyard.plumbing.generations import (
     GenerationError,
     current_generation,
     next_generation,
-    remove_old_generations,
+    remove_unused_generations,
     switch,
 )
 from shipyard.plumbing.hashing import sha256_of
@@ -93,9 +93,14 @@ def package_subdir(package: Path) -> str:
     return subdir
 
 
-def publish_packages(channel: Path, packages: Sequence[Path]) -> ChannelUpdate:
+def publish_packages(channel: Path, packages: Sequence[Path], *, expected: Mapping[str, str] | None = None,
+                     keep_previous: bool = False) -> ChannelUpdate:
     """Add `packages` to the channel at `channel` (e.g. dist/conda) and re-index it atomically.
-    A package with the file name of one already there replaces it."""
+    A package with the file name of one already there replaces it. `expected` (file name: sha256,
+    the manifest's) is checked against the staged copies and the index before the switch, so a
+    file that changed after it was tested never becomes visible. `keep_previous` keeps the
+    generation that was live until the switch, for readers still downloading from it (a served
+    channel); otherwise only the live generation stays."""
     incoming = [_Incoming(p.resolve(), package_subdir(p)) for p in packages]
     seen: dict[str, Path] = {}
     for item in incoming:
@@ -111,12 +116,13 @@ def publish_packages(channel: Path, packages: Sequence[Path]) -> ChannelUpdate:
             added, replaced, unchanged, listed = _stage(generation, current, incoming)
             _index(generation)
             verify_index(generation)
+            _verify_expected(generation, incoming, expected or {})
             _switch(channel, generation)
         except BaseException:
             if current_generation(channel) != generation:
                 shutil.rmtree(generation, ignore_errors=True)
             raise
-        remove_old_generations(channel, keep=1)
+        remove_unused_generations(channel, previous=current if keep_previous else None)
     return ChannelUpdate(channel=channel, generation=generation, added=tuple(added), replaced=tuple(replaced),
                          unchanged=tuple(unchanged), packages=tuple(listed))
 
@@ -204,6 +210,22 @@ def verify_index(folder: Path) -> None:
         for index_file in subdir.iterdir():
             if index_file.name.startswith("repodata"):
                 os.chmod(index_file, 0o644)
+
+
+def _verify_expected(generation: Path, incoming: Sequence[_Incoming], expected: Mapping[str, str]) -> None:
+    """Each new package's staged copy and its index entry have the sha256 `expected` names for it."""
+    for item in incoming:
+        want = expected.get(item.source.name)
+        if want is None:
+            continue
+        staged = generation / item.key
+        data = json.loads((staged.parent / "repodata.json").read_bytes())
+        listed = {**data.get("packages", {}), **data.get("packages.conda", {})}.get(staged.name, {}).get("sha256")
+        digest = sha256_of(staged)
+        if digest != want or listed != want:
+            raise ChannelError(f"{item.source}: the staged copy has sha256 {digest} (index: {listed}), the manifest "
+                               f"records {want}; the file changed after it was tested, and the published channel is "
+                               f"unchanged: rebuild, do not publish it")
 
 
 def _switch(channel: Path, generation: Path) -> None:

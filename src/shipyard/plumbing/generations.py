@@ -72,10 +72,13 @@ def _exchange(a: Path, b: Path) -> None:
                               f"and publish again")
 
 
-def remove_old_generations(link: Path, *, keep: int = 1) -> None:
-    """Remove every generation but the newest `keep` (the live one is always among them). Keeping
-    the one before lets a reader that resolved the old link a moment ago finish its download."""
+def remove_unused_generations(link: Path, *, previous: Path | None) -> None:
+    """Remove every generation but the live one and `previous` (the one that was live just before
+    the switch: a reader that resolved the link a moment ago may still be downloading from it).
+    A generation that was staged but never switched to (a writer killed mid-stage) is neither, so
+    it goes, whatever its number: counting the newest N would keep such an orphan and delete the
+    generation readers were just using."""
     live = current_generation(link)
-    for path in generations(link)[:-keep] if keep else generations(link):
-        if path != live:
+    for path in generations(link):
+        if path not in (live, previous):
             shutil.rmtree(path, ignore_errors=True)

@@ -2,10 +2,12 @@
 a web server at `<url><channel>/` with conda's token in the path (`/t/<token>/`).
 
 Each channel folder is written by conda/channel.publish_packages: the next generation is staged,
-indexed with py-rattler, every package checked against its repodata entry (sha256 and size),
-then the channel's symlink is swapped, so a solver sees the release whole or not at all. Before
-that, run.py has checked every package against the manifest's sha256; after the swap, every new
-package is downloaded back over HTTP, through the web server, with the token.
+indexed with py-rattler, every package checked against its repodata entry (sha256 and size) and
+its staged copy against the manifest's sha256 (run.py checked the file too, but it may change
+before it is copied), then the channel's symlink is swapped, so a solver sees the release whole
+or not at all. The generation live before the swap stays for downloads in flight; one staged by
+a killed publish is removed by the next. After the swap, every new package is downloaded back
+over HTTP, through the web server, with the token.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ class CondaChannelBackend(Backend):
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:
         self.ctx.journal.record("stage", target=self.target.name, channel=channel,
                                 files={f.filename: f.sha256 for f in files})
-        update = publish_packages(self.folder / channel, [f.path for f in files])
+        update = publish_packages(self.folder / channel, [f.path for f in files],
+                                  expected={f.filename: f.sha256 for f in files}, keep_previous=True)
         self.ctx.journal.record("switched", target=self.target.name, channel=channel,
                                 generation=update.generation.name, files={f.filename: f.sha256 for f in files})
         self._read_back(channel, files)

@@ -6,7 +6,8 @@ the next generation (hard links of the files already published, copies of the ne
 every index with wheel/index.py, reads every file back and checks it against the sha256 it must
 have and against its index entry, and only then swaps the symlink: a web server that resolves
 the link per request shows the whole channel before or after, never between. The generation
-before stays on disk so a download that began a moment before the swap still completes.
+before stays on disk so a download that began a moment before the swap still completes; a
+generation staged by a publish that was killed before its swap is removed by the next one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from packaging.utils import parse_wheel_filename
 
 from shipyard.errors import PublishError, public_url
 from shipyard.plumbing.file_lock import exclusive
-from shipyard.plumbing.generations import current_generation, next_generation, remove_old_generations, switch
+from shipyard.plumbing.generations import current_generation, next_generation, remove_unused_generations, switch
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file
@@ -71,7 +72,7 @@ class StaticTreeBackend(Backend):
                 raise
             self.ctx.journal.record("switched", target=self.target.name, channel=channel, generation=staged.name,
                                     files={f"{f.index}/{f.filename}": f.sha256 for f in files})
-            remove_old_generations(link, keep=2)
+            remove_unused_generations(link, previous=live)
         self.ctx.progress(f"{self.target.name}: {link}: {len(files)} files visible")
 
     def _stage(self, staged: Path, live: Path | None, files: Sequence[PublishFile]) -> None:
