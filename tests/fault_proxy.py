@@ -9,6 +9,10 @@ server the headers and only part of the body, then resets both sides (a fault mi
 server must not act on half a file). "cut-answer" passes the whole request on and the client only
 part of the answer, then resets (the server has acted; the client reads a truncated answer). It
 runs an asyncio loop in a thread of its own and listens on 127.0.0.1 only.
+
+Every request it passes on says `Connection: close`, so the server closes each connection after
+its answer and the client opens a new one for its next request: a client that keeps connections
+alive (requests does) still meets the plan once per request, not once per connection.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class FaultProxy:
         except (TimeoutError, ConnectionError):
             writer.close()
             return
+        first = _one_request_per_connection(first)
         line = first.split(b"\r\n", 1)[0].decode("latin-1")
         fault = self.plan(self.connections, line)
         if fault != "pass":
@@ -187,6 +192,15 @@ class FaultProxy:
                     dst.close()
 
         await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer))
+
+
+def _one_request_per_connection(first: bytes) -> bytes:
+    """The request with `Connection: close` in place of any Connection header it had."""
+    head, sep, body = first.partition(b"\r\n\r\n")
+    if not sep:  # the headers did not arrive whole in the first read: pass them on as they are
+        return first
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+    return b"\r\n".join([*lines, b"Connection: close"]) + sep + body
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
