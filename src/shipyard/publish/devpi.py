@@ -13,8 +13,6 @@ same name), skips what is there and verified (journal), and finishes the switch.
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,12 +20,11 @@ from urllib.parse import urljoin
 
 import requests
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from twine.package import PackageFile
-from twine.repository import Repository
 
 from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
+from shipyard.publish import twine_upload
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.retry import bounded_session, describe, with_retries
 from shipyard.publish.target import Backend, Listed, TargetContext
@@ -189,19 +186,7 @@ class DevpiBackend(Backend):
         self._expect(response, f"make {staging} visible in {visible}")
 
     def _upload(self, f: PublishFile, staging: str) -> None:
-        repository = Repository(f"{self.base}/{staging}/", self.ctx.credentials.username,
-                                self.ctx.credentials.password, disable_progress_bar=True)
-        repository.session = bounded_session(self.ctx.policy, repository.session)
-        package = PackageFile.from_filename(str(f.path), None)
-
-        def attempt() -> requests.Response:
-            with contextlib.redirect_stdout(io.StringIO()):  # twine prints "Uploading …" itself
-                return repository.upload(package, max_redirects=1)  # one try: retrying is ours
-
-        try:
-            response = with_retries(f"upload {f.filename}", self.base, attempt, self.ctx.policy, scrub=self.ctx.scrub)
-        finally:
-            repository.close()
+        response = twine_upload.upload(self.ctx, f"{self.base}/{staging}/", self.base, f)
         if response.status_code == 409:
             # Already there (a try whose answer was lost): the same bytes are fine, others are not.
             served = {e["filename"]: e for e in self._project_files(staging, f.project)}.get(f.filename)

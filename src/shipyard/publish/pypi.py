@@ -15,8 +15,6 @@ the index: the same sha256 is success, another is refused naming both.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,12 +27,11 @@ from packaging.utils import (
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from twine.package import PackageFile
-from twine.repository import Repository
 
 from shipyard.errors import ImmutableFileError, PublishError, public_url
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
+from shipyard.publish import twine_upload
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.retry import bounded_session, describe, with_retries
 from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
@@ -166,20 +163,7 @@ class PypiBackend(Backend):
                                      f"its bytes: publish a new version (or build number)")
 
     def _upload(self, f: PublishFile) -> None:
-        creds = self.ctx.credentials
-        repository = Repository(self.upload_url, creds.username, creds.password, disable_progress_bar=True)
-        repository.session = bounded_session(self.ctx.policy, repository.session)
-        package = PackageFile.from_filename(str(f.path), None)
-
-        def attempt() -> requests.Response:
-            with contextlib.redirect_stdout(io.StringIO()):  # twine prints "Uploading …" itself
-                return repository.upload(package, max_redirects=1)  # one try: retrying is ours
-
-        try:
-            response = with_retries(f"upload {f.filename}", public_url(self.upload_url), attempt, self.ctx.policy,
-                                    scrub=self.ctx.scrub)
-        finally:
-            repository.close()
+        response = twine_upload.upload(self.ctx, self.upload_url, public_url(self.upload_url), f)
         if response.status_code in (400, 409):
             # "File already exists" (PyPI: 400, pypiserver: 409 or 400): a try whose answer was lost, or
             # another publisher. The index decides: the same bytes are done, others are refused.
