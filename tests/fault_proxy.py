@@ -107,12 +107,14 @@ class FaultProxy:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def _forward_until_answered(self, first: bytes, reader: asyncio.StreamReader) -> None:
-        """Send the request on to the server and wait for the first byte of its answer: it has acted."""
+    async def _send_on(self, first: bytes, reader: asyncio.StreamReader
+                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.Future[None]] | None:
+        """A connection to the server with `first` sent and the rest of the client's request being
+        copied on (the future; cancel it when done); None when the server cannot be reached."""
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
-            return
+            return None
         up_writer.write(first)
 
         async def send() -> None:
@@ -121,7 +123,14 @@ class FaultProxy:
                     up_writer.write(data)
                     await up_writer.drain()
 
-        sending = asyncio.ensure_future(send())
+        return up_reader, up_writer, asyncio.ensure_future(send())
+
+    async def _forward_until_answered(self, first: bytes, reader: asyncio.StreamReader) -> None:
+        """Send the request on to the server and wait for the first byte of its answer: it has acted."""
+        opened = await self._send_on(first, reader)
+        if opened is None:
+            return
+        up_reader, up_writer, sending = opened
         try:
             await asyncio.wait_for(up_reader.read(1), 60)
         except (TimeoutError, ConnectionError):
@@ -148,19 +157,10 @@ class FaultProxy:
 
     async def _answer_part(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """The whole request on to the server; to the client, only a part of the answer's first bytes."""
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        except OSError:
+        opened = await self._send_on(first, reader)
+        if opened is None:
             return
-        up_writer.write(first)
-
-        async def send() -> None:
-            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-                while data := await reader.read(65536):
-                    up_writer.write(data)
-                    await up_writer.drain()
-
-        sending = asyncio.ensure_future(send())
+        up_reader, up_writer, sending = opened
         try:
             answer = await asyncio.wait_for(up_reader.read(65536), 60)
             writer.write(answer[:self._rng.randint(1, max(1, len(answer) - 1))])

@@ -21,13 +21,14 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+from publish_servers import serving_in_thread
 
 
 def _b64(data: bytes) -> str:
@@ -125,11 +126,5 @@ def oidc_standin(**options: object) -> Iterator[OidcStandIn]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     standin.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(server):
         yield standin
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)

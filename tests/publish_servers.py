@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +34,33 @@ MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 # devpi derives its token key with argon2 at every start (10 s and 512 MB by default): cheap
 # parameters keep a restart to a few seconds. Passwords are still checked.
 _CHEAP_ARGON2 = ["--argon2-memory-cost", "64", "--argon2-time-cost", "1", "--argon2-parallelism", "1"]
+
+
+def _wait_until_up(process: subprocess.Popen[bytes], log: Path, name: str, timeout: float, interval: float,
+                   answered: Callable[[], bool],
+                   not_up: tuple[type[Exception], ...] = (requests.RequestException,)) -> None:
+    """Poll `answered` until it is true; the server's log tail when it exits or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if answered():
+                return
+        except not_up:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not come up:\n{log.read_text()[-3000:]}")
+        time.sleep(interval)
+
+
+def _stop(process: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    """Terminate a running server, killed when it does not end within `timeout`."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
 
 
 @dataclass
@@ -57,25 +84,11 @@ class Devpi:
                 [BIN / "devpi-server", "--serverdir", self.serverdir, "--host", "127.0.0.1", "--port",
                  str(self.port), "--secretfile", self.serverdir.parent / "devpi-secret", *_CHEAP_ARGON2],
                 stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if requests.get(f"{self.url}/+api", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"devpi-server did not come up:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.2)
+        _wait_until_up(self.process, self.log, "devpi-server", timeout, 0.2,
+                       lambda: requests.get(f"{self.url}/+api", timeout=2).status_code == 200)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=20)
+        _stop(self.process, 20)
         self.process = None
 
     def kill(self) -> None:
@@ -130,10 +143,17 @@ def static_server(folder: Path, port: int = 0) -> Iterator[str]:
     folder.mkdir(parents=True, exist_ok=True)
     server = ThreadingHTTPServer(("127.0.0.1", port), functools.partial(_QuietHandler, directory=str(folder)))
     server.daemon_threads = True
+    with serving_in_thread(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+@contextmanager
+def serving_in_thread(server: ThreadingHTTPServer) -> Iterator[None]:
+    """`server` answering from a thread of its own while the block runs; shut down and closed after."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
+        yield
     finally:
         server.shutdown()
         server.server_close()
@@ -182,26 +202,13 @@ class Registry:
             self.process = subprocess.Popen(["docker-registry", "serve", str(self.config)], stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if requests.get(f"{self.api}/", timeout=2, verify=str(self.tls.ca) if self.tls else True
-                                ).status_code == 401:
-                    return
-            except (requests.ConnectionError, requests.Timeout):  # not up yet; a TLS handshake may time out
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"docker-registry did not come up:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.1)
+        verify = str(self.tls.ca) if self.tls else True
+        _wait_until_up(self.process, self.log, "docker-registry", timeout, 0.1,
+                       lambda: requests.get(f"{self.api}/", timeout=2, verify=verify).status_code == 401,
+                       not_up=(requests.ConnectionError, requests.Timeout))  # a TLS handshake may time out
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+        _stop(self.process, 30)
         self.process = None
 
     def restart(self) -> None:
@@ -381,25 +388,11 @@ class PypiServer:
                  "-a", "update", "--hash-algo", "sha256", "--disable-fallback",
                  self.packages], stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if requests.get(self.simple, timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"pypiserver did not come up:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.1)
+        _wait_until_up(self.process, self.log, "pypiserver", timeout, 0.1,
+                       lambda: requests.get(self.simple, timeout=2).status_code == 200)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=20)
+        _stop(self.process, 20)
         self.process = None
 
     def restart(self) -> None:

@@ -19,7 +19,6 @@ import datetime
 import ipaddress
 import json
 import secrets
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
+from publish_servers import serving_in_thread
 
 
 def _name(common: str) -> x509.Name:
@@ -165,11 +165,5 @@ def token_service(folder: Path, user: str, password: str, port: int) -> Iterator
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     service.realm = f"http://127.0.0.1:{port}/token"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(server):
         yield service
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
