@@ -9,6 +9,7 @@ import logging
 import os
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,18 @@ def _redact(text: str, env: Mapping[str, str] | None) -> str:
     return text
 
 
+# The process environment is shared by every thread: a thread that sets a variable for a moment
+# and removes it again (wheel/repair.source_date_epoch) holds this lock, and a child's environment
+# is copied under it, so a copy never meets a variable removed between reading its name and its
+# value (KeyError, seen when wheels of several Pythons were packed side by side).
+ENVIRON_LOCK = threading.RLock()
+
+
+def environ_snapshot() -> dict[str, str]:
+    """A copy of the process environment, taken under ENVIRON_LOCK."""
+    with ENVIRON_LOCK:
+        return dict(os.environ)
+
 def run(
     args: Sequence[object],
     *,
@@ -65,7 +78,7 @@ def run(
     `what` is a short human label used in the error message.
     """
     argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
-    full_env = dict(os.environ if env is None else env)
+    full_env = environ_snapshot() if env is None else dict(env)
     if extra_env:
         full_env.update(extra_env)
     shown = _redact(shlex.join(argv), full_env)
@@ -105,7 +118,7 @@ def stream(args: Sequence[object], *, on_line: Callable[[str], None], cwd: str |
     comes; never raises for a non-zero exit (the caller reads the lines to say what failed).
     The output is not kept: `on_line` decides what to keep."""
     argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
-    full_env = dict(os.environ if env is None else env)
+    full_env = environ_snapshot() if env is None else dict(env)
     shown = _redact(shlex.join(argv), full_env)
     log.debug("stream: %s (cwd=%s)", shown, cwd or ".")
     start = time.monotonic()

@@ -11,7 +11,6 @@ import shutil
 import stat
 import sys
 import tempfile
-import threading
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -85,13 +84,13 @@ def _auditwheel(platform_tag: str, out_dir: Path, library_path: Sequence[Path],
 
 
 # wheel's WheelFile reads SOURCE_DATE_EPOCH from the process environment (RECORD's timestamp
-# included), so concurrent packs must not interleave their settings.
-_EPOCH_LOCK = threading.Lock()
+# included), so concurrent packs must not interleave their settings, and no thread may copy the
+# environment while it is set or removed: command.ENVIRON_LOCK guards both.
 
 
 @contextmanager
 def source_date_epoch(epoch: int) -> Iterator[None]:
-    with _EPOCH_LOCK:
+    with command.ENVIRON_LOCK:
         old = os.environ.get("SOURCE_DATE_EPOCH")
         os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
         try:
