@@ -4,16 +4,20 @@ install reuses it."""
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from sysroot_debs import deb_versions
+from sysroot_debs import deb_versions, installed_sysroot
 
 from shipyard.host.toolchains.discover import discover
 from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple
 from shipyard.host.toolchains.sysroot import find_installed_sysroots, install_sysroot
 from shipyard.plumbing import command
+from shipyard.wheel.native_core import python_header_flags
 
 pytestmark = pytest.mark.slow
 
@@ -66,3 +70,30 @@ def test_bullseye_sysroot_links_glibc_2_31(tmp_path: Path) -> None:
     again = install_sysroot("bullseye", cache, progress=steps.append)
     assert again == sysroot and time.monotonic() - start < 5
     assert steps[-1].startswith("sysroot bullseye is up to date")
+
+
+def test_debian_pythons_split_pyconfig_compiles_with_the_sysroot_compiler(tmp_path: Path,
+                                                                          glibc_sysroots: None) -> None:
+    """A bookworm job container builds against Debian's python3 (ci/bootstrap.sh installs
+    python3-dev): its pyconfig.h includes <x86_64-linux-gnu/python3.11/pyconfig.h> from the host's
+    /usr/include, which the bullseye compiler does not search. Only that header is added."""
+    python = Path("/usr/bin/python3")
+    include = command.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                          timeout=60).stdout.strip()
+    assert "x86_64-linux-gnu/python3." in Path(include, "pyconfig.h").read_text(), "not Debian's split pyconfig.h"
+    sysroot = installed_sysroot("bullseye")
+    toolchain = SimpleNamespace(compiler=SimpleNamespace(sysroot=sysroot))
+    source = tmp_path / "module.c"
+    source.write_text("#include <Python.h>\nint answer(void) { return PY_MAJOR_VERSION + SIZEOF_VOID_P; }\n")
+    compile_module = [str(sysroot.cc), "-fPIC", "-c", str(source), "-I", include, "-o", str(tmp_path / "module.o")]
+
+    without = subprocess.run(compile_module, capture_output=True, text=True, timeout=120)
+    assert without.returncode != 0 and "pyconfig.h: No such file" in without.stderr, without.stderr
+
+    flags = python_header_flags(python, toolchain, tmp_path / "headers")  # type: ignore[arg-type]
+    assert flags == f"-isystem {tmp_path / 'headers'}"
+    copied = sorted(p.relative_to(tmp_path / "headers") for p in (tmp_path / "headers").rglob("*") if p.is_file())
+    assert [str(p) for p in copied] == [f"x86_64-linux-gnu/{Path(include).name}/pyconfig.h"]
+    command.run([*compile_module, *shlex.split(flags)], timeout=120)
+    # A host compiler (no sysroot) needs nothing added.
+    assert python_header_flags(python, SimpleNamespace(compiler=None), tmp_path / "none") == ""  # type: ignore[arg-type]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+from shipyard.errors import ToolchainMissing
 from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing import command
 from shipyard.release.spec import Component, Variant
@@ -45,6 +47,41 @@ def reproducible_env(source_root: Path, build_dir: Path, epoch: int, toolchain: 
     if toolchain.compiler:
         env |= {"CC": str(toolchain.compiler.cc), "CXX": str(toolchain.compiler.cxx)}
     return env
+
+
+def python_header_flags(python: Path, toolchain: Toolchain, into: Path) -> str:
+    """Compiler flags that let a sysroot compiler use `python`'s headers; "" when none are needed.
+
+    Debian's python3.X-dev splits pyconfig.h per architecture: /usr/include/python3.X/pyconfig.h
+    only includes <x86_64-linux-gnu/python3.X/pyconfig.h>, which lives under the host's
+    /usr/include. A sysroot compiler searches the sysroot's /usr/include instead (the host's
+    glibc headers must not leak in), so the include fails. The one real pyconfig.h is copied into
+    `into`/<multiarch>/python3.X/ and that folder, holding nothing else, goes on the search path.
+    """
+    if toolchain.compiler is None or toolchain.compiler.sysroot is None:
+        return ""
+    query = ("import json, sysconfig; print(json.dumps([sysconfig.get_config_var(v) or '' "
+             "for v in ('INCLUDEPY', 'MULTIARCH', 'LDVERSION')]))")
+    include, multiarch, version = json.loads(
+        command.run([python, "-c", query], timeout=60, what=f"read {python}'s header layout").stdout)
+    real = Path("/usr/include", multiarch, f"python{version}", "pyconfig.h")
+    wrapper = Path(include, "pyconfig.h") if include else None
+    if not multiarch or wrapper is None or f"<{multiarch}/python{version}/pyconfig.h>" not in _read(wrapper):
+        return ""
+    if not real.is_file():
+        raise ToolchainMissing(f"{include}/pyconfig.h includes {real}, which is missing; install the "
+                               f"Python's development headers (apt-get install python{version}-dev)")
+    copy = into / multiarch / f"python{version}" / "pyconfig.h"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(real, copy)
+    return f"-isystem {into}"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def build_native_core(component: Component, variant: Variant, toolchain: Toolchain, *,

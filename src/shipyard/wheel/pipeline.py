@@ -40,6 +40,7 @@ from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
+    python_header_flags,
     reproducible_env,
     shipyard_cmake_defines,
 )
@@ -314,6 +315,9 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
     # from the last build (CMake's cached paths to an older core, stale objects) leaks in.
     shutil.rmtree(build_dir, ignore_errors=True)
     environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
+    if cell.python and not ctx.request.container and (
+            headers := python_header_flags(env.python, toolchain, build_dir / "python-headers")):
+        environment |= {flags: f"{environment[flags]} {headers}" for flags in ("CFLAGS", "CXXFLAGS")}
     if ctx.request.container:
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
         python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
