@@ -97,6 +97,26 @@ def test_act_command_line_names_files_and_never_a_secret(tmp_path, host, repo):
     assert ("--container-options", f"-v {tmp_path / 'versions'}:{CONTAINER_PYTHONS}:ro") in pairs
 
 
+def test_the_folders_static_and_conda_targets_publish_into_are_mounted_where_the_server_reads(tmp_path, host, repo):
+    """An absolute `path` is the folder a web server on this host serves: the publish job (a runner
+    container) gets it read-write at the same path. A relative one lives in the job's workspace
+    and ends with the job, which the run says."""
+    from shipyard.ci.local_run import served_folders
+
+    release = load_spec(repo).release
+    targets = dict(release.publish)
+    targets["wheels-tree"] = targets["wheels-tree"].model_copy(update={"path": str(tmp_path / "served" / "whl")})
+    folders, notes = served_folders(release.model_copy(update={"publish": targets}))
+    assert folders == (tmp_path / "served" / "whl",) and folders[0].is_dir()
+    assert notes == [f"publish.conda-staging.path dist/site/conda is inside the publish job's workspace, which "
+                     f"ends with the job; to publish where {targets['conda-staging'].url} is served, "
+                     f"make path absolute (the folder that server serves: a local run mounts it)"]
+    argv = act_run.act_command(replace(_setup(tmp_path, host, repo), served_folders=folders))
+    pairs = list(zip(argv, argv[1:], strict=False))
+    assert ("--container-options", f"-v {tmp_path / 'versions'}:{CONTAINER_PYTHONS}:ro "
+                                   f"-v {folders[0]}:{folders[0]}") in pairs
+
+
 def test_secret_and_env_files_are_0600_and_hold_the_values(tmp_path, host, repo):
     setup = _setup(tmp_path, host, repo)
     for path in (setup.folder.secret_file, setup.folder.env_file):

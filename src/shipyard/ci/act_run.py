@@ -140,6 +140,9 @@ class ActSetup:
     cache_server: Path | None = None
     # act's artifact and cache servers listen on these (claimed, so that runs side by side differ)
     server_ports: tuple[int, int] | None = None
+    # host folders mounted read-write at the same path into runner containers: the folders that
+    # release.yaml's static and conda targets publish into, which a web server on this host serves
+    served_folders: tuple[Path, ...] = ()
 
 
 def find_act() -> Path:
@@ -271,8 +274,10 @@ def act_command(setup: ActSetup) -> list[str]:
             "--var-file", str(folder.root / "act.vars"), "--input-file", str(folder.root / "act.inputs"),
             "--artifact-server-path", str(folder.artifacts),
             "--action-cache-path", str(folder.act_cache)]
-    if setup.pythons is not None:
-        argv += ["--container-options", f"-v {setup.pythons[0]}:{setup.pythons[1]}:ro"]
+    mounts = [f"-v {setup.pythons[0]}:{setup.pythons[1]}:ro"] if setup.pythons is not None else []
+    mounts += [f"-v {folder}:{folder}" for folder in setup.served_folders]
+    if mounts:
+        argv += ["--container-options", " ".join(mounts)]
     if setup.cache_server is not None:
         argv += ["--cache-server-path", str(setup.cache_server)]
     if setup.server_ports is not None:

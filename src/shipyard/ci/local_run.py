@@ -68,6 +68,26 @@ def not_runnable_here(release: Release, workflow: Mapping[str, Any],
     return out
 
 
+def served_folders(release: Release) -> tuple[tuple[Path, ...], list[str]]:
+    """The folders release.yaml's static and conda targets publish into, which a web server on
+    this host serves: an absolute one is mounted at the same path into the runner containers, so
+    the publish job writes where the server reads. A relative one is inside the job's workspace
+    and ends with the job: the words that say so, for the run's output."""
+    folders, notes = [], []
+    for target in release.publish.values():
+        if target.path is None:
+            continue
+        if Path(target.path).is_absolute():
+            folder = Path(target.path)
+            folder.mkdir(parents=True, exist_ok=True)
+            folders.append(folder)
+        else:
+            notes.append(f"publish.{target.name}.path {target.path} is inside the publish job's workspace, which "
+                         f"ends with the job; to publish where {target.url} is served, make path absolute "
+                         f"(the folder that server serves: a local run mounts it)")
+    return tuple(dict.fromkeys(folders)), notes
+
+
 def prepare_images(workflow: Mapping[str, Any], job_ids: list[str], share: HostShare,
                    progress: Progress | None) -> tuple[str, dict[str, str]]:
     """The runner image, and the job container images that cannot be made here (with why)."""
@@ -120,6 +140,10 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         for item in share.left_out:
             progress(f"not carried into the containers: {item}")
     runner, unavailable = prepare_images(workflow, selected, share, progress)
+    folders, folder_notes = served_folders(release)
+    if progress and "publish" in selected:
+        for note in folder_notes:
+            progress(note)
     clone = act_run.clean_clone(repo, folder)
     act_run.write_env_file(share, folder)
     secrets = act_run.write_secret_file(folder, act_run.workflow_secrets(text), environ, secret_file)
@@ -128,7 +152,7 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
     setup = act_run.ActSetup(act=act, repo=clone, workflow_file=workflow_file, folder=folder, runner_image=runner,
                              runner_labels=linux, share=share, pythons=pythons_mount(),
                              stand_ins=act_run.stage_stand_ins(folder), inputs=inputs, job=request.job,
-                             cache_server=folder.root / "cache-server")
+                             cache_server=folder.root / "cache-server", served_folders=folders)
     log = ActLog()
 
     def event(record: dict[str, object]) -> None:
