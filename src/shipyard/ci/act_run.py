@@ -118,6 +118,11 @@ class RunFolder:
         return self.root / "artifacts"
 
     @property
+    def job_table(self) -> Path:
+        """The job table as JSON (job, name, container, seconds, result, reason), for scripts."""
+        return self.root / "jobs.json"
+
+    @property
     def act_cache(self) -> Path:
         return self.root / "act-cache"
 

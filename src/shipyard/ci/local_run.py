@@ -6,6 +6,7 @@ act_run.py (act's files and command line), act_report.py (the job table).
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -20,7 +21,7 @@ from shipyard.ci.act_host import HostShare, pythons_mount, stage_share
 from shipyard.ci.act_report import ActLog, JobRow, expected_jobs, job_table, needed_jobs
 from shipyard.ci.cuda_builder import builder_image_tag
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES
-from shipyard.errors import ShipyardError, UsageError
+from shipyard.errors import ShipyardError, UsageError, public_url
 from shipyard.host import docker_base
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import Progress
@@ -141,6 +142,9 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
             progress(f"not carried into the containers: {item}")
     runner, unavailable = prepare_images(workflow, selected, share, progress)
     folders, folder_notes = served_folders(release)
+    if progress and release.conda and any(job.startswith("conda-") for job in selected):
+        progress("the conda lanes solve their dependencies from release.yaml's conda.channels: "
+                 + ", ".join(public_url(channel) for channel in release.conda.channels))
     if progress and "publish" in selected:
         for note in folder_notes:
             progress(note)
@@ -168,4 +172,7 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), event)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
     rows = job_table(log, expected, not_runnable_here(release, workflow, unavailable))
+    folder.job_table.write_text(json.dumps([{"job": r.job_id, "name": r.name, "container": r.container,
+                                             "seconds": round(r.seconds, 1), "result": r.result, "reason": r.reason}
+                                            for r in rows], indent=1) + "\n")
     return RunOutcome(rows, status, folder, secrets, log.errors)

@@ -173,8 +173,8 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
                            progress=lambda text: err_console.print(text, markup=False, highlight=False),
                            on_job=finished)
     print(render_table(outcome.rows))
-    print(f"run folder: {outcome.folder.root} (act's log: {outcome.folder.log.name}, artifacts: "
-          f"{outcome.folder.artifacts.name}/)")
+    print(f"run folder: {outcome.folder.root} (act's log: {outcome.folder.log.name}, the table as JSON: "
+          f"{outcome.folder.job_table.name}, artifacts: {outcome.folder.artifacts.name}/)")
     if outcome.secrets:
         print(f"secrets passed from a 0600 file: {', '.join(outcome.secrets)}")
     if outcome.failed:
