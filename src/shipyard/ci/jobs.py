@@ -177,13 +177,16 @@ class PlanFilter:
 
 
     def narrow(self, job: BuildJob) -> BuildJob | None:
-        """`job` with only the Pythons kept, or None when it builds nothing kept. A pure job keeps
-        every Python (it is built once and tested on each), and so does a job without Pythons (mobile)."""
+        """`job` with only the Pythons kept, or None when it builds nothing kept. A pure job is built
+        once and tested on each of its Pythons: it keeps its one cell and is tested on the kept
+        Pythons only. A job without Pythons (mobile) stays as it is."""
         if self.variants and not {job.variant, job.variant_tag} & set(self.variants):
             return None
-        if not self.pythons or job.platform == ANY or not job.pythons:
+        if not self.pythons or not job.pythons:
             return job
         pythons = tuple(p for p in job.pythons if p in self.pythons)
+        if job.platform == ANY:
+            return replace(job, pythons=pythons) if pythons else None
         tags = {"-cp" + p.replace(".", "") + "-" for p in pythons}
         cells = tuple(c for c in job.cells if any(tag in c for tag in tags))
         return replace(job, pythons=pythons, cells=cells) if pythons else None
