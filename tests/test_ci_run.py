@@ -21,6 +21,7 @@ from shipyard.ci.act_host import CONTAINER_CA, CONTAINER_HOST_DIR, CONTAINER_PIP
 from shipyard.ci.act_report import (
     NOT_RUNNABLE,
     NOT_STARTED,
+    ActLog,
     expected_jobs,
     job_table,
     needed_jobs,
@@ -221,6 +222,34 @@ def test_jobs_that_cannot_run_here_are_listed_with_why(repo):
     assert "not runnable here: runs on windows-2022" in render_table(rows)
 
 
+def test_a_local_run_plans_the_linux_jobs_and_lists_the_others_as_not_runnable(repo, capsys):
+    """A local run narrows the plan to the platforms act runs (the plan job's `platform` input),
+    so that its manifest job expects only fragments that can be made here; the jobs left out are
+    still rows, saying why."""
+    from shipyard.ci.act_run import RunRequest
+    from shipyard.ci.jobs import PlanFilter, plan_outputs
+    from shipyard.ci.local_run import left_out_by_platform
+
+    workflow = _nightly(repo)
+    release = load_spec(repo).release
+    narrowed = _plan_outputs(repo, capsys, "--variant", "cpu", "--python", "3.11", "--platform", "linux-x86_64")
+    entries = [e for lane in narrowed.values() for e in lane]
+    assert entries and {e["builder"] for e in entries} == {"linux-x86_64"}
+    assert narrowed["wheel_windows"] == [] and narrowed["conda_macos"] == []
+    request = RunRequest("nightly", variants=("cpu",), pythons=("3.11",), platforms=("linux-x86_64",))
+    outputs = plan_outputs(release, PlanFilter(("cpu",), ("3.11",), ("linux-x86_64",)))
+    selected = needed_jobs(workflow, None)
+    expected = expected_jobs(workflow, outputs, selected)
+    why_not = not_runnable_here(release, workflow, {})
+    left = left_out_by_platform(release, workflow, request, selected, expected, why_not)
+    assert left and {job.job_id for job in left} == {"wheel-windows", "wheel-macos", "conda-windows", "conda-macos"}
+    rows = job_table(ActLog(), expected + left, why_not)
+    foreign = [row for row in rows if row.job_id in {job.job_id for job in left}]
+    assert len(foreign) == len(left) and all(row.result == NOT_RUNNABLE for row in foreign)
+    assert all(row.reason.endswith("(left out of the plan: --platform linux-x86_64)") for row in foreign)
+    assert request.inputs({"variant": {}, "python": {}, "platform": {}})["platform"] == "linux-x86_64"
+
+
 def test_cuda_image_lanes_are_not_runnable_while_the_image_is_missing(repo):
     workflow = _nightly(repo)
     reasons = not_runnable_here(load_spec(repo).release, workflow, {"debian:bookworm": "cannot be made"})
@@ -289,12 +318,14 @@ def test_the_workflows_take_the_narrowing_inputs_in_the_plan_job_only(repo):
     for name in ("nightly", "release"):
         workflow = yaml.safe_load((repo / ".github" / "workflows" / f"{name}.yml").read_text())
         inputs = workflow[True]["workflow_dispatch"]["inputs"]
-        assert {"variant", "python"} <= set(inputs) and inputs["variant"]["default"] == ""
+        assert {"variant", "python", "platform"} <= set(inputs) and inputs["variant"]["default"] == ""
         text = (repo / ".github" / "workflows" / f"{name}.yml").read_text()
         assert text.count("inputs.variant") == 1 and text.count("inputs.python") == 1
+        assert text.count("inputs.platform") == 1
         plan_step = workflow["jobs"]["plan"]["steps"][-1]
-        assert plan_step["env"] == {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}"}
-        assert '--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS"' in plan_step["run"]
+        assert plan_step["env"] == {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}",
+                                    "ONLY_PLATFORMS": "${{ inputs.platform }}"}
+        assert '--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS" --platform "$ONLY_PLATFORMS"' in plan_step["run"]
 
 
 ROUND_TRIP = """\
@@ -330,7 +361,6 @@ def test_artifact_stand_ins_round_trip_through_acts_server(docker_engine, tmp_pa
     artifact server: the files arrive under fragments/<name>/, hidden files left out."""
     from shipyard.ci.act_host import pythons_mount
     from shipyard.ci.act_images import runner_image
-    from shipyard.ci.act_report import ActLog
     from shipyard.plumbing.port_ranges import claimed_port_range
 
     repo = tmp_path / "repo"

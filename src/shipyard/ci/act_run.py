@@ -54,12 +54,14 @@ class RunRequest:
     job: str | None = None
     variants: tuple[str, ...] = ()
     pythons: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
     channel: str | None = None
     ref: str | None = None
 
     def inputs(self, workflow_inputs: Mapping[str, object]) -> dict[str, str]:
         """The workflow_dispatch inputs this request sets; refuses one the workflow lacks."""
-        wanted = {"variant": ",".join(self.variants), "python": ",".join(self.pythons)}
+        wanted = {"variant": ",".join(self.variants), "python": ",".join(self.pythons),
+                  "platform": ",".join(self.platforms)}
         if self.channel:
             wanted["channel"] = self.channel
         out = {}

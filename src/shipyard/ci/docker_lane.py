@@ -38,7 +38,11 @@ def _pull_bases() -> dict[str, object]:
 
 
 def docker_lane(spec: Spec, lane: Lane) -> Job:
-    steps = [checkout(), *host_tools(spec), job_pythons(), _docker_client(), _pull_bases(),
+    # The image's Python (whose pip resolves the images' pinned dependencies) from setup-python
+    # too: on a runner that is the tool cache, never a download at `ci pythons`.
+    python = spec.release.images.python if spec.release.images else None
+    steps = [checkout(), *host_tools(spec, also=(python,) if python else ()), job_pythons(), _docker_client(),
+             _pull_bases(),
              *download_fragments("fragment-wheel-*-${{ matrix.variant_tag }}-${{ matrix.platform }}",
                                  "the variant's wheels"),
              {"name": "Download the pure wheels", "uses": uses("actions/download-artifact"),

@@ -174,6 +174,7 @@ class PlanFilter:
 
     variants: tuple[str, ...] = ()
     pythons: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()  # the builders' platforms (a pure job builds on a Linux one)
 
 
     def narrow(self, job: BuildJob) -> BuildJob | None:
@@ -181,6 +182,8 @@ class PlanFilter:
         once and tested on each of its Pythons: it keeps its one cell and is tested on the kept
         Pythons only. A job without Pythons (mobile) stays as it is."""
         if self.variants and not {job.variant, job.variant_tag} & set(self.variants):
+            return None
+        if self.platforms and job.builder not in self.platforms:
             return None
         if not self.pythons or not job.pythons:
             return job

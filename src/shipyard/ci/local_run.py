@@ -18,8 +18,9 @@ import yaml
 
 from shipyard.ci import act_images, act_run
 from shipyard.ci.act_host import HostShare, pythons_mount, stage_share
-from shipyard.ci.act_report import ActLog, JobRow, expected_jobs, job_table, needed_jobs
+from shipyard.ci.act_report import ActLog, ExpectedJob, JobRow, expected_jobs, job_table, needed_jobs
 from shipyard.ci.cuda_builder import builder_image_tag
+from shipyard.ci.jobs import PlanFilter, plan_outputs
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES
 from shipyard.errors import ShipyardError, UsageError, public_url
 from shipyard.host import docker_base
@@ -87,6 +88,25 @@ def served_folders(release: Release) -> tuple[tuple[Path, ...], list[str]]:
                          f"ends with the job; to publish where {target.url} is served, make path absolute "
                          f"(the folder that server serves: a local run mounts it)")
     return tuple(dict.fromkeys(folders)), notes
+
+
+def left_out_by_platform(release: Release, workflow: Mapping[str, Any], request: act_run.RunRequest,
+                         selected: list[str], expected: list[ExpectedJob],
+                         why_not: dict[str, str]) -> list[ExpectedJob]:
+    """The jobs of the plan that the run's `platform` input left out because act cannot run them
+    here (Windows, macOS), so that the table lists them as not runnable instead of dropping them.
+    The run narrows them out of the plan: a manifest job then finishes a release of what ran."""
+    if not request.platforms:
+        return []
+    whole = plan_outputs(release, PlanFilter(variants=request.variants, pythons=request.pythons))
+    kept = {(job.job_id, job.matrix_id) for job in expected}
+    out = []
+    for job in expected_jobs(workflow, whole, selected):
+        if job.matrix_id and (job.job_id, job.matrix_id) not in kept and job.runner in why_not:
+            out.append(job)
+    for runner in {job.runner for job in out}:
+        why_not[runner] += f" (left out of the plan: --platform {','.join(request.platforms)})"
+    return out
 
 
 def prepare_images(workflow: Mapping[str, Any], job_ids: list[str], share: HostShare,
@@ -171,7 +191,10 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
     with claimed_port_range() as ports:
         status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), event)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
-    rows = job_table(log, expected, not_runnable_here(release, workflow, unavailable))
+    why_not = not_runnable_here(release, workflow, unavailable)
+    expected += left_out_by_platform(release, workflow, request, selected, expected, why_not)
+    expected.sort(key=lambda job: list(jobs).index(job.job_id))  # in the workflow's order, as act ran them
+    rows = job_table(log, expected, why_not)
     folder.job_table.write_text(json.dumps([{"job": r.job_id, "name": r.name, "container": r.container,
                                              "seconds": round(r.seconds, 1), "result": r.result, "reason": r.reason}
                                             for r in rows], indent=1) + "\n")

@@ -9,6 +9,7 @@ script: a value cannot become shell code).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,16 @@ def tools_python(release: Release) -> str:
     return release.pythons[-1]
 
 
-def host_tools(spec: Spec) -> list[Step]:
-    """shipyard in .venv on a runner (not in a container), on PATH for the later steps."""
+def host_tools(spec: Spec, also: Sequence[str] = ()) -> list[Step]:
+    """shipyard in .venv on a runner (not in a container), on PATH for the later steps; `also`:
+    Pythons the job needs beside it (setup-python sets up each; the last listed, shipyard's, is
+    the default `python`)."""
+    versions = [*dict.fromkeys(v for v in also if v != tools_python(spec.release)), tools_python(spec.release)]
+    for_job = f" (and {', '.join(versions[:-1])} for the job)" if len(versions) > 1 else ""
     return [
-        {"name": "Python for shipyard", "uses": uses("actions/setup-python"),
-         "with": {"python-version": tools_python(spec.release)}},
+        {"name": "Python for shipyard" + for_job,
+         "uses": uses("actions/setup-python"),
+         "with": {"python-version": "\n".join(versions) + ("\n" if len(versions) > 1 else "")}},
         {"name": "Install shipyard", "env": {"UV_REQUIREMENT": uv_requirement(spec.root)},
          # a venv of its own: the runner's tool-cache Python stays as setup-python left it
          "run": "python -m venv .venv\n"

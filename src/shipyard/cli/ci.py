@@ -71,9 +71,9 @@ def cmd_ci_plan(args: argparse.Namespace) -> int:
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
     _check_ref(spec.release.release.version, args.ref or "")
-    only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python))
-    check_filters(spec.release, variant=only.variants, python=only.pythons)
-    outputs = plan_outputs(spec.release, only if only.variants or only.pythons else None)
+    only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python), platforms=_names(args.platform))
+    check_filters(spec.release, variant=only.variants, python=only.pythons, platform=only.platforms)
+    outputs = plan_outputs(spec.release, only if only.variants or only.pythons or only.platforms else None)
     for name, value in outputs.items():
         print(f"{name}={value}")
     for name, value in outputs.items():
@@ -156,12 +156,14 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
     from shipyard.ci.local_run import RunFailed, run_workflow
 
     spec = load_release(args)
+    platforms = _names(",".join(args.platform or [])) or tuple(
+        name for name, platform in spec.release.platforms.items() if platform.os == "linux")
     request = RunRequest(workflow=args.workflow, job=args.job, variants=_names(",".join(args.variant or [])),
-                         pythons=_names(",".join(args.python or [])), channel=args.channel, ref=args.ref)
-    if request.variants or request.pythons:
-        from shipyard.release.cell_filters import check_filters
+                         pythons=_names(",".join(args.python or [])), platforms=platforms, channel=args.channel,
+                         ref=args.ref)
+    from shipyard.release.cell_filters import check_filters
 
-        check_filters(spec.release, variant=request.variants, python=request.pythons)
+    check_filters(spec.release, variant=request.variants, python=request.pythons, platform=request.platforms)
 
     def finished(row: Any) -> None:
         seconds = f" in {row.seconds:.0f} s" if row.seconds else ""
@@ -198,6 +200,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pl.add_argument("--ref", help="GITHUB_REF: a tag must be v<release.version> or v<release.version>-rcN")
     pl.add_argument("--variant", help="only these variants (names or tags, comma-separated; empty: every one)")
     pl.add_argument("--python", help="only these Pythons (comma-separated; empty: every one)")
+    pl.add_argument("--platform",
+                    help="only the jobs that build on these platforms (comma-separated; empty: every one)")
     pl.set_defaults(func=cmd_ci_plan)
     py = csub.add_parser("pythons", help="(build jobs) make these Pythons available, installing missing ones with uv")
     py.add_argument("python", nargs="+")
@@ -212,6 +216,9 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--job", help="one workflow job (e.g. wheel-linux) and the jobs it needs; default: all")
     r.add_argument("--variant", action="append", help="only these variants (the plan job's `variant` input)")
     r.add_argument("--python", action="append", help="only these Pythons (the plan job's `python` input)")
+    r.add_argument("--platform", action="append",
+                   help="only the jobs that build on these platforms (the plan job's `platform` input; default: the "
+                        "release's Linux platforms, the ones act runs here; the others are listed as not runnable)")
     r.add_argument("--channel", help="release.yml's channel input (nightly.yml always publishes to nightly)")
     r.add_argument("--ref", help="the ref the run is for, as GITHUB_REF (e.g. refs/tags/v1.7.0-rc1)")
     r.add_argument("--secret-file", help="a 0600 file of NAME=value secrets for the workflow (default: the "
