@@ -49,12 +49,12 @@ def docker_lane(spec: Spec, lane: Lane) -> Job:
               "with": {"pattern": "fragment-wheel-*-any", "path": "fragments-pure"}},
              {"name": "Merge the pure wheels into dist/",
               "run": "shipyard manifest merge --dist dist fragments-pure/*\n"},
-             {"name": "Build the images", "env": {"VARIANT": "${{ matrix.variant }}", **signing_env(spec)},
-              "run": "shipyard image build --variant \"$VARIANT\" --channel \"$SHIPYARD_CHANNEL\"\n"},
-             {"name": "Save the images for publish", "env": {"REPOSITORY": "${{ matrix.component }}",
-                                                               "VARIANT_TAG": "${{ matrix.variant_tag }}"},
-              "run": "mkdir -p dist/images\n"
-                     "mapfile -t images < <(docker image ls --format '{{.Repository}}:{{.Tag}}' \"$REPOSITORY\")\n"
-                     "docker save -o \"dist/images/$VARIANT_TAG.tar\" \"${images[@]}\"\n"},
+             # --save writes the images this build made, never others an engine holds (a
+             # self-hosted runner's, or the one a local run shares)
+             {"name": "Build the images and save them for publish",
+              "env": {"VARIANT": "${{ matrix.variant }}", "VARIANT_TAG": "${{ matrix.variant_tag }}",
+                      **signing_env(spec)},
+              "run": "shipyard image build --variant \"$VARIANT\" --channel \"$SHIPYARD_CHANNEL\" "
+                     "--save \"dist/images/$VARIANT_TAG.tar\"\n"},
              upload_fragment()]
     return {"steps": steps}

@@ -14,6 +14,7 @@ from shipyard.plumbing.hashing import sha256_hex
 
 if TYPE_CHECKING:
     from shipyard.image.build import ImageRequest
+    from shipyard.image.plan import ImageResult
     from shipyard.release.validate import Spec
 
 
@@ -47,10 +48,25 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"done in {time.monotonic() - start:.1f} s; labels: docker inspect --format "
                   "'{{json .Config.Labels}}' " + results[0].plan.tag)
+    if args.save:
+        _save_images(results, Path(args.save))
     from shipyard.supply.signing import sign_after_build
 
     sign_after_build(spec, request.dist, console, err_console)
     return 0
+
+
+def _save_images(results: list[ImageResult], archive: Path) -> None:
+    """The images this build made, under both their tags, into one `docker save` archive (what the
+    CI publish job loads); never other images the engine holds."""
+    from shipyard.plumbing import command
+
+    tags = [tag for result in results for tag in result.plan.tags]
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(archive.name + ".partial")
+    command.run(["docker", "save", "-o", str(partial), *tags], timeout=1800, what=f"docker save {archive.name}")
+    partial.replace(archive)
+    console.print(f"saved {', '.join(tags)} to {archive}")
 
 
 def _print_plan(spec: Spec, request: ImageRequest) -> int:
@@ -115,6 +131,8 @@ def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     b.add_argument("--allow-untested", action="store_true",
                    help="accept wheels built with --no-tests (their manifest records no test run)")
     b.add_argument("--no-cache", action="store_true", help="build every layer again")
+    b.add_argument("--save", metavar="FILE", help="also write the images built, under both their tags, to FILE "
+                                                  "(a docker save archive, for a publish job to load)")
     b.add_argument("--plan", action="store_true",
                    help="print the images, their tags and the Dockerfile they build from; build nothing")
     b.add_argument("--repository", help="name the images REPOSITORY instead of images.repository (shipyard repro "
