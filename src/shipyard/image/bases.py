@@ -71,31 +71,34 @@ def resolve_bases(settings: ImageSettings, variant: str, *, base_image: str | No
                  "local bootstrap")
 
 
-def local_python_image(version: str, *, progress: Progress | None = None) -> str:
-    """An image holding only this host's CPython `version` prefix at /opt/python (what the
-    Dockerfile copies from PYTHON_IMAGE); rebuilt only when the prefix's files change."""
+def local_python_image(version: str, *, prefix: str = LOCAL_PYTHON_PREFIX, tag: str | None = None,
+                       progress: Progress | None = None) -> str:
+    """An image holding only this host's CPython `version` prefix at `prefix` (what the
+    Dockerfile copies from PYTHON_IMAGE), tagged `tag` (default: shipyard's own name for it);
+    rebuilt only when the prefix's files change."""
     interpreter = discover().interpreter(version)
     if interpreter is None:
         raise ToolchainMissing(f"no Python {version} here to put in the image (pyenv install {version})")
-    prefix = docker_base.python_prefix(interpreter)
-    inputs = {"recipe": _PYTHON_RECIPE, "prefix": str(prefix.prefix), "files": docker_base._fingerprint(prefix)}
+    source = docker_base.python_prefix(interpreter)
+    inputs = {"recipe": _PYTHON_RECIPE, "prefix": str(source.prefix), "files": docker_base._fingerprint(source),
+              **({"into": prefix} if prefix != LOCAL_PYTHON_PREFIX else {})}
     digest = sha256_hex(json.dumps(inputs, sort_keys=True).encode())
-    tag = f"{LOCAL_PYTHON_REPOSITORY}:{interpreter.full_version}-{digest[:12]}"
+    tag = tag or f"{LOCAL_PYTHON_REPOSITORY}:{interpreter.full_version}-{digest[:12]}"
     labels = docker_base.image_labels(tag)
     if labels is not None and labels.get(f"{LABEL_PREFIX}.python-inputs") == digest:
         return tag
     if progress:
-        progress(f"python image {tag} from {prefix.prefix}")
+        progress(f"python image {tag} from {source.prefix}")
     with tempfile.TemporaryDirectory(prefix="shipyard-python-", dir="/var/tmp") as work:
         context = Path(work)
-        docker_base._stage_prefix(prefix, context)
-        staged = Path("pythons") / prefix.prefix.relative_to("/")
-        (context / "Dockerfile").write_text(f"FROM scratch\nCOPY {staged.as_posix()}/ {LOCAL_PYTHON_PREFIX}/\n")
+        docker_base._stage_prefix(source, context)
+        staged = Path("pythons") / source.prefix.relative_to("/")
+        (context / "Dockerfile").write_text(f"FROM scratch\nCOPY {staged.as_posix()}/ {prefix}/\n")
         client = docker.from_env(timeout=1800)
         try:
             client.images.build(path=str(context), tag=tag, rm=True, forcerm=True, pull=False,
                                 labels={f"{LABEL_PREFIX}.python-inputs": digest,
-                                        f"{LABEL_PREFIX}.python-source": str(prefix.prefix)})
+                                        f"{LABEL_PREFIX}.python-source": str(source.prefix)})
         except (docker.errors.BuildError, docker.errors.APIError) as exc:
             raise BuildError(f"building the Python image {tag} failed: {exc}") from exc
     return tag

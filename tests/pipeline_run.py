@@ -1,0 +1,90 @@
+"""What the pipeline's end-to-end tests share: a clone of this checkout's HEAD with a fixture
+commit on top (the release pointed at the servers a test starts), one `shipyard ci run` of it,
+and what the run left: its job table and the artifacts its jobs uploaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
+                "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@example.invalid"}
+# The jobs of a Linux-only local run that act cannot start here, whatever the release.
+NOT_RUNNABLE = "not runnable here"
+
+
+def clone_checkout(dest: Path) -> Path:
+    """A clone of this checkout's HEAD: what `shipyard ci run` runs is a commit, never the work tree."""
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(dest)], check=True, timeout=300)
+    return dest
+
+
+def commit(repo: Path, message: str, when: str) -> str:
+    """Commit everything in `repo` at `when` (ISO 8601, UTC): a nightly's version is its commit's date."""
+    env = {**os.environ, **GIT_IDENTITY, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True, timeout=60)
+    subprocess.run(["git", "commit", "--quiet", "--allow-empty", "-m", message], cwd=repo, env=env, check=True,
+                   timeout=60)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True,
+                          timeout=60).stdout.strip()
+
+
+def regenerate_workflows(repo: Path) -> None:
+    """`shipyard ci generate` in `repo`: its plan job runs `ci check` against the committed release."""
+    done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(repo), "ci", "generate"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@dataclass
+class PipelineRun:
+    """One `shipyard ci run`: its exit status, what it printed, its job table (jobs.json) and folder."""
+
+    returncode: int
+    output: str
+    jobs: list[dict]
+    folder: Path
+
+    def results(self) -> dict[str, str]:
+        """{job name: result} of every job of the table."""
+        return {row["name"]: row["result"] for row in self.jobs}
+
+    def ran(self) -> dict[str, str]:
+        """{job name: result} of the jobs that can run here."""
+        return {row["name"]: row["result"] for row in self.jobs if row["result"] != NOT_RUNNABLE}
+
+    def table(self) -> str:
+        return "\n".join(f"{r['name']}  {r['container']}  {r['seconds']}  {r['result']} {r['reason']}"
+                         for r in self.jobs)
+
+    def artifact(self, name: str, dest: Path) -> Path:
+        """The artifact `name` a job uploaded to act's artifact server, unpacked into `dest`."""
+        [archive] = [p for p in (self.folder / "artifacts").rglob(f"{name}.zip")]
+        with zipfile.ZipFile(archive) as zipped:
+            zipped.extractall(dest)
+        return dest
+
+
+def run_pipeline(repo: Path, work: Path, secrets: dict[str, str], *args: str, timeout: float = 3600) -> PipelineRun:
+    """`shipyard ci run ARGS` in `repo`, its secrets from a 0600 file (never the environment or
+    the command line), its run folder `work`."""
+    work.parent.mkdir(parents=True, exist_ok=True)
+    secret_file = work.parent / f"{work.name}.secrets"
+    secret_file.touch(mode=0o600)
+    secret_file.write_text("".join(f"{name}={value}\n" for name, value in secrets.items()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")}
+    done = subprocess.run([sys.executable, "-m", "shipyard.cli", "ci", "run", "--work", str(work),
+                           "--secret-file", str(secret_file), *args],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+    output = done.stdout + done.stderr
+    for value in secrets.values():
+        assert value not in output, "a secret's value was printed"
+    table = work / "jobs.json"
+    jobs = json.loads(table.read_text()) if table.is_file() else []
+    return PipelineRun(done.returncode, output, jobs, work)

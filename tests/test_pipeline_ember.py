@@ -1,0 +1,129 @@
+"""The release pipeline end to end on ember's own release: the committed nightly workflow under
+`shipyard ci run`, narrowed to cpu and Python 3.11, every Linux job on bare runners built here,
+publishing into a real devpi server, a static wheel tree, a served conda channel and a docker
+registry; then a user installs from each (pip, a conda solve, `docker pull`) and gets the bytes
+the run built.
+
+The one fixture commit on a clone of this checkout points release.yaml's targets at this test's
+servers, its conda.channels at the bootstrap channel, served over HTTP, standing in for
+conda-forge, and its images' bases at stand-ins made here and held by the engine under names of
+this test (the docker job's pull step finds them, as a hosted runner pulls Docker Hub's; this
+machine reaches neither, and the suite's other image builds never see them). The small fixture
+release's nightlies, release candidate and failing feature are in test_pipeline_fixture.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import docker
+import pytest
+from pipeline_run import NOT_RUNNABLE, clone_checkout, commit, regenerate_workflows, run_pipeline
+from publish_servers import docker_registry, pip_installed_sha, publish_site, static_server
+from user_installs import forget_pulls, registry_serves_every_blob, user_pulls
+
+from shipyard.conda.bootstrap import BootstrapChannel
+from shipyard.conda.solve_install import InstallRequest, solve_and_install
+from shipyard.host import docker_base
+from shipyard.image.bases import local_python_image
+from shipyard.record.manifest import read_manifest
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+COMMITTED = "2026-12-01T12:00:00+00:00"
+VERSION = "1.7.0.dev20261201"  # the nightly's development version: its commit's date
+# Every job of the narrowed nightly that runs here, and what it is.
+RUNS_HERE = {
+    "plan": "runner", "wheel-linux wheel-ember-cpu-linux-x86_64": "debian:bookworm",
+    "wheel-linux wheel-embervision-cpu-linux-x86_64": "debian:bookworm",
+    "wheel-pure wheel-emberaudio-any": "debian:bookworm", "wheel-pure wheel-emberelastic-any": "debian:bookworm",
+    "conda-linux conda-ember-cpu-linux-x86_64": "debian:bookworm",
+    "conda-linux conda-embervision-cpu-linux-x86_64": "debian:bookworm",
+    "conda-pure conda-emberaudio-any": "debian:bookworm", "conda-pure conda-emberelastic-any": "debian:bookworm",
+    "mobile mobile-ember-lite-cpu-mobile": "runner", "docker docker-ember-cpu-linux-x86_64": "runner",
+    "manifest": "runner", "publish": "runner",
+}
+
+
+def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published(
+        tmp_path: Path, docker_engine: None, conda_bootstrap: BootstrapChannel) -> None:
+    client = docker.from_env(timeout=600)
+    bases = _stand_in_bases(client, tmp_path.name)
+    with publish_site(tmp_path) as site, docker_registry(tmp_path / "registry") as registry, \
+            static_server(conda_bootstrap.path) as conda_forge_stand_in:
+        password = site.devpi.add_user("ember")
+        repo = clone_checkout(tmp_path / "repo")
+        site.release_yaml(repo, registry=registry.address)
+        release = repo / "release.yaml"
+        text = release.read_text()
+        for old, new in (("  - conda-forge\n", f"  - {conda_forge_stand_in}\n"),
+                         ("base_image: debian:bookworm-slim\n", f"base_image: {bases[0]}\n"),
+                         ("python_image: python:3.11-slim-bookworm\n", f"python_image: {bases[1]}\n")):
+            assert old in text, old
+            text = text.replace(old, new)
+        release.write_text(text)
+        regenerate_workflows(repo)
+        commit(repo, "fixture: publish to the test's servers; the bootstrap channel stands in for conda-forge",
+               COMMITTED)
+        secrets = {"SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password,
+                   "SHIPYARD_CONDA_TOKEN": site.token, "SHIPYARD_REGISTRY_USERNAME": registry.user,
+                   "SHIPYARD_REGISTRY_PASSWORD": registry.password}
+
+        run = run_pipeline(repo, tmp_path / "run", secrets, "--workflow", "nightly", "--variant", "cpu",
+                           "--python", "3.11")
+        assert run.returncode == 0, run.output[-5000:]
+        assert run.ran() == dict.fromkeys(RUNS_HERE, "success"), run.table()
+        for row in run.jobs:
+            if row["name"] in RUNS_HERE:
+                assert (row["container"] == "debian:bookworm") == (RUNS_HERE[row["name"]] == "debian:bookworm"), row
+        foreign = [row for row in run.jobs if row["result"] == NOT_RUNNABLE]
+        assert foreign and all("-windows-" in r["name"] or "-macos-" in r["name"] for r in foreign), run.table()
+        assert f"conda.channels: {conda_forge_stand_in}" in run.output
+
+        dist = run.artifact("release-dist", tmp_path / "release-dist")
+        manifest = read_manifest(dist / "manifest.json")
+        assert manifest is not None and manifest.version == VERSION, manifest and manifest.version
+        wheels = {a.component: a for a in manifest.artifacts if a.package_type == "wheel"}
+        conda = {a.name.rsplit("-", 2)[0]: a for a in manifest.artifacts if a.package_type == "conda"}
+        [image] = [a for a in manifest.artifacts if a.package_type == "docker" and a.name.endswith("-runtime")]
+        assert set(wheels) == {"ember", "embervision", "emberaudio", "emberelastic"}, sorted(wheels)
+        assert {"ember", "libember", "embervision", "emberaudio", "emberelastic"} <= set(conda), sorted(conda)
+        assert any(a.package_type == "mobile" for a in manifest.artifacts)
+
+        # pip, from devpi and from the static tree: the wheels the run built
+        for component in ("ember", "embervision", "emberaudio"):
+            artifact = wheels[component]
+            requirement = f"{component}=={artifact.version}" + ("+cpu" if "+cpu" in artifact.name else "")
+            assert artifact.version == VERSION, artifact.name
+            assert pip_installed_sha(f"{site.devpi.url}/ember/nightly-cpu/+simple/", requirement,
+                                     tmp_path / "pip" / component) == artifact.sha256
+            assert pip_installed_sha(f"{site.tree_url}nightly/cpu/", requirement,
+                                     tmp_path / "tree" / component) == artifact.sha256
+        # a conda solve from the published channel (its dependencies from the stand-in)
+        result = solve_and_install(InstallRequest(
+            channels=[f"{site.conda_url}conda/nightly/", conda_bootstrap.url()],
+            specs=["python 3.11.*", "ember * *_cpu_*", "emberaudio"], prefix=str(tmp_path / "prefix"),
+            cache_dir=str(tmp_path / "conda-cache")))
+        assert result.error is None and result.unsatisfiable is None, result
+        for name in ("ember", "libember", "emberaudio"):
+            installed = result.named(name)
+            assert installed is not None and installed.sha256 == conda[name].sha256, (name, installed)
+        # docker pull: the image the run built, holding the wheel the run built
+        try:
+            digest = user_pulls(client, registry, image, "nightly", dist / wheels["ember"].path)
+            registry_serves_every_blob(registry, "ember", digest)
+        finally:
+            forget_pulls(client, registry)
+            for tag in bases:
+                client.images.remove(tag, noprune=True)
+
+
+def _stand_in_bases(client: docker.DockerClient, name: str) -> tuple[str, str]:
+    """What images.base_image and python_image stand for, made here under names of this test: the
+    debootstrapped bookworm, and an image holding this host's Python 3.11 at /usr/local (where the
+    official python image has it, and where release.yaml's python_prefix says it is)."""
+    suffix = "".join(c if c.isalnum() else "-" for c in name.lower())
+    base = f"shipyard-e2e/debian:bookworm-slim-{suffix}"
+    client.images.get(docker_base.bootstrap_base_image()).tag(base)
+    python = local_python_image("3.11", prefix="/usr/local", tag=f"shipyard-e2e/python:3.11-slim-bookworm-{suffix}")
+    return base, python
