@@ -57,7 +57,8 @@ class SpecCopy:
 # `nox -s tests` runs the suite on every core with pytest-xdist (--dist loadgroup). The files
 # that take minutes go first, so that no worker starts one at the end while the others idle
 # (pytest_configure keeps xdist from reordering the groups by their number of tests).
-SLOWEST_FIRST = ("test_pipeline_ember.py", "test_pipeline_fixture.py", "test_release_build.py", "test_release_cuda.py", "test_conda_install.py", "test_ember_native.py",
+SLOWEST_FIRST = ("test_pipeline_ember.py", "test_pipeline_fixture.py",
+                 "test_release_build.py", "test_release_cuda.py", "test_conda_install.py", "test_ember_native.py",
                  "test_docker_image.py", "test_mobile_release.py", "test_manylinux_bullseye.py", "test_conda_build.py",
                  "test_publish_release.py", "test_publish_faults.py", "test_publish.py", "test_publish_images.py",
                  "test_ci_steps.py", "test_wheel_pipeline.py", "test_thirdparty_build.py", "test_test_gating.py",
