@@ -56,7 +56,7 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         site.release_yaml(repo, registry=registry.address)
         release = repo / "release.yaml"
         text = release.read_text()
-        for old, new in (("  - conda-forge\n", f"  - {conda_forge_stand_in}\n"),
+        for old, new in (("channels: [conda-forge]", f"channels: [{conda_forge_stand_in}]"),
                          ("base_image: debian:bookworm-slim\n", f"base_image: {bases[0]}\n"),
                          ("python_image: python:3.11-slim-bookworm\n", f"python_image: {bases[1]}\n")):
             assert old in text, old
