@@ -67,6 +67,9 @@ SLOWEST_FIRST = ("test_pipeline_ember.py", "test_pipeline_fixture.py",
 # Session fixtures that build (not once per machine under a lock, as the toolchains and the
 # conda bootstrap channel do): the tests using one share an xdist group, so it builds once.
 SHARED_BUILDS = ("ember_images",)
+# Files whose tests run whole workflows under `shipyard ci run`: runs on one engine take turns
+# (act names containers by workflow and job), so they share a worker instead of one waiting idle.
+ACT_RUNS = ("test_pipeline_ember.py", "test_pipeline_fixture.py")
 
 # What a slow test needs beyond this machine's compilers, each a mark (pyproject.toml) that
 # implies `slow`: `-m "not slow"` never starts dockerd or a server, nor downloads a toolkit.
@@ -195,7 +198,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(need)
         if needs and item.get_closest_marker("slow") is None:
             item.add_marker("slow")
-    groups = {item: next((f for f in SHARED_BUILDS if f in getattr(item, "fixturenames", ())), item.path.name)
+    groups = {item: next((f for f in SHARED_BUILDS if f in getattr(item, "fixturenames", ())),
+                         "act-runs" if item.path.name in ACT_RUNS else item.path.name)
               for item in items}
     place = _deal(groups)
     items.sort(key=place.__getitem__)

@@ -1,7 +1,8 @@
 """`shipyard ci run`: the committed workflows under act, on bare runners built here.
 
 Fast tests read what a run hands act (its command line, its 0600 files, the host's share) and
-the job table made from a recorded act log; one slow test runs the nightly plan job for real.
+the job table made from a recorded act log; one slow test sends artifacts through act's server.
+Whole workflows run for real in test_pipeline_ember.py and test_pipeline_fixture.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -263,27 +263,6 @@ def test_run_refuses_a_job_and_an_input_the_workflow_lacks(repo, capsys):
     assert "no job 'wheel-linx'" in capsys.readouterr().err
     assert main(["--root", str(repo), "ci", "run", "--channel", "test"]) == 2
     assert "use --workflow release for another channel" in capsys.readouterr().err
-
-
-@pytest.mark.slow
-@pytest.mark.docker
-def test_nightly_plan_job_runs_green_under_act(repo, docker_engine, tmp_path):
-    """The committed nightly.yml's plan job, for real: act in the bare runner image, shipyard
-    installed from PyPI through the host's trust store, the plan narrowed by its inputs."""
-    shipyard = Path(sys.executable).parent / "shipyard"
-    done = subprocess.run([str(shipyard), "--root", str(repo), "ci", "run", "--workflow", "nightly", "--job", "plan",
-                           "--variant", "cpu", "--python", "3.11", "--work", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    table = done.stdout.split("run folder:")[0].splitlines()
-    assert table[0].split() == ["job", "container", "seconds", "result"]
-    assert len(table) == 2
-    job, container, seconds, result = table[1].split()
-    assert (job, result) == ("plan", "success") and container.startswith("shipyard/act-runner:") and int(seconds) > 0
-    log = read_log(act_run.RunFolder(tmp_path / "run").log)
-    wheel_linux = json.loads(log.outputs["plan"]["wheel_linux"])["include"]
-    assert {e["variant"] for e in wheel_linux} == {"cpu"} and {e["pythons"] for e in wheel_linux} == {"3.11"}
-    assert json.loads(log.outputs["plan"]["wheel_linux_cuda_image"]) == {"include": []}
 
 
 def _plan_outputs(repo: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, list[dict]]:

@@ -14,6 +14,7 @@ release's nightlies, release candidate and failing feature are in test_pipeline_
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import docker
@@ -22,6 +23,7 @@ from pipeline_run import NOT_RUNNABLE, clone_checkout, commit, regenerate_workfl
 from publish_servers import docker_registry, pip_installed_sha, publish_site, static_server
 from user_installs import forget_pulls, registry_serves_every_blob, user_pulls
 
+from shipyard.ci.act_report import read_log
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
 from shipyard.host import docker_base
@@ -78,6 +80,16 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
                 assert (row["container"] == "debian:bookworm") == (RUNS_HERE[row["name"]] == "debian:bookworm"), row
         foreign = [row for row in run.jobs if row["result"] == NOT_RUNNABLE]
         assert foreign and all("-windows-" in r["name"] or "-macos-" in r["name"] for r in foreign), run.table()
+        # the table as printed, and the plan job's own narrowing (its inputs, not the runner's)
+        printed = run.output.split("run folder:")[0].splitlines()
+        assert printed[0].split() == ["job", "container", "seconds", "result"]
+        plan_row = next(line.split() for line in printed if line.startswith("plan "))
+        assert plan_row[1].startswith("shipyard/act-runner:") and int(plan_row[2]) > 0 and plan_row[3] == "success"
+        outputs = read_log(run.folder / "act.log.jsonl").outputs["plan"]
+        wheel_linux = json.loads(outputs["wheel_linux"])["include"]
+        assert {e["variant"] for e in wheel_linux} == {"cpu"} and {e["pythons"] for e in wheel_linux} == {"3.11"}
+        assert json.loads(outputs["wheel_linux_cuda_image"]) == {"include": []}
+        assert json.loads(outputs["wheel_windows"]) == {"include": []}  # --platform: what act runs here
         assert f"conda.channels: {conda_forge_stand_in}" in run.output
 
         dist = run.artifact("release-dist", tmp_path / "release-dist")

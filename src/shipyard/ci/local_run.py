@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from shipyard.ci.jobs import PlanFilter, plan_outputs
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES
 from shipyard.errors import ShipyardError, UsageError, public_url
 from shipyard.host import docker_base
+from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import Progress
 from shipyard.release.spec import Release
@@ -68,6 +70,26 @@ def not_runnable_here(release: Release, workflow: Mapping[str, Any],
                 out[job_id] = (f"builds in {', '.join(missing)}, which the job makes from NVIDIA's archived "
                                f"installer (a host this machine cannot reach) and this engine does not hold")
     return out
+
+
+# act names a job's container after the workflow's and the job's names only (act-nightly-plan-…),
+# so two runs of one workflow on one Docker engine would take each other's containers: runs on
+# this machine take turns.
+ENGINE_LOCK = Path("/var/tmp") / f"shipyard-ci-run-{os.getuid()}.lock"
+
+
+@contextmanager
+def one_run_per_engine(progress: Progress | None) -> Iterator[None]:
+    """Hold the machine's `shipyard ci run` lock for the block, saying so while waiting for it."""
+    with exclusive(ENGINE_LOCK, wait=False) as held:
+        if held:
+            yield
+            return
+    if progress:
+        progress(f"waiting for another shipyard ci run on this machine to finish (act names containers by "
+                 f"workflow and job, so runs take turns; lock {ENGINE_LOCK})")
+    with exclusive(ENGINE_LOCK):
+        yield
 
 
 def served_folders(release: Release) -> tuple[tuple[Path, ...], list[str]]:
@@ -188,7 +210,7 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         progress(f"act: {request.workflow}.yml at {request.ref or 'HEAD'}"
                  + (f", job {request.job} and what it needs" if request.job else ", every job")
                  + "".join(f", {k}={v}" for k, v in inputs.items()) + f"; log: {folder.log}")
-    with claimed_port_range() as ports:
+    with one_run_per_engine(progress), claimed_port_range() as ports:
         status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), event)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
     why_not = not_runnable_here(release, workflow, unavailable)
