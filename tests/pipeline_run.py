@@ -63,6 +63,16 @@ class PipelineRun:
         return "\n".join(f"{r['name']}  {r['container']}  {r['seconds']}  {r['result']} {r['reason']}"
                          for r in self.jobs)
 
+    def step_output(self, job: str, step: str) -> str:
+        """What step `step` of the job named `job` printed, from act's log."""
+        lines = []
+        for line in (self.folder / "act.log.jsonl").read_text().splitlines():
+            record = json.loads(line) if line.startswith("{") else {}
+            if record.get("raw_output") and record.get("step") == step and \
+                    str(record.get("job", "")).split("/", 1)[-1].strip() == job:
+                lines.append(str(record.get("msg", "")).rstrip("\n"))
+        return "\n".join(lines)
+
     def artifact(self, name: str, dest: Path) -> Path:
         """The artifact `name` a job uploaded to act's artifact server, unpacked into `dest`."""
         [archive] = [p for p in (self.folder / "artifacts").rglob(f"{name}.zip")]

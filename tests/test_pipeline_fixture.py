@@ -14,6 +14,7 @@ ember's own nightly runs in test_pipeline_ember.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert refused.results()["publish"] == "failure", refused.table()
         refusal = next(r for r in refused.jobs if r["name"] == "publish")["reason"]
         assert "Gate on the stable features" in refusal, refusal
-        assert "fixpipe" not in devpi.indexes("fixture") or not _served(devpi.url, "fixture/test-cpu", "fixpipe")
+        assert _served(devpi.url, "fixture/test-cpu", "fixpipe") == {}
 
         # 2. The fix, a day later: new development versions beside the first nightly's.
         _lay_fixture(repo, devpi.url, broken=False)
@@ -102,14 +103,17 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert manifest is not None
         [wheel] = [a for a in manifest.artifacts if a.package_type == "wheel"]
         assert wheel.version == "0.4.0.dev20261201" and wheel.sha256 == sha256_of(dist / wheel.path)
-        assert pip_installed_sha(nightly, "fixpipe", tmp_path / "pip-fixed") == wheel.sha256  # the newest
+        # the newest development version, as `pip install --pre` picks it
+        assert pip_installed_sha(nightly, "fixpipe", tmp_path / "pip-fixed", "--pre") == wheel.sha256
         assert pip_installed_sha(nightly, "fixpipe==0.4.0.dev20261130", tmp_path / "pip-old") == marked.sha256
         before = _served(devpi.url, "fixture/nightly-cpu", "fixpipe")
 
         # 3. The same commit again: nothing new is published.
         again = run_pipeline(repo, tmp_path / "run-again", secrets, "--workflow", "nightly")
         _ran_green(again)
-        assert "already there" in again.output and _served(devpi.url, "fixture/nightly-cpu", "fixpipe") == before
+        published = again.step_output("publish", "Publish (gated again per channel; atomic and resumable)")
+        assert "0 files published" in published, published[-3000:]
+        assert _served(devpi.url, "fixture/nightly-cpu", "fixpipe") == before
 
         # 4. A release candidate: test gets 0.4.0, and promotion serves the same bytes on release.
         subprocess.run(["git", "tag", "v0.4.0-rc1"], cwd=repo, check=True, timeout=60)
@@ -123,7 +127,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert released.version == "0.4.0", released.version
         test_index = f"{devpi.url}/fixture/test-cpu/+simple/"
         assert pip_installed_sha(test_index, "fixpipe==0.4.0", tmp_path / "pip-test") == released.sha256
-        env = {**{k: v for k, v in __import__("os").environ.items() if not k.startswith("SHIPYARD_")}, **secrets}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")}, **secrets}
         promoted = _shipyard(repo, env, "promote", "0.4.0", "--from", "test", "--to", "release", "--dist", str(dist))
         assert promoted.returncode == 0, promoted.stdout + promoted.stderr
         assert password not in promoted.stdout + promoted.stderr
