@@ -98,6 +98,8 @@ def _starts_a_server(function: object, seen: set[object]) -> bool:
             called = names.get(name)
             if any(called is starter for starter in SERVER_STARTERS):
                 return True
+            called = getattr(called, "__wrapped__", called)  # a @contextmanager of tests/
+
             if (isinstance(called, types.FunctionType) and Path(called.__code__.co_filename).parent == REPO / "tests"
                     and _starts_a_server(called, seen)):
                 return True

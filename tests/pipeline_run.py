@@ -9,8 +9,16 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import docker
+from publish_servers import Registry, Site, docker_registry, publish_site, static_server
+
+from shipyard.host import docker_base
+from shipyard.image.bases import local_python_image
 
 REPO = Path(__file__).resolve().parent.parent
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
@@ -98,3 +106,62 @@ def run_pipeline(repo: Path, work: Path, secrets: dict[str, str], *args: str, ti
     table = work / "jobs.json"
     jobs = json.loads(table.read_text()) if table.is_file() else []
     return PipelineRun(done.returncode, output, jobs, work)
+
+
+@dataclass
+class EmberPipeline:
+    """ember's release on a clone of this checkout, its fixture commit pointing release.yaml at
+    servers started here: `repo` to run, the `secrets` its publish job needs, the servers."""
+
+    repo: Path
+    secrets: dict[str, str]
+    site: Site
+    registry: Registry
+    conda_forge_stand_in: str  # the bootstrap channel's URL, in conda.channels
+
+
+@contextmanager
+def ember_pipeline(base: Path, bootstrap_channel: Path, when: str) -> Iterator[EmberPipeline]:
+    """Start devpi, the static tree, the conda channel server, a registry and a web server over
+    the bootstrap channel in `base`; clone this checkout and commit, at `when`, its release.yaml
+    pointed at them: the targets, conda.channels (the bootstrap channel standing in for
+    conda-forge) and the images' bases (stand-ins made here under names of this run, which the
+    docker job's pull step finds in the engine, as a hosted runner pulls Docker Hub's; the
+    suite's other image builds never see them). Everything is stopped and removed after."""
+    client = docker.from_env(timeout=600)
+    bases = stand_in_bases(client, base.name)
+    try:
+        with publish_site(base) as site, docker_registry(base / "registry") as registry, \
+                static_server(bootstrap_channel) as conda_forge_stand_in:
+            password = site.devpi.add_user("ember")
+            repo = clone_checkout(base / "repo")
+            site.release_yaml(repo, registry=registry.address)
+            release = repo / "release.yaml"
+            text = release.read_text()
+            for old, new in (("channels: [conda-forge]", f"channels: [{conda_forge_stand_in}]"),
+                             ("base_image: debian:bookworm-slim\n", f"base_image: {bases[0]}\n"),
+                             ("python_image: python:3.11-slim-bookworm\n", f"python_image: {bases[1]}\n")):
+                assert old in text, f"release.yaml no longer holds {old!r}"
+                text = text.replace(old, new)
+            release.write_text(text)
+            regenerate_workflows(repo)
+            commit(repo, "fixture: publish to this run's servers; the bootstrap channel stands in for conda-forge",
+                   when)
+            secrets = {"SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password,
+                       "SHIPYARD_CONDA_TOKEN": site.token, "SHIPYARD_REGISTRY_USERNAME": registry.user,
+                       "SHIPYARD_REGISTRY_PASSWORD": registry.password}
+            yield EmberPipeline(repo, secrets, site, registry, conda_forge_stand_in)
+    finally:
+        for tag in bases:
+            client.images.remove(tag, noprune=True)
+
+
+def stand_in_bases(client: docker.DockerClient, name: str) -> tuple[str, str]:
+    """What images.base_image and python_image stand for, made here under names of this run: the
+    debootstrapped bookworm, and an image holding this host's Python 3.11 at /usr/local (where the
+    official python image has it, and where release.yaml's python_prefix says it is)."""
+    suffix = "".join(c if c.isalnum() else "-" for c in name.lower())
+    base = f"shipyard-e2e/debian:bookworm-slim-{suffix}"
+    client.images.get(docker_base.bootstrap_base_image()).tag(base)
+    python = local_python_image("3.11", prefix="/usr/local", tag=f"shipyard-e2e/python:3.11-slim-bookworm-{suffix}")
+    return base, python

@@ -19,15 +19,13 @@ from pathlib import Path
 
 import docker
 import pytest
-from pipeline_run import NOT_RUNNABLE, clone_checkout, commit, regenerate_workflows, run_pipeline
-from publish_servers import docker_registry, pip_installed_sha, publish_site, static_server
+from pipeline_run import NOT_RUNNABLE, ember_pipeline, run_pipeline
+from publish_servers import pip_installed_sha
 from user_installs import forget_pulls, registry_serves_every_blob, user_pulls
 
 from shipyard.ci.act_report import read_log
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
-from shipyard.host import docker_base
-from shipyard.image.bases import local_python_image
 from shipyard.record.manifest import read_manifest
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -50,29 +48,10 @@ RUNS_HERE = {
 def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published(
         tmp_path: Path, docker_engine: None, conda_bootstrap: BootstrapChannel) -> None:
     client = docker.from_env(timeout=600)
-    bases = _stand_in_bases(client, tmp_path.name)
-    with publish_site(tmp_path) as site, docker_registry(tmp_path / "registry") as registry, \
-            static_server(conda_bootstrap.path) as conda_forge_stand_in:
-        password = site.devpi.add_user("ember")
-        repo = clone_checkout(tmp_path / "repo")
-        site.release_yaml(repo, registry=registry.address)
-        release = repo / "release.yaml"
-        text = release.read_text()
-        for old, new in (("channels: [conda-forge]", f"channels: [{conda_forge_stand_in}]"),
-                         ("base_image: debian:bookworm-slim\n", f"base_image: {bases[0]}\n"),
-                         ("python_image: python:3.11-slim-bookworm\n", f"python_image: {bases[1]}\n")):
-            assert old in text, old
-            text = text.replace(old, new)
-        release.write_text(text)
-        regenerate_workflows(repo)
-        commit(repo, "fixture: publish to the test's servers; the bootstrap channel stands in for conda-forge",
-               COMMITTED)
-        secrets = {"SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password,
-                   "SHIPYARD_CONDA_TOKEN": site.token, "SHIPYARD_REGISTRY_USERNAME": registry.user,
-                   "SHIPYARD_REGISTRY_PASSWORD": registry.password}
-
-        run = run_pipeline(repo, tmp_path / "run", secrets, "--workflow", "nightly", "--variant", "cpu",
-                           "--python", "3.11")
+    with ember_pipeline(tmp_path, conda_bootstrap.path, COMMITTED) as pipeline:
+        site, registry, conda_forge_stand_in = pipeline.site, pipeline.registry, pipeline.conda_forge_stand_in
+        run = run_pipeline(pipeline.repo, tmp_path / "run", pipeline.secrets, "--workflow", "nightly",
+                           "--variant", "cpu", "--python", "3.11")
         assert run.returncode == 0, run.output[-5000:]
         assert run.ran() == dict.fromkeys(RUNS_HERE, "success"), run.table()
         for row in run.jobs:
@@ -126,16 +105,4 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
             registry_serves_every_blob(registry, "ember", digest)
         finally:
             forget_pulls(client, registry)
-            for tag in bases:
-                client.images.remove(tag, noprune=True)
 
-
-def _stand_in_bases(client: docker.DockerClient, name: str) -> tuple[str, str]:
-    """What images.base_image and python_image stand for, made here under names of this test: the
-    debootstrapped bookworm, and an image holding this host's Python 3.11 at /usr/local (where the
-    official python image has it, and where release.yaml's python_prefix says it is)."""
-    suffix = "".join(c if c.isalnum() else "-" for c in name.lower())
-    base = f"shipyard-e2e/debian:bookworm-slim-{suffix}"
-    client.images.get(docker_base.bootstrap_base_image()).tag(base)
-    python = local_python_image("3.11", prefix="/usr/local", tag=f"shipyard-e2e/python:3.11-slim-bookworm-{suffix}")
-    return base, python
