@@ -25,7 +25,7 @@ from shipyard.supply.signing import sign_after_build
 
 def cmd_build(args: argparse.Namespace) -> int:
     from shipyard.cli.build_report import live_progress, summary_table
-    from shipyard.wheel.build_request import BuildRequest, default_test_jobs
+    from shipyard.wheel.build_request import BuildRequest, build_exit_status, default_test_jobs
     from shipyard.wheel.pipeline import build_variant
 
     spec = load_release(args)
@@ -61,7 +61,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     console.print(f"{counted - len(failed) - untested} of {counted} cells ok{tail}; manifest: "
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
     sign_after_build(spec, request.dist, console, err_console)
-    return 1 if failed else 0
+    return build_exit_status(outcomes)
 
 
 def _check_test_pythons(args: argparse.Namespace) -> None:

@@ -5,6 +5,7 @@ stage (cell_tests.py) both take them."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,22 @@ class CellOutcome:
     @property
     def size(self) -> int | None:
         return self.wheel.stat().st_size if self.wheel and self.wheel.exists() else None
+
+
+# `shipyard build`'s exit status: 1 when a tested cell's tests said no (a stable feature failed:
+# its artifacts are built and the manifest records the failure, so CI uploads the fragment and the
+# gate decides per channel); BuildError's 5 when a cell did not build, failed its checks, or its
+# tests could not run (nothing trustworthy to upload).
+STABLE_FEATURE_FAILED = 1
+CELL_NOT_BUILT = 5
+
+
+def build_exit_status(outcomes: Sequence[CellOutcome]) -> int:
+    """0, STABLE_FEATURE_FAILED or CELL_NOT_BUILT for the outcomes of one `shipyard build`."""
+    failed = [o for o in outcomes if o.result == "failed"]
+    if any(o.test_json is None for o in failed):
+        return CELL_NOT_BUILT
+    return STABLE_FEATURE_FAILED if failed else 0
 
 
 def untested_detail(test_pythons: tuple[str, ...]) -> str:
