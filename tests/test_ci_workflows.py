@@ -549,7 +549,13 @@ def test_the_docker_lane_pulls_its_bases_and_installs_what_it_needs(repo, name):
     pull = "Base images (release.yaml's images.base_image and python_image, pulled)"
     client = "Docker client (the runner's, else Debian's or Ubuntu's docker.io)"
     assert names.index("Install shipyard") < names.index("Pythons of the job") < names.index(client) \
-        < names.index(pull) < names.index("Build the images")
+        < names.index(pull) < names.index("Build the images and save them for publish")
+    # the images' Python from setup-python (the runner's tool cache), beside shipyard's own
+    setup = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@"))
+    assert setup["with"]["python-version"].split() == ["3.11", "3.13"]
+    # only the images this build made go to publish, never others the engine holds
+    build = _run_of(job, "Build the images and save them for publish")
+    assert '--save "dist/images/$VARIANT_TAG.tar"' in build and "docker image ls" not in (repo / name).read_text()
     run = _run_of(job, pull)
     assert 'mapfile -t bases < <(shipyard image bases --variant "$VARIANT")' in run
     assert 'docker image inspect "$ref" >/dev/null 2>&1 || docker pull --quiet "$ref"' in run

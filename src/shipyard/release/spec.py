@@ -274,9 +274,12 @@ class MobileTarget(Frozen):
     def apt_packages(self) -> tuple[str, ...]:
         """What `apt-get install` needs for this target: `packages:` when release.yaml names them,
         else Debian's cross g++ for the triple (g++-aarch64-linux-gnu; '_' becomes '-', as in
-        g++-x86-64-linux-gnu) and qemu-user when the emulator is one of its programs."""
+        g++-x86-64-linux-gnu) and qemu-user when the emulator is one of its programs; the host's
+        own g++ for a `host` target (a hosted runner has it; a bare one does not)."""
         if self.packages is not None:
             return self.packages
+        if self.toolchain == "host":
+            return ("g++",)
         if self.toolchain != "cross-gcc":
             return ()
         found = [f"g++-{self.triple.replace('_', '-')}"] if self.triple else []
