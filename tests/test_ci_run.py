@@ -248,6 +248,10 @@ def test_a_local_run_plans_the_linux_jobs_and_lists_the_others_as_not_runnable(r
     assert len(foreign) == len(left) and all(row.result == NOT_RUNNABLE for row in foreign)
     assert all(row.reason.endswith("(left out of the plan: --platform linux-x86_64)") for row in foreign)
     assert request.inputs({"variant": {}, "python": {}, "platform": {}})["platform"] == "linux-x86_64"
+    # a package type narrows too: the mobile lane empties, the others stay
+    typed = _plan_outputs(repo, capsys, "--variant", "cpu", "--package-type", "wheel,conda,docker")
+    assert typed["mobile"] == [] and typed["wheel_linux"] and typed["conda_pure"] and typed["docker"]
+    assert main(["--root", str(repo), "ci", "plan", "--channel", "nightly", "--package-type", "wheels"]) == 2
 
 
 def test_cuda_image_lanes_are_not_runnable_while_the_image_is_missing(repo):
@@ -297,14 +301,16 @@ def test_the_workflows_take_the_narrowing_inputs_in_the_plan_job_only(repo):
     for name in ("nightly", "release"):
         workflow = yaml.safe_load((repo / ".github" / "workflows" / f"{name}.yml").read_text())
         inputs = workflow[True]["workflow_dispatch"]["inputs"]
-        assert {"variant", "python", "platform"} <= set(inputs) and inputs["variant"]["default"] == ""
+        assert {"variant", "python", "platform", "package_type"} <= set(inputs) and inputs["variant"]["default"] == ""
         text = (repo / ".github" / "workflows" / f"{name}.yml").read_text()
         assert text.count("inputs.variant") == 1 and text.count("inputs.python") == 1
-        assert text.count("inputs.platform") == 1
+        assert text.count("inputs.platform") == 1 and text.count("inputs.package_type") == 1
         plan_step = workflow["jobs"]["plan"]["steps"][-1]
         assert plan_step["env"] == {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}",
-                                    "ONLY_PLATFORMS": "${{ inputs.platform }}"}
-        assert '--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS" --platform "$ONLY_PLATFORMS"' in plan_step["run"]
+                                    "ONLY_PLATFORMS": "${{ inputs.platform }}",
+                                    "ONLY_PACKAGE_TYPES": "${{ inputs.package_type }}"}
+        assert ('--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS" --platform "$ONLY_PLATFORMS" '
+                '--package-type "$ONLY_PACKAGE_TYPES"') in plan_step["run"]
 
 
 ROUND_TRIP = """\

@@ -55,13 +55,14 @@ class RunRequest:
     variants: tuple[str, ...] = ()
     pythons: tuple[str, ...] = ()
     platforms: tuple[str, ...] = ()
+    package_types: tuple[str, ...] = ()
     channel: str | None = None
     ref: str | None = None
 
     def inputs(self, workflow_inputs: Mapping[str, object]) -> dict[str, str]:
         """The workflow_dispatch inputs this request sets; refuses one the workflow lacks."""
         wanted = {"variant": ",".join(self.variants), "python": ",".join(self.pythons),
-                  "platform": ",".join(self.platforms)}
+                  "platform": ",".join(self.platforms), "package_type": ",".join(self.package_types)}
         if self.channel:
             wanted["channel"] = self.channel
         out = {}

@@ -175,6 +175,7 @@ class PlanFilter:
     variants: tuple[str, ...] = ()
     pythons: tuple[str, ...] = ()
     platforms: tuple[str, ...] = ()  # the builders' platforms (a pure job builds on a Linux one)
+    package_types: tuple[str, ...] = ()  # wheel, conda, mobile, docker
 
 
     def narrow(self, job: BuildJob) -> BuildJob | None:
@@ -184,6 +185,8 @@ class PlanFilter:
         if self.variants and not {job.variant, job.variant_tag} & set(self.variants):
             return None
         if self.platforms and job.builder not in self.platforms:
+            return None
+        if self.package_types and job.kind not in self.package_types:
             return None
         if not self.pythons or not job.pythons:
             return job

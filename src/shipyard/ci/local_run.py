@@ -120,7 +120,8 @@ def left_out_by_platform(release: Release, workflow: Mapping[str, Any], request:
     The run narrows them out of the plan: a manifest job then finishes a release of what ran."""
     if not request.platforms:
         return []
-    whole = plan_outputs(release, PlanFilter(variants=request.variants, pythons=request.pythons))
+    whole = plan_outputs(release, PlanFilter(variants=request.variants, pythons=request.pythons,
+                                             package_types=request.package_types))
     kept = {(job.job_id, job.matrix_id) for job in expected}
     out = []
     for job in expected_jobs(workflow, whole, selected):

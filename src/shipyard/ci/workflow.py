@@ -89,9 +89,11 @@ PLAN_INPUTS: dict[str, dict[str, str]] = {
                "default": ""},
     "platform": {"description": "only the jobs that build on these platforms, comma-separated (empty: every one)",
                  "type": "string", "default": ""},
+    "package_type": {"description": "only these package types (wheel, conda, mobile, docker), comma-separated "
+                                    "(empty: every one)", "type": "string", "default": ""},
 }
 _PLAN_INPUTS_ENV = {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}",
-                    "ONLY_PLATFORMS": "${{ inputs.platform }}"}
+                    "ONLY_PLATFORMS": "${{ inputs.platform }}", "ONLY_PACKAGE_TYPES": "${{ inputs.package_type }}"}
 
 
 def _plan_job(spec: Spec, all_lanes: list[Lane]) -> Job:
@@ -103,12 +105,13 @@ def _plan_job(spec: Spec, all_lanes: list[Lane]) -> Job:
         "outputs": {lane.output: f"${{{{ steps.plan.outputs.{lane.output} }}}}" for lane in all_lanes},
         "steps": [checkout(), *host_tools(spec),
                   {"name": "The workflows match release.yaml", "run": "shipyard ci check\n"},
-                  # A dispatched run may narrow the fan-out (inputs variant, python, platform); the plan
+                  # A dispatched run may narrow the fan-out (inputs variant, python, platform,
+                  # package_type); the plan
                   # decides it, so a narrowed run is the same workflow with fewer jobs.
                   {"name": "Matrix of every job", "id": "plan", "env": dict(_PLAN_INPUTS_ENV),
                    "run": "shipyard ci plan --channel \"$SHIPYARD_CHANNEL\" --ref \"$GITHUB_REF\" "
                           "--variant \"$ONLY_VARIANTS\" --python \"$ONLY_PYTHONS\" --platform \"$ONLY_PLATFORMS\" "
-                          ">> \"$GITHUB_OUTPUT\"\n"}],
+                          "--package-type \"$ONLY_PACKAGE_TYPES\" >> \"$GITHUB_OUTPUT\"\n"}],
     }
 
 

@@ -71,9 +71,11 @@ def cmd_ci_plan(args: argparse.Namespace) -> int:
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
     _check_ref(spec.release.release.version, args.ref or "")
-    only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python), platforms=_names(args.platform))
-    check_filters(spec.release, variant=only.variants, python=only.pythons, platform=only.platforms)
-    outputs = plan_outputs(spec.release, only if only.variants or only.pythons or only.platforms else None)
+    only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python), platforms=_names(args.platform),
+                      package_types=_names(args.package_type))
+    check_filters(spec.release, variant=only.variants, python=only.pythons, platform=only.platforms,
+                  package_type=only.package_types)
+    outputs = plan_outputs(spec.release, only if only != PlanFilter() else None)
     for name, value in outputs.items():
         print(f"{name}={value}")
     for name, value in outputs.items():
@@ -159,11 +161,12 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
     platforms = _names(",".join(args.platform or [])) or tuple(
         name for name, platform in spec.release.platforms.items() if platform.os == "linux")
     request = RunRequest(workflow=args.workflow, job=args.job, variants=_names(",".join(args.variant or [])),
-                         pythons=_names(",".join(args.python or [])), platforms=platforms, channel=args.channel,
-                         ref=args.ref)
+                         pythons=_names(",".join(args.python or [])), platforms=platforms,
+                         package_types=_names(",".join(args.package_type or [])), channel=args.channel, ref=args.ref)
     from shipyard.release.cell_filters import check_filters
 
-    check_filters(spec.release, variant=request.variants, python=request.pythons, platform=request.platforms)
+    check_filters(spec.release, variant=request.variants, python=request.pythons, platform=request.platforms,
+                  package_type=request.package_types)
 
     def finished(row: Any) -> None:
         seconds = f" in {row.seconds:.0f} s" if row.seconds else ""
@@ -202,6 +205,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pl.add_argument("--python", help="only these Pythons (comma-separated; empty: every one)")
     pl.add_argument("--platform",
                     help="only the jobs that build on these platforms (comma-separated; empty: every one)")
+    pl.add_argument("--package-type", help="only these package types: wheel, conda, mobile, docker (comma-separated; "
+                                           "empty: every one)")
     pl.set_defaults(func=cmd_ci_plan)
     py = csub.add_parser("pythons", help="(build jobs) make these Pythons available, installing missing ones with uv")
     py.add_argument("python", nargs="+")
@@ -219,6 +224,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--platform", action="append",
                    help="only the jobs that build on these platforms (the plan job's `platform` input; default: the "
                         "release's Linux platforms, the ones act runs here; the others are listed as not runnable)")
+    r.add_argument("--package-type", action="append",
+                   help="only these package types: wheel, conda, mobile, docker (the plan job's `package_type` input)")
     r.add_argument("--channel", help="release.yml's channel input (nightly.yml always publishes to nightly)")
     r.add_argument("--ref", help="the ref the run is for, as GITHUB_REF (e.g. refs/tags/v1.7.0-rc1)")
     r.add_argument("--secret-file", help="a 0600 file of NAME=value secrets for the workflow (default: the "
