@@ -61,7 +61,7 @@ SLOWEST_FIRST = ("test_pipeline_ember.py", "test_pipeline_fixture.py",
                  "test_release_build.py", "test_release_cuda.py", "test_conda_install.py", "test_ember_native.py",
                  "test_docker_image.py", "test_mobile_release.py", "test_manylinux_bullseye.py", "test_conda_build.py",
                  "test_publish_release.py", "test_publish_faults.py", "test_publish.py", "test_publish_images.py",
-                 "test_ci_steps.py", "test_wheel_pipeline.py", "test_thirdparty_build.py", "test_test_gating.py",
+                 "test_wheel_pipeline.py", "test_thirdparty_build.py", "test_test_gating.py",
                  "test_container_build.py", "test_cuda_toolkit.py")
 
 # Session fixtures that build (not once per machine under a lock, as the toolchains and the

@@ -25,9 +25,12 @@ from publish_servers import pip_installed_sha
 from user_installs import forget_pulls, registry_serves_every_blob, user_pulls
 
 from shipyard.ci.act_report import read_log
+from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
+from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
+from shipyard.supply.keys import generate_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -53,7 +56,11 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         site, registry, conda_forge_stand_in = pipeline.site, pipeline.registry, pipeline.conda_forge_stand_in
         # The chain the pipeline must finish: every lane but mobile, which ember-lite's own tests
         # prove (test_mobile_release.py); it would add its cross builds under qemu to every run.
-        run = run_pipeline(pipeline.repo, tmp_path / "run", pipeline.secrets, "--workflow", "nightly",
+        # The provenance key from the repository secret the build steps name, as on GitHub (the
+        # checkout holds no key file): every artifact comes out signed with it.
+        private, public, _ = generate_key(tmp_path / "ci-secret" / "key.pem")
+        secrets = {**pipeline.secrets, "SHIPYARD_SIGNING_KEY": private.read_text()}
+        run = run_pipeline(pipeline.repo, tmp_path / "run", secrets, "--workflow", "nightly",
                            "--variant", "cpu", "--python", "3.11", "--package-type", "wheel,conda,docker")
         assert run.returncode == 0, run.output[-5000:]
         assert run.ran() == dict.fromkeys(RUNS_HERE, "success"), run.table()
@@ -83,6 +90,17 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         assert set(wheels) == {"ember", "embervision", "emberaudio", "emberelastic"}, sorted(wheels)
         assert {"ember", "libember", "embervision", "emberaudio", "emberelastic"} <= set(conda), sorted(conda)
         assert not any(a.package_type == "mobile" for a in manifest.artifacts)  # narrowed out
+        # merged from every fragment, each file as its record says, signed with the secret's key
+        for record in manifest.artifacts:
+            assert sha256_of(dist / record.path) == record.sha256, record.name
+        for component in ("ember", "emberaudio"):
+            assert main(["verify", str(dist / wheels[component].path), "--public-key", str(public)]) == 0
+        index = (dist / "whl" / "cpu" / "index.json").read_text()
+        assert '"name": "ember"' in index and '"name": "emberaudio"' in index
+        # the release manager's report and notes, from the manifest job
+        report = run.artifact("release-report", tmp_path / "release-report")
+        assert 'data-state="passed"' in (report / "report" / "index.html").read_text()
+        assert "## Stable" in (report / "RELEASE_NOTES.md").read_text()
 
         # pip, from devpi and from the static tree: the wheels the run built
         for component in ("ember", "embervision", "emberaudio"):
