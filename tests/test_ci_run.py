@@ -8,6 +8,7 @@ Whole workflows run for real in test_pipeline_ember.py and test_pipeline_fixture
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 from dataclasses import replace
@@ -311,6 +312,31 @@ def test_the_workflows_take_the_narrowing_inputs_in_the_plan_job_only(repo):
                                     "ONLY_PACKAGE_TYPES": "${{ inputs.package_type }}"}
         assert ('--variant "$ONLY_VARIANTS" --python "$ONLY_PYTHONS" --platform "$ONLY_PLATFORMS" '
                 '--package-type "$ONLY_PACKAGE_TYPES"') in plan_step["run"]
+
+
+def test_upload_artifacts_stand_in_follows_a_linked_folder_and_leaves_out_hidden_files(tmp_path, monkeypatch):
+    """dist/conda is a link to the channel's live generation, a hidden folder beside it
+    (plumbing/generations.py): the fragment holds the files through the link, as upload-artifact's
+    globber follows links, and not the hidden generation itself."""
+    import importlib.util
+
+    from shipyard.ci.act_run import stage_stand_ins
+
+    folder = act_run.RunFolder(tmp_path / "run")
+    staged = stage_stand_ins(folder)
+    source = next(p for p in staged.values() if (p / "artifacts.py").is_file()) / "artifacts.py"
+    spec = importlib.util.spec_from_file_location("artifacts_stand_in", source)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    dist = tmp_path / "dist"
+    (dist / ".conda-gen-3" / "linux-64").mkdir(parents=True)
+    (dist / ".conda-gen-3" / "linux-64" / "ember.conda").write_text("package")
+    (dist / "conda").symlink_to(".conda-gen-3")
+    (dist / "manifest.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    root, files = module._files(["dist/"], False)
+    assert root == str(dist)
+    assert sorted(os.path.relpath(f, root) for f in files) == ["conda/linux-64/ember.conda", "manifest.json"]
 
 
 ROUND_TRIP = """\

@@ -72,7 +72,9 @@ def _files(patterns: list[str], include_hidden: bool) -> tuple[str, list[str]]:
         roots.append(os.path.dirname(os.path.abspath(root)) if os.path.isfile(root) else os.path.abspath(root))
         for match in glob.glob(pattern, recursive=True) if set(pattern) & GLOB else [pattern]:
             if os.path.isdir(match):
-                for folder, _, names in os.walk(match):
+                # symbolic links are followed, as upload-artifact's globber does: dist/conda is
+                # a link to the live generation of the channel (plumbing/generations.py)
+                for folder, _, names in os.walk(match, followlinks=True):
                     found += [os.path.join(folder, name) for name in names]
             elif os.path.isfile(match):
                 found.append(match)
