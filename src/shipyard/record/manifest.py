@@ -65,6 +65,16 @@ class CudaArchs(BaseModel):
         ptx = frozenset.intersection(*(code.ptx for code in codes))
         return cls(sass=tuple(sass), ptx=tuple(re.sub(r"^sm_", "compute_", p) for p in ptx))
 
+    @classmethod
+    def common_to_artifacts(cls, found: Iterable[CudaArchs | None]) -> CudaArchs | None:
+        """What every one of several artifacts with kernels carries (an image's CUDA wheels: the
+        image runs on a GPU only if each of them does); None when none of them has kernels."""
+        known = [archs for archs in found if archs is not None]
+        if not known:
+            return None
+        return cls(sass=tuple(frozenset.intersection(*(frozenset(a.sass) for a in known))),
+                   ptx=tuple(frozenset.intersection(*(frozenset(a.ptx) for a in known))))
+
     def to_json(self) -> dict[str, list[str]]:
         """`{"sass": [...], "ptx": [...]}`: the shape every artifact's metadata carries it in."""
         return {"sass": list(self.sass), "ptx": list(self.ptx)}
