@@ -39,7 +39,7 @@ from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, validated
 from shipyard.plumbing.wheel_metadata import read_metadata
 from shipyard.record.manifest import CudaArchs
-from shipyard.supply.binaries import is_binary, linked_from_outside, wheel_binaries
+from shipyard.supply.binaries import conda_files, is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.grafted import (
     GraftedLibrary,
     debian_package,
@@ -213,10 +213,11 @@ def wheel_sbom_files(wheel: Path, toolchain: Toolchain, *, version: str, epoch: 
 CONDA_SBOM = "info/sbom.cdx.json"
 
 
-def conda_sbom(package: Path, *, epoch: int) -> bytes:
+def conda_sbom(package: Path, *, epoch: int, cuda_archs: CudaArchs | None = None) -> bytes:
     """The SBOM of a conda package: the package (name, version, build, subdir) and its run
     dependencies as its info/index.json declares them (conda packages vendor nothing: libpng and
-    the CUDA runtime are dependencies, resolved at install)."""
+    the CUDA runtime are dependencies, resolved at install), and the device code its binaries
+    verifiably carry (a CUDA package with kernels)."""
     from rattler.package import IndexJson
 
     index = IndexJson.from_package_archive(package)
@@ -230,7 +231,7 @@ def conda_sbom(package: Path, *, epoch: int) -> bytes:
                                purl=PackageURL("conda", None, dep, None),
                                properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, spec)]))
     subject = SbomSubject(name=name, version=str(index.version), purl_type="conda")
-    return render(subject, parts, epoch=epoch, purl=purl)
+    return render(subject, parts, epoch=epoch, purl=purl, properties=cuda_properties(cuda_archs))
 
 
 # Where a mobile tarball carries its SBOM, below its top folder (beside features.json).
@@ -411,16 +412,5 @@ def _listing(member: str, data: bytes, where: Path) -> SbomListing:
 
 def read_conda_sbom(package: Path) -> SbomListing | None:
     """The SBOM a .conda package carries at info/sbom.cdx.json, or None."""
-    import tarfile
-
-    import zstandard
-
-    with zipfile.ZipFile(package) as zf:
-        info = next(n for n in zf.namelist() if n.startswith("info-") and n.endswith(".tar.zst"))
-        with zf.open(info) as source, zstandard.ZstdDecompressor().stream_reader(source) as reader, \
-                tarfile.open(fileobj=reader, mode="r|") as tar:
-            for member in tar:
-                handle = tar.extractfile(member) if member.name == CONDA_SBOM else None
-                if handle is not None:
-                    return _listing(CONDA_SBOM, handle.read(), package / CONDA_SBOM)
-    return None
+    data = conda_files(package, "info").get(CONDA_SBOM)
+    return None if data is None else _listing(CONDA_SBOM, data, package / CONDA_SBOM)

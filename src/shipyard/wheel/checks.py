@@ -98,17 +98,29 @@ def check_shared_libraries(wheel: Path, policy: str) -> list[CheckFailure]:
     return failures
 
 
-def wheel_device_code(wheel: Path, device_code: Callable[[Path], DeviceCode]) -> dict[str, DeviceCode]:
-    """Each kernel-bearing binary of `wheel` (an ELF member with a .nv_fatbin) -> the device code
-    `device_code` reads out of it (cuobjdump's SASS and PTX). The one read behind the arch check
-    and the verified archs every CUDA artifact records (record.manifest.CudaArchs)."""
+def binaries_device_code(binaries: Mapping[str, bytes],
+                         device_code: Callable[[Path], DeviceCode]) -> dict[str, DeviceCode]:
+    """Each kernel-bearing binary of an artifact (an ELF file with a .nv_fatbin), by its path in
+    the artifact -> the device code `device_code` reads out of it (cuobjdump's SASS and PTX). The
+    one read behind the arch check of wheels and conda packages and the verified archs every CUDA
+    artifact records (record.manifest.CudaArchs)."""
     found = {}
-    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
-        for member in _elf_members(zf):
-            path = Path(zf.extract(member, tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        for number, (name, data) in enumerate(sorted(binaries.items())):
+            if data[:4] != b"\x7fELF":
+                continue
+            path = Path(tmp) / str(number) / Path(name).name
+            path.parent.mkdir()
+            path.write_bytes(data)
             if _has_fatbin(path):
-                found[member] = device_code(path)
+                found[name] = device_code(path)
     return found
+
+
+def wheel_device_code(wheel: Path, device_code: Callable[[Path], DeviceCode]) -> dict[str, DeviceCode]:
+    """binaries_device_code of a wheel's ELF members."""
+    with zipfile.ZipFile(wheel) as zf:
+        return binaries_device_code({n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}, device_code)
 
 
 def check_cuda_archs(wheel: Path, archs: tuple[str, ...],
@@ -219,12 +231,21 @@ def kernel_device_code(wheel: Path, component: Component, variant: Variant,
     """The device code of each kernel-bearing binary of a CUDA cell's wheel (wheel_device_code),
     read with its toolkit's cuobjdump; None when the cell has no kernels to read (a CPU variant,
     a component without CUDA kernels) or the toolkit has no cuobjdump."""
-    if not (variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump):
+    if not component.cuda_kernels:
+        return None
+    read = toolkit_device_code(variant, toolchain)
+    return wheel_device_code(wheel, read) if read else None
+
+
+def toolkit_device_code(variant: Variant, toolchain: Toolchain | None) -> Callable[[Path], DeviceCode] | None:
+    """How a CUDA variant's binaries are read: its toolkit's cuobjdump (only the toolkit that
+    built them reads their fatbins); None for a CPU variant or a toolkit without cuobjdump."""
+    if not (variant.is_cuda and toolchain and toolchain.cuda and toolchain.cuda.cuobjdump):
         return None
     from shipyard.host.toolchains.cuobjdump import cuda_device_code
 
     cuobjdump = toolchain.cuda.cuobjdump
-    return wheel_device_code(wheel, lambda p: cuda_device_code(p, cuobjdump))
+    return lambda path: cuda_device_code(path, cuobjdump)
 
 
 def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Component, variant: Variant,
