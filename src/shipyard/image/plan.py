@@ -19,7 +19,6 @@ from shipyard.errors import UsageError, nearest
 from shipyard.record.manifest import CudaArchs, read_manifest
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import ImageSettings, ImageVariant
-from shipyard.release.fields import STATUS_ORDER
 from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
 
@@ -149,7 +148,7 @@ def with_repository(spec: Spec, repository: str) -> Spec:
 
 def feature_ids(spec: Spec, components: Iterable[str], platform: str) -> dict[str, list[str]]:
     """Status → the sorted ids of the features the image ships with that status on `platform`."""
-    by_status: dict[str, list[str]] = {status: [] for status in STATUS_ORDER}
+    by_status: dict[str, list[str]] = {status: [] for status in spec.statuses.names}
     for component in components:
         for fid, _title, status in spec.features_for(component, platform):
             by_status[status].append(fid)
@@ -158,6 +157,12 @@ def feature_ids(spec: Spec, components: Iterable[str], platform: str) -> dict[st
 
 def rfc3339(epoch: int) -> str:
     return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def feature_label(status: str) -> str:
+    """The label listing the features of `status` (feature_status.yaml's vocabulary), in the
+    lowercase a label key is written in: org.shipyard.image.features.api-stable."""
+    return f"{LABEL_PREFIX}.features.{status.lower()}"
 
 
 def image_labels(plan: ImagePlan, *, revision: str, created_epoch: int, source: str,
@@ -184,7 +189,7 @@ def image_labels(plan: ImagePlan, *, revision: str, created_epoch: int, source: 
         f"{LABEL_PREFIX}.components": ",".join(settings.components),
     }
     for status, ids in features.items():
-        labels[f"{LABEL_PREFIX}.features.{status}"] = ",".join(ids)
+        labels[feature_label(status)] = ",".join(ids)
     if cuda_archs is not None:
         labels[CUDA_SASS_LABEL] = ",".join(cuda_archs.sass)
         labels[CUDA_PTX_LABEL] = ",".join(cuda_archs.ptx)
