@@ -20,7 +20,7 @@ from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.release.cuda_archs import DeviceCode, expected_device_code, ptx_arch, sm_name
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Component, Release, Variant
-from shipyard.supply.binaries import needed_libraries
+from shipyard.supply.binaries import ELF_MAGIC, needed_libraries
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def binaries_device_code(binaries: Mapping[str, bytes],
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
         for number, (name, data) in enumerate(sorted(binaries.items())):
-            if data[:4] != b"\x7fELF":
+            if data[:4] != ELF_MAGIC:
                 continue
             path = Path(tmp) / str(number) / Path(name).name
             path.parent.mkdir()
