@@ -30,6 +30,7 @@ from shipyard.conda.solve_install import InstallRequest, InstallResult, solve_an
 from shipyard.host.toolchains.discover import discover
 from shipyard.host.toolchains.resolve import Missing, resolve
 from shipyard.record.manifest import read_manifest
+from shipyard.release.cuda_archs import ptx_arch, sm_name
 from shipyard.release.matrix import Cell
 from shipyard.release.validate import load_spec
 
@@ -255,6 +256,23 @@ def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo: Path, with_cu
     assert f"cuda-cudart {variant.cuda}.*" in IndexJson.from_package_archive(lib).depends
     mutex = _published(with_cuda, f"ember-variant-{variant.tag}-conda")
     assert IndexJson.from_package_archive(mutex).constrains == [f"__cuda >={variant.cuda}"]
+
+
+def test_cu118_libember_records_the_archs_its_binaries_carry(repo: Path, with_cuda: Released):
+    """The core holds the kernels: its build read their SASS and PTX (the wheels' arch check) and
+    wrote them into its about.json and the manifest; the per-Python package, with none, says nothing."""
+    variant = load_spec(repo).release.variants["cuda11"]
+    sass = sorted((sm_name(a) for a in variant.archs), key=lambda n: int(n[3:]))
+    verified = {"sass": sass, "ptx": [sm_name(ptx_arch(variant.archs)).replace("sm_", "compute_")]}
+    lib = _published(with_cuda, f"libember-{variant.tag}-linux-x86_64-conda")
+    assert _about(lib)["extra"]["shipyard"]["cuda_archs"] == verified  # type: ignore[index]
+    manifest = read_manifest(with_cuda.dist / "manifest.json")
+    assert manifest is not None
+    cells = manifest.by_cell()
+    assert cells[f"libember-{variant.tag}-linux-x86_64-conda"].cuda_archs.to_json() == verified  # type: ignore[union-attr]
+    assert cells[f"ember-{variant.tag}-linux-x86_64-cp311-conda"].cuda_archs is None
+    assert cells["libember-cpu-linux-x86_64-conda"].cuda_archs is None
+    assert "cuda_archs" not in _about(_published(with_cuda, "libember-cpu-linux-x86_64-conda"))["extra"]["shipyard"]  # type: ignore[index]
 
 
 def test_an_unchanged_rerun_is_cached_and_rewrites_nothing(repo: Path, released: Released, tmp_path: Path,

@@ -36,6 +36,7 @@ from shipyard.image.plan import feature_ids, rfc3339
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
+from shipyard.release.cuda_archs import ptx_arch, sm_name
 from shipyard.release.validate import Spec, load_spec
 from shipyard.testing.container import run_tests_in_container
 from shipyard.testing.runner import component_test_requirements
@@ -253,6 +254,17 @@ def test_cuda_image_falls_back_to_cpu_and_resolves_its_cuda_libraries(ember_imag
     # NVIDIA's runtime wheel is installed too, for anything that loads libcudart by its soname.
     wheel = _run(plan.tag, "sh", "-c", "ls /opt/python/lib/python3*/site-packages/nvidia/cuda_runtime/lib/")
     assert f"libcudart.so.{plan.variant.cuda.split('.')[0]}" in wheel.stdout, wheel.output
+    # Its labels say what its kernels run on: the SASS and PTX its wheels' binaries carry, as their
+    # arch check read them (docker inspect), the same fact the manifest records for the image.
+    inspected = json.loads(command.run(["docker", "image", "inspect", plan.tag]).stdout)[0]["Config"]["Labels"]
+    sass = sorted((sm_name(a) for a in plan.variant.archs), key=lambda n: int(n[3:]))
+    ptx = sm_name(ptx_arch(plan.variant.archs)).replace("sm_", "compute_")
+    assert (inspected["org.shipyard.image.cuda-sass"], inspected["org.shipyard.image.cuda-ptx"]) == (
+        ",".join(sass), ptx), inspected
+    manifest = read_manifest(ember_images.dists(cuda_variant) / "manifest.json")
+    assert manifest is not None
+    record = manifest.by_cell()[f"ember-{plan.variant.tag}-linux-x86_64-runtime-docker"]
+    assert record.cuda_archs is not None and record.cuda_archs.to_json() == {"sass": sass, "ptx": [ptx]}
 
 
 # --- labels, tags, user, budget, hygiene -------------------------------------------------------
@@ -277,6 +289,8 @@ def test_labels_tags_and_user(ember_images: EmberImages, client: docker.DockerCl
     assert labels[f"{oci}.title"] == f"ember {flavour} runtime"
     assert labels["org.shipyard.image.variant"] == plan.variant.name
     assert labels["org.shipyard.image.cuda-version"] == (plan.variant.cuda or "none")
+    if not plan.variant.cuda:  # no kernels, nothing to say about GPU archs
+        assert "org.shipyard.image.cuda-sass" not in labels and "org.shipyard.image.cuda-ptx" not in labels
     expected = feature_ids(spec, spec.release.images.components, "linux-x86_64")  # type: ignore[union-attr]
     for status in ("stable", "beta", "prototype"):
         assert labels[f"org.shipyard.image.features.{status}"] == ",".join(expected[status])

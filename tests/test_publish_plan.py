@@ -18,6 +18,7 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.plain_version import plain_name, plain_version_wheel
 from shipyard.publish.plan import PLAIN_INDEX, files_for, gate
+from shipyard.release.fields import DEFAULT_STATUSES
 from shipyard.release.validate import load_spec
 
 R = "release.yaml"
@@ -61,9 +62,9 @@ def test_the_gate_blocks_a_failing_stable_feature_and_only_marks_it_on_nightly(r
     records = synthetic_dist(tmp_path / "dist", stable="failed", beta="failed")
     channels = load_spec(repo).release.channels
     with pytest.raises(GateBlocked) as blocked:
-        gate(channels["release"], records)
+        gate(channels["release"], records, statuses=DEFAULT_STATUSES)
     assert "ember.kernels (stable)" in str(blocked.value) and "nothing was uploaded" in str(blocked.value)
-    nightly = gate(channels["nightly"], records)
+    nightly = gate(channels["nightly"], records, statuses=DEFAULT_STATUSES)
     assert {n.feature for n in nightly.marked} == {"ember.kernels"}
     assert {n.feature for n in nightly.other_failures} == {"ember.fft"}
 

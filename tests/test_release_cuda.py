@@ -83,6 +83,10 @@ def test_build_cuda11_checks_the_archs_of_every_python_and_tests_one(repo, tmp_p
             toolchain = resolve(cell, spec.release, discover())
             assert isinstance(toolchain, Toolchain) and toolchain.cuda and toolchain.cuda.cuobjdump, toolchain
             assert _device_code(wheel, toolchain.cuda.cuobjdump) == expected_code, cell_id
+            # ...and the manifest records what its binaries carry, as the arch check read them.
+            assert record["cuda_archs"] == {
+                "sass": sorted(expected_code.sass, key=lambda n: int(n[3:])),
+                "ptx": [p.replace("sm_", "compute_") for p in expected_code.ptx]}, record["cuda_archs"]
             if python == TESTED:
                 # Installed from the cu118 index by name, imported and tested with no GPU here: the CPU fallback.
                 assert record["build"]["result"] in ("passed", "cached"), record["build"]

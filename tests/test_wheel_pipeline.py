@@ -99,7 +99,7 @@ def test_wheels_are_labelled_repaired_and_carry_build_info(minirelease_build):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     assert info == {"component": "fixcext", "version": "0.3.0", "variant": "cpu", "variant_tag": "cpu",
                     "cuda_version": None, "cuda_archs": [], "git_sha": head, "python": "3.9",
-                    "platform": "linux-x86_64"}
+                    "platform": "linux-x86_64", "verified_cuda_archs": None}  # a CPU wheel has no device code
     assert {f["id"]: f["status"] for f in features["features"]} == {
         "fix.sumsq": "stable", "fix.png": "stable", "fix.flaky-beta": "beta"}
 

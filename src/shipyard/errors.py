@@ -142,9 +142,13 @@ def shown(value: Any, key: str = "") -> str:
 
 
 def nearest(word: str, choices: Iterable[str]) -> str | None:
-    """The closest valid spelling of `word`, if one is close enough to be a typo."""
-    found = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return found[0] if found else None
+    """The closest valid spelling of `word`, if one is close enough to be a typo. Case does not
+    count ('stable' is nearer 'API-Stable' than 'API-Unstable')."""
+    spelled: dict[str, str] = {}
+    for choice in choices:
+        spelled.setdefault(str(choice).lower(), str(choice))
+    found = difflib.get_close_matches(str(word).lower(), list(spelled), n=1, cutoff=0.6)
+    return spelled[found[0]] if found else None
 
 
 class SpecError(ShipyardError, exit_code=2):

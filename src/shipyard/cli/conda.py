@@ -32,7 +32,7 @@ def cmd_conda_features(args: argparse.Namespace) -> int:
     table = Table(title=f"features in {hide_tokens(args.channel)}")
     for column in ("package", "version", "build", "variant", "feature", "status"):
         table.add_column(column, overflow="fold")
-    colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}
+    colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}  # another vocabulary's: white
     bare = []
     for package in packages:
         if not package.features:

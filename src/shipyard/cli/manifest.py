@@ -31,7 +31,7 @@ def cmd_manifest_gate(args: argparse.Namespace) -> int:
     if channel is None:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
     manifest = load_manifest(dist_folder(args))
-    gating = gate(channel, manifest.artifacts)  # raises GateBlocked on a block channel
+    gating = gate(channel, manifest.artifacts, statuses=spec.statuses)  # raises GateBlocked on a block channel
     for note in gating.marked:
         console.print("[red]marked[/]: ", end="")
         console.print(str(note), markup=False, soft_wrap=True)
@@ -39,7 +39,7 @@ def cmd_manifest_gate(args: argparse.Namespace) -> int:
         console.print(f"[yellow]{note.status} failure[/]: ", end="")
         console.print(str(note), markup=False, soft_wrap=True)
     console.print(f"[green]gate passed[/]: {len(manifest.artifacts)} artifacts may go to {channel.name} "
-                  f"(gate: {channel.gate}; {len(gating.stable_failures)} failing stable features)")
+                  f"(gate: {channel.gate}; {len(gating.blocking_failures)} failing {gating.blocking_names} features)")
     return 0
 
 
@@ -50,7 +50,8 @@ def add_manifest_commands(sub: argparse._SubParsersAction) -> None:  # type: ign
     m.add_argument("fragment", nargs="+", help="a fragment folder: a job's dist/ (holds manifest.json)")
     m.add_argument("--dist", help="the folder to merge into (default: <root>/dist)")
     m.set_defaults(func=cmd_manifest_merge)
-    g = msub.add_parser("gate", help="fail when the manifest has a failing stable feature and the channel blocks")
+    g = msub.add_parser("gate", help="fail when the manifest has a failing feature of a blocking status (stable) "
+                                     "and the channel blocks")
     g.add_argument("--channel", required=True)
     g.add_argument("--dist", help="folder of manifest.json (default: <root>/dist)")
     g.set_defaults(func=cmd_manifest_gate)

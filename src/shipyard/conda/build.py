@@ -53,6 +53,7 @@ from shipyard.conda.build_plan import (
     conda_components,
     run_pythons,
 )
+from shipyard.conda.device_code import ABOUT, about_with_cuda_archs, checked_cuda_archs
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.preflight import preflight, spec_name
 from shipyard.conda.rattler_glue import BuildLog, index_channel
@@ -181,7 +182,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
             built = _build_in_order(
                 ordered, request.parallel,
                 lambda item: _build_one(item, root_channel, [root.as_uri(), *channels], cache, request, variant,
-                                        progress))
+                                        toolchain, progress))
         outcomes = _publish([(item, *result) for item, result in zip(ordered, built, strict=True)], output)
     return outcomes
 
@@ -271,13 +272,15 @@ def _reset(root: Path) -> None:
         (root / subdir).mkdir(parents=True)
 
 
-def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: BuildCache,
-               request: CondaBuildRequest, variant: Variant, progress: Progress) -> tuple[Path, str, float]:
+def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: BuildCache, request: CondaBuildRequest,
+               variant: Variant, toolchain: Toolchain | None, progress: Progress) -> tuple[Path, str, float]:
     """The package in the build root's channel: from the cache, or built, hooked and checked.
     As soon as it is built, before anything can consume it, it gets the normalising repack
-    (rattler-build embeds its build time; conda/normalize.py), which adds the SBOM under info/,
-    and joins the root's channel, so that a later build of this run solves to these exact bytes
-    (a dependent's rendered recipe records their sha256)."""
+    (rattler-build embeds its build time; conda/normalize.py), which adds the SBOM under info/
+    and, for a package with CUDA kernels, the archs its binaries verifiably carry (checked against
+    the variant's list first: conda/device_code.py) to info/about.json and the SBOM, and joins the
+    root's channel, so that a later build of this run solves to these exact bytes (a dependent's
+    rendered recipe records their sha256)."""
     start = time.monotonic()
     with cache.building(item.key):
         entry = cache.get(item.key)
@@ -306,8 +309,11 @@ def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: Bu
         if len(result.packages) != 1:
             raise BuildError(f"conda build of {item.label} made {len(result.packages)} packages, expected one")
         package = Path(result.packages[0])
-        normalize_conda_package(package, epoch=item.epoch,
-                                info_files={CONDA_SBOM: conda_sbom(package, epoch=item.epoch)})
+        cuda_archs = checked_cuda_archs(package, variant, toolchain) if item.subdir != "noarch" else None
+        info_files = {CONDA_SBOM: conda_sbom(package, epoch=item.epoch, cuda_archs=cuda_archs)}
+        if cuda_archs is not None:
+            info_files[ABOUT] = about_with_cuda_archs(package, cuda_archs)
+        normalize_conda_package(package, epoch=item.epoch, info_files=info_files)
         _check_pins(item, package)
         package = root.add(item, package)
         cache.put(item.key, [package], {"kind": "conda", "package": package.name,

@@ -33,7 +33,7 @@ from shipyard.release.validate import Spec
 from shipyard.wheel.labels import package_files
 
 # Bump when shipyard changes what it puts into a conda package (staging, hooks, env).
-CONDA_PIPELINE_REVISION = "3"
+CONDA_PIPELINE_REVISION = "4"  # 4: the verified CUDA archs in about.json and the SBOM
 
 
 def mutex_name(release: Release) -> str:

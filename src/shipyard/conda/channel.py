@@ -27,6 +27,7 @@ from typing import Any
 
 import zstandard
 
+from shipyard.conda.device_code import recorded_cuda_archs
 from shipyard.conda.rattler_glue import index_channel
 from shipyard.errors import ShipyardError
 from shipyard.plumbing.file_lock import exclusive
@@ -240,7 +241,8 @@ def conda_artifact_record(package: Path, *, channel: Path, cell_id: str, compone
                           features: Iterable[FeatureRecord], tests: dict[str, Any] | None,
                           build: dict[str, Any]) -> ArtifactRecord:
     """The manifest record of a published package: package type "conda", path relative to the
-    dist folder (the channel's parent) through the channel's stable name, e.g. conda/noarch/x.conda."""
+    dist folder (the channel's parent) through the channel's stable name, e.g. conda/noarch/x.conda,
+    with the CUDA archs its about.json records (what its build's arch check read from its binaries)."""
     published = channel / package_subdir(package) / package.name
     if not published.is_file():
         raise ChannelError(f"{package.name}: not in the channel {channel}; publish it (publish_packages) "
@@ -249,4 +251,4 @@ def conda_artifact_record(package: Path, *, channel: Path, cell_id: str, compone
         name=package.name, path=published.relative_to(channel.parent).as_posix(), sha256=sha256_of(published),
         size=published.stat().st_size, cell_id=cell_id, component=component, package_type="conda",
         variant=variant, variant_tag=variant_tag, platform=platform, python=python, version=version,
-        features=tuple(features), tests=tests, build=build)
+        features=tuple(features), tests=tests, build=build, cuda_archs=recorded_cuda_archs(published))

@@ -244,7 +244,8 @@ def _test_key(spec: Spec, cell: CondaCell, channel_state: dict[str, str]) -> str
     platform = _host_platform(spec) if matrix_cell.platform == "any" else matrix_cell.platform
     gate = feature_gate(spec, component.name, platform, tests_dir, spec.root)
     inputs = {"package": sha256_of(package.path), "channels": channel_state,
-              "gating": dict(gate.statuses), "present": sorted(gate.present),
+              "gating": dict(gate.statuses), "blocking": sorted(gate.vocabulary.blocking),
+              "present": sorted(gate.present),
               "listed": {k: list(v) for k, v in gate.listed.items()},
               "others": sorted(f.id for f in spec.features.features if f.component != component.name),
               "judge": judge_identity(), "pytest_args": list(component.pytest_args)}

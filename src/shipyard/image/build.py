@@ -35,6 +35,7 @@ from shipyard.image.record import record_images
 from shipyard.image.wheels import ReleaseWheel, licenses, release_wheels, stage_index
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
+from shipyard.record.manifest import CudaArchs
 from shipyard.release.validate import Spec
 from shipyard.supply.sbom import SBOM_LABEL
 
@@ -78,13 +79,16 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
                   "PYTHON_PREFIX": bases.python_prefix, "CUDA_VERSION": variant.cuda or "",
                   "EMBER_REQUIREMENTS": " ".join(w.requirement for w in wheels),
                   "LAYER_EPOCH": str(_layer_epoch(bases.base_image))}
+    # The image's kernels are its release wheels' binaries, the very bytes their arch check read
+    # (release_wheels verified each sha256 against the manifest): what all of them carry.
+    cuda_archs = CudaArchs.common_to_artifacts(w.record.cuda_archs for w in wheels)
     results = []
     with tempfile.TemporaryDirectory(prefix="shipyard-image-", dir="/var/tmp") as work:
         context: Path | None = None
         for plan in plans:
             start = time.monotonic()
             labels = image_labels(plan, revision=git.sha, created_epoch=git.commit_time, source=settings.source,
-                                  licenses=licenses(wheels))
+                                  licenses=licenses(wheels), cuda_archs=cuda_archs)
             labels[f"{LABEL_PREFIX}.base"] = f"{bases.origin}: {bases.base_image}"
             sbom = _sbom(plan, wheels, wheelhouse, bases, git.commit_time)
             labels[SBOM_LABEL] = sha256_hex(sbom)  # the document, attached in dist/sboms/
@@ -105,7 +109,7 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
                 progress(f"{plan.tag} is up to date")
             size = docker_base.image_size(plan.tag)
             results.append(ImageResult(plan, docker_base.image_id(plan.tag), size, cached,
-                                       time.monotonic() - start, labels, findings, sbom))
+                                       time.monotonic() - start, labels, findings, sbom, cuda_archs))
     _check(results)  # an image over budget or with a finding is never recorded
     record_images(spec, request.dist, results)
     return results

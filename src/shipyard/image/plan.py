@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ValidationError
 
 from shipyard.errors import UsageError, nearest
-from shipyard.record.manifest import read_manifest
+from shipyard.record.manifest import CudaArchs, read_manifest
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import ImageSettings, ImageVariant
-from shipyard.release.fields import STATUS_ORDER
 from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
 
@@ -30,6 +29,10 @@ Target = Literal["runtime", "devel"]
 TARGETS: tuple[Target, ...] = ("runtime", "devel")
 CHANNELS = ("nightly", "test", "release")
 LABEL_PREFIX = "org.shipyard.image"
+# What the image's kernels run on: the SASS and PTX its release wheels' binaries carry, as their
+# arch check read them (the manifest's cuda_archs), comma-separated ("sm_70,sm_80", "compute_80").
+CUDA_SASS_LABEL = f"{LABEL_PREFIX}.cuda-sass"
+CUDA_PTX_LABEL = f"{LABEL_PREFIX}.cuda-ptx"
 OCI = "org.opencontainers.image"
 
 
@@ -94,6 +97,7 @@ class ImageResult:
     labels: dict[str, str]
     findings: tuple[Finding, ...] = ()
     sbom: bytes = b""  # CycloneDX JSON, written to dist/sboms/<cell id>.cdx.json by record_images
+    cuda_archs: CudaArchs | None = None  # what its wheels' binaries verifiably carry (None: no kernels)
 
     @property
     def size_mb(self) -> float:
@@ -144,7 +148,7 @@ def with_repository(spec: Spec, repository: str) -> Spec:
 
 def feature_ids(spec: Spec, components: Iterable[str], platform: str) -> dict[str, list[str]]:
     """Status → the sorted ids of the features the image ships with that status on `platform`."""
-    by_status: dict[str, list[str]] = {status: [] for status in STATUS_ORDER}
+    by_status: dict[str, list[str]] = {status: [] for status in spec.statuses.names}
     for component in components:
         for fid, _title, status in spec.features_for(component, platform):
             by_status[status].append(fid)
@@ -155,9 +159,16 @@ def rfc3339(epoch: int) -> str:
     return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def feature_label(status: str) -> str:
+    """The label listing the features of `status` (feature_status.yaml's vocabulary), in the
+    lowercase a label key is written in: org.shipyard.image.features.api-stable."""
+    return f"{LABEL_PREFIX}.features.{status.lower()}"
+
+
 def image_labels(plan: ImagePlan, *, revision: str, created_epoch: int, source: str,
-                 licenses: str) -> dict[str, str]:
-    """The OCI labels plus what the image ships: its features by status, variant, CUDA and Python.
+                 licenses: str, cuda_archs: CudaArchs | None = None) -> dict[str, str]:
+    """The OCI labels plus what the image ships: its features by status, variant, CUDA and Python,
+    and (a CUDA image) the SASS and PTX archs its wheels' binaries verifiably carry, `cuda_archs`.
 
     `created` is SOURCE_DATE_EPOCH (the commit time otherwise), so the same commit gives the
     same labels."""
@@ -178,5 +189,8 @@ def image_labels(plan: ImagePlan, *, revision: str, created_epoch: int, source: 
         f"{LABEL_PREFIX}.components": ",".join(settings.components),
     }
     for status, ids in features.items():
-        labels[f"{LABEL_PREFIX}.features.{status}"] = ",".join(ids)
+        labels[feature_label(status)] = ",".join(ids)
+    if cuda_archs is not None:
+        labels[CUDA_SASS_LABEL] = ",".join(cuda_archs.sass)
+        labels[CUDA_PTX_LABEL] = ",".join(cuda_archs.ptx)
     return labels

@@ -3,7 +3,8 @@ index of each target.
 
 - Gating: an artifact with a failing stable feature blocks a `gate: block` channel (test,
   release) before anything is uploaded; a `gate: mark` channel (nightly) takes it and the run
-  says so. Beta and prototype failures are listed either way.
+  says so. Beta and prototype failures are listed either way. "Stable" is whichever statuses
+  feature_status.yaml's vocabulary says block (e.g. API-Stable).
 - Indexes: a native wheel goes to its variant's index (cpu, cu118); a pure wheel to every
   variant index of the run (PyTorch publishes its pure packages in each); with the PyPI flavour,
   the default variant's wheels and the pure ones also to the plain index ("pypi"), native ones
@@ -24,6 +25,7 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.record.manifest import ArtifactRecord, artifact_file
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
+from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
 
@@ -42,17 +44,24 @@ class GateNote:
 @dataclass(frozen=True)
 class Gating:
     channel: ReleaseChannel
-    stable_failures: tuple[GateNote, ...]  # blocking on `block`, published and marked on `mark`
-    other_failures: tuple[GateNote, ...]  # beta and prototype: listed, never blocking
+    blocking_failures: tuple[GateNote, ...]  # of blocking statuses: blocking on `block`, marked on `mark`
+    other_failures: tuple[GateNote, ...]  # of the other statuses (beta, prototype): listed, never blocking
+    statuses: StatusVocabulary = DEFAULT_STATUSES
+
+    @property
+    def blocking_names(self) -> str:
+        """The blocking statuses in words: 'stable', 'API-Stable'."""
+        return " / ".join(n for n in self.statuses.names if self.statuses.blocks(n))
 
     @property
     def marked(self) -> tuple[GateNote, ...]:
-        return self.stable_failures if self.channel.gate == "mark" else ()
+        return self.blocking_failures if self.channel.gate == "mark" else ()
 
 
-def gate(channel: ReleaseChannel, artifacts: Iterable[ArtifactRecord]) -> Gating:
-    """The gate's verdict; GateBlocked (listing every failing stable feature) on a block channel."""
-    stable: list[GateNote] = []
+def gate(channel: ReleaseChannel, artifacts: Iterable[ArtifactRecord], *, statuses: StatusVocabulary) -> Gating:
+    """The gate's verdict; GateBlocked (listing every failing feature of a blocking status of
+    `statuses`, feature_status.yaml's vocabulary) on a block channel."""
+    blocking: list[GateNote] = []
     other: list[GateNote] = []
     for artifact in artifacts:
         features = (artifact.tests or {}).get("features", {})
@@ -60,13 +69,14 @@ def gate(channel: ReleaseChannel, artifacts: Iterable[ArtifactRecord]) -> Gating
             if result.get("result") != "failed":
                 continue
             note = GateNote(artifact.name, feature_id, result.get("status", "?"), result.get("summary", "failed"))
-            (stable if note.status == "stable" else other).append(note)
-    if stable and channel.gate == "block":
-        lines = "\n  ".join(str(n) for n in stable)
-        raise GateBlocked(f"channel {channel.name} (gate: block) refuses artifacts with a failing stable feature; "
-                          f"nothing was uploaded:\n  {lines}\nfix the feature and rebuild, or publish to a channel "
-                          f"with gate: mark (release.yaml: channels)")
-    return Gating(channel, tuple(stable), tuple(other))
+            (blocking if statuses.blocks(note.status) else other).append(note)
+    gating = Gating(channel, tuple(blocking), tuple(other), statuses)
+    if blocking and channel.gate == "block":
+        lines = "\n  ".join(str(n) for n in blocking)
+        raise GateBlocked(f"channel {channel.name} (gate: block) refuses artifacts with a failing "
+                          f"{gating.blocking_names} feature; nothing was uploaded:\n  {lines}\nfix the feature and "
+                          f"rebuild, or publish to a channel with gate: mark (release.yaml: channels)")
+    return gating
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
     for version in sorted({manifest.version, *(a.version for a in manifest.artifacts)}):
         require_channel_version(version, channel.name, f"publish --channel {channel.name}: "
                                                        f"{request.dist / 'manifest.json'}")
-    gating = gate(channel, manifest.artifacts)
+    gating = gate(channel, manifest.artifacts, statuses=spec.statuses)
     derived = request.state / "publish" / "plain"
     plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived) if t.takes(channel.name) else []
              for t in targets}
@@ -198,7 +198,7 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
     if not artifacts:
         raise UsageError(f"promote {request.version}: {request.dist / 'manifest.json'} records version "
                          f"{manifest.version}, not {request.version}")
-    gating = gate(destination, artifacts)
+    gating = gate(destination, artifacts, statuses=spec.statuses)
     targets = select_targets(spec, request.targets)
     if any(t.kind == "pypi" for t in targets if t.name in request.targets):
         raise UsageError(f"promote --target {', '.join(request.targets)}: a pypi target is one index without "

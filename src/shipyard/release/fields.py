@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -18,8 +19,42 @@ from pydantic import (
 
 ComponentKind = Literal["python-native", "python-pure", "native"]
 PackageType = Literal["wheel", "mobile", "conda", "docker"]
-Status = Literal["stable", "beta", "prototype"]
-STATUS_ORDER: dict[str, int] = {"stable": 0, "beta": 1, "prototype": 2}
+# A feature's status: a name of feature_status.yaml's vocabulary (StatusVocabulary), checked
+# against it by release/validate.py, which knows the file's own vocabulary.
+Status = str
+STATUS_NAME = r"^[A-Za-z][A-Za-z0-9._-]*$"
+
+
+@dataclass(frozen=True)
+class StatusVocabulary:
+    """The statuses a release's features may have, most mature first, and which of them block a
+    release when a feature of that status fails (its cells are not released, a `gate: block`
+    channel refuses them). feature_status.yaml may declare its own (PyTorch 2.8's API-Stable /
+    API-Unstable); the default is stable / beta / prototype with stable blocking."""
+
+    names: tuple[str, ...]
+    blocking: frozenset[str]
+
+    def rank(self, status: str) -> int:
+        """Its place in the order, 0 the most mature; a name outside the vocabulary ranks last."""
+        return self.names.index(status) if status in self.names else len(self.names)
+
+    def blocks(self, status: str) -> bool:
+        return status in self.blocking
+
+    @property
+    def unmarked(self) -> str:
+        """The status a test of no declared feature gates with: the most mature blocking one
+        (nobody declared it lesser)."""
+        return next((n for n in self.names if n in self.blocking), self.names[0])
+
+    @property
+    def least(self) -> str:
+        """The least mature status: the one that promises nothing."""
+        return self.names[-1]
+
+
+DEFAULT_STATUSES = StatusVocabulary(("stable", "beta", "prototype"), frozenset({"stable"}))
 
 NAME = r"^[a-z0-9][a-z0-9._-]*$"
 ENV_NAME = r"^[A-Z][A-Z0-9_]*$"
@@ -43,6 +78,8 @@ PATTERN_HINTS: dict[str, tuple[str, str]] = {
     VARIANT_TAG: ("must be 'cpu' or 'cu' and the CUDA version's digits", "write e.g. 'cpu' or 'cu118'"),
     CUDA_VERSION: ("must be a CUDA version major.minor", "write it quoted, e.g. \"11.8\""),
     FEATURE_ID: ("must be lowercase dotted words", "write e.g. 'ember.fft'"),
+    STATUS_NAME: ("must be a status name: letters, digits, '.', '_' or '-', starting with a letter",
+                  "write e.g. 'stable' or 'API-Stable'"),
     TRIPLE: ("must be a GNU target triple", "write e.g. aarch64-linux-gnu"),
     DEBIAN_PACKAGE: ("must be a Debian package name", "write e.g. g++-aarch64-linux-gnu"),
     ANDROID_ABI: ("must be an Android ABI name", "write e.g. arm64-v8a"),

@@ -36,11 +36,13 @@ from shipyard.release.fields import (
     ANDROID_ABI,
     CUDA_VERSION,
     DEBIAN_PACKAGE,
+    DEFAULT_STATUSES,
     ENV_NAME,
     FEATURE_ID,
     IDENTIFIER,
     NAME,
     SCRIPT_NAME,
+    STATUS_NAME,
     TRIPLE,
     VARIANT_TAG,
     ComponentKind,
@@ -49,6 +51,7 @@ from shipyard.release.fields import (
     PythonVersion,
     Selector,
     Status,
+    StatusVocabulary,
     named_entries,
     version_text,
 )
@@ -369,6 +372,25 @@ class Feature(Frozen):
         return self.status.get(platform, self.status.get("*"))
 
 
+class StatusName(Frozen):
+    """One status of feature_status.yaml's `vocabulary`; `blocks`: a failing feature of this
+    status stops the release (its cells are not released; gate: block channels refuse it)."""
+
+    name: str = Field(pattern=STATUS_NAME)
+    blocks: bool = False
+
+
 class FeatureFile(Frozen):
     schema_version: Literal[1]
+    # The statuses features may have, most mature first (default: stable / beta / prototype,
+    # stable blocking); release/validate.py holds every feature's status to it.
+    vocabulary: tuple[StatusName, ...] | None = Field(default=None, min_length=1)
     features: tuple[Feature, ...] = Field(min_length=1)
+
+    @property
+    def statuses(self) -> StatusVocabulary:
+        """The vocabulary the features' statuses come from: the file's own, or the default."""
+        if self.vocabulary is None:
+            return DEFAULT_STATUSES
+        return StatusVocabulary(tuple(s.name for s in self.vocabulary),
+                                frozenset(s.name for s in self.vocabulary if s.blocks))

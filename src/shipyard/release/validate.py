@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
-from shipyard.release.fields import STATUS_ORDER
+from shipyard.release.fields import StatusVocabulary
 from shipyard.release.issues import Collector, pydantic_issues
 from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.release.project_declaration import declared_requires_python
@@ -60,6 +60,11 @@ class Spec:
         return out
 
 
+    @property
+    def statuses(self) -> StatusVocabulary:
+        """feature_status.yaml's status vocabulary (stable / beta / prototype unless it declares one)."""
+        return self.features.statuses
+
     def gating_statuses(self, component: str, platform: str) -> dict[str, str]:
         """Feature id -> the status that gates its tests on `platform`. A feature that does
         not exist there (its tests may still run, e.g. Windows code under wine on Linux)
@@ -69,7 +74,7 @@ class Spec:
             if feature.component != component:
                 continue
             here = feature.status_on(platform)
-            out[feature.id] = here or max(feature.status.values(), key=lambda s: STATUS_ORDER[s])
+            out[feature.id] = here or max(feature.status.values(), key=self.statuses.rank)
         return out
 
 
@@ -297,6 +302,7 @@ def _check_exclusions(release: Release, doc: YamlDocument, out: Collector) -> No
 def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
                     root: Path, out: Collector) -> list[str]:
     platforms = list(release.platforms) + list(release.mobile_targets)
+    vocabulary = _check_vocabulary(features, doc, out)
     seen: dict[str, int] = {}
     pending: list[str] = []
     version = Version(release.release.version)
@@ -314,11 +320,16 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
             out.add(doc, ("features", i, "since"), f"is later than the release ({version}) that ships it",
                     fix=f"set since: {version} or earlier, or leave the feature out of this release")
         for platform, status in feature.status.items():
-            if platform != "*" and platform not in platforms:
+            if status not in vocabulary.names:
+                out.add(doc, ("features", i, "status", platform), f"must be one of {', '.join(vocabulary.names)}",
+                        value=status, suggestion=nearest(status, vocabulary.names),
+                        fix="use a status of the file's vocabulary" if features.vocabulary else
+                        "use one of them, or declare the file's own under vocabulary:")
+            elif platform != "*" and platform not in platforms:
                 out.add(doc, ("features", i, "status", platform),
                         "names no platform or mobile target of release.yaml", value=platform,
                         fix=f"use one of {', '.join(platforms)}", suggestion=nearest(platform, platforms))
-            elif platform != "*" and status != "prototype" and feature.component in release.components:
+            elif platform != "*" and status != vocabulary.least and feature.component in release.components:
                 unbuilt = _not_built_there(release, feature.component, platform)
                 if unbuilt:
                     out.add(doc, ("features", i, "status", platform),
@@ -331,6 +342,17 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
             elif state != "ok":
                 out.add(doc, ("features", i, "tests", j), state, value=test_id)
     return pending
+
+
+def _check_vocabulary(features: FeatureFile, doc: YamlDocument, out: Collector) -> StatusVocabulary:
+    """The file's status vocabulary, each name once."""
+    seen: set[str] = set()
+    for i, status in enumerate(features.vocabulary or ()):
+        if status.name in seen:
+            out.add(doc, ("vocabulary", i, "name"), "the status is declared twice; declare each once",
+                    value=status.name)
+        seen.add(status.name)
+    return features.statuses
 
 
 def _not_built_there(release: Release, component: str, platform: str) -> str | None:

@@ -1,4 +1,5 @@
-"""Artifacts against their size budgets, and the seconds each cell took to build and test."""
+"""Artifacts against their size budgets with the CUDA archs their binaries carry, and the seconds
+each cell took to build and test."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ class ArtifactRow:
     def share(self) -> float:
         """The size as a share of the budget (of the largest artifact when there is no budget)."""
         return self.record.size / self.budget_bytes if self.budget_bytes else 0.0
+
+    @property
+    def cuda_archs(self) -> str:
+        """What its binaries verifiably carry ('SASS sm_70, sm_80; PTX compute_80'); '' without kernels."""
+        archs = self.record.cuda_archs
+        if archs is None:
+            return ""
+        return f"SASS {', '.join(archs.sass) or 'none'}; PTX {', '.join(archs.ptx) or 'none'}"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.record.manifest import Manifest, read_manifest
+from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
 from shipyard.release.validate import Spec
 from shipyard.report.artifacts import ArtifactRow, TimingRow, artifact_rows, timing_rows
 from shipyard.report.cells import STATES, ReportCell, collect_cells
@@ -28,6 +29,7 @@ class ReleaseReport:
     features: list[FeatureRow]
     artifacts: list[ArtifactRow]
     timings: list[TimingRow]
+    statuses: StatusVocabulary = DEFAULT_STATUSES  # feature_status.yaml's: which statuses block a release
 
     def counts(self) -> list[tuple[str, int]]:
         """(state, number of cells) for every state that occurs, most urgent first."""
@@ -46,4 +48,4 @@ def build_report(spec: Spec, manifest_path: Path, inventory: Inventory) -> Relea
         sections=grid_sections(release, cells), platforms=feature_platforms(release),
         features=feature_rows(release, spec.features.features, cells, inventory.host_platform),
         artifacts=artifact_rows(release, manifest.artifacts if manifest else ()),
-        timings=timing_rows(cells))
+        timings=timing_rows(cells), statuses=spec.statuses)

@@ -1,12 +1,12 @@
 """dist/RELEASE_NOTES.md in the shape of PyTorch 1.7's notes: highlights, the features grouped
-Stable / Beta / Prototype, known issues, and what changed since the previous release."""
+Stable / Beta / Prototype (or by the statuses of feature_status.yaml's own vocabulary, in its
+order: API-Stable / API-Unstable), known issues, and what changed since the previous release."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from shipyard.plumbing.atomic_files import write_atomic
-from shipyard.release.fields import STATUS_ORDER
 from shipyard.release.matrix import ANY
 from shipyard.release.spec import FeatureFile
 from shipyard.report.cells import left_out_groups
@@ -18,20 +18,24 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
     """The notes as Markdown."""
     lines = [f"# {report.name} {report.version} release notes", "", "## Highlights", ""]
     lines += _highlights(report, features, previous)
-    for status in STATUS_ORDER:
-        lines += ["", f"## {status.capitalize()} features", ""]
+    statuses = features.statuses
+    for status in statuses.names:
+        lines += ["", f"## {status[0].upper()}{status[1:]} features", ""]
         listed = [(row, [p for p, o in row.outcomes.items() if o.status == status]) for row in report.features]
         listed = [(row, on) for row, on in listed if on]
         lines += [f"- **{row.feature.title}** (`{row.feature.id}`, {row.feature.component}): {', '.join(on)}"
                   for row, on in listed] or ["- none"]
-    blockers = _issues(report, ("stable",), {"failed", "not-run"})
+    blocking = tuple(s for s in statuses.names if statuses.blocks(s))
+    blockers = _issues(report, blocking, {"failed", "not-run"})
     if blockers:
         lines += ["", "## Release blockers", "",
-                  "A stable feature failed its tests, or some of them did not run: its cells are not released.", ""]
+                  f"A {' / '.join(blocking)} feature failed its tests, or some of them did not run: its cells are "
+                  "not released.", ""]
         lines += blockers
     lines += ["", "## Known issues", ""]
-    known = _issues(report, ("stable",), {"partial"})
-    known += _issues(report, ("beta", "prototype"), {"failed", "not-run", "partial", "idle"})
+    known = _issues(report, blocking, {"partial"})
+    known += _issues(report, tuple(s for s in statuses.names if s not in blocking),
+                     {"failed", "not-run", "partial", "idle"})
     lines += (known + _left_out_issues(report)) or ["- none"]
     if previous is not None:
         lines += ["", f"## Changes since {previous.label}", ""]
@@ -45,14 +49,16 @@ def write_notes(text: str, out: Path) -> Path:
 
 
 def _highlights(report: ReleaseReport, features: FeatureFile, previous: PreviousRelease | None) -> list[str]:
+    statuses = features.statuses
     by_status = {s: sum(1 for r in report.features if any(o.status == s for o in r.outcomes.values()))
-                 for s in STATUS_ORDER}
-    out = [f"- {len(features.features)} features: {by_status['stable']} stable, {by_status['beta']} beta, "
-           f"{by_status['prototype']} prototype (a feature may have another status on another platform)."]
+                 for s in statuses.names}
+    counted = ", ".join(f"{count} {status}" for status, count in by_status.items())
+    out = [f"- {len(features.features)} features: {counted} (a feature may have another status on another "
+           "platform)."]
     if previous is not None:
         added = new_features(features, previous.features)
         promoted = [c for c in status_changes(features, previous.features, _shipped(report))
-                    if STATUS_ORDER[c.after] < STATUS_ORDER[c.before]]
+                    if statuses.rank(c.after) < statuses.rank(c.before)]
         if added:
             out.append(f"- New since {previous.label}: " + ", ".join(f"{f.title} (`{f.id}`)" for f in added) + ".")
         out += [f"- {c.feature.title} (`{c.feature.id}`) is now {c.after} on {', '.join(c.platforms)} "

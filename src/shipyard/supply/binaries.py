@@ -8,7 +8,7 @@ import io
 import re
 import tarfile
 import zipfile
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
@@ -30,6 +30,28 @@ def wheel_binaries(zf: zipfile.ZipFile) -> dict[str, bytes]:
         if not info.is_dir() and is_binary(info.filename, data := zf.read(info)):
             found[info.filename] = data
     return found
+
+
+def conda_files(package: Path, section: str) -> dict[str, bytes]:
+    """{path: bytes} of every regular file in one section of a .conda package: "info" (its
+    info/ metadata: about.json, index.json, the SBOM) or "pkg" (what it installs)."""
+    import zstandard
+
+    files = {}
+    with zipfile.ZipFile(package) as zf:
+        for name in (n for n in zf.namelist() if n.startswith(f"{section}-") and n.endswith(".tar.zst")):
+            with zf.open(name) as source, zstandard.ZstdDecompressor().stream_reader(source) as reader, \
+                    tarfile.open(fileobj=reader, mode="r|") as tar:
+                for member in tar:
+                    handle = tar.extractfile(member) if member.isfile() else None
+                    if handle is not None:
+                        files[member.name] = handle.read()
+    return files
+
+
+def conda_binaries(package: Path) -> dict[str, bytes]:
+    """{path: bytes} of every binary a .conda package installs."""
+    return {name: data for name, data in conda_files(package, "pkg").items() if is_binary(name, data)}
 
 
 def archive_files(tar: tarfile.TarFile) -> dict[str, bytes]:

@@ -38,7 +38,8 @@ from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, validated
 from shipyard.plumbing.wheel_metadata import read_metadata
-from shipyard.supply.binaries import is_binary, linked_from_outside, wheel_binaries
+from shipyard.record.manifest import CudaArchs
+from shipyard.supply.binaries import conda_files, is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.grafted import (
     GraftedLibrary,
     debian_package,
@@ -57,6 +58,10 @@ PROVIDED_BY = "shipyard:provided-by"  # where a linked library comes from when n
 ORIGINAL_FILE = "shipyard:original-file"
 SOURCE_PACKAGE = "shipyard:source-package"
 REQUIREMENT = "shipyard:requirement"
+# The device code a CUDA artifact's binaries verifiably carry (record.manifest.CudaArchs), on the
+# artifact's own component: comma-separated, e.g. "sm_70,sm_80" and "compute_80".
+CUDA_SASS = "shipyard:cuda:sass"
+CUDA_PTX = "shipyard:cuda:ptx"
 
 
 @dataclass(frozen=True)
@@ -141,11 +146,20 @@ def _dependency(requirement: str) -> Component:
                      properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, str(req))])
 
 
-def render(subject: SbomSubject, parts: Sequence[Component], *, epoch: int, purl: PackageURL | None = None) -> bytes:
-    """The SBOM as CycloneDX 1.6 JSON: the subject as metadata.component, `parts` as its components."""
+def cuda_properties(cuda_archs: CudaArchs | None) -> list[Property]:
+    """The verified device code as component properties (none for an artifact without kernels)."""
+    if cuda_archs is None:
+        return []
+    return [_prop(CUDA_SASS, ",".join(cuda_archs.sass)), _prop(CUDA_PTX, ",".join(cuda_archs.ptx))]
+
+
+def render(subject: SbomSubject, parts: Sequence[Component], *, epoch: int, purl: PackageURL | None = None,
+           properties: Sequence[Property] = ()) -> bytes:
+    """The SBOM as CycloneDX 1.6 JSON: the subject as metadata.component (with `properties`),
+    `parts` as its components."""
     purl = purl or PackageURL(subject.purl_type, None, subject.name.lower(), subject.version)
     main = Component(name=subject.name, version=subject.version, type=ComponentType.LIBRARY,
-                     bom_ref=str(purl), purl=purl)
+                     bom_ref=str(purl), purl=purl, properties=list(properties))
     # Derived from the content, so the same artifact gets the same serial number on every build.
     identity = "\n".join([str(purl), *sorted(f"{c.bom_ref.value}={c.version}" for c in parts)])
     bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, identity),
@@ -158,10 +172,11 @@ def render(subject: SbomSubject, parts: Sequence[Component], *, epoch: int, purl
 
 
 def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch: int,
-               library_path: Sequence[Path] = ()) -> bytes:
+               library_path: Sequence[Path] = (), cuda_archs: CudaArchs | None = None) -> bytes:
     """The SBOM of a repaired wheel: every grafted library traced to the file and package it came
     from (the sysroot's .debs when the toolchain compiled against one, the host's otherwise), every
-    other binary as vendored (a copy of a library of those folders) or built (the component's own)."""
+    other binary as vendored (a copy of a library of those folders) or built (the component's own).
+    A CUDA wheel's own component carries the device code its binaries verifiably hold."""
     cuda = toolchain.cuda
     with zipfile.ZipFile(wheel) as zf:
         grafted = grafted_members(zf.namelist())
@@ -182,25 +197,27 @@ def wheel_sbom(wheel: Path, subject: SbomSubject, toolchain: Toolchain, *, epoch
         else:
             built.append(_built(member, digest))
     parts = [*map(_vendored, vendored), *built, *toolchain_components(toolchain), *map(_dependency, requirements)]
-    return render(subject, parts, epoch=epoch)
+    return render(subject, parts, epoch=epoch, properties=cuda_properties(cuda_archs))
 
 
 def wheel_sbom_files(wheel: Path, toolchain: Toolchain, *, version: str, epoch: int,
-                     library_path: Sequence[Path] = ()) -> dict[str, bytes]:
+                     library_path: Sequence[Path] = (), cuda_archs: CudaArchs | None = None) -> dict[str, bytes]:
     """{wheel-relative path: bytes} of the SBOM for a wheel that will carry `version` (relabel adds it)."""
     name = wheel.name.split("-", 1)[0]
     subject = SbomSubject(name=name, version=version)
     member = sbom_member(f"{name}-{version}.dist-info", name)
-    return {member: wheel_sbom(wheel, subject, toolchain, epoch=epoch, library_path=library_path)}
+    return {member: wheel_sbom(wheel, subject, toolchain, epoch=epoch, library_path=library_path,
+                               cuda_archs=cuda_archs)}
 
 
 CONDA_SBOM = "info/sbom.cdx.json"
 
 
-def conda_sbom(package: Path, *, epoch: int) -> bytes:
+def conda_sbom(package: Path, *, epoch: int, cuda_archs: CudaArchs | None = None) -> bytes:
     """The SBOM of a conda package: the package (name, version, build, subdir) and its run
     dependencies as its info/index.json declares them (conda packages vendor nothing: libpng and
-    the CUDA runtime are dependencies, resolved at install)."""
+    the CUDA runtime are dependencies, resolved at install), and the device code its binaries
+    verifiably carry (a CUDA package with kernels)."""
     from rattler.package import IndexJson
 
     index = IndexJson.from_package_archive(package)
@@ -214,7 +231,7 @@ def conda_sbom(package: Path, *, epoch: int) -> bytes:
                                purl=PackageURL("conda", None, dep, None),
                                properties=[_prop(ROLE, "dependency"), _prop(REQUIREMENT, spec)]))
     subject = SbomSubject(name=name, version=str(index.version), purl_type="conda")
-    return render(subject, parts, epoch=epoch, purl=purl)
+    return render(subject, parts, epoch=epoch, purl=purl, properties=cuda_properties(cuda_archs))
 
 
 # Where a mobile tarball carries its SBOM, below its top folder (beside features.json).
@@ -395,16 +412,5 @@ def _listing(member: str, data: bytes, where: Path) -> SbomListing:
 
 def read_conda_sbom(package: Path) -> SbomListing | None:
     """The SBOM a .conda package carries at info/sbom.cdx.json, or None."""
-    import tarfile
-
-    import zstandard
-
-    with zipfile.ZipFile(package) as zf:
-        info = next(n for n in zf.namelist() if n.startswith("info-") and n.endswith(".tar.zst"))
-        with zf.open(info) as source, zstandard.ZstdDecompressor().stream_reader(source) as reader, \
-                tarfile.open(fileobj=reader, mode="r|") as tar:
-            for member in tar:
-                handle = tar.extractfile(member) if member.name == CONDA_SBOM else None
-                if handle is not None:
-                    return _listing(CONDA_SBOM, handle.read(), package / CONDA_SBOM)
-    return None
+    data = conda_files(package, "info").get(CONDA_SBOM)
+    return None if data is None else _listing(CONDA_SBOM, data, package / CONDA_SBOM)

@@ -8,7 +8,8 @@ Gating:
   death), and neither did a test id the YAML lists that no collected test matches;
 - a failing test of a stable feature (or of no feature at all) fails the cell, and so does one
   that did not run; beta and prototype failures and tests not run are recorded with their status
-  and do not;
+  and do not. "Stable" is whichever statuses feature_status.yaml's vocabulary says block (stable
+  unless it declares its own, e.g. API-Stable);
 - a stable feature that exists on the cell's platform and ran no test (none collected, or every
   one skipped) fails the cell: nothing proved it.
 
@@ -28,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
 from shipyard.release.validate import Spec
 
 UNMARKED = "(unmarked)"
@@ -66,6 +68,8 @@ class FeatureOutcome:
     exists_here: bool = True  # the feature ships on the cell's platform (not only tested there)
     not_run: int = 0  # collected (or listed) tests that produced no report: nothing ran them
     not_run_reasons: tuple[str, ...] = ()
+    # The statuses whose failure stops the release (feature_status.yaml's vocabulary).
+    blocking: frozenset[str] = DEFAULT_STATUSES.blocking
 
     @property
     def result(self) -> str:
@@ -98,7 +102,7 @@ class FeatureOutcome:
 
     @property
     def blocks_release(self) -> bool:
-        if self.status != "stable":
+        if self.status not in self.blocking:
             return False
         return self.failed > 0 or self.not_run > 0 or (self.exists_here and self.passed == 0)
 
@@ -161,6 +165,7 @@ class FeatureGate:
     statuses: Mapping[str, str]
     present: frozenset[str]
     listed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    vocabulary: StatusVocabulary = DEFAULT_STATUSES  # which statuses block, and what unmarked tests gate as
 
 
 NOT_RUN = "not-run"
@@ -285,12 +290,12 @@ def verdict_problems(exit_status: int, report: Mapping[str, object], outcomes: S
             problems.append(f"tests of no feature failed ({outcome.failed} of {total})" if outcome.failed
                             else f"tests of no feature did not run ({unrun})")
         elif outcome.failed:
-            problems.append(f"stable feature {outcome.id} failed ({outcome.failed} "
+            problems.append(f"{outcome.status} feature {outcome.id} failed ({outcome.failed} "
                             f"test{'s' if outcome.failed > 1 else ''}{'; ' + unrun if unrun else ''})")
         elif outcome.not_run:
-            problems.append(f"stable feature {outcome.id} not proven: {unrun}")
+            problems.append(f"{outcome.status} feature {outcome.id} not proven: {unrun}")
         else:
-            problems.append(f"stable feature {outcome.id} ran no test: {outcome.summary}")
+            problems.append(f"{outcome.status} feature {outcome.id} ran no test: {outcome.summary}")
     return problems
 
 
@@ -311,11 +316,14 @@ def feature_outcomes(report: Mapping[str, object], gate: FeatureGate) -> tuple[F
                 if entry.get("unmatched"):
                     reason = f"{reason} ({test_id})"
                 reasons.setdefault((fid, outcome), []).append(reason)
-    # Unknown or unmarked feature ids gate like stable ones when they fail: nobody declared them lesser.
-    return tuple(FeatureOutcome(fid, gate.statuses.get(fid, "stable"), t["passed"], t["failed"], t["skipped"],
+    # Unknown or unmarked feature ids gate like the most mature blocking status when they fail:
+    # nobody declared them lesser.
+    unmarked = gate.vocabulary.unmarked
+    return tuple(FeatureOutcome(fid, gate.statuses.get(fid, unmarked), t["passed"], t["failed"], t["skipped"],
                                 tuple(sorted(set(reasons.get((fid, "skipped"), [])))),
                                 exists_here=fid in gate.present, not_run=t[NOT_RUN],
-                                not_run_reasons=tuple(sorted(set(reasons.get((fid, NOT_RUN), [])))))
+                                not_run_reasons=tuple(sorted(set(reasons.get((fid, NOT_RUN), [])))),
+                                blocking=gate.vocabulary.blocking)
                  for fid, t in tally.items())
 
 
@@ -337,4 +345,5 @@ def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, roo
     return FeatureGate(
         statuses=spec.gating_statuses(component, platform),
         present=frozenset(fid for fid, _, _ in spec.features_for(component, platform)),
-        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root))
+        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root),
+        vocabulary=spec.statuses)

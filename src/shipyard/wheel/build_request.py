@@ -13,6 +13,7 @@ from shipyard.host.source_tree import GitInfo
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.plumbing.build_cache import BuildCache
 from shipyard.plumbing.progress import Progress
+from shipyard.record.manifest import CudaArchs
 from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Variant
@@ -62,6 +63,7 @@ class CellOutcome:
     detail: str = ""
     build: dict[str, object] = field(default_factory=dict)
     test_json: dict[str, object] | None = None
+    cuda_archs: CudaArchs | None = None  # what its binaries verifiably carry (None: no kernels)
 
     @property
     def size(self) -> int | None:

@@ -129,7 +129,8 @@ def _test_key(ctx: BuildContext, task: _TestTask) -> str:
     index_state = sorted(content_identity(w) for w in task.local_deps)
     gate = task.gate
     test_inputs = {"wheel": content_identity(task.wheel), "index": index_state, "installer": task.installer,
-                   "gating": dict(gate.statuses), "present": sorted(gate.present),
+                   "gating": dict(gate.statuses), "blocking": sorted(gate.vocabulary.blocking),
+                   "present": sorted(gate.present),
                    "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
                    "console_scripts": list(component.console_scripts),
                    "test_requires": list(component.test_requires), "judge": judge_identity(),

@@ -7,7 +7,7 @@ import json
 import re
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -20,7 +20,7 @@ from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.release.cuda_archs import DeviceCode, expected_device_code, ptx_arch, sm_name
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Component, Release, Variant
-from shipyard.supply.binaries import needed_libraries
+from shipyard.supply.binaries import ELF_MAGIC, needed_libraries
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,40 @@ def check_shared_libraries(wheel: Path, policy: str) -> list[CheckFailure]:
     return failures
 
 
+def binaries_device_code(binaries: Mapping[str, bytes],
+                         device_code: Callable[[Path], DeviceCode]) -> dict[str, DeviceCode]:
+    """Each kernel-bearing binary of an artifact (an ELF file with a .nv_fatbin), by its path in
+    the artifact -> the device code `device_code` reads out of it (cuobjdump's SASS and PTX). The
+    one read behind the arch check of wheels and conda packages and the verified archs every CUDA
+    artifact records (record.manifest.CudaArchs)."""
+    found = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for number, (name, data) in enumerate(sorted(binaries.items())):
+            if data[:4] != ELF_MAGIC:
+                continue
+            path = Path(tmp) / str(number) / Path(name).name
+            path.parent.mkdir()
+            path.write_bytes(data)
+            if _has_fatbin(path):
+                found[name] = device_code(path)
+    return found
+
+
+def wheel_device_code(wheel: Path, device_code: Callable[[Path], DeviceCode]) -> dict[str, DeviceCode]:
+    """binaries_device_code of a wheel's ELF members."""
+    with zipfile.ZipFile(wheel) as zf:
+        return binaries_device_code({n: zf.read(n) for n in zf.namelist() if not n.endswith("/")}, device_code)
+
+
 def check_cuda_archs(wheel: Path, archs: tuple[str, ...],
                      device_code: Callable[[Path], DeviceCode]) -> list[CheckFailure]:
-    """The fatbins hold SASS for exactly the arch list, and PTX for its highest arch only.
+    """The fatbins hold SASS for exactly the arch list, and PTX for its highest arch only."""
+    return check_device_code(wheel.name, archs, wheel_device_code(wheel, device_code).values())
+
+
+def check_device_code(wheel: str, archs: tuple[str, ...], binaries: Iterable[DeviceCode]) -> list[CheckFailure]:
+    """The device code of `wheel`'s kernel-bearing binaries holds SASS for exactly the arch list,
+    and PTX for its highest arch only.
 
     The PTX is PyTorch's `+PTX`: it lets a GPU newer than every listed arch JIT-compile the
     kernels. It is implicit: release.yaml lists SASS archs, the highest also ships as PTX.
@@ -108,31 +139,28 @@ def check_cuda_archs(wheel: Path, archs: tuple[str, ...],
     expected = expected_device_code(archs)
     ptx = sm_name(ptx_arch(archs))
     found = DeviceCode()
-    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
-        for member in _elf_members(zf):
-            path = Path(zf.extract(member, tmp))
-            if _has_fatbin(path):
-                found |= device_code(path)
+    for code in binaries:
+        found |= code
     if not found:
-        return [CheckFailure(wheel.name, "CUDA archs", "no CUDA device code (.nv_fatbin) in any binary")]
+        return [CheckFailure(wheel, "CUDA archs", "no CUDA device code (.nv_fatbin) in any binary")]
 
     def listed(names: frozenset[str]) -> str:
         return ", ".join(sorted(names, key=lambda n: int(re.sub(r"\D", "", n))))
 
     failures = []
     if expected.sass - found.sass:
-        failures.append(CheckFailure(wheel.name, "CUDA archs",
+        failures.append(CheckFailure(wheel, "CUDA archs",
                                      f"missing SASS for {listed(expected.sass - found.sass)}"))
     if found.sass - expected.sass:
-        failures.append(CheckFailure(wheel.name, "CUDA archs",
+        failures.append(CheckFailure(wheel, "CUDA archs",
                                      f"SASS for archs not in the list: {listed(found.sass - expected.sass)}"))
     if ptx not in found.ptx:
-        failures.append(CheckFailure(wheel.name, "CUDA +PTX",
+        failures.append(CheckFailure(wheel, "CUDA +PTX",
                                      f"missing PTX for {ptx}, the highest arch of the list; embed it "
                                      f"(-gencode arch=compute_{ptx[3:]},code=compute_{ptx[3:]}) so that newer "
                                      "GPUs can JIT-compile the kernels"))
     if found.ptx - expected.ptx:
-        failures.append(CheckFailure(wheel.name, "CUDA +PTX",
+        failures.append(CheckFailure(wheel, "CUDA +PTX",
                                      f"PTX for {listed(found.ptx - expected.ptx)}: only the highest arch of the "
                                      f"list ({ptx}) ships PTX"))
     return failures
@@ -198,9 +226,32 @@ def check_console_scripts(wheel: Path, declared: tuple[str, ...], *, component: 
     return failures
 
 
+def kernel_device_code(wheel: Path, component: Component, variant: Variant,
+                       toolchain: Toolchain) -> dict[str, DeviceCode] | None:
+    """The device code of each kernel-bearing binary of a CUDA cell's wheel (wheel_device_code),
+    read with its toolkit's cuobjdump; None when the cell has no kernels to read (a CPU variant,
+    a component without CUDA kernels) or the toolkit has no cuobjdump."""
+    if not component.cuda_kernels:
+        return None
+    read = toolkit_device_code(variant, toolchain)
+    return wheel_device_code(wheel, read) if read else None
+
+
+def toolkit_device_code(variant: Variant, toolchain: Toolchain | None) -> Callable[[Path], DeviceCode] | None:
+    """How a CUDA variant's binaries are read: its toolkit's cuobjdump (only the toolkit that
+    built them reads their fatbins); None for a CPU variant or a toolkit without cuobjdump."""
+    if not (variant.is_cuda and toolchain and toolchain.cuda and toolchain.cuda.cuobjdump):
+        return None
+    from shipyard.host.toolchains.cuobjdump import cuda_device_code
+
+    cuobjdump = toolchain.cuda.cuobjdump
+    return lambda path: cuda_device_code(path, cuobjdump)
+
+
 def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Component, variant: Variant,
-                     toolchain: Toolchain) -> list[CheckFailure]:
-    """Every rule that applies to `cell`'s built wheel."""
+                     toolchain: Toolchain, device_code: Mapping[str, DeviceCode] | None = None) -> list[CheckFailure]:
+    """Every rule that applies to `cell`'s built wheel. `device_code` is what kernel_device_code
+    read from its binaries (relabelling leaves them as they are), read here when not given."""
     failures = check_console_scripts(wheel, component.console_scripts, component=component.name)
     if cell.is_pure:
         return failures + check_platform_tag(wheel, {"py3-none-any"}) + check_size(
@@ -215,9 +266,8 @@ def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Compo
         cudart = ("libcudart",) if variant.is_cuda and component.cuda_kernels else ()
         failures += check_vendored_libraries(wheel, component.vendored_libraries, component=component.name,
                                              implied=cudart)
-        if variant.is_cuda and component.cuda_kernels and toolchain.cuda and toolchain.cuda.cuobjdump:
-            from shipyard.host.toolchains.cuobjdump import cuda_device_code
-
-            cuobjdump = toolchain.cuda.cuobjdump
-            failures += check_cuda_archs(wheel, variant.archs, lambda p: cuda_device_code(p, cuobjdump))
+        if device_code is None:
+            device_code = kernel_device_code(wheel, component, variant, toolchain)
+        if device_code is not None:
+            failures += check_device_code(wheel.name, variant.archs, device_code.values())
     return failures

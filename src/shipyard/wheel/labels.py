@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from shipyard.record.manifest import CudaArchs
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Component, Variant
 from shipyard.release.validate import Spec
@@ -33,11 +34,14 @@ def features_document(spec: Spec, component: str, platform: str | Sequence[str])
 
 
 def package_files(spec: Spec, cell: Cell, component: Component, variant: Variant,
-                  git_sha: str | None, version: str | None = None) -> dict[str, bytes]:
+                  git_sha: str | None, version: str | None = None,
+                  cuda_archs: CudaArchs | None = None) -> dict[str, bytes]:
     """_build_info.json and _features.json for `cell`'s wheel, by wheel-relative path. A pure
     wheel's are platform-, variant- and Python-neutral: the same bytes wherever it is built.
     The conda packages carry the same two files (git_sha None: they are keyed by their sources).
-    `version` is the package's own (the release's when not given)."""
+    `version` is the package's own (the release's when not given). `cuda_archs` is what the arch
+    check read out of its binaries: `verified_cuda_archs` ({sass, ptx}, or null), beside the
+    declared `cuda_archs` list the library reports at run time."""
     assert component.import_name
     version = version or spec.release.release.version
     if cell.is_pure:
@@ -46,7 +50,8 @@ def package_files(spec: Spec, cell: Cell, component: Component, variant: Variant
     else:
         info = {"component": component.name, "version": version, "variant": variant.name,
                 "variant_tag": variant.tag, "cuda_version": variant.cuda, "cuda_archs": list(variant.archs),
-                "git_sha": git_sha, "python": cell.python, "platform": cell.platform}
+                "git_sha": git_sha, "python": cell.python, "platform": cell.platform,
+                "verified_cuda_archs": cuda_archs.to_json() if cuda_archs else None}
         features = features_document(spec, component.name, cell.platform)
     return {f"{component.import_name}/_build_info.json": _dump(info),
             f"{component.import_name}/_features.json": _dump(features)}

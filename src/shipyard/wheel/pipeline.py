@@ -18,7 +18,13 @@ from shipyard.plumbing.build_cache import BuildCache, cache_key
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
 from shipyard.plumbing.wheel_metadata import requires_python_problem, wheel_version
-from shipyard.record.manifest import ArtifactRecord, FeatureRecord, NotApplicableRecord, merge_artifacts
+from shipyard.record.manifest import (
+    ArtifactRecord,
+    CudaArchs,
+    FeatureRecord,
+    NotApplicableRecord,
+    merge_artifacts,
+)
 from shipyard.release.channel_version import nightly_requirement
 from shipyard.release.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
 from shipyard.release.project_declaration import (
@@ -271,14 +277,20 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
         # pip resolves it by name from each (as PyTorch publishes its pure packages). Still under
         # the key's lock: every variant's run labels a pure cell into the same folder.
         label = None if pure else ctx.variant.tag
-        extra_files = package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha, version=version) | \
+        # The device code the binaries really hold (relabelling leaves them as they are): read once,
+        # checked against the arch list below, and recorded in the build info, the SBOM and the manifest.
+        device_code = checks.kernel_device_code(repaired_wheel, component, ctx.variant, toolchain)
+        cuda_archs = CudaArchs.common_to(device_code.values()) if device_code else None
+        extra_files = package_files(ctx.spec, cell, component, ctx.variant, ctx.git.sha, version=version,
+                                    cuda_archs=cuda_archs) | \
             wheel_sbom_files(repaired_wheel, sbom_toolchain(toolchain, pure=pure),
-                             version=local_version(version, label), epoch=ctx.git.commit_time, library_path=libs)
+                             version=local_version(version, label), epoch=ctx.git.commit_time, library_path=libs,
+                             cuda_archs=cuda_archs)
         labelled = relabel_wheel(repaired_wheel, label=label, extra_files=extra_files,
                                  out_dir=ctx.request.state / "labelled" / cell.id, epoch=ctx.git.commit_time,
                                  version=version, requirement=_sibling_pins(ctx))
     failures: list[object] = list(checks.check_cell_wheel(labelled, ctx.spec.release, cell, component, ctx.variant,
-                                                          toolchain))
+                                                          toolchain, device_code))
     if problem := requires_python_problem(labelled, component.name, toolchain.interpreter.full_version,
                                           component.requires_python):
         failures.append(problem)
@@ -288,8 +300,9 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
                   "source_date_epoch": ctx.git.commit_time}
     if failures:
         return CellOutcome(cell, "failed", time.monotonic() - start, labelled,
-                           "; ".join(str(f) for f in failures), build_info)
-    return CellOutcome(cell, "cached" if cached else "built", time.monotonic() - start, labelled, "", build_info)
+                           "; ".join(str(f) for f in failures), build_info, cuda_archs=cuda_archs)
+    return CellOutcome(cell, "cached" if cached else "built", time.monotonic() - start, labelled, "", build_info,
+                       cuda_archs=cuda_archs)
 
 
 def _sibling_pins(ctx: BuildContext) -> Callable[[str], str] | None:
@@ -375,7 +388,8 @@ def _record(ctx: BuildContext, outcomes: list[CellOutcome], ruled_out: list[NotA
             version=wheel_version(outcome.wheel),
             features=tuple(FeatureRecord(id=i, title=t, status=s) for i, t, s in ctx.spec.features_for(
                 cell.component, ctx.inventory.host_platform if cell.is_pure else cell.platform)),
-            tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail}))
+            tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail},
+            cuda_archs=outcome.cuda_archs))
     skipped = [NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason) for n in ruled_out]
     merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
                     version=ctx.version(release.release.version), records=records, not_applicable=skipped)
