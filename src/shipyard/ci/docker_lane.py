@@ -33,7 +33,9 @@ def _pull_bases() -> dict[str, object]:
             "run": "mapfile -t bases < <(shipyard image bases --variant \"$VARIANT\")\n"
                    "for ref in \"${bases[@]}\"; do\n"
                    "  docker image inspect \"$ref\" >/dev/null 2>&1 || docker pull --quiet \"$ref\"\n"
-                   "  docker image inspect --format '{{.Id}} {{join .RepoDigests \" \"}}' \"$ref\"\n"
+                   # range, not join: a docker CLI that decodes the inspect JSON generically
+                   # refuses join on it ("expected []string; got []interface {}")
+                   "  docker image inspect --format '{{.Id}}{{range .RepoDigests}} {{.}}{{end}}' \"$ref\"\n"
                    "done\n"}
 
 
