@@ -598,3 +598,19 @@ def test_windows_and_macos_wheels_get_their_libraries_from_a_named_source(repo, 
     pyproject = (repo / "pyproject.toml").read_text()
     assert "\"delvewheel>=1.7; sys_platform == 'win32'\"" in pyproject
     assert "\"delocate>=0.12; sys_platform == 'darwin'\"" in pyproject
+
+
+def test_a_release_of_pure_packages_only_downloads_no_native_fragments(repo, tmp_path):
+    """The pure lane of a release without native wheels has nothing to be tested against: no
+    download or merge of native fragments (with none uploaded, the merge found nothing and failed),
+    and it needs only the plan. ember's pure lane keeps both."""
+    fixture = Path(__file__).parent / "fixtures" / "pipeline"
+    root = tmp_path / "pure"
+    shutil.copytree(fixture, root)
+    shutil.copytree(repo / "ci", root / "ci")
+    assert main(["--root", str(root), "ci", "generate"]) == 0
+    job = _load(root / ".github" / "workflows" / "nightly.yml")["jobs"]["wheel-pure"]
+    assert job["needs"] == ["plan"]
+    assert not [name for name in _steps(job) if "fragments" in name], _steps(job)
+    ember = _load(repo / ".github" / "workflows" / "nightly.yml")["jobs"]["wheel-pure"]
+    assert "Download the cpu linux-x86_64 wheel fragments it is tested against" in _steps(ember)

@@ -16,6 +16,7 @@ import base64
 import fnmatch
 import glob
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -112,7 +113,12 @@ def upload(name: str, if_no_files_found: str, include_hidden: str) -> None:
 
 
 def download(name: str, pattern: str, dest: str, merge_multiple: str) -> None:
-    listed = _call("ListArtifacts", {"name_filter": name} if name else {}).get("artifacts", [])
+    try:
+        listed = _call("ListArtifacts", {"name_filter": name} if name else {}).get("artifacts", [])
+    except http.client.RemoteDisconnected:
+        # act's artifact server reads the run's folder, which exists from the first upload on;
+        # before it, the server panics and drops the connection: no artifact yet.
+        listed = []
     names = [a["name"] for a in listed if not pattern or fnmatch.fnmatch(a["name"], pattern)]
     if name and not names:
         raise SystemExit(f"::error::Unable to download artifact(s): Artifact not found for name: {name}")
