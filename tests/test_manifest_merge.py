@@ -83,3 +83,28 @@ def test_gate_blocks_a_failing_stable_feature_on_a_block_channel_only(repo, tmp_
     code = main(["--root", str(repo), "manifest", "gate", "--dist", str(dist), "--channel", "release"])
     assert code != 0
     assert "channel release (gate: block) refuses artifacts with a failing stable feature" in capsys.readouterr().err
+
+
+def test_verified_cuda_archs_travel_through_a_merge_and_old_manifests_still_load(repo, tmp_path):
+    from shipyard.record.manifest import CudaArchs, read_manifest
+    from shipyard.release.cuda_archs import DeviceCode
+
+    # Two kernel-bearing binaries that disagree: only what both carry is a "runs on" fact.
+    archs = CudaArchs.common_to([DeviceCode(frozenset({"sm_70", "sm_100", "sm_90"}), frozenset({"sm_100"})),
+                                 DeviceCode(frozenset({"sm_70", "sm_100"}), frozenset({"sm_100", "sm_90"})),
+                                 DeviceCode()])  # a binary without device code says nothing
+    assert archs == CudaArchs(sass=("sm_70", "sm_100"), ptx=("compute_100",))
+    assert CudaArchs.common_to([DeviceCode(), DeviceCode()]) is None
+    fragment = _fragment(tmp_path, "fragment", "ember", "cu118")
+    manifest = json.loads((fragment / "manifest.json").read_text())
+    manifest["artifacts"][0]["cuda_archs"] = {"sass": ["sm_100", "sm_70"], "ptx": ["compute_100"]}
+    (fragment / "manifest.json").write_text(json.dumps(manifest))
+    dist = tmp_path / "dist"
+    assert _merge(repo, dist, fragment) == 0
+    merged = json.loads((dist / "manifest.json").read_text())["artifacts"][0]
+    assert merged["cuda_archs"] == {"sass": ["sm_70", "sm_100"], "ptx": ["compute_100"]}  # numeric order
+    # A manifest from before the field (no "cuda_archs" key) loads, and says nothing about archs.
+    del manifest["artifacts"][0]["cuda_archs"]
+    (fragment / "manifest.json").write_text(json.dumps(manifest))
+    loaded = read_manifest(fragment / "manifest.json")
+    assert loaded is not None and loaded.artifacts[0].cuda_archs is None

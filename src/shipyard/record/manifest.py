@@ -7,6 +7,7 @@ Runs of different variants merge into the same file; writes are atomic and locke
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,54 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.input_files import input_error, read_json_input, validated
 
 if TYPE_CHECKING:
+    from shipyard.release.cuda_archs import DeviceCode
     from shipyard.release.matrix import Cell
 
 SCHEMA_VERSION = 1
+
+
+def _arch_order(name: str) -> tuple[int, str]:
+    # 'sm_90a' -> (90, 'a'): numeric, so sm_100 sorts after sm_90 (a string sort puts it first).
+    match = re.fullmatch(r"[a-z]+_(\d+)([a-z]*)", name)
+    return (int(match.group(1)), match.group(2)) if match else (-1, name)
+
+
+class CudaArchs(BaseModel):
+    """The device code a CUDA artifact's binaries really hold, as the arch check read it (never
+    release.yaml's declared list): SASS `("sm_70", "sm_80")` and PTX `("compute_90",)`, numerically
+    sorted.
+
+    A wheel (or package, or image) with several kernel-bearing binaries records what EVERY one of
+    them carries, the intersection per SASS arch and per PTX arch: a GPU runs the artifact only if
+    it runs each binary, so an arch only some binaries carry is no "runs on" fact. The arch check
+    fails a build whose binaries disagree with the list anyway; this record stays honest when they
+    agree with each other less than with it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+    @field_validator("sass", "ptx")
+    @classmethod
+    def _numeric_order(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted(set(names), key=_arch_order))
+
+    @classmethod
+    def common_to(cls, binaries: Iterable[DeviceCode]) -> CudaArchs | None:
+        """What every one of `binaries` (the kernel-bearing ones: those with device code) carries;
+        None when there is none (a CPU or pure artifact). cuobjdump names PTX by its sm_ arch: it
+        is recorded as the virtual arch it is (`compute_90`)."""
+        codes = [code for code in binaries if code]
+        if not codes:
+            return None
+        sass = frozenset.intersection(*(code.sass for code in codes))
+        ptx = frozenset.intersection(*(code.ptx for code in codes))
+        return cls(sass=tuple(sass), ptx=tuple(re.sub(r"^sm_", "compute_", p) for p in ptx))
+
+    def to_json(self) -> dict[str, list[str]]:
+        """`{"sass": [...], "ptx": [...]}`: the shape every artifact's metadata carries it in."""
+        return {"sass": list(self.sass), "ptx": list(self.ptx)}
 
 
 class FeatureRecord(BaseModel):
@@ -62,6 +108,9 @@ class ArtifactRecord(CellRecord):
     build: dict[str, Any]  # cache key, cached or not, seconds, git sha
     # The signed provenance (DSSE envelope), relative to the dist folder (shipyard.supply.provenance).
     provenance: str | None = None
+    # The device code the artifact's binaries verifiably carry; None for CPU and pure artifacts
+    # (and in manifests written before it was recorded).
+    cuda_archs: CudaArchs | None = None
 
     @field_validator("tests")
     @classmethod
