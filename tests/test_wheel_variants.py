@@ -284,3 +284,44 @@ def test_the_install_command_says_what_is_wrong_in_one_line(provider_on_path, tm
                               env={k: v for k, v in os.environ.items() if k != "EMBER_INSTALL_GUIDE"})
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_built_wheels_of_the_fixture_release_repack_byte_for_byte_and_pip_installs_a_plain_one(
+        minirelease_build, tmp_path, capsys):
+    """Real built wheels (fixcext: an extension, its native core and the libpng auditwheel vendored)."""
+    from minirelease import own_copy
+
+    root = own_copy(minirelease_build, tmp_path / "release")
+    with (root / "release.yaml").open("a") as f:
+        f.write("wheel_variants:\n  namespace: fixtures\n  provider: fixtures-provider\n"
+                "  plugin_api: fixtures_provider:Plugin\n")
+    assert main(["--root", str(root), "variants"]) == 0
+    dist = root / "dist"
+    manifest = json.loads((dist / "manifest.json").read_text())
+    native = [a for a in manifest["artifacts"] if a["component"] == "fixcext" and a["package_type"] == "wheel"]
+    assert len(native) == 2  # 3.9 and 3.13
+    folder = dist / "whl" / "variants" / "fixcext"
+    for artifact in native:
+        source = dist / artifact["path"]
+        plain = artifact["name"].replace("+cpu", "")
+        variant = folder / (plain[: -len(".whl")] + "-cpu.whl")
+        with zipfile.ZipFile(source) as a, zipfile.ZipFile(variant) as b, zipfile.ZipFile(folder / plain) as c:
+            payload = {n: a.read(n) for n in a.namelist() if ".dist-info/" not in n}
+            assert any(n.endswith(".so") for n in payload) and any(".libs/libpng" in n for n in payload)
+            assert {n: b.read(n) for n in b.namelist() if ".dist-info/" not in n} == payload
+            assert {n: c.read(n) for n in c.namelist() if ".dist-info/" not in n} == payload
+            assert any(n.endswith(".dist-info/variant.json") for n in b.namelist())
+            assert not any(n.endswith(".dist-info/variant.json") for n in c.namelist())
+    variants_json = json.loads((folder / f"fixcext-{native[0]['version'].split('+')[0]}-variants.json").read_text())
+    assert variants_json["variants"] == {"cpu": {"fixtures": {"platform": ["cpu"]}}}
+    # pip, which knows nothing of variants, resolves the plain wheel from the variants index.
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
+                           "--report", str(report), "--index-url", (dist / "whl" / "variants").as_uri(),
+                           "--python-version", "3.13", "--platform", "manylinux_2_31_x86_64", "--only-binary", ":all:",
+                           "--target", str(tmp_path / "target"), "fixcext"], capture_output=True, text=True, env=PLAIN_PIP)
+    assert done.returncode == 0, done.stderr
+    (installed,) = json.loads(report.read_text())["install"]
+    name = installed["download_info"]["url"].rsplit("/", 1)[1]
+    assert name == next(a["name"] for a in native if "cp313" in a["name"]).replace("+cpu", ""), name

@@ -13,13 +13,15 @@ if TYPE_CHECKING:
 
 def cmd_variants(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
+    from shipyard.release.channel_version import NIGHTLY
     from shipyard.record.manifest import MANIFEST_FIX, require_manifest
     from shipyard.wheel.install_guide import write_install_guide
     from shipyard.wheel.variants import GUIDE_FILE, RECORD_FILE, VARIANTS_INDEX, build_variant_index, settings_of
 
     spec = load_release(args)
     release = spec.release
-    if args.channel not in release.channels:
+    channel = args.channel or (NIGHTLY if NIGHTLY in release.channels else next(iter(release.channels), None))
+    if args.channel and args.channel not in release.channels:
         near = nearest(args.channel, release.channels)
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(release.channels)}"
                          + (f"; did you mean {near!r}" if near else ""))
@@ -36,9 +38,9 @@ def cmd_variants(args: argparse.Namespace) -> int:
     variant_count = sum(f.kind == "variant" for f in files)
     console.print(f"{variant_count} variant wheels (namespace {settings.namespace}) and "
                   f"{sum(f.kind == 'plain' for f in files)} plain wheels in {index}; recorded in {dist / RECORD_FILE}")
-    if main is not None:
-        guide = write_install_guide(index / GUIDE_FILE, release, manifest, args.channel, main.path)
-        console.print(f"install guide for the {args.channel} channel: {guide} "
+    if main is not None and channel is not None:  # a release without channels publishes nowhere to guide to
+        guide = write_install_guide(index / GUIDE_FILE, release, manifest, channel, main.path)
+        console.print(f"install guide for the {channel} channel: {guide} "
                       f"(python -m {settings.plugin_api.split('.', 1)[0]} --guide <its URL>)")
     return 0
 
@@ -55,6 +57,6 @@ def add_variants_commands(sub: argparse._SubParsersAction) -> None:  # type: ign
     p = sub.add_parser("variants", help="repack the built CPU and CUDA wheels as PEP 825 variants of one package "
                                         "into dist/whl/variants/, with each project's *-variants.json")
     p.add_argument("--dist", help="folder of manifest.json (default: <root>/dist)")
-    p.add_argument("--channel", default="nightly",
-                   help="the channel whose install commands the guide (install.json) gives (default: nightly)")
+    p.add_argument("--channel", help="the channel whose install commands the guide (install.json) gives "
+                                     "(default: nightly, or release.yaml's first channel)")
     p.set_defaults(func=cmd_variants)
