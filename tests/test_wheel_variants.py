@@ -320,8 +320,38 @@ def test_the_built_wheels_of_the_fixture_release_repack_byte_for_byte_and_pip_in
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
                            "--report", str(report), "--index-url", (dist / "whl" / "variants").as_uri(),
                            "--python-version", "3.13", "--platform", "manylinux_2_31_x86_64", "--only-binary", ":all:",
-                           "--target", str(tmp_path / "target"), "fixcext"], capture_output=True, text=True, env=PLAIN_PIP)
+                           "--target", str(tmp_path / "target"), "fixcext"],
+                          capture_output=True, text=True, env=PLAIN_PIP)
     assert done.returncode == 0, done.stderr
     (installed,) = json.loads(report.read_text())["install"]
     name = installed["download_info"]["url"].rsplit("/", 1)[1]
     assert name == next(a["name"] for a in native if "cp313" in a["name"]).replace("+cpu", ""), name
+
+
+def test_the_static_tree_publishes_the_variants_index_beside_the_per_variant_ones(release_dist, capsys, tmp_path):
+    run_variants(release_dist, capsys)
+    args = ["--root", str(release_dist), "publish", "--channel", "test", "--target", "wheels-tree"]
+    assert main(args) == 0, capsys.readouterr()
+    capsys.readouterr()
+    served = release_dist / "dist" / "site" / "whl" / "test"
+    built = release_dist / "dist" / "whl" / "variants" / "ember"
+    assert (served / "variants" / "ember" / "ember-1.7.0-variants.json").read_bytes() == \
+        (built / "ember-1.7.0-variants.json").read_bytes()
+    page = json.loads((served / "variants" / "ember" / "index.json").read_text())
+    assert sorted(f["filename"] for f in page["files"]) == sorted(
+        p.name for p in built.iterdir() if p.suffix == ".whl" or p.name.endswith("-variants.json"))
+    assert (served / "cu118" / "ember" / "ember-1.7.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl").is_file()
+    # What is served resolves for an installer without variants, from either index.
+    for index, expected in (("variants", "ember-1.7.0-cp311-cp311-manylinux_2_31_x86_64.whl"),
+                            ("cu118", "ember-1.7.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl")):
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--index-url",
+                               (served / index).as_uri(), "--python-version", "3.11", "--platform",
+                               "manylinux_2_31_x86_64", "--only-binary", ":all:", "-d", str(tmp_path / index), "ember"],
+                              capture_output=True, text=True, env=PLAIN_PIP)
+        assert done.returncode == 0, done.stderr
+        assert [p.name for p in (tmp_path / index).iterdir()] == [expected]
+    # Publishing again sends nothing: every file, variants included, is there with its bytes.
+    assert main(args) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "wheels-tree" in line)
+    # variants: 5 variant wheels, the plain one and the pure one; per variant: 5 ember wheels and the pure one in each
+    assert [cell.strip() for cell in row.split("│")[2:4]] == ["0", "17"], row

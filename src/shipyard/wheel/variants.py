@@ -24,9 +24,9 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from pydantic import BaseModel, ConfigDict
 from variantlib.api import VariantDescription, VariantProperty, make_variant_dist_info
 from variantlib.constants import VARIANT_DIST_INFO_FILENAME
 from variantlib.models.variant_info import ProviderInfo, VariantInfo
@@ -36,6 +36,7 @@ from variantlib.variants_json import VariantsJson
 from shipyard.errors import UsageError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.input_files import read_json_input, validated
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.record.manifest import ArtifactRecord, Manifest, artifact_file
 from shipyard.release.destinations import WheelVariants
@@ -133,8 +134,8 @@ def build_variant_index(dist: Path, release: Release, manifest: Manifest) -> lis
         files.append(VariantFile("variant", target, vdesc.label, record, tuple(p.to_str() for p in vdesc.properties)))
         if record.variant == default:  # what an installer without variants gets from this index
             files.append(VariantFile("plain", plain_version_wheel(source, folder), source=record))
-    for folder, variant_wheels in sorted(by_project.items()):
-        files.extend(_write_variants_json(folder, variant_wheels))
+    for folder in sorted(by_project):
+        files.extend(write_variants_json(folder))
     write_index(index)
     _write_record(dist, manifest, files)
     return files
@@ -150,14 +151,20 @@ def _checked(dist: Path, record: ArtifactRecord) -> Path:
                                           f"changed after it was tested: rebuild it, never repack it"))
 
 
-def _write_variants_json(folder: Path, variant_wheels: list[Path]) -> list[VariantFile]:
-    """One `<name>-<version>-variants.json` per version in `folder`, merged by variantlib from the
-    variant.json inside each wheel (what an installer will find there)."""
+def write_variants_json(folder: Path) -> list[VariantFile]:
+    """One `<name>-<version>-variants.json` per version of the variant wheels in a project folder,
+    merged by variantlib from the variant.json inside each (what an installer finds there). Like an
+    index page, it is derived from the wheels present: a publish writes it again in its staged tree."""
     import zipfile
 
+    from variantlib.constants import VALIDATION_WHEEL_NAME_REGEX
+
     merged: dict[str, VariantsJson] = {}
-    for wheel in sorted(variant_wheels):
-        label = wheel.name[: -len(".whl")].rsplit("-", 1)[1]
+    for wheel in sorted(folder.glob("*.whl")):
+        match = VALIDATION_WHEEL_NAME_REGEX.fullmatch(wheel.name)
+        label = match["variant_label"] if match else None
+        if label is None:
+            continue  # a plain wheel: for installers without variants
         with zipfile.ZipFile(wheel) as zf:
             name = next(n for n in zf.namelist() if n.endswith(f".dist-info/{VARIANT_DIST_INFO_FILENAME}"))
             one = VariantDistInfo(zf.read(name), label)
@@ -174,18 +181,53 @@ def _write_variants_json(folder: Path, variant_wheels: list[Path]) -> list[Varia
     return written
 
 
+class SourceRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    cell_id: str
+    name: str
+    sha256: str
+
+
+class VariantFileRecord(BaseModel):
+    """One file of the variants index in dist/variant-wheels.json."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: str  # variant, plain, variants.json
+    name: str
+    path: str  # relative to the dist folder
+    sha256: str
+    size: int
+    label: str | None = None
+    source: SourceRecord | None = None  # the manifest artifact it was made from
+    properties: tuple[str, ...] = ()
+
+
+class VariantWheels(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    release: str
+    version: str
+    files: tuple[VariantFileRecord, ...]
+
+
+RECORD_FIX = "it is written by `shipyard variants`: run that again"
+
+
+def read_variant_record(dist: Path) -> VariantWheels | None:
+    """dist/variant-wheels.json, None when `shipyard variants` did not run; InputError when it is no such record."""
+    path = dist / RECORD_FILE
+    if not path.exists():
+        return None
+    return validated(VariantWheels, read_json_input(path, missing_fix=RECORD_FIX, restore_fix=RECORD_FIX), path,
+                     fix=RECORD_FIX)
+
+
 def _write_record(dist: Path, manifest: Manifest, files: list[VariantFile]) -> None:
-    entries = []
-    for f in files:
-        entry: dict[str, Any] = {"kind": f.kind, "name": f.path.name, "path": f.path.relative_to(dist).as_posix(),
-                                 "sha256": sha256_of(f.path), "size": f.path.stat().st_size}
-        if f.label:
-            entry["label"] = f.label
-        if f.source is not None:
-            entry["source"] = {"cell_id": f.source.cell_id, "name": f.source.name, "sha256": f.source.sha256}
-        if f.properties:
-            entry["properties"] = list(f.properties)
-        entries.append(entry)
-    entries.sort(key=lambda e: e["path"])
-    write_atomic(dist / RECORD_FILE, json.dumps({"release": manifest.release, "version": manifest.version,
-                                                 "files": entries}, indent=2, sort_keys=True) + "\n")
+    entries = sorted((VariantFileRecord(
+        kind=f.kind, name=f.path.name, path=f.path.relative_to(dist).as_posix(), sha256=sha256_of(f.path),
+        size=f.path.stat().st_size, label=f.label, properties=f.properties,
+        source=None if f.source is None else SourceRecord(cell_id=f.source.cell_id, name=f.source.name,
+                                                          sha256=f.source.sha256)) for f in files),
+        key=lambda e: e.path)
+    record = VariantWheels(release=manifest.release, version=manifest.version, files=tuple(entries))
+    write_atomic(dist / RECORD_FILE, json.dumps(record.model_dump(mode="json", exclude_none=True), indent=2,
+                                                sort_keys=True) + "\n")
