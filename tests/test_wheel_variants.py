@@ -109,6 +109,9 @@ def provider_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(PROVIDER / "src"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(PROVIDER / "src"),
                                                                    os.environ.get("PYTHONPATH")])))
+    # No recorded machine from outside: each test names its own (and leaves none behind).
+    monkeypatch.setenv("EMBER_VARIANT_MACHINE", "")
+    monkeypatch.delenv("EMBER_VARIANT_MACHINE")
     for module in [m for m in sys.modules if m.startswith("ember_variant_provider")]:
         monkeypatch.delitem(sys.modules, module)
 

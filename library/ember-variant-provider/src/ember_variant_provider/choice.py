@@ -30,13 +30,21 @@ def choose(variants_json: dict[str, Any], machine_file: Path | None = None) -> C
     from variantlib.api import get_variants_by_priority
     from variantlib.plugins import loader
 
-    if machine_file is not None:
+    previous = os.environ.get(MACHINE_ENV)
+    if machine_file is not None:  # the plugin runs in variantlib's subprocess: the environment reaches it
         os.environ[MACHINE_ENV] = str(Path(machine_file).resolve())
-    # variantlib memoises a plugin's answers per process; the machine may have changed since
-    # (another --machine), and an answer about another machine is wrong.
-    loader.VARIANT_PROVIDER_CACHE_TABLE.clear()
-    ranked = tuple(v.label for v in get_variants_by_priority(variants_json=variants_json) if not v.is_null_variant())
-    machine = current_machine()
+    try:
+        # variantlib memoises a plugin's answers per process; the machine may have changed since
+        # (another --machine), and an answer about another machine is wrong.
+        loader.VARIANT_PROVIDER_CACHE_TABLE.clear()
+        ranked = tuple(v.label for v in get_variants_by_priority(variants_json=variants_json)
+                       if not v.is_null_variant())
+        machine = current_machine()
+    finally:
+        if previous is None:
+            os.environ.pop(MACHINE_ENV, None)
+        else:
+            os.environ[MACHINE_ENV] = previous
     reasons = {label: reason(props.get(NAMESPACE, {}), machine)
                for label, props in variants_json.get("variants", {}).items()}
     if not ranked:
