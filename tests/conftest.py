@@ -17,7 +17,7 @@ from typing import Any
 import docker_daemon
 import publish_servers
 import pytest
-import yaml
+from component_folders import make_component_folders
 from ember_images import EmberImages
 from minirelease import changed_since_built, shared_build
 from suite_timing import SuiteTiming
@@ -43,10 +43,7 @@ class SpecCopy:
         self.root = root
         for name in ("release.yaml", "feature_status.yaml"):
             shutil.copy(REPO / name, root / name)
-        for component in yaml.safe_load((REPO / "release.yaml").read_text())["components"].values():
-            (root / component["path"]).mkdir(parents=True, exist_ok=True)
-            if component.get("tests"):
-                (root / component["path"] / component["tests"]).mkdir(exist_ok=True)
+        make_component_folders(root)
 
     def edit(self, name: str, old: str, new: str) -> None:
         path = self.root / name

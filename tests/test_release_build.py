@@ -29,7 +29,8 @@ from shipyard.supply.keys import public_key_path
 pytestmark = pytest.mark.slow
 
 NATIVE_COMPONENTS = ("ember", "embervision")
-PURE_COMPONENTS = ("emberaudio", "emberelastic")  # one py3-none-any cell each, for every variant
+# one py3-none-any cell each, for every variant
+PURE_COMPONENTS = ("emberaudio", "emberelastic", "ember-variant-provider")
 
 
 def _manifest(dist: Path) -> dict[str, dict]:
