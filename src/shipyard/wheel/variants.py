@@ -115,24 +115,27 @@ def build_variant_index(dist: Path, release: Release, manifest: Manifest) -> lis
     if not any(a.variant_tag != "any" for a in wheels):
         raise UsageError(f"{dist / 'manifest.json'}: artifacts: no CPU or CUDA wheel to make variants of; build a "
                          f"variant's wheels first (shipyard build --variant cpu)")
-    default = next(name for name, v in release.variants.items() if v.cuda is None) \
-        if any(v.cuda is None for v in release.variants.values()) else None
+    # The CPU variant is what an installer without variants gets from this index (the PyPI flavour).
+    default = next((name for name, v in release.variants.items() if v.cuda is None), None)
+    # Every description and every source first: bad input writes nothing.
+    described = {r.cell_id: variant_description(r, release) for r in wheels if r.variant_tag != "any"}
+    sources = {r.cell_id: _checked(dist, r) for r in wheels}
     files: list[VariantFile] = []
     by_project: dict[Path, list[Path]] = defaultdict(list)
     for record in wheels:
-        source = _checked(dist, record)
+        source = sources[record.cell_id]
         folder = index / canonicalize_name(record.name.split("-", 1)[0])
         if record.variant_tag == "any":  # a pure wheel: the same for every variant, a plain wheel here too
             files.append(VariantFile("plain", add_wheel(source, index), source=record))
             continue
-        vdesc = variant_description(record, release)
+        vdesc = described[record.cell_id]
         dist_info = make_variant_dist_info(vdesc, variant_info=info).encode()
         version = parse_wheel_filename(record.name)[1].public
         target = repack(source, folder / variant_wheel_name(record.name, vdesc.label), version=version,
                         add={VARIANT_DIST_INFO_FILENAME: dist_info})
         by_project[folder].append(target)
         files.append(VariantFile("variant", target, vdesc.label, record, tuple(p.to_str() for p in vdesc.properties)))
-        if record.variant == default:  # what an installer without variants gets from this index
+        if record.variant == default:
             files.append(VariantFile("plain", plain_version_wheel(source, folder), source=record))
     for folder in sorted(by_project):
         files.extend(write_variants_json(folder))
@@ -168,12 +171,8 @@ def write_variants_json(folder: Path) -> list[VariantFile]:
         with zipfile.ZipFile(wheel) as zf:
             name = next(n for n in zf.namelist() if n.endswith(f".dist-info/{VARIANT_DIST_INFO_FILENAME}"))
             one = VariantDistInfo(zf.read(name), label)
-        out = variants_json_name(wheel.name)
-        if out in merged:
-            merged[out].merge(one)
-        else:
-            merged[out] = VariantsJson(one)
-            merged[out].merge(one)
+        # VariantsJson(one) takes the shared part (providers, priorities); merge adds the variant.
+        merged.setdefault(variants_json_name(wheel.name), VariantsJson(one)).merge(one)
     written = []
     for out, variants_json in sorted(merged.items()):
         write_atomic(folder / out, variants_json.to_str() + "\n")
