@@ -190,6 +190,14 @@ def test_an_installer_without_variants_resolves_a_plain_wheel_from_every_index(r
         expected = {"variants": "ember-1.7.0-cp311-cp311-manylinux_2_31_x86_64.whl"}.get(
             index, f"ember-1.7.0+{index}-cp311-cp311-manylinux_2_31_x86_64.whl")
         assert got == expected, done.stdout
+    # uv, which does not read variants either, picks the same plain wheel.
+    uv = Path(sys.executable).with_name("uv")
+    done = subprocess.run([str(uv), "pip", "install", "--dry-run", "--no-deps", "--python", sys.executable,
+                           "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_31",
+                           "--index-url", (whl / "variants").as_uri(), "-v", "ember"], capture_output=True, text=True,
+                          env={**PLAIN_PIP, "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    assert done.returncode == 0, done.stderr
+    assert "Selecting: ember==1.7.0 [compatible] (ember-1.7.0-cp311-cp311-manylinux_2_31_x86_64.whl)" in done.stderr
 
 
 def test_a_cuda_wheel_without_recorded_archs_is_refused_in_one_line(release_dist, capsys):
