@@ -48,7 +48,8 @@ def cmd_notes(args: argparse.Namespace) -> int:
 
 
 def add_report_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("report", help="the release report: dist/report/index.html and get-started.html, or the grid in the terminal")
+    p = sub.add_parser("report", help="the release report: dist/report/index.html and get-started.html, or the "
+                                      "grid in the terminal")
     p.add_argument("--format", choices=["html", "text"], default="html",
                    help="html: write one offline page (default); text: print the grid here")
     p.add_argument("--dist", help="folder of manifest.json (default: <root>/dist)")
