@@ -27,10 +27,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from shipyard.report.html import STATE_NAMES, write_html
 
     dist = dist_folder(args)
-    out = write_html(report, Path(args.out).resolve() if args.out else dist / "report" / "index.html", dist)
+    out = Path(args.out).resolve() if args.out else dist / "report" / "index.html"
+    page = write_get_started(spec.release, report.manifest, out.with_name("get-started.html"))
+    write_html(report, out, dist, get_started=page)
     counts = ", ".join(f"{n} {STATE_NAMES[state]}" for state, n in report.counts())
     console.print(f"wrote {out} ({len(report.cells)} cells: {counts})")
-    page = write_get_started(spec.release, report.manifest, out.with_name("get-started.html"))
     console.print(f"wrote {page} (the install command for every OS, package manager, compute platform and channel)")
     return 0
 
