@@ -73,7 +73,7 @@ def _expected(spec: Spec, platform: str, installer: str, variant: str, channel: 
     return "command", {
         "pip": f"pip3 install ember embervision emberaudio --index-url {tree}nightly/cpu/",
         "uv": f"uv pip install ember embervision emberaudio --index-url {tree}nightly/cpu/",
-        "conda": f"conda install -c {conda}nightly/ -c conda-forge ember-variant=1.0=cpu ember emberaudio",
+        "conda": f"conda install -c {conda}nightly/ -c conda-forge 'ember-variant ==1.0 cpu' ember emberaudio",
         "docker": f"docker pull {release.publish['images'].url}/ember:1.7.0-cpu-runtime-nightly",
     }[installer]
 

@@ -12,6 +12,7 @@ from CI artifacts and mirrors where scripts may be blocked, and it needs none.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,7 +146,9 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
         channel_url = conda_channel_url(target.url, channel, token=f"${target.token_env}")
         dependencies = " ".join(f"-c {c}" for c in (release.conda.channels if release.conda else ()))
         # The mutex picks the variant: every variant-specific package requires its build (recipes/).
-        mutex = f"{mutex_name(release)}=1.0={release.variants[variant].tag}"
+        # Written as the recipes require it: conda reads `name=1.0=tag` too, strict MatchSpec parsers
+        # (rattler, pixi) do not.
+        mutex = shlex.quote(f"{mutex_name(release)} ==1.0 {release.variants[variant].tag}")
         return yes(" ".join(w for w in ("conda install -c", channel_url, dependencies, mutex, names) if w))
     index = _wheel_index(target, channel, release.variants[variant].tag, variant)
     if index is None:
