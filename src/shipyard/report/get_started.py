@@ -26,7 +26,7 @@ from shipyard.publish.plan import gate
 from shipyard.publish.registry import channel_reference
 from shipyard.record.manifest import ArtifactRecord, Manifest
 from shipyard.release.channel_version import NIGHTLY
-from shipyard.release.destinations import PublishTarget
+from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
 from shipyard.release.matrix import ANY, excluded_cells
 from shipyard.release.spec import Release
 
@@ -67,10 +67,6 @@ class GetStarted:
     variants: tuple[Choice, ...]
     channels: tuple[Choice, ...]
     answers: tuple[Answer, ...]
-
-    def answer(self, platform: str, installer: str, variant: str, channel: str) -> Answer:
-        return next(a for a in self.answers
-                    if (a.platform, a.installer, a.variant, a.channel) == (platform, installer, variant, channel))
 
 
 def get_started(release: Release, manifest: Manifest | None) -> GetStarted:
@@ -186,11 +182,9 @@ def _platform_label(release: Release, platform: str) -> str:
 def _targets(release: Release, package_type: str) -> list[PublishTarget]:
     """The publish targets of `package_type`, the one a user installs from first: PyTorch's download
     layout (static) before a devpi or PyPI-compatible index."""
-    from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET
-
+    preferred = ("static", "pypi", "devpi")
     found = [t for t in release.publish.values() if package_type in PACKAGE_TYPES_BY_TARGET[t.kind]]
-    return sorted(found, key=lambda t: ("static", "pypi", "devpi").index(t.kind) if t.kind in ("static", "pypi",
-                                                                                               "devpi") else 0)
+    return sorted(found, key=lambda t: preferred.index(t.kind) if t.kind in preferred else 0)
 
 
 def _wheel_index(target: PublishTarget, channel: str, tag: str, variant: str) -> str | None:
