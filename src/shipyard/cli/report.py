@@ -27,10 +27,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from shipyard.report.html import STATE_NAMES, write_html
 
     dist = dist_folder(args)
-    out = write_html(report, Path(args.out).resolve() if args.out else dist / "report" / "index.html", dist)
+    out = Path(args.out).resolve() if args.out else dist / "report" / "index.html"
+    page = write_get_started(spec.release, report.manifest, out.with_name("get-started.html"))
+    write_html(report, out, dist, get_started=page)
     counts = ", ".join(f"{n} {STATE_NAMES[state]}" for state, n in report.counts())
     console.print(f"wrote {out} ({len(report.cells)} cells: {counts})")
-    page = write_get_started(spec.release, report.manifest, out.with_name("get-started.html"))
     console.print(f"wrote {page} (the install command for every OS, package manager, compute platform and channel)")
     return 0
 
@@ -48,7 +49,8 @@ def cmd_notes(args: argparse.Namespace) -> int:
 
 
 def add_report_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("report", help="the release report: dist/report/index.html and get-started.html, or the grid in the terminal")
+    p = sub.add_parser("report", help="the release report: dist/report/index.html and get-started.html, or the "
+                                      "grid in the terminal")
     p.add_argument("--format", choices=["html", "text"], default="html",
                    help="html: write one offline page (default); text: print the grid here")
     p.add_argument("--dist", help="folder of manifest.json (default: <root>/dist)")

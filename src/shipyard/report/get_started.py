@@ -4,23 +4,29 @@ and read the exact command that installs ember so, or why the release has no suc
 Every answer comes from release.yaml (platforms, variants, exclusions, publish targets, channels,
 images) and from what dist/manifest.json holds: a command is shown only for a build that exists.
 The page is one offline file with no script: each choice is a radio group, and a CSS rule per
-choice hides the answers that do not match it (`:has()`), so the command shows without script
-and every control is reachable with the keyboard. A browser without `:has()` lists every answer.
+choice hides the answers that do not match it (`#choice:checked ~ .answers …`), so the command
+shows without script, in any browser, and every control is a real radio input with a label,
+reachable with the keyboard (Tab to a group, arrows within it). Why no script: the page is read
+from CI artifacts and mirrors where scripts may be blocked, and it needs none.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from shipyard.conda.build_plan import mutex_name
+from shipyard.errors import GateBlocked
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.publish.conda_channel import conda_channel_url
+from shipyard.publish.plan import gate
 from shipyard.publish.registry import channel_reference
 from shipyard.record.manifest import ArtifactRecord, Manifest
 from shipyard.release.channel_version import NIGHTLY
-from shipyard.release.destinations import PublishTarget
+from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
 from shipyard.release.matrix import ANY, excluded_cells
 from shipyard.release.spec import Release
 
@@ -61,10 +67,6 @@ class GetStarted:
     variants: tuple[Choice, ...]
     channels: tuple[Choice, ...]
     answers: tuple[Answer, ...]
-
-    def answer(self, platform: str, installer: str, variant: str, channel: str) -> Answer:
-        return next(a for a in self.answers
-                    if (a.platform, a.installer, a.variant, a.channel) == (platform, installer, variant, channel))
 
 
 def get_started(release: Release, manifest: Manifest | None) -> GetStarted:
@@ -109,8 +111,9 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
         if images is None:
             return no("This release builds no Docker images (release.yaml has no images section).")
         if platform != images.platform:
-            return no(f"The Docker images are {images.platform} images; pick {_platform_label(release, images.platform)}"
-                      f" and run them wherever Docker runs {images.platform} containers.")
+            where = _platform_label(release, images.platform)
+            return no(f"The Docker images are {images.platform} images; pick {where} and run them wherever "
+                      f"Docker runs {images.platform} containers.")
         if variant not in images.variants:
             return no(f"Docker images are built for {', '.join(images.variants)} only, not {variant}.")
     target = next((t for t in _targets(release, package_type) if t.takes(channel)), None)
@@ -121,6 +124,9 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
     if channel != NIGHTLY and ".dev" in manifest.version:
         return no(f"This manifest holds the nightly build {manifest.version}; the {channel} channel takes "
                   f"{release.release.version} builds only.")
+    blocked = _gate_blocks(release, manifest, channel)
+    if blocked:
+        return no(blocked)
     if installer == "docker":
         image = _runtime_image(manifest, variant)
         if image is None:
@@ -135,12 +141,27 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
         assert target.token_env is not None  # a conda target always names it (validated)
         channel_url = conda_channel_url(target.url, channel, token=f"${target.token_env}")
         dependencies = " ".join(f"-c {c}" for c in (release.conda.channels if release.conda else ()))
-        return yes(f"conda install -c {channel_url} {dependencies} ember-variant=1.0={release.variants[variant].tag} "
-                   f"{names}".replace("  ", " "))
+        # The mutex picks the variant: every variant-specific package requires its build (recipes/).
+        # Written as the recipes require it: conda reads `name=1.0=tag` too, strict MatchSpec parsers
+        # (rattler, pixi) do not.
+        mutex = shlex.quote(f"{mutex_name(release)} ==1.0 {release.variants[variant].tag}")
+        return yes(" ".join(w for w in ("conda install -c", channel_url, dependencies, mutex, names) if w))
     index = _wheel_index(target, channel, release.variants[variant].tag, variant)
     if index is None:
         return no(f"The {target.name} index takes {target.default_variant} wheels only, not {variant}.")
     return yes(f"{_PIP[installer]} {names}" + (f" --index-url {index}" if index else ""))
+
+
+def _gate_blocks(release: Release, manifest: Manifest, channel: str) -> str:
+    """Why the channel's gate keeps this manifest out (publish uploads nothing), or ''."""
+    try:
+        gate(release.channels[channel], manifest.artifacts)
+    except GateBlocked:
+        marking = [name for name, c in release.channels.items() if c.gate == "mark"]
+        return (f"Not published: the {channel} channel's gate blocks this build, since a stable feature failed "
+                f"its tests (see the release report)" + (f"; {', '.join(marking)} has it, marked." if marking
+                                                         else "."))
+    return ""
 
 
 def _main_component(release: Release) -> str:
@@ -161,11 +182,9 @@ def _platform_label(release: Release, platform: str) -> str:
 def _targets(release: Release, package_type: str) -> list[PublishTarget]:
     """The publish targets of `package_type`, the one a user installs from first: PyTorch's download
     layout (static) before a devpi or PyPI-compatible index."""
-    from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET
-
+    preferred = ("static", "pypi", "devpi")
     found = [t for t in release.publish.values() if package_type in PACKAGE_TYPES_BY_TARGET[t.kind]]
-    return sorted(found, key=lambda t: ("static", "pypi", "devpi").index(t.kind) if t.kind in ("static", "pypi",
-                                                                                               "devpi") else 0)
+    return sorted(found, key=lambda t: preferred.index(t.kind) if t.kind in preferred else 0)
 
 
 def _wheel_index(target: PublishTarget, channel: str, tag: str, variant: str) -> str | None:
