@@ -18,7 +18,9 @@ from variantlib.api import get_variants_by_priority
 from variantlib.variants_json import VariantsJson
 
 from shipyard.cli import main
-from shipyard.record.manifest import CudaArchs
+from shipyard.record.manifest import CudaArchs, read_manifest
+from shipyard.release.validate import load_spec
+from shipyard.report.get_started import get_started
 from shipyard.wheel.index import write_index
 from shipyard.wheel.repair import source_date_epoch
 
@@ -84,6 +86,17 @@ def make_release_dist(repo: Path, root: Path) -> Path:
                               tests={}).model_copy(update={"cuda_archs": CudaArchs(sass=sass, ptx=ptx)}))
     pure = make_wheel(dist / "whl" / "cpu" / "emberaudio", "emberaudio", "1.7.0")
     records.append(record(dist, pure, component="emberaudio", package_type="wheel", variant="any", tag="any", tests={}))
+    # The CPU build's conda package and runtime image, as the manifest records them (their bytes do
+    # not matter here: the install commands name them).
+    conda = dist / "conda" / "linux-64" / "ember-1.7.0-py311_cpu_0.conda"
+    conda.parent.mkdir(parents=True)
+    conda.write_bytes(b"conda package")
+    records.append(record(dist, conda, component="ember", package_type="conda", variant="cpu", tag="cpu", tests={}))
+    image = dist / "images" / "ember-1.7.0-cpu-runtime.id"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"sha256:image")
+    records.append(record(dist, image, component="ember", package_type="docker", variant="cpu", tag="cpu", tests={})
+                   .model_copy(update={"name": "ember:1.7.0-cpu-runtime"}))
     write_manifest(dist, records)
     for tag_dir in (dist / "whl").iterdir():  # the legacy per-variant indexes, as a build writes them
         write_index(tag_dir)
@@ -280,8 +293,16 @@ def install_command_for(machine: str, guide: Path) -> None:
     assert lines["index"] == index
     assert lines["pip"].endswith(f"--index-url {index}") and lines["pip"].startswith("pip3 install ember")
     assert lines["uv"].startswith("uv pip install ember") and lines["uv"].endswith(f"--index-url {index}")
-    assert lines["conda"].startswith("none: ")  # the manifest here holds wheels only
-    assert lines["docker"].startswith("none: ")
+    if label == "cpu":  # the manifest holds the CPU build's conda package and image: the page's commands
+        page = get_started(load_spec(guide.parents[3]).release, read_manifest(guide.parents[2] / "manifest.json"))
+        for installer in ("conda", "docker"):
+            (answer,) = [a for a in page.answers if (a.platform, a.installer, a.variant, a.channel)
+                         == ("linux-x86_64", installer, "cpu", "nightly")]
+            assert answer.command and lines[installer] == answer.command, done.stdout
+        assert lines["conda"].startswith("conda install -c ") and lines["docker"].startswith("docker pull ")
+    else:  # and nothing but wheels of the CUDA builds
+        assert lines["conda"].startswith("none: Not built: the manifest holds no CUDA"), done.stdout
+        assert lines["docker"].startswith("none: "), done.stdout
     print(done.stdout)
 
 
