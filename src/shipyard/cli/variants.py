@@ -13,10 +13,10 @@ if TYPE_CHECKING:
 
 def cmd_variants(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
+    from shipyard.publish.variants import GUIDE_FILE, RECORD_FILE, VARIANTS_INDEX, build_variant_index, settings_of
     from shipyard.record.manifest import MANIFEST_FIX, require_manifest
     from shipyard.release.channel_version import NIGHTLY
-    from shipyard.wheel.install_guide import write_install_guide
-    from shipyard.wheel.variants import GUIDE_FILE, RECORD_FILE, VARIANTS_INDEX, build_variant_index, settings_of
+    from shipyard.report.install_guide import write_install_guide
 
     spec = load_release(args)
     release = spec.release

@@ -22,10 +22,10 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from shipyard.errors import GateBlocked, PublishError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
+from shipyard.publish.variants import RECORD_FILE, VARIANTS_INDEX, read_variant_record
 from shipyard.record.manifest import ArtifactRecord, artifact_file
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.wheel.index import wheel_version
-from shipyard.wheel.variants import RECORD_FILE, VARIANTS_INDEX, read_variant_record
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
 

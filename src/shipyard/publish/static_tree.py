@@ -1,6 +1,6 @@
 """Wheels in PyTorch's download layout, for any web server: `<path>/<channel>/<tag>/<project>/`
 with PEP 503 (index.html) and PEP 691 (index.json) pages, sha256 on every link; and the PEP 825
-variants index `<path>/<channel>/variants/<project>/` (wheel/variants.py) with each version's
+variants index `<path>/<channel>/variants/<project>/` (publish/variants.py) with each version's
 `*-variants.json`.
 
 `<path>/<channel>` is a symlink to a generation folder (shipyard.plumbing.generations). A publish stages
@@ -26,8 +26,8 @@ from shipyard.plumbing.generations import current_generation, next_generation, r
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file
+from shipyard.publish.variants import VARIANTS_INDEX, write_variants_json
 from shipyard.wheel.index import wheel_version, write_index
-from shipyard.wheel.variants import VARIANTS_INDEX, write_variants_json
 
 
 class StaticTreeBackend(Backend):

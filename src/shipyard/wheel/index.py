@@ -1,7 +1,7 @@
 """Static per-variant package indexes: PEP 503 HTML and PEP 691 JSON, sha256 on every link.
 
 Layout: `dist/whl/<tag>/index.html` lists projects; `dist/whl/<tag>/<project>/` holds the
-project's wheels beside its `index.html` and `index.json`. The variants index (wheel/variants.py)
+project's wheels beside its `index.html` and `index.json`. The variants index (publish/variants.py)
 has the same layout, and its project pages also list PEP 825 variant wheels (`…-<label>.whl`) and
 each version's `<name>-<version>-variants.json`.
 """
