@@ -17,6 +17,7 @@ from typing import Any
 import docker_daemon
 import publish_servers
 import pytest
+from component_folders import make_component_folders
 from ember_images import EmberImages
 from minirelease import changed_since_built, shared_build
 from suite_timing import SuiteTiming
@@ -42,10 +43,7 @@ class SpecCopy:
         self.root = root
         for name in ("release.yaml", "feature_status.yaml"):
             shutil.copy(REPO / name, root / name)
-        for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
-            (root / "library" / component).mkdir(parents=True, exist_ok=True)
-            if component != "ember-lite":
-                (root / "library" / component / "tests").mkdir(exist_ok=True)
+        make_component_folders(root)
 
     def edit(self, name: str, old: str, new: str) -> None:
         path = self.root / name

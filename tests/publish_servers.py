@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import requests
+from component_folders import make_component_folders
 
 if TYPE_CHECKING:
     from registry_auth import Tls, TokenService
@@ -293,10 +294,7 @@ def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "release.yaml").write_text(text)
     shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
-    for component in ("ember", "embervision", "emberaudio", "emberelastic", "ember-lite"):
-        (root / "library" / component).mkdir(parents=True, exist_ok=True)
-        if component != "ember-lite":
-            (root / "library" / component / "tests").mkdir(exist_ok=True)
+    make_component_folders(root)
 
 
 @dataclass

@@ -89,3 +89,32 @@ def expected_cell_count(spec: Spec, manifest: Manifest | None) -> int:
     built = set(manifest.by_cell()) if manifest else set()
     return (len(built) + sum(1 for c in expand(spec.release) if c.id not in built) + len(excluded_cells(spec.release))
             + len(not_applicable(spec.release)))
+
+
+def add_conda_and_image(spec: Spec, dist: Path) -> Manifest:
+    """Add to write_release_dist's manifest what a conda build and an image build of the cpu
+    variant record: ember (py3.11) and libember for linux-x86_64, the noarch emberaudio, and the
+    runtime image `ember:1.7.0-cpu-runtime`. Stand-in files, as there."""
+    data = json.loads((dist / "manifest.json").read_text())
+    added = [("ember-cpu-linux-x86_64-cp311-conda", "ember", "conda", "cpu", "cpu", "linux-x86_64", "3.11",
+              f"ember-{VERSION}-py311_cpu_h0_0.conda"),
+             ("libember-cpu-linux-x86_64-conda", "ember", "conda", "cpu", "cpu", "linux-x86_64", None,
+              f"libember-{VERSION}-cpu_h0_0.conda"),
+             ("emberaudio-any-conda", "emberaudio", "conda", "any", "any", "any", None,
+              f"emberaudio-{VERSION}-pyh0_0.conda"),
+             ("ember-cpu-linux-x86_64-runtime-docker", "ember", "docker", "cpu", "cpu", "linux-x86_64", "3.11",
+              f"ember:{VERSION}-cpu-runtime")]
+    for cell_id, component, package_type, variant, tag, platform, python, name in added:
+        path = dist / ("conda" if package_type == "conda" else "images") / name.replace(":", "_")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(cell_id.encode() * 1024)
+        record = ArtifactRecord(
+            name=name, path=path.relative_to(dist).as_posix(), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+            size=path.stat().st_size, cell_id=cell_id, component=component, package_type=package_type,
+            variant=variant, variant_tag=tag, platform=platform, python=python, version=VERSION, features=(),
+            tests=_tests(spec, next(c for c in expand(spec.release) if c.id == PASSED), set()),
+            build={"cache_key": "k", "cached": False, "seconds": 30.0, "result": "passed"})
+        data["artifacts"].append(record.model_dump(mode="json"))
+    manifest = Manifest.model_validate(data)
+    (dist / "manifest.json").write_text(json.dumps(data, indent=2, sort_keys=True))
+    return manifest

@@ -181,6 +181,7 @@ COMMANDS: dict[str, Callable[[Path], list[str]]] = {
                      "--state", "{state}"),
     "attest": _argv("--root", "{root}", "attest", "--dist", "{dist}"),
     "keygen": _argv("--root", "{root}", "keygen"),
+    "variants": _argv("--root", "{root}", "variants", "--dist", "{dist}"),
     "verify dist/": _argv("verify", "{dist}", "--public-key", "{root}/" + PUBLIC_KEY),
     "verify <artifact>": _argv("verify", "{root}/" + WHEEL, "--public-key", "{root}/" + PUBLIC_KEY),
 }
@@ -194,7 +195,7 @@ def _cases(world: Path) -> list[Case]:
     for name in ("release.yaml", "feature_status.yaml"):
         good = (world / name).read_bytes()
         for command in ("matrix", "report", "notes", "manifest gate", "manifest merge", "publish", "promote",
-                        "attest", "keygen"):
+                        "attest", "keygen", "variants"):
             wrong_type = good.replace(b"schema_version: 1", b"schema_version: [1]")
             breaks = [*_yaml_breaks(good).items(), ("shape", wrong_type)]
             cases += [Case(command, name, cls, _put(name, content), COMMANDS[command], at(name))
@@ -212,7 +213,7 @@ def _cases(world: Path) -> list[Case]:
     assert data["artifacts"], "the world's manifest records the wheel"
     normal_when_missing = {"report", "notes", "manifest merge"}  # nothing built yet; a merge into an empty dist/
     for command in ("report", "notes", "manifest gate", "publish", "promote", "attest", "verify dist/",
-                    "verify <artifact>", "manifest merge"):
+                    "verify <artifact>", "manifest merge", "variants"):
         for cls, content in _json_breaks(manifest, shapes):
             if cls == "missing" and command in normal_when_missing:
                 continue
@@ -225,6 +226,15 @@ def _cases(world: Path) -> list[Case]:
     cases += [Case("manifest merge", "fragment manifest.json", cls, _put("dist/manifest.json", content),
                    COMMANDS["manifest merge"], at("dist/manifest.json"))
               for cls, content in _json_breaks(manifest, shapes)]
+
+    # dist/variant-wheels.json (`shipyard variants`' record): publish reads it for the static tree's
+    # variants index. Without one (variants never made) a publish is normal: not a case.
+    record = json.dumps({"release": "ember", "version": "1.7.0", "files": []}).encode()
+    record_shapes = [b"[]", json.dumps({"release": "ember"}).encode(),
+                     json.dumps({"release": "ember", "version": "1.7.0", "files": [{"kind": "variant"}]}).encode()]
+    cases += [Case("publish", "dist/variant-wheels.json", cls, _put("dist/variant-wheels.json", content),
+                   COMMANDS["publish"], at("dist/variant-wheels.json"))
+              for cls, content in _json_breaks(record, record_shapes) if cls != "missing"]
 
     # verify: the provenance envelope, the SBOM inside the wheel, the public key.
     envelope_path = "dist/" + data["artifacts"][0]["provenance"]

@@ -20,8 +20,8 @@ def test_cpu_cells_of_this_host_are_ready_once_the_bullseye_sysroot_is_installed
     assert next(r.detail for r in linux if r.cell.id == "ember-cpu-linux-x86_64-cp311-conda").startswith("g++ ")
     # The pure components are one cell each, built with the oldest of the release's Pythons.
     pure = {r.cell.id: r for r in rows if r.cell.is_pure}
-    assert sorted(pure) == ["emberaudio-any-conda", "emberaudio-any-wheel", "emberelastic-any-conda",
-                            "emberelastic-any-wheel"]
+    assert sorted(pure) == ["ember-variant-provider-any-wheel", "emberaudio-any-conda", "emberaudio-any-wheel",
+                            "emberelastic-any-conda", "emberelastic-any-wheel"]
     assert all(r.ready and r.detail.startswith("python 3.9.") for r in pure.values()), pure
 
 
@@ -29,7 +29,7 @@ def test_cuda10_2_says_no_toolkit_can_be_had_here(repo, capsys):
     assert main(["--root", str(repo), "doctor", "--variant", "cuda10.2"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     # Only the pure wheels and noarch conda packages (one build for every variant) are ready.
-    assert "4 of 26 cells ready" in out
+    assert "5 of 27 cells ready" in out
     assert "no CUDA 10.2 toolkit, and none can be obtained on this machine" in out
     assert "CUDA_HOME=/usr/local/cuda-10.2" in out
 
@@ -49,5 +49,5 @@ def test_toolchain_install_then_doctor_shows_cuda11_ready(repo, capsys):
     discover.cache_clear()
     assert main(["--root", str(repo), "doctor", "--variant", "cuda11"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "26 of 26 cells ready" in out  # 12 wheels, 14 conda packages
+    assert "27 of 27 cells ready" in out  # 13 wheels, 14 conda packages
     assert "nvcc 11.8 (shipyard cache)" in out and "host g++-11" in out

@@ -26,11 +26,11 @@ def test_exclusions_remove_cells(repo):
     assert not [c for c in cells if c.component == "emberelastic" and c.platform == "windows-amd64"]
     assert not [c for c in cells if c.component == "ember-lite" and c.variant != "cpu"]
     # Everything else is crossed in full: 2 native Python components x 5 Pythons on linux per
-    # variant, plus the one cell of each pure component (emberaudio, emberelastic), for wheels;
+    # variant, plus the one cell of each pure component (emberaudio, emberelastic, ember-variant-provider), for wheels;
     # for conda the same plus each native component's core package (libember, libembervision).
-    assert len(select(cells, variant="cuda11", platform="linux-x86_64", package_type="wheel")) == 12
+    assert len(select(cells, variant="cuda11", platform="linux-x86_64", package_type="wheel")) == 13
     assert len(select(cells, variant="cuda11", platform="linux-x86_64", package_type="conda")) == 14
-    assert len(select(cells, variant="cuda11", platform="linux-x86_64")) == 26
+    assert len(select(cells, variant="cuda11", platform="linux-x86_64")) == 27
 
 
 def test_github_format_is_a_strategy_matrix(repo, capsys):
@@ -38,7 +38,7 @@ def test_github_format_is_a_strategy_matrix(repo, capsys):
     matrix = json.loads(capsys.readouterr().out)
     assert set(matrix) == {"include"}
     ids = [entry["id"] for entry in matrix["include"]]
-    assert len(ids) == len(set(ids)) == 48  # 22 wheel cells, 26 conda cells
+    assert len(ids) == len(set(ids)) == 49  # 23 wheel cells, 26 conda cells
     for entry in matrix["include"]:
         # Actions matrix values must be scalars; every entry names its runner.
         assert all(isinstance(v, str) for v in entry.values())
@@ -50,13 +50,13 @@ def test_table_shows_counts_per_variant_and_platform(repo, capsys):
     assert main(["--root", str(repo), "matrix"]) == 0
     out = capsys.readouterr().out
     # Wheels: 10 per linux variant; conda: 12 more (libember, libembervision and 5 Pythons each).
-    assert "229 cells" in out
+    assert "230 cells" in out
     linux = next(line for line in out.splitlines() if "linux-x86_64" in line)
     assert [int(n) for n in linux.replace("│", " ").split()[1:]] == [22, 22, 22, 22, 22, 0, 110]
     pure = next(line for line in out.splitlines() if line.strip("│ ").startswith("any"))
-    assert [int(n) for n in pure.replace("│", " ").split()[1:]] == [0, 0, 0, 0, 0, 4, 4]
+    assert [int(n) for n in pure.replace("│", " ").split()[1:]] == [0, 0, 0, 0, 0, 5, 5]
     total = next(line for line in out.splitlines() if line.strip("│ ").startswith("total"))
-    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [71, 22, 44, 44, 44, 4, 229]
+    assert [int(n) for n in total.replace("│", " ").split()[1:]] == [71, 22, 44, 44, 44, 5, 230]
 
 
 def test_json_format_filters(repo, capsys):

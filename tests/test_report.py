@@ -3,6 +3,7 @@ the page's cells and what they say, the terminal grid, the notes' sections, the 
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -26,7 +27,7 @@ from shipyard.cli import main
 from shipyard.cli.build_report import live_progress
 from shipyard.errors import ShipyardError
 from shipyard.plumbing.progress import running
-from shipyard.record.manifest import NotApplicableRecord, merge_artifacts
+from shipyard.record.manifest import NotApplicableRecord, merge_artifacts, read_manifest
 from shipyard.release.validate import Spec, load_spec
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
@@ -44,6 +45,7 @@ class _Cells(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.state: dict[str, str] = {}
+        self.build: dict[str, str] = {}  # fresh or cache, for cells with an artifact
         self.text: dict[str, str] = {}
         self.links: list[str] = []
         self._open: list[tuple[str, str | None]] = []
@@ -53,6 +55,8 @@ class _Cells(HTMLParser):
         cell = found.get("data-cell")
         if cell:
             self.state[cell] = found["data-state"] or ""
+            if found.get("data-build"):
+                self.build[cell] = found["data-build"] or ""
             self.text[cell] = ""
         if tag == "a" and found.get("href"):
             self.links.append(found["href"] or "")
@@ -87,7 +91,8 @@ def test_partial_manifest_page(spec: Spec, tmp_path: Path) -> None:
     page, out = _page(spec, tmp_path)
     assert len(page.state) == expected_cell_count(spec, manifest)
     assert {cell: page.state[cell] for cell in (PASSED, FAILED, CACHED, UNTESTED)} == {
-        PASSED: "passed", FAILED: "failed", CACHED: "cached", UNTESTED: "skipped"}
+        PASSED: "passed", FAILED: "failed", CACHED: "passed", UNTESTED: "skipped"}
+    assert page.build == {PASSED: "fresh", FAILED: "fresh", CACHED: "cache", UNTESTED: "fresh"}
     # The failed cell opens to its tests per feature and the tail of its log.
     assert "vision.transforms" in page.text[FAILED] and "failed (1 of 1)" in page.text[FAILED]
     assert FAILED_LOG.splitlines()[1] in page.text[FAILED]
@@ -107,6 +112,67 @@ def test_partial_manifest_page(spec: Spec, tmp_path: Path) -> None:
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "the page must not load anything from outside"
 
 
+def _text(fragment: str) -> str:
+    """What a reader sees of an HTML fragment: its text, blanks collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
+def test_the_report_leads_with_what_ran_here_its_blockers_and_artifacts_then_the_active_columns(
+        spec: Spec, tmp_path: Path) -> None:
+    """Opened after a run, the page first says what ran here (counted from the manifest), what
+    blocks the release and the artifacts; the grid shows the columns where something was built,
+    and the rest sit in a closed <details>; a cell says its test result and, apart, whether its
+    build (and verdict) came from the cache."""
+    write_release_dist(spec, tmp_path)
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    passed = next(a for a in data["artifacts"] if a["cell_id"] == PASSED)
+    passed["build"]["cached"] = True  # a cached build whose tests ran in this run
+    (tmp_path / "manifest.json").write_text(json.dumps(data))
+    page, out = _page(spec, tmp_path)
+    text = out.read_text()
+    # Order: the answer first, then the grid.
+    order = [text.index(f'<section id="{name}">') for name in ("summary", "blockers", "artifacts", "grid")]
+    assert order == sorted(order), order
+    # The counts, against the manifest's own records.
+    records = data["artifacts"]
+    verdict = [a for a in records if a["tests"] and a["build"]["result"] != "not tested"]
+    expected = {
+        "built": len(records), "tested": len(verdict),
+        "passed": sum(a["tests"]["result"] == "passed" for a in verdict),
+        "failed": sum((a["tests"] or {}).get("result") == "failed" or a["build"]["result"] == "failed"
+                      for a in records),
+        "not-tested": len(records) - len(verdict),
+        "cached-build-fresh-tests": sum(a["build"]["cached"] and a["build"]["result"] != "cached" for a in verdict),
+        "cached-verdict": sum(a["build"]["result"] == "cached" for a in verdict)}
+    shown = {key: int(n) for key, n in re.findall(
+        r'<li data-count="([a-z-]+)"><strong class="number">(\d+)</strong>', text)}
+    assert shown == expected == {"built": 4, "tested": 3, "passed": 2, "failed": 1, "not-tested": 1,
+                                 "cached-build-fresh-tests": 1, "cached-verdict": 1}
+    summary = _text(text[order[0]:order[1]])
+    assert "4 built here" in summary and "1 cached build, tests run now" in summary, summary
+    assert f"{FAILED}: stable feature vision.transforms failed" in _text(text[order[1]:order[2]])
+    # The grid: the columns with something built, then the others behind one click, no script.
+    grid = text[order[3]:text.index("</section>", order[3])]
+    first, _, quiet = grid.partition('<details class="quiet-columns"')
+    assert re.findall(r'<th scope="col">([^<]+)</th>', first) == [
+        "component · Python", "cpu · linux-x86_64", "any variant · any platform"]
+    hidden = re.findall(r'<th scope="col">([^<]+)</th>', quiet)
+    assert {"cpu · windows-amd64", "cuda11 · linux-x86_64", "cuda11 · macos-arm64"} <= set(hidden), hidden
+    assert "cpu · linux-x86_64" not in hidden and " open" not in quiet.split(">", 1)[0] and "<script" not in text
+    assert len(page.state) == expected_cell_count(spec, read_manifest(tmp_path / "manifest.json"))
+    # Each built cell: its test result, and apart from it where its build came from.
+    summaries = {cell: _text(s) for cell, s in re.findall(
+        r'data-cell="([^"]+)"[^>]*>\s*<summary[^>]*>(.*?)</summary>', text, re.S)}
+    assert summaries[CACHED] == "✓ passed wheel ↻ build and verdict from cache"  # result, type, build
+    assert summaries[PASSED].startswith("✓ passed") and summaries[PASSED].endswith("↻ build from cache")
+    assert "cache" not in summaries[FAILED] and summaries[FAILED].startswith("✗ failed")
+    assert (page.state[CACHED], page.build[CACHED], page.state[PASSED], page.build[PASSED]) == (
+        "passed", "cache", "passed", "cache")
+    assert "Tests: not run again; the verdict of these same bytes was reused." in _text(page.text[CACHED])
+    assert "Build: from shipyard's build cache" in _text(page.text[PASSED])
+    assert "Tests: run in this run." in _text(page.text[PASSED])
+
+
 def test_a_cell_left_out_by_test_python_reads_built_not_tested_even_when_its_build_was_cached(
         spec: Spec, tmp_path: Path) -> None:
     """`shipyard build --test-python 3.11` builds and checks every Python, tests one: the others
@@ -120,7 +186,8 @@ def test_a_cell_left_out_by_test_python_reads_built_not_tested_even_when_its_bui
     assert page.state[UNTESTED] == "skipped"
     text = " ".join(page.text[UNTESTED].split())
     assert "built, not tested" in text and "not tested (--test-python 3.11): built and checked" in text, text
-    assert page.state[CACHED] == "cached"  # a tested cached cell stays what it is
+    assert page.state[UNTESTED] == "skipped" and page.build[UNTESTED] == "cache"
+    assert page.state[CACHED] == "passed" and page.build[CACHED] == "cache"  # a tested cached cell stays what it is
 
 
 def test_empty_manifest_page(spec: Spec, tmp_path: Path) -> None:
@@ -135,7 +202,7 @@ def test_cli_report_text_and_html(spec: Spec, tmp_path: Path, capsys: pytest.Cap
     write_release_dist(spec, tmp_path)
     assert main(["--root", str(REPO), "report", "--format", "text", "--dist", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "1 failed" in out and "1 passed" in out and "1 cached" in out
+    assert "1 failed" in out and "2 passed" in out and "↻ 1 built from the cache" in " ".join(out.split())
     row = next(line for line in out.splitlines() if "embervision · py3.11" in line)
     assert "✗" in row  # the failed wheel, in its row, with its reason below the grid
     assert f"✗ failed {FAILED}: stable feature vision.transforms failed" in out
@@ -280,7 +347,7 @@ def test_every_state_and_badge_has_readable_contrast() -> None:
              re.findall(r"\.(state-[a-z]+) \{ background: (#[0-9a-f]{6}); color: (#[0-9a-f]{6});", css)}
     pairs |= {name: (bg, "#ffffff") for name, bg in re.findall(r"\.badge\.([a-z]+) \{ background: (#[0-9a-f]{6}); \}",
                                                                css)}
-    assert set(pairs) >= {f"state-{s}" for s in ("passed", "failed", "cached", "skipped", "unavailable", "excluded",
+    assert set(pairs) >= {f"state-{s}" for s in ("passed", "failed", "skipped", "unavailable", "excluded",
                                                  "elsewhere", "pending")} | {"stable", "beta", "prototype"}
     for name, (bg, fg) in pairs.items():
         light, dark = sorted((_luminance(bg), _luminance(fg)), reverse=True)
@@ -310,7 +377,8 @@ def test_images_mobile_and_mutex_records_get_their_cells(spec: Spec, tmp_path: P
     manifest = merge_artifacts(tmp_path / "manifest.json", release="ember", version="1.7.0", records=records)
     page, out = _page(spec, tmp_path)
     assert len(page.state) == expected_cell_count(spec, manifest)
-    assert page.state["ember-1.7.0-cpu-runtime"] == "cached" and page.state["ember-1.7.0-cpu-devel"] == "skipped"
+    assert page.state["ember-1.7.0-cpu-runtime"] == "skipped" and page.state["ember-1.7.0-cpu-devel"] == "skipped"
+    assert page.build["ember-1.7.0-cpu-runtime"] == "cache" and page.build["ember-1.7.0-cpu-devel"] == "fresh"
     assert page.state["ember-lite-cpu-host-mobile"] == "passed"
     html = out.read_text()
     assert "cpu · any platform" in html  # the mutex's column

@@ -4,20 +4,18 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from headless_chromium import HEIGHT, WIDTH, chromium
 from PIL import Image
 from report_release import FAILED, PASSED, expected_cell_count, host_without_tools, write_release_dist
 
-from shipyard.plumbing import command
 from shipyard.release.validate import Spec, load_spec
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
 
 REPO = Path(__file__).resolve().parent.parent
-WIDTH, HEIGHT = 1600, 1400
 # The backgrounds report.css gives a passed and a failed cell.
 PASSED_RGB, FAILED_RGB = (0xD4, 0xED, 0xDA), (0xF8, 0xD7, 0xDA)
 
@@ -29,18 +27,6 @@ for (const cell of document.querySelectorAll('[data-cell]')) {
   cell.setAttribute('data-box', [box.left, box.top, box.width, box.height].map(Math.round).join(','));
 }
 </script>"""
-
-
-def chromium(profile: Path, *args: str) -> command.Completed:
-    """Headless Chromium as this machine runs it: no sandbox (root), no GPU, no network chatter,
-    a fresh profile."""
-    binary = shutil.which("chromium")
-    assert binary, "chromium is not installed: ci/bootstrap.sh installs Debian's chromium package"
-    profile.mkdir(exist_ok=True)
-    return command.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        f"--user-data-dir={profile}", "--hide-scrollbars", "--force-device-scale-factor=1",
-                        f"--window-size={WIDTH},{HEIGHT}", *args], timeout=120, what="chromium")
 
 
 @pytest.fixture(scope="module")

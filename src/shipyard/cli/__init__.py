@@ -16,6 +16,7 @@ from shipyard.cli.publish import add_publish_commands
 from shipyard.cli.report import add_report_commands
 from shipyard.cli.shared import err_console
 from shipyard.cli.supply import add_supply_commands
+from shipyard.cli.variants import add_variants_commands
 from shipyard.errors import ShipyardError
 
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_build_commands(sub)
     add_conda_commands(sub)
     add_image_commands(sub)
+    add_variants_commands(sub)
     add_publish_commands(sub)
     add_manifest_commands(sub)
     add_ci_commands(sub)

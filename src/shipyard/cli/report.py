@@ -17,18 +17,22 @@ def _report(args: argparse.Namespace):  # noqa: ANN202 - a ReleaseReport, import
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    _, report = _report(args)
+    spec, report = _report(args)
     if args.format == "text":
         from shipyard.report.terminal import terminal_view
 
         console.print(terminal_view(report))
         return 0
+    from shipyard.report.get_started import write_get_started
     from shipyard.report.html import STATE_NAMES, write_html
 
     dist = dist_folder(args)
-    out = write_html(report, Path(args.out).resolve() if args.out else dist / "report" / "index.html", dist)
+    out = Path(args.out).resolve() if args.out else dist / "report" / "index.html"
+    page = write_get_started(spec.release, report.manifest, out.with_name("get-started.html"), spec.statuses)
+    write_html(report, out, dist, get_started=page)
     counts = ", ".join(f"{n} {STATE_NAMES[state]}" for state, n in report.counts())
     console.print(f"wrote {out} ({len(report.cells)} cells: {counts})")
+    console.print(f"wrote {page} (the install command for every OS, package manager, compute platform and channel)")
     return 0
 
 
@@ -45,7 +49,8 @@ def cmd_notes(args: argparse.Namespace) -> int:
 
 
 def add_report_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("report", help="the release report: dist/report/index.html, or the grid in the terminal")
+    p = sub.add_parser("report", help="the release report: dist/report/index.html and get-started.html, or the "
+                                      "grid in the terminal")
     p.add_argument("--format", choices=["html", "text"], default="html",
                    help="html: write one offline page (default); text: print the grid here")
     p.add_argument("--dist", help="folder of manifest.json (default: <root>/dist)")

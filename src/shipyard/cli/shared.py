@@ -17,8 +17,9 @@ from shipyard.release.validate import Spec, load_spec
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
 _WIDTH = None if sys.stdout.isatty() else 160
-console = Console(highlight=False, width=_WIDTH)
-err_console = Console(stderr=True, highlight=False, width=_WIDTH)
+# No emoji codes: `release.yaml:100: key` would print as `release.yaml💯 key` (rich reads ":100:" as one).
+console = Console(highlight=False, width=_WIDTH, emoji=False)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH, emoji=False)
 
 
 def load_release(args: argparse.Namespace) -> Spec:

@@ -26,12 +26,17 @@ from shipyard.publish.retry import bounded_session, with_retries
 from shipyard.publish.target import Backend, Listed, copy_file
 
 
+def conda_channel_url(target_url: str, channel: str, *, token: str | None) -> str:
+    """`<url><channel>/`, with `/t/<token>/` after the host when a token is given: where a solver
+    reads a conda target's channel (the get-started page shows it too)."""
+    parts = urlsplit(target_url.rstrip("/") + f"/{channel}/")
+    path = f"/t/{token}{parts.path}" if token else parts.path
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
 class CondaChannelBackend(Backend):
     def channel_url(self, channel: str, *, token: str | None) -> str:
-        """`<url><channel>/`, with `/t/<token>/` after the host when a token is given."""
-        parts = urlsplit(self.target.url.rstrip("/") + f"/{channel}/")
-        path = f"/t/{token}{parts.path}" if token else parts.path
-        return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+        return conda_channel_url(self.target.url, channel, token=token)
 
     def describe(self, channel: str) -> str:
         return self.channel_url(channel, token="<token>")

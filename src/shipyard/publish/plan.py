@@ -23,9 +23,11 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from shipyard.errors import GateBlocked, PublishError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
+from shipyard.publish.variants import RECORD_FILE, VARIANTS_INDEX, read_variant_record
 from shipyard.record.manifest import ArtifactRecord, artifact_file
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
+from shipyard.wheel.index import wheel_version
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
 
@@ -109,7 +111,9 @@ def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: 
     """Every file `target` receives for these artifacts; `derived` holds the PyPI flavour's rewrites."""
     wanted = PACKAGE_TYPES_BY_TARGET[target.kind]
     mine = [a for a in artifacts if a.package_type in wanted]
-    if target.kind in ("devpi", "static"):
+    if target.kind == "static":  # PyTorch's layout, and the PEP 825 variants index beside it
+        return _wheel_files(target, mine, dist, derived) + _variant_files(dist, mine)
+    if target.kind == "devpi":
         return _wheel_files(target, mine, dist, derived)
     if target.kind == "pypi":  # one index, as PyPI is: the plain versions only
         return [f for f in _wheel_files(target, mine, dist, derived) if f.index == PLAIN_INDEX]
@@ -140,6 +144,28 @@ def _wheel_files(target: PublishTarget, wheels: list[ArtifactRecord], dist: Path
             plain = plain_version_wheel(local_file(dist, artifact), derived)
             rewritten = plain.name != artifact.name  # its sha256 is the rewrite's, not the manifest's
             out.append(_wheel(PLAIN_INDEX, plain, artifact, sha256=None if rewritten else artifact.sha256))
+    return out
+
+
+def _variant_files(dist: Path, wheels: list[ArtifactRecord]) -> list[PublishFile]:
+    """The variants index's wheels (`shipyard variants`, recorded in dist/variant-wheels.json) made
+    from these artifacts, for the `variants` index of a static tree. An upload API (devpi, PyPI)
+    takes no variant file name today. The *-variants.json files are derived from the wheels like the
+    index pages are, and written where the index is (publish/static_tree.py)."""
+    record = read_variant_record(dist)
+    if record is None:
+        return []
+    sources = {a.name: a.sha256 for a in wheels}
+    out = []
+    for f in record.files:
+        if f.source is None or f.source.name not in sources:
+            continue  # the variants.json files, and repacks of artifacts this publish does not send
+        path = dist / f.path
+        if f.source.sha256 != sources[f.source.name] or not path.is_file() or sha256_of(path) != f.sha256:
+            raise PublishError(f"{dist / RECORD_FILE}: {f.name}: made from another build of {f.source.name}, or "
+                               f"changed since; run `shipyard variants` again, then publish")
+        out.append(PublishFile(VARIANTS_INDEX, f.name, path, f.sha256, canonicalize_name(f.name.split("-", 1)[0]),
+                               wheel_version(f.name), f.source.name))
     return out
 
 

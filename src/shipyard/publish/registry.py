@@ -54,7 +54,7 @@ from shipyard.host.docker_base import ensure_docker_engine
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.registry_client import RegistryClient
+from shipyard.publish.registry_client import RegistryClient, registry_base
 from shipyard.publish.retry import describe, retry
 from shipyard.publish.target import Backend, Listed, TargetContext
 
@@ -67,6 +67,13 @@ _LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 def channel_tag(name: str, channel: str) -> str:
     """`ember:1.7.0-cpu-runtime` on `test` → `ember:1.7.0-cpu-runtime-test`."""
     return f"{name}-{channel}"
+
+
+def channel_reference(target_url: str, name: str, channel: str) -> str:
+    """What a user pulls: `127.0.0.1:5000` and `ember:1.7.0-cpu-runtime` on `nightly` →
+    `127.0.0.1:5000/ember:1.7.0-cpu-runtime-nightly` (under the url's namespace, when it has one)."""
+    _, host, namespace = registry_base(target_url)
+    return f"{host}/{namespace}/{channel_tag(name, channel)}" if namespace else f"{host}/{channel_tag(name, channel)}"
 
 
 def staging_tag(name: str, channel: str, image_id: str) -> str:

@@ -1,5 +1,7 @@
 """Wheels in PyTorch's download layout, for any web server: `<path>/<channel>/<tag>/<project>/`
-with PEP 503 (index.html) and PEP 691 (index.json) pages, sha256 on every link.
+with PEP 503 (index.html) and PEP 691 (index.json) pages, sha256 on every link; and the PEP 825
+variants index `<path>/<channel>/variants/<project>/` (publish/variants.py) with each version's
+`*-variants.json`.
 
 `<path>/<channel>` is a symlink to a generation folder (shipyard.plumbing.generations). A publish stages
 the next generation (hard links of the files already published, copies of the new ones), writes
@@ -18,15 +20,14 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
-
 from shipyard.errors import PublishError, public_url
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.generations import current_generation, next_generation, remove_unused_generations, switch
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file
-from shipyard.wheel.index import write_index
+from shipyard.publish.variants import VARIANTS_INDEX, write_variants_json
+from shipyard.wheel.index import wheel_version, write_index
 
 
 class StaticTreeBackend(Backend):
@@ -46,9 +47,10 @@ class StaticTreeBackend(Backend):
                 if projects is not None and page.parent.name not in projects:
                     continue
                 for entry in json.loads(page.read_text())["files"]:
-                    _, version, _, _ = parse_wheel_filename(entry["filename"])
+                    if not entry["filename"].endswith(".whl"):
+                        continue  # a *-variants.json: derived from the wheels, as the page is
                     out.append(Listed(tag_dir.name, entry["filename"], entry["hashes"]["sha256"], page.parent.name,
-                                      str(version), str(page.parent / entry["filename"])))
+                                      wheel_version(entry["filename"]), str(page.parent / entry["filename"])))
         return out
 
     def fetch(self, listed: Listed, dest: Path) -> Path:
@@ -88,6 +90,8 @@ class StaticTreeBackend(Backend):
                 target.unlink()  # a same-bytes file (the immutability check ran before)
             copy_file(f.path, target.parent)
             os.chmod(target, 0o644)
+        for project in sorted((staged / VARIANTS_INDEX).glob("*/")):
+            write_variants_json(project)  # from the variant wheels now staged there, before its page lists it
         for tag_dir in sorted(p for p in staged.iterdir() if p.is_dir()):
             write_index(tag_dir)
 

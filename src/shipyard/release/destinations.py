@@ -300,6 +300,16 @@ class ImageSettings(Frozen):
         return self.variants[variant].base_image or self.base_image
 
 
+class WheelVariants(Frozen):
+    """PEP 825 wheel variants (`shipyard variants`): every CPU and CUDA wheel is also published as a
+    variant of one package, its properties in `namespace`, which the provider plugin `plugin_api`
+    (installed from the `provider` distribution) reports for a machine."""
+
+    namespace: str = Field(pattern=r"^[a-z0-9_]+$")
+    provider: str = Field(pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+    plugin_api: str = Field(pattern=r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?$")
+
+
 class SupplyChain(Frozen):
     """Signed provenance (shipyard.supply): where the Ed25519 signing key comes from, never the
     key itself, and the builder id the provenance names."""

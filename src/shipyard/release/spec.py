@@ -31,6 +31,7 @@ from shipyard.release.destinations import (
     PublishTarget,
     ReleaseChannel,
     SupplyChain,
+    WheelVariants,
 )
 from shipyard.release.fields import (
     ANDROID_ABI,
@@ -334,6 +335,7 @@ class Release(Frozen):
     conda: CondaSettings | None = None
     images: ImageSettings | None = None
     supply_chain: SupplyChain | None = None
+    wheel_variants: WheelVariants | None = None
 
     @field_validator("components", "variants", "platforms")
     @classmethod

@@ -15,11 +15,12 @@ from shipyard.release.matrix import Cell, builder_platform, excluded_cells, expa
 from shipyard.release.pytest_selection import left_out_text
 from shipyard.release.spec import Release
 
-State = Literal["passed", "failed", "cached", "skipped", "unavailable", "excluded", "elsewhere", "pending",
-                "not-applicable"]
+# A built cell's state is its test result (passed, failed, skipped: built and not tested); whether
+# its build or its verdict came from the cache is said apart (ReportCell.build_cached, .verdict_cached).
+State = Literal["passed", "failed", "skipped", "unavailable", "excluded", "elsewhere", "pending", "not-applicable"]
 
 # The states in the order a release manager reads them: what needs action first.
-STATES: tuple[State, ...] = ("failed", "passed", "cached", "skipped", "unavailable", "elsewhere", "excluded",
+STATES: tuple[State, ...] = ("failed", "passed", "skipped", "unavailable", "elsewhere", "excluded",
                              "not-applicable", "pending")
 
 
@@ -59,10 +60,17 @@ class ReportCell:
     test_seconds: float | None = None
     artifact: ArtifactRecord | None = None
     left_out: str = ""  # the tests release.yaml's pytest_args left out of this cell's run, in words
+    build_cached: bool = False  # the artifact came from shipyard's build cache, not a fresh build
+    verdict_cached: bool = False  # its tests did not run again: the verdict of the same bytes was reused
 
     @property
     def cached(self) -> bool:
-        return self.state == "cached"
+        return self.build_cached
+
+    @property
+    def tested(self) -> bool:
+        """A verdict is recorded for the cell's artifact (passed or failed, fresh or reused)."""
+        return self.artifact is not None and self.state in ("passed", "failed") and bool(self.artifact.tests)
 
 
 def collect_cells(release: Release, manifest: Manifest | None, inventory: Inventory) -> list[ReportCell]:
@@ -99,10 +107,14 @@ def recorded_cell(record: ArtifactRecord) -> ReportCell:
     build: Mapping[str, Any] = record.build
     state = _recorded_state(record)
     reason = str(build.get("detail") or tests.get("detail") or "; ".join(map(str, tests.get("problems") or ())))
+    # build.result "cached": the build and the verdict of its bytes both came from the cache.
+    from_cache = build.get("result") == "cached"
+    verdict_cached = from_cache and bool(tests)
     return ReportCell(
         id=record.cell_id, component=record.component, python=record.python, variant=record.variant,
         platform=record.platform, package_type=record.package_type, state=state,
         label={"skipped": "built, not tested"}.get(state, state), reason=reason,
+        build_cached=from_cache or build.get("cached") is True, verdict_cached=verdict_cached,
         features=tuple(_feature_result(fid, f) for fid, f in (tests.get("features") or {}).items()),
         log_tail=str(tests.get("log_tail") or ""), build_seconds=_seconds(build.get("seconds")),
         test_seconds=_seconds(tests.get("seconds")), artifact=record, left_out=left_out_text(tests.get("left_out")))
@@ -125,10 +137,8 @@ def _recorded_state(record: ArtifactRecord) -> State:
         return "failed"
     if build.get("result") == "not tested":  # left out by --test-python: a cached build is no verdict
         return "skipped"
-    if build.get("result") == "cached" or build.get("cached") is True:
-        return "cached"
-    if tests.get("result") == "passed":
-        return "passed"
+    if tests.get("result") == "passed" or (build.get("result") == "cached" and tests):
+        return "passed"  # a reused verdict is one of a passed run: only passed runs are cached
     return "skipped"  # built, and no verdict recorded: the tests were not run (--no-tests, an image)
 
 

@@ -30,6 +30,7 @@ class ReleaseReport:
     artifacts: list[ArtifactRow]
     timings: list[TimingRow]
     statuses: StatusVocabulary = DEFAULT_STATUSES  # feature_status.yaml's: which statuses block a release
+    manifest: Manifest | None = None  # what the get-started page reads its commands from
 
     def counts(self) -> list[tuple[str, int]]:
         """(state, number of cells) for every state that occurs, most urgent first."""
@@ -48,4 +49,4 @@ def build_report(spec: Spec, manifest_path: Path, inventory: Inventory) -> Relea
         sections=grid_sections(release, cells), platforms=feature_platforms(release),
         features=feature_rows(release, spec.features.features, cells, inventory.host_platform),
         artifacts=artifact_rows(release, manifest.artifacts if manifest else ()),
-        timings=timing_rows(cells), statuses=spec.statuses)
+        timings=timing_rows(cells), statuses=spec.statuses, manifest=manifest)

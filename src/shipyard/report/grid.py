@@ -46,6 +46,23 @@ class GridSection:
     def slot(self, row: Row, column: Column) -> tuple[ReportCell, ...]:
         return self.slots.get((row, column), ())
 
+    @property
+    def active_columns(self) -> tuple[Column, ...]:
+        """The columns where something was built, tested or failed here: what the page shows first."""
+        return tuple(c for c in self.columns
+                     if any(cell.artifact is not None or cell.state == "failed"
+                            for row in self.rows for cell in self.slot(row, c)))
+
+    @property
+    def quiet_columns(self) -> tuple[Column, ...]:
+        """The columns of cells not built here (unavailable, on a runner, excluded, pending, ruled out)."""
+        active = set(self.active_columns)
+        return tuple(c for c in self.columns if c not in active)
+
+    def rows_of(self, columns: tuple[Column, ...]) -> tuple[Row, ...]:
+        """The rows with a cell in any of `columns`."""
+        return tuple(r for r in self.rows if any(self.slot(r, c) for c in columns))
+
 
 def grid_sections(release: Release, cells: list[ReportCell]) -> list[GridSection]:
     """The platforms' table, then the mobile targets' one; sections without cells are left out."""

@@ -14,11 +14,12 @@ from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.report.artifacts import ArtifactRow, TimingRow
 from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport
+from shipyard.report.summary import blockers, run_counts
 
 # Each state has an icon and words besides its colour; every pair passes WCAG AA (4.5:1) contrast.
-ICONS = {"passed": "✓", "failed": "✗", "cached": "↻", "skipped": "–", "unavailable": "⊘", "excluded": "∅",
+ICONS = {"passed": "✓", "failed": "✗", "skipped": "–", "unavailable": "⊘", "excluded": "∅",
          "elsewhere": "→", "pending": "…", "not-applicable": "⊖"}
-STATE_NAMES = {"passed": "passed", "failed": "failed", "cached": "cached", "skipped": "built, not tested",
+STATE_NAMES = {"passed": "passed", "failed": "failed", "skipped": "built, not tested",
                "unavailable": "unavailable here", "excluded": "excluded", "elsewhere": "build on CI runners",
                "pending": "not built yet",
                "not-applicable": "not applicable (requires-python)"}
@@ -26,8 +27,9 @@ STATE_NAMES = {"passed": "passed", "failed": "failed", "cached": "cached", "skip
 _BAR_WIDTH = 160
 
 
-def render_html(report: ReleaseReport, out: Path, dist: Path) -> str:
-    """The report's HTML; artifact links are relative to `out`'s folder, so the tree can move."""
+def render_html(report: ReleaseReport, out: Path, dist: Path, get_started: Path | None = None) -> str:
+    """The report's HTML; artifact links are relative to `out`'s folder, so the tree can move.
+    `get_started`: the install page written beside it, which the header links to."""
     env = Environment(loader=PackageLoader("shipyard.report", "templates"), autoescape=select_autoescape(["j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     link_prefix = Path(os.path.relpath(dist, out.parent)).as_posix() + "/"
@@ -35,12 +37,14 @@ def render_html(report: ReleaseReport, out: Path, dist: Path) -> str:
     return env.get_template("report.html.j2").render(
         r=report, css=Markup(css), icons=ICONS, state_names=STATE_NAMES, link_prefix=link_prefix,
         size_bar=_size_bar(report.artifacts), human_size=human_size, timing_chart=timing_chart,
-        left_out=left_out_groups(report.cells))
+        left_out=left_out_groups(report.cells), run_counts=run_counts(report.cells),
+        get_started=Path(os.path.relpath(get_started, out.parent)).as_posix() if get_started else None,
+        blockers=blockers(report.cells, report.features))
 
 
-def write_html(report: ReleaseReport, out: Path, dist: Path) -> Path:
+def write_html(report: ReleaseReport, out: Path, dist: Path, get_started: Path | None = None) -> Path:
     """Write the report to `out` atomically (a reader never sees half a page)."""
-    write_atomic(out, render_html(report, out, dist))
+    write_atomic(out, render_html(report, out, dist, get_started))
     return out
 
 

@@ -10,7 +10,7 @@ from shipyard.report.cells import ReportCell, left_out_groups
 from shipyard.report.document import ReleaseReport
 from shipyard.report.html import ICONS, STATE_NAMES
 
-STYLES = {"passed": "green", "failed": "bold red", "cached": "cyan", "skipped": "yellow", "unavailable": "dim",
+STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow", "unavailable": "dim",
           "excluded": "dim", "elsewhere": "magenta", "pending": "white",
           "not-applicable": "dim"}
 # A slot holding several package types names each by its first letter: w(heel), c(onda), d(ocker), m(obile).
@@ -35,7 +35,8 @@ def terminal_view(report: ReleaseReport) -> Group:
                 text = Text()
                 for cell in section.slot(row, column):
                     letter = _TYPE_LETTER.get(cell.package_type, "?") if column in section.mixed_types else ""
-                    text.append(f"{letter}{ICONS[cell.state]} ", style=STYLES[cell.state])
+                    text.append(f"{letter}{ICONS[cell.state]}", style=STYLES[cell.state])
+                    text.append("↻ " if cell.build_cached else " ", style="cyan")
                 slots.append(text)
             table.add_row(row.label, *slots)
         parts.append(table)
@@ -73,6 +74,9 @@ def _legend(report: ReleaseReport) -> Text:
     for state, n in report.counts():
         text.append(f"{ICONS[state]} {n} {STATE_NAMES[state]}", style=STYLES[state])
         text.append("   ")
+    cached = sum(c.build_cached for c in report.cells)
+    if cached:
+        text.append(f"↻ {cached} built from the cache", style="cyan")
     if any(s.mixed_types for s in report.sections):
         text.append("\nw wheel, c conda, d docker, m mobile; columns of excluded cells only are left out")
     return text

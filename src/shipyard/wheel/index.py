@@ -1,7 +1,9 @@
 """Static per-variant package indexes: PEP 503 HTML and PEP 691 JSON, sha256 on every link.
 
 Layout: `dist/whl/<tag>/index.html` lists projects; `dist/whl/<tag>/<project>/` holds the
-project's wheels beside its `index.html` and `index.json`.
+project's wheels beside its `index.html` and `index.json`. The variants index (publish/variants.py)
+has the same layout, and its project pages also list PEP 825 variant wheels (`…-<label>.whl`) and
+each version's `<name>-<version>-variants.json`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import zipfile
 from pathlib import Path
 from urllib.parse import quote
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from variantlib.constants import VALIDATION_WHEEL_NAME_REGEX
 
 from shipyard.plumbing.atomic_files import copy_atomic, write_atomic
 from shipyard.plumbing.hashing import sha256_of
@@ -58,17 +61,28 @@ def write_index(variant_dir: Path) -> list[str]:
     return projects
 
 
+def wheel_version(filename: str) -> str:
+    """The version a wheel file name carries, a PEP 825 variant wheel's (`-<label>` after its tags) too."""
+    try:
+        return str(parse_wheel_filename(filename)[1])
+    except InvalidWheelFilename:
+        match = VALIDATION_WHEEL_NAME_REGEX.fullmatch(filename)
+        if match is None or match["variant_label"] is None:
+            raise
+        return str(parse_wheel_filename(match["base_wheel_name"] + ".whl")[1])
+
+
 def _write_project(folder: Path, project: str) -> None:
-    wheels = sorted(folder.glob("*.whl"))
+    wheels = sorted([*folder.glob("*.whl"), *folder.glob("*-variants.json")])
     files = []
     versions = set()
     anchors = []
     for wheel in wheels:
         digest = sha256_of(wheel)
-        _, version, _, _ = parse_wheel_filename(wheel.name)
-        versions.add(str(version))
+        if wheel.suffix == ".whl":
+            versions.add(wheel_version(wheel.name))
         href = f"{quote(wheel.name)}#sha256={digest}"
-        python = requires_python(wheel)
+        python = requires_python(wheel) if wheel.suffix == ".whl" else None
         attr = f' data-requires-python="{html.escape(python)}"' if python else ""
         anchors.append(f'    <a href="{href}"{attr}>{html.escape(wheel.name)}</a><br/>')
         entry = {"filename": wheel.name, "url": quote(wheel.name), "hashes": {"sha256": digest},

@@ -1,0 +1,230 @@
+"""dist/report/get-started.html: pick an OS, a package manager, a compute platform and a channel,
+and read the exact command that installs ember so, or why the release has no such build.
+
+Every answer comes from release.yaml (platforms, variants, exclusions, publish targets, channels,
+images) and from what dist/manifest.json holds: a command is shown only for a build that exists.
+The page is one offline file with no script: each choice is a radio group, and a CSS rule per
+choice hides the answers that do not match it (`#choice:checked ~ .answers …`), so the command
+shows without script, in any browser, and every control is a real radio input with a label,
+reachable with the keyboard (Tab to a group, arrows within it). Why no script: the page is read
+from CI artifacts and mirrors where scripts may be blocked, and it needs none.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from shipyard.conda.build_plan import mutex_name
+from shipyard.errors import GateBlocked
+from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.publish.conda_channel import conda_channel_url
+from shipyard.publish.plan import gate
+from shipyard.publish.registry import channel_reference
+from shipyard.record.manifest import ArtifactRecord, Manifest
+from shipyard.release.channel_version import NIGHTLY
+from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
+from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
+from shipyard.release.matrix import ANY, excluded_cells
+from shipyard.release.spec import Release
+
+INSTALLERS = ("pip", "uv", "conda", "docker")
+_OS_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
+_PACKAGE_TYPE = {"pip": "wheel", "uv": "wheel", "conda": "conda", "docker": "docker"}
+_WHAT = {"wheel": "wheels", "conda": "conda packages", "docker": "images"}
+_ONE = {"wheel": "wheel", "conda": "conda package", "docker": "image"}
+_PIP = {"pip": "pip3 install", "uv": "uv pip install"}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One radio button: `value` goes into the answers' data attributes, `label` is what it reads."""
+
+    value: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One combination: the command that installs it, or the reason there is none."""
+
+    platform: str
+    installer: str
+    variant: str
+    channel: str
+    command: str | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class GetStarted:
+    name: str
+    version: str
+    platforms: tuple[Choice, ...]
+    installers: tuple[Choice, ...]
+    variants: tuple[Choice, ...]
+    channels: tuple[Choice, ...]
+    answers: tuple[Answer, ...]
+
+
+def get_started(release: Release, manifest: Manifest | None,
+                statuses: StatusVocabulary = DEFAULT_STATUSES) -> GetStarted:
+    """Every combination of the release's platforms, the installers, its variants and channels;
+    `statuses` (feature_status.yaml's vocabulary) says which failing features a gate blocks."""
+    platforms = tuple(Choice(p.name, f"{_OS_NAMES[p.os]} ({p.arch})") for p in release.platforms.values())
+    variants = tuple(Choice(v, _variant_label(release, v)) for v in release.variants)
+    channels = tuple(Choice(c, "stable (release)" if c == "release" else c) for c in release.channels)
+    answers = tuple(_answer(release, manifest, p.value, i, v.value, c.value, statuses)
+                    for p in platforms for i in INSTALLERS for v in variants for c in channels)
+    return GetStarted(name=release.release.name, version=manifest.version if manifest else release.release.version,
+                      platforms=platforms, installers=tuple(Choice(i, i) for i in INSTALLERS), variants=variants,
+                      channels=channels, answers=answers)
+
+
+def render_get_started(page: GetStarted) -> str:
+    env = Environment(loader=PackageLoader("shipyard.report", "templates"), autoescape=select_autoescape(["j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    return env.get_template("get-started.html.j2").render(page=page)
+
+
+def write_get_started(release: Release, manifest: Manifest | None, out: Path,
+                      statuses: StatusVocabulary = DEFAULT_STATUSES) -> Path:
+    write_atomic(out, render_get_started(get_started(release, manifest, statuses)))
+    return out
+
+
+def _answer(release: Release, manifest: Manifest | None, platform: str, installer: str, variant: str,
+            channel: str, statuses: StatusVocabulary = DEFAULT_STATUSES) -> Answer:
+    def no(reason: str) -> Answer:
+        return Answer(platform, installer, variant, channel, None, reason)
+
+    def yes(command: str) -> Answer:
+        return Answer(platform, installer, variant, channel, command)
+
+    main = _main_component(release)
+    package_type = _PACKAGE_TYPE[installer]
+    for cell, exclusion in excluded_cells(release):
+        if (cell.component, cell.variant, cell.platform) == (main, variant, platform):
+            return no(f"Not built: {main} has no {_variant_label(release, variant)} build for {platform} "
+                      f"({exclusion.reason}).")
+    images = release.images
+    if installer == "docker":
+        if images is None:
+            return no("This release builds no Docker images (release.yaml has no images section).")
+        if platform != images.platform:
+            where = _platform_label(release, images.platform)
+            return no(f"The Docker images are {images.platform} images; pick {where} and run them wherever "
+                      f"Docker runs {images.platform} containers.")
+        if variant not in images.variants:
+            return no(f"Docker images are built for {', '.join(images.variants)} only, not {variant}.")
+    target = next((t for t in _targets(release, package_type) if t.takes(channel)), None)
+    if target is None:
+        return no(f"release.yaml publishes no {_WHAT[package_type]} to the {channel} channel.")
+    if manifest is None:
+        return no("Nothing is built yet: dist/manifest.json is missing.")
+    if channel != NIGHTLY and ".dev" in manifest.version:
+        return no(f"This manifest holds the nightly build {manifest.version}; the {channel} channel takes "
+                  f"{release.release.version} builds only.")
+    blocked = _gate_blocks(release, manifest, channel, statuses)
+    if blocked:
+        return no(blocked)
+    if installer == "docker":
+        image = _runtime_image(manifest, variant)
+        if image is None:
+            return no(f"Not built: the manifest holds no {_variant_label(release, variant)} runtime image.")
+        return yes(f"docker pull {channel_reference(target.url, image.name, channel)}")
+    held = _held(release, manifest, package_type, variant, platform)
+    if main not in held:
+        return no(f"Not built: the manifest holds no {_variant_label(release, variant)} {_ONE[package_type]} of "
+                  f"{main} for {platform}.")
+    names = " ".join(held)
+    if installer == "conda":
+        assert target.token_env is not None  # a conda target always names it (validated)
+        channel_url = conda_channel_url(target.url, channel, token=f"${target.token_env}")
+        dependencies = " ".join(f"-c {c}" for c in (release.conda.channels if release.conda else ()))
+        # The mutex picks the variant: every variant-specific package requires its build (recipes/).
+        # Written as the recipes require it: conda reads `name=1.0=tag` too, strict MatchSpec parsers
+        # (rattler, pixi) do not.
+        mutex = shlex.quote(f"{mutex_name(release)} ==1.0 {release.variants[variant].tag}")
+        return yes(" ".join(w for w in ("conda install -c", channel_url, dependencies, mutex, names) if w))
+    index = _wheel_index(target, channel, release.variants[variant].tag, variant)
+    if index is None:
+        return no(f"The {target.name} index takes {target.default_variant} wheels only, not {variant}.")
+    return yes(f"{_PIP[installer]} {names}" + (f" --index-url {index}" if index else ""))
+
+
+def _gate_blocks(release: Release, manifest: Manifest, channel: str, statuses: StatusVocabulary) -> str:
+    """Why the channel's gate keeps this manifest out (publish uploads nothing), or ''."""
+    try:
+        gate(release.channels[channel], manifest.artifacts, statuses=statuses)
+    except GateBlocked:
+        marking = [name for name, c in release.channels.items() if c.gate == "mark"]
+        blocking = " or ".join(n for n in statuses.names if n in statuses.blocking)
+        return (f"Not published: the {channel} channel's gate blocks this build, since a {blocking} feature failed "
+                f"its tests (see the release report)" + (f"; {', '.join(marking)} has it, marked." if marking
+                                                         else "."))
+    return ""
+
+
+def _main_component(release: Release) -> str:
+    """The component the command is about: the first Python component release.yaml lists."""
+    return next(c.name for c in release.components.values() if c.is_python)
+
+
+def _variant_label(release: Release, variant: str) -> str:
+    cuda = release.variants[variant].cuda
+    return f"CUDA {cuda}" if cuda else "CPU"
+
+
+def _platform_label(release: Release, platform: str) -> str:
+    found = release.platforms.get(platform)
+    return f"{_OS_NAMES[found.os]} ({found.arch})" if found else platform
+
+
+def _targets(release: Release, package_type: str) -> list[PublishTarget]:
+    """The publish targets of `package_type`, the one a user installs from first: PyTorch's download
+    layout (static) before a devpi or PyPI-compatible index."""
+    preferred = ("static", "pypi", "devpi")
+    found = [t for t in release.publish.values() if package_type in PACKAGE_TYPES_BY_TARGET[t.kind]]
+    return sorted(found, key=lambda t: preferred.index(t.kind) if t.kind in preferred else 0)
+
+
+def _wheel_index(target: PublishTarget, channel: str, tag: str, variant: str) -> str | None:
+    """The `--index-url` of `variant`'s wheels on `target` ('' for PyPI itself), or None when the
+    target does not take that variant's wheels."""
+    if target.kind == "static":
+        return f"{target.url.rstrip('/')}/{channel}/{tag}/"
+    if target.kind == "pypi":
+        if target.default_variant != variant:
+            return None
+        return "" if target.known_index and target.simple_url == "https://pypi.org/simple/" else target.simple_url
+    # devpi: <url>/<user>/<channel>-<tag>/+simple/, the user named by username_env on the publishing
+    # side; a reader of the page gets it from whoever publishes.
+    return f"{target.url.rstrip('/')}/${target.username_env}/{channel}-{tag}/+simple/"
+
+
+def _held(release: Release, manifest: Manifest, package_type: str, variant: str,
+          platform: str) -> dict[str, ArtifactRecord]:
+    """The Python components the manifest holds a `package_type` artifact of for `variant` on
+    `platform` (a pure one stands for every variant and platform its component is not excluded
+    from), in release.yaml order."""
+    excluded = {(c.component, c.variant, c.platform) for c, _ in excluded_cells(release)}
+    found: dict[str, ArtifactRecord] = {}
+    for record in manifest.artifacts:
+        component = release.components.get(record.component)
+        if record.package_type != package_type or component is None or not component.is_python:
+            continue
+        if (record.component, variant, platform) in excluded:
+            continue
+        if (record.variant, record.platform) == (variant, platform) or record.platform == ANY:
+            found.setdefault(record.component, record)
+    return {name: found[name] for name in release.components if name in found}
+
+
+def _runtime_image(manifest: Manifest, variant: str) -> ArtifactRecord | None:
+    """The manifest's runtime image of `variant`."""
+    return next((r for r in manifest.artifacts
+                 if r.package_type == "docker" and r.variant == variant and r.name.endswith("-runtime")), None)
