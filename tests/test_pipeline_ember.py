@@ -41,6 +41,7 @@ RUNS_HERE = {
     "plan": "runner", "wheel-linux wheel-ember-cpu-linux-x86_64": "debian:bookworm",
     "wheel-linux wheel-embervision-cpu-linux-x86_64": "debian:bookworm",
     "wheel-pure wheel-emberaudio-any": "debian:bookworm", "wheel-pure wheel-emberelastic-any": "debian:bookworm",
+    "wheel-pure wheel-ember-variant-provider-any": "debian:bookworm",
     "conda-linux conda-ember-cpu-linux-x86_64": "debian:bookworm",
     "conda-linux conda-embervision-cpu-linux-x86_64": "debian:bookworm",
     "conda-pure conda-emberaudio-any": "debian:bookworm", "conda-pure conda-emberelastic-any": "debian:bookworm",
@@ -87,7 +88,8 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         wheels = {a.component: a for a in manifest.artifacts if a.package_type == "wheel"}
         conda = {a.name.rsplit("-", 2)[0]: a for a in manifest.artifacts if a.package_type == "conda"}
         [image] = [a for a in manifest.artifacts if a.package_type == "docker" and a.name.endswith("-runtime")]
-        assert set(wheels) == {"ember", "embervision", "emberaudio", "emberelastic"}, sorted(wheels)
+        assert set(wheels) == {"ember", "embervision", "emberaudio", "emberelastic", "ember-variant-provider"}, \
+            sorted(wheels)
         assert {"ember", "libember", "embervision", "emberaudio", "emberelastic"} <= set(conda), sorted(conda)
         assert not any(a.package_type == "mobile" for a in manifest.artifacts)  # narrowed out
         # merged from every fragment, each file as its record says, signed with the secret's key
