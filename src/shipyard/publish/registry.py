@@ -96,7 +96,7 @@ class RegistryBackend(Backend):
         return self._client
 
     def describe(self, channel: str) -> str:
-        return f"{self.host}/<repo>:<tag>-{channel}"
+        return f"{self.host}/<repo>:<tag>-{channel}, the newest: <repo>:{channel}-<kind>"
 
     # --- the registry's API ------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ class RegistryBackend(Backend):
             self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
                                     ref=f"{self.host}/{repo}:{published_tag(name, channel)}", digest=digest,
                                     sha256=f.sha256)
-        self.ctx.progress(f"{self.target.name}: {self.describe(channel)}: {len(files)} images visible")
+        self.ctx.progress(f"{self.target.name}: {self.host}/<repo>:<tag>-{channel}: {len(files)} images visible")
 
     def advance(self, channel: str, files: Sequence[PublishFile]) -> list[str]:
         """Each image's moving tag `<repo>:<channel>-<kind>` to the manifest its published tag names
