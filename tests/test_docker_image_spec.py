@@ -10,6 +10,7 @@ from shipyard.errors import SpecError, UsageError
 from shipyard.image.deps import compatible_platforms
 from shipyard.image.hygiene import secret_needles
 from shipyard.image.plan import image_labels, image_plans
+from shipyard.image.tags import kind_of, moving_tag, published_tag, published_version, staging_tag
 from shipyard.release.channel_version import ChannelVersionError
 from shipyard.release.validate import load_spec
 
@@ -23,6 +24,21 @@ def test_tags_say_version_cuda_and_target(repo) -> None:
                     ("ember:1.7.0-cuda11.8-devel", "ember:nightly-cuda11.8-devel")]
     (release,) = image_plans(spec, "cu118", targets=["runtime"], channel="release")
     assert release.channel_tag == "ember:release-cuda11.8-runtime"
+
+
+def test_a_publish_reads_a_published_tag_apart_from_the_moving_and_staging_tags_beside_it(repo) -> None:
+    """The registry holds every kind of tag of a repository side by side; a publish finds the
+    version of a published tag of one kind and channel only (the moving tag follows those)."""
+    (plan,) = image_plans(load_spec(repo), "cpu", targets=["runtime"], channel="nightly")
+    kind = kind_of(plan.tag, plan.version)
+    assert kind == "cpu-runtime" and kind_of("ember:1.7.0-cpu-runtime", "1.7.1") is None
+    assert moving_tag("ember", "nightly", kind) == plan.channel_tag
+    published = published_tag("ember:1.7.0.dev20261201-cpu-runtime", "nightly")
+    assert published == "ember:1.7.0.dev20261201-cpu-runtime-nightly"
+    tags = {published.split(":")[1]: "1.7.0.dev20261201", "nightly-cpu-runtime": None,
+            staging_tag("ember:1.7.0-cpu-runtime", "nightly", "sha256:" + "ab" * 32).split(":")[1]: None,
+            "1.7.0-cpu-runtime-test": None, "1.7.0-cpu-devel-nightly": None, "1.7.0-cuda11.8-runtime-nightly": None}
+    assert {tag: published_version(tag, kind, "nightly") for tag in tags} == tags
 
 
 def test_images_of_nightly_wheels_are_tagged_with_their_development_version(repo, tmp_path) -> None:

@@ -20,6 +20,7 @@ from publish_servers import Registry, docker_registry, point_release_yaml
 from synthetic_release import VERSION, image_record, import_image, remove_images, write_manifest
 
 from shipyard.cli import main
+from shipyard.record.manifest import ArtifactRecord
 
 pytestmark = pytest.mark.slow
 SECRET = "s3cr3t-Rk7uWq4Tn-registry"
@@ -103,10 +104,12 @@ def test_an_image_goes_nightly_test_release_and_docker_pull_gets_the_recorded_id
         assert code == 0, out
         assert registry.served_digest(project.repo, f"{VERSION}-cpu-runtime-{channel}") == digest  # the same manifest
         assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-{channel}") == image_id
+        assert registry.served_digest(project.repo, f"{channel}-cpu-runtime") == digest  # its moving tag
     staging = {f"{VERSION}-cpu-runtime-{c}-stage-{image_id.removeprefix('sha256:')[:12]}"
                for c in ("nightly", "test", "release")}
     assert set(registry.tags(project.repo)) == staging | {f"{VERSION}-cpu-runtime-{c}"
-                                                           for c in ("nightly", "test", "release")}
+                                                           for c in ("nightly", "test", "release")} | {
+        f"{c}-cpu-runtime" for c in ("nightly", "test", "release")}
     journal = [line for line in (project.root / ".shipyard" / "publish" / "images.jsonl").read_text().splitlines()
                if '"switched"' in line]
     assert len(journal) == 3 and all(digest in line for line in journal), journal
@@ -121,6 +124,60 @@ def test_republishing_the_same_image_pushes_nothing(project: Project, registry: 
     assert code == 0, out
     assert "nightly: 0 files published, 1 already there" in " ".join(out.split()), out
     assert registry.tags(project.repo) == tags
+    assert (project.root / ".shipyard" / "publish" / "images.jsonl").read_text() == journal
+
+
+def _nightly(project: Project, version: str, payload: str) -> tuple[str, ArtifactRecord]:
+    """A new image `<repo>:<version>-cpu-runtime`, recorded alone in dist/manifest.json as the
+    nightly `version` is: its id and its record."""
+    ref = f"{project.repo}:{version}-cpu-runtime"
+    image_id = import_image(project.dist.parent / "images", ref, payload)
+    project.made.append(image_id)
+    record = image_record(ref, image_id, version=version)
+    write_manifest(project.dist, [record], version)
+    return image_id, record
+
+
+def test_the_moving_tag_follows_the_newest_nightly_and_never_goes_back(
+        project: Project, registry: Registry, client: docker.DockerClient) -> None:
+    older, newer = f"{VERSION}.dev20261201", f"{VERSION}.dev20261202"
+    moving = "nightly-cpu-runtime"
+    where = f"{registry.address}/{project.repo}:{moving}"
+    first, first_record = _nightly(project, older, "first night")
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    a = registry.served_digest(project.repo, f"{older}-cpu-runtime-nightly")
+    assert a is not None and registry.served_digest(project.repo, moving) == a
+    assert f"{where} moved to {older} ({a})" in " ".join(out.split()), out
+    assert _pulled_id(client, registry, project.repo, moving) == first
+
+    second, second_record = _nightly(project, newer, "second night")
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    b = registry.served_digest(project.repo, f"{newer}-cpu-runtime-nightly")
+    assert b not in (None, a) and registry.served_digest(project.repo, moving) == b
+    assert f"{where} moved to {newer} ({b}), was {a}" in " ".join(out.split()), out
+    assert _pulled_id(client, registry, project.repo, moving) == second  # what `docker pull` gets now
+    assert registry.served_digest(project.repo, f"{older}-cpu-runtime-nightly") == a  # published tags stay
+
+    # The older nightly published again (a late or repeated run): it is there, and the moving tag stays.
+    write_manifest(project.dist, [first_record], older)
+    tags = registry.tags(project.repo)
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "nightly: 0 files published, 1 already there" in flat, out
+    assert f"{where} left at {newer}, newer than {older}" in flat, out
+    assert registry.served_digest(project.repo, moving) == b and registry.tags(project.repo) == tags
+
+    # The newest again: nothing written, nothing journaled.
+    write_manifest(project.dist, [second_record], newer)
+    journal = (project.root / ".shipyard" / "publish" / "images.jsonl").read_text()
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    assert "nightly: 0 files published, 1 already there" in " ".join(out.split()), out
+    assert moving not in out, out
+    assert registry.served_digest(project.repo, moving) == b and registry.tags(project.repo) == tags
     assert (project.root / ".shipyard" / "publish" / "images.jsonl").read_text() == journal
 
 
@@ -196,7 +253,7 @@ class _Killed(BaseException):
     """Stands for a kill -9 at one chosen point: nothing after it runs, no handler sees it."""
 
 
-def test_a_publish_killed_before_the_channel_tag_is_finished_by_a_rerun_without_pushing_again(
+def test_a_publish_killed_before_the_channel_tag_or_the_moving_tag_is_finished_by_a_rerun_without_pushing_again(
         project: Project, registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
     from shipyard.publish.registry import RegistryBackend
 
@@ -210,17 +267,23 @@ def test_a_publish_killed_before_the_channel_tag_is_finished_by_a_rerun_without_
     args = ["--root", str(project.root), "publish", "--channel", "nightly", "--target", "images",
             "--dist", str(project.dist)]
     with monkeypatch.context() as patch:
-        patch.setattr(RegistryBackend, "_write_channel_tag", killed)
+        patch.setattr(RegistryBackend, "_write_tag", killed)
         with pytest.raises(_Killed):
             main(args)
     tag = f"{VERSION}-cpu-runtime-nightly"
     assert registry.tags(project.repo) == [f"{tag}-stage-{image_id[:12]}"]  # pushed, verified, not visible
+    with monkeypatch.context() as patch:  # killed after every published tag, before the moving tags
+        patch.setattr(RegistryBackend, "advance", killed)
+        with pytest.raises(_Killed):
+            main(args)
+    assert registry.tags(project.repo) == [tag, f"{tag}-stage-{image_id[:12]}"]
     assert main(args) == 0
     digest = registry.served_digest(project.repo, tag)
     assert digest == registry.served_digest(project.repo, f"{tag}-stage-{image_id[:12]}")
+    assert registry.served_digest(project.repo, "nightly-cpu-runtime") == digest
     events = [line.split('"event": "')[1].split('"')[0]
               for line in (project.root / ".shipyard" / "publish" / "images.jsonl").read_text().splitlines()]
-    assert events == ["stage", "verified", "switched"], events  # the re-run did not push again
+    assert events == ["stage", "verified", "switched", "moved"], events  # the re-runs did not push again
 
 
 def test_a_flaky_registry_is_tried_again_and_one_that_keeps_failing_is_named(

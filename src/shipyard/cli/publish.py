@@ -28,6 +28,9 @@ def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishRe
     for note in report.gating.other_failures:
         console.print(f"[yellow]{note.status} failure[/]: ", end="")
         console.print(str(note), markup=False, soft_wrap=True)
+    for target in report.targets:  # the moving tags: where each went, or why it stayed
+        for line in target.moving:
+            console.print(f"{target.target}: {line}", markup=False, soft_wrap=True)
     uploaded = sum(len(t.uploaded) for t in report.targets)
     unchanged = sum(len(t.unchanged) for t in report.targets)
     console.print(f"{report.version} on {report.channel}: {uploaded} files published, {unchanged} already there")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ValidationError
 
 from shipyard.errors import UsageError, nearest
+from shipyard.image.tags import image_kind, moving_tag, versioned_tag
 from shipyard.record.manifest import CudaArchs, read_manifest
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import ImageSettings, ImageVariant
@@ -73,12 +74,13 @@ class ImagePlan:
     @property
     def tag(self) -> str:
         """The versioned tag, e.g. ember:1.7.0-cpu-runtime."""
-        return f"{self.settings.repository}:{self.version}-{self.flavour}-{self.target}"
+        return versioned_tag(self.settings.repository, self.version, image_kind(self.flavour, self.target))
 
     @property
     def channel_tag(self) -> str:
-        """The moving tag of the channel, e.g. ember:nightly-cpu-runtime."""
-        return f"{self.settings.repository}:{self.channel}-{self.flavour}-{self.target}"
+        """The moving tag of the channel, e.g. ember:nightly-cpu-runtime (a publish moves the
+        registry's own, image/tags.py)."""
+        return moving_tag(self.settings.repository, self.channel, image_kind(self.flavour, self.target))
 
     @property
     def tags(self) -> tuple[str, str]:

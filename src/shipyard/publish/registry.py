@@ -1,5 +1,8 @@
-"""Images in a docker registry, one tag per channel, written last: `<url>/<repo>:<tag>-<channel>`
-(ember's CPU runtime image on nightly: `127.0.0.1:5000/ember:1.7.0-cpu-runtime-nightly`).
+"""Images in a docker registry: per channel, one published tag per image, written last,
+`<url>/<repo>:<tag>-<channel>` (ember's CPU runtime image on nightly:
+`127.0.0.1:5000/ember:1.7.0-cpu-runtime-nightly`), which never moves, and one moving tag per kind of
+image, `<url>/<repo>:<channel>-<kind>` (`127.0.0.1:5000/ember:nightly-cpu-runtime`), which follows
+the newest version (image/tags.py names them all).
 
 An image's manifest record (package type `docker`) names it by its version tag
 (`ember:1.7.0-cpu-runtime`) and gives its image id as sha256; the image id is the digest of the
@@ -12,15 +15,23 @@ checkable on the registry without pulling a layer. A publish, per image:
    level), each blob the registry does not hold yet is uploaded, then the manifest is PUT;
 2. reads the pushed manifest back by its digest, checks the digest of the bytes served, that its
    config is the recorded image id, and the config blob's own sha256;
-3. when every image of the release is staged and verified, writes each channel tag with one PUT
-   of exactly those manifest bytes, then reads the tag back.
+3. when every image of the release is staged and verified, writes each published tag with one PUT
+   of exactly those manifest bytes, then reads the tag back;
+4. when every published tag of the release (of every target) is there, `advance` moves each image's
+   moving tag to it: the same PUT and read-back, unless it names that manifest already (no PUT) or
+   an image of a newer version (left, and said). So a user never pulls a moving tag whose siblings
+   are not published yet, and a late publish of an older version never takes it back. The version
+   of the image a moving tag names is the version of the published tag of this channel and kind
+   that names the same manifest; only versions newer than the one published are read (most runs
+   read none).
 
-A tag names a complete, verified image or nothing, and a channel tag is never moved: run.py
-refuses an image whose channel tag already names another id (naming both), and leaves one that
+A tag names a complete, verified image or nothing, and a published tag is never moved: run.py
+refuses an image whose published tag already names another id (naming both), and leaves one that
 names the same id alone. Staging tags stay (a registry can delete a manifest, not a tag). A
 killed publish is finished by running it again: the same image gives the same blobs and the same
 manifest bytes, blobs already there are not sent again, and an image the journal records as
-verified under its staging tag is not pushed again.
+verified under its staging tag is not pushed again. A run killed before the moving tags finds
+every image unchanged, and `advance`, which reads the registry rather than the journal, moves them.
 
 Promotion reads the image by digest from the source channel (manifest, config and layers, each
 checked against its digest), loads it into the engine (`docker load`), checks its id, and
@@ -48,9 +59,11 @@ from typing import IO
 
 import docker
 from docker.models.images import Image
+from packaging.version import InvalidVersion, Version
 
 from shipyard.errors import PublishError
 from shipyard.host.docker_base import ensure_docker_engine
+from shipyard.image.tags import kind_of, moving_tag, published_tag, published_version, staging_tag
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.publish.plan import PublishFile
@@ -64,22 +77,12 @@ _CONFIG = "application/vnd.docker.container.image.v1+json"
 _LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
 
-def channel_tag(name: str, channel: str) -> str:
-    """`ember:1.7.0-cpu-runtime` on `test` → `ember:1.7.0-cpu-runtime-test`."""
-    return f"{name}-{channel}"
-
-
 def channel_reference(target_url: str, name: str, channel: str) -> str:
     """What a user pulls: `127.0.0.1:5000` and `ember:1.7.0-cpu-runtime` on `nightly` →
     `127.0.0.1:5000/ember:1.7.0-cpu-runtime-nightly` (under the url's namespace, when it has one)."""
     _, host, namespace = registry_base(target_url)
-    return f"{host}/{namespace}/{channel_tag(name, channel)}" if namespace else f"{host}/{channel_tag(name, channel)}"
-
-
-def staging_tag(name: str, channel: str, image_id: str) -> str:
-    """The tag an image is pushed and verified under before its channel tag exists: the same
-    name on every re-run of the same image, another one for another image."""
-    return f"{channel_tag(name, channel)}-stage-{image_id[:12]}"
+    tag = published_tag(name, channel)
+    return f"{host}/{namespace}/{tag}" if namespace else f"{host}/{tag}"
 
 
 class _Incomplete(Exception):
@@ -101,7 +104,7 @@ class RegistryBackend(Backend):
         return self._client
 
     def describe(self, channel: str) -> str:
-        return f"{self.host}/<repo>:<tag>-{channel}"
+        return f"{self.host}/<repo>:<tag>-{channel}, the newest: <repo>:{channel}-<kind>"
 
     # --- the registry's API ------------------------------------------------------------------
 
@@ -237,11 +240,59 @@ class RegistryBackend(Backend):
         staged = [(f, *self._stage(channel, f)) for f in files]
         for f, digest, body in staged:
             repo, name = f.filename.split(":", 1)
-            self._write_channel_tag(repo, channel_tag(name, channel), body, digest, f)
+            self._write_tag(repo, published_tag(name, channel), body, digest, f)
             self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
-                                    ref=f"{self.host}/{repo}:{channel_tag(name, channel)}", digest=digest,
+                                    ref=f"{self.host}/{repo}:{published_tag(name, channel)}", digest=digest,
                                     sha256=f.sha256)
-        self.ctx.progress(f"{self.target.name}: {self.describe(channel)}: {len(files)} images visible")
+        self.ctx.progress(f"{self.target.name}: {self.host}/<repo>:<tag>-{channel}: {len(files)} images visible")
+
+    def advance(self, channel: str, files: Sequence[PublishFile]) -> list[str]:
+        """Each image's moving tag `<repo>:<channel>-<kind>` to the manifest its published tag names
+        (every published tag of the release is there): one PUT of those bytes, read back; nothing
+        when it names that manifest already, and left, said, when it names a newer version."""
+        said = []
+        newer: dict[tuple[str, str], list[tuple[Version, str]]] = {}  # (repo, kind) → published tags, newest first
+        for f in sorted(files, key=lambda f: _version(f.version) or Version("0")):  # the newest moves last
+            repo, name = f.filename.split(":", 1)
+            kind = kind_of(f.filename, f.version)
+            if kind is None:  # not `<version>-<kind>`: no kind of image for a moving tag to follow
+                said.append(f"{self.host}/{f.filename}: no moving tag (its tag does not start with its version "
+                            f"{f.version})")
+                continue
+            moving = moving_tag(repo, channel, kind).split(":", 1)[1]
+            ref = f"{self.host}/{repo}:{moving}"
+            digest = self._digest(repo, published_tag(name, channel))
+            if digest is None:
+                raise PublishError(f"{f.artifact}: {self.host}/{repo}:{published_tag(name, channel)} is not served "
+                                   f"after it was published; publish again")
+            current = self._digest(repo, moving)
+            if current == digest:
+                continue
+            if current is not None:
+                if (repo, kind) not in newer:
+                    newer[repo, kind] = self._published(repo, kind, channel)
+                held = next((v for v, tag in newer[repo, kind] if v > (_version(f.version) or Version("0"))
+                             and self._digest(repo, tag) == current), None)
+                if held is not None:
+                    said.append(f"{ref} left at {held}, newer than {f.version}")
+                    continue
+            body, _, served = self._manifest(repo, digest)
+            if served != digest:
+                raise PublishError(f"{f.artifact}: {self.host}/{repo}@{digest} reads back as {served}; publish again")
+            self._write_tag(repo, moving, body, digest, f)
+            self.ctx.journal.record("moved", target=self.target.name, channel=channel, image=f.filename,
+                                    ref=ref, digest=digest, was=current)
+            said.append(f"{ref} moved to {f.version} ({digest})" + (f", was {current}" if current else ""))
+        return said
+
+    def _published(self, repo: str, kind: str, channel: str) -> list[tuple[Version, str]]:
+        """(version, tag) of every published tag of this kind and channel, newest first."""
+        out = []
+        for tag in self._tags(repo):
+            version = _version(published_version(tag, kind, channel) or "")
+            if version is not None:
+                out.append((version, tag))
+        return sorted(out, reverse=True)
 
     def preflight(self, files: Sequence[PublishFile]) -> None:
         """The engine answers and holds every image by the id the manifest records."""
@@ -365,6 +416,17 @@ class RegistryBackend(Backend):
                                     headers={"Accept": _MANIFESTS})
         return response.status_code == 200 and response.headers.get("Docker-Content-Digest") == digest
 
+    def _digest(self, repo: str, tag: str) -> str | None:
+        """The manifest digest the registry serves under `repo:tag`; None when there is no such tag."""
+        what = f"read {self.host}/{repo}:{tag}"
+        response = self.api.request("HEAD", what, f"{self._repo(repo)}/manifests/{tag}",
+                                    headers={"Accept": _MANIFESTS})
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self.api.fail(what, response)
+        return response.headers.get("Docker-Content-Digest")
+
     def _verify(self, repo: str, digest: str, f: PublishFile) -> bytes:
         """The manifest the registry serves by `digest`: its bytes hash to it, its config is the
         image id the manifest records, and the config blob hashes to that id."""
@@ -380,8 +442,8 @@ class RegistryBackend(Backend):
                                f"became visible under a channel tag: check the registry, then publish again")
         return body
 
-    def _write_channel_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
-        """One PUT of the verified manifest's bytes under the channel tag, then read it back."""
+    def _write_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
+        """One PUT of the verified manifest's bytes under a published or moving tag, then read it back."""
         kind = self._media_type(body)
         response = self.api.request("PUT", f"tag {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}", body=body,
                                     headers={"Content-Type": kind})
@@ -394,6 +456,13 @@ class RegistryBackend(Backend):
     @staticmethod
     def _media_type(body: bytes) -> str:
         return str(json.loads(body).get("mediaType") or "application/vnd.oci.image.manifest.v1+json")
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:

@@ -5,15 +5,18 @@ Order, so that nothing changes on a server until everything that can be known is
 channel and targets exist; every credential variable is set; the gate passes; every local file
 matches the manifest; every target's listing shows no published name with other bytes
 (ImmutableFileError names both hashes); files already there with the same bytes are left alone.
-Only then does each target release what is new.
+Only then does each target release what is new, and only when every target shows the whole
+release does any move the names that follow a channel's newest release (a registry's moving tags).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from shipyard.errors import ImmutableFileError, PublishError, ShipyardError, UsageError, nearest
 from shipyard.plumbing.progress import Progress
@@ -32,6 +35,7 @@ from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.release.validate import Spec
 
+T = TypeVar("T")
 BACKENDS: dict[str, type[Backend]] = {"devpi": DevpiBackend, "pypi": PypiBackend, "static": StaticTreeBackend,
                                       "conda": CondaChannelBackend, "docker": RegistryBackend}
 
@@ -51,6 +55,7 @@ class TargetReport:
     where: str
     uploaded: list[PublishFile] = field(default_factory=list)
     unchanged: list[PublishFile] = field(default_factory=list)
+    moving: list[str] = field(default_factory=list)  # what the names that follow the newest release did
 
 
 @dataclass
@@ -162,14 +167,24 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
                 session.backends[name].ctx.journal.record(
                     "marked", channel=channel, notes=[str(n) for n in gating.marked
                                                       if n.artifact in {f.artifact for f in files}])
-            try:
-                session.backends[name].release(channel, files)
-            except ShipyardError:
-                raise
-            except Exception as exc:  # a library's error: report it without any credential in it
-                raise PublishError(session.scrub(f"{name}: {type(exc).__name__}: {exc}")) from None
+            _scrubbed(session, name, partial(session.backends[name].release, channel, files))
             reports[name].uploaded.extend(files)
+    # Last, once every target shows the whole release (resumed runs too: every file unchanged).
+    for name, report in reports.items():
+        visible = report.uploaded + report.unchanged
+        if visible:
+            report.moving.extend(_scrubbed(session, name, partial(session.backends[name].advance, channel, visible)))
     return PublishReport(channel, version, gating, list(reports.values()))
+
+
+def _scrubbed(session: Session, name: str, step: Callable[[], T]) -> T:
+    """`step` of target `name`; a library's error is reported without any credential in it."""
+    try:
+        return step()
+    except ShipyardError:
+        raise
+    except Exception as exc:
+        raise PublishError(session.scrub(f"{name}: {type(exc).__name__}: {exc}")) from None
 
 
 @dataclass(frozen=True)

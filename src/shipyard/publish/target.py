@@ -1,8 +1,9 @@
 """The interface every publish target implements, and what they share.
 
 A target lists what a channel shows (`listing`), makes new files visible in a channel
-(`release`: staged, verified by reading them back, then one switch per index), and fetches a
-listed file (`fetch`, for promotion). Immutability and idempotence are decided once, above the
+(`release`: staged, verified by reading them back, then one switch per index), moves the names
+that follow a channel's newest release once it is all visible (`advance`), and fetches a listed
+file (`fetch`, for promotion). Immutability and idempotence are decided once, above the
 targets (run.py), from `listing`.
 """
 
@@ -69,6 +70,12 @@ class Backend(ABC):
 
     def preflight(self, files: Sequence[PublishFile]) -> None:  # noqa: B027 - a hook, no-op by default
         """Whatever else must hold before any target uploads anything (files are checked already)."""
+
+    def advance(self, channel: str, files: Sequence[PublishFile]) -> list[str]:
+        """Once every file of the release is visible in `channel` (on every target), point the
+        channel's moving names at them (a registry's `ember:nightly-cpu-runtime`), never at an older
+        version than they name; what moved or stayed, one line each. Most targets have none."""
+        return []
 
     def fetched_sha256(self, path: Path) -> str:
         """The sha256 of what `fetch` returned (the file's; a registry's: the pulled image's id)."""
