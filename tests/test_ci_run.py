@@ -433,3 +433,29 @@ def test_a_failed_composite_action_is_named_by_its_workflow_step():
     assert (row.name, row.container, row.seconds, row.result) == ("plan", "shipyard/act-runner:x", 42.0, "failure")
     assert row.reason == ("step 'Python for shipyard' failed: ::error::setup-python (local stand-in): "
                           "no Python 3.14")
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_run_removes_the_job_containers_a_killed_run_of_its_workflow_left(docker_engine, tmp_path):
+    """act names a job's container after the workflow and the job only: a container a killed run
+    left would meet the next run's job of the same name. The run, once it holds the machine's lock
+    (one_run_per_engine; not taken here, so that this test never waits behind a pipeline test),
+    removes those of its own workflow, and no other."""
+    from shipyard.ci.local_run import _remove_stale_containers
+    from shipyard.host import docker_base
+
+    base = docker_base.bootstrap_base_image()
+    tag = tmp_path.name.lower().replace("_", "-")
+    names = {"mine": f"act-nightly-{tag}-plan-0123", "other": f"act-release-{tag}-plan-0123"}
+    for name in names.values():
+        subprocess.run(["docker", "create", "--name", name, base, "true"], check=True, capture_output=True)
+    said: list[str] = []
+    try:
+        _remove_stale_containers(f"nightly {tag}", said.append)
+        left = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                              check=True).stdout.split()
+        assert names["mine"] not in left and names["other"] in left
+        assert any(names["mine"] in line for line in said), said
+    finally:
+        subprocess.run(["docker", "rm", "-f", *names.values()], capture_output=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from shipyard.ci.jobs import PlanFilter, plan_outputs
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES
 from shipyard.errors import ShipyardError, UsageError, public_url
 from shipyard.host import docker_base
+from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import Progress
@@ -79,17 +81,31 @@ ENGINE_LOCK = Path("/var/tmp") / f"shipyard-ci-run-{os.getuid()}.lock"
 
 
 @contextmanager
-def one_run_per_engine(progress: Progress | None) -> Iterator[None]:
-    """Hold the machine's `shipyard ci run` lock for the block, saying so while waiting for it."""
+def one_run_per_engine(workflow_name: str, progress: Progress | None) -> Iterator[None]:
+    """Hold the machine's `shipyard ci run` lock for the block, saying so while waiting for it.
+    Holding it, remove the job containers of `workflow_name` that a killed run left: act would
+    meet them under the names it gives this run's jobs."""
     with exclusive(ENGINE_LOCK, wait=False) as held:
         if held:
+            _remove_stale_containers(workflow_name, progress)
             yield
             return
     if progress:
         progress(f"waiting for another shipyard ci run on this machine to finish (act names containers by "
                  f"workflow and job, so runs take turns; lock {ENGINE_LOCK})")
     with exclusive(ENGINE_LOCK):
+        _remove_stale_containers(workflow_name, progress)
         yield
+
+
+def _remove_stale_containers(workflow_name: str, progress: Progress | None) -> None:
+    prefix = "act-" + re.sub(r"-+", "-", re.sub(r"[^a-zA-Z0-9]", "-", workflow_name)) + "-"  # as act names them
+    found = command.run(["docker", "ps", "-a", "--format", "{{.Names}}"], timeout=60, what="docker ps").stdout.split()
+    stale = [name for name in found if name.startswith(prefix)]
+    if stale:
+        if progress:
+            progress(f"removing {len(stale)} job container(s) a stopped run left: {', '.join(stale)}")
+        command.run(["docker", "rm", "-f", *stale], timeout=300, check=False, what="docker rm")
 
 
 def served_folders(release: Release) -> tuple[tuple[Path, ...], list[str]]:
@@ -211,7 +227,7 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         progress(f"act: {request.workflow}.yml at {request.ref or 'HEAD'}"
                  + (f", job {request.job} and what it needs" if request.job else ", every job")
                  + "".join(f", {k}={v}" for k, v in inputs.items()) + f"; log: {folder.log}")
-    with one_run_per_engine(progress), claimed_port_range() as ports:
+    with one_run_per_engine(str(workflow.get("name") or request.workflow), progress), claimed_port_range() as ports:
         status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), event)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
     why_not = not_runnable_here(release, workflow, unavailable)
