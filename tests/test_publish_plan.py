@@ -13,7 +13,7 @@ from conftest import SpecCopy
 from synthetic_release import VERSION, synthetic_dist
 
 from shipyard.cli import main
-from shipyard.errors import GateBlocked, MissingCredential
+from shipyard.errors import GateBlocked, MissingCredential, PublishError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.plain_version import plain_name, plain_version_wheel
@@ -56,6 +56,18 @@ def test_files_for_each_target_put_pure_wheels_in_every_variant_and_the_default_
                         PLAIN_INDEX: {f"ember-{VERSION}-py3-none-any.whl", pure}}
     tree = files_for(spec.release.publish["wheels-tree"], records, tmp_path / "dist", tmp_path / "derived")
     assert {f.index for f in tree} == {"cpu", "cu118"}
+
+
+def test_a_release_of_pure_packages_only_puts_them_in_every_variant_index(repo: Path, tmp_path: Path):
+    """With no native wheel to stand beside, a pure wheel goes into each of the release's variant
+    indexes (and the plain one); without the release's tags it is refused, naming the fix."""
+    records = [r for r in synthetic_dist(tmp_path / "dist") if r.variant_tag == "any"]
+    target = load_spec(repo).release.publish["wheels-staging"]
+    files = files_for(target, records, tmp_path / "dist", tmp_path / "derived", ("cpu",))
+    assert {(f.index, f.filename) for f in files} == {("cpu", f"emberaudio-{VERSION}-py3-none-any.whl"),
+                                                      (PLAIN_INDEX, f"emberaudio-{VERSION}-py3-none-any.whl")}
+    with pytest.raises(PublishError, match="only pure wheels and no variant to put them beside"):
+        files_for(target, records, tmp_path / "dist", tmp_path / "derived")
 
 
 def test_the_gate_blocks_a_failing_stable_feature_and_only_marks_it_on_nightly(repo: Path, tmp_path: Path):

@@ -107,16 +107,16 @@ def local_file(dist: Path, artifact: ArtifactRecord) -> Path:
 
 
 def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: Path,
-              derived: Path) -> list[PublishFile]:
+              derived: Path, release_tags: Sequence[str] = ()) -> list[PublishFile]:
     """Every file `target` receives for these artifacts; `derived` holds the PyPI flavour's rewrites."""
     wanted = PACKAGE_TYPES_BY_TARGET[target.kind]
     mine = [a for a in artifacts if a.package_type in wanted]
     if target.kind == "static":  # PyTorch's layout, and the PEP 825 variants index beside it
-        return _wheel_files(target, mine, dist, derived) + _variant_files(dist, mine)
+        return _wheel_files(target, mine, dist, derived, release_tags) + _variant_files(dist, mine)
     if target.kind == "devpi":
-        return _wheel_files(target, mine, dist, derived)
+        return _wheel_files(target, mine, dist, derived, release_tags)
     if target.kind == "pypi":  # one index, as PyPI is: the plain versions only
-        return [f for f in _wheel_files(target, mine, dist, derived) if f.index == PLAIN_INDEX]
+        return [f for f in _wheel_files(target, mine, dist, derived, release_tags) if f.index == PLAIN_INDEX]
     if target.kind == "conda":
         # name-version-build.conda: the package name is what a channel lists it under.
         return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.name.rsplit("-", 2)[0], a.version,
@@ -126,10 +126,14 @@ def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: 
     return [PublishFile("image", a.name, dist, a.sha256, a.name.split(":", 1)[0], a.version, a.name) for a in mine]
 
 
-def _wheel_files(target: PublishTarget, wheels: list[ArtifactRecord], dist: Path, derived: Path) -> list[PublishFile]:
+def _wheel_files(target: PublishTarget, wheels: list[ArtifactRecord], dist: Path, derived: Path,
+                 release_tags: Sequence[str]) -> list[PublishFile]:
+    """The wheels into their variant's index; a pure wheel into each variant index of the native
+    wheels beside it (what its tests ran against), or, in a release of pure packages only, of
+    every variant `release_tags` names."""
     pure = [a for a in wheels if a.variant_tag == "any"]
     native = [a for a in wheels if a.variant_tag != "any"]
-    tags = sorted({a.variant_tag for a in native})
+    tags = sorted({a.variant_tag for a in native}) or (sorted(set(release_tags)) if pure else [])
     if not tags and pure:
         raise PublishError(f"{dist / 'manifest.json'}: only pure wheels and no variant to put them beside; build a "
                            f"variant's wheels too (shipyard build --variant cpu)")

@@ -127,7 +127,10 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
                                                        f"{request.dist / 'manifest.json'}")
     gating = gate(channel, manifest.artifacts, statuses=spec.statuses)
     derived = request.state / "publish" / "plain"
-    plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived) if t.takes(channel.name) else []
+    # A release of pure packages only puts them in every variant's index (ember's go beside its native wheels).
+    pure_only = not any(c.kind != "python-pure" for c in spec.release.components.values() if "wheel" in c.package_types)
+    tags = tuple(v.tag for v in spec.release.variants.values()) if pure_only else ()
+    plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived, tags) if t.takes(channel.name) else []
              for t in targets}
     session = Session(spec, targets, [t for t in targets if plans[t.name]], request.state, request.policy, progress)
     return _release(session, channel.name, manifest.version, gating, plans)
