@@ -20,6 +20,7 @@ from pathlib import Path
 
 import docker
 import pytest
+import requests
 from pipeline_run import NOT_RUNNABLE, ember_pipeline, run_pipeline
 from publish_servers import pip_installed_sha
 from user_installs import forget_pulls, registry_serves_every_blob, user_pulls
@@ -113,6 +114,11 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
                                      tmp_path / "pip" / component) == artifact.sha256
             assert pip_installed_sha(f"{site.tree_url}nightly/cpu/", requirement,
                                      tmp_path / "tree" / component) == artifact.sha256
+        # the PEP 825 variants index the manifest job made, served by the static tree beside the
+        # per-variant indexes: ember's cpu wheel as the variant `cpu`, the same bytes repacked
+        served = requests.get(f"{site.tree_url}nightly/variants/ember/ember-{VERSION}-variants.json", timeout=30)
+        assert served.status_code == 200, served.status_code
+        assert served.json()["variants"] == {"cpu": {"ember": {"platform": ["cpu"]}}}, served.text
         # a conda solve from the published channel (its dependencies from the stand-in)
         result = solve_and_install(InstallRequest(
             channels=[f"{site.conda_url}conda/nightly/", conda_bootstrap.url()],

@@ -133,6 +133,11 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
                    "with": {"pattern": "fragment-*", "path": "fragments"}},
                   {"name": "Merge them into the one manifest",
                    "run": "shipyard manifest merge --dist dist fragments/*\n"},
+                  # PEP 825 variants of the merged wheels (a repack), which the static tree serves
+                  # beside the per-variant indexes.
+                  *([{"name": "Wheel variants of the release (shipyard variants)",
+                      "run": "shipyard variants --dist dist --channel \"$SHIPYARD_CHANNEL\"\n"}]
+                    if spec.release.wheel_variants else []),
                   # Failing stable features included: a release manager reads why from the report.
                   {"name": "Write the release report and the release notes",
                    "run": "shipyard report --dist dist\nshipyard notes --dist dist\n"},
