@@ -9,15 +9,16 @@ dist/ and .shipyard/ folders (no build cache of the engine side is reused). What
 is the machine's toolchain cache (~/.cache/shipyard: the bullseye sysroot, the conda bootstrap
 channel) and the Docker engine's layer cache.
 
-1. The engine: one `shipyard ci run --workflow nightly --variant cpu --python 3.11`, timed around
-   it; per-job seconds from its jobs.json, per-step seconds from act's log (act.log.jsonl).
-2. Direct: the workflow file's own `run:` scripts of the steps that do the work (plan, the
-   toolchain, build, conda build, build-mobile, image build, report and notes, gate, publish),
-   job after job in the order the jobs' `needs` imply, one after another, in a clean clone, with
-   the plan's matrices (read from that side's own plan step). What only a runner needs (container
-   packages, installing shipyard, checkout and setup-python, the build cache, artifact uploads,
-   downloads and merges of fragments) is not run: that is the engine's overhead, and the table
-   says where it goes.
+1. Direct (first): the workflow file's own `run:` scripts of the steps that do the work (plan,
+   the toolchain, build, conda build, build-mobile, image build, report and notes, gate,
+   publish), job after job in the order the jobs' `needs` imply, one after another, in a clean
+   clone, with the matrices of that side's own plan step (narrowed by the inputs `ci run` gives).
+   What only a runner needs (container packages, installing shipyard, checkout and setup-python,
+   the build cache, artifact uploads, downloads and merges of fragments, apt-get on the runner)
+   is not run: that is the engine's overhead, and the table says where it goes.
+2. The engine: one `shipyard ci run --workflow nightly --variant cpu --python 3.11`, timed around
+   it; per-job seconds from its jobs.json, per-step seconds from act's log (act.log.jsonl). It
+   comes second, so whatever the Docker engine's layer cache keeps favours the engine.
 
 `-- --release fixture` runs the small fixture release (tests/fixtures/pipeline: plan, one pure
 wheel job, manifest, publish), which is quick. Runs of `shipyard ci run` on one machine take
@@ -48,7 +49,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the pipeline tests' servers and fixture commit, as bench_publish uses them
 
 from pipeline_run import (  # noqa: E402
-    NOT_RUNNABLE,
     PipelineRun,
     clone_checkout,
     commit,
@@ -81,7 +81,7 @@ STEP_KINDS: tuple[tuple[str, str], ...] = (
     ("Merge", "artifacts: upload, download, merge fragments, load images"),
     ("Load the images", "artifacts: upload, download, merge fragments, load images"),
     ("Every build job of the plan uploaded", "artifacts: upload, download, merge fragments, load images"),
-    ("Fail the job", "artifacts: upload, download, merge fragments, load images"),
+    ("Fail the job", "failing the job after the upload (a stable feature failed)"),
     ("Android NDK", "runner packages (apt-get on the runner: NDK, cross compilers, docker client)"),
     ("Docker client", "runner packages (apt-get on the runner: NDK, cross compilers, docker client)"),
 )
@@ -139,7 +139,8 @@ class EngineRun:
     wall: float
     waited: float  # for another engineer's `shipyard ci run` (the machine's lock), before the timer
     act_span: float  # act's first log record to its last
-    job_seconds: dict[str, float]  # job name (as jobs.json) -> seconds
+    job_seconds: dict[str, float]  # job name (as jobs.json) -> seconds, for every job act ran
+    job_results: dict[str, str]  # job name -> its result and, for a failure, the step and why
     step_seconds: dict[str, dict[str, float]]  # job name -> step name -> seconds (every stage)
 
 
@@ -176,8 +177,24 @@ def read_steps(log: Path) -> tuple[float, dict[str, dict[str, float]]]:
     return span, {job: dict(by_step) for job, by_step in steps.items()}
 
 
-def run_engine(side: Side, work: Path) -> EngineRun:
-    # Wait here for another `shipyard ci run` (the lock ci run takes) so the timer holds only ours.
+def _act_runs_of_workflow() -> list[int]:
+    """Process ids of act processes on this machine running a workflow file named like ours."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and Path(argv[0].decode(errors="replace")).name == "act" and \
+                any(arg.decode(errors="replace").endswith(f"/{WORKFLOW.name}") for arg in argv):
+            found.append(int(proc.name))
+    return found
+
+
+def wait_for_other_runs() -> float:
+    """Wait for another `shipyard ci run` (the lock it takes) and for any act process running a
+    nightly workflow (a run that does not take the lock would share act's container names with
+    ours); returns the seconds waited, which the engine's time leaves out."""
     start = time.perf_counter()
     with exclusive(ENGINE_LOCK, wait=False) as free:
         pass
@@ -186,19 +203,36 @@ def run_engine(side: Side, work: Path) -> EngineRun:
               flush=True)
         with exclusive(ENGINE_LOCK):
             pass
-    waited = time.perf_counter() - start
+    said = False
+    while pids := _act_runs_of_workflow():
+        if not said:
+            print(f"bench-pipeline: waiting for act running another {WORKFLOW.name} (pids {pids}): act names "
+                  "containers by workflow and job", flush=True)
+            said = True
+        time.sleep(10)
+    return time.perf_counter() - start
+
+
+def run_engine(side: Side, work: Path) -> EngineRun:
+    waited = wait_for_other_runs()
     start = time.perf_counter()
     run = run_pipeline(side.repo, work, side.secrets, *NARROWED, timeout=3 * 3600)
     wall = time.perf_counter() - start
-    if run.returncode != 0:
-        sys.exit(f"bench-pipeline: shipyard ci run failed (exit {run.returncode}):\n{run.table()}\n"
-                 f"{run.output[-4000:]}")
+    if run.returncode not in (0, 1) or not run.jobs:
+        sys.exit(f"bench-pipeline: shipyard ci run did not finish (exit {run.returncode}):\n{run.output[-4000:]}")
+    if run.returncode == 1:
+        # a job failed: the run still went to its end; the direct side runs the same jobs, and the
+        # table names the failures, so the ratio is read knowing them
+        print("bench-pipeline: the engine's run finished with failed jobs (exit 1): "
+              + "; ".join(f"{r['name']}: {r['reason']}" for r in run.jobs if r["result"] == "failure"), flush=True)
     if "waiting for another shipyard ci run" in run.output:
         print("bench-pipeline: the engine's run waited for another shipyard ci run that started in between: its "
               "wall time includes that wait", flush=True)
     span, steps = read_steps(work / "act.log.jsonl")
-    jobs = {row["name"]: float(row["seconds"]) for row in run.jobs if row["result"] != NOT_RUNNABLE}
-    return EngineRun(run, wall, waited, span, jobs, steps)
+    ran = [row for row in run.jobs if row["result"] in ("success", "failure")]  # not: not runnable, not started
+    return EngineRun(run, wall, waited, span, {row["name"]: float(row["seconds"]) for row in ran},
+                     {row["name"]: row["result"] + (f" ({row['reason']})" if row["reason"] else "") for row in ran},
+                     steps)
 
 
 # --- the direct side --------------------------------------------------------------------------------
@@ -208,6 +242,8 @@ class DirectStep:
     job: str  # jobs.json's name for the job
     step: str
     seconds: float
+    status: str = "0"  # a build step's own status output: 1 is a failing stable feature, recorded, not fatal
+    failed: str = ""  # the step failed, which ends its job, as on a runner: its exit status and last line
 
 
 @dataclass
@@ -279,13 +315,19 @@ class Direct:
                 done = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", body],
                                       cwd=self.repo, env=step_env, stdout=out, stderr=subprocess.STDOUT,
                                       timeout=3 * 3600)
-            self.steps.append(DirectStep(name, step["name"], time.perf_counter() - start))
+            outputs = _outputs((files / "output").read_text())
+            took = time.perf_counter() - start
             if done.returncode != 0:
-                tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-                sys.exit(f"bench-pipeline: direct: {name}: step {step['name']!r} failed (exit {done.returncode}); "
-                         f"its log: {log}\n{tail}")
+                # the job ends here, as on a runner; the jobs after it still run, as the workflow's
+                # `if: !cancelled()` lets them
+                last = (log.read_text(errors="replace").strip().splitlines() or [""])[-1]
+                self.steps.append(DirectStep(name, step["name"], took, failed=f"exit {done.returncode}: {last[:150]}"))
+                print(f"bench-pipeline: direct: {name}: step {step['name']!r} failed (exit {done.returncode}); "
+                      f"its log: {log}", flush=True)
+                return
+            self.steps.append(DirectStep(name, step["name"], took, outputs.get("status", "0")))
             if job_id == "plan":
-                self.plan_outputs.update(_outputs((files / "output").read_text()))
+                self.plan_outputs.update(outputs)
             for line in (files / "env").read_text().splitlines():
                 key, sep, value = line.partition("=")
                 if sep:
@@ -319,12 +361,20 @@ def _matrix_output(job: Mapping[str, Any]) -> str | None:
     return found.group(1) if found else None
 
 
-def run_direct(side: Side, logs: Path, engine: EngineRun) -> tuple[float, Direct]:
-    """Every job the engine ran, by the commands of its work steps, in `needs` order, one at a time."""
+def dispatch_inputs(repo: Path) -> dict[str, str]:
+    """The workflow_dispatch inputs `shipyard ci run` gives for NARROWED: the variant, the Python,
+    and the release's Linux platforms (what act runs here)."""
+    from shipyard.release.validate import load_spec
+
+    platforms = [name for name, platform in load_spec(repo).release.platforms.items() if platform.os == "linux"]
+    return {"variant": "cpu", "python": "3.11", "platform": ",".join(platforms)}
+
+
+def run_direct(side: Side, logs: Path) -> tuple[float, Direct]:
+    """Every Linux job of the plan, by the commands of its work steps, in `needs` order, one at a
+    time. The CUDA toolkit-image lanes are left out, as `ci run` leaves them (empty for cpu)."""
     workflow = yaml.safe_load((side.repo / WORKFLOW).read_text())
-    inputs = json.loads((engine.run.folder / "event.json").read_text()).get("inputs", {})  # the same narrowing
-    direct = Direct(side.repo, side.secrets, {str(k): str(v) for k, v in inputs.items()}, logs)
-    ran_by_engine = set(engine.job_seconds)
+    direct = Direct(side.repo, side.secrets, dispatch_inputs(side.repo), logs)
     done: set[str] = set()
     start = time.perf_counter()
     for job_id, job in workflow["jobs"].items():
@@ -334,7 +384,7 @@ def run_direct(side: Side, logs: Path, engine: EngineRun) -> tuple[float, Direct
         output = _matrix_output(job)
         entries = json.loads(direct.plan_outputs[output])["include"] if output else [{}]
         for matrix in entries:
-            if f"{job_id} {matrix.get('id', '')}".strip() in ran_by_engine:
+            if matrix.get("os", "linux") == "linux" and not job_id.endswith("-cuda-image"):
                 direct.run_job(workflow, job_id, matrix)
         done.add(job_id)
     return time.perf_counter() - start, direct
@@ -355,12 +405,28 @@ def report(release: str, engine: EngineRun, direct_wall: float, direct: Direct) 
     for step in direct.steps:
         direct_jobs[step.job][step.step] = step.seconds
     out += ["", f"  {'job / its work steps':66} {'engine s':>9} {'direct s':>9} {'ratio':>7}"]
-    for job, seconds in engine.job_seconds.items():
+    failed_directly = {(s.job, s.step): s.status for s in direct.steps if s.status != "0"}
+    failed_steps = {(s.job, s.step): s.failed for s in direct.steps if s.failed}
+    for job in [*engine.job_seconds, *[j for j in direct_jobs if j not in engine.job_seconds]]:
         mine = sum(direct_jobs[job].values())
-        out.append(f"  {job[:66]:66} {seconds:9.1f} {mine:9.1f} {_ratio(seconds, mine):>7}")
+        if job not in engine.job_seconds:
+            out.append(f"  {job[:66]:66} {'not run':>9} {mine:9.1f} {'-':>7}")
+        else:
+            seconds = engine.job_seconds[job]
+            out.append(f"  {job[:66]:66} {seconds:9.1f} {mine:9.1f} {_ratio(seconds, mine):>7}")
+            if not engine.job_results[job].startswith("success"):
+                out.append(f"      engine: {engine.job_results[job][:150]}")
         for step, took in direct_jobs[job].items():
-            theirs = engine.step_seconds.get(job, {}).get(step, 0.0)
-            out.append(f"      {step[:62]:62} {theirs:9.1f} {took:9.1f} {_ratio(theirs, took):>7}")
+            theirs = engine.step_seconds.get(job, {}).get(step)
+            if theirs is None:
+                out.append(f"      {step[:62]:62} {'not run':>9} {took:9.1f} {'-':>7}")
+            else:
+                out.append(f"      {step[:62]:62} {theirs:9.1f} {took:9.1f} {_ratio(theirs, took):>7}")
+            if (job, step) in failed_steps:
+                out.append(f"        direct: failed, {failed_steps[(job, step)]}")
+            if (job, step) in failed_directly:
+                out.append(f"        direct: exit {failed_directly[(job, step)]} (a stable feature failed; recorded, "
+                           "as the job records it)")
     kinds: dict[str, float] = defaultdict(float)
     for job, seconds in engine.job_seconds.items():
         steps = engine.step_seconds.get(job, {})
@@ -377,7 +443,7 @@ def report(release: str, engine: EngineRun, direct_wall: float, direct: Direct) 
         out.append(f"    {kind:76} {took:8.1f} s")
     out += ["", "  Both sides: own servers, own clone of the same fixture commit, fresh dist/ and .shipyard/ (no build",
             "  cache shared); shared: the machine's toolchain cache (~/.cache/shipyard: bullseye sysroot, conda",
-            "  bootstrap channel) and the Docker engine's layer cache (the direct side's image build comes second)."]
+            "  bootstrap channel) and the Docker engine's layer cache (the direct side runs first)."]
     return "\n".join(out)
 
 
@@ -396,11 +462,12 @@ def main(argv: list[str] | None = None) -> int:
         base = args.keep or Path(tmp)
         # the folders' names also name the stand-in base images of ember's sides: one per run
         engine_base, direct_base = base / f"engine-{os.getpid()}", base / f"direct-{os.getpid()}"
+        # the direct side first: whatever the Docker engine's layer cache keeps favours the engine's side
+        with setup(direct_base) as side:
+            direct_wall, direct = run_direct(side, base / "direct-logs")
+        print(f"bench-pipeline: direct side done in {direct_wall:.1f} s; the engine's side now", flush=True)
         with setup(engine_base) as side:
             engine = run_engine(side, base / "engine-run")
-        print(f"bench-pipeline: engine side done in {engine.wall:.1f} s; the direct side now", flush=True)
-        with setup(direct_base) as side:
-            direct_wall, direct = run_direct(side, base / "direct-logs", engine)
         print(report(args.release, engine, direct_wall, direct))
         print("\n  engine's job table (jobs.json):")
         print("\n".join(f"    {line}" for line in engine.run.table().splitlines()))
