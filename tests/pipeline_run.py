@@ -148,7 +148,9 @@ def ember_pipeline(base: Path, bootstrap_channel: Path, when: str) -> Iterator[E
     client = docker.from_env(timeout=600)
     bases = stand_in_bases(client, base.name)
     try:
-        with publish_site(base) as site, docker_registry(base / "registry") as registry, \
+        # The registry's user is a secret of the run, and every secret's value must be absent from
+        # what `ci run` prints: the default user, "shipyard", is in every line that names a command.
+        with publish_site(base) as site, docker_registry(base / "registry", user="e2e-pusher") as registry, \
                 static_server(bootstrap_channel) as conda_forge_stand_in:
             password = site.devpi.add_user("ember")
             repo = clone_checkout(base / "repo")
