@@ -402,8 +402,8 @@ def report(release: str, engine: EngineRun, direct_wall: float, direct: Direct) 
     if engine.waited >= 1:
         out.append(f"  (waited {engine.waited:.0f} s for another shipyard ci run on this machine first; not counted)")
     direct_jobs: dict[str, dict[str, float]] = defaultdict(dict)
-    for step in direct.steps:
-        direct_jobs[step.job][step.step] = step.seconds
+    for ran in direct.steps:
+        direct_jobs[ran.job][ran.step] = ran.seconds
     out += ["", f"  {'job / its work steps':66} {'engine s':>9} {'direct s':>9} {'ratio':>7}"]
     failed_directly = {(s.job, s.step): s.status for s in direct.steps if s.status != "0"}
     failed_steps = {(s.job, s.step): s.failed for s in direct.steps if s.failed}
@@ -427,6 +427,14 @@ def report(release: str, engine: EngineRun, direct_wall: float, direct: Direct) 
             if (job, step) in failed_directly:
                 out.append(f"        direct: exit {failed_directly[(job, step)]} (a stable feature failed; recorded, "
                            "as the job records it)")
+    # the jobs both sides ran to their end with the same work: a ratio that a failure on one side does not skew
+    same = [job for job in engine.job_seconds if engine.job_results[job] == "success" and job in direct_jobs
+            and not any(job == failed[0] for failed in failed_steps)]
+    if len(same) < len(set(engine.job_seconds) | set(direct_jobs)):
+        theirs_same = sum(engine.job_seconds[j] for j in same)
+        mine_same = sum(sum(direct_jobs[j].values()) for j in same)
+        out += ["", f"  the {len(same)} jobs both sides finished green: engine {theirs_same:.1f} s of job time, direct "
+                    f"{mine_same:.1f} s: {_ratio(theirs_same, mine_same)}"]
     kinds: dict[str, float] = defaultdict(float)
     for job, seconds in engine.job_seconds.items():
         steps = engine.step_seconds.get(job, {})
