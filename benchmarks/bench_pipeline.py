@@ -5,7 +5,7 @@ engine's overhead as a ratio of wall times.
 Each side gets its own servers and its own clone of this checkout's HEAD with the same fixture
 commit (release.yaml pointed at that side's servers, same commit date, so the same nightly
 versions), so the direct side publishes where nothing is "already there", and builds with fresh
-dist/ and .shipyard/ folders (no build cache of the engine side is reused). What both sides share
+dist/ and .shipyard/ folders (neither side reuses the other's build cache). What both sides share
 is the machine's toolchain cache (~/.cache/shipyard: the bullseye sysroot, the conda bootstrap
 channel) and the Docker engine's layer cache.
 
