@@ -255,6 +255,16 @@ def bench_publish(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_publish.py", *session.posargs)
 
 
+@nox.session(name="bench-pipeline")
+def bench_pipeline(session: nox.Session) -> None:
+    """The nightly narrowed to cpu and Python 3.11 through `shipyard ci run` (act, bare runners) against the same
+    shipyard commands run directly, side by side: the engine's overhead as a ratio, and where it goes
+    (-- --release fixture: the small fixture release, quick)."""
+    _all_system_packages(session)  # docker, Debian's docker-registry
+    _install_shipyard(session, "test")  # act, devpi: what the pipeline tests use
+    session.run("python", "benchmarks/bench_pipeline.py", *session.posargs)
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,6 +23,7 @@ from shipyard.host import docker_base
 from shipyard.image.bases import local_python_image
 
 REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO / "tests" / "fixtures" / "pipeline"  # the small release: one pure package, wheels only
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "fixture", "GIT_AUTHOR_EMAIL": "fixture@example.invalid",
                 "GIT_COMMITTER_NAME": "fixture", "GIT_COMMITTER_EMAIL": "fixture@example.invalid"}
 # The jobs of a Linux-only local run that act cannot start here, whatever the release.
@@ -49,6 +51,21 @@ def regenerate_workflows(repo: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(repo), "ci", "generate"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def lay_fixture_release(repo: Path, devpi_url: str, *, broken: bool) -> None:
+    """The small fixture release (tests/fixtures/pipeline) over the clone, its devpi target at
+    `devpi_url`; `broken`: the stable feature's test fails."""
+    for name in ("release.yaml", "feature_status.yaml"):
+        shutil.copy(FIXTURE / name, repo / name)
+    shutil.rmtree(repo / "library" / "fixpipe", ignore_errors=True)
+    shutil.copytree(FIXTURE / "library" / "fixpipe", repo / "library" / "fixpipe")
+    release = repo / "release.yaml"
+    release.write_text(release.read_text().replace("url: http://127.0.0.1:8081/", f"url: {devpi_url}/"))
+    if broken:
+        test = repo / "library" / "fixpipe" / "tests" / "test_fixpipe.py"
+        test.write_text(test.read_text().replace("== 42", "== 43"))
+    regenerate_workflows(repo)
 
 
 @dataclass
@@ -134,7 +151,9 @@ def ember_pipeline(base: Path, bootstrap_channel: Path, when: str) -> Iterator[E
     client = docker.from_env(timeout=600)
     bases = stand_in_bases(client, base.name)
     try:
-        with publish_site(base) as site, docker_registry(base / "registry") as registry, \
+        # The registry's user is a secret of the run, and every secret's value must be absent from
+        # what `ci run` prints: the default user, "shipyard", is in every line that names a command.
+        with publish_site(base) as site, docker_registry(base / "registry", user="e2e-pusher") as registry, \
                 static_server(bootstrap_channel) as conda_forge_stand_in:
             password = site.devpi.add_user("ember")
             repo = clone_checkout(base / "repo")

@@ -15,13 +15,12 @@ ember's own nightly runs in test_pipeline_ember.py.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from pipeline_run import NOT_RUNNABLE, PipelineRun, clone_checkout, commit, regenerate_workflows, run_pipeline
+from pipeline_run import NOT_RUNNABLE, PipelineRun, clone_checkout, commit, lay_fixture_release, run_pipeline
 from publish_servers import devpi_server, pip_installed_sha, unbound_port
 
 from shipyard.plumbing.hashing import sha256_of
@@ -30,23 +29,7 @@ from shipyard.record.manifest import read_manifest
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
-FIXTURE = Path(__file__).parent / "fixtures" / "pipeline"
 JOBS = ("plan", "wheel-pure wheel-fixpipe-any", "manifest", "publish")
-
-
-def _lay_fixture(repo: Path, devpi_url: str, *, broken: bool) -> None:
-    """The fixture release over the clone, its devpi target at `devpi_url`; `broken`: the stable
-    feature's test fails."""
-    for name in ("release.yaml", "feature_status.yaml"):
-        shutil.copy(FIXTURE / name, repo / name)
-    shutil.rmtree(repo / "library" / "fixpipe", ignore_errors=True)
-    shutil.copytree(FIXTURE / "library" / "fixpipe", repo / "library" / "fixpipe")
-    release = repo / "release.yaml"
-    release.write_text(release.read_text().replace("url: http://127.0.0.1:8081/", f"url: {devpi_url}/"))
-    if broken:
-        test = repo / "library" / "fixpipe" / "tests" / "test_fixpipe.py"
-        test.write_text(test.read_text().replace("== 42", "== 43"))
-    regenerate_workflows(repo)
 
 
 def _shipyard(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -67,7 +50,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         nightly = f"{devpi.url}/fixture/nightly-cpu/+simple/"
 
         # 1. A stable feature fails: nightly publishes it marked, the report names it, test refuses.
-        _lay_fixture(repo, devpi.url, broken=True)
+        lay_fixture_release(repo, devpi.url, broken=True)
         commit(repo, "fixture: fixpipe's stable feature breaks", "2026-11-30T12:00:00+00:00")
         broken = run_pipeline(repo, tmp_path / "run-broken", secrets, "--workflow", "nightly")
         assert broken.returncode == 1, broken.output[-4000:]
@@ -94,7 +77,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert _served(devpi.url, "fixture/test-cpu", "fixpipe") == {}
 
         # 2. The fix, a day later: new development versions beside the first nightly's.
-        _lay_fixture(repo, devpi.url, broken=False)
+        lay_fixture_release(repo, devpi.url, broken=False)
         commit(repo, "fixture: fixpipe's stable feature fixed", "2026-12-01T12:00:00+00:00")
         fixed = run_pipeline(repo, tmp_path / "run-fixed", secrets, "--workflow", "nightly")
         _ran_green(fixed)
