@@ -107,6 +107,7 @@ class CondaBuildRequest:
     # environment solved from the served channel with the component's whole suite.
     recipe_tests: bool = True
     nightly: bool = False  # development versions dated by the commit (release/channel_version.py)
+    after_output: tuple[str, ...] = ()  # channels searched after this run's own output (dist/conda)
 
 
 @dataclass
@@ -150,7 +151,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
     cells = select(expand(release), variant=variant.name, platform=inventory.host_platform, package_type="conda")
     output = conda_output_dir(request.state, variant)
     channels = list(request.channels) + ([output.resolve().as_uri()] if (output / "noarch" / "repodata.json").is_file()
-                                         else [])
+                                         else []) + list(request.after_output)
     root = conda_build_root(variant)
     progress(f"conda {variant.name}: variant config {config_file}; build root {root}")
     with exclusive(root.parent / f".{root.name}.lock"):

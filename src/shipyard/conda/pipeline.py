@@ -114,9 +114,15 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
         publish_run(spec, [], ruled_out, request, progress)
         return CondaRun([], request.channels, (), ruled_out)
     channels = dependency_channels(spec, request, pythons, variant.cuda, progress)
+    # The release's own channel in dist/conda: what other runs published there, e.g. the native
+    # packages a CI lane merged from other lanes' fragments before building its pure ones. Searched
+    # after this run's own output, so a package this run builds is never taken from an older one.
+    release_channel = request.dist / "conda"
+    after = (release_channel.resolve().as_uri(),) if (release_channel / "noarch" / "repodata.json").is_file() else ()
     build_request = CondaBuildRequest(variant=variant.name, channels=channels, pythons=pythons,
                                       components=request.components, state=request.state, jobs=request.jobs,
-                                      recipe_tests=not request.tests, nightly=request.nightly)
+                                      recipe_tests=not request.tests, nightly=request.nightly,
+                                      after_output=after)
     packages = build_conda_variant(spec, build_request, progress)
     # Without tests, one row per package (its newest Python says "not run").
     first = 0 if request.tests else -1
@@ -125,7 +131,7 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
         cells += [CondaCell(package, python) for python in pythons_to_test(spec, package, pythons)[first:]] or [
             CondaCell(package)]
     if request.tests:
-        _test_all(spec, cells, channels, conda_output_dir(request.state, variant), request, progress)
+        _test_all(spec, cells, (*channels, *after), conda_output_dir(request.state, variant), request, progress)
     published = publish_run(spec, cells, ruled_out, request, progress)
     return CondaRun(cells, channels, published, ruled_out)
 
