@@ -34,7 +34,10 @@ declare -A APT_SETS=(
   [wheel-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
   [conda-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
   [wheel-pure]="git"                          # a pure wheel, tested against the native lanes' wheels
-  [conda-pure]="git"
+  # libsndfile1: emberaudio's tests load it through soundfile. conda-forge's soundfile brings its
+  # own libsndfile; the bootstrap channel that stands in for it here repacks PyPI's soundfile,
+  # which loads the system's.
+  [conda-pure]="git libsndfile1"
 )
 case "${1:-}" in
   "") ;;
