@@ -107,7 +107,8 @@ class CondaBuildRequest:
     # environment solved from the served channel with the component's whole suite.
     recipe_tests: bool = True
     nightly: bool = False  # development versions dated by the commit (release/channel_version.py)
-    after_output: tuple[str, ...] = ()  # channels searched after this run's own output (dist/conda)
+    # channels the preflight searches after this run's own output (dist/conda: other lanes' packages)
+    after_output: tuple[str, ...] = ()
 
 
 @dataclass
@@ -151,7 +152,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
     cells = select(expand(release), variant=variant.name, platform=inventory.host_platform, package_type="conda")
     output = conda_output_dir(request.state, variant)
     channels = list(request.channels) + ([output.resolve().as_uri()] if (output / "noarch" / "repodata.json").is_file()
-                                         else []) + list(request.after_output)
+                                         else [])
     root = conda_build_root(variant)
     progress(f"conda {variant.name}: variant config {config_file}; build root {root}")
     with exclusive(root.parent / f".{root.name}.lock"):
@@ -171,8 +172,11 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
             item.builds_against.discard(item.name)
         ordered = _ordered(planned)
         progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
-        preflight([p.check for p in ordered], produced=produced, channels=channels, host_subdir=host_subdir,
-                  cache_dir=root / "gateway-cache")
+        # The release's channel (after_output) answers the preflight's solve of what the packages
+        # run with; it is not a channel of their builds, which record their channels in
+        # info/about.json: one package built in two lanes must come out the same bytes.
+        preflight([p.check for p in ordered], produced=produced, channels=[*channels, *request.after_output],
+                  host_subdir=host_subdir, cache_dir=root / "gateway-cache")
         _keys(ordered, release, toolchain)
         cache = BuildCache(request.state / "cache")
         index_channel(root)  # the root's channel: every build takes this run's packages from it
