@@ -210,12 +210,15 @@ def _held(release: Release, manifest: Manifest, package_type: str, variant: str,
           platform: str) -> dict[str, ArtifactRecord]:
     """The Python components the manifest holds a `package_type` artifact of for `variant` on
     `platform` (a pure one stands for every variant and platform its component is not excluded
-    from), in release.yaml order."""
+    from), in release.yaml order. The variant provider is a tool a user runs before installing
+    (`python -m …`), not part of what the command installs."""
     excluded = {(c.component, c.variant, c.platform) for c, _ in excluded_cells(release)}
+    provider = release.wheel_variants.provider if release.wheel_variants else None
     found: dict[str, ArtifactRecord] = {}
     for record in manifest.artifacts:
         component = release.components.get(record.component)
-        if record.package_type != package_type or component is None or not component.is_python:
+        if record.package_type != package_type or component is None or not component.is_python \
+                or record.component == provider:
             continue
         if (record.component, variant, platform) in excluded:
             continue
