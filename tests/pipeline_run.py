@@ -138,6 +138,12 @@ class EmberPipeline:
     site: Site
     registry: Registry
     conda_forge_stand_in: str  # the bootstrap channel's URL, in conda.channels
+    repository: str  # images.repository of this run: its images, built in this machine's engine
+    revision: str  # the fixture commit the run builds (its images' OCI revision label)
+
+
+# images.repository of the ember pipeline's runs (the docker job's name says it: docker-ember-e2e-…)
+PIPELINE_IMAGES = "ember-e2e"
 
 
 @contextmanager
@@ -147,9 +153,14 @@ def ember_pipeline(base: Path, bootstrap_channel: Path, when: str) -> Iterator[E
     pointed at them: the targets, conda.channels (the bootstrap channel standing in for
     conda-forge) and the images' bases (stand-ins made here under names of this run, which the
     docker job's pull step finds in the engine, as a hosted runner pulls Docker Hub's; the
-    suite's other image builds never see them). Everything is stopped and removed after."""
+    suite's other image builds never see them), and the images' repository renamed to one of this
+    run (`repository`): the docker job builds in this machine's engine, where the suite's own ember
+    images hold the tags `ember:1.7.0-cpu-runtime` and `ember:nightly-cpu-runtime`, and a build of
+    the same tags here moved them away from the suite's image while its tests read them.
+    Everything is stopped and removed after, the run's images too."""
     client = docker.from_env(timeout=600)
     bases = stand_in_bases(client, base.name)
+    repository = PIPELINE_IMAGES
     try:
         # The registry's user is a secret of the run, and every secret's value must be absent from
         # what `ci run` prints: the default user, "shipyard", is in every line that names a command.
@@ -162,20 +173,24 @@ def ember_pipeline(base: Path, bootstrap_channel: Path, when: str) -> Iterator[E
             text = release.read_text()
             for old, new in (("channels: [conda-forge]", f"channels: [{conda_forge_stand_in}]"),
                              ("base_image: debian:bookworm-slim\n", f"base_image: {bases[0]}\n"),
-                             ("python_image: python:3.11-slim-bookworm\n", f"python_image: {bases[1]}\n")):
+                             ("python_image: python:3.11-slim-bookworm\n", f"python_image: {bases[1]}\n"),
+                             ("  repository: ember\n", f"  repository: {repository}\n")):
                 assert old in text, f"release.yaml no longer holds {old!r}"
                 text = text.replace(old, new)
             release.write_text(text)
             regenerate_workflows(repo)
-            commit(repo, "fixture: publish to this run's servers; the bootstrap channel stands in for conda-forge",
-                   when)
+            revision = commit(
+                repo, "fixture: publish to this run's servers; the bootstrap channel stands in for conda-forge", when)
             secrets = {"SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password,
                        "SHIPYARD_CONDA_TOKEN": site.token, "SHIPYARD_REGISTRY_USERNAME": registry.user,
                        "SHIPYARD_REGISTRY_PASSWORD": registry.password}
-            yield EmberPipeline(repo, secrets, site, registry, conda_forge_stand_in)
+            yield EmberPipeline(repo, secrets, site, registry, conda_forge_stand_in, repository, revision)
     finally:
         for tag in bases:
             client.images.remove(tag, noprune=True)
+        for image in client.images.list(name=repository):
+            for tag in image.tags:  # its tags only: an image other tags name stays theirs
+                client.images.remove(tag, noprune=not all(t.startswith(f"{repository}:") for t in image.tags))
 
 
 def stand_in_bases(client: docker.DockerClient, name: str) -> tuple[str, str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import docker
 import pytest
 import requests
-from pipeline_run import NOT_RUNNABLE, ember_pipeline, run_pipeline
+from pipeline_run import NOT_RUNNABLE, PIPELINE_IMAGES, ember_pipeline, run_pipeline
 from publish_servers import pip_installed_sha
 from user_installs import forget_pulls, registry_serves_every_blob, user_pulls
 
@@ -46,7 +46,7 @@ RUNS_HERE = {
     "conda-linux conda-ember-cpu-linux-x86_64": "debian:bookworm",
     "conda-linux conda-embervision-cpu-linux-x86_64": "debian:bookworm",
     "conda-pure conda-emberaudio-any": "debian:bookworm", "conda-pure conda-emberelastic-any": "debian:bookworm",
-    "docker docker-ember-cpu-linux-x86_64": "runner",
+    f"docker docker-{PIPELINE_IMAGES}-cpu-linux-x86_64": "runner",
     "manifest": "runner", "publish": "runner",
 }
 
@@ -132,7 +132,13 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         # docker pull: the image the run built, holding the wheel the run built
         try:
             digest = user_pulls(client, registry, image, "nightly", dist / wheels["ember"].path, ember_version="1.7.0")
-            registry_serves_every_blob(registry, "ember", digest)
+            registry_serves_every_blob(registry, PIPELINE_IMAGES, digest)
         finally:
             forget_pulls(client, registry)
+        # The docker job built in this machine's engine under the run's own repository name: no tag
+        # of the suite's images (ember:1.7.0-cpu-runtime, which test_docker_image.py reads while this
+        # runs) names an image of this run.
+        built = client.images.list(filters={"label": f"org.opencontainers.image.revision={pipeline.revision}"})
+        assert built and all(tag.startswith(f"{PIPELINE_IMAGES}:") for b in built for tag in b.tags), \
+            [b.tags for b in built]
 
