@@ -103,3 +103,22 @@ def build_native_core(component: Component, variant: Variant, toolchain: Toolcha
                 what=f"compile {what}")
     command.run(["cmake", "--install", build_dir], extra_env=env, timeout=600, what=f"install {what}")
     return prefix
+
+
+# FindThreads' checks (try-compiles of pthread_create against libc, -lpthreads, -lpthread): they
+# ask the toolchain, never the Python, and cost every Python's configure about a third of its time.
+THREADS_PROBES = ("CMAKE_HAVE_LIBC_PTHREAD", "CMAKE_HAVE_PTHREADS_CREATE", "CMAKE_HAVE_PTHREAD_CREATE",
+                  "CMAKE_HAVE_PTHREAD_H", "THREADS_HAVE_PTHREAD_ARG")
+
+
+def toolchain_probes(build_dir: Path) -> dict[str, str]:
+    """The FindThreads results of the core's configure (its CMakeCache.txt), to hand to every
+    Python's configure as cache entries: CMake skips a check whose result is already defined.
+    Empty when the core did not look for threads."""
+    cache = build_dir / "CMakeCache.txt"
+    found: dict[str, str] = {}
+    for line in _read(cache).splitlines():
+        name, _, rest = line.partition(":")
+        if name in THREADS_PROBES and rest.startswith("INTERNAL="):
+            found[name] = rest.removeprefix("INTERNAL=")
+    return found

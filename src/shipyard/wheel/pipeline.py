@@ -8,6 +8,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ShipyardError, ToolchainMissing
@@ -49,6 +50,7 @@ from shipyard.wheel.native_core import (
     python_header_flags,
     reproducible_env,
     shipyard_cmake_defines,
+    toolchain_probes,
 )
 from shipyard.wheel.pep517 import build_wheel
 from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
@@ -177,17 +179,16 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
         _prepare_build_envs(ctx, pool, cells, resolved)
         for name, component_cells in by_component.items():
             component = ctx.spec.release.components[name]
-            core_prefix, core_key = None, None
+            core: NativeCoreBuild | None = None
             if component.native_core is not None:
                 try:
-                    core_prefix, core_key = _ensure_core(ctx, component, resolved[component_cells[0].id])
+                    core = _ensure_core(ctx, component, resolved[component_cells[0].id])
                 except ShipyardError as exc:
                     results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                     continue
             sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
             for cell in component_cells:
-                future = pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core_prefix,
-                                     core_key, jobs_each)
+                future = pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core, jobs_each)
                 future.add_done_callback(prefetch)
                 results.append(future)
         outcomes = [r.result() if isinstance(r, Future) else r for r in results]
@@ -211,7 +212,17 @@ def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list
         pool.submit(ensure_build_env, toolchain.interpreter, project, ctx.request.state)
 
 
-def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) -> tuple[Path, str]:
+@dataclass(frozen=True)
+class NativeCoreBuild:
+    """A component's core, built (or found in the cache) once for every Python: its install
+    prefix, its cache key (part of each wheel's key) and the toolchain probes its configure made."""
+
+    prefix: Path
+    key: str
+    probes: dict[str, str]
+
+
+def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) -> NativeCoreBuild:
     assert component.native_core is not None
     source = ctx.root / component.path / component.native_core.source
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
@@ -226,23 +237,25 @@ def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) 
             staging = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core-install"
             build_native_core(component, ctx.variant, toolchain, source_root=ctx.root, build_dir=build_dir,
                               prefix=staging, epoch=ctx.git.commit_time, jobs=ctx.request.jobs)
-            entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start})
+            entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start,
+                                                   "probes": toolchain_probes(build_dir)})
         else:
             ctx.progress(f"{component.name}: native core for {ctx.variant.tag} cached")
-    return entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key
+    return NativeCoreBuild(entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key,
+                           entry.metadata().get("probes", {}))
 
 
 def _build_cell(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
-                core_prefix: Path | None, core_key: str | None, jobs: int) -> CellOutcome:
+                core: NativeCoreBuild | None, jobs: int) -> CellOutcome:
     start = time.monotonic()
     try:
-        return _build_cell_unchecked(ctx, cell, component, toolchain, sources, core_prefix, core_key, jobs, start)
+        return _build_cell_unchecked(ctx, cell, component, toolchain, sources, core, jobs, start)
     except ShipyardError as exc:
         return CellOutcome(cell, "failed", time.monotonic() - start, detail=f"build: {exc}")
 
 
 def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
-                          core_prefix: Path | None, core_key: str | None, jobs: int, start: float) -> CellOutcome:
+                          core: NativeCoreBuild | None, jobs: int, start: float) -> CellOutcome:
     project = ctx.root / component.path
     assert toolchain.interpreter is not None
     env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
@@ -252,7 +265,7 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
     key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
                     toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                     python=None if pure else cell.python,
-                    extra={"core": core_key or "", "container": str(ctx.request.container), "vcs": vcs})
+                    extra={"core": core.key if core else "", "container": str(ctx.request.container), "vcs": vcs})
     # cudart comes from the variant's toolkit; auditwheel must find it to vendor it, the SBOM to trace it.
     libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
     with ctx.cache.building(key):
@@ -260,7 +273,7 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
         cached = entry is not None
         if entry is None:
             ctx.progress(f"build {cell.id}")
-            raw = _raw_build(ctx, cell, component, toolchain, env, project, core_prefix, jobs)
+            raw = _raw_build(ctx, cell, component, toolchain, env, project, core, jobs)
             platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
             # Built against a sysroot: vendor its libraries (the ones the wheel linked), never the host's.
             sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
@@ -314,15 +327,15 @@ def _sibling_pins(ctx: BuildContext) -> Callable[[str], str] | None:
 
 
 def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
-               project: Path, core_prefix: Path | None, jobs: int) -> Path:
+               project: Path, core: NativeCoreBuild | None, jobs: int) -> Path:
     out = ctx.request.state / "raw" / cell.id
     # shipyard's CMake definitions (CUDA, reproducibility, the native core's prefix) are
     # scikit-build-core config settings; another backend (setuptools, meson-python) would refuse them.
     backend = build_backend(project)
     cmake = component.kind == "python-native" and backend == SCIKIT_BUILD_CORE
     defines = shipyard_cmake_defines(ctx.variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES if cmake else {}
-    if core_prefix is not None and component.native_core is not None:
-        defines[component.native_core.prefix_define] = str(core_prefix)
+    if core is not None and component.native_core is not None:
+        defines[component.native_core.prefix_define] = str(core.prefix)
     build_dir = ctx.request.state / "build" / cell.id
     # A cell is only rebuilt when its inputs changed: start from an empty folder, so nothing
     # from the last build (CMake's cached paths to an older core, stale objects) leaks in.
@@ -333,6 +346,7 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
         environment |= {flags: f"{environment[flags]} {headers}" for flags in ("CFLAGS", "CXXFLAGS")}
     if ctx.request.container:
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
+        # (The core's toolchain probes stay out: the container's compiler may not be the core's.)
         python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
         return _container_build(ctx, cell, component, toolchain, project, out, defines, environment, python)
     if writes_into_sources(backend):
@@ -341,6 +355,9 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
         # metadata included (setuptools_scm reads it), so Pythons build side by side and the
         # sources (and their hash, the cache key) stay as they are.
         project = copy_project(project, build_dir / project.name)
+    if cmake and core is not None:
+        # The core's configure already asked this toolchain what every Python's would ask again.
+        defines = core.probes | defines
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if cmake else None, jobs=jobs)
 
