@@ -18,6 +18,7 @@ from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
+from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
 
 
 def default_test_jobs() -> int:
@@ -102,6 +103,8 @@ class BuildContext:
     git: GitInfo
     cache: BuildCache
     progress: Progress
+    # The build's auditwheel processes (repair.py): none, one process per repair.
+    auditwheel: AuditwheelWorkers | None = None
 
     @property
     def root(self) -> Path:

@@ -39,6 +39,7 @@ from shipyard.release.spec import Component
 from shipyard.release.validate import Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
 from shipyard.wheel import checks
+from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
 from shipyard.wheel.build_env import copy_project, ensure_build_env
 from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
 from shipyard.wheel.cell_tests import prefetch_test_wheelhouse, run_cell_tests
@@ -116,10 +117,12 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     if missing and not request.skip_unavailable:
         raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
                                + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
-    ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
-                   BuildCache(request.state / "cache"), progress)
     buildable = [c for c in cells if c.id in resolved]
-    built = _build_all(ctx, buildable, resolved)
+    # auditwheel processes that every wheel of the run shares, not one process per wheel.
+    with AuditwheelWorkers() as auditwheel:
+        ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
+                           BuildCache(request.state / "cache"), progress, auditwheel)
+        built = _build_all(ctx, buildable, resolved)
     variant_dir = request.dist / "whl" / ctx.variant.tag
     touched = {variant_dir}
     for outcome in built:
@@ -279,7 +282,8 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
             sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
             repaired = repair_wheel(raw, platform_tag=platform.wheel_platform_tag,
                                     out_dir=ctx.request.state / "repaired" / cell.id, library_path=libs,
-                                    ldpaths=(*libs, *sysroot.library_dirs) if sysroot else ())
+                                    ldpaths=(*libs, *sysroot.library_dirs) if sysroot else (),
+                                    auditwheel=ctx.auditwheel)
             entry = ctx.cache.put(key, [repaired], {"kind": "wheel", "cell": cell.id,
                                                     "seconds": time.monotonic() - start})
         repaired_wheel = entry.files()[0]

@@ -22,6 +22,7 @@ from wheel.wheelfile import WheelFile
 
 from shipyard.errors import BuildError
 from shipyard.plumbing import command
+from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
 
 # The CUDA driver comes with the GPU's driver install; a wheel must never carry it.
 NEVER_VENDOR = ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1")
@@ -33,12 +34,13 @@ def is_pure(wheel: Path) -> bool:
 
 
 def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path: Sequence[Path] = (),
-                 ldpaths: Sequence[Path] = ()) -> Path:
+                 ldpaths: Sequence[Path] = (), auditwheel: AuditwheelWorkers | None = None) -> Path:
     """Vendor the external libraries of a platform wheel into it: auditwheel for Linux (libpng,
     libjpeg, …), delvewheel for Windows (DLLs found on PATH and in `library_path`), delocate for
     macOS (dylibs by their install names); pure wheels pass. `library_path` adds folders where
     the tool looks for libraries to vendor (a toolkit's cudart); `ldpaths` replaces the host's
-    library folders (a sysroot's, whose libpng the wheel linked; Linux only)."""
+    library folders (a sysroot's, whose libpng the wheel linked; Linux only). `auditwheel`: the
+    build's auditwheel processes, shared by its wheels (one process per repair without it)."""
     if is_pure(wheel):
         return wheel
     if platform_tag.startswith(("manylinux", "musllinux")):
@@ -59,18 +61,24 @@ def repair_wheel(wheel: Path, *, platform_tag: str, out_dir: Path, library_path:
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    command.run([*args, wheel], extra_env=env, timeout=900, what=f"{tool} repair {wheel.name}")
+    what = f"{tool} repair {wheel.name}"
+    if tool == "auditwheel" and auditwheel is not None:
+        auditwheel.run([*args[len(AUDITWHEEL):], wheel], extra_env=env, timeout=900, what=what)
+    else:
+        command.run([*args, wheel], extra_env=env, timeout=900, what=what)
     made = sorted(out_dir.glob("*.whl"))
     if len(made) != 1:
         raise BuildError(f"{tool} repair of {wheel.name} produced {len(made)} wheels, expected one")
     return made[0]
 
 
+AUDITWHEEL = (sys.executable, "-m", "auditwheel")
+
+
 def _auditwheel(platform_tag: str, out_dir: Path, library_path: Sequence[Path],
                 ldpaths: Sequence[Path]) -> tuple[list[str | Path], dict[str, str]]:
     # --only-plat: exactly the tag release.yaml promises, not every older policy that also fits.
-    args: list[str | Path] = [sys.executable, "-m", "auditwheel", "repair", "--plat", platform_tag, "--only-plat",
-                              "-w", out_dir]
+    args: list[str | Path] = [*AUDITWHEEL, "repair", "--plat", platform_tag, "--only-plat", "-w", out_dir]
     for lib in NEVER_VENDOR:
         args += ["--exclude", lib]
     if ldpaths:

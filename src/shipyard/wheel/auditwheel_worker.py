@@ -1,0 +1,198 @@
+"""One auditwheel process for every wheel of a build, instead of one per wheel.
+
+`AuditwheelWorkers` (the build's side) keeps a few such processes, each serving one request at a
+time; `python -m shipyard.wheel.auditwheel_worker` (the process) reads a request per line on
+stdin, `{"argv", "env", "cwd"}`, runs `auditwheel <argv>` in itself under exactly that
+environment and working folder, and answers a line `{"code", "output"}`. The repair is
+auditwheel's own, unchanged; what each further wheel no longer pays is what does not depend on
+it: auditwheel's start-up and imports (about half of a repair of ember's wheel), the search of
+the library folders for the libraries every Python's wheel links (libc, libstdc++), and the
+undefined symbols of the bundled native core, the same bytes in every Python's wheel (remembered
+by the file's sha256). A worker lives as long as one build, so nothing it remembers outlasts the
+libraries it read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from shipyard.errors import ToolError
+from shipyard.plumbing import command
+
+_SHIPYARD_PARENT = str(Path(__file__).resolve().parents[2])  # the folder that holds the shipyard package
+
+
+class AuditwheelWorkers:
+    """The auditwheel processes of one build (a context manager: they end with it). `run` takes
+    an idle one or starts another, so concurrent repairs never wait for each other."""
+
+    def __init__(self) -> None:
+        self._idle: list[subprocess.Popen[str]] = []
+        self._all: list[subprocess.Popen[str]] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> AuditwheelWorkers:
+        # One worker imports auditwheel while the build compiles, off the first repair's path.
+        self._idle.append(self._start())
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End every worker: each is idle once the build's repairs returned, and an idle worker
+        holds nothing to finish (a killed one loses no work)."""
+        with self._lock:
+            workers, self._all, self._idle = self._all, [], []
+        for proc in workers:
+            _end(proc, kill=True)
+
+    def _start(self) -> subprocess.Popen[str]:
+        env = command.environ_snapshot()
+        # The worker imports this module: find it where this process found it.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SHIPYARD_PARENT, env.get("PYTHONPATH", "")) if p)
+        proc = subprocess.Popen([sys.executable, "-m", "shipyard.wheel.auditwheel_worker"], env=env, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        with self._lock:
+            self._all.append(proc)
+        return proc
+
+    def run(self, argv: Sequence[object], *, extra_env: Mapping[str, str], timeout: float, what: str) -> str:
+        """`auditwheel <argv>` with this process's environment and `extra_env` over it (as
+        command.run gives a tool); its output, or ToolError with it when auditwheel fails."""
+        args = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in argv]
+        request = json.dumps({"argv": args, "env": {**command.environ_snapshot(), **extra_env}, "cwd": os.getcwd()})
+        with self._lock:
+            proc = self._idle.pop() if self._idle else None
+        if proc is None:
+            proc = self._start()
+        shown = "auditwheel " + " ".join(args)
+        command.log.debug("run (auditwheel worker %d): %s", proc.pid, shown)
+        start = time.monotonic()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(request + "\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], timeout)
+            line = proc.stdout.readline() if ready else ""
+        except OSError:
+            line = ""
+        if not line:
+            _end(proc)
+            why = "its process ended" if ready else f"timed out after {timeout:.0f}s"
+            raise ToolError(f"{what}: {why}: {shown}", cmd=args)
+        with self._lock:
+            self._idle.append(proc)
+        reply = json.loads(line)
+        command.log.debug("done in %.1fs (exit %d): %s", time.monotonic() - start, reply["code"], shown)
+        if reply["code"] != 0:
+            raise ToolError(f"{what} failed (exit {reply['code']}): {shown}", cmd=args, returncode=reply["code"],
+                            output=reply["output"])
+        return str(reply["output"])
+
+
+def _end(proc: subprocess.Popen[str], *, kill: bool = False) -> None:
+    if kill:
+        proc.kill()
+    with contextlib.suppress(OSError):
+        if proc.stdin is not None:
+            proc.stdin.close()  # the worker ends at the end of its input
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+# --- the worker process ----------------------------------------------------------------------
+
+def _remember_across_wheels() -> None:
+    """Memos for two of auditwheel's lookups whose answers do not depend on the wheel: where a
+    library of a given name and platform is found in the given folders (the library folders do
+    not change during a build), and a file's undefined symbols (by the file's sha256)."""
+    import hashlib
+
+    from auditwheel import elfutils, lddtree
+
+    find_lib, found = lddtree.find_lib, {}
+
+    def find_lib_once(platform: Any, lib: str, ldpaths: list[str], root: str = "/") -> Any:  # noqa: ANN401
+        key = (platform, lib, tuple(ldpaths), root)
+        if key not in found:
+            found[key] = find_lib(platform, lib, ldpaths, root)
+        return found[key]
+
+    undefined_symbols, undefined = elfutils.get_undefined_symbols, {}
+
+    def undefined_symbols_once(path: Path) -> set[str]:
+        key = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        if key not in undefined:
+            undefined[key] = frozenset(undefined_symbols(path))
+        return set(undefined[key])
+
+    lddtree.find_lib = find_lib_once  # type: ignore[assignment]
+    elfutils.get_undefined_symbols = undefined_symbols_once
+
+
+def _serve(requests: IO[str], replies: IO[str]) -> None:
+    try:
+        from auditwheel import lddtree
+        from auditwheel.main import main
+
+        _remember_across_wheels()
+    except ImportError:
+        # Every request fails with the reason, as `python -m auditwheel` would have.
+        reason = traceback.format_exc()
+        for _ in requests:
+            replies.write(json.dumps({"code": 1, "output": reason}) + "\n")
+            replies.flush()
+        return
+    for line in requests:
+        request = json.loads(line)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        lddtree.load_ld_paths.cache_clear()  # it read LD_LIBRARY_PATH, which each request sets
+        os.chdir(request["cwd"])
+        sys.argv = ["auditwheel", *request["argv"]]
+        # Everything auditwheel and the tools it runs (patchelf) print goes to one file per request.
+        with tempfile.TemporaryFile("w+") as out:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            try:
+                code = main() or 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001  # reported as a failed repair, with its traceback
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            out.seek(0)
+            output = out.read()
+        replies.write(json.dumps({"code": code, "output": output}) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    # Replies go on a copy of stdout; stdout and stderr themselves are each request's output file.
+    _replies = os.fdopen(os.dup(1), "w")
+    _serve(sys.stdin, _replies)

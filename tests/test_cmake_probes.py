@@ -1,0 +1,57 @@
+"""The core's toolchain probes (FindThreads' results, native_core.toolchain_probes) handed to each
+Python's configure: CMake skips the checks and reaches the answer it reached by itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shipyard.plumbing import command
+from shipyard.wheel.native_core import toolchain_probes
+
+# As CMake 3.25 writes them (the bullseye sysroot: pthread_create needs -lpthread before glibc 2.34).
+CACHE = """\
+//Test CMAKE_HAVE_LIBC_PTHREAD
+CMAKE_HAVE_LIBC_PTHREAD:INTERNAL=
+//Have library pthreads
+CMAKE_HAVE_PTHREADS_CREATE:INTERNAL=
+//Have library pthread
+CMAKE_HAVE_PTHREAD_CREATE:INTERNAL=1
+CMAKE_CXX_COMPILER:FILEPATH=/usr/bin/g++
+HAVE_PNG_H:INTERNAL=1
+"""
+
+
+def test_only_findthreads_results_are_taken_from_the_cores_cache(tmp_path):
+    (tmp_path / "CMakeCache.txt").write_text(CACHE)
+    assert toolchain_probes(tmp_path) == {"CMAKE_HAVE_LIBC_PTHREAD": "", "CMAKE_HAVE_PTHREADS_CREATE": "",
+                                          "CMAKE_HAVE_PTHREAD_CREATE": "1"}
+
+
+def test_a_core_without_threads_or_without_a_cache_hands_over_nothing(tmp_path):
+    assert toolchain_probes(tmp_path) == {}
+    (tmp_path / "CMakeCache.txt").write_text("CMAKE_CXX_COMPILER:FILEPATH=/usr/bin/g++\n")
+    assert toolchain_probes(tmp_path) == {}
+
+
+@pytest.mark.slow
+def test_a_configure_given_the_probes_skips_the_checks_and_links_threads_the_same_way(tmp_path):
+    source = tmp_path / "project"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(probe LANGUAGES CXX)\nfind_package(Threads REQUIRED)\n"
+        'message(STATUS "threads link: [${CMAKE_THREAD_LIBS_INIT}]")\n')
+
+    def configure(build: Path, defines: dict[str, str]) -> str:
+        return command.run(["cmake", "-S", source, "-B", build, *[f"-D{k}={v}" for k, v in defines.items()]],
+                           timeout=300).stdout
+
+    first = configure(tmp_path / "core", {})
+    assert "Performing Test CMAKE_HAVE_LIBC_PTHREAD" in first
+    probes = toolchain_probes(tmp_path / "core")
+    assert "CMAKE_HAVE_LIBC_PTHREAD" in probes
+    second = configure(tmp_path / "python", probes)
+    assert "Performing Test" not in second and "Looking for pthread_create" not in second
+    assert [ln for ln in second.splitlines() if "threads link:" in ln] == \
+        [ln for ln in first.splitlines() if "threads link:" in ln]
