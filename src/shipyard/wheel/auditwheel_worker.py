@@ -129,24 +129,32 @@ def _remember_across_wheels() -> None:
 
     from auditwheel import elfutils, lddtree
 
-    find_lib, found = lddtree.find_lib, {}
+    find_lib = lddtree.find_lib
+    found: dict[tuple[Any, ...], Any] = {}
 
-    def find_lib_once(platform: Any, lib: str, ldpaths: list[str], root: str = "/") -> Any:  # noqa: ANN401
-        key = (platform, lib, tuple(ldpaths), root)
-        if key not in found:
-            found[key] = find_lib(platform, lib, ldpaths, root)
-        return found[key]
+    def find_lib_once(*args: Any) -> Any:  # noqa: ANN401  # (platform, soname, folders, root)
+        key = tuple(tuple(a) if isinstance(a, list) else a for a in args)
+        try:
+            return found[key]
+        except KeyError:
+            found[key] = result = find_lib(*args)
+            return result
+        except TypeError:  # an argument that cannot be a key: no memo
+            return find_lib(*args)
 
-    undefined_symbols, undefined = elfutils.get_undefined_symbols, {}
+    undefined_symbols = getattr(elfutils, "get_undefined_symbols", None)
+    undefined: dict[str, frozenset[str]] = {}
 
     def undefined_symbols_once(path: Path) -> set[str]:
+        assert undefined_symbols is not None
         key = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         if key not in undefined:
             undefined[key] = frozenset(undefined_symbols(path))
         return set(undefined[key])
 
-    lddtree.find_lib = find_lib_once  # type: ignore[assignment]
-    elfutils.get_undefined_symbols = undefined_symbols_once
+    lddtree.find_lib = find_lib_once
+    if undefined_symbols is not None:  # (auditwheel's own names: an older one may lack it)
+        elfutils.get_undefined_symbols = undefined_symbols_once
 
 
 def _serve(requests: IO[str], replies: IO[str]) -> None:
@@ -166,8 +174,8 @@ def _serve(requests: IO[str], replies: IO[str]) -> None:
         request = json.loads(line)
         os.environ.clear()
         os.environ.update(request["env"])
-        lddtree.load_ld_paths.cache_clear()  # it read LD_LIBRARY_PATH, which each request sets
-        os.chdir(request["cwd"])
+        with contextlib.suppress(AttributeError):
+            lddtree.load_ld_paths.cache_clear()  # it read LD_LIBRARY_PATH, which each request sets
         sys.argv = ["auditwheel", *request["argv"]]
         # Everything auditwheel and the tools it runs (patchelf) print goes to one file per request.
         with tempfile.TemporaryFile("w+") as out:
@@ -176,6 +184,7 @@ def _serve(requests: IO[str], replies: IO[str]) -> None:
             os.dup2(out.fileno(), 1)
             os.dup2(out.fileno(), 2)
             try:
+                os.chdir(request["cwd"])
                 code = main() or 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
