@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,23 @@ def test_a_failed_repair_reports_auditwheels_message_and_exit_status_and_the_wor
             assert failed.value.returncode == 2  # argparse's error status, as the command gives it
             assert f"cannot access {missing}. No such file" in failed.value.output
             assert str(failed.value).startswith(f"auditwheel repair {missing.name} failed (exit 2)")
+
+
+def test_repairs_asked_at_once_share_the_limited_workers_and_each_gets_its_own_answer(tmp_path):
+    names = [tmp_path / f"fixcext-0.3.0-cp3{minor}-cp3{minor}-linux_x86_64.whl" for minor in (9, 10, 11, 12)]
+
+    def repair(workers: AuditwheelWorkers, wheel: Path) -> str:
+        try:
+            workers.run(["repair", "--plat", "manylinux_2_31_x86_64", "-w", tmp_path / "out", wheel],
+                        extra_env={}, timeout=300, what=f"auditwheel repair {wheel.name}")
+        except ToolError as exc:
+            return exc.output
+        return "repaired"
+
+    with AuditwheelWorkers(limit=2) as workers, ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(lambda wheel: repair(workers, wheel), names))
+    for wheel, answer in zip(names, answers, strict=True):
+        assert f"cannot access {wheel}. No such file" in answer, (wheel, answer)
 
 
 @pytest.mark.slow

@@ -36,16 +36,21 @@ _SHIPYARD_PARENT = str(Path(__file__).resolve().parents[2])  # the folder that h
 
 
 class AuditwheelWorkers:
-    """The auditwheel processes of one build (a context manager: they end with it). `run` takes
-    an idle one or starts another, so concurrent repairs never wait for each other."""
+    """The auditwheel processes of one build (a context manager: they end with it), at most
+    `limit` of them (one per core: a repair is a short burst of one core's work, and each
+    further process would pay auditwheel's start-up again). `run` takes an idle one, starts
+    another while under the limit, or waits for one to be free."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 1) -> None:
+        self._limit = max(1, limit)
         self._idle: list[subprocess.Popen[str]] = []
         self._all: list[subprocess.Popen[str]] = []
-        self._lock = threading.Lock()
+        self._count = 0  # started or starting, not yet ended
+        self._lock = threading.Condition()
 
     def __enter__(self) -> AuditwheelWorkers:
         # One worker imports auditwheel while the build compiles, off the first repair's path.
+        self._count += 1
         self._idle.append(self._start())
         return self
 
@@ -56,7 +61,7 @@ class AuditwheelWorkers:
         """End every worker: each is idle once the build's repairs returned, and an idle worker
         holds nothing to finish (a killed one loses no work)."""
         with self._lock:
-            workers, self._all, self._idle = self._all, [], []
+            workers, self._all, self._idle, self._count = self._all, [], [], 0
         for proc in workers:
             _end(proc, kill=True)
 
@@ -70,18 +75,34 @@ class AuditwheelWorkers:
             self._all.append(proc)
         return proc
 
+    def _forget(self, proc: subprocess.Popen[str] | None) -> None:
+        """A worker that ended (or never started) frees its place."""
+        with self._lock:
+            self._count -= 1
+            if proc in self._all:
+                self._all.remove(proc)
+            self._lock.notify()
+
     def run(self, argv: Sequence[object], *, extra_env: Mapping[str, str], timeout: float, what: str) -> str:
         """`auditwheel <argv>` with this process's environment and `extra_env` over it (as
         command.run gives a tool); its output, or ToolError with it when auditwheel fails."""
         args = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in argv]
         request = json.dumps({"argv": args, "env": {**command.environ_snapshot(), **extra_env}, "cwd": os.getcwd()})
         with self._lock:
+            self._lock.wait_for(lambda: bool(self._idle) or self._count < self._limit)
             proc = self._idle.pop() if self._idle else None
+            if proc is None:
+                self._count += 1
         if proc is None:
-            proc = self._start()
+            try:
+                proc = self._start()
+            except OSError:
+                self._forget(None)
+                raise
         shown = "auditwheel " + " ".join(args)
         command.log.debug("run (auditwheel worker %d): %s", proc.pid, shown)
         start = time.monotonic()
+        ready: list[Any] = []
         try:
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write(request + "\n")
@@ -91,11 +112,13 @@ class AuditwheelWorkers:
         except OSError:
             line = ""
         if not line:
-            _end(proc)
+            _end(proc, kill=True)  # ended already, or stuck
+            self._forget(proc)
             why = "its process ended" if ready else f"timed out after {timeout:.0f}s"
             raise ToolError(f"{what}: {why}: {shown}", cmd=args)
         with self._lock:
             self._idle.append(proc)
+            self._lock.notify()
         reply = json.loads(line)
         command.log.debug("done in %.1fs (exit %d): %s", time.monotonic() - start, reply["code"], shown)
         if reply["code"] != 0:

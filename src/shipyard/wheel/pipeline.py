@@ -118,8 +118,8 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
         raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
                                + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
     buildable = [c for c in cells if c.id in resolved]
-    # auditwheel processes that every wheel of the run shares, not one process per wheel.
-    with AuditwheelWorkers() as auditwheel:
+    # auditwheel processes that every wheel of the run shares (one per core), not one per wheel.
+    with AuditwheelWorkers(limit=request.jobs) as auditwheel:
         ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
                            BuildCache(request.state / "cache"), progress, auditwheel)
         built = _build_all(ctx, buildable, resolved)
