@@ -4,6 +4,7 @@ a failed build says what the compiler said."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import textwrap
@@ -75,6 +76,11 @@ def test_dynamic_build_requirements_are_installed_once(tmp_path, state, python31
     project = _project_asking_for(tmp_path / "project", f"fixdep @ {wheel.as_uri()}")
     env = ensure_build_env(python311, project, state)
     assert "fixdep @ file://" in (env.root / "shipyard-freeze.txt").read_text()
+    # Byte-compiled when the environment changed (before anything imported it): each build's
+    # interpreter reads the bytecode instead of compiling the backend again.
+    for package in ("fixdep", "scikit_build_core"):
+        source = next(env.root.glob(f"lib/python3.11/site-packages/{package}/__init__.py"))
+        assert Path(importlib.util.cache_from_source(str(source))).is_file(), package
     imported = subprocess.run([env.python, "-c", "import fixdep; print(fixdep.VALUE)"],
                               capture_output=True, text=True, check=True)
     assert imported.stdout.strip() == "42"
