@@ -122,3 +122,46 @@ def toolchain_probes(build_dir: Path) -> dict[str, str]:
         if name in THREADS_PROBES and rest.startswith("INTERNAL="):
             found[name] = rest.removeprefix("INTERNAL=")
     return found
+
+
+# What CMake works out about the platform and the compiler before a project's first target, and
+# keeps in CMakeFiles/<its version>/: the system (uname) and, per language, the compiler's identity
+# and ABI (a compile of CMakeCXXCompilerId.cpp and a try-compile). A build tree that has these
+# files (a re-configure) skips that work, and so does each Python's configure handed the core's:
+# the same cmake and the same compiler made them (a Python's own configure writes the same bytes).
+# C and C++ only: a CUDA compiler's file also records the core's host compiler and arch flags.
+PLATFORM_FILES = ("CMakeSystem.cmake", "CMakeCCompiler.cmake", "CMakeCXXCompiler.cmake")
+# The tools CMake looked for beside the compiler: a re-configure finds them in its cache, and
+# without them it would not look again (no CMAKE_STRIP: an install that does not strip).
+PLATFORM_CACHE_ENTRIES = ("CMAKE_ADDR2LINE", "CMAKE_AR", "CMAKE_DLLTOOL", "CMAKE_EXECUTABLE_FORMAT", "CMAKE_LINKER",
+                          "CMAKE_MT", "CMAKE_NM", "CMAKE_OBJCOPY", "CMAKE_OBJDUMP", "CMAKE_RANLIB", "CMAKE_READELF",
+                          "CMAKE_STRIP", "CMAKE_TAPI", "CMAKE_UNAME",
+                          *(f"CMAKE_{lang}_COMPILER{tool}" for lang in ("C", "CXX") for tool in ("", "_AR", "_RANLIB")))
+
+
+def cmake_platform(build_dir: Path) -> dict[str, dict[str, str]]:
+    """The platform files of the core's configured build tree ({"files": {"<version>/<name>": text},
+    "entries": {cache name: value}}) for `seed_cmake_platform`; empty when it has none."""
+    files = {f"{p.parent.name}/{p.name}": p.read_text() for name in PLATFORM_FILES
+             for p in sorted((build_dir / "CMakeFiles").glob(f"*/{name}"))}
+    if not any(name.endswith("/CMakeSystem.cmake") for name in files):
+        return {}
+    entries: dict[str, str] = {}
+    for line in _read(build_dir / "CMakeCache.txt").splitlines():
+        name, _, rest = line.partition(":")
+        if name in PLATFORM_CACHE_ENTRIES and "=" in rest:
+            entries[name] = rest.partition("=")[2]
+    return {"files": files, "entries": entries}
+
+
+def seed_cmake_platform(build_dir: Path, platform: dict[str, dict[str, str]]) -> dict[str, str]:
+    """Write the core's platform files into an empty build tree; return the cache entries its
+    configure needs with them (CMAKE_PLATFORM_INFO_INITIALIZED: without it CMake deletes files it
+    did not write itself). A cmake of another version looks in another folder and works them out."""
+    if not platform:
+        return {}
+    for name, text in platform["files"].items():
+        target = build_dir / "CMakeFiles" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return {**platform["entries"], "CMAKE_PLATFORM_INFO_INITIALIZED": "1"}

@@ -48,8 +48,10 @@ from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import (
     REPRODUCIBLE_CMAKE_DEFINES,
     build_native_core,
+    cmake_platform,
     python_header_flags,
     reproducible_env,
+    seed_cmake_platform,
     shipyard_cmake_defines,
     toolchain_probes,
 )
@@ -218,11 +220,13 @@ def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list
 @dataclass(frozen=True)
 class NativeCoreBuild:
     """A component's core, built (or found in the cache) once for every Python: its install
-    prefix, its cache key (part of each wheel's key) and the toolchain probes its configure made."""
+    prefix, its cache key (part of each wheel's key), the toolchain probes its configure made and
+    CMake's platform files of its build tree (native_core.cmake_platform)."""
 
     prefix: Path
     key: str
     probes: dict[str, str]
+    platform: dict[str, dict[str, str]]
 
 
 def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) -> NativeCoreBuild:
@@ -241,11 +245,12 @@ def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) 
             build_native_core(component, ctx.variant, toolchain, source_root=ctx.root, build_dir=build_dir,
                               prefix=staging, epoch=ctx.git.commit_time, jobs=ctx.request.jobs)
             entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start,
-                                                   "probes": toolchain_probes(build_dir)})
+                                                   "probes": toolchain_probes(build_dir),
+                                                   "cmake_platform": cmake_platform(build_dir)})
         else:
             ctx.progress(f"{component.name}: native core for {ctx.variant.tag} cached")
     return NativeCoreBuild(entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key,
-                           entry.metadata().get("probes", {}))
+                           entry.metadata().get("probes", {}), entry.metadata().get("cmake_platform", {}))
 
 
 def _build_cell(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
@@ -361,7 +366,7 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
         project = copy_project(project, build_dir / project.name)
     if cmake and core is not None:
         # The core's configure already asked this toolchain what every Python's would ask again.
-        defines = core.probes | defines
+        defines = core.probes | seed_cmake_platform(build_dir, core.platform) | defines
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
                        build_dir=build_dir if cmake else None, jobs=jobs)
 
