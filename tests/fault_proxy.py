@@ -7,7 +7,9 @@ request method. "lost" passes the request on and waits for the server's answer, 
 client's connection: the server has acted, the client never learns it. "cut-request" sends the
 server the headers and only part of the body, then resets both sides (a fault mid-body: the
 server must not act on half a file). "cut-answer" passes the whole request on and the client only
-part of the answer, then resets (the server has acted; the client reads a truncated answer). It
+part of the answer, then resets (the server has acted; the client reads a truncated answer);
+"cut-body" the same, but the client gets the answer's headers whole and then only part of its body
+(a download that breaks after it began, past a client's per-request retries). It
 runs an asyncio loop in a thread of its own and listens on 127.0.0.1 only.
 
 Every request it passes on says `Connection: close`, so the server closes each connection after
@@ -26,7 +28,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
-Fault = str  # "pass", "503", "reset", "stall", "lost", "cut-request", "cut-answer"
+Fault = str  # "pass", "503", "reset", "stall", "lost", "cut-request", "cut-answer", "cut-body"
 
 
 class FaultProxy:
@@ -94,9 +96,9 @@ class FaultProxy:
                 await self._forward_until_answered(first, reader)
             if fault == "cut-request":
                 await self._send_part(first)
-            if fault == "cut-answer":
-                await self._answer_part(first, reader, writer)
-            if fault in ("reset", "lost", "cut-request", "cut-answer"):
+            if fault in ("cut-answer", "cut-body"):
+                await self._answer_part(first, reader, writer, whole_head=fault == "cut-body")
+            if fault in ("reset", "lost", "cut-request", "cut-answer", "cut-body"):
                 _reset(writer)
                 return
             if fault == "stall":
@@ -155,18 +157,21 @@ class FaultProxy:
         with contextlib.suppress(Exception):
             up_writer.close()
 
-    async def _answer_part(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """The whole request on to the server; to the client, only a part of the answer's first bytes."""
+    async def _answer_part(self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                           whole_head: bool = False) -> None:
+        """The whole request on to the server; to the client, only a part of the answer's first bytes
+        (`whole_head`: all of its headers, then a part of the body's first bytes)."""
         opened = await self._send_on(first, reader)
         if opened is None:
             return
         up_reader, up_writer, sending = opened
         try:
+            head = await asyncio.wait_for(up_reader.readuntil(b"\r\n\r\n"), 60) if whole_head else b""
             answer = await asyncio.wait_for(up_reader.read(65536), 60)
-            writer.write(answer[:self._rng.randint(1, max(1, len(answer) - 1))])
+            writer.write(head + answer[:self._rng.randint(1, max(1, len(answer) - 1))])
             await writer.drain()
             await asyncio.sleep(0.05)  # let the part reach the client before the reset discards it
-        except (TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
             sending.cancel()

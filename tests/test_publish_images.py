@@ -307,6 +307,33 @@ def test_a_flaky_registry_is_tried_again_and_one_that_keeps_failing_is_named(
     assert f"127.0.0.1:{proxy.port}: gave up after 2 tries; last response: HTTP 503 Service Unavailable" in flat, out
 
 
+def test_a_layer_whose_download_breaks_midway_during_a_promotion_is_read_again(
+        project: Project, registry: Registry, client: docker.DockerClient) -> None:
+    """A promotion reads the image's blobs by digest: a connection that breaks after a blob's
+    headers, while its body streams, is read again from the start, never a traceback (exit 1: the
+    fault suite met it with seed 340911)."""
+    from fault_proxy import FaultProxy
+
+    image_id = _image(project, "cut")
+    code, out = project.run("publish", "--channel", "nightly")
+    assert code == 0, out
+    port = int(registry.address.rsplit(":", 1)[1])
+    cut: list[str] = []
+
+    def plan(number: int, line: str) -> str:
+        if line.startswith("GET ") and "/blobs/" in line and not cut:
+            cut.append(line)
+            return "cut-body"
+        return "pass"
+
+    with FaultProxy(port, plan) as proxy:
+        point_release_yaml(project.root, {"url: 127.0.0.1:5000": f"url: 127.0.0.1:{proxy.port}"})
+        code, out = project.run("promote", VERSION, "--from", "nightly", "--to", "test")
+    assert code == 0, out
+    assert proxy.injected == {"cut-body": 1}, cut
+    assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-test") == image_id
+
+
 def test_an_image_missing_from_the_engine_stops_the_publish_before_any_push(
         project: Project, registry: Registry) -> None:
     image_id = _image(project, "present")

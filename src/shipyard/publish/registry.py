@@ -68,7 +68,7 @@ from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.registry_client import RegistryClient, registry_base
-from shipyard.publish.retry import describe, retry
+from shipyard.publish.retry import BROKEN_READS, describe, retry
 from shipyard.publish.target import Backend, Listed, TargetContext
 
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
@@ -199,18 +199,26 @@ class RegistryBackend(Backend):
         return marker
 
     def _blob(self, repo: str, digest: str, path: Path) -> Path:
-        """The blob `digest` of `repo` in `path`, checked against its digest."""
+        """The blob `digest` of `repo` in `path`, checked against its digest. The body is streamed,
+        so a connection that breaks while it is read fails after the request's own retries: such a
+        read, and bytes that hash to another digest, are read again from the start, retry.py's way."""
         what = f"read {self.host}/{repo}@{digest}"
-        response = self.api.request("GET", what, f"{self._repo(repo)}/blobs/{digest}", stream=True)
-        if response.status_code != 200:
-            raise self.api.fail(what, response)
-        with path.open("wb") as out:
-            for chunk in response.iter_content(1 << 20):
-                out.write(chunk)
-        got = "sha256:" + sha256_of(path)
-        if got != digest:
-            raise PublishError(f"{what}: the bytes served hash to {got}; try again")
-        return path
+
+        def once() -> Path:
+            response = self.api.request("GET", what, f"{self._repo(repo)}/blobs/{digest}", stream=True)
+            if response.status_code != 200:
+                raise self.api.fail(what, response)
+            with response, path.open("wb") as out:
+                for chunk in response.iter_content(1 << 20):
+                    out.write(chunk)
+            got = "sha256:" + sha256_of(path)
+            if got != digest:
+                raise _Incomplete(f"the bytes served hash to {got}")
+            return path
+
+        return retry(once, self.ctx.policy, label=what, errors=(_Incomplete, *BROKEN_READS),
+                     failure=lambda exc: self.api.scrub(f"{type(exc).__name__}: {str(exc)[:200]}"),
+                     gave_up=lambda last: f"{what}: gave up after {self.ctx.policy.tries} tries; last: {last}")
 
     @staticmethod
     def _unpacked(blob: Path, media_type: str, where: str) -> Path:

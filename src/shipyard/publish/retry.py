@@ -58,6 +58,11 @@ def describe(response: requests.Response) -> str:
     return f"HTTP {response.status_code} {response.reason}"
 
 
+# What requests raises when a connection breaks, stalls or ends a body early: worth another try.
+BROKEN_READS: tuple[type[Exception], ...] = (requests.ConnectionError, requests.Timeout,
+                                             requests.exceptions.ChunkedEncodingError)
+
+
 def retry(attempt: Callable[[], T], policy: RetryPolicy, *, label: str, errors: tuple[type[Exception], ...],
           failure: Callable[[Exception], str], gave_up: Callable[[str], str],
           fault: Callable[[T], str | None] = lambda _: None) -> T:
@@ -88,7 +93,7 @@ def with_retries(what: str, server: str, attempt: Callable[[], requests.Response
     A 4xx is returned to the caller (it is an answer, not a fault)."""
     return retry(
         attempt, policy, label=f"{what}: {server}",
-        errors=(requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError),
+        errors=BROKEN_READS,
         # The exception's own text may quote a URL with a token; keep its kind and the gist.
         failure=lambda exc: scrub(f"{type(exc).__name__}: {str(exc)[:200]}"),
         fault=lambda response: describe(response) if response.status_code >= 500 else None,
