@@ -39,6 +39,9 @@ declare -A APT_SETS=(
   # which loads the system's.
   [conda-pure]="git libsndfile1"
 )
+# What the tools venv holds: nox (and the PyYAML the noxfile reads) and uv. A CI lane's job runs
+# shipyard's commands, never nox, so its venv gets uv alone.
+VENV_PACKAGES=("nox>=2024.4" "PyYAML>=6")
 case "${1:-}" in
   "") ;;
   --all) APT_PACKAGES+=("${ALL_ONLY_PACKAGES[@]}") ;;
@@ -47,7 +50,8 @@ case "${1:-}" in
       echo "ci/bootstrap.sh: set: unknown; name one of: ${!APT_SETS[*]}, --all, or none for the builds (got $1)" >&2
       exit 2
     fi
-    read -r -a APT_PACKAGES <<< "${APT_SETS[$1]}" ;;
+    read -r -a APT_PACKAGES <<< "${APT_SETS[$1]}"
+    VENV_PACKAGES=() ;;
 esac
 
 missing=()
@@ -57,8 +61,15 @@ done
 if ((${#missing[@]})); then
   echo "bootstrap: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  install=(apt-get install -y -qq --no-install-recommends "${missing[@]}")
+  # Package lists fetched within the hour (a CI job's container step has just done so) are used as
+  # they are; an install that fails on them updates them and tries once more.
+  if [[ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -60 2>/dev/null | head -1)" ]]; then
+    "${install[@]}" >/dev/null || { apt-get update -qq && "${install[@]}" >/dev/null; }
+  else
+    apt-get update -qq
+    "${install[@]}" >/dev/null
+  fi
 fi
 
 # The tools venv runs nox; nox then makes one venv per session with shipyard in it.
@@ -67,17 +78,19 @@ for candidate in /root/.pyenv/versions/3.11*/bin/python3 /root/.pyenv/versions/3
   if command -v "$candidate" >/dev/null 2>&1; then python="$candidate"; break; fi
 done
 # uv beside nox: nox then makes its session venvs with uv, in seconds instead of half a minute.
-if [[ ! -x .venv/bin/nox || ! -x .venv/bin/uv ]]; then
-  echo "bootstrap: creating .venv with nox and uv ($python)"
+if [[ ! -x .venv/bin/uv ]] || { ((${#VENV_PACKAGES[@]})) && [[ ! -x .venv/bin/nox ]]; }; then
+  echo "bootstrap: creating .venv with ${VENV_PACKAGES[*]:+nox and }uv ($python)"
   if "$python" -m pip --version >/dev/null 2>&1; then
     # No pip inside (ensurepip alone took 48 s of a cold bootstrap here): the Python's own pip puts
     # uv in, and uv the rest.
     [[ -x .venv/bin/python ]] || "$python" -m venv --without-pip .venv
     "$python" -m pip --python .venv/bin/python install --quiet --disable-pip-version-check "uv>=0.8,<0.14"
-    .venv/bin/uv pip install --quiet --python .venv/bin/python "nox>=2024.4" "PyYAML>=6"
   else
     [[ -x .venv/bin/python ]] || "$python" -m venv .venv
-    .venv/bin/pip install --quiet --disable-pip-version-check "nox>=2024.4" "PyYAML>=6" "uv>=0.8,<0.14"
+    .venv/bin/pip install --quiet --disable-pip-version-check "uv>=0.8,<0.14"
+  fi
+  if ((${#VENV_PACKAGES[@]})); then
+    .venv/bin/uv pip install --quiet --python .venv/bin/python "${VENV_PACKAGES[@]}"
   fi
 fi
 echo "bootstrap: ready"

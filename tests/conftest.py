@@ -119,6 +119,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--image-variant", default=None,
                      help="test_docker_image.py: test this variant's images only (nox -s docker-<variant>); "
                           "default: the CPU images, plus the CUDA checks on the cuda11 runtime image")
+    parser.addoption("--reverse-files", action="store_true",
+                     help="run the test files in the reverse of the usual order (each file's own tests in "
+                          "theirs): the tests that usually run last run first, to show that none depends "
+                          "on what ran before it")
 
 
 RUN_FOLDER = pytest.StashKey[Path]()
@@ -203,6 +207,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
               for item in items}
     place = _deal(groups)
     items.sort(key=place.__getitem__)
+    if config.getoption("reverse_files"):
+        rank: dict[object, int] = {}  # first a group's, then a file's place in the usual order
+        for item in items:
+            rank.setdefault(groups[item], len(rank))
+            rank.setdefault(item.path, len(rank))
+        items.sort(key=lambda item: (-rank[groups[item]], -rank[item.path], place[item]))
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[item]))
 

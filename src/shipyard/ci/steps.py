@@ -59,10 +59,13 @@ def host_tools(spec: Spec, also: Sequence[str] = ()) -> list[Step]:
          "uses": uses("actions/setup-python"),
          "with": {"python-version": "\n".join(versions) + ("\n" if len(versions) > 1 else "")}},
         {"name": "Install shipyard", "env": {"UV_REQUIREMENT": uv_requirement(spec.root)},
-         # a venv of its own: the runner's tool-cache Python stays as setup-python left it
-         "run": "python -m venv .venv\n"
+         # a venv of its own: the runner's tool-cache Python stays as setup-python left it. No pip
+         # in it (ensurepip costs each job seconds): that Python's pip puts uv in (--python takes the
+         # venv folder: Scripts/python.exe on Windows), uv the rest.
+         "run": "python -m venv --without-pip .venv\n"
                 "bin=.venv/bin; [ \"$RUNNER_OS\" = Windows ] && bin=.venv/Scripts\n"
-                "\"$bin/python\" -m pip install --quiet --disable-pip-version-check \"$UV_REQUIREMENT\"\n"
+                "python -m pip --python .venv install --quiet --disable-pip-version-check "
+                "\"$UV_REQUIREMENT\"\n"
                 "\"$bin/python\" -m uv pip install --python \"$bin/python\" .\n"
                 "\"$bin/python\" -c 'import os, sys; print(os.path.dirname(os.path.abspath(sys.executable)))' "
                 ">> \"$GITHUB_PATH\"\n"},
