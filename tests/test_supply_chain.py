@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -197,19 +200,34 @@ def test_repro_reports_every_artifact_identical(tmp_path):
 def test_repro_of_a_cuda_wheel_is_identical(tmp_path):
     """nvcc's output, built twice from clones at paths of different lengths: the fixture's CUDA
     kernel (8 archs and +PTX) in fixcuda's cu118 wheel, vendored cudart included. The suite's one
-    cu118 build of the fixture release: what the wheel holds is checked here too (that the cu118
-    index resolves a variant's wheels by name, and that its tests pass with no GPU, is ember's
-    cuda11 build in test_release_cuda)."""
+    cu118 build of the fixture release: what the wheel holds is checked here too, and pip, given
+    the cu118 index, installs the pure fixpure with the cu118 build of its native dependency
+    fixcext (that the index resolves a variant's own wheels by name, and that their tests pass with
+    no GPU, is ember's cuda11 build in test_release_cuda)."""
     root = make_checkout(tmp_path / "release")
     assert main(["--root", str(root), "toolchain", "install", "cuda11"]) == 0  # kept when there (any test order)
     work = tmp_path / "repro"
-    report = reproduce(root, ReproRequest(variant="cuda11", pythons=("3.11",), components=("fixcuda",),
-                                          work=work))
+    report = reproduce(root, ReproRequest(variant="cuda11", pythons=("3.11",),
+                                          components=("fixcuda", "fixcext", "fixpure"), work=work))
     lines = "\n".join(summary_lines(report))
     assert report.ok, lines
     name = "fixcuda-0.3.0+cu118-cp311-cp311-manylinux_2_31_x86_64.whl"
     assert f"whl/cu118/fixcuda/{name}" in report.identical, lines
-    _check_cu118_wheel(work / CLONE_PATHS[0] / "dist" / "whl" / "cu118" / "fixcuda" / name, tmp_path / "x")
+    index = work / CLONE_PATHS[0] / "dist" / "whl" / "cu118"
+    _check_cu118_wheel(index / "fixcuda" / name, tmp_path / "x")
+    assert _pip_resolves(index, "fixpure", tmp_path / "pip-report.json") == {
+        "fixpure": "0.3.0", "fixcext": "0.3.0+cu118"}
+
+
+def _pip_resolves(index: Path, requirement: str, report: Path) -> dict[str, str]:
+    """What `pip install <requirement>` with `index` as its only index would install (pip's own
+    resolution, --dry-run): {name: version}. This machine's pip settings are left out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                    "--disable-pip-version-check", "--isolated", "--index-url", index.as_uri(), "--report",
+                    str(report), requirement], env={**env, "PIP_CONFIG_FILE": os.devnull}, check=True,
+                   timeout=300)
+    return {item["metadata"]["name"]: item["metadata"]["version"] for item in json.loads(report.read_text())["install"]}
 
 
 def _check_cu118_wheel(wheel: Path, scratch: Path) -> None:
