@@ -68,7 +68,7 @@ from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.registry_client import RegistryClient, registry_base
-from shipyard.publish.retry import BROKEN_READS, describe, retry
+from shipyard.publish.retry import BROKEN_READS, describe, gist, retry
 from shipyard.publish.target import Backend, Listed, TargetContext
 
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
@@ -217,7 +217,7 @@ class RegistryBackend(Backend):
             return path
 
         return retry(once, self.ctx.policy, label=what, errors=(_Incomplete, *BROKEN_READS),
-                     failure=lambda exc: self.api.scrub(f"{type(exc).__name__}: {str(exc)[:200]}"),
+                     failure=lambda exc: gist(exc, self.api.scrub),
                      gave_up=lambda last: f"{what}: gave up after {self.ctx.policy.tries} tries; last: {last}")
 
     @staticmethod

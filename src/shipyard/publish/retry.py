@@ -63,6 +63,12 @@ BROKEN_READS: tuple[type[Exception], ...] = (requests.ConnectionError, requests.
                                              requests.exceptions.ChunkedEncodingError)
 
 
+def gist(exc: Exception, scrub: Callable[[str], str] = str) -> str:
+    """A failed try as a retry names it: the exception's kind and the start of its text, scrubbed
+    (the text may quote a URL with a token)."""
+    return scrub(f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
 def retry(attempt: Callable[[], T], policy: RetryPolicy, *, label: str, errors: tuple[type[Exception], ...],
           failure: Callable[[Exception], str], gave_up: Callable[[str], str],
           fault: Callable[[T], str | None] = lambda _: None) -> T:
@@ -94,7 +100,6 @@ def with_retries(what: str, server: str, attempt: Callable[[], requests.Response
     return retry(
         attempt, policy, label=f"{what}: {server}",
         errors=BROKEN_READS,
-        # The exception's own text may quote a URL with a token; keep its kind and the gist.
-        failure=lambda exc: scrub(f"{type(exc).__name__}: {str(exc)[:200]}"),
+        failure=lambda exc: gist(exc, scrub),
         fault=lambda response: describe(response) if response.status_code >= 500 else None,
         gave_up=lambda last: f"{what}: {server}: gave up after {policy.tries} tries; last response: {last}")
