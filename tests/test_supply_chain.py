@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from minirelease import make_checkout
 from sysroot_debs import deb_versions, installed_sysroot
+from user_installs import plain_pip_env
 
 from shipyard.cli import main
 from shipyard.supply.keys import generate_key
@@ -222,11 +222,9 @@ def test_repro_of_a_cuda_wheel_is_identical(tmp_path):
 def _pip_resolves(index: Path, requirement: str, report: Path) -> dict[str, str]:
     """What `pip install <requirement>` with `index` as its only index would install (pip's own
     resolution, --dry-run): {name: version}. This machine's pip settings are left out."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                     "--disable-pip-version-check", "--isolated", "--index-url", index.as_uri(), "--report",
-                    str(report), requirement], env={**env, "PIP_CONFIG_FILE": os.devnull}, check=True,
-                   timeout=300)
+                    str(report), requirement], env=plain_pip_env(), check=True, timeout=300)
     return {item["metadata"]["name"]: item["metadata"]["version"] for item in json.loads(report.read_text())["install"]}
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from minirelease import GIT_ENV, SHARED_PYTHONS, forget_test_results, make_checkout, own_copy, request
+from user_installs import plain_pip_env
 
 from shipyard.cli import main
 from shipyard.errors import ToolchainMissing
@@ -138,8 +139,7 @@ def _user_venv(path: Path) -> tuple[Path, dict[str, str]]:
     from shipyard.host.toolchains.discover import discover
 
     subprocess.run([discover().interpreter("3.11").path, "-m", "venv", path], check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-    return path / "bin" / "python", env
+    return path / "bin" / "python", plain_pip_env()
 
 
 def _installed(python: Path, *names: str) -> list[str]:

@@ -1,11 +1,13 @@
 """What a user does with a published release, as the publish tests check it: `docker pull` from
-the registry and run the image, and the registry serving every blob a pull needs."""
+the registry and run the image, the registry serving every blob a pull needs, and pip run as a
+user runs it, with none of this machine's pip settings."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -15,6 +17,12 @@ from publish_servers import MANIFEST_V2, Registry
 
 from shipyard.plumbing import command
 from shipyard.record.manifest import ArtifactRecord
+
+
+def plain_pip_env() -> dict[str, str]:
+    """This process's environment without a pip setting of this machine: no PIP_* variable and
+    no configuration file."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
 
 
 def registry_serves_every_blob(registry: Registry, repo: str, digest: str) -> None:
