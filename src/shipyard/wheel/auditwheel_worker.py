@@ -38,20 +38,23 @@ _SHIPYARD_PARENT = str(Path(__file__).resolve().parents[2])  # the folder that h
 class AuditwheelWorkers:
     """The auditwheel processes of one build (a context manager: they end with it), at most
     `limit` of them (one per core: a repair is a short burst of one core's work, and each
-    further process would pay auditwheel's start-up again). `run` takes an idle one, starts
-    another while under the limit, or waits for one to be free."""
+    further process would pay auditwheel's start-up again), `ahead` of them started on entering.
+    `run` takes an idle one, starts another while under the limit, or waits for one to be free."""
 
-    def __init__(self, limit: int = 1) -> None:
+    def __init__(self, limit: int = 1, ahead: int = 1) -> None:
         self._limit = max(1, limit)
+        self._ahead = max(0, min(ahead, self._limit))
         self._idle: list[subprocess.Popen[str]] = []
         self._all: list[subprocess.Popen[str]] = []
         self._count = 0  # started or starting, not yet ended
         self._lock = threading.Condition()
 
     def __enter__(self) -> AuditwheelWorkers:
-        # One worker imports auditwheel while the build compiles, off the first repair's path.
-        self._count += 1
-        self._idle.append(self._start())
+        # `ahead` workers (the most that will repair at once) import auditwheel while the build
+        # compiles, off the repairs' path: a core's last files leave a core idle for that.
+        for _ in range(self._ahead):
+            self._count += 1
+            self._idle.append(self._start())
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

@@ -120,8 +120,10 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
         raise ToolchainMissing("cannot build these cells on this host:\n  " + "\n  ".join(missing)
                                + "\n(run `shipyard doctor`; pass --skip-unavailable to skip them)")
     buildable = [c for c in cells if c.id in resolved]
-    # auditwheel processes that every wheel of the run shares (one per core), not one per wheel.
-    with AuditwheelWorkers(limit=request.jobs) as auditwheel:
+    # auditwheel processes that every wheel of the run shares (one per core), not one per wheel;
+    # as many started ahead as may repair at once (none for pure wheels: they pass repair untouched).
+    platform_cells = sum(1 for c in buildable if not c.is_pure)
+    with AuditwheelWorkers(limit=request.jobs, ahead=platform_cells) as auditwheel:
         ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
                            BuildCache(request.state / "cache"), progress, auditwheel)
         built = _build_all(ctx, buildable, resolved)
