@@ -2,7 +2,8 @@
 
 1. shipyard: building N Pythons of one variant vs building one (the native core is built
    once and reused), against the same ratio for a plain per-Python PEP 517 build of the same
-   project (no reuse). `--component` picks the project (ember, embervision, ...). Each ratio
+   project (no reuse). `--component` picks the project (ember, embervision, ...); shipyard's
+   two builds alternate for `--rounds` rounds and their medians are compared. Each ratio
    is given in wall time and in CPU time; the CPU ratio holds on a machine shared with other
    jobs, where wall time does not.
 2. An unchanged re-run of `shipyard build --variant cpu` (everything cached): shipyard's own
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -45,6 +47,11 @@ class Cost:
 def _cpu_seconds() -> float:
     return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def median(costs: list[Cost]) -> Cost:
+    """The median of each figure (wall and CPU separately)."""
+    return Cost(statistics.median(c.wall for c in costs), statistics.median(c.cpu for c in costs))
 
 
 def timed(fn) -> Cost:  # noqa: ANN001
@@ -97,6 +104,8 @@ def main() -> int:
     parser.add_argument("--component", default="ember")
     parser.add_argument("--variant", default="cpu", help="variant name, e.g. cpu or cuda11")
     parser.add_argument("--skip-rerun", action="store_true", help="skip the unchanged re-run measurement")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds of shipyard's 1- and N-Python builds (medians reported)")
     args = parser.parse_args()
     spec = load_spec(ROOT)
     component = spec.release.components[args.component]
@@ -117,8 +126,16 @@ def main() -> int:
     # Warm the build venvs first so neither side pays for them.
     for python in all_pythons:
         ensure_build_env(discover().interpreter(python), project, state)
-    ship_one = shipyard_build(spec, state, dist, args.component, one, args.variant)
-    ship_all = shipyard_build(spec, state, dist, args.component, all_pythons, args.variant)
+    # A build's wall time swings by a second between identical runs (the core's compile under the
+    # machine's other work): the two builds alternate, and each side's median round is reported.
+    rounds = [(shipyard_build(spec, state, dist, args.component, one, args.variant),
+               shipyard_build(spec, state, dist, args.component, all_pythons, args.variant))
+              for _ in range(args.rounds)]
+    if args.rounds > 1:
+        for i, (a, b) in enumerate(rounds, 1):
+            print(f"  round {i}: 1 Python {a.wall:5.1f} s, {len(all_pythons)} Pythons {b.wall:5.1f} s: "
+                  f"{b.wall / a.wall:4.2f}x")
+    ship_one, ship_all = median([a for a, _ in rounds]), median([b for _, b in rounds])
     plain_one = plain_builds(project, state, one, defines)
     plain_all = plain_builds(project, state, all_pythons, defines)
     n = len(all_pythons)

@@ -15,7 +15,7 @@ from wheel.wheelfile import WheelFile
 from shipyard.errors import ToolError
 from shipyard.host.toolchains.discover import discover
 from shipyard.wheel.build_env import ensure_build_env
-from shipyard.wheel.pep517 import build_wheel
+from shipyard.wheel.pep517 import build_wheel, prestart_build_hook
 
 pytestmark = pytest.mark.slow
 
@@ -100,3 +100,23 @@ def test_a_failed_build_shows_the_compiler_error(tmp_path, state, python311):
     # the backend's closing "CMake build failed".
     assert "module.c" in str(caught.value) and "error: unknown type name" in str(caught.value)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_a_hook_started_ahead_builds_the_same_bytes_as_one_started_for_the_build(tmp_path, state, python311):
+    """A cell's build hook is started while the native core compiles (pipeline._prestart_hook):
+    the wheel it builds is byte for byte the one a hook started for the build makes."""
+    env = ensure_build_env(python311, FIXCEXT, state)
+    extra = {"SOURCE_DATE_EPOCH": "1700000000", "LC_ALL": "C"}
+    build_dir = tmp_path / "build"
+
+    def build(out: str, prestarted=None) -> bytes:  # noqa: ANN001
+        shutil.rmtree(build_dir, ignore_errors=True)
+        wheel = build_wheel(FIXCEXT, env, tmp_path / out, cmake_defines={}, extra_env=extra, build_dir=build_dir,
+                            jobs=2, prestarted=prestarted)
+        return wheel.read_bytes()
+
+    prestarted = prestart_build_hook(FIXCEXT, env, extra_env=extra, jobs=2)
+    assert prestarted is not None
+    ahead = build("ahead", prestarted)
+    assert prestarted.used  # it fitted: the hook ran in it, not in a process of its own
+    assert ahead == build("plain")

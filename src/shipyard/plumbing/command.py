@@ -5,6 +5,7 @@ It logs the command, times it, redacts secrets and raises ToolError with the tai
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
@@ -101,15 +102,106 @@ def run(
         err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise ToolError(f"{what or argv[0]}: timed out after {timeout:.0f}s: {shown}", cmd=argv,
                         output=_redact(err, full_env)) from exc
+    return _completed(argv, shown, full_env, proc.returncode, proc.stdout, proc.stderr, start, check, what)
+
+
+def _completed(argv: list[str], shown: str, full_env: Mapping[str, str], returncode: int, stdout: str | None,
+               stderr: str | None, start: float, check: bool, what: str | None) -> Completed:
+    """What a command that ended left, redacted; ToolError with its output when it failed and `check` is set."""
     seconds = time.monotonic() - start
-    stdout = _redact(proc.stdout or "", full_env)
-    stderr = _redact(proc.stderr or "", full_env)
-    log.debug("done in %.1fs (exit %d): %s", seconds, proc.returncode, shown)
-    done = Completed(tuple(argv), proc.returncode, stdout, stderr, seconds)
-    if check and proc.returncode != 0:
-        raise ToolError(f"{what or Path(argv[0]).name} failed (exit {proc.returncode}): {shown}",
-                        cmd=argv, returncode=proc.returncode, output=done.output)
+    log.debug("done in %.1fs (exit %d): %s", seconds, returncode, shown)
+    done = Completed(tuple(argv), returncode, _redact(stdout or "", full_env), _redact(stderr or "", full_env), seconds)
+    if check and returncode != 0:
+        raise ToolError(f"{what or Path(argv[0]).name} failed (exit {returncode}): {shown}",
+                        cmd=argv, returncode=returncode, output=done.output)
     return done
+
+
+# What a Python started ahead runs: it leaves the folder it was started in off sys.path (a
+# script's own folder takes that place), imports what it was given (an import that fails is
+# left for the script to meet), then waits for one request line {"argv", "env"} and runs
+# `argv[1]` as __main__ with `argv[1:]` as sys.argv, as `python <script> ...` would.
+_PRESTARTED = """import importlib, json, os, runpy, sys
+del sys.path[0]
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+request = json.loads(sys.stdin.readline() or "null")
+if request is None:
+    sys.exit(0)
+os.environ.clear()
+os.environ.update(request["env"])
+sys.argv = request["argv"][1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+class PrestartedPython:
+    """`python` started before its command is known, importing `imports` meanwhile, to run one
+    `python <script> ...` later without paying the interpreter's start-up and those imports on
+    that command's path. It runs the command only when it was started as a plain start would
+    have been, in the command's working folder and environment (`env`, this process's
+    environment under it); otherwise, or when `close`d first, it ends unused.
+
+    Where the system has an idle scheduling class (Linux), the process waits in it: its start-up
+    takes only time no other process wants, and it gets the usual class back before it runs
+    the command (or the command runs in a process of its own when that is refused)."""
+
+    def __init__(self, python: str | os.PathLike[str], *, imports: Sequence[str], cwd: str | os.PathLike[str],
+                 env: Mapping[str, str]) -> None:
+        self.python = os.fspath(python)
+        self.cwd = os.fspath(cwd)
+        self.env = {**environ_snapshot(), **env}
+        self._used = False
+        self._proc: subprocess.Popen[str] | None = subprocess.Popen(
+            [self.python, "-c", _PRESTARTED, *imports], cwd=self.cwd, env=self.env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._idle = _set_policy(self._proc.pid, "SCHED_IDLE")
+
+    @property
+    def used(self) -> bool:
+        """Whether it ran its command."""
+        return self._used
+
+    def fits(self, argv: Sequence[str], cwd: str | os.PathLike[str] | None, env: Mapping[str, str]) -> bool:
+        """Whether `argv` (in `cwd`, with this process's environment and `env` over it) is a
+        script this Python can run as it was started."""
+        return (self._proc is not None and not self._used and len(argv) >= 2 and argv[0] == self.python
+                and cwd is not None and os.fspath(cwd) == self.cwd and {**environ_snapshot(), **env} == self.env)
+
+    def run(self, argv: Sequence[str], *, late_env: Mapping[str, str], timeout: float | None = None,
+            what: str | None = None) -> Completed:
+        """Run `argv` (which `fits`) in the started process, with `late_env` added to its
+        environment: variables its script reads once running, never the interpreter at start."""
+        assert self._proc is not None and not self._used, "a prestarted Python runs one command"
+        self._used = True
+        argv = list(argv)
+        full_env = {**self.env, **late_env}
+        if self._idle and not _set_policy(self._proc.pid, "SCHED_OTHER"):
+            self.close()  # never a command (and the tools it starts) in the idle class
+            return run(argv, cwd=self.cwd, env=full_env, timeout=timeout, what=what)
+        shown = _redact(shlex.join(argv), full_env)
+        log.debug("run (prestarted %d): %s (cwd=%s)", self._proc.pid, shown, self.cwd)
+        start = time.monotonic()
+        request = json.dumps({"argv": argv, "env": full_env}) + "\n"
+        try:
+            stdout, stderr = self._proc.communicate(request, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            self.close()
+            raise ToolError(f"{what or argv[0]}: timed out after {timeout:.0f}s: {shown}", cmd=argv) from exc
+        code = self._proc.returncode
+        self._proc = None
+        return _completed(argv, shown, full_env, code, stdout, stderr, start, True, what)
+
+    def close(self) -> None:
+        """End the process if it is still waiting (or still running, after a timeout)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.communicate()
 
 
 def stream(args: Sequence[object], *, on_line: Callable[[str], None], cwd: str | os.PathLike[str] | None = None,
@@ -135,3 +227,17 @@ def stream(args: Sequence[object], *, on_line: Callable[[str], None], cwd: str |
     seconds = time.monotonic() - start
     log.debug("done in %.1fs (exit %d): %s", seconds, proc.returncode, shown)
     return Completed(tuple(argv), proc.returncode, "", "", seconds)
+
+
+def _set_policy(pid: int, policy: str) -> bool:
+    """Put process `pid` in scheduling class `policy` (os.SCHED_IDLE, os.SCHED_OTHER); False
+    where the system has no such class or refuses."""
+    value = getattr(os, policy, None)
+    setter = getattr(os, "sched_setscheduler", None)
+    if value is None or setter is None:
+        return False
+    try:
+        setter(pid, value, os.sched_param(0))
+    except OSError:
+        return False
+    return True

@@ -65,9 +65,18 @@ def combined_requirements(project_requires: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(set(base) | set(project_requires)))
 
 
-def hook_runner(what: str, extra_env: Mapping[str, str] | None = None, timeout: float = 3600):  # noqa: ANN201
-    """A pyproject_hooks runner that runs backend hooks through shipyard's command wrapper."""
+def hook_runner(what: str, extra_env: Mapping[str, str] | None = None, timeout: float = 3600,  # noqa: ANN201
+                prestarted: command.PrestartedPython | None = None):
+    """A pyproject_hooks runner that runs backend hooks through shipyard's command wrapper; the
+    first hook in `prestarted` when it fits (the hook caller's own variables, which name the
+    backend to the in-process script, are the only ones it adds), else in a process of its own."""
     def run(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
+        if prestarted is not None:
+            if prestarted.fits(cmd, cwd, extra_env or {}):
+                prestarted.run(cmd, late_env=extra_environ or {}, timeout=timeout, what=what)
+                return
+            command.log.debug("%s: the prestarted Python does not fit, a new one runs the hook", what)
+            prestarted.close()
         command.run(cmd, cwd=cwd, extra_env={**(extra_env or {}), **(extra_environ or {})}, timeout=timeout,
                     what=what)
     return run

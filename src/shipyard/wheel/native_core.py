@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -49,21 +50,19 @@ def reproducible_env(source_root: Path, build_dir: Path, epoch: int, toolchain: 
     return env
 
 
-def python_header_flags(python: Path, toolchain: Toolchain, into: Path) -> str:
+def python_header_flags(python: Path, toolchain: Toolchain, into: Path, *, copy: bool = True) -> str:
     """Compiler flags that let a sysroot compiler use `python`'s headers; "" when none are needed.
 
     Debian's python3.X-dev splits pyconfig.h per architecture: /usr/include/python3.X/pyconfig.h
     only includes <x86_64-linux-gnu/python3.X/pyconfig.h>, which lives under the host's
     /usr/include. A sysroot compiler searches the sysroot's /usr/include instead (the host's
     glibc headers must not leak in), so the include fails. The one real pyconfig.h is copied into
-    `into`/<multiarch>/python3.X/ and that folder, holding nothing else, goes on the search path.
+    `into`/<multiarch>/python3.X/ (unless `copy` is false: the flags only) and that folder,
+    holding nothing else, goes on the search path.
     """
     if toolchain.compiler is None or toolchain.compiler.sysroot is None:
         return ""
-    query = ("import json, sysconfig; print(json.dumps([sysconfig.get_config_var(v) or '' "
-             "for v in ('INCLUDEPY', 'MULTIARCH', 'LDVERSION')]))")
-    include, multiarch, version = json.loads(
-        command.run([python, "-c", query], timeout=60, what=f"read {python}'s header layout").stdout)
+    include, multiarch, version = _header_layout(python)
     real = Path("/usr/include", multiarch, f"python{version}", "pyconfig.h")
     wrapper = Path(include, "pyconfig.h") if include else None
     if not multiarch or wrapper is None or f"<{multiarch}/python{version}/pyconfig.h>" not in _read(wrapper):
@@ -71,10 +70,22 @@ def python_header_flags(python: Path, toolchain: Toolchain, into: Path) -> str:
     if not real.is_file():
         raise ToolchainMissing(f"{include}/pyconfig.h includes {real}, which is missing; install the "
                                f"Python's development headers (apt-get install python{version}-dev)")
-    copy = into / multiarch / f"python{version}" / "pyconfig.h"
-    copy.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(real, copy)
+    if copy:
+        target = into / multiarch / f"python{version}" / "pyconfig.h"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real, target)
     return f"-isystem {into}"
+
+
+@functools.lru_cache(maxsize=64)
+def _header_layout(python: Path) -> tuple[str, str, str]:
+    """`python`'s INCLUDEPY, MULTIARCH and LDVERSION, asked once per process (a build venv's
+    Python, named by its interpreter's version and binary hash, keeps its headers)."""
+    query = ("import json, sysconfig; print(json.dumps([sysconfig.get_config_var(v) or '' "
+             "for v in ('INCLUDEPY', 'MULTIARCH', 'LDVERSION')]))")
+    include, multiarch, version = json.loads(
+        command.run([python, "-c", query], timeout=60, what=f"read {python}'s header layout").stdout)
+    return include, multiarch, version
 
 
 def _read(path: Path) -> str:

@@ -16,6 +16,7 @@ from shipyard.host.source_tree import git_info, hash_tree
 from shipyard.host.toolchains.discover import Inventory, discover
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.plumbing.build_cache import BuildCache, cache_key
+from shipyard.plumbing.command import PrestartedPython
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
 from shipyard.plumbing.wheel_metadata import requires_python_problem, wheel_version
@@ -40,7 +41,7 @@ from shipyard.release.validate import Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
 from shipyard.wheel import checks
 from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
-from shipyard.wheel.build_env import copy_project, ensure_build_env
+from shipyard.wheel.build_env import BuildEnv, copy_project, ensure_build_env
 from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
 from shipyard.wheel.cell_tests import prefetch_test_wheelhouse, run_cell_tests
 from shipyard.wheel.index import add_wheel, write_index
@@ -55,7 +56,7 @@ from shipyard.wheel.native_core import (
     shipyard_cmake_defines,
     toolchain_probes,
 )
-from shipyard.wheel.pep517 import build_wheel
+from shipyard.wheel.pep517 import build_wheel, prestart_build_hook
 from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
 
 
@@ -182,25 +183,64 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
         if interpreter is not None:
             downloads.submit(prefetch_test_wheelhouse, ctx, outcome, interpreter)
 
+    prestarts: list[Future[PrestartedPython | None]] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        _prepare_build_envs(ctx, pool, cells, resolved)
-        for name, component_cells in by_component.items():
-            component = ctx.spec.release.components[name]
-            core: NativeCoreBuild | None = None
-            if component.native_core is not None:
-                try:
-                    core = _ensure_core(ctx, component, resolved[component_cells[0].id])
-                except ShipyardError as exc:
-                    results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
-                    continue
-            sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
-            for cell in component_cells:
-                future = pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core, jobs_each)
-                future.add_done_callback(prefetch)
-                results.append(future)
-        outcomes = [r.result() if isinstance(r, Future) else r for r in results]
+        try:
+            _prepare_build_envs(ctx, pool, cells, resolved)
+            for name, component_cells in by_component.items():
+                component = ctx.spec.release.components[name]
+                core: NativeCoreBuild | None = None
+                hooks: dict[str, Future[PrestartedPython | None]] = {}
+                if component.native_core is not None:
+                    try:
+                        core_toolchain = resolved[component_cells[0].id]
+                        core_key = _core_key(ctx, component, core_toolchain)
+                        if ctx.cache.get(core_key) is None:
+                            # Each Python's build hook starts and imports its backend while the core
+                            # compiles: the core's serial stretches (configure, its last files) leave
+                            # a core idle for that.
+                            hooks = {c.id: pool.submit(_prestart_hook, ctx, c, component, resolved[c.id], jobs_each)
+                                     for c in component_cells}
+                            prestarts += hooks.values()
+                        core = _ensure_core(ctx, component, core_toolchain, core_key)
+                    except ShipyardError as exc:
+                        results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
+                        continue
+                sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
+                for cell in component_cells:
+                    future = pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core,
+                                         jobs_each, hooks.get(cell.id))
+                    future.add_done_callback(prefetch)
+                    results.append(future)
+            outcomes = [r.result() if isinstance(r, Future) else r for r in results]
+        finally:
+            # A hook started ahead that no build used (a cached wheel, a failed core) ends here.
+            for started in prestarts:
+                if (hook := _started(started)) is not None:
+                    hook.close()
     downloads.shutdown(wait=False)  # what is queued still runs
     return outcomes
+
+
+def _started(prestart: Future[PrestartedPython | None] | None) -> PrestartedPython | None:
+    """The hook started ahead, once it has started; None when there is none or it could not start
+    (the build then starts its own, and meets any real problem there)."""
+    if prestart is None or prestart.exception() is not None:
+        return None
+    return prestart.result()
+
+
+def _prestart_hook(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain,
+                   jobs: int) -> PrestartedPython | None:
+    """The build hook's Python of a native cell, started with the environment its build will
+    have; None where the build runs elsewhere (a container) or in a copy of the project."""
+    project = ctx.root / component.path
+    if ctx.request.container or cell.is_pure or writes_into_sources(build_backend(project)):
+        return None
+    assert toolchain.interpreter is not None
+    env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
+    environment = _hook_environment(ctx, cell, toolchain, env, ctx.request.state / "build" / cell.id, copy=False)
+    return prestart_build_hook(project, env, extra_env=environment, jobs=jobs)
 
 
 def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list[Cell],
@@ -231,12 +271,15 @@ class NativeCoreBuild:
     platform: dict[str, dict[str, str]]
 
 
-def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) -> NativeCoreBuild:
+def _core_key(ctx: BuildContext, component: Component, toolchain: Toolchain) -> str:
     assert component.native_core is not None
     source = ctx.root / component.path / component.native_core.source
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
-    key = cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
-                    toolchain=core_toolchain.identity, python=None)
+    return cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
+                     toolchain=core_toolchain.identity, python=None)
+
+
+def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain, key: str) -> NativeCoreBuild:
     with ctx.cache.building(key):
         entry = ctx.cache.get(key)
         if entry is None:
@@ -256,16 +299,18 @@ def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain) 
 
 
 def _build_cell(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
-                core: NativeCoreBuild | None, jobs: int) -> CellOutcome:
+                core: NativeCoreBuild | None, jobs: int,
+                prestarted: Future[PrestartedPython | None] | None = None) -> CellOutcome:
     start = time.monotonic()
     try:
-        return _build_cell_unchecked(ctx, cell, component, toolchain, sources, core, jobs, start)
+        return _build_cell_unchecked(ctx, cell, component, toolchain, sources, core, jobs, start, prestarted)
     except ShipyardError as exc:
         return CellOutcome(cell, "failed", time.monotonic() - start, detail=f"build: {exc}")
 
 
 def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
-                          core: NativeCoreBuild | None, jobs: int, start: float) -> CellOutcome:
+                          core: NativeCoreBuild | None, jobs: int, start: float,
+                          prestarted: Future[PrestartedPython | None] | None) -> CellOutcome:
     project = ctx.root / component.path
     assert toolchain.interpreter is not None
     env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
@@ -283,7 +328,7 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
         cached = entry is not None
         if entry is None:
             ctx.progress(f"build {cell.id}")
-            raw = _raw_build(ctx, cell, component, toolchain, env, project, core, jobs)
+            raw = _raw_build(ctx, cell, component, toolchain, env, project, core, jobs, _started(prestarted))
             platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
             # Built against a sysroot: vendor its libraries (the ones the wheel linked), never the host's.
             sysroot = toolchain.compiler.sysroot if toolchain.compiler else None
@@ -337,8 +382,19 @@ def _sibling_pins(ctx: BuildContext) -> Callable[[str], str] | None:
     return lambda requirement: nightly_requirement(requirement, siblings, when)
 
 
-def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, env,  # noqa: ANN001
-               project: Path, core: NativeCoreBuild | None, jobs: int) -> Path:
+def _hook_environment(ctx: BuildContext, cell: Cell, toolchain: Toolchain, env: BuildEnv, build_dir: Path, *,
+                      copy: bool = True) -> dict[str, str]:
+    """The variables a cell's build hook runs with (the headers a sysroot compiler needs are
+    copied into `build_dir` unless `copy` is false)."""
+    environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
+    if cell.python and not ctx.request.container and (
+            headers := python_header_flags(env.python, toolchain, build_dir / "python-headers", copy=copy)):
+        environment |= {flags: f"{environment[flags]} {headers}" for flags in ("CFLAGS", "CXXFLAGS")}
+    return environment
+
+
+def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, env: BuildEnv,
+               project: Path, core: NativeCoreBuild | None, jobs: int, prestarted: PrestartedPython | None) -> Path:
     out = ctx.request.state / "raw" / cell.id
     # shipyard's CMake definitions (CUDA, reproducibility, the native core's prefix) are
     # scikit-build-core config settings; another backend (setuptools, meson-python) would refuse them.
@@ -351,10 +407,7 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
     # A cell is only rebuilt when its inputs changed: start from an empty folder, so nothing
     # from the last build (CMake's cached paths to an older core, stale objects) leaks in.
     shutil.rmtree(build_dir, ignore_errors=True)
-    environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
-    if cell.python and not ctx.request.container and (
-            headers := python_header_flags(env.python, toolchain, build_dir / "python-headers")):
-        environment |= {flags: f"{environment[flags]} {headers}" for flags in ("CFLAGS", "CXXFLAGS")}
+    environment = _hook_environment(ctx, cell, toolchain, env, build_dir)
     if ctx.request.container:
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
         # (The core's toolchain probes stay out: the container's compiler may not be the core's.)
@@ -370,7 +423,7 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
         # The core's configure already asked this toolchain what every Python's would ask again.
         defines = core.probes | seed_cmake_platform(build_dir, core.platform) | defines
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
-                       build_dir=build_dir if cmake else None, jobs=jobs)
+                       build_dir=build_dir if cmake else None, jobs=jobs, prestarted=prestarted)
 
 
 def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, project: Path,
