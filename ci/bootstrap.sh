@@ -30,9 +30,10 @@ ALL_ONLY_PACKAGES=(
 # `ci/bootstrap.sh <set>` installs only a CI lane's packages (the workflows' Linux lanes name
 # theirs, src/shipyard/ci/steps.py); no argument installs what the builds need, for a dev machine.
 # python3-dev: a job container builds against Debian's python3, which has no headers without it.
+# No g++-11: a CUDA job's toolkit step installs its toolkit's host compiler (cuda_toolkits.toml).
 declare -A APT_SETS=(
-  [wheel-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
-  [conda-linux]="git cmake ninja-build g++ g++-11 libpng-dev libjpeg62-turbo-dev python3-dev"
+  [wheel-linux]="git cmake ninja-build g++ libpng-dev libjpeg62-turbo-dev python3-dev"
+  [conda-linux]="git cmake ninja-build g++ libpng-dev libjpeg62-turbo-dev python3-dev"
   [wheel-pure]="git"                          # a pure wheel, tested against the native lanes' wheels
   # libsndfile1: emberaudio's tests load it through soundfile. conda-forge's soundfile brings its
   # own libsndfile; the bootstrap channel that stands in for it here repacks PyPI's soundfile,

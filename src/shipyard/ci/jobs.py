@@ -60,11 +60,19 @@ class BuildJob:
             return f"{self.kind}-linux-cuda-image"
         return f"{self.kind}-{self.os}"
 
+    @property
+    def cuda_host_cxx(self) -> str:
+        """The host compiler the job's CUDA toolkit is proved and used with (g++-11 for 11.8), a
+        Debian package of that name; "" for a job without CUDA."""
+        from shipyard.host.toolchains.cuda_recipes import cuda_toolkit_recipe
+
+        return cuda_toolkit_recipe(self.cuda).host_cxx if self.cuda else ""
+
     def matrix_entry(self) -> dict[str, str]:
         return {"id": self.id, "component": self.component, "variant": self.variant,
                 "variant_tag": self.variant_tag, "platform": self.platform, "builder": self.builder,
-                "os": self.os, "runner": self.runner, "cuda": self.cuda, "pythons": " ".join(self.pythons),
-                "cells": str(len(self.cells))}
+                "os": self.os, "runner": self.runner, "cuda": self.cuda, "cuda_host_cxx": self.cuda_host_cxx,
+                "pythons": " ".join(self.pythons), "cells": str(len(self.cells))}
 
 
 def build_jobs(release: Release, cells: Iterable[Cell] | None = None) -> list[BuildJob]:

@@ -37,9 +37,17 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
                                     f"the {first.variant_tag} {first.builder} {kind} fragments it is tested against")
     steps += _sysroot_steps(spec, lane)
     if any(job.cuda for job in lane.jobs):
-        steps.append({"name": "CUDA toolkit (shipyard toolchain install)", "if": "matrix.cuda != ''",
-                      "env": {"VARIANT": "${{ matrix.variant }}"},
-                      "run": "shipyard toolchain install \"$VARIANT\"\n"})
+        # Only a CUDA job installs its toolkit's host compiler (nvcc 11.8 takes gcc <= 11): the
+        # lane's apt set has the builder image's own g++ alone.
+        steps.append({"name": "CUDA toolkit (its host compiler from apt, shipyard toolchain install)",
+                      "if": "matrix.cuda != ''",
+                      "env": {"VARIANT": "${{ matrix.variant }}", "HOST_CXX": "${{ matrix.cuda_host_cxx }}"},
+                      "run": "if ! command -v \"$HOST_CXX\" >/dev/null; then\n"
+                             "  install=(apt-get install -y -qq --no-install-recommends \"$HOST_CXX\")\n"
+                             "  DEBIAN_FRONTEND=noninteractive \"${install[@]}\" >/dev/null \\\n"
+                             "    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \"${install[@]}\" >/dev/null; }\n"
+                             "fi\n"
+                             "shipyard toolchain install \"$VARIANT\"\n"})
     steps += build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},
                                     for_job_pythons(command))
     return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
