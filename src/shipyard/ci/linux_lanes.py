@@ -39,13 +39,13 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
     if any(job.cuda for job in lane.jobs):
         # Only a CUDA job installs its toolkit's host compiler (nvcc 11.8 takes gcc <= 11): the
         # lane's apt set has the builder image's own g++ alone.
+        install = "apt-get install -y -qq --no-install-recommends \"$HOST_CXX\" >/dev/null"
         steps.append({"name": "CUDA toolkit (its host compiler from apt, shipyard toolchain install)",
                       "if": "matrix.cuda != ''",
-                      "env": {"VARIANT": "${{ matrix.variant }}", "HOST_CXX": "${{ matrix.cuda_host_cxx }}"},
+                      "env": {"VARIANT": "${{ matrix.variant }}", "HOST_CXX": "${{ matrix.cuda_host_cxx }}",
+                              "DEBIAN_FRONTEND": "noninteractive"},
                       "run": "if ! command -v \"$HOST_CXX\" >/dev/null; then\n"
-                             "  install=(apt-get install -y -qq --no-install-recommends \"$HOST_CXX\")\n"
-                             "  DEBIAN_FRONTEND=noninteractive \"${install[@]}\" >/dev/null \\\n"
-                             "    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \"${install[@]}\" >/dev/null; }\n"
+                             f"  {install} || {{ apt-get update -qq && {install}; }}\n"
                              "fi\n"
                              "shipyard toolchain install \"$VARIANT\"\n"})
     steps += build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},

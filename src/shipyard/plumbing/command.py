@@ -118,11 +118,14 @@ def _completed(argv: list[str], shown: str, full_env: Mapping[str, str], returnc
 
 
 # What a Python started ahead runs: it leaves the folder it was started in off sys.path (a
-# script's own folder takes that place), imports what it was given (an import that fails is
-# left for the script to meet), then waits for one request line {"argv", "env"} and runs
-# `argv[1]` as __main__ with `argv[1:]` as sys.argv, as `python <script> ...` would.
+# script's own folder takes that place; PYTHONSAFEPATH keeps both off), imports what it was
+# given (an import that fails is left for the script to meet), then waits for one request line
+# {"argv", "env"} and runs `argv[1]` as __main__ with `argv[1:]` as sys.argv, as
+# `python <script> ...` would.
 _PRESTARTED = """import importlib, json, os, runpy, sys
-del sys.path[0]
+safe_path = getattr(sys.flags, "safe_path", False)
+if not safe_path:
+    del sys.path[0]
 for name in sys.argv[1:]:
     try:
         importlib.import_module(name)
@@ -134,7 +137,8 @@ if request is None:
 os.environ.clear()
 os.environ.update(request["env"])
 sys.argv = request["argv"][1:]
-sys.path.insert(0, os.path.dirname(sys.argv[0]))
+if not safe_path:
+    sys.path.insert(0, os.path.dirname(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
