@@ -32,16 +32,19 @@ def script(tmp_path):
     return str(path)
 
 
-def test_it_runs_the_script_as_a_plain_start_would(tmp_path, script):
-    started = PrestartedPython(sys.executable, imports=["decimal"], cwd=tmp_path, env={"EARLY": "1"})
+@pytest.mark.parametrize("safe_path", ["", "1"], ids=["script-folder-first", "PYTHONSAFEPATH"])
+def test_it_runs_the_script_as_a_plain_start_would(tmp_path, script, safe_path):
+    env = {"EARLY": "1"} | ({"PYTHONSAFEPATH": safe_path} if safe_path else {})
+    started = PrestartedPython(sys.executable, imports=["decimal"], cwd=tmp_path, env=env)
     argv = [sys.executable, script, "0", "more"]
-    assert started.fits(argv, tmp_path, {"EARLY": "1"})
+    assert started.fits(argv, tmp_path, env)
     done = started.run(argv, late_env={"LATE": "2"}, timeout=60)
-    plain = command.run(argv, cwd=tmp_path, extra_env={"EARLY": "1", "LATE": "2"}, timeout=60)
+    plain = command.run(argv, cwd=tmp_path, extra_env={**env, "LATE": "2"}, timeout=60)
     seen, expected = json.loads(done.stdout), json.loads(plain.stdout)
     assert seen.pop("imported") is True and expected.pop("imported") is False  # the import was done ahead
-    assert seen == expected
-    assert seen["argv"] == [script, "0", "more"] and seen["path0"] == os.path.dirname(script)
+    assert seen == expected  # sys.path[0] included: the script's folder, or (safe path) not
+    assert seen["argv"] == [script, "0", "more"]
+    assert (seen["path0"] == os.path.dirname(script)) is (not safe_path)
     assert seen["main"] == "__main__" and seen["late"] == "2" and seen["early"] == "1"
     if hasattr(os, "SCHED_OTHER"):
         assert seen["policy"] == os.SCHED_OTHER  # waited in the idle class, runs in the usual one
