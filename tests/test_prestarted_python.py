@@ -70,3 +70,13 @@ def test_it_refuses_a_command_it_was_not_started_for(tmp_path, script):
         started.close()
     assert not started.fits(argv, tmp_path, {"EARLY": "1"})  # closed: it ended unused
     assert not started.used
+
+
+def test_a_script_out_of_time_is_ended_and_says_what_it_wrote(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import sys, time\nprint('started the slow part', file=sys.stderr, flush=True)\ntime.sleep(60)\n")
+    started = PrestartedPython(sys.executable, imports=[], cwd=tmp_path, env={})
+    with pytest.raises(ToolError, match="slow: timed out after 2s") as caught:
+        started.run([sys.executable, str(slow)], late_env={}, timeout=2, what="slow")
+    assert "started the slow part" in caught.value.output
+    assert not started.fits([sys.executable, str(slow)], tmp_path, {})  # ended, not reusable

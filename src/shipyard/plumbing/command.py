@@ -99,10 +99,16 @@ def run(
     except FileNotFoundError as exc:
         raise ToolError(f"{what or argv[0]}: program not found: {argv[0]}", cmd=argv) from exc
     except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise ToolError(f"{what or argv[0]}: timed out after {timeout:.0f}s: {shown}", cmd=argv,
-                        output=_redact(err, full_env)) from exc
+        raise _timed_out(exc, argv, shown, full_env, timeout, what) from exc
     return _completed(argv, shown, full_env, proc.returncode, proc.stdout, proc.stderr, start, check, what)
+
+
+def _timed_out(exc: subprocess.TimeoutExpired, argv: list[str], shown: str, full_env: Mapping[str, str],
+               timeout: float | None, what: str | None) -> ToolError:
+    """The error for a command that ran out of time, with what it had written to stderr."""
+    err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+    return ToolError(f"{what or argv[0]}: timed out after {timeout or 0:.0f}s: {shown}", cmd=argv,
+                     output=_redact(err, full_env))
 
 
 def _completed(argv: list[str], shown: str, full_env: Mapping[str, str], returncode: int, stdout: str | None,
@@ -195,7 +201,7 @@ class PrestartedPython:
             stdout, stderr = self._proc.communicate(request, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             self.close()
-            raise ToolError(f"{what or argv[0]}: timed out after {timeout:.0f}s: {shown}", cmd=argv) from exc
+            raise _timed_out(exc, argv, shown, full_env, timeout, what) from exc
         code = self._proc.returncode
         self._proc = None
         return _completed(argv, shown, full_env, code, stdout, stderr, start, True, what)
