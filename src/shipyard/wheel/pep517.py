@@ -16,10 +16,12 @@ from shipyard.wheel.build_env import BuildEnv, hook_runner
 
 # What a backend's build_wheel imports on its first call: most of the hook's own time (about
 # 0.2 s of CPU for scikit-build-core), which a Python started ahead spends while it waits.
-HOOK_IMPORTS = {SCIKIT_BUILD_CORE: ("scikit_build_core.build", "scikit_build_core.build.wheel")}
+HOOK_IMPORTS = {SCIKIT_BUILD_CORE: ("scikit_build_core.build.wheel",)}  # (its package comes with it)
 
 
-def _hook_environment(env: BuildEnv, extra_env: dict[str, str], jobs: int) -> dict[str, str]:
+def _hook_process_environment(env: BuildEnv, extra_env: dict[str, str], jobs: int) -> dict[str, str]:
+    """What the hook's process gets over this one's environment: the build's variables, the venv's
+    PATH and the build's parallelism."""
     return {**env.path_env(), **extra_env, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
 
 
@@ -32,7 +34,7 @@ def prestart_build_hook(project: Path, env: BuildEnv, *, extra_env: dict[str, st
     if imports is None:
         return None
     return PrestartedPython(env.python, imports=imports, cwd=os.path.abspath(project),
-                            env=_hook_environment(env, extra_env, jobs))
+                            env=_hook_process_environment(env, extra_env, jobs))
 
 
 def build_wheel(project: Path, env: BuildEnv, out_dir: Path, *, cmake_defines: dict[str, str],
@@ -45,7 +47,7 @@ def build_wheel(project: Path, env: BuildEnv, out_dir: Path, *, cmake_defines: d
     if build_dir is not None:
         settings["build-dir"] = str(build_dir)
     what = f"build {project.name} wheel for Python {env.interpreter.version}"
-    runner = hook_runner(what, _hook_environment(env, extra_env, jobs), prestarted=prestarted)
+    runner = hook_runner(what, _hook_process_environment(env, extra_env, jobs), prestarted=prestarted)
     builder = ProjectBuilder(project, python_executable=str(env.python), runner=runner)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="shipyard-wheel-") as tmp:

@@ -239,7 +239,7 @@ def _prestart_hook(ctx: BuildContext, cell: Cell, component: Component, toolchai
         return None
     assert toolchain.interpreter is not None
     env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
-    environment = _hook_environment(ctx, cell, toolchain, env, ctx.request.state / "build" / cell.id, copy=False)
+    environment = _cell_environment(ctx, cell, toolchain, env, ctx.request.state / "build" / cell.id, copy=False)
     return prestart_build_hook(project, env, extra_env=environment, jobs=jobs)
 
 
@@ -382,10 +382,10 @@ def _sibling_pins(ctx: BuildContext) -> Callable[[str], str] | None:
     return lambda requirement: nightly_requirement(requirement, siblings, when)
 
 
-def _hook_environment(ctx: BuildContext, cell: Cell, toolchain: Toolchain, env: BuildEnv, build_dir: Path, *,
+def _cell_environment(ctx: BuildContext, cell: Cell, toolchain: Toolchain, env: BuildEnv, build_dir: Path, *,
                       copy: bool = True) -> dict[str, str]:
-    """The variables a cell's build hook runs with (the headers a sysroot compiler needs are
-    copied into `build_dir` unless `copy` is false)."""
+    """The variables a cell's build runs with, which pep517 extends with the build venv's PATH
+    (the headers a sysroot compiler needs are copied into `build_dir` unless `copy` is false)."""
     environment = reproducible_env(ctx.root, build_dir, ctx.git.commit_time, toolchain)
     if cell.python and not ctx.request.container and (
             headers := python_header_flags(env.python, toolchain, build_dir / "python-headers", copy=copy)):
@@ -407,7 +407,7 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
     # A cell is only rebuilt when its inputs changed: start from an empty folder, so nothing
     # from the last build (CMake's cached paths to an older core, stale objects) leaks in.
     shutil.rmtree(build_dir, ignore_errors=True)
-    environment = _hook_environment(ctx, cell, toolchain, env, build_dir)
+    environment = _cell_environment(ctx, cell, toolchain, env, build_dir)
     if ctx.request.container:
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
         # (The core's toolchain probes stay out: the container's compiler may not be the core's.)
