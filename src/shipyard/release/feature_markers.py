@@ -166,9 +166,11 @@ def marker_issues(release: Release, features: FeatureFile, doc: YamlDocument, ro
                                         "use one of its ids or add the feature", nearest(marker.feature, ids)))
         unlisted: dict[str, list[tuple[str, FeatureMarker]]] = {}
         unmarked: dict[tuple[int, int], list[str]] = {}
+        # Only an id that names this file or a folder holding it can name one of its tests.
+        listed_here = [(i, j, t) for i, j, t in listed if covers(t.partition("::")[0], relative)]
         for test in test_file.tests:
             name = test.node_id.removeprefix(relative + "::")
-            under = {features.features[i].id: (i, j) for i, j, t in listed if covers(t, test.node_id)}
+            under = {features.features[i].id: (i, j) for i, j, t in listed_here if covers(t, test.node_id)}
             marks = test.features & set(ids)
             for feature in sorted(marks - set(under)):
                 marker = min((m for m in test.markers if m.feature == feature), key=lambda m: m.line)

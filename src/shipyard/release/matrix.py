@@ -175,10 +175,14 @@ def exclusion_cells(release: Release) -> list[set[str]]:
     return matched
 
 
-def surviving_platforms(release: Release, component: str) -> set[str]:
-    """The platforms and mobile targets on which some cell of `component` survives the exclusions."""
-    return {cell.platform for cell in _all_cells(release)
-            if cell.component == component and _excluded_by(cell, release.exclusions) is None}
+def surviving_platforms(release: Release) -> dict[str, set[str]]:
+    """Each component's platforms and mobile targets on which some cell of it survives the
+    exclusions (a component with none is absent), from one pass over the matrix."""
+    out: dict[str, set[str]] = {}
+    for cell in _all_cells(release):
+        if _excluded_by(cell, release.exclusions) is None:
+            out.setdefault(cell.component, set()).add(cell.platform)
+    return out
 
 
 def excluded_cells(release: Release) -> list[tuple[Cell, Exclusion]]:

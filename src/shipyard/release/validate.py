@@ -306,6 +306,7 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
     seen: dict[str, int] = {}
     pending: list[str] = []
     version = Version(release.release.version)
+    built_on: dict[str, set[str]] | None = None  # surviving_platforms, computed once if a status needs it
     for i, feature in enumerate(features.features):
         if feature.id in seen:
             out.add(doc, ("features", i, "id"),
@@ -330,7 +331,9 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
                         "names no platform or mobile target of release.yaml", value=platform,
                         fix=f"use one of {', '.join(platforms)}", suggestion=nearest(platform, platforms))
             elif platform != "*" and status != vocabulary.least and feature.component in release.components:
-                unbuilt = _not_built_there(release, feature.component, platform)
+                if built_on is None:
+                    built_on = surviving_platforms(release)
+                unbuilt = _not_built_there(release, feature.component, platform, built_on)
                 if unbuilt:
                     out.add(doc, ("features", i, "status", platform),
                             f"{status} on {platform}, where {feature.component} {unbuilt}",
@@ -355,9 +358,10 @@ def _check_vocabulary(features: FeatureFile, doc: YamlDocument, out: Collector) 
     return features.statuses
 
 
-def _not_built_there(release: Release, component: str, platform: str) -> str | None:
-    """Why no cell of `component` is built on `platform` (e.g. 'is excluded (exclusions.2: …)'), or None."""
-    if platform in surviving_platforms(release, component):
+def _not_built_there(release: Release, component: str, platform: str, built_on: dict[str, set[str]]) -> str | None:
+    """Why no cell of `component` is built on `platform` (e.g. 'is excluded (exclusions.2: …)'), or None;
+    `built_on` is surviving_platforms(release)."""
+    if platform in built_on.get(component, set()):
         return None
     removed = [(cell, exclusion) for cell, exclusion in excluded_cells(release)
                if cell.component == component and cell.platform == platform]
