@@ -306,7 +306,7 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
     seen: dict[str, int] = {}
     pending: list[str] = []
     version = Version(release.release.version)
-    built_on: dict[str, set[str]] | None = None  # surviving_platforms, computed once if a status needs it
+    built_on = surviving_platforms(release)  # one pass over the matrix for every status below
     for i, feature in enumerate(features.features):
         if feature.id in seen:
             out.add(doc, ("features", i, "id"),
@@ -331,8 +331,6 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
                         "names no platform or mobile target of release.yaml", value=platform,
                         fix=f"use one of {', '.join(platforms)}", suggestion=nearest(platform, platforms))
             elif platform != "*" and status != vocabulary.least and feature.component in release.components:
-                if built_on is None:
-                    built_on = surviving_platforms(release)
                 unbuilt = _not_built_there(release, feature.component, platform, built_on)
                 if unbuilt:
                     out.add(doc, ("features", i, "status", platform),
