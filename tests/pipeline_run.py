@@ -99,6 +99,15 @@ class PipelineRun:
                 lines.append(str(record.get("msg", "")).rstrip("\n"))
         return "\n".join(lines)
 
+    def steps_printing(self, text: str) -> list[tuple[str, str]]:
+        """(job, step) of every step whose output, in act's log, holds `text`."""
+        found = []
+        for line in (self.folder / "act.log.jsonl").read_text().splitlines():
+            record = json.loads(line) if line.startswith("{") else {}
+            if record.get("raw_output") and text in str(record.get("msg", "")):
+                found.append((str(record.get("job", "")).split("/", 1)[-1].strip(), str(record.get("step", ""))))
+        return found
+
     def artifact(self, name: str, dest: Path) -> Path:
         """The artifact `name` a job uploaded to act's artifact server, unpacked into `dest`."""
         [archive] = [p for p in (self.folder / "artifacts").rglob(f"{name}.zip")]

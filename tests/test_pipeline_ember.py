@@ -82,6 +82,9 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         assert json.loads(outputs["wheel_linux_cuda_image"]) == {"include": []}
         assert json.loads(outputs["wheel_windows"]) == {"include": []}  # --platform: what act runs here
         assert f"conda.channels: {conda_forge_stand_in}" in run.output
+        # uv hardlinked from caches on its venvs' file system, in every job: shipyard's install
+        # (steps.INSTALL_ENV) and the build jobs' test venvs (their state folder's cache)
+        assert run.steps_printing("Failed to hardlink") == [], run.folder
 
         dist = run.artifact("release-dist", tmp_path / "release-dist")
         manifest = read_manifest(dist / "manifest.json")

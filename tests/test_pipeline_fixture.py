@@ -118,6 +118,9 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert pip_installed_sha(release_index, "fixpipe==0.4.0", tmp_path / "pip-release") == released.sha256
     for run in (broken, refused, fixed, again, candidate):
         assert all(r["result"] != NOT_RUNNABLE for r in run.jobs), run.table()
+        # uv hardlinked shipyard's dependencies from a cache on the venv's file system: no job
+        # unpacked every file and then copied it (steps.INSTALL_ENV)
+        assert run.steps_printing("Failed to hardlink") == [], run.folder
 
 
 def _served(devpi_url: str, index: str, project: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from shipyard.ci.host_lanes import host_lane
 from shipyard.ci.jobs import Lane, host_runner, lanes
 from shipyard.ci.linux_lanes import linux_lane, mobile_lane
 from shipyard.ci.runners import TIMEOUT_MINUTES
-from shipyard.ci.steps import Job, Step, checkout, host_tools
+from shipyard.ci.steps import RELEASE_ARTIFACT_COMPRESSION, Job, Step, checkout, host_tools
 from shipyard.errors import ShipyardError
 from shipyard.publish.registry_client import registry_base
 from shipyard.release.destinations import PublishTarget
@@ -146,7 +146,7 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
                             "if-no-files-found": "error", "retention-days": 30}},
                   {"name": "Upload the release", "uses": uses("actions/upload-artifact"),
                    "with": {"name": "release-dist", "path": "dist/", "if-no-files-found": "error",
-                            "retention-days": 30}},
+                            "retention-days": 30, "compression-level": RELEASE_ARTIFACT_COMPRESSION}},
                   # A job that failed before its upload left no fragment: the release is incomplete.
                   {"name": "Every build job of the plan uploaded its fragment",
                    "env": {"PLAN": "${{ toJSON(needs.plan.outputs) }}"},

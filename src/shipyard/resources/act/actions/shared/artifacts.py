@@ -86,7 +86,7 @@ def _files(patterns: list[str], include_hidden: bool) -> tuple[str, list[str]]:
     return root, sorted(dict.fromkeys(found))
 
 
-def upload(name: str, if_no_files_found: str, include_hidden: str) -> None:
+def upload(name: str, if_no_files_found: str, include_hidden: str, compression_level: str = "6") -> None:
     patterns = [line.strip() for line in os.environ.get("ARTIFACT_PATHS", "").splitlines() if line.strip()]
     root, files = _files(patterns, include_hidden == "true")
     if not files:
@@ -95,8 +95,13 @@ def upload(name: str, if_no_files_found: str, include_hidden: str) -> None:
             raise SystemExit(f"::error::{message}")
         print(f"::warning::{message}" if if_no_files_found == "warn" else message)
         return
+    if compression_level not in [str(n) for n in range(10)]:
+        raise SystemExit(f"::error::Invalid compression-level {compression_level!r}: give 0 to 9")
+    level = int(compression_level)
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    # level 0 stores, as v4 does (its zip library's level 0)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED if level else zipfile.ZIP_STORED,
+                         compresslevel=level if level else None) as archive:
         for path in files:
             archive.write(path, os.path.relpath(path, root))
     data = buffer.getvalue()
@@ -138,6 +143,6 @@ def download(name: str, pattern: str, dest: str, merge_multiple: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "upload":
-        upload(*sys.argv[2:5])
+        upload(*sys.argv[2:6])
     else:
         download(*sys.argv[2:6])
