@@ -89,24 +89,21 @@ class PipelineRun:
         return "\n".join(f"{r['name']}  {r['container']}  {r['seconds']}  {r['result']} {r['reason']}"
                          for r in self.jobs)
 
-    def step_output(self, job: str, step: str) -> str:
-        """What step `step` of the job named `job` printed, from act's log."""
-        lines = []
+    def printed(self) -> Iterator[tuple[str, str, str]]:
+        """(job name, step, line) of every line the jobs' steps printed, from act's log."""
         for line in (self.folder / "act.log.jsonl").read_text().splitlines():
             record = json.loads(line) if line.startswith("{") else {}
-            if record.get("raw_output") and record.get("step") == step and \
-                    str(record.get("job", "")).split("/", 1)[-1].strip() == job:
-                lines.append(str(record.get("msg", "")).rstrip("\n"))
-        return "\n".join(lines)
+            if record.get("raw_output"):
+                yield (str(record.get("job", "")).split("/", 1)[-1].strip(), str(record.get("step", "")),
+                       str(record.get("msg", "")).rstrip("\n"))
+
+    def step_output(self, job: str, step: str) -> str:
+        """What step `step` of the job named `job` printed."""
+        return "\n".join(line for name, printed_by, line in self.printed() if (name, printed_by) == (job, step))
 
     def steps_printing(self, text: str) -> list[tuple[str, str]]:
-        """(job, step) of every step whose output, in act's log, holds `text`."""
-        found = []
-        for line in (self.folder / "act.log.jsonl").read_text().splitlines():
-            record = json.loads(line) if line.startswith("{") else {}
-            if record.get("raw_output") and text in str(record.get("msg", "")):
-                found.append((str(record.get("job", "")).split("/", 1)[-1].strip(), str(record.get("step", ""))))
-        return found
+        """(job, step) of every step that printed `text`."""
+        return [(name, step) for name, step, line in self.printed() if text in line]
 
     def artifact(self, name: str, dest: Path) -> Path:
         """The artifact `name` a job uploaded to act's artifact server, unpacked into `dest`."""
