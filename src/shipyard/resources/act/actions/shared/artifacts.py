@@ -101,7 +101,7 @@ def upload(name: str, if_no_files_found: str, include_hidden: str, compression_l
     buffer = io.BytesIO()
     # level 0 stores, as v4 does (its zip library's level 0)
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED if level else zipfile.ZIP_STORED,
-                         compresslevel=level if level else None) as archive:
+                         compresslevel=level) as archive:
         for path in files:
             archive.write(path, os.path.relpath(path, root))
     data = buffer.getvalue()
