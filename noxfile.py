@@ -6,7 +6,12 @@ and `conda-cpu`, `conda-cuda11`, … for the conda packages).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import nox
@@ -265,13 +270,57 @@ def bench_pipeline(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_pipeline.py", *session.posargs)
 
 
+# The suite's scratch in memory (see _test_scratch) only on a machine with this much: a whole run
+# holds up to PEAK there at once, beside its compilers and servers.
+SCRATCH_MIN_MEMORY_GIB = 16
+
+
+def _memory_gib() -> float:
+    with open("/proc/meminfo") as meminfo:
+        return int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal:"))) / 2**20
+
+
+@contextlib.contextmanager
+def _test_scratch(session: nox.Session) -> Iterator[dict[str, str]]:
+    """The environment that puts the suite's scratch on a tmpfs mounted for the run: the tests'
+    temporary folders (TMPDIR) and the data of the dockerd the suite starts
+    (SHIPYARD_TEST_DOCKER_ROOT, read by tests/docker_daemon.py: images, containers, the act jobs'
+    workspaces). Debian's cloud disks are ext4 without a journal, whose inode allocator skips
+    every inode freed in the last five minutes, one buffer lookup each: a suite that makes and
+    drops millions of files spent a third of the fixture pipeline's CPU in the kernel that way
+    (docs/limits.md). Only as root on Linux with SCRATCH_MIN_MEMORY_GIB; SHIPYARD_TEST_SCRATCH=disk
+    keeps it on disk. Unmounted afterwards, whatever the tests' result."""
+    reason = ("SHIPYARD_TEST_SCRATCH=disk" if os.environ.get("SHIPYARD_TEST_SCRATCH") == "disk" else
+              "not Linux" if not sys.platform.startswith("linux") else
+              "not root" if os.geteuid() != 0 else
+              f"less than {SCRATCH_MIN_MEMORY_GIB} GiB of memory" if _memory_gib() < SCRATCH_MIN_MEMORY_GIB else "")
+    folder = Path(tempfile.mkdtemp(prefix="shipyard-tests-scratch-")) if not reason else None
+    if folder is not None and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=75%,mode=0755", "shipyard-tests",
+                                              str(folder)]).returncode != 0:
+        folder.rmdir()
+        folder, reason = None, "mount refused"
+    if folder is None:
+        session.log(f"the tests' scratch on disk ({reason})")
+        yield {}
+        return
+    session.log(f"the tests' scratch (temporary folders, dockerd's data) on a tmpfs at {folder}")
+    (folder / "tmp").mkdir(mode=0o1777)
+    try:
+        yield {"TMPDIR": str(folder / "tmp"), "SHIPYARD_TEST_DOCKER_ROOT": str(folder / "docker")}
+    finally:
+        # -l: a container's process that outlived the suite must not keep the mount busy
+        subprocess.run(["umount", "-R", "-l", str(folder)], check=False)
+        folder.rmdir()
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on
     every core with pytest-xdist (`-- -n 0 tests` for one process)."""
     _all_system_packages(session)
     _install_shipyard(session, "test")
-    session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]))
+    with _test_scratch(session) as env:
+        session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]), env=env)
 
 
 @nox.session(name="native")

@@ -23,6 +23,9 @@ from shipyard.host import docker_base
 from shipyard.plumbing.file_lock import exclusive
 
 RECORD = "dockerd.json"  # {"pid": …, "started": …}: the dockerd this run started
+# Where the dockerd this run starts keeps its images, containers and volumes, when set (`nox -s
+# tests` puts it on the run's tmpfs); unset, dockerd's own default (/var/lib/docker).
+DATA_ROOT_VAR = "SHIPYARD_TEST_DOCKER_ROOT"
 _STARTED: list[subprocess.Popen[bytes]] = []  # held, so that Popen does not warn that it still runs
 
 
@@ -48,9 +51,11 @@ def ensure_engine(folder: Path) -> None:
         if docker_base.ensure_docker_engine():
             return  # another worker started it
         log = folder / "dockerd.log"
+        data_root = os.environ.get(DATA_ROOT_VAR)
+        command = ["dockerd", *(["--data-root", data_root] if data_root else [])]
         with log.open("a") as sink:
             # A daemon outlives the worker that starts it, so it cannot go through command.run.
-            daemon = subprocess.Popen(["dockerd"], stdout=sink, stderr=subprocess.STDOUT,
+            daemon = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True)
         _STARTED.append(daemon)
         (folder / RECORD).write_text(json.dumps({"pid": daemon.pid, "started": _start_time(daemon.pid)}))
