@@ -9,6 +9,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -89,19 +90,32 @@ def _pulled_id(client: docker.DockerClient, registry: Registry, repo: str, tag: 
     return str(client.images.pull(f"{registry.address}/{repo}", tag=tag, auth_config=registry.auth()).id)
 
 
+def _saved_since(client: docker.DockerClient, image_id: str, since_ns: int) -> int:
+    """How many times the engine saved image `image_id` (`docker save`, as a full push does) since `since_ns`."""
+    events = client.events(since=since_ns // 10**9, until=int(time.time()) + 1,
+                           filters={"type": "image", "event": "save"}, decode=True)
+    return sum(1 for e in events if e.get("timeNano", 0) >= since_ns
+               and e.get("id", "").removeprefix("sha256:") == image_id.removeprefix("sha256:"))
+
+
 def test_an_image_goes_nightly_test_release_and_docker_pull_gets_the_recorded_id(
         project: Project, registry: Registry, client: docker.DockerClient) -> None:
     image_id = _image(project, "first")
+    started = time.time_ns()
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 0, out
+    assert _saved_since(client, image_id, started) == 1  # saved to learn its layers' blobs
     assert "nightly: 1 files published" in " ".join(out.split()), out
     digest = registry.served_digest(project.repo, f"{VERSION}-cpu-runtime-nightly")
     assert digest is not None
     assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-nightly") == image_id
     # The engine now holds the image only as pulled from nightly: promotion pulls it again by digest.
     for source, channel in (("nightly", "test"), ("test", "release")):
+        started = time.time_ns()
         code, out = project.run("promote", VERSION, "--from", source, "--to", channel)
         assert code == 0, out
+        # the registry holds every blob, and this machine knows which: no save, no gzip (layer_blobs)
+        assert _saved_since(client, image_id, started) == 0
         assert registry.served_digest(project.repo, f"{VERSION}-cpu-runtime-{channel}") == digest  # the same manifest
         assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-{channel}") == image_id
         assert registry.served_digest(project.repo, f"{channel}-cpu-runtime") == digest  # its moving tag

@@ -12,7 +12,9 @@ checkable on the registry without pulling a layer. A publish, per image:
 1. pushes the local image (found by its id, not by a tag that may have moved) under a staging
    tag, `<tag>-<channel>-stage-<id[:12]>`, over the registry's HTTP API: the engine saves the
    image (`docker save`), each layer is gzipped the same way every time (no timestamp, one
-   level), each blob the registry does not hold yet is uploaded, then the manifest is PUT;
+   level), each blob the registry does not hold yet is uploaded, then the manifest is PUT; an
+   image whose blobs the registry holds, and which this machine pushed before (layer_blobs.py),
+   is neither saved nor gzipped again: a HEAD of each blob, then the same manifest;
 2. reads the pushed manifest back by its digest, checks the digest of the bytes served, that its
    config is the recorded image id, and the config blob's own sha256;
 3. when every image of the release is staged and verified, writes each published tag with one PUT
@@ -49,13 +51,14 @@ per repository the manifest names (tags/list, then the manifests).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import shutil
 import tarfile
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import docker
 from docker.models.images import Image
@@ -66,6 +69,7 @@ from shipyard.host.docker_base import ensure_docker_engine
 from shipyard.image.tags import kind_of, moving_tag, published_tag, published_version, staging_tag
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
+from shipyard.publish.layer_blobs import known_blobs, remember_blobs
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.registry_client import RegistryClient, registry_base
 from shipyard.publish.retry import BROKEN_READS, describe, gist, retry
@@ -335,25 +339,12 @@ class RegistryBackend(Backend):
     def _push(self, f: PublishFile, repo: str, tag: str) -> str:
         """Push the local image with id `f.sha256` as `<repo>:<tag>`: its blobs, then its manifest;
         the manifest's digest. The same image always gives the same bytes, so a re-run (or a
-        promotion) gives the same digest and sends no blob the registry holds."""
+        promotion) gives the same digest and sends no blob the registry holds; when the registry
+        holds them all and this machine knows which they are (layer_blobs), it neither saves nor
+        gzips the image."""
         image = self._local_image(f)
-        with tempfile.TemporaryDirectory(prefix="shipyard-push-") as scratch:
-            folder = Path(scratch)
-            config, layers = self._saved(image, f, folder)
-            described = []
-            for layer in layers:
-                packed = layer.with_suffix(".gz")
-                with layer.open("rb") as source, packed.open("wb") as sink, \
-                        gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6) as out:
-                    shutil.copyfileobj(source, out, 1 << 20)
-                layer.unlink()
-                digest = "sha256:" + sha256_of(packed)
-                self._upload_blob(f, repo, digest, packed)
-                described.append({"mediaType": _LAYER, "size": packed.stat().st_size, "digest": digest})
-            self._upload_blob(f, repo, f"sha256:{f.sha256}", config)
-            manifest = {"schemaVersion": 2, "mediaType": MANIFEST_V2,
-                        "config": {"mediaType": _CONFIG, "size": config.stat().st_size, "digest": f"sha256:{f.sha256}"},
-                        "layers": described}
+        config, layers = self._held(f, image, repo) or self._upload_saved(f, image, repo)
+        manifest = {"schemaVersion": 2, "mediaType": MANIFEST_V2, "config": config, "layers": layers}
         body = json.dumps(manifest, indent=3).encode()
         digest = "sha256:" + sha256_hex(body)
         what = f"push {f.artifact} as {self.host}/{repo}:{tag}"
@@ -362,6 +353,47 @@ class RegistryBackend(Backend):
         if response.status_code not in (200, 201):
             raise self.api.fail(what, response)
         return digest
+
+    def _held(self, f: PublishFile, image: Image, repo: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The manifest's config and layers, when the registry holds the config and the blob this
+        machine recorded for each layer of the image; else None (the full push)."""
+        blobs = known_blobs(image.attrs["RootFS"]["Layers"])
+        if blobs is None:
+            return None
+        what = f"push {f.artifact}"
+        sizes = [self._blob_size(repo, digest, what) for digest in (f"sha256:{f.sha256}", *blobs)]
+        if any(size is None or size < 0 for size in sizes):
+            return None
+        return ({"mediaType": _CONFIG, "size": sizes[0], "digest": f"sha256:{f.sha256}"},
+                [{"mediaType": _LAYER, "size": size, "digest": digest}
+                 for size, digest in zip(sizes[1:], blobs, strict=True)])
+
+    def _upload_saved(self, f: PublishFile, image: Image, repo: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Save the image, gzip each layer the same way every time, upload the blobs the registry
+        lacks, and record each layer's blob (layer_blobs): the manifest's config and layers."""
+        diff_ids = image.attrs["RootFS"]["Layers"]
+        with tempfile.TemporaryDirectory(prefix="shipyard-push-") as scratch:
+            folder = Path(scratch)
+            config, layers = self._saved(image, f, folder)
+            described, made = [], {}
+            for number, layer in enumerate(layers):
+                packed = layer.with_suffix(".gz")
+                plain = hashlib.sha256()
+                with layer.open("rb") as source, packed.open("wb") as sink, \
+                        gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6) as out:
+                    while chunk := source.read(1 << 20):
+                        plain.update(chunk)
+                        out.write(chunk)
+                layer.unlink()
+                digest = "sha256:" + sha256_of(packed)
+                self._upload_blob(f, repo, digest, packed)
+                described.append({"mediaType": _LAYER, "size": packed.stat().st_size, "digest": digest})
+                if number < len(diff_ids) and diff_ids[number] == f"sha256:{plain.hexdigest()}":
+                    made[diff_ids[number]] = digest
+            self._upload_blob(f, repo, f"sha256:{f.sha256}", config)
+            config_size = config.stat().st_size
+        remember_blobs(made)
+        return {"mediaType": _CONFIG, "size": config_size, "digest": f"sha256:{f.sha256}"}, described
 
     def _saved(self, image: Image, f: PublishFile, folder: Path) -> tuple[Path, list[Path]]:
         """`docker save` of the image, unpacked: (its config, its layers as uncompressed tars, in order)."""
@@ -396,10 +428,7 @@ class RegistryBackend(Backend):
         api = self._repo(repo)
 
         def there() -> bool:
-            head = self.api.request("HEAD", what, f"{api}/blobs/{digest}")
-            if head.status_code in (401, 403):
-                raise self.api.fail(what, head)
-            return head.status_code == 200
+            return self._blob_size(repo, digest, what) is not None
 
         def once() -> None:
             if there():
@@ -418,6 +447,17 @@ class RegistryBackend(Backend):
         retry(once, self.ctx.policy, label=what, errors=(_Incomplete,), failure=str,
               gave_up=lambda last: f"{what} to {self.host}: gave up after {self.ctx.policy.tries} tries; last "
                                    f"response: {last}")
+
+    def _blob_size(self, repo: str, digest: str, what: str) -> int | None:
+        """The size of blob `digest` as the registry holds it in `repo` (a HEAD); None when it does
+        not, -1 when it does but gives no length."""
+        head = self.api.request("HEAD", what, f"{self._repo(repo)}/blobs/{digest}")
+        if head.status_code in (401, 403):
+            raise self.api.fail(what, head)
+        if head.status_code != 200:
+            return None
+        size = head.headers.get("Content-Length", "")
+        return int(size) if size.isdigit() else -1
 
     def _tag_has(self, repo: str, tag: str, digest: str) -> bool:
         response = self.api.request("HEAD", f"read {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}",
