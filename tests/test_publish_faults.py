@@ -64,6 +64,7 @@ MAX_RELEASES = 6  # kind of fault (KINDS) happened at least once
 ATTEMPTS = 5  # faulted runs per publish or promote at most; then one clean run must finish it
 DEADLINE = 900  # seconds for the whole suite (on a quiet machine it takes a fraction of that)
 PROXY_FAULTS = ("503", "reset", "stall", "lost", "lost", "cut-request", "cut-answer")
+LOST_ANSWERS = ("lost", "cut-answer")  # the server acted, the client never learned it
 # One run's fault, drawn at random (those not seen yet first).
 KINDS = ("kill", "kill-at-request", "proxy-devpi", "proxy-pypi", "proxy-registry", "restart-devpi",
          "restart-pypi", "restart-registry")
@@ -90,6 +91,7 @@ class ServerFaults:
         self.process, self.rate, self.kill_at, self.kill_pause, self.restart_at = (
             process, rate, kill_at, kill_pause, restart_at)
         self.seen = self.uploads = 0
+        self.lose_a_write = False  # set while no write's answer was lost yet (the suite must see one)
         self.killed = self.restarted = False
         self.restarting: threading.Thread | None = None
 
@@ -114,6 +116,8 @@ class ServerFaults:
             self.restarting.start()
         if not self.may_fail(method, path, line) or self.rng.random() >= self.rate:
             return "pass"
+        if self.lose_a_write and _is_upload(method, path):
+            return self.rng.choice(LOST_ANSWERS)  # the "already done" paths must run at least once
         return self.rng.choice(PROXY_FAULTS)
 
 
@@ -357,6 +361,12 @@ def _is_upload(method: str, path: str) -> bool:
     return method in ("POST", "PUT", "PATCH")
 
 
+def _lost_answers(tally: Counter[str]) -> int:
+    """How many writes the server took whose answer never reached the publisher (lost or cut)."""
+    return sum(count for key, count in tally.items()
+               if any(f" {fault} on " in key for fault in LOST_ANSWERS) and _is_upload(key.rsplit(" on ", 1)[1], ""))
+
+
 def _registry_may_fail(method: str, path: str, line: str) -> bool:
     # Every request: the publisher's registry client sends them all (blob uploads included) and
     # retries each itself; the docker engine only saves and loads images.
@@ -432,6 +442,7 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                         restart_at = (rng.randint(1, 8 if name == "devpi" else 4 if name == "pypi" else 20)
                                       if kind == f"restart-{name}" else 0)
                         plan.arm(process, rate, restart_at=restart_at)
+                        plan.lose_a_write = _lost_answers(tally) == 0
                     if kind == "kill-at-request":  # at a random request of a random server
                         target = rng.choice(sorted(plans))
                         plans[target].kill_at = rng.randint(1, 12)
@@ -474,7 +485,8 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
 
             try:
                 for release in range(MAX_RELEASES):
-                    if release >= RELEASES and sum(tally.values()) >= FAULTS and covered >= set(KINDS):
+                    if (release >= RELEASES and sum(tally.values()) >= FAULTS and covered >= set(KINDS)
+                            and _lost_answers(tally) >= 1):
                         break
                     version = f"1.7.{release}"
                     packages = build_conda_packages(tmp_path / f"conda-{release}", ["cpu", "cu118"], version)
@@ -575,6 +587,4 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
     assert reader.snapshots > 20
     assert total >= FAULTS, tally
     assert covered >= set(KINDS), (sorted(set(KINDS) - covered), tally)
-    lost_answers = sum(c for k, c in tally.items() if (" lost on " in k or " cut-answer on " in k)
-                       and k.rsplit(" on ", 1)[1] in ("POST", "PUT", "PATCH"))
-    assert lost_answers >= 1, tally  # an upload the server took whose answer never arrived
+    assert _lost_answers(tally) >= 1, tally  # an upload the server took whose answer never arrived
