@@ -289,8 +289,8 @@ def _test_scratch(session: nox.Session) -> Iterator[dict[str, str]]:
     workspaces). The disk of the machines CI runs on is ext4 without a journal, whose inode
     allocator skips every inode freed in the last five minutes, one buffer lookup each: a suite
     that makes and drops millions of files spent a third of the fixture pipeline's CPU in the
-    kernel that way (docs/limits.md). Only as root on Linux with SCRATCH_MIN_MEMORY_GIB; SHIPYARD_TEST_SCRATCH=disk
-    keeps it on disk. Unmounted afterwards, whatever the tests' result."""
+    kernel that way (docs/limits.md). Only as root on Linux with SCRATCH_MIN_MEMORY_GIB;
+    SHIPYARD_TEST_SCRATCH=disk keeps it on disk. Unmounted afterwards, whatever the tests' result."""
     reason = ("SHIPYARD_TEST_SCRATCH=disk" if os.environ.get("SHIPYARD_TEST_SCRATCH") == "disk" else
               "not Linux" if not sys.platform.startswith("linux") else
               "not root" if os.geteuid() != 0 else
