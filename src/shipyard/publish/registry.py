@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import docker
+import requests
 from docker.models.images import Image
 from packaging.version import InvalidVersion, Version
 
@@ -360,10 +361,13 @@ class RegistryBackend(Backend):
         blobs = known_blobs(image.attrs["RootFS"]["Layers"])
         if blobs is None:
             return None
-        what = f"push {f.artifact}"
-        sizes = [self._blob_size(repo, digest, what) for digest in (f"sha256:{f.sha256}", *blobs)]
-        if any(size is None or size < 0 for size in sizes):
-            return None
+        sizes = []
+        for digest in (f"sha256:{f.sha256}", *blobs):
+            head = self._blob_head(repo, digest, f"push {f.artifact}")
+            length = head.headers.get("Content-Length", "") if head is not None else ""
+            if not length.isdigit():
+                return None  # not held (or held without a length to put in the manifest)
+            sizes.append(int(length))
         return ({"mediaType": _CONFIG, "size": sizes[0], "digest": f"sha256:{f.sha256}"},
                 [{"mediaType": _LAYER, "size": size, "digest": digest}
                  for size, digest in zip(sizes[1:], blobs, strict=True)])
@@ -428,7 +432,7 @@ class RegistryBackend(Backend):
         api = self._repo(repo)
 
         def there() -> bool:
-            return self._blob_size(repo, digest, what) is not None
+            return self._blob_head(repo, digest, what) is not None
 
         def once() -> None:
             if there():
@@ -448,16 +452,12 @@ class RegistryBackend(Backend):
               gave_up=lambda last: f"{what} to {self.host}: gave up after {self.ctx.policy.tries} tries; last "
                                    f"response: {last}")
 
-    def _blob_size(self, repo: str, digest: str, what: str) -> int | None:
-        """The size of blob `digest` as the registry holds it in `repo` (a HEAD); None when it does
-        not, -1 when it does but gives no length."""
+    def _blob_head(self, repo: str, digest: str, what: str) -> requests.Response | None:
+        """The registry's answer to a HEAD of blob `digest` in `repo`; None when it does not hold it."""
         head = self.api.request("HEAD", what, f"{self._repo(repo)}/blobs/{digest}")
         if head.status_code in (401, 403):
             raise self.api.fail(what, head)
-        if head.status_code != 200:
-            return None
-        size = head.headers.get("Content-Length", "")
-        return int(size) if size.isdigit() else -1
+        return head if head.status_code == 200 else None
 
     def _tag_has(self, repo: str, tag: str, digest: str) -> bool:
         response = self.api.request("HEAD", f"read {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}",
