@@ -195,6 +195,15 @@ def excluded_cells(release: Release) -> list[tuple[Cell, Exclusion]]:
     return out
 
 
+def excluded_builds(release: Release) -> dict[tuple[str, str, str], Exclusion]:
+    """(component, variant, platform) of every build an exclusion removes any cell of, with the
+    first exclusion that does (excluded_cells' order): one pass, for callers that ask per build."""
+    out: dict[tuple[str, str, str], Exclusion] = {}
+    for cell, exclusion in excluded_cells(release):
+        out.setdefault((cell.component, cell.variant, cell.platform), exclusion)
+    return out
+
+
 def select(cells: list[Cell], *, variant: str | None = None, platform: str | None = None,
            package_type: str | None = None, component: str | None = None,
            python: str | None = None) -> list[Cell]:

@@ -28,8 +28,8 @@ from shipyard.record.manifest import ArtifactRecord, Manifest
 from shipyard.release.channel_version import NIGHTLY
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
-from shipyard.release.matrix import ANY, excluded_cells
-from shipyard.release.spec import Release
+from shipyard.release.matrix import ANY, excluded_builds
+from shipyard.release.spec import Exclusion, Release
 
 INSTALLERS = ("pip", "uv", "conda", "docker")
 _OS_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
@@ -77,7 +77,8 @@ def get_started(release: Release, manifest: Manifest | None,
     platforms = tuple(Choice(p.name, f"{_OS_NAMES[p.os]} ({p.arch})") for p in release.platforms.values())
     variants = tuple(Choice(v, _variant_label(release, v)) for v in release.variants)
     channels = tuple(Choice(c, "stable (release)" if c == "release" else c) for c in release.channels)
-    answers = tuple(_answer(release, manifest, p.value, i, v.value, c.value, statuses)
+    excluded = excluded_builds(release)  # once: each answer asks it
+    answers = tuple(_answer(release, manifest, p.value, i, v.value, c.value, excluded, statuses)
                     for p in platforms for i in INSTALLERS for v in variants for c in channels)
     return GetStarted(name=release.release.name, version=manifest.version if manifest else release.release.version,
                       platforms=platforms, installers=tuple(Choice(i, i) for i in INSTALLERS), variants=variants,
@@ -97,7 +98,9 @@ def write_get_started(release: Release, manifest: Manifest | None, out: Path,
 
 
 def _answer(release: Release, manifest: Manifest | None, platform: str, installer: str, variant: str,
-            channel: str, statuses: StatusVocabulary = DEFAULT_STATUSES) -> Answer:
+            channel: str, excluded: dict[tuple[str, str, str], Exclusion],
+            statuses: StatusVocabulary = DEFAULT_STATUSES) -> Answer:
+    """The command for one combination, or why there is none; `excluded`: excluded_builds(release)."""
     def no(reason: str) -> Answer:
         return Answer(platform, installer, variant, channel, None, reason)
 
@@ -106,10 +109,9 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
 
     main = _main_component(release)
     package_type = _PACKAGE_TYPE[installer]
-    for cell, exclusion in excluded_cells(release):
-        if (cell.component, cell.variant, cell.platform) == (main, variant, platform):
-            return no(f"Not built: {main} has no {_variant_label(release, variant)} build for {platform} "
-                      f"({exclusion.reason}).")
+    if (exclusion := excluded.get((main, variant, platform))) is not None:
+        return no(f"Not built: {main} has no {_variant_label(release, variant)} build for {platform} "
+                  f"({exclusion.reason}).")
     images = release.images
     if installer == "docker":
         if images is None:
@@ -136,7 +138,7 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
         if image is None:
             return no(f"Not built: the manifest holds no {_variant_label(release, variant)} runtime image.")
         return yes(f"docker pull {channel_reference(target.url, image.name, channel)}")
-    held = _held(release, manifest, package_type, variant, platform)
+    held = _held(release, manifest, package_type, variant, platform, excluded)
     if main not in held:
         return no(f"Not built: the manifest holds no {_variant_label(release, variant)} {_ONE[package_type]} of "
                   f"{main} for {platform}.")
@@ -206,13 +208,12 @@ def _wheel_index(target: PublishTarget, channel: str, tag: str, variant: str) ->
     return f"{target.url.rstrip('/')}/${target.username_env}/{channel}-{tag}/+simple/"
 
 
-def _held(release: Release, manifest: Manifest, package_type: str, variant: str,
-          platform: str) -> dict[str, ArtifactRecord]:
+def _held(release: Release, manifest: Manifest, package_type: str, variant: str, platform: str,
+          excluded: dict[tuple[str, str, str], Exclusion]) -> dict[str, ArtifactRecord]:
     """The Python components the manifest holds a `package_type` artifact of for `variant` on
     `platform` (a pure one stands for every variant and platform its component is not excluded
     from), in release.yaml order. The variant provider is a tool a user runs before installing
     (`python -m …`), not part of what the command installs."""
-    excluded = {(c.component, c.variant, c.platform) for c, _ in excluded_cells(release)}
     provider = release.wheel_variants.provider if release.wheel_variants else None
     found: dict[str, ArtifactRecord] = {}
     for record in manifest.artifacts:

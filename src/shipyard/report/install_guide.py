@@ -13,6 +13,7 @@ from typing import Any
 
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.record.manifest import Manifest
+from shipyard.release.matrix import excluded_builds
 from shipyard.release.spec import Release
 
 # The page's own answer for one combination: one place turns targets and the manifest into commands.
@@ -21,11 +22,12 @@ from shipyard.report.get_started import INSTALLERS, _answer, _targets, _wheel_in
 
 def install_guide(release: Release, manifest: Manifest, channel: str, variants_json: dict[str, Any]) -> dict[str, Any]:
     target = next((t for t in _targets(release, "wheel") if t.takes(channel)), None)
+    excluded = excluded_builds(release)
     platforms: dict[str, Any] = {}
     for platform in release.platforms.values():
         builds: dict[str, Any] = {}
         for name, variant in release.variants.items():
-            answers = {i: _answer(release, manifest, platform.name, i, name, channel) for i in INSTALLERS}
+            answers = {i: _answer(release, manifest, platform.name, i, name, channel, excluded) for i in INSTALLERS}
             index = _wheel_index(target, channel, variant.tag, name) if target else None
             if answers["pip"].command is None or index is None:
                 continue  # no wheel of this build on this platform: the command looks further down its ranking
