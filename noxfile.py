@@ -32,9 +32,13 @@ def _all_system_packages(session: nox.Session) -> None:
     session.run_install("bash", str(ROOT / "ci" / "bootstrap.sh"), "--all", external=True)
 
 
-def _install_shipyard(session: nox.Session, *extras: str) -> None:
+def _install_shipyard(session: nox.Session, *extras: str, bytecode: bool = False) -> None:
+    """shipyard (editable) and `extras` into the session's venv; `bytecode`: and every installed
+    package compiled, for a session that starts many Pythons from this venv (uv installs sources
+    only, and where PYTHONDONTWRITEBYTECODE is set, as on CI's machines, each of them compiled every
+    module it imported again)."""
     spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec)
+    session.install("-e", spec, env={"UV_COMPILE_BYTECODE": "1"} if bytecode else None)
 
 
 @nox.session(name="matrix")
@@ -322,7 +326,7 @@ def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on
     every core with pytest-xdist (`-- -n 0 tests` for one process)."""
     _all_system_packages(session)
-    _install_shipyard(session, "test")
+    _install_shipyard(session, "test", bytecode=True)  # the suite starts thousands of Pythons from it
     with _test_scratch(session) as env:
         session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]), env=env)
 

@@ -171,7 +171,11 @@ def pytest_invocation(work: Path, *, tests_dir: Path, gate: FeatureGate, other_f
     # record's left_out); -k, -m and --deselect are seen as deselection by the plugin itself.
     kept = {k: list(v) for k, v in gate.listed.items() if not (selection and selection.ignores(k))}
     listed.write_text(json.dumps(kept, sort_keys=True))
-    env = {"PYTHONPATH": plugin_dir, "SHIPYARD_FEATURE_REPORT": inside(report), "PYTHONDONTWRITEBYTECODE": "1",
+    # Bytecode goes into the run's folder, never beside the venv's or the copied tests' sources; every
+    # Python of the run reads it there (the worker processes a distributed test starts imported the
+    # package and numpy from source each, where PYTHONDONTWRITEBYTECODE was set, as it was here).
+    env = {"PYTHONPATH": plugin_dir, "SHIPYARD_FEATURE_REPORT": inside(report),
+           "PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": inside(work / "pycache"),
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
            "SHIPYARD_FEATURE_TESTS": inside(listed), "SHIPYARD_TESTS_ROOT": inside(copied),
            "TMPDIR": inside(work / "tmp")}
