@@ -337,3 +337,26 @@ def test_a_stop_that_cannot_be_overridden_is_judged_as_not_run(tmp_path: Path) -
                            {"b.beta": "beta", "s.stable": "stable"}, {})
     assert judged.problems == ("stable feature s.stable not proven: 2 of 2 tests not run: the run stopped early "
                                "(stopping after 1 failures)",)
+
+
+def test_a_test_runs_pythons_keep_their_bytecode_in_the_run_folder_only(tmp_path: Path) -> None:
+    # A worker process a test starts reads the bytecode its first import wrote (where the caller's
+    # environment sets PYTHONDONTWRITEBYTECODE, as CI does); nothing is written beside the copied tests.
+    files = {"helper_mod.py": "VALUE = 42\n",
+             "test_spawns.py": """
+        import os
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        def test_worker_imports_the_helper():
+            here = str(Path(__file__).parent)
+            done = subprocess.run([sys.executable, "-c", "import helper_mod; print(helper_mod.VALUE)"],
+                                  cwd=here, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": here})
+            assert done.stdout.strip() == "42", done.stderr
+    """}
+    judged = _judge_folder(tmp_path, files, {"s.feature": "stable"}, {"test_spawns.py": ("s.feature",)})
+    assert judged.problems == () and judged.features[0].result == "passed", judged
+    work = tmp_path / "work"
+    assert [p.name for p in (work / "pycache").rglob("helper_mod*.pyc")], sorted((work).rglob("*.pyc"))
+    assert not list((work / "tests").rglob("__pycache__")), sorted((work / "tests").rglob("__pycache__"))
