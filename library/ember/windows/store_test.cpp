@@ -66,7 +66,11 @@ int main() {
     Socket junk = Socket::connect("127.0.0.1", port, Clock::now() + std::chrono::seconds(5), "junk");
     std::string bytes = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(4096, '\xff');
     junk.send_all(bytes.data(), bytes.size(), Clock::now() + std::chrono::seconds(5));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // The server counts the rejection once its loop has read the junk: wait for that (a fixed
+    // 200 ms was too short on a loaded machine under wine), with the connection still open.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (server.rejected_connections() < 1 && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(server.rejected_connections() >= 1);
   a.set("after_garbage", "fine");
