@@ -12,7 +12,18 @@ import ember
 pytestmark = pytest.mark.feature("ember.cpp-api")
 
 SOURCE = Path(__file__).resolve().parent / "cpp_api"
+# Ninja where it is installed (as every build of ember uses), else make: cmake's default
+# generator needs make, which a machine with cmake may lack (Debian's cmake only recommends it).
+GENERATOR = ["-G", "Ninja"] if shutil.which("ninja") else []
 MISSING = [tool for tool in ("cmake", "g++") if shutil.which(tool) is None]
+if not (shutil.which("ninja") or shutil.which("make")):
+    MISSING.append("ninja or make")
+
+
+def _run(argv, **kwargs):
+    """Run a build step; a failure shows what the tool printed."""
+    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    assert done.returncode == 0, f"{' '.join(argv)}: exit {done.returncode}\n{done.stdout}{done.stderr}"
 
 
 def test_wheel_ships_the_cpp_api():
@@ -29,11 +40,9 @@ def test_wheel_ships_the_cpp_api():
 def test_cpp_program_builds_against_installed_wheel_and_runs(tmp_path):
     build = tmp_path / "build"
     env = dict(os.environ, CXX=shutil.which("g++"))
-    subprocess.run(["cmake", "-S", str(SOURCE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                    f"-DCMAKE_PREFIX_PATH={ember.cmake_prefix_path}"],
-                   check=True, capture_output=True, text=True, env=env)
-    subprocess.run(["cmake", "--build", str(build), "-j2"], check=True, capture_output=True,
-                   text=True, env=env)
+    _run(["cmake", "-S", str(SOURCE), "-B", str(build), *GENERATOR, "-DCMAKE_BUILD_TYPE=Release",
+          f"-DCMAKE_PREFIX_PATH={ember.cmake_prefix_path}"], env=env)
+    _run(["cmake", "--build", str(build), "-j2"], env=env)
     exe = build / "ember_cpp_api_check"
     result = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
