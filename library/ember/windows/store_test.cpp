@@ -67,7 +67,8 @@ int main() {
     std::string bytes = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(4096, '\xff');
     junk.send_all(bytes.data(), bytes.size(), Clock::now() + std::chrono::seconds(5));
     // The server counts the rejection once its loop has read the junk: wait for that (a fixed
-    // 200 ms was too short on a loaded machine under wine), with the connection still open.
+    // 200 ms bet on the server's thread running in time, which a loaded machine need not give),
+    // with the connection still open.
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     while (server.rejected_connections() < 1 && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
