@@ -16,7 +16,7 @@ SOURCE = Path(__file__).resolve().parent / "cpp_api"
 # generator needs make, which a machine with cmake may lack (Debian's cmake only recommends it).
 GENERATOR = ["-G", "Ninja"] if shutil.which("ninja") else []
 MISSING = [tool for tool in ("cmake", "g++") if shutil.which(tool) is None]
-if not (shutil.which("ninja") or shutil.which("make")):
+if not (GENERATOR or shutil.which("make")):
     MISSING.append("ninja or make")
 
 
