@@ -27,7 +27,7 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.record.manifest import read_manifest
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker]
+pytestmark = pytest.mark.slow
 
 JOBS = ("plan", "wheel-pure wheel-fixpipe-any", "manifest", "publish")
 
@@ -42,7 +42,8 @@ def _ran_green(run: PipelineRun) -> None:
     assert run.ran() == dict.fromkeys(JOBS, "success"), run.table()
 
 
-def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_workflows(tmp_path: Path) -> None:
+def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_workflows(
+        tmp_path: Path, docker_engine: None) -> None:
     with claimed_port_range() as ports, devpi_server(tmp_path / "devpi", unbound_port(ports)) as devpi:
         password = devpi.add_user("fixture")
         secrets = {"SHIPYARD_PYPI_USERNAME": "fixture", "SHIPYARD_PYPI_PASSWORD": password}
