@@ -127,8 +127,10 @@ def test_every_cell_is_built_by_exactly_one_job_and_no_excluded_cell_is(repo, ca
             assert entry["id"].startswith(f"{kind}-"), (job_id, entry["id"])
             if kind == "docker":
                 continue
-            cells = select(expand(release), package_type=kind, component=entry["component"],
-                           **({} if kind == "mobile" else {"variant": entry["variant"], "platform": entry["builder"]}))
+            cells = [c for component in entry["components"].split()
+                     for c in select(expand(release), package_type=kind, component=component,
+                                     **({} if kind == "mobile" else {"variant": entry["variant"],
+                                                                     "platform": entry["builder"]}))]
             if entry["platform"] != "any":  # a native job's build skips the pure cells; a pure job's is one
                 cells = [c for c in cells if not c.is_pure]
             assert len(cells) == int(entry["cells"]), entry
@@ -335,22 +337,23 @@ def _run_build_step(script: str, command_status: int, tmp_path: Path) -> tuple[i
 def test_the_build_step_records_its_status_and_fails_only_for_an_unfinished_build(repo, tmp_path):
     job = _load(repo / WORKFLOWS[1])["jobs"]["wheel-linux"]
     script = next(s for s in job["steps"] if s.get("id") == "build")["run"]
-    assert _build_line(script) == ('shipyard build --variant "$VARIANT" --component "$COMPONENT" '
+    assert _build_line(script) == ('shipyard build --variant "$VARIANT" "${component_args[@]}" '
                                    '--publish-channel "$SHIPYARD_CHANNEL" "${python_args[@]}" || status=$?')
     assert _run_build_step(script, 0, tmp_path) == (0, "status=0\n")
     assert _run_build_step(script, 1, tmp_path) == (0, "status=1\n")  # the upload runs; the judge step fails
     assert _run_build_step(script, 5, tmp_path) == (5, "status=5\n")  # no upload of a build that did not finish
 
 
-def _build_argv(script: str, pythons: str, tmp_path: Path) -> list[str]:
-    """The arguments the generated build step gives `shipyard` for matrix.pythons `pythons`: the
-    step under bash as GitHub runs it, `shipyard` a shell function writing its argv, one per line."""
+def _build_argv(script: str, pythons: str, tmp_path: Path, components: str = "ember") -> list[str]:
+    """The arguments the generated build step gives `shipyard` for matrix.pythons `pythons` and
+    matrix.components `components`: the step under bash as GitHub runs it, `shipyard` a shell
+    function writing its argv, one per line."""
     argv = tmp_path / "argv"
     step = tmp_path / "build-step.sh"
     step.write_text(f"shipyard() {{ printf '%s\\n' \"$@\" > {argv}; }}\n{script}")
     done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(step)],
                           env={"GITHUB_OUTPUT": str(tmp_path / "output"), "PATH": "/usr/bin:/bin", "PYTHONS": pythons,
-                               "VARIANT": "cpu", "COMPONENT": "ember", "SHIPYARD_CHANNEL": "nightly"},
+                               "VARIANT": "cpu", "COMPONENTS": components, "SHIPYARD_CHANNEL": "nightly"},
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return argv.read_text().splitlines()
@@ -359,7 +362,8 @@ def _build_argv(script: str, pythons: str, tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize("name", WORKFLOWS)
 def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path):
     """A narrowed plan (a dispatched run's `python` input) gives a job fewer matrix.pythons; the
-    build step passes each as `--python`, so it never builds a Python the job was not given."""
+    build step passes each as `--python`, so it never builds a Python the job was not given. Each
+    of matrix.components (a pure job's are several) is one `--component`."""
     checked = []
     for job_id, job in _load(repo / name)["jobs"].items():
         build = next((s for s in job.get("steps", []) if s.get("id") == "build"), None)
@@ -367,15 +371,15 @@ def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path
             continue
         assert build["env"]["PYTHONS"] == "${{ matrix.pythons }}", job_id
         if job_id.endswith("-cuda-image"):  # the command runs inside `docker run`: the same lines there
-            assert ('  shipyard build --variant "$VARIANT" --component "$COMPONENT" --publish-channel '
+            assert ('  shipyard build --variant "$VARIANT" "${component_args[@]}" --publish-channel '
                     '"$SHIPYARD_CHANNEL" "${python_args[@]}"\n') in build["run"].replace("conda build", "build"), job_id
             continue
         command = _build_argv(build["run"], "3.11 3.12", tmp_path)
         # The workflow's channel (nightly's development versions), then one --python per Python.
-        assert command[command.index("--component") + 2:] == ["--publish-channel", "nightly", "--python", "3.11",
-                                                              "--python", "3.12"], job_id
-        assert _build_argv(build["run"], "", tmp_path)[-4:] == ["--component", "ember", "--publish-channel",
-                                                                 "nightly"], job_id
+        assert command[command.index("--variant"):] == ["--variant", "cpu", "--component", "ember", "--publish-channel",
+                                                        "nightly", "--python", "3.11", "--python", "3.12"], job_id
+        assert _build_argv(build["run"], "", tmp_path, "emberaudio emberelastic")[-6:] == [
+            "--component", "emberaudio", "--component", "emberelastic", "--publish-channel", "nightly"], job_id
         checked.append(job_id)
     assert len(checked) == 8, checked
 
@@ -486,7 +490,7 @@ def test_conda_lanes_solve_from_release_yaml_channels_never_the_bootstrap(repo, 
     assert len(conda) == 5
     for job in conda:
         build = next(s for s in job["steps"] if s.get("id") == "build")
-        command = (r'^ *shipyard conda build --variant "\$VARIANT" --component "\$COMPONENT" '
+        command = (r'^ *shipyard conda build --variant "\$VARIANT" "\$\{component_args\[@\]\}" '
                    r'--publish-channel "\$SHIPYARD_CHANNEL" "\$\{python_args\[@\]\}"( \|\| status=\$\?)?$')
         assert re.search(command, build["run"], flags=re.M), build["run"]
     assert load_spec(repo).release.conda.channels == ("conda-forge",)  # type: ignore[union-attr]
@@ -584,7 +588,7 @@ def test_image_bases_prints_what_the_docker_job_pulls_and_asks_for_a_digest(ci_c
 def test_windows_and_macos_wheels_get_their_libraries_from_a_named_source(repo, name):
     """Checked as generated text only: no Windows or macOS runner runs here."""
     jobs = _load(repo / name)["jobs"]
-    only = "contains(fromJSON('[\"embervision\"]'), matrix.component)"
+    only = "contains(fromJSON('[\"embervision\"]'), matrix.components)"
     windows = next(s for s in jobs["wheel-windows"]["steps"] if "from vcpkg" in s.get("name", ""))
     assert windows["if"] == only and windows["shell"] == "pwsh"
     assert windows["env"] == {"PORTS": "libjpeg-turbo libpng", "TRIPLET": "x64-windows"}

@@ -41,11 +41,10 @@ VERSION = "1.7.0.dev20261201"  # the nightly's development version: its commit's
 RUNS_HERE = {
     "plan": "runner", "wheel-linux wheel-ember-cpu-linux-x86_64": "debian:bookworm",
     "wheel-linux wheel-embervision-cpu-linux-x86_64": "debian:bookworm",
-    "wheel-pure wheel-emberaudio-any": "debian:bookworm", "wheel-pure wheel-emberelastic-any": "debian:bookworm",
-    "wheel-pure wheel-ember-variant-provider-any": "debian:bookworm",
+    "wheel-pure wheel-pure-cpu-linux-x86_64-any": "debian:bookworm",
     "conda-linux conda-ember-cpu-linux-x86_64": "debian:bookworm",
     "conda-linux conda-embervision-cpu-linux-x86_64": "debian:bookworm",
-    "conda-pure conda-emberaudio-any": "debian:bookworm", "conda-pure conda-emberelastic-any": "debian:bookworm",
+    "conda-pure conda-pure-cpu-linux-x86_64-any": "debian:bookworm",
     f"docker docker-{PIPELINE_IMAGES}-cpu-linux-x86_64": "runner",
     "manifest": "runner", "publish": "runner",
 }

@@ -100,7 +100,7 @@ def test_github_matrix_and_ci_jobs_do_not_schedule_not_applicable_cells(capsys):
             "`shipyard matrix --cells` lists them") in " ".join(captured.err.split())
     # The generated workflows' jobs (one per component, variant and platform) install and build
     # only the Pythons the project admits.
-    newpy = next(j for j in build_jobs(load_spec(FIXTURE).release) if j.component == "newpy")
+    newpy = next(j for j in build_jobs(load_spec(FIXTURE).release) if j.components == ("newpy",))
     assert newpy.matrix_entry()["pythons"] == "3.11 3.12 3.13"
     assert newpy.matrix_entry()["cells"] == "3"
 

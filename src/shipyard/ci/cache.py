@@ -32,9 +32,10 @@ def job_cache_key(spec: Spec, job_id: str) -> str:
     """`<job id>-<sha256 of its inputs>`: restore-keys match on the job id."""
     job = find_job(spec, job_id)
     release = spec.release
-    component = release.components.get(job.component)
-    sources = hash_tree(spec.root / (component.path if component else "docker"))
-    section = {"component": component.model_dump(mode="json") if component else job.component,
+    # each component's sources and release.yaml section (a docker job's: the images' folder and repository)
+    components = {name: release.components.get(name) for name in job.components}
+    sources = " ".join(hash_tree(spec.root / (c.path if c else "docker")) for c in components.values())
+    section = {"components": {name: c.model_dump(mode="json") if c else name for name, c in components.items()},
                "variant": release.variants[job.variant].model_dump(mode="json"),
                "platform": job.builder, "version": release.release.version, "cells": list(job.cells)}
     builder = builder_image_tag(job.cuda) if job.cuda in CUDA_BUILDER_IMAGES else LINUX_BUILDER_IMAGE

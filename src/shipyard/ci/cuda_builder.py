@@ -21,7 +21,7 @@ from shipyard.ci.steps import (
     build_cache,
     build_upload_and_judge,
     checkout,
-    for_job_pythons,
+    for_job,
     host_tools,
     signing_env,
     tools_python,
@@ -76,7 +76,7 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
     signing = signing_env(spec)
     passed = "".join(f" -e {name}" for name in signing)  # by name: the value never is on a command line
     run = ("# The image's glibc (2.27) is too old for the actions' Node 20: only this step runs in it.\n"
-           "docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENT -e PYTHONS -e SHIPYARD_CHANNEL"
+           "docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENTS -e PYTHONS -e SHIPYARD_CHANNEL"
            f"{passed} \\\n"
            "  -e OWNER=\"$(id -u):$(id -g)\" \\\n"
            "  -e CUDA_HOME=/usr/local/cuda -e HOME=/work/.home \"$TOOLKIT_IMAGE\" bash -euo pipefail -c '\n"
@@ -88,7 +88,7 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
            "  .venv-host/bin/uv pip install --python .venv-image . cmake ninja\n"
            "  export PATH=\"$PWD/.venv-image/bin:$HOME/.local/bin:$PATH\"\n"
            "  shipyard ci pythons $PYTHONS\n"
-           + "".join(f"  {line}\n" for line in for_job_pythons(command).splitlines()) +
+           + "".join(f"  {line}\n" for line in for_job(command).splitlines()) +
            "'\n")
     steps = [checkout(), *host_tools(spec),
              {"name": "uv for the builder image", "run": "mkdir -p .venv-host/bin && cp \"$(command -v uv || "

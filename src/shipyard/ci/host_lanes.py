@@ -17,7 +17,7 @@ from shipyard.ci.steps import (
     Step,
     build_upload_and_judge,
     checkout,
-    for_job_pythons,
+    for_job,
     host_tools,
     pythons_and_cache,
     signing_env,
@@ -61,8 +61,8 @@ def vendoring_components(spec: Spec, lane: Lane) -> list[str]:
     """The lane's components whose wheels vendor libraries (release.yaml's `vendored_libraries`)."""
     if lane.kind != "wheel":
         return []  # conda packages take theirs from release.yaml's conda.channels
-    return sorted({job.component for job in lane.jobs if (c := spec.release.components.get(job.component))
-                   and c.vendored_libraries})
+    return sorted({name for job in lane.jobs for name in job.components
+                   if (c := spec.release.components.get(name)) and c.vendored_libraries})
 
 
 def vendored_libraries(spec: Spec, lane: Lane) -> list[str]:
@@ -78,8 +78,9 @@ def vendored_libraries(spec: Spec, lane: Lane) -> list[str]:
 
 def _library_step(os_name: str, libraries: list[str], components: list[str]) -> Step:
     packages = " ".join(VENDORED_LIBRARY_SOURCES[lib][os_name] for lib in libraries)
-    # Only the jobs of the components that vendor them (a JSON list, read by fromJSON).
-    only = "contains(fromJSON('[" + ", ".join(f'"{c}"' for c in components) + "]'), matrix.component)"
+    # Only the jobs of the components that vendor them (a JSON list, read by fromJSON; a native
+    # job has one component).
+    only = "contains(fromJSON('[" + ", ".join(f'"{c}"' for c in components) + "]'), matrix.components)"
     if os_name == "windows":
         return {"name": f"{', '.join(libraries)} from vcpkg ({VCPKG_TRIPLET}; delvewheel vendors the DLLs)",
                 "if": only, "shell": "pwsh", "env": {"PORTS": packages, "TRIPLET": VCPKG_TRIPLET},
@@ -113,5 +114,5 @@ def host_lane(spec: Spec, lane: Lane, command: str) -> Job:
         steps.append(_library_step(lane.os, libraries, vendoring_components(spec, lane)))
     steps += [*pythons_and_cache(),
               *build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},
-                                      for_job_pythons(command))]
+                                      for_job(command))]
     return {"steps": steps}

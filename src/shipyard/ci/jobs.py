@@ -1,5 +1,7 @@
 """The release matrix as GitHub jobs: one job per (component, variant, platform) and package
 type, building every Python of its cells, so a native core is built once per job as it is here.
+The pure components of a package type share one job (per variant they are first built for): each
+is a small build, and a job of its own paid a whole container's set-up for it.
 
 Jobs fall into lanes, one workflow job (one `strategy.matrix`) each: Linux wheels in the builder
 container, Linux wheels of a CUDA version that needs a builder image of its own, Windows and macOS
@@ -21,6 +23,9 @@ from shipyard.release import matrix
 from shipyard.release.matrix import ANY, Cell, builder_platform, expand
 from shipyard.release.spec import Release
 
+# The word a pure job's id has where a native job's has its component: wheel-pure-cpu-linux-x86_64-any
+# (the pure wheels, tested against the cpu variant's linux-x86_64 wheels).
+PURE = "pure"
 
 class MatrixTooLarge(ShipyardError):
     """A lane's matrix holds more jobs than GitHub runs from one matrix."""
@@ -28,10 +33,11 @@ class MatrixTooLarge(ShipyardError):
 
 @dataclass(frozen=True)
 class BuildJob:
-    """One GitHub job: every cell of one component, variant and platform of one package type."""
+    """One GitHub job: every cell of one component, variant and platform of one package type; a
+    pure job: every pure component's cell of one package type."""
 
     kind: str  # wheel | conda | mobile | docker
-    component: str
+    components: tuple[str, ...]  # one, but for a pure job (every pure component) and a docker job (the repository)
     variant: str  # the variant the build command takes (a pure job's: the first it stands for)
     variant_tag: str
     platform: str  # the platform built for; "any" for a pure job, "mobile" for the mobile targets
@@ -45,8 +51,8 @@ class BuildJob:
     @property
     def id(self) -> str:
         if self.platform == ANY:
-            return f"{self.kind}-{self.component}-{ANY}"
-        return f"{self.kind}-{self.component}-{self.variant_tag}-{self.platform}"
+            return f"{self.kind}-{PURE}-{self.variant_tag}-{self.builder}-{ANY}"
+        return f"{self.kind}-{self.components[0]}-{self.variant_tag}-{self.platform}"
 
     @property
     def lane(self) -> str:
@@ -69,7 +75,7 @@ class BuildJob:
         return cuda_toolkit_recipe(self.cuda).host_cxx if self.cuda else ""
 
     def matrix_entry(self) -> dict[str, str]:
-        return {"id": self.id, "component": self.component, "variant": self.variant,
+        return {"id": self.id, "components": " ".join(self.components), "variant": self.variant,
                 "variant_tag": self.variant_tag, "platform": self.platform, "builder": self.builder,
                 "os": self.os, "runner": self.runner, "cuda": self.cuda, "cuda_host_cxx": self.cuda_host_cxx,
                 "pythons": " ".join(self.pythons), "cells": str(len(self.cells))}
@@ -79,17 +85,23 @@ def build_jobs(release: Release, cells: Iterable[Cell] | None = None) -> list[Bu
     """The jobs that build `cells` (default: the whole matrix), in matrix order."""
     jobs: dict[tuple[str, str, str, str], list[Cell]] = {}
     for cell in expand(release) if cells is None else cells:
-        platform = "mobile" if cell.package_type == "mobile" else cell.platform
-        jobs.setdefault((cell.package_type, cell.component, cell.variant, platform), []).append(cell)
+        if cell.is_pure:  # with the other pure components tested against the same variant and builder
+            key = (cell.package_type, PURE, cell.variants[0], builder_platform(release, cell).name)
+        else:
+            key = (cell.package_type, cell.component, cell.variant,
+                   "mobile" if cell.package_type == "mobile" else cell.platform)
+        jobs.setdefault(key, []).append(cell)
     out = []
-    for (kind, component, variant_name, platform), members in jobs.items():
+    for (kind, _, variant_name, _), members in jobs.items():
         first = members[0]
-        variant = release.variants[first.variants[0] if first.is_pure else variant_name]
+        platform = "mobile" if kind == "mobile" else first.platform  # ANY for a pure job
+        variant = release.variants[variant_name]
         builder = builder_platform(release, first)
         pythons = tuple(dict.fromkeys(c.python for c in members if c.python))
         if first.is_pure:  # built once, with the release's Pythons available for its tests
             pythons = release.pythons
-        out.append(BuildJob(kind=kind, component=component, variant=variant.name, variant_tag=variant.tag,
+        components = tuple(dict.fromkeys(c.component for c in members))
+        out.append(BuildJob(kind=kind, components=components, variant=variant.name, variant_tag=variant.tag,
                             platform=platform, builder=builder.name, os=builder.os, runner=builder.github_runner,
                             cuda="" if first.is_pure else variant.cuda or "", pythons=pythons,
                             cells=tuple(c.id for c in members)))
@@ -102,8 +114,9 @@ def docker_jobs(release: Release) -> list[BuildJob]:
     if images is None:
         return []
     platform = release.platforms[images.platform]
-    return [BuildJob(kind="docker", component=images.repository, variant=name, variant_tag=release.variants[name].tag,
-                     platform=platform.name, builder=platform.name, os=platform.os, runner=platform.github_runner,
+    return [BuildJob(kind="docker", components=(images.repository,), variant=name,
+                     variant_tag=release.variants[name].tag, platform=platform.name, builder=platform.name,
+                     os=platform.os, runner=platform.github_runner,
                      cuda=release.variants[name].cuda or "", pythons=(images.python,))
             for name in images.variants]
 

@@ -15,7 +15,7 @@ from shipyard.ci.steps import (
     container_packages,
     container_tools,
     download_fragments,
-    for_job_pythons,
+    for_job,
     host_tools,
     pythons_and_cache,
     signing_env,
@@ -49,7 +49,7 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
                              "fi\n"
                              "shipyard toolchain install \"$VARIANT\"\n"})
     steps += build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},
-                                    for_job_pythons(command))
+                                    for_job(command))
     return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
 
 

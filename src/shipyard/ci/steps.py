@@ -21,7 +21,7 @@ from shipyard.release.validate import Spec
 Step = dict[str, Any]
 Job = dict[str, Any]
 
-MATRIX_ENV = {"VARIANT": "${{ matrix.variant }}", "COMPONENT": "${{ matrix.component }}"}
+MATRIX_ENV = {"VARIANT": "${{ matrix.variant }}", "COMPONENTS": "${{ matrix.components }}"}  # space-separated
 
 # `shipyard build` and `shipyard conda build` exit 1 when a stable feature failed its tests (the
 # artifacts are built and the fragment's manifest records the failure); any other non-zero status
@@ -117,15 +117,21 @@ def container_tools(root: Path, apt_set: str) -> list[Step]:
 
 PYTHONS_ENV = {"PYTHONS": "${{ matrix.pythons }}"}  # the job's Pythons, space-separated
 
-# A build step's `--python` per Python of the job: the plan narrows matrix.pythons (a dispatched
-# run's `python` input), and without them `shipyard build` builds every Python of the release.
-JOB_PYTHON_ARGS = ("read -r -a pythons <<< \"$PYTHONS\"\n"
-                   "python_args=(); for python in \"${pythons[@]}\"; do python_args+=(--python \"$python\"); done\n")
+# A build step's `--component` per component of the job ($COMPONENTS: one, or a pure job's every
+# pure component), read by the build command as "${component_args[@]}", and `--python` per Python:
+# the plan narrows matrix.pythons (a dispatched run's `python` input), and without them `shipyard
+# build` builds every Python of the release.
+JOB_ARGS = ("read -r -a components <<< \"$COMPONENTS\"\n"
+            "component_args=(); for component in \"${components[@]}\"; do "
+            "component_args+=(--component \"$component\"); done\n"
+            "read -r -a pythons <<< \"$PYTHONS\"\n"
+            "python_args=(); for python in \"${pythons[@]}\"; do python_args+=(--python \"$python\"); done\n")
 
 
-def for_job_pythons(command: str) -> str:
-    """`command` (its last line the build) given `--python` per Python of $PYTHONS."""
-    return JOB_PYTHON_ARGS + command.rstrip() + " \"${python_args[@]}\"\n"
+def for_job(command: str) -> str:
+    """`command` (its last line the build, naming "${component_args[@]}") given `--python` per
+    Python of $PYTHONS."""
+    return JOB_ARGS + command.rstrip() + " \"${python_args[@]}\"\n"
 
 
 def job_pythons() -> Step:
