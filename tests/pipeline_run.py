@@ -101,6 +101,17 @@ class PipelineRun:
         """What step `step` of the job named `job` printed."""
         return "\n".join(line for name, printed_by, line in self.printed() if (name, printed_by) == (job, step))
 
+    def failed_jobs_log(self, lines: int = 60) -> str:
+        """The last `lines` lines each failed job printed, each after its step: for a failure
+        message, since act's log goes with the run folder (a suite on a tmpfs drops it)."""
+        failed = {row["name"] for row in self.jobs if row["result"] == "failure"}
+        printed: dict[str, list[str]] = {}
+        for name, step, line in self.printed():
+            if name in failed:
+                printed.setdefault(name, []).append(f"[{step}] {line}")
+        return "".join(f"\n--- {name}, its last {lines} lines:\n" + "\n".join(out[-lines:])
+                       for name, out in printed.items())
+
     def steps_printing(self, text: str) -> list[tuple[str, str]]:
         """(job, step) of every step that printed `text`."""
         return [(name, step) for name, step, line in self.printed() if text in line]

@@ -63,7 +63,7 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         secrets = {**pipeline.secrets, "SHIPYARD_SIGNING_KEY": private.read_text()}
         run = run_pipeline(pipeline.repo, tmp_path / "run", secrets, "--workflow", "nightly",
                            "--variant", "cpu", "--python", "3.11", "--package-type", "wheel,conda,docker")
-        assert run.returncode == 0, run.output[-5000:]
+        assert run.returncode == 0, run.output[-5000:] + run.failed_jobs_log()
         assert run.ran() == dict.fromkeys(RUNS_HERE, "success"), run.table()
         for row in run.jobs:
             if row["name"] in RUNS_HERE:

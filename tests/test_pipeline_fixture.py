@@ -38,7 +38,7 @@ def _shipyard(repo: Path, env: dict[str, str], *args: str) -> subprocess.Complet
 
 
 def _ran_green(run: PipelineRun) -> None:
-    assert run.returncode == 0, run.output[-4000:]
+    assert run.returncode == 0, run.output[-4000:] + run.failed_jobs_log()
     assert run.ran() == dict.fromkeys(JOBS, "success"), run.table()
 
 
