@@ -28,8 +28,8 @@ from shipyard.conda.bootstrap import (
     ensure_bootstrap_channel,
     release_requirements,
 )
-from shipyard.host.toolchains.discover import discover, toolchain_cache
-from shipyard.host.toolchains.sysroot import install_sysroot, sysroot_recipes
+from shipyard.host.toolchains.obtain import obtain_sysroot
+from shipyard.host.toolchains.sysroot import sysroot_recipes
 from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -367,8 +367,7 @@ def _glibc_sysroots() -> None:
     """Assemble, once per machine, the sysroots the release and the fixture releases promise
     (manylinux_2_31: bullseye), as `nox -s build-cpu` does with --install-toolchain."""
     for recipe in sysroot_recipes():
-        install_sysroot(recipe.name, toolchain_cache())
-    discover.cache_clear()
+        obtain_sysroot(recipe.name, progress=lambda _: None)
 
 
 @pytest.fixture(scope="session")

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.cli import main
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
 from shipyard.host.apt_sources import debian_mirror
 from shipyard.host.toolchains.cuda_recipes import InstalledCudaToolkit, cuda_toolkit_recipes
 from shipyard.host.toolchains.cuda_toolkit import find_installed_cuda_toolkits, install_cuda_toolkit
 from shipyard.host.toolchains.cuobjdump import cuda_device_code, cuda_sass_archs
+from shipyard.host.toolchains.discover import discover
 from shipyard.plumbing import command
 from shipyard.release.cuda_archs import DeviceCode, gencode_flags, parse_arch_list, ptx_arch, sm_name
 from shipyard.release.cuda_archs import supported_archs as arch_table
@@ -378,6 +380,29 @@ def test_discovery_finds_the_installed_toolkits(cuda11: InstalledCudaToolkit, cu
     assert cuda11.identity != cuda12.identity
     assert any(c.startswith("deb:nvidia-cuda-toolkit=11.8.89~") for c in cuda11.components)
     assert "wheel:nvidia-cuda-runtime-cu12==12.4.127" in cuda12.components
+
+
+@pytest.mark.slow
+@pytest.mark.cuda_toolkit
+@debian_host
+def test_toolchain_install_leaves_the_process_seeing_a_toolkit_another_one_installed(
+        cuda11: InstalledCudaToolkit, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    """This process looked at the host before the toolkit was there; another process (a parallel
+    nox session, another test worker) then installed it. `shipyard toolchain install` finds it
+    ("already installed"), and a build in the same process must find it too: it said "no CUDA
+    11.8 toolkit" from the stale look, in a whole run on a bare machine."""
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    discover.cache_clear()
+    request.addfinalizer(discover.cache_clear)
+    if discover().cuda_toolkit("11.8") is not None:
+        pytest.skip(f"this host has CUDA 11.8 outside shipyard's cache ({discover().cuda_toolkit('11.8')})")
+    (tmp_path / "cache" / "toolchains").mkdir(parents=True)
+    (tmp_path / "cache" / "toolchains" / "cuda-11.8").symlink_to(cuda11.root)  # the other process's install
+    assert main(["--root", str(repo), "toolchain", "install", "cuda11"]) == 0
+    found = discover().cuda_toolkit("11.8")
+    assert found is not None and found.nvcc == tmp_path / "cache" / "toolchains" / "cuda-11.8" / "bin" / "nvcc", found
 
 
 @pytest.mark.slow

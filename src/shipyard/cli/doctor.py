@@ -47,14 +47,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_toolchain_install(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
-    from shipyard.host.toolchains.cuda_toolkit import install_cuda_toolkit
-    from shipyard.host.toolchains.discover import toolchain_cache
-    from shipyard.host.toolchains.sysroot import install_sysroot, sysroot_recipes
+    from shipyard.host.toolchains.obtain import obtain_cuda_toolkit, obtain_sysroot
+    from shipyard.host.toolchains.sysroot import sysroot_recipes
 
     say = lambda step: console.print(f"  [cyan]•[/] {step}")  # noqa: E731
     sysroots = [r.name for r in sysroot_recipes()]
     if args.name in sysroots:
-        sysroot = install_sysroot(args.name, toolchain_cache(), progress=say)
+        sysroot = obtain_sysroot(args.name, say)
         console.print(f"[green]ready[/]: the {sysroot.name} sysroot at {sysroot.root} (g++ {sysroot.gcc_version}, "
                       f"glibc {sysroot.glibc}; CC={sysroot.cc} CXX={sysroot.cxx})")
         return 0
@@ -68,7 +67,7 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
                             + f" (CUDA variants: {', '.join(cuda_variants)}; sysroots: {', '.join(sysroots)})")
     if not variant.cuda:
         raise ShipyardError(f"variant {args.name!r} needs no toolkit (it has no cuda version)")
-    toolkit = install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(), progress=say)
+    toolkit = obtain_cuda_toolkit(variant, say)
     console.print(f"[green]ready[/]: CUDA {toolkit.version} at {toolkit.root} "
                   f"(nvcc {toolkit.nvcc}, host {toolkit.host_cxx}); verified archs "
                   f"{';'.join(variant.archs)}")

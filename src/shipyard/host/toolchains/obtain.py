@@ -1,24 +1,57 @@
 """Obtaining what a build needs on this host when it is missing: the sysroot for the platform's glibc
-promise, the variant's CUDA toolkit."""
+promise, the variant's CUDA toolkit. Each installer here leaves this process's view of the host
+(`discover`, cached) looking again, whether it assembled the toolchain or found it there: another
+process (a parallel nox session, another test worker) may have put it there after this one looked."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from shipyard.release.validate import Spec
 
+if TYPE_CHECKING:
+    from shipyard.host.toolchains.cuda_toolkit import InstalledCudaToolkit
+    from shipyard.host.toolchains.sysroot import Sysroot
+    from shipyard.release.spec import Variant
 
-def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> None:  # noqa: ANN001
+Progress = Callable[[str], None]
+
+
+def obtain_sysroot(name: str, progress: Progress) -> Sysroot:
+    """The sysroot `name` of resources/sysroots.toml, assembled in shipyard's cache unless there."""
+    from shipyard.host.toolchains.discover import discover, toolchain_cache
+    from shipyard.host.toolchains.sysroot import install_sysroot
+
+    try:
+        return install_sysroot(name, toolchain_cache(), progress=progress)
+    finally:
+        discover.cache_clear()
+
+
+def obtain_cuda_toolkit(variant: Variant, progress: Progress) -> InstalledCudaToolkit:
+    """The CUDA toolkit of `variant`, assembled in shipyard's cache and proved for its archs unless there."""
+    from shipyard.host.toolchains.cuda_toolkit import install_cuda_toolkit
+    from shipyard.host.toolchains.discover import discover, toolchain_cache
+
+    assert variant.cuda is not None, variant.name
+    try:
+        return install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(), progress=progress)
+    finally:
+        discover.cache_clear()
+
+
+def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Progress) -> None:
     """Assemble the sysroot this host's wheels need to keep their glibc promise, and the variant's
     CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc older than any sysroot)."""
     from shipyard.errors import ToolchainMissing
-    from shipyard.host.toolchains.cuda_toolkit import install_cuda_toolkit
-    from shipyard.host.toolchains.discover import discover, toolchain_cache
-    from shipyard.host.toolchains.sysroot import install_sysroot, recipe_for_glibc
+    from shipyard.host.toolchains.discover import discover
+    from shipyard.host.toolchains.sysroot import recipe_for_glibc
 
     platform = spec.release.platforms.get(discover().host_platform)
     glibc = platform.promised_glibc if platform else None
     if glibc and discover().compiler_at_most(None, glibc=glibc) is None and (recipe := recipe_for_glibc(glibc)):
-        install_sysroot(recipe.name, toolchain_cache(), progress=progress)
-        discover.cache_clear()
+        obtain_sysroot(recipe.name, progress)
     variant = spec.release.find_variant(variant_name)
     if variant is None or not variant.cuda:
         return
@@ -26,7 +59,6 @@ def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress) -> 
     if present is not None and present.cuobjdump is not None:
         return  # usable as it is (a toolkit without cuobjdump cannot pass the arch check)
     try:
-        install_cuda_toolkit(variant.cuda, variant.archs, toolchain_cache(), progress=progress)
+        obtain_cuda_toolkit(variant, progress)
     except ToolchainMissing as exc:
         progress(f"no toolkit installed: {exc}")
-    discover.cache_clear()
