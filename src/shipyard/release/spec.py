@@ -10,6 +10,7 @@ into these frozen objects; nothing downstream reads the YAML again.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from pathlib import Path
@@ -292,6 +293,12 @@ class MobileTarget(Frozen):
         return tuple(found)
 
 
+@functools.lru_cache(maxsize=4096)
+def _globs_match(name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether any of `patterns` (fnmatch globs, case-sensitive) matches `name`."""
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
 class Exclusion(Frozen):
     """Cells matching every given selector (fnmatch globs) are removed from the matrix."""
 
@@ -310,10 +317,13 @@ class Exclusion(Frozen):
         return self
 
     def matches(self, **fields: str) -> bool:
-        for key, patterns in self.selectors().items():
-            if patterns and not any(fnmatch.fnmatchcase(fields[key], p) for p in patterns):
-                return False
-        return True
+        # Asked for every cell of the matrix and every exclusion each time release.yaml is
+        # validated (thousands of times per command): each (name, globs) answer is computed once.
+        return ((not self.component or _globs_match(fields["component"], self.component))
+                and (not self.variant or _globs_match(fields["variant"], self.variant))
+                and (not self.platform or _globs_match(fields["platform"], self.platform))
+                and (not self.python or _globs_match(fields["python"], self.python))
+                and (not self.package_type or _globs_match(fields["package_type"], self.package_type)))
 
     def selectors(self) -> dict[str, tuple[str, ...]]:
         return {"component": self.component, "variant": self.variant, "platform": self.platform,
