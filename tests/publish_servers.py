@@ -151,7 +151,9 @@ def static_server(folder: Path, port: int = 0) -> Iterator[str]:
 @contextmanager
 def serving_in_thread(server: ThreadingHTTPServer) -> Iterator[None]:
     """`server` answering from a thread of its own while the block runs; shut down and closed after."""
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next look at its flag: every 0.5 s by default, which
+    # was most of a short test's time.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield
