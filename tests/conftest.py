@@ -61,6 +61,11 @@ SLOWEST_FIRST = ("test_pipeline_ember.py", "test_pipeline_fixture.py",
                  "test_publish_release.py", "test_publish_faults.py", "test_publish.py", "test_publish_images.py",
                  "test_wheel_pipeline.py", "test_thirdparty_build.py", "test_test_gating.py",
                  "test_container_build.py", "test_cuda_toolkit.py")
+# The fast files that take longest (each 5-12 s; the rest of the fast tier is under 5 s a file):
+# they go out first of the fast ones, so that the small files even out the workers' ends.
+HEAVIEST_FAST_FIRST = ("test_ci_workflows.py", "test_wheel_variants.py", "test_thirdparty_spec.py",
+                       "test_bad_input_files.py", "test_bad_input.py", "test_report.py", "test_conda_build.py",
+                       "test_get_started.py", "test_report_browser.py")
 
 # Session fixtures that build (not once per machine under a lock, as the toolchains and the
 # conda bootstrap channel do): the tests using one share an xdist group, so it builds once.
@@ -164,7 +169,8 @@ def _deal(groups: dict[pytest.Item, str]) -> dict[pytest.Item, int]:
     worker's last test only once it holds the next one, so a worker left with two tests or fewer
     is handed the next group at once, which then waits behind them: a slow group of one or two
     tests (the main job, the bullseye build) takes in a fast file of three tests or more, after
-    its own (`groups` is changed to say so), and the next slow group does not wait behind it."""
+    its own (`groups` is changed to say so), and the next slow group does not wait behind it.
+    The fast groups go out HEAVIEST_FAST_FIRST's first."""
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     group_rank: dict[str, int] = {}
     members: dict[str, list[pytest.Item]] = {}
@@ -176,7 +182,9 @@ def _deal(groups: dict[pytest.Item, str]) -> dict[pytest.Item, int]:
             slow.add(group)
     ranked = sorted((g for g in members if group_rank[g] < len(rank)), key=group_rank.__getitem__)
     order = ranked + [g for g in members if g in slow and g not in ranked]
-    fast = [g for g in members if g not in order]
+    heavy = {name: i for i, name in enumerate(HEAVIEST_FAST_FIRST)}
+    fast = sorted((g for g in members if g not in order),
+                  key=lambda g: min(heavy.get(item.path.name, len(heavy)) for item in members[g]))
     companions = [g for g in fast if len(members[g]) > 2]
     place: dict[pytest.Item, int] = {}
     for group in order + fast:
