@@ -319,11 +319,7 @@ class Exclusion(Frozen):
     def matches(self, **fields: str) -> bool:
         # Asked for every cell of the matrix and every exclusion each time release.yaml is
         # validated (thousands of times per command): each (name, globs) answer is computed once.
-        return ((not self.component or _globs_match(fields["component"], self.component))
-                and (not self.variant or _globs_match(fields["variant"], self.variant))
-                and (not self.platform or _globs_match(fields["platform"], self.platform))
-                and (not self.python or _globs_match(fields["python"], self.python))
-                and (not self.package_type or _globs_match(fields["package_type"], self.package_type)))
+        return all(not patterns or _globs_match(fields[key], patterns) for key, patterns in self.selectors().items())
 
     def selectors(self) -> dict[str, tuple[str, ...]]:
         return {"component": self.component, "variant": self.variant, "platform": self.platform,
