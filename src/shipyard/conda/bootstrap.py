@@ -51,7 +51,6 @@ from shipyard.conda.bootstrap_plan import (
     _TEMPLATES,
     REVISION,
     WHEEL_PLATFORM,
-    Progress,
     _cudart_requirement,
     _debian_libraries,
     _digest,
@@ -69,6 +68,7 @@ from shipyard.host.toolchains.discover import cache_root as shipyard_cache
 from shipyard.host.toolchains.discover import pyenv_root
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.file_lock import exclusive
+from shipyard.plumbing.progress import Progress
 from shipyard.release.validate import Spec
 from shipyard.testing.runner import component_test_requirements
 

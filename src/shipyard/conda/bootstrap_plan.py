@@ -35,10 +35,8 @@ from shipyard.host.toolchains.cuda_recipes import cuda_runtime_wheel
 from shipyard.host.toolchains.discover import probe_interpreter
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
+from shipyard.plumbing.progress import Progress
 from shipyard.plumbing.wheel_metadata import dist_info, read_metadata
-
-Progress = Callable[[str], None]
-
 
 # Bump when this module changes what a package holds without its recipe text changing.
 REVISION = "1"

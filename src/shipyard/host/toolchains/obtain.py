@@ -5,17 +5,15 @@ process (a parallel nox session, another test worker) may have put it there afte
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from shipyard.plumbing.progress import Progress
 from shipyard.release.validate import Spec
 
 if TYPE_CHECKING:
     from shipyard.host.toolchains.cuda_toolkit import InstalledCudaToolkit
     from shipyard.host.toolchains.sysroot import Sysroot
     from shipyard.release.spec import Variant
-
-Progress = Callable[[str], None]
 
 
 def obtain_sysroot(name: str, progress: Progress) -> Sysroot:
