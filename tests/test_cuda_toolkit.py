@@ -396,8 +396,8 @@ def test_toolchain_install_leaves_the_process_seeing_a_toolkit_another_one_insta
     monkeypatch.delenv("CUDA_HOME", raising=False)
     discover.cache_clear()
     request.addfinalizer(discover.cache_clear)
-    if discover().cuda_toolkit("11.8") is not None:
-        pytest.skip(f"this host has CUDA 11.8 outside shipyard's cache ({discover().cuda_toolkit('11.8')})")
+    if (outside := discover().cuda_toolkit("11.8")) is not None:
+        pytest.skip(f"this host has CUDA 11.8 outside shipyard's cache ({outside.root})")
     (tmp_path / "cache" / "toolchains").mkdir(parents=True)
     (tmp_path / "cache" / "toolchains" / "cuda-11.8").symlink_to(cuda11.root)  # the other process's install
     assert main(["--root", str(repo), "toolchain", "install", "cuda11"]) == 0
