@@ -311,7 +311,8 @@ def _plan(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Pa
                 continue  # a pure wheel pip chose for no Python that can run it: cannot happen, but harmless
             host = max(marker_pythons, key=lambda i: _version_key(i.version))
             deps = _dependencies(wheel, marker_pythons)
-            recipe = _wheel_recipe(wheel, wheels_dir / file, host.version, deps)
+            installer = wheels_dir / _installer_wheel(record["wheels"][host.version], host.version)
+            recipe = _wheel_recipe(wheel, wheels_dir / file, host.version, deps, installer)
             label = f"{wheel.name} {wheel.version}" + ("" if wheel.pure else f" (Python {build_python})")
             plan.append(package(conda_name(wheel.name), wheel.version, label,
                                 ("python", "python_abi", *(conda_name(d.name) for d in deps)), recipe,
@@ -340,7 +341,17 @@ def _plan(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Pa
     return _ordered(plan)
 
 
-def _wheel_recipe(wheel: _Wheel, path: Path, python: str, deps: Sequence[Requirement]) -> str:
+def _installer_wheel(files: Iterable[str], python: str) -> str:
+    """The wheel of pypa's installer pip chose for `python` (ROOT_REQUIREMENTS holds it): the
+    repacking recipes run it from that file, with the host Python."""
+    found = [f for f in files if parse_wheel_filename(f)[0] == "installer"]
+    if len(found) != 1:
+        raise BuildError(f"conda bootstrap channel: pip chose {found or 'no'} installer wheels for Python "
+                         f"{python}; the repacking recipes need exactly one (conda/bootstrap.py ROOT_REQUIREMENTS)")
+    return found[0]
+
+
+def _wheel_recipe(wheel: _Wheel, path: Path, python: str, deps: Sequence[Requirement], installer: Path) -> str:
     conda_deps = [f"{conda_name(d.name)} {d.specifier}".strip() for d in deps]
 
     def fill(recipe: dict[str, Any]) -> None:
@@ -353,7 +364,7 @@ def _wheel_recipe(wheel: _Wheel, path: Path, python: str, deps: Sequence[Require
             recipe["requirements"]["run"] += conda_deps
 
     context = {"name": conda_name(wheel.name), "version": wheel.version, "wheel": wheel.file, "wheel_path": str(path),
-               "wheel_sha256": wheel.sha256}
+               "wheel_sha256": wheel.sha256, "installer_wheel": str(installer)}
     if wheel.pure:
         return _render("wheel-noarch", {**context, "host_python": python}, fill)
     return _render("wheel-python", {**context, "python": python}, fill)
