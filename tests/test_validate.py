@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from shipyard.cli import main
 from shipyard.errors import SpecError
 from shipyard.release.validate import load_spec
+from shipyard.resources.pytest_plugin.shipyard_test_ids import defined_tests
 
 R, F = "release.yaml", "feature_status.yaml"
 
@@ -202,6 +204,43 @@ def test_a_parametrised_id_of_a_case_that_exists_is_valid(spec_copy) -> None:
     _parametrised_ids(spec_copy, "test_any_length[1]", "test_any_length", "test_computed[7]", "test_on_a_device[cpu]")
     load_spec(spec_copy.root)
 
+
+
+FIXTURES_WHERE_PYTEST_FINDS_THEM = """
+import pytest
+if True:
+    @pytest.fixture(params=["a"])
+    def conditional(request):
+        return request.param
+try:
+    import numpy
+except ImportError:
+    @pytest.fixture(params=["b"])
+    def fallback(request):
+        return request.param
+class TestOuter:
+    class TestInner:
+        @pytest.fixture(params=["c"])
+        def in_a_class(self, request):
+            return request.param
+def helper():
+    @pytest.fixture(params=["d"])
+    def inside_a_function(request):
+        return request.param
+def test_conditional(conditional): pass
+def test_fallback(fallback): pass
+def test_in_a_class(in_a_class): pass
+def test_inside_a_function(inside_a_function): pass
+"""
+
+
+def test_fixtures_with_params_count_where_pytest_collects_fixtures_only() -> None:
+    # A fixture with params at module level (inside an `if` or an `except` too) or in a class
+    # parametrises its tests, so their cases are known only at run time (None); pytest never
+    # collects one defined inside a function, so a test taking that name has no cases (()).
+    tests = defined_tests(ast.parse(FIXTURES_WHERE_PYTEST_FINDS_THEM), "tests/test_x.py")
+    assert {t.id.rpartition("::")[2]: t.cases for t in tests} == {
+        "test_conditional": None, "test_fallback": None, "test_in_a_class": None, "test_inside_a_function": ()}
 
 
 def test_test_ids_are_checked_against_the_files_as_they_are_now(spec_copy) -> None:

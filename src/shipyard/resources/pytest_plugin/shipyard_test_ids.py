@@ -135,13 +135,21 @@ def _parametrize_marks(expr: ast.AST | list[ast.expr] | None) -> list[ast.Call]:
 
 
 def _param_fixture_names(tree: ast.Module) -> frozenset[str]:
-    """Fixtures defined with `params=` in this file (anywhere: a class may hold them too)."""
+    """Fixtures defined with `params=` in this file: where pytest finds fixtures, at module level
+    (inside an `if` or a `try` too) and in classes. Function bodies, most of a test file, are not
+    read: a fixture defined inside a function is never collected. Every command that loads the
+    release reads every component's test files, so this walk is kept to the statements that count."""
     names = set()
-    for node in ast.walk(tree):
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            for dec in node.decorator_list:
-                if isinstance(dec, ast.Call) and any(k.arg == "params" for k in dec.keywords):
-                    names.add(node.name)
+            if any(isinstance(dec, ast.Call) and any(k.arg == "params" for k in dec.keywords)
+                   for dec in node.decorator_list):
+                names.add(node.name)
+            continue
+        pending += [child for child in ast.iter_child_nodes(node)
+                    if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case)]
     return frozenset(names)
 
 
