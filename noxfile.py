@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +22,9 @@ nox.options.sessions = ["matrix"]
 
 ROOT = Path(__file__).parent
 RELEASE = yaml.safe_load((ROOT / "release.yaml").read_text())
+
+sys.path.insert(0, str(ROOT / "ci"))
+import scratch_tmpfs  # noqa: E402  (ci/: the noxfile's own helpers, standard library only)
 
 
 def _all_system_packages(session: nox.Session) -> None:
@@ -274,51 +275,16 @@ def bench_pipeline(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_pipeline.py", *session.posargs)
 
 
-# The suite's scratch in memory (see _test_scratch) only on a machine with this much: a whole run
-# held up to 11.6 GB there at once (2026-12-03, 24 GiB machine: 10.4 GB still available), beside
-# its compilers, servers and containers.
-SCRATCH_MIN_MEMORY_GIB = 20
-
-
-def _memory_gib() -> float:
-    with open("/proc/meminfo") as meminfo:
-        return int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal:"))) / 2**20
-
-
 @contextlib.contextmanager
 def _test_scratch(session: nox.Session) -> Iterator[dict[str, str]]:
-    """The environment that puts the suite's scratch on a tmpfs mounted for the run: the tests'
-    temporary folders (TMPDIR) and the data of the dockerd the suite starts
-    (SHIPYARD_TEST_DOCKER_ROOT, read by tests/docker_daemon.py: images, containers, the act jobs'
-    workspaces). The disk of the machines CI runs on is ext4 without a journal, whose inode
-    allocator skips every inode freed in the last five minutes, one buffer lookup each: a suite
-    that makes and drops millions of files spent a third of the fixture pipeline's CPU in the
-    kernel that way (docs/limits.md). Only as root on Linux with SCRATCH_MIN_MEMORY_GIB;
-    SHIPYARD_TEST_SCRATCH=disk keeps it on disk. Unmounted afterwards, whatever the tests' result."""
-    reason = ("SHIPYARD_TEST_SCRATCH=disk" if os.environ.get("SHIPYARD_TEST_SCRATCH") == "disk" else
-              "not Linux" if not sys.platform.startswith("linux") else
-              "not root" if os.geteuid() != 0 else
-              f"less than {SCRATCH_MIN_MEMORY_GIB} GiB of memory" if _memory_gib() < SCRATCH_MIN_MEMORY_GIB else "")
-    folder = Path(tempfile.mkdtemp(prefix="shipyard-tests-scratch-")) if not reason else None
-    if folder is not None and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=75%,mode=0755", "shipyard-tests",
-                                              str(folder)]).returncode != 0:
-        folder.rmdir()
-        folder, reason = None, "mount refused"
-    if folder is None:
-        session.log(f"the tests' scratch on disk ({reason})")
-        yield {}
-        return
-    session.log(f"the tests' scratch (temporary folders, dockerd's data) on a tmpfs at {folder}")
-    (folder / "tmp").mkdir()
-    (folder / "tmp").chmod(0o1777)  # as /tmp: the containers' users write there too
-    try:
-        yield {"TMPDIR": str(folder / "tmp"), "SHIPYARD_TEST_DOCKER_ROOT": str(folder / "docker")}
-    finally:
-        # -l: a container's process that outlived the suite must not keep the mount busy
-        if subprocess.run(["umount", "-R", "-l", str(folder)], check=False).returncode == 0:
-            folder.rmdir()
-        else:
-            session.warn(f"could not unmount the tests' tmpfs at {folder}: `umount -R -l {folder}`")
+    """The suite's scratch (its temporary folders, dockerd's data) on a tmpfs for the run, when
+    root on Linux with the memory available (ci/scratch_tmpfs.py, which first unmounts what killed
+    runs left behind); SHIPYARD_TEST_SCRATCH=disk keeps it on disk. The disk of the machines CI
+    runs on is ext4 without a journal, whose inode allocator skips every inode freed in the last
+    five minutes, one buffer lookup each: a suite that makes and drops millions of files spent a
+    third of the fixture pipeline's CPU in the kernel that way (docs/limits.md)."""
+    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
+        yield env
 
 
 @nox.session(name="tests")
@@ -344,5 +310,5 @@ def native(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff and mypy over shipyard's sources."""
     _install_shipyard(session, "lint")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "ci", "noxfile.py")
     session.run("mypy")
