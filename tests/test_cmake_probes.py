@@ -24,6 +24,12 @@ HAVE_PNG_H:INTERNAL=1
 """
 
 
+def _configure(source: Path, build: Path, defines: dict[str, str], *options: str) -> str:
+    """What `cmake -S source -B build` prints, given `defines` as -D options."""
+    return command.run(["cmake", "-S", source, "-B", build, *options, *[f"-D{k}={v}" for k, v in defines.items()]],
+                       timeout=300).stdout
+
+
 def test_only_findthreads_results_are_taken_from_the_cores_cache(tmp_path):
     (tmp_path / "CMakeCache.txt").write_text(CACHE)
     assert toolchain_probes(tmp_path) == {"CMAKE_HAVE_LIBC_PTHREAD": "", "CMAKE_HAVE_PTHREADS_CREATE": "",
@@ -45,8 +51,7 @@ def test_a_configure_given_the_probes_skips_the_checks_and_links_threads_the_sam
         'message(STATUS "threads link: [${CMAKE_THREAD_LIBS_INIT}]")\n')
 
     def configure(build: Path, defines: dict[str, str]) -> str:
-        return command.run(["cmake", "-S", source, "-B", build, *[f"-D{k}={v}" for k, v in defines.items()]],
-                           timeout=300).stdout
+        return _configure(source, build, defines)
 
     first = configure(tmp_path / "core", {})
     assert "Performing Test CMAKE_HAVE_LIBC_PTHREAD" in first
@@ -75,8 +80,7 @@ def test_a_configure_given_the_cores_platform_files_skips_compiler_detection_and
     (source / "probe.cpp").write_text("int probe() { return 42; }\n")
 
     def configure(build: Path, defines: dict[str, str]) -> str:
-        return command.run(["cmake", "-S", source, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                            *[f"-D{k}={v}" for k, v in defines.items()]], timeout=300).stdout
+        return _configure(source, build, defines, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release")
 
     def commands(build: Path) -> str:
         """What ninja would run (compile, link), with the build folder's own path taken out."""

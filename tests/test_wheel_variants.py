@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from synthetic_release import make_wheel, record, write_manifest
+from user_installs import plain_pip_env
 from variantlib.api import get_variants_by_priority
 from variantlib.variants_json import VariantsJson
 
@@ -45,10 +46,6 @@ EXPECTED = {
     "rtx3090-gtx1080-cuda12": ("cpu", "the CPU build runs on any machine"),
     "no-driver": ("cpu", "the CPU build runs on any machine"),
 }
-
-
-# pip as a user runs it: no configuration file, no extra wheel folders.
-PLAIN_PIP = {**{k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"}, "PIP_CONFIG_FILE": os.devnull}
 
 
 def native_wheel(folder: Path, project: str, version: str, tag: str) -> Path:
@@ -197,7 +194,7 @@ def test_an_installer_without_variants_resolves_a_plain_wheel_from_every_index(r
         done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
                                "--index-url", (whl / index).as_uri(), "--python-version", "3.11",
                                "--platform", "manylinux_2_31_x86_64", "--only-binary", ":all:", "-d", str(dest),
-                               "ember"], capture_output=True, text=True, env=PLAIN_PIP)
+                               "ember"], capture_output=True, text=True, env=plain_pip_env())
         assert done.returncode == 0, done.stderr
         (got,) = [p.name for p in dest.iterdir()]
         expected = {"variants": "ember-1.7.0-cp311-cp311-manylinux_2_31_x86_64.whl"}.get(
@@ -208,7 +205,7 @@ def test_an_installer_without_variants_resolves_a_plain_wheel_from_every_index(r
     done = subprocess.run([str(uv), "pip", "install", "--dry-run", "--no-deps", "--python", sys.executable,
                            "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_31",
                            "--index-url", (whl / "variants").as_uri(), "-v", "ember"], capture_output=True, text=True,
-                          env={**PLAIN_PIP, "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+                          env={**plain_pip_env(), "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
     assert done.returncode == 0, done.stderr
     assert "Selecting: ember==1.7.0 [compatible] (ember-1.7.0-cp311-cp311-manylinux_2_31_x86_64.whl)" in done.stderr
 
@@ -353,7 +350,7 @@ def test_the_built_wheels_of_the_fixture_release_repack_byte_for_byte_and_pip_in
                            "--report", str(report), "--index-url", (dist / "whl" / "variants").as_uri(),
                            "--python-version", "3.13", "--platform", "manylinux_2_31_x86_64", "--only-binary", ":all:",
                            "--target", str(tmp_path / "target"), "fixcext"],
-                          capture_output=True, text=True, env=PLAIN_PIP)
+                          capture_output=True, text=True, env=plain_pip_env())
     assert done.returncode == 0, done.stderr
     (installed,) = json.loads(report.read_text())["install"]
     name = installed["download_info"]["url"].rsplit("/", 1)[1]
@@ -379,7 +376,7 @@ def test_the_static_tree_publishes_the_variants_index_beside_the_per_variant_one
         done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--index-url",
                                (served / index).as_uri(), "--python-version", "3.11", "--platform",
                                "manylinux_2_31_x86_64", "--only-binary", ":all:", "-d", str(tmp_path / index), "ember"],
-                              capture_output=True, text=True, env=PLAIN_PIP)
+                              capture_output=True, text=True, env=plain_pip_env())
         assert done.returncode == 0, done.stderr
         assert [p.name for p in (tmp_path / index).iterdir()] == [expected]
     # Publishing again sends nothing: every file, variants included, is there with its bytes.
