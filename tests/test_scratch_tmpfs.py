@@ -40,16 +40,17 @@ def _mounted_here(folder: Path) -> bool:
 def _run_that_mounts_and_waits(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     """A run that mounted its scratch under `tmp_path` and is still in its tests."""
     script = textwrap.dedent(f"""\
-        import importlib.util, sys, time
+        import importlib.util, sys
         spec = importlib.util.spec_from_file_location("scratch_tmpfs", {str(ROOT / "ci" / "scratch_tmpfs.py")!r})
         module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
         module.MIN_AVAILABLE_GIB = 0  # the suite running this test holds its own scratch
         with module.scratch_env(print, print) as env:
             print("TMPDIR=" + env["TMPDIR"], flush=True)
-            time.sleep(600)
+            sys.stdin.read()  # its tests, until the test closes this pipe
         """)
     env = {k: v for k, v in os.environ.items() if k != "SHIPYARD_TEST_SCRATCH"} | {"TMPDIR": str(tmp_path)}
-    run = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen([sys.executable, "-c", script], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           text=True)
     assert run.stdout is not None
     for line in run.stdout:
         if line.startswith("TMPDIR="):
@@ -114,8 +115,14 @@ def test_the_next_run_reclaims_a_killed_runs_tmpfs_and_leaves_a_live_ones(tmp_pa
         assert _mounted_here(live_scratch), "a run still going keeps its scratch"
         assert not any(str(live_scratch) in line for line in said)
     finally:
-        live.send_signal(signal.SIGINT)  # as Ctrl-C: its finally unmounts
-        live.wait(timeout=30)
+        assert live.stdin is not None
+        live.stdin.close()  # its tests are over: it leaves the with block and unmounts
+        try:
+            ended = live.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            live.kill()
+            raise
+    assert ended == 0
     assert not _mounted_here(live_scratch) and not live_scratch.exists(), "a run that ends unmounts its scratch"
 
 
