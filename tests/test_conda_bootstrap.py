@@ -12,6 +12,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import tarfile
 import textwrap
@@ -19,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 import zstandard
 
 from shipyard.cli import main
@@ -250,3 +253,22 @@ def test_noarch_dependencies_keep_the_markers_of_any_python_they_serve() -> None
     assert [r.name for r in bootstrap._dependencies(wheel, [py["3.10"], py["3.11"]])] == ["tomli", "pluggy"]
     assert [r.name for r in bootstrap._dependencies(wheel, [py["3.11"]])] == ["pluggy"]
     assert bootstrap._marker_pythons(wheel, "3.11", py) == [py["3.10"], py["3.11"]]
+
+
+def test_every_recipe_script_quotes_its_paths() -> None:
+    """The recipes' build scripts pass rattler-build's paths ($PREFIX, $PYTHON, $SP_DIR) and the
+    machine's (the pyenv prefix) quoted: the channel builds under a cache folder whose path holds a
+    space ($SHIPYARD_CACHE, a home folder). shellcheck reads each script with every `${{ … }}`
+    taken as one word; a whole build under such a path took 52 s (27 packages) when this was fixed."""
+    assert shutil.which("shellcheck"), "shellcheck is missing: run ci/bootstrap.sh --all"
+    templates = REPO / "src" / "shipyard" / "resources" / "conda_bootstrap"
+    findings = {}
+    for recipe in sorted(templates.glob("*/recipe.yaml")):
+        script = yaml.safe_load(recipe.read_text())["build"].get("script", [])
+        text = "#!/bin/bash\n" + "".join(re.sub(r"\$\{\{.*?\}\}", "jinja", line) + "\n" for line in script)
+        done = subprocess.run(["shellcheck", "--format", "json", "-"], input=text, capture_output=True, text=True,
+                              timeout=60)
+        found = [f"SC{c['code']} line {c['line'] - 1}: {c['message']}" for c in json.loads(done.stdout or "[]")]
+        if found or done.returncode not in (0, 1):
+            findings[recipe.parent.name] = found or [done.stderr]
+    assert findings == {}, findings
