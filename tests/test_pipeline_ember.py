@@ -140,7 +140,7 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
             assert installed is not None and installed.sha256 == conda[name].sha256, (name, installed)
         # docker pull: the image the run built, holding the wheel the run built
         try:
-            digest = user_pulls(client, registry, image, "nightly", dist / wheels["ember"].path, ember_version="1.7.0")
+            digest = user_pulls(client, registry, image, "nightly", dist / wheels["ember"].path)
             registry_serves_every_blob(registry, PIPELINE_IMAGES, digest)
         finally:
             forget_pulls(client, registry)

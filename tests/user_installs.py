@@ -13,6 +13,7 @@ from pathlib import Path
 
 import docker
 import requests
+from packaging.utils import parse_wheel_filename
 from publish_servers import MANIFEST_V2, Registry
 
 from shipyard.plumbing import command
@@ -51,7 +52,7 @@ def wheel_record(wheel: Path) -> set[str]:
 
 
 def user_pulls(client: docker.DockerClient, registry: Registry, image: ArtifactRecord, channel: str,
-               ember_wheel: Path, ember_version: str | None = None) -> str:
+               ember_wheel: Path) -> str:
     """`docker pull <registry>/ember:1.7.0-cpu-runtime-<channel>` as a user runs it, then the image
     run: it is the id the manifest records, holds the tested ember wheel's files and imports ember.
     The manifest digest it was pulled by."""
@@ -69,9 +70,9 @@ def user_pulls(client: docker.DockerClient, registry: Registry, image: ArtifactR
                        check=False)
     assert done.returncode == 0, done.output
     version, total, *installed = done.stdout.splitlines()
-    # ember.__version__ is its source's (1.7.0); a nightly's development version is in its wheel's
-    # name and metadata, and the RECORD check below ties the image to that wheel.
-    assert (version, total) == (ember_version or image.version, "28.0"), done.stdout
+    # ember.__version__ is the version its wheel was published as (a nightly's development version),
+    # without the variant's local label, as shipyard stamped it; the RECORD check ties the image to that wheel.
+    assert (version, total) == (parse_wheel_filename(ember_wheel.name)[1].public, "28.0"), done.stdout
     missing = wheel_record(ember_wheel) - set(installed)
     assert not missing, f"{channel}: the image's ember is not the tested wheel: {sorted(missing)[:5]}"
     return digest

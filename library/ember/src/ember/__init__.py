@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from . import _C
 from . import cuda, fft, profiler
-from ._metadata import build_info, cmake_prefix_path, features
+from ._metadata import build_info, cmake_prefix_path, features, package_version
 from .ops import (
     add, conv1d, conv2d, div, exp, index_add, log, matmul, max, mean, mul, relu, sigmoid,
     softmax, sub, sum, tanh,
 )
 
-__version__ = "1.7.0"
+__version__ = package_version()
 
 __all__ = [
     "add", "sub", "mul", "div", "relu", "exp", "log", "tanh", "sigmoid",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import sys
@@ -48,3 +49,16 @@ def features() -> Any:
         return _read_json("_features.json")
     except FileNotFoundError:
         return {"labelled": False, "features": []}
+
+
+def package_version() -> str:
+    """The version this copy was published as, as torch.__version__ is: what shipyard stamped
+    (a nightly's ``1.7.0.dev20261201``; the variant is ``build_info()["variant"]``), else the
+    installed distribution's own, else ``0+unknown``."""
+    stamped = build_info().get("version")
+    if stamped:
+        return str(stamped)
+    try:
+        return importlib.metadata.version("ember")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"

@@ -17,8 +17,6 @@ from .io import (
     write_png,
 )
 
-__version__ = "1.7.0"
-
 __all__ = [
     "ImageReadMode",
     "build_info",
@@ -50,3 +48,19 @@ def build_info() -> dict:
     info["libpng"] = _C.libpng_version()
     info["libjpeg"] = _C.libjpeg_version()
     return info
+
+
+def _package_version() -> str:
+    """The version shipyard stamped (a nightly's development version), else the installed distribution's."""
+    import importlib.metadata
+
+    stamped = build_info().get("version")
+    if stamped:
+        return str(stamped)
+    try:
+        return importlib.metadata.version("embervision")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _package_version()
