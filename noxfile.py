@@ -6,10 +6,8 @@ and `conda-cpu`, `conda-cuda11`, … for the conda packages).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import nox
@@ -275,25 +273,13 @@ def bench_pipeline(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_pipeline.py", *session.posargs)
 
 
-@contextlib.contextmanager
-def _test_scratch(session: nox.Session) -> Iterator[dict[str, str]]:
-    """The suite's scratch (its temporary folders, dockerd's data) on a tmpfs for the run, when
-    root on Linux with the memory available (ci/scratch_tmpfs.py, which first unmounts what killed
-    runs left behind); SHIPYARD_TEST_SCRATCH=disk keeps it on disk. The disk of the machines CI
-    runs on is ext4 without a journal, whose inode allocator skips every inode freed in the last
-    five minutes, one buffer lookup each: a suite that makes and drops millions of files spent a
-    third of the fixture pipeline's CPU in the kernel that way (docs/limits.md)."""
-    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
-        yield env
-
-
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on
     every core with pytest-xdist (`-- -n 0 tests` for one process)."""
     _all_system_packages(session)
     _install_shipyard(session, "test", bytecode=True)  # the suite starts thousands of Pythons from it
-    with _test_scratch(session) as env:
+    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:  # ci/scratch_tmpfs.py
         session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]), env=env)
 
 

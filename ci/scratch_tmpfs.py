@@ -1,6 +1,9 @@
 """The test suite's scratch on a tmpfs (`nox -s tests`): the tests' temporary folders and the data
-of the dockerd the suite starts, in memory for the run and unmounted afterwards. Standard library
-only: the noxfile imports it before any venv exists.
+of the dockerd the suite starts, in memory for the run and unmounted afterwards. The disk of the
+machines CI runs on is ext4 without a journal, whose inode allocator skips every inode freed in
+the last five minutes, one buffer lookup each: a suite that makes and drops millions of files
+spent a third of the fixture pipeline's CPU in the kernel that way (docs/limits.md). Standard
+library only: the noxfile imports it before any venv exists.
 
 A tmpfs holds its memory until it is unmounted, and a run that is killed (a CI timeout, a session
 that ends) cannot unmount its own. So every run first reclaims the scratch of runs that are gone,
