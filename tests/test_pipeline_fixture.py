@@ -27,7 +27,8 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.record.manifest import read_manifest
 
-pytestmark = pytest.mark.slow
+# Whole workflows under act: 345-410 s on 2 cores (2026-12-05); their own timeout, as ember's pipeline test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 JOBS = ("plan", "wheel-pure wheel-pure-cpu-linux-x86_64-any", "manifest", "publish")
 
