@@ -63,7 +63,7 @@ def cleanup_mounts(tmp_path: Path):
     yield
     for folder in scratch_tmpfs.scratch_mounts(Path("/proc/self/mounts").read_text()):
         if folder.is_relative_to(tmp_path):
-            subprocess.run(["umount", "-R", "-l", str(folder)], check=False)
+            scratch_tmpfs.unmount(folder)
 
 
 def test_memory_in_use_by_another_tmpfs_keeps_the_scratch_on_disk() -> None:

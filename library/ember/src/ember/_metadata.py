@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import sys
@@ -58,6 +57,8 @@ def package_version() -> str:
     stamped = build_info().get("version")
     if stamped:
         return str(stamped)
+    import importlib.metadata  # only here: every labelled build has its version stamped
+
     try:
         return importlib.metadata.version("ember")
     except importlib.metadata.PackageNotFoundError:
