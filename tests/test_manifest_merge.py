@@ -82,7 +82,8 @@ def test_gate_blocks_a_failing_stable_feature_on_a_block_channel_only(repo, tmp_
     assert "marked" in capsys.readouterr().out
     code = main(["--root", str(repo), "manifest", "gate", "--dist", str(dist), "--channel", "release"])
     assert code != 0
-    assert "channel release (gate: block) refuses artifacts with a failing stable feature" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "channel release (gate: block) refuses artifacts with a stable feature not proven by its tests" in err
 
 
 def test_verified_cuda_archs_travel_through_a_merge_and_old_manifests_still_load(repo, tmp_path):

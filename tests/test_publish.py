@@ -229,7 +229,7 @@ def test_a_failing_stable_feature_blocks_test_and_is_marked_on_nightly(servers: 
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 0, out
     flat = " ".join(out.split())
-    assert "marked: published to nightly with a failing stable feature" in flat
+    assert "marked: published to nightly with a stable feature not proven" in flat
     assert "beta failure: ember" in flat and "ember.fft (beta)" in flat
     # Promotion to test is gated the same way.
     code, out = project.run("promote", VERSION, "--from", "nightly", "--to", "test")

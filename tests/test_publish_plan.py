@@ -17,7 +17,8 @@ from shipyard.errors import GateBlocked, MissingCredential, PublishError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.credentials import Credentials, read_credentials, scrub
 from shipyard.publish.plain_version import plain_name, plain_version_wheel
-from shipyard.publish.plan import PLAIN_INDEX, files_for, gate
+from shipyard.publish.plan import PLAIN_INDEX, files_for
+from shipyard.record.gate import gate
 from shipyard.release.fields import DEFAULT_STATUSES
 from shipyard.release.validate import load_spec
 

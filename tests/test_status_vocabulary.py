@@ -47,13 +47,15 @@ def test_a_declared_vocabulary_drives_the_gate_the_notes_and_the_labels(spec_cop
     capsys.readouterr()
     assert main(["--root", str(spec_copy.root), "manifest", "gate", "--channel", "release", "--dist", str(dist)]) == 9
     err = " ".join(capsys.readouterr().err.split())
-    assert "refuses artifacts with a failing API-Stable feature" in err, err
+    assert "refuses artifacts with a API-Stable feature not proven by its tests" in err, err
     assert "vision.transforms (API-Stable)" in err and "ember.fft" not in err, err
     assert main(["--root", str(spec_copy.root), "manifest", "gate", "--channel", "nightly", "--dist", str(dist)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "marked: " in out and "vision.transforms (API-Stable)" in out, out
     assert "API-Unstable failure: " in out and "ember.fft (API-Unstable)" in out, out
-    assert "1 failing API-Stable features" in out, out
+    # The cp312 wheel was built and never tested: not proven either (report_release's stand-in).
+    assert "ember-1.7.0+cpu-cp312-cp312-manylinux_2_35_x86_64.whl: its tests did not run" in out, out
+    assert "2 of them not proven for API-Stable, marked" in out, out
 
     # The notes: a section per status of the vocabulary, in its order; the blockers are API-Stable's.
     notes = release_notes(build_report(spec, dist / "manifest.json", host_without_tools()), spec.features)

@@ -23,8 +23,8 @@ def cmd_manifest_merge(args: argparse.Namespace) -> int:
 
 def cmd_manifest_gate(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError
-    from shipyard.publish.plan import gate
     from shipyard.publish.run import load_manifest
+    from shipyard.record.gate import gate
 
     spec = load_release(args)
     channel = spec.release.channels.get(args.channel)
@@ -38,8 +38,11 @@ def cmd_manifest_gate(args: argparse.Namespace) -> int:
     for note in gating.other_failures:
         console.print(f"[yellow]{note.status} failure[/]: ", end="")
         console.print(str(note), markup=False, soft_wrap=True)
+    unproven = len({note.artifact for note in gating.blocking_failures})
+    said = (f"{unproven} of them not proven for {gating.blocking_names}, marked" if unproven
+            else f"every {gating.blocking_names} feature proven")
     console.print(f"[green]gate passed[/]: {len(manifest.artifacts)} artifacts may go to {channel.name} "
-                  f"(gate: {channel.gate}; {len(gating.blocking_failures)} failing {gating.blocking_names} features)")
+                  f"(gate: {channel.gate}; {said})")
     return 0
 
 

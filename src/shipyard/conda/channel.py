@@ -239,7 +239,7 @@ def _switch(channel: Path, generation: Path) -> None:
 def conda_artifact_record(package: Path, *, channel: Path, cell_id: str, component: str, variant: str,
                           variant_tag: str, platform: str, python: str | None, version: str,
                           features: Iterable[FeatureRecord], tests: dict[str, Any] | None,
-                          build: dict[str, Any]) -> ArtifactRecord:
+                          build: dict[str, Any], proven_by: tuple[str, ...] = ()) -> ArtifactRecord:
     """The manifest record of a published package: package type "conda", path relative to the
     dist folder (the channel's parent) through the channel's stable name, e.g. conda/noarch/x.conda,
     with the CUDA archs its about.json records (what its build's arch check read from its binaries)."""
@@ -251,4 +251,5 @@ def conda_artifact_record(package: Path, *, channel: Path, cell_id: str, compone
         name=package.name, path=published.relative_to(channel.parent).as_posix(), sha256=sha256_of(published),
         size=published.stat().st_size, cell_id=cell_id, component=component, package_type="conda",
         variant=variant, variant_tag=variant_tag, platform=platform, python=python, version=version,
-        features=tuple(features), tests=tests, build=build, cuda_archs=recorded_cuda_archs(published))
+        features=tuple(features), tests=tests, build=build, cuda_archs=recorded_cuda_archs(published),
+        proven_by=proven_by)

@@ -78,6 +78,9 @@ class CondaCell:
     test: TestRun | None = None
     test_cached: bool = False  # the verdict of an earlier run with the same inputs
     withheld: str | None = None  # why it passed but is not published (a core none of whose dependents passed)
+    # A package without tests of its own (the core, the mutex): the cells of the packages that depend
+    # on it and passed, whose tests prove it (the manifest's `proven_by`, record/gate.py).
+    proven_by: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -308,7 +311,8 @@ def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotAppli
                 component=cell.package.name, variant=variant.name, variant_tag=variant.tag, platform="any",
                 python=None, version=release_version, features=(), tests=None,
                 build={"key": cell.package.key, "result": cell.package.result,
-                       "seconds": round(cell.package.seconds, 2), "package": cell.package.label}))
+                       "seconds": round(cell.package.seconds, 2), "package": cell.package.label},
+                proven_by=cell.proven_by))
             continue
         platform = _host_platform(spec) if matrix_cell.platform == "any" else matrix_cell.platform
         records.append(conda_artifact_record(
@@ -319,7 +323,7 @@ def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotAppli
                            for i, t, s in spec.features_for(matrix_cell.component, platform)),
             tests=_tests_record(cell, kept),
             build={"key": cell.package.key, "result": cell.package.result, "seconds": round(cell.package.seconds, 2),
-                   "package": cell.package.label}))
+                   "package": cell.package.label}, proven_by=cell.proven_by))
     merge_artifacts(request.dist / "manifest.json", release=release.release.name, version=release_version,
                     records=records, not_applicable=skipped)
     return update.packages
@@ -331,13 +335,19 @@ def publishable(cells: Sequence[CondaCell]) -> list[CondaCell]:
     it passed (it has no tests of its own: they prove it). Sets `withheld` on a core kept back."""
     failed = {c.package.label for c in cells if not c.passed}
     passed = {c.package.label: c.package for c in cells if c.package.label not in failed}
+    depends = {c.package.label: {spec_name(d) for d in IndexJson.from_package_archive(c.package.path).depends}
+               for c in cells}
     kept = []
     for cell in cells:
         if cell.package.label in failed:
             continue
+        if cell.test is None:
+            cell.proven_by = tuple(sorted({c.package.cell.id for c in cells if c.package.cell is not None
+                                           and c.test is not None and c.package.label in passed
+                                           and cell.package.name in depends[c.package.label]}))
         if cell.package.cell is not None and cell.package.cell.package:
             dependents = [c.package for c in cells if c.package is not cell.package and cell.package.name in
-                          {spec_name(d) for d in IndexJson.from_package_archive(c.package.path).depends}]
+                          depends[c.package.label]]
             if not any(d.label in passed for d in dependents):
                 names = sorted({d.label for d in dependents})
                 cell.withheld = ("no package that depends on it passed its tests"

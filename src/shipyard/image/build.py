@@ -109,7 +109,8 @@ def build_images(spec: Spec, request: ImageRequest, progress: Progress = lambda 
                 progress(f"{plan.tag} is up to date")
             size = docker_base.image_size(plan.tag)
             results.append(ImageResult(plan, docker_base.image_id(plan.tag), size, cached,
-                                       time.monotonic() - start, labels, findings, sbom, cuda_archs))
+                                       time.monotonic() - start, labels, findings, sbom, cuda_archs,
+                                       tuple(w.record.cell_id for w in wheels)))
     _check(results)  # an image over budget or with a finding is never recorded
     record_images(spec, request.dist, results)
     return results

@@ -100,6 +100,7 @@ class ImageResult:
     findings: tuple[Finding, ...] = ()
     sbom: bytes = b""  # CycloneDX JSON, written to dist/sboms/<cell id>.cdx.json by record_images
     cuda_archs: CudaArchs | None = None  # what its wheels' binaries verifiably carry (None: no kernels)
+    wheel_cells: tuple[str, ...] = ()  # the manifest cells of the wheels it installs: their tests prove it
 
     @property
     def size_mb(self) -> float:

@@ -36,7 +36,8 @@ def record_images(spec: Spec, dist: Path, results: Sequence[ImageResult]) -> Non
             python=plan.settings.python, version=plan.version, features=features, tests=None,
             build={"tags": list(plan.tags), "target": plan.target, "cached": result.cached,
                    "seconds": round(result.seconds, 2), "inputs": result.labels.get("org.shipyard.image.inputs"),
-                   "budget_mb": plan.budget_mb, "sbom": sbom}, cuda_archs=result.cuda_archs))
+                   "budget_mb": plan.budget_mb, "sbom": sbom}, cuda_archs=result.cuda_archs,
+            proven_by=result.wheel_cells))
     dist.mkdir(parents=True, exist_ok=True)
     # The wheels' manifest version (a nightly's development version): the images join their manifest.
     version = results[0].plan.version if results else release.release.version

@@ -12,7 +12,8 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,38 @@ def environ_snapshot() -> dict[str, str]:
     """A copy of the process environment, taken under ENVIRON_LOCK."""
     with ENVIRON_LOCK:
         return dict(os.environ)
+
+
+@contextmanager
+def patched_environ(values: Mapping[str, str | None], *, hold: bool = False) -> Iterator[None]:
+    """Set (or, for None, remove) `values` in the process environment for the block, and put back
+    what was there after it: the one way shipyard changes os.environ. Each change and the restore
+    happen under ENVIRON_LOCK, so a copy (environ_snapshot) never meets half of one. `hold`: keep
+    the lock for the whole block, for a setting no other thread may see or change meanwhile (a
+    wheel pack's SOURCE_DATE_EPOCH); else other threads run on and their children see `values`."""
+    lock = ENVIRON_LOCK
+    lock.acquire()
+    try:
+        saved = {k: os.environ.get(k) for k in values}
+        _apply(values)
+        if not hold:
+            lock.release()
+        try:
+            yield
+        finally:
+            if not hold:
+                lock.acquire()
+            _apply(saved)
+    finally:
+        lock.release()
+
+
+def _apply(values: Mapping[str, str | None]) -> None:
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 def run(
     args: Sequence[object],

@@ -1,10 +1,8 @@
 """What a publish sends where: the manifest's artifacts, gated for the channel, as files per
 index of each target.
 
-- Gating: an artifact with a failing stable feature blocks a `gate: block` channel (test,
-  release) before anything is uploaded; a `gate: mark` channel (nightly) takes it and the run
-  says so. Beta and prototype failures are listed either way. "Stable" is whichever statuses
-  feature_status.yaml's vocabulary says block (e.g. API-Stable).
+- Gating is record/gate.py's: what it does not allow never reaches these lists on a `gate:
+  block` channel.
 - Indexes: a native wheel goes to its variant's index (cpu, cu118); a pure wheel to every
   variant index of the run (PyTorch publishes its pure packages in each); with the PyPI flavour,
   the default variant's wheels and the pure ones also to the plain index ("pypi"), native ones
@@ -14,71 +12,21 @@ index of each target.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from shipyard.errors import GateBlocked, PublishError
+from shipyard.errors import PublishError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.publish.variants import RECORD_FILE, VARIANTS_INDEX, read_variant_record
 from shipyard.record.manifest import ArtifactRecord, artifact_file
-from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
-from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
+from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
 from shipyard.wheel.index import wheel_version
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
-
-
-@dataclass(frozen=True)
-class GateNote:
-    artifact: str
-    feature: str
-    status: str
-    summary: str
-
-    def __str__(self) -> str:
-        return f"{self.artifact}: {self.feature} ({self.status}) {self.summary}"
-
-
-@dataclass(frozen=True)
-class Gating:
-    channel: ReleaseChannel
-    blocking_failures: tuple[GateNote, ...]  # of blocking statuses: blocking on `block`, marked on `mark`
-    other_failures: tuple[GateNote, ...]  # of the other statuses (beta, prototype): listed, never blocking
-    statuses: StatusVocabulary = DEFAULT_STATUSES
-
-    @property
-    def blocking_names(self) -> str:
-        """The blocking statuses in words: 'stable', 'API-Stable'."""
-        return " / ".join(n for n in self.statuses.names if self.statuses.blocks(n))
-
-    @property
-    def marked(self) -> tuple[GateNote, ...]:
-        return self.blocking_failures if self.channel.gate == "mark" else ()
-
-
-def gate(channel: ReleaseChannel, artifacts: Iterable[ArtifactRecord], *, statuses: StatusVocabulary) -> Gating:
-    """The gate's verdict; GateBlocked (listing every failing feature of a blocking status of
-    `statuses`, feature_status.yaml's vocabulary) on a block channel."""
-    blocking: list[GateNote] = []
-    other: list[GateNote] = []
-    for artifact in artifacts:
-        features = (artifact.tests or {}).get("features", {})
-        for feature_id, result in sorted(features.items()):
-            if result.get("result") != "failed":
-                continue
-            note = GateNote(artifact.name, feature_id, result.get("status", "?"), result.get("summary", "failed"))
-            (blocking if statuses.blocks(note.status) else other).append(note)
-    gating = Gating(channel, tuple(blocking), tuple(other), statuses)
-    if blocking and channel.gate == "block":
-        lines = "\n  ".join(str(n) for n in blocking)
-        raise GateBlocked(f"channel {channel.name} (gate: block) refuses artifacts with a failing "
-                          f"{gating.blocking_names} feature; nothing was uploaded:\n  {lines}\nfix the feature and "
-                          f"rebuild, or publish to a channel with gate: mark (release.yaml: channels)")
-    return gating
 
 
 @dataclass(frozen=True)

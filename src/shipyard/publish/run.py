@@ -24,12 +24,13 @@ from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials, credentials_for, scrub
 from shipyard.publish.devpi import DevpiBackend
 from shipyard.publish.journal import Journal
-from shipyard.publish.plan import Gating, PublishFile, files_for, gate
+from shipyard.publish.plan import PublishFile, files_for
 from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.registry import RegistryBackend
 from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
+from shipyard.record.gate import Gating, gate
 from shipyard.record.manifest import ArtifactRecord, Manifest, require_manifest
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
@@ -166,7 +167,7 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
             session.backends[name].preflight(files)  # e.g. the engine holds every image: before any upload
     for name, files in new.items():
         if files:
-            if gating.marked:  # nightly took artifacts with a failing stable feature: the journal says so
+            if gating.marked:  # nightly took artifacts with a stable feature not proven: the journal says so
                 session.backends[name].ctx.journal.record(
                     "marked", channel=channel, notes=[str(n) for n in gating.marked
                                                       if n.artifact in {f.artifact for f in files}])
@@ -216,7 +217,7 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
     if not artifacts:
         raise UsageError(f"promote {request.version}: {request.dist / 'manifest.json'} records version "
                          f"{manifest.version}, not {request.version}")
-    gating = gate(destination, artifacts, statuses=spec.statuses)
+    gating = gate(destination, artifacts, statuses=spec.statuses, records=manifest.artifacts)
     targets = select_targets(spec, request.targets)
     if any(t.kind == "pypi" for t in targets if t.name in request.targets):
         raise UsageError(f"promote --target {', '.join(request.targets)}: a pypi target is one index without "

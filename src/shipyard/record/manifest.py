@@ -121,6 +121,9 @@ class ArtifactRecord(CellRecord):
     # The device code the artifact's binaries verifiably carry; None for CPU and pure artifacts
     # (and in manifests written before it was recorded).
     cuda_archs: CudaArchs | None = None
+    # The cells whose tests prove this artifact when it has none of its own (record/gate.py): an
+    # image's wheels, the conda core package's and the mutex's dependent packages. Empty: itself.
+    proven_by: tuple[str, ...] = ()
 
     @field_validator("tests")
     @classmethod

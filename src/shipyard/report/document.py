@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.host.toolchains.discover import Inventory
+from shipyard.record.gate import GateNote, gate_notes
 from shipyard.record.manifest import Manifest, read_manifest
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
 from shipyard.release.validate import Spec
@@ -36,6 +37,14 @@ class ReleaseReport:
         """(state, number of cells) for every state that occurs, most urgent first."""
         seen = Counter(c.state for c in self.cells)
         return [(state, seen[state]) for state in STATES if seen[state]]
+
+    @property
+    def unproven(self) -> tuple[GateNote, ...]:
+        """What the gate (record/gate.py) finds keeping the manifest's artifacts out of a
+        blocking channel: the report's and the notes' blockers are these, never judged apart."""
+        if self.manifest is None:
+            return ()
+        return gate_notes(self.manifest.artifacts, statuses=self.statuses)[0]
 
 
 def build_report(spec: Spec, manifest_path: Path, inventory: Inventory) -> ReleaseReport:

@@ -22,8 +22,8 @@ from shipyard.conda.build_plan import mutex_name
 from shipyard.errors import GateBlocked
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.publish.conda_channel import conda_channel_url
-from shipyard.publish.plan import gate
 from shipyard.publish.registry import channel_reference
+from shipyard.record.gate import gate
 from shipyard.record.manifest import ArtifactRecord, Manifest
 from shipyard.release.channel_version import NIGHTLY
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget

@@ -39,7 +39,7 @@ def render_html(report: ReleaseReport, out: Path, dist: Path, get_started: Path 
         size_bar=_size_bar(report.artifacts), human_size=human_size, timing_chart=timing_chart,
         left_out=left_out_groups(report.cells), run_counts=run_counts(report.cells),
         get_started=Path(os.path.relpath(get_started, out.parent)).as_posix() if get_started else None,
-        blockers=blockers(report.cells, report.features))
+        blockers=blockers(report.cells, report.unproven))
 
 
 def write_html(report: ReleaseReport, out: Path, dist: Path, get_started: Path | None = None) -> Path:

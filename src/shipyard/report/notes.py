@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.record.gate import WHOLE_ARTIFACT
 from shipyard.release.matrix import ANY
 from shipyard.release.spec import FeatureFile
 from shipyard.report.cells import left_out_groups
@@ -26,7 +27,7 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
         lines += [f"- **{row.feature.title}** (`{row.feature.id}`, {row.feature.component}): {', '.join(on)}"
                   for row, on in listed] or ["- none"]
     blocking = tuple(s for s in statuses.names if statuses.blocks(s))
-    blockers = _issues(report, blocking, {"failed", "not-run"})
+    blockers = _blockers(report, blocking)
     if blockers:
         lines += ["", "## Release blockers", "",
                   f"A {' / '.join(blocking)} feature failed its tests, or some of them did not run: its cells are "
@@ -74,14 +75,34 @@ def _highlights(report: ReleaseReport, features: FeatureFile, previous: Previous
     return out
 
 
-def _issues(report: ReleaseReport, statuses: tuple[str, ...], kinds: set[str]) -> list[str]:
+def _blockers(report: ReleaseReport, blocking: tuple[str, ...]) -> list[str]:
+    """What the gate (record/gate.py) keeps out of a blocking channel: each feature it finds not
+    proven, in the words of the features table where they say why (failed, not run), and every
+    other reason it gives (a cell never tested, a result it does not take), by artifact."""
+    unproven = report.unproven
+    named = {n.feature for n in unproven if n.feature != WHOLE_ARTIFACT}
+    lines = _issues(report, blocking, {"failed", "not-run"}, only=named)
+    said = {line.split("`", 2)[1] for line in lines}
+    rest: dict[str, list[str]] = {}
+    for note in unproven:
+        if note.feature == WHOLE_ARTIFACT:
+            rest.setdefault(note.artifact, []).append(note.summary)
+        elif note.feature not in said:
+            rest.setdefault(note.artifact, []).append(f"{note.feature} ({note.status}) {note.summary}")
+    return lines + [f"- `{artifact}`: {'; '.join(dict.fromkeys(why))}." for artifact, why in rest.items()]
+
+
+def _issues(report: ReleaseReport, statuses: tuple[str, ...], kinds: set[str],
+            only: set[str] | None = None) -> list[str]:
     """One line per feature and status, naming each platform where it `failed` (with the cells),
     where some of its tests did `not-run` (with why), where it passed with some tests skipped
     (`partial`, with why), and where it is `idle`: its platform's cells ran none of its tests, or
-    no cell of the platform is in the manifest at all."""
+    no cell of the platform is in the manifest at all. `only`: just these features."""
     built = {report.host_platform if c.platform == ANY else c.platform for c in report.cells if c.artifact}
     out = []
     for row in report.features:
+        if only is not None and row.feature.id not in only:
+            continue
         for status in statuses:
             here = {p: o for p, o in row.outcomes.items() if o.status == status}
             parts = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shipyard.record.gate import WHOLE_ARTIFACT, GateNote
 from shipyard.report.cells import ReportCell
-from shipyard.report.features import FeatureRow
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,8 @@ class Count:
 
 @dataclass(frozen=True)
 class Blocker:
-    """A failed cell (a stable feature failed, or its build or checks did), or a stable feature
-    whose tests did not all run on a platform."""
+    """A failed cell (its build, checks or tests failed), or what the gate (record/gate.py) says
+    keeps an artifact out of a blocking channel: a feature of a blocking status not proven."""
 
     what: str
     detail: str
@@ -45,13 +45,20 @@ def run_counts(cells: list[ReportCell]) -> list[Count]:
     ]
 
 
-def blockers(cells: list[ReportCell], features: list[FeatureRow]) -> list[Blocker]:
-    """Every failed cell with its reason, then every stable feature some of whose tests did not run."""
+def blockers(cells: list[ReportCell], unproven: tuple[GateNote, ...]) -> list[Blocker]:
+    """Every failed cell with its reason, then every feature the gate finds not proven (`unproven`:
+    record/gate.gate_notes' blocking notes), one line per feature and status with its cells, then
+    the other artifacts the gate keeps out (tests not run, a proving cell missing)."""
     out = [Blocker(cell.id, cell.reason or "failed; no reason recorded", (cell.id,))
            for cell in cells if cell.state == "failed"]
-    for row in features:
-        for platform, outcome in row.outcomes.items():
-            if outcome.status == "stable" and outcome.result == "not-run" and outcome.tests.not_run:
-                out.append(Blocker(f"{row.feature.title} ({row.feature.id}, stable) on {platform}",
-                                   outcome.text, outcome.not_run_cells))
+    listed = {b.what for b in out}
+    by_feature: dict[tuple[str, str], list[GateNote]] = {}
+    for note in unproven:
+        if note.feature != WHOLE_ARTIFACT:
+            by_feature.setdefault((note.feature, note.status), []).append(note)
+        elif note.cell not in listed:
+            out.append(Blocker(note.cell or note.artifact, note.summary, (note.cell,)))
+    for (feature, status), notes in by_feature.items():
+        summaries = "; ".join(dict.fromkeys(n.summary for n in notes))
+        out.append(Blocker(f"{feature} ({status})", summaries, tuple(dict.fromkeys(n.cell for n in notes))))
     return out

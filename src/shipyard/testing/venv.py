@@ -51,7 +51,7 @@ def uv_binary() -> Path:
 
 
 def _isolated_env(state: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env = {k: v for k, v in command.environ_snapshot().items() if not k.startswith(("PIP_", "UV_"))}
     env |= {"PIP_CONFIG_FILE": os.devnull, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(state / "uv-cache"),
             "UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
     return env

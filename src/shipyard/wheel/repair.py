@@ -98,16 +98,8 @@ def _auditwheel(platform_tag: str, out_dir: Path, library_path: Sequence[Path],
 
 @contextmanager
 def source_date_epoch(epoch: int) -> Iterator[None]:
-    with command.ENVIRON_LOCK:
-        old = os.environ.get("SOURCE_DATE_EPOCH")
-        os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
-        try:
-            yield
-        finally:
-            if old is None:
-                del os.environ["SOURCE_DATE_EPOCH"]
-            else:
-                os.environ["SOURCE_DATE_EPOCH"] = old
+    with command.patched_environ({"SOURCE_DATE_EPOCH": str(epoch)}, hold=True):
+        yield
 
 
 def _normalise_permissions(tree: Path) -> None:
