@@ -81,9 +81,13 @@ def _signed_dist(root: Path, sbom: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A release root (git repository, signing key, a signed dist/, a publish journal), whose
-    previous releases are tags holding feature_status.yaml broken each way."""
-    root = SpecCopy(tmp_path_factory.mktemp("world")).root
+    return build_world(tmp_path_factory.mktemp("world"))
+
+
+def build_world(folder: Path) -> Path:
+    """A release root in `folder` (git repository, signing key, a signed dist/, a publish journal),
+    whose previous releases are tags holding feature_status.yaml broken each way."""
+    root = SpecCopy(folder).root
     saved = os.environ.pop("SHIPYARD_SIGNING_KEY", None)
     try:
         _git(root, "init", "-q", "-b", "main")
