@@ -143,8 +143,10 @@ def image_record(ref: str, image_id: str, *, variant: str = "cpu", tag: str = "c
     """The manifest record `shipyard image build` writes for an image (package type docker):
     its version tag as name, its id as sha256."""
     repository = ref.split(":", 1)[0]
+    # Cell ids and components are identifiers (no ':' or '/'), as image/record.py writes them.
     return ArtifactRecord(
-        name=ref, path="", sha256=image_id.removeprefix("sha256:"), size=1, cell_id=f"{ref}-docker",
-        component=repository, package_type="docker", variant=variant, variant_tag=tag, platform="linux-x86_64",
+        name=ref, path="", sha256=image_id.removeprefix("sha256:"), size=1,
+        cell_id=ref.replace(":", "-").replace("/", "-") + "-docker", component=repository.rsplit("/", 1)[-1],
+        package_type="docker", variant=variant, variant_tag=tag, platform="linux-x86_64",
         python="3.11", version=version, features=(FeatureRecord(id="ember.kernels", title="kernels", status="stable"),),
         tests={"result": "passed", "features": features(stable)}, build={"tags": [ref], "target": "runtime"})

@@ -10,6 +10,7 @@ merged manifest is the one record of the release. Merging a fragment twice chang
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,13 @@ from pathlib import Path
 from shipyard.errors import ShipyardError
 from shipyard.plumbing.atomic_files import copy_atomic
 from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.input_files import input_error
 from shipyard.record.manifest import (
     ArtifactRecord,
     NotApplicableRecord,
     merge_artifacts,
     read_manifest,
+    recorded_file,
     require_manifest,
 )
 from shipyard.release.channel_version import is_version_of
@@ -52,6 +55,18 @@ def _fragment_files(fragment: Path, records: Sequence[ArtifactRecord]) -> tuple[
     return wheels, conda, other
 
 
+def _refuse_symlinks(fragment: Path) -> None:
+    """InputError (one line, exit 2) naming the first symlink inside `fragment`: a build job uploads
+    the files it wrote, and a symlink would carry whatever it points at (/etc/hostname) into dist/."""
+    for folder, dirs, files in os.walk(fragment):  # symlinked folders are listed, never entered
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise input_error(path, "(file)", "is a symlink inside a fragment; a fragment holds the files its "
+                                  "build job wrote", "copy the job's dist/ folder with its links followed, as "
+                                  "upload-artifact does, or rerun the job")
+
+
 def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, version: str) -> MergeReport:
     """Merge the fragment folders into `dist` (see the module docstring)."""
     from shipyard.conda.channel import publish_packages
@@ -70,6 +85,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     for fragment in fragments:
         manifest = require_manifest(fragment / "manifest.json", "a fragment is the dist/ folder a build job "
                                                                 "uploaded (fragment-<job id>): pass that folder")
+        _refuse_symlinks(fragment)
         if manifest.release != release or not is_version_of(manifest.version, version):
             raise MergeError(f"{fragment / 'manifest.json'}: release {manifest.release} {manifest.version}, but "
                              f"release.yaml is {release} {version}; merge fragments of this release only")
@@ -80,7 +96,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
         ruled_out |= {r.cell_id: r for r in manifest.not_applicable}
         for record in manifest.artifacts:
             if record.path:
-                source = fragment / record.path
+                source = recorded_file(fragment, record, record.path, "path")
                 if not source.is_file():
                     raise MergeError(f"{fragment}: the manifest records {record.path} (cell {record.cell_id}) but "
                                      f"the file is not there; upload the whole dist/ folder of the job")

@@ -11,9 +11,15 @@ from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifa
 from shipyard.release.validate import Spec
 
 
+def image_name(repository: str) -> str:
+    """The image's own name, without a registry or namespace (`registry.example.com/ember` → `ember`):
+    what the record names its component and cell by, which are identifiers (no '/')."""
+    return repository.rsplit("/", 1)[-1]
+
+
 def image_cell_id(result: ImageResult) -> str:
     plan = result.plan
-    return f"{plan.settings.repository}-{plan.variant.tag}-{plan.settings.platform}-{plan.target}-docker"
+    return f"{image_name(plan.settings.repository)}-{plan.variant.tag}-{plan.settings.platform}-{plan.target}-docker"
 
 
 def record_images(spec: Spec, dist: Path, results: Sequence[ImageResult]) -> None:
@@ -31,7 +37,7 @@ def record_images(spec: Spec, dist: Path, results: Sequence[ImageResult]) -> Non
                          for fid, title, status in spec.features_for(component, plan.settings.platform))
         records.append(ArtifactRecord(
             name=plan.tag, path="", sha256=result.image_id.removeprefix("sha256:"), size=result.size,
-            cell_id=image_cell_id(result), component=plan.settings.repository, package_type="docker",
+            cell_id=image_cell_id(result), component=image_name(plan.settings.repository), package_type="docker",
             variant=plan.variant.name, variant_tag=plan.variant.tag, platform=plan.settings.platform,
             python=plan.settings.python, version=plan.version, features=features, tests=None,
             build={"tags": list(plan.tags), "target": plan.target, "cached": result.cached,

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shipyard.plumbing.identifiers import file_name_problem, image_reference_problem
 from shipyard.plumbing.input_files import InputError, decode_input, input_error, parse_json_input, read_input_bytes
 
 # The journal only speeds a re-run up (the servers' listings decide what is uploaded): a damaged one can go.
@@ -70,5 +71,10 @@ class Journal:
                 continue
             if not isinstance(entry.get("file"), str) or not isinstance(entry.get("sha256"), str):
                 raise input_error(self.path, "verified", "an entry without its file and sha256", JOURNAL_FIX)
+            # A file the publish sent is named by its file name, an image by its reference: anything
+            # else (../../etc/passwd) is no file this journal could have recorded.
+            if file_name_problem(entry["file"]) and image_reference_problem(entry["file"]):
+                raise input_error(self.path, "verified.file", "names no file a publish sends (a file name or an image "
+                                  "reference)", JOURNAL_FIX, value=entry["file"])
             out[entry["file"]] = entry["sha256"]
         return out

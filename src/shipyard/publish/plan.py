@@ -19,10 +19,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from shipyard.errors import PublishError
+from shipyard.plumbing.confined_paths import confined
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
-from shipyard.publish.variants import RECORD_FILE, VARIANTS_INDEX, read_variant_record
-from shipyard.record.manifest import ArtifactRecord, artifact_file
+from shipyard.publish.variants import RECORD_FILE, RECORD_FIX, VARIANTS_INDEX, read_variant_record
+from shipyard.record.manifest import ArtifactRecord, artifact_file, recorded_file
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
 from shipyard.wheel.index import wheel_version
 
@@ -44,7 +45,7 @@ class PublishFile:
 
 def local_file(dist: Path, artifact: ArtifactRecord) -> Path:
     """The artifact's file, checked against the manifest's sha256 (a publish sends what was tested)."""
-    path = dist / artifact.path
+    path = recorded_file(dist, artifact, artifact.path, "path")  # never a file from outside dist/
     return artifact_file(
         path, artifact,
         missing=lambda: PublishError(f"{dist / 'manifest.json'}: artifact {artifact.name}: {path} does not exist; "
@@ -112,7 +113,7 @@ def _variant_files(dist: Path, wheels: list[ArtifactRecord]) -> list[PublishFile
     for f in record.files:
         if f.source is None or f.source.name not in sources:
             continue  # the variants.json files, and repacks of artifacts this publish does not send
-        path = dist / f.path
+        path = confined(dist, f.path, file=dist / RECORD_FILE, key=f"files.{f.name}.path", fix=RECORD_FIX)
         if f.source.sha256 != sources[f.source.name] or not path.is_file() or sha256_of(path) != f.sha256:
             raise PublishError(f"{dist / RECORD_FILE}: {f.name}: made from another build of {f.source.name}, or "
                                f"changed since; run `shipyard variants` again, then publish")

@@ -24,9 +24,10 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 from variantlib.api import VariantDescription, VariantProperty, make_variant_dist_info
 from variantlib.constants import VARIANT_DIST_INFO_FILENAME
 from variantlib.models.variant_info import ProviderInfo, VariantInfo
@@ -35,10 +36,12 @@ from variantlib.variants_json import VariantsJson
 
 from shipyard.errors import UsageError
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.confined_paths import check_relative_path
 from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.identifiers import check_file_name
 from shipyard.plumbing.input_files import read_json_input, validated
 from shipyard.publish.plain_version import plain_version_wheel
-from shipyard.record.manifest import ArtifactRecord, Manifest, artifact_file
+from shipyard.record.manifest import ArtifactRecord, Manifest, artifact_file, recorded_file
 from shipyard.release.destinations import WheelVariants
 from shipyard.release.spec import Release
 from shipyard.wheel.index import add_wheel, write_index
@@ -145,7 +148,7 @@ def build_variant_index(dist: Path, release: Release, manifest: Manifest) -> lis
 
 
 def _checked(dist: Path, record: ArtifactRecord) -> Path:
-    path = dist / record.path
+    path = recorded_file(dist, record, record.path, "path")
     return artifact_file(
         path, record,
         missing=lambda: UsageError(f"{dist / 'manifest.json'}: artifact {record.name}: {path} does not exist; build "
@@ -192,8 +195,8 @@ class VariantFileRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     kind: str  # variant, plain, variants.json
-    name: str
-    path: str  # relative to the dist folder
+    name: Annotated[str, AfterValidator(check_file_name)]
+    path: Annotated[str, AfterValidator(check_relative_path)]  # relative to the dist folder, inside it
     sha256: str
     size: int
     label: str | None = None

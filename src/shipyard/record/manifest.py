@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.confined_paths import check_relative_path, confined
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.identifiers import Name, file_name_problem, image_reference_problem
 from shipyard.plumbing.input_files import input_error, read_json_input, validated
 
 if TYPE_CHECKING:
@@ -88,16 +90,17 @@ class FeatureRecord(BaseModel):
 
 
 class CellRecord(BaseModel):
-    """The cell a record stands for: its identity in the matrix (matrix.Cell)."""
+    """The cell a record stands for: its identity in the matrix (matrix.Cell). Every field is an
+    identifier (plumbing/identifiers.py): a cell id names the provenance envelope's file."""
 
     model_config = ConfigDict(frozen=True)
-    cell_id: str
-    component: str
-    package_type: str
-    variant: str
-    variant_tag: str
-    platform: str
-    python: str | None
+    cell_id: Name
+    component: Name
+    package_type: Name
+    variant: Name
+    variant_tag: Name
+    platform: Name
+    python: Name | None
 
     @staticmethod
     def identity(cell: Cell) -> dict[str, Any]:
@@ -135,6 +138,23 @@ class ArtifactRecord(CellRecord):
         if not isinstance((tests or {}).get("problems", []), list):
             raise ValueError("tests.problems must be a list")
         return tests
+
+    @field_validator("path", "provenance")
+    @classmethod
+    def _inside_dist(cls, path: str | None) -> str | None:
+        # Joined onto dist/ (or a fragment) and then read, signed, copied or published: a path that
+        # leads elsewhere would hand a command a file it was never given.
+        return path and check_relative_path(path)
+
+    @field_validator("name")
+    @classmethod
+    def _one_file_or_image(cls, name: str, info: ValidationInfo) -> str:
+        # The name becomes a file name in an index or a channel; an image is named by its reference.
+        docker = info.data.get("package_type") == "docker"
+        problem = image_reference_problem(name) if docker else file_name_problem(name)
+        if problem:
+            raise ValueError(problem)
+        return name
 
 
 class NotApplicableRecord(CellRecord):
@@ -177,6 +197,19 @@ def require_manifest(path: Path, missing_fix: str) -> Manifest:
     if manifest is None:
         raise input_error(path, "(file)", "file not found", missing_fix)
     return manifest
+
+
+# What to do about a recorded path that leads out of its dist/ folder (through a symlink).
+RECORDED_PATH_FIX = ("a manifest records files inside its dist/ folder, never through a symlink out of it: remove the "
+                     "symlink and build again, or merge the jobs' fragments again")
+
+
+def recorded_file(dist: Path, record: ArtifactRecord, relative: str, key: str) -> Path:
+    """`dist / relative`, a path `record` holds at `key` (path, provenance, build.sbom), once it
+    really lies inside `dist` (plumbing/confined_paths.py); InputError (one line, exit 2) naming
+    dist/manifest.json, the record's key and the value otherwise."""
+    return confined(dist, relative, file=dist / "manifest.json", key=f"artifacts.{record.cell_id}.{key}",
+                    fix=RECORDED_PATH_FIX)
 
 
 def artifact_file(path: Path, record: ArtifactRecord, *, missing: Callable[[], Exception],

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from shipyard.errors import names_a_secret
+from shipyard.plumbing.identifiers import IMAGE_REPOSITORY
 from shipyard.release.fields import (
     ENV_NAME,
     NAME,
@@ -255,8 +256,6 @@ class CondaSettings(Frozen):
         return channels
 
 
-# A Docker image reference without a tag or digest: [registry[:port]/]name[/name…].
-_IMAGE_REPOSITORY = re.compile(r"^([a-z0-9.-]+(:\d+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 _IMAGE_REF = re.compile(r"^[A-Za-z0-9./:_@-]+$")
 
 
@@ -291,7 +290,7 @@ class ImageSettings(Frozen):
     @field_validator("repository")
     @classmethod
     def _repository_is_a_name(cls, value: str) -> str:
-        if not _IMAGE_REPOSITORY.match(value):
+        if not IMAGE_REPOSITORY.fullmatch(value):  # [registry[:port]/]name[/name…], no tag
             raise ValueError("not an image repository name; write lowercase words such as 'ember' or "
                              "'registry.example.com/ember', without a tag")
         return value

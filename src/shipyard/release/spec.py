@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from shipyard.plumbing.identifiers import Name
 from shipyard.release.cuda_archs import parse_arch_list
 from shipyard.release.destinations import (
     CondaSettings,
@@ -327,17 +328,19 @@ class Exclusion(Frozen):
 
 
 class Release(Frozen):
+    # Every name below (components, variants, platforms, mobile targets, publish targets, channels)
+    # is an identifier (plumbing/identifiers.py): cell ids, folders and tags are built from them.
     schema_version: Literal[1]
     release: ReleaseInfo
-    components: Annotated[dict[str, Component], BeforeValidator(named_entries("components"))]
-    variants: Annotated[dict[str, Variant], BeforeValidator(named_entries("variants"))]
-    platforms: Annotated[dict[str, Platform], BeforeValidator(named_entries("platforms"))]
-    mobile_targets: Annotated[dict[str, MobileTarget], BeforeValidator(named_entries("mobile_targets"))] = {}
+    components: Annotated[dict[Name, Component], BeforeValidator(named_entries("components"))]
+    variants: Annotated[dict[Name, Variant], BeforeValidator(named_entries("variants"))]
+    platforms: Annotated[dict[Name, Platform], BeforeValidator(named_entries("platforms"))]
+    mobile_targets: Annotated[dict[Name, MobileTarget], BeforeValidator(named_entries("mobile_targets"))] = {}
     pythons: tuple[PythonVersion, ...] = Field(min_length=1)
     exclusions: tuple[Exclusion, ...] = ()
-    publish: Annotated[dict[str, PublishTarget], BeforeValidator(named_entries("publish"))] = {}
+    publish: Annotated[dict[Name, PublishTarget], BeforeValidator(named_entries("publish"))] = {}
     # Publish channels in promotion order: `shipyard promote` moves a version only forward.
-    channels: Annotated[dict[str, ReleaseChannel], BeforeValidator(named_entries("channels"))] = {}
+    channels: Annotated[dict[Name, ReleaseChannel], BeforeValidator(named_entries("channels"))] = {}
     conda: CondaSettings | None = None
     images: ImageSettings | None = None
     supply_chain: SupplyChain | None = None

@@ -21,6 +21,7 @@ from packaging.version import Version
 from pydantic import ValidationError
 
 from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
+from shipyard.plumbing.confined_paths import resolves_inside
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
 from shipyard.release.fields import StatusVocabulary
@@ -114,8 +115,12 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
                     "folder does not exist; give the component's folder relative to release.yaml")
         elif component.tests:
             tests = component.tests_folder(root)
-            if Path(component.tests).is_absolute() or not tests.is_relative_to(root.resolve()):
-                out.add(doc, ("components", name, "tests"), "the tests folder lies outside the release",
+            # Where it really is: inside the release, or inside the component's own (real) folder, which
+            # may itself be a symlink to a checkout; never elsewhere through a symlink (tests -> /etc).
+            if Path(component.tests).is_absolute() or not (resolves_inside(tests, root)
+                                                           or resolves_inside(tests, root / component.path)):
+                out.add(doc, ("components", name, "tests"),
+                        "the tests folder lies outside the release (a symlink counts where it leads)",
                         fix="give a folder relative to the component's path inside the release (it may be "
                             "outside the project, e.g. ../tests-of-x)")
             elif not _is_dir(tests):

@@ -21,7 +21,7 @@ from securesystemslib.signer import Signer
 from shipyard.host.source_tree import git_info
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.input_files import InputError, input_error, parse_json_input, read_json_input
-from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, require_manifest
+from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, recorded_file, require_manifest
 from shipyard.release.validate import Spec
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -42,12 +42,14 @@ class BuildDefinition:
 
 
 def envelope_path(dist: Path, record: ArtifactRecord) -> Path:
-    return dist / PROVENANCE_DIR / f"{record.cell_id}.intoto.jsonl"
+    """Where the envelope of `record` is written: `dist/provenance/<cell id>.intoto.jsonl`, refused
+    (InputError) when a symlink on the way leads out of dist/ (attest writes only under dist/)."""
+    return recorded_file(dist, record, f"{PROVENANCE_DIR}/{record.cell_id}.intoto.jsonl", "provenance")
 
 
 def subject_digest(dist: Path, record: ArtifactRecord) -> str:
     """The sha256 a statement names: of the file, or an image's id (its config digest)."""
-    return sha256_of(dist / record.path) if record.path else record.sha256
+    return sha256_of(recorded_file(dist, record, record.path, "path")) if record.path else record.sha256
 
 
 # What to do about an envelope that cannot be read: `shipyard attest` writes every one again.
@@ -143,11 +145,16 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str, *,
     fragment into its dist/ does not re-sign, and so re-upload under the same name, what it did
     not build. `shipyard attest` re-signs everything with the current key."""
     manifest: Manifest = require_manifest(dist / "manifest.json", "build first, or pass --dist")
+    for record in manifest.artifacts:  # a path out of dist/ stops the run before anything is signed or written
+        envelope_path(dist, record)
+        for key, relative in (("path", record.path), ("provenance", record.provenance)):
+            if relative:
+                recorded_file(dist, record, relative, key)
     definition = build_definition(spec)
     updated, kept, refused = [], 0, []
     for record in manifest.artifacts:
         # Never sign what the manifest does not describe: such an artifact stays unsigned, and verify says so.
-        if record.path and not (dist / record.path).is_file():
+        if record.path and not recorded_file(dist, record, record.path, "path").is_file():
             refused.append(f"{dist / record.path}: recorded in the manifest (cell {record.cell_id}) but missing; "
                            f"rebuild it")
             continue

@@ -19,7 +19,7 @@ from wheel.wheelfile import WheelError, WheelFile
 from shipyard.host import docker_base
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.plumbing.input_files import input_error
-from shipyard.record.manifest import ArtifactRecord, read_manifest, require_manifest
+from shipyard.record.manifest import ArtifactRecord, read_manifest, recorded_file, require_manifest
 from shipyard.supply.binaries import archive_files, is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.conda_paths import check_conda_paths
 from shipyard.supply.grafted import grafted_members
@@ -82,7 +82,10 @@ def verify(target: Path, public_key: Key) -> list[CheckResult]:
 
 def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckResult]:
     name = record.name
-    path = dist / record.provenance if record.provenance else envelope_path(dist, record)
+    # Every file this record names must lie inside dist/: refused (one line, exit 2) before any check.
+    artifact = recorded_file(dist, record, record.path, "path") if record.path else dist
+    path = recorded_file(dist, record, record.provenance, "provenance") if record.provenance \
+        else envelope_path(dist, record)
     if not path.is_file():
         yield CheckResult(name, "provenance", False, f"no signed provenance at {path}; sign with `shipyard attest`")
         return
@@ -101,8 +104,8 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
                           f"the envelope holds no in-toto Statement v1 ({envelope.payload_type})")
         return
     subjects = statement_subjects(statement)
-    if record.path and not (dist / record.path).is_file():
-        yield CheckResult(name, "subject", False, f"{dist / record.path} is missing")
+    if record.path and not artifact.is_file():
+        yield CheckResult(name, "subject", False, f"{artifact} is missing")
         return
     if record.package_type == "docker":
         digest = _engine_image_id(record.name)
@@ -120,13 +123,13 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
     else:
         yield CheckResult(name, "subject", True, f"sha256 {digest[:16]}… as signed")
     if record.package_type == "wheel":
-        yield from _verify_wheel(dist / record.path)
+        yield from _verify_wheel(artifact)
     elif record.package_type == "conda":
-        yield _verify_conda_paths(dist / record.path)
+        yield _verify_conda_paths(artifact)
         if record.path.endswith(".conda"):
-            yield _verify_conda(dist / record.path)
+            yield _verify_conda(artifact)
     elif record.package_type == "mobile" and record.path.endswith(".tar.gz"):
-        yield check_mobile_sbom(dist / record.path, record.version)
+        yield check_mobile_sbom(artifact, record.version)
     elif record.package_type == "docker":
         yield _verify_image_sbom(dist, record)
 
@@ -148,9 +151,12 @@ def _verify_image_sbom(dist: Path, record: ArtifactRecord) -> CheckResult:
 
     name = record.name
     relative = record.build.get("sbom")
-    if not relative or not (dist / relative).is_file():
-        return CheckResult(name, "sbom", False, f"no SBOM file recorded or present ({relative or 'none recorded'})")
-    digest = sha256_of(dist / relative)
+    if not isinstance(relative, str) or not relative:
+        return CheckResult(name, "sbom", False, "no SBOM file recorded or present (none recorded)")
+    sbom = recorded_file(dist, record, relative, "build.sbom")
+    if not sbom.is_file():
+        return CheckResult(name, "sbom", False, f"no SBOM file recorded or present ({relative})")
+    digest = sha256_of(sbom)
     labelled = (docker_base.image_labels(name) or {}).get(SBOM_LABEL)
     if labelled != digest:
         return CheckResult(name, "sbom", False, f"{relative} has sha256 {digest[:16]}…, the image's {SBOM_LABEL} "
