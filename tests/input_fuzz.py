@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 from hypothesis import strategies as st
-from test_bad_input_files import COMMANDS, JOURNAL, KEY_FILE, PUBLIC_KEY, WHEEL, _restore, _snapshot, build_world
+from test_bad_input_files import COMMANDS, JOURNAL, KEY_FILE, PUBLIC_KEY, _restore, _snapshot, build_world
 
 from shipyard.cli import main
 from shipyard.errors import ShipyardError
@@ -254,8 +254,8 @@ def mutations(draw: st.DrawFn, kind: str, good: bytes) -> Mutation:
             # the secret as a key's name (an unknown key is echoed by a refusal)
             parent = _get(doc, place[:-1])
             renamed = {(PLANTED_TOKEN if k == place[-1] else k): v for k, v in parent.items()}
-            return Mutation("secret", f"key {place} renamed to a token", _dump(kind, _replace(doc, place[:-1], renamed)),
-                            secrets=(PLANTED_TOKEN,))
+            return Mutation("secret", f"key {place} renamed to a token",
+                            _dump(kind, _replace(doc, place[:-1], renamed)), secrets=(PLANTED_TOKEN,))
         return Mutation("secret", f"{place} = a secret", _dump(kind, _replace(doc, place, value)),
                         secrets=(PLANTED_TOKEN, PLANTED_PASSWORD))
     place = draw(st.sampled_from(places))

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shipyard.plumbing.redaction import SECRET_SHAPES as _SECRET_SHAPES
+from shipyard.plumbing.redaction import public_url
+
+__all__ = ["public_url"]  # re-exported: the one definition is plumbing/redaction.py's
+
 # A SpecIssue's value when the problem has no value to show (a missing key, a whole file).
 NO_VALUE: Any = object()
 
@@ -63,12 +68,6 @@ SECRET_WORDS = ("password", "passwd", "passphrase", "token", "secret", "apikey",
                 "private_key", "access_key", "signing_key")
 # ... unless it names where the credential is kept: a path is shown (a key pasted there is caught by its shape).
 _PATH_KEY_SUFFIXES = ("_file", "_path", "_dir")
-# Credentials recognisable by their shape: PEM blocks, the prefixed tokens of GitHub, PyPI, GitLab,
-# Slack, npm, AWS and OpenAI-style APIs, and JSON web tokens.
-_SECRET_SHAPES = re.compile(
-    r"-----BEGIN [A-Z0-9 ]+-----"
-    r"|(?<![A-Za-z0-9])(gh[pousr]_|github_pat_|pypi-|glpat-|xox[abposr]-|npm_|sk-|AKIA|ASIA)[A-Za-z0-9_\-]{12,}"
-    r"|(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 _DIGEST = re.compile(r"[0-9a-f]{32,128}")  # a sha256 or a commit: shown, it is what a user compares
 
 
@@ -95,17 +94,6 @@ def _high_entropy(word: str) -> bool:
 def looks_secret(text: str) -> bool:
     """Whether `text` holds something shaped like a key, token or password."""
     return bool(_SECRET_SHAPES.search(text)) or any(_high_entropy(w) for w in re.split(r"[\s'\"=:,;@/]+", text))
-
-
-def public_url(url: str) -> str:
-    """`url` as a message may show it: without user:password@, ?query, #fragment or a conda /t/<token>/."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
-    authority, slash, path = rest.partition("/")
-    shown_url = f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
-    return re.sub(r"/t/[^/\s]+/", "/t/***/", shown_url)
 
 
 def _is_url(value: Any, key: str) -> bool:

@@ -22,7 +22,6 @@ import base64
 import binascii
 import json
 import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from urllib.parse import quote
 import requests
 
 from shipyard.errors import RetriesExhausted, TrustedPublishingFailed, UsageError, public_url
+from shipyard.plumbing.redaction import keep_hidden, redact, write_unredacted
 from shipyard.publish.retry import RetryPolicy, bounded_session, describe, with_retries
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.validate import Spec
@@ -44,8 +44,7 @@ def mask(value: str, environ: Mapping[str, str]) -> None:
     """Tell the GitHub runner to hide `value` in every later line of the job's log. Elsewhere no
     runner reads the line, and it would only print the secret: nothing is written."""
     if environ.get("GITHUB_ACTIONS") == "true":
-        sys.stdout.write(f"{MASK}{value}\n")
-        sys.stdout.flush()
+        write_unredacted(f"{MASK}{value}\n")
 
 
 @dataclass(frozen=True)
@@ -62,13 +61,14 @@ class _Exchange:
         self.policy = policy
         self.environ = environ
         self.announce = announce
-        self.secrets: list[str] = []
         self.session = bounded_session(policy)
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact(text)
+
+    def learn(self, secret: str) -> None:
+        """`secret` is hidden from every later line (plumbing/redaction.py)."""
+        keep_hidden(secret)
 
     def fail(self, step: _Step, what: str, fix: str | None = None) -> TrustedPublishingFailed:
         return TrustedPublishingFailed(self.scrub(
@@ -120,7 +120,7 @@ class _Exchange:
             raise TrustedPublishingFailed(
                 f"trusted publishing for {name}: {github.title}: {missing} not set; run it in a GitHub Actions "
                 f"job with `permissions: id-token: write` (the publish job `shipyard ci generate` writes has it)")
-        self.secrets.append(request_token)
+        self.learn(request_token)
         audience_step = _Step("step 1 of 3 (the audience from the index)", f"{base}/_/oidc/audience",
                               f"check oidc_url of the publish target {name} in release.yaml: the index must "
                               f"serve /_/oidc/audience (PyPI: https://pypi.org, TestPyPI: https://test.pypi.org)")
@@ -129,7 +129,7 @@ class _Exchange:
         github_url = f"{request_url}{separator}audience={quote(audience, safe='')}"
         identity = self.answer(github, lambda: self.session.get(
             github_url, headers={"Authorization": f"bearer {request_token}"}), "value")
-        self.secrets.append(identity)
+        self.learn(identity)
         self.announce(identity, self.environ)
         issued_for = _claims(identity).get("aud")
         if issued_for is not None and audience not in ([issued_for] if isinstance(issued_for, str) else issued_for):
@@ -139,7 +139,7 @@ class _Exchange:
                      f"register this repository, its workflow file and environment as a trusted publisher of the "
                      f"project on {public_url(base)} (the project's Settings, Publishing), or fix oidc_url of {name}")
         token = self.answer(mint, lambda: self.session.post(mint.url, json={"token": identity}), "token")
-        self.secrets.append(token)
+        self.learn(token)
         self.announce(token, self.environ)
         return token
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import traceback
 
 from shipyard.cli.build import add_build_commands
 from shipyard.cli.ci import add_ci_commands
@@ -19,6 +20,7 @@ from shipyard.cli.shared import err_console
 from shipyard.cli.supply import add_supply_commands
 from shipyard.cli.variants import add_variants_commands
 from shipyard.errors import ShipyardError
+from shipyard.plumbing.redaction import redacted_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,12 +53,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    try:
-        return int(args.func(args) or 0)
-    except ShipyardError as exc:
-        err_console.print("[red]error[/]:", end=" ")
-        err_console.print(str(exc), markup=False, soft_wrap=True)
-        return exc.exit_code
+    # Everything a command prints or logs, argparse's complaints and a crash's traceback included,
+    # passes through the one scrubber (plumbing/redaction.py) on its way out.
+    with redacted_output():
+        args = _parser().parse_args(argv)
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                            format="%(levelname)s %(name)s: %(message)s")
+        try:
+            return int(args.func(args) or 0)
+        except ShipyardError as exc:
+            err_console.print("[red]error[/]:", end=" ")
+            err_console.print(str(exc), markup=False, soft_wrap=True)
+            return exc.exit_code
+        except Exception:
+            # Printed here, inside the scrubber, rather than by Python after main returns; the
+            # exit status is Python's own for an uncaught exception.
+            traceback.print_exc()
+            return 1

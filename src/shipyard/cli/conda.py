@@ -23,13 +23,13 @@ from shipyard.release.cell_filters import check_filters
 
 def cmd_conda_features(args: argparse.Namespace) -> int:
     from shipyard.conda.features import list_channel_features
-    from shipyard.conda.serve import hide_tokens
+    from shipyard.plumbing.redaction import redact
 
     packages = list_channel_features(args.channel)
     if args.json:
         print(json.dumps([p.to_json() for p in packages], indent=2))
         return 0
-    table = Table(title=f"features in {hide_tokens(args.channel)}")
+    table = Table(title=f"features in {redact(args.channel)}")
     for column in ("package", "version", "build", "variant", "feature", "status"):
         table.add_column(column, overflow="fold")
     colours = {"stable": "green", "beta": "yellow", "prototype": "magenta"}  # another vocabulary's: white

@@ -33,8 +33,8 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 
-from shipyard.conda.serve import hide_tokens
 from shipyard.errors import ShipyardError
+from shipyard.plumbing.redaction import redact
 from shipyard.release.validate import Spec
 from shipyard.wheel.labels import features_document
 
@@ -156,15 +156,15 @@ async def _remote(base: str) -> list[PackageFeatures]:
             try:
                 response = session.get(url, timeout=_TIMEOUT)
             except requests.RequestException as exc:
-                raise ChannelReadError(f"{hide_tokens(url)}: cannot be fetched ({type(exc).__name__}); check that the "
+                raise ChannelReadError(f"{redact(url)}: cannot be fetched ({type(exc).__name__}); check that the "
                                        f"channel's server runs and the URL is right") from exc
             if response.status_code == 404:
                 if subdir == "noarch":
-                    raise ChannelReadError(f"{hide_tokens(url)}: not found (404), so no conda channel at "
-                                           f"{hide_tokens(base)}; check the URL")
+                    raise ChannelReadError(f"{redact(url)}: not found (404), so no conda channel at "
+                                           f"{redact(base)}; check the URL")
                 continue
             if response.status_code != 200:
-                raise ChannelReadError(f"{hide_tokens(url)}: HTTP {response.status_code}; "
+                raise ChannelReadError(f"{redact(url)}: HTTP {response.status_code}; "
                                        + ("check the channel token in the URL (/t/<token>/)"
                                           if response.status_code in (401, 403) else "check the channel's server"))
             listed += [(subdir, name, record) for name, record in _records(response.json())]
@@ -177,8 +177,8 @@ async def _remote(base: str) -> list[PackageFeatures]:
             try:
                 found = await AboutJson.from_remote_url(client, url)
             except Exception as exc:  # py-rattler's own error types
-                raise ChannelReadError(f"{hide_tokens(url)}: cannot read its info/about.json "
-                                       f"({type(exc).__name__}: {hide_tokens(str(exc))})") from exc
+                raise ChannelReadError(f"{redact(url)}: cannot read its info/about.json "
+                                       f"({type(exc).__name__}: {redact(str(exc))})") from exc
         return found.extra if found is not None else None
 
     extras = await asyncio.gather(*(about(subdir, name) for subdir, name, _ in listed))

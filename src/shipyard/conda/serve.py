@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from shipyard.errors import ShipyardError
+from shipyard.plumbing.redaction import keep_hidden, redact
 
 log = logging.getLogger("shipyard.conda.serve")
 
@@ -36,11 +37,6 @@ _CHUNK = 1 << 16
 
 class ServeError(ShipyardError):
     """The channel server cannot be started as asked."""
-
-
-def hide_tokens(text: str) -> str:
-    """`text` (a channel URL, or a message quoting some) with every conda `/t/<token>/` masked."""
-    return re.sub(r"/t/[^/\s]+/", "/t/***/", text)
 
 
 @contextmanager
@@ -57,6 +53,7 @@ def serve_channel(folders: Mapping[str, Path], *, token: str, port: int = 0) -> 
         if not folder.is_dir():
             raise ServeError(f"serve_channel: {folder} (channel {name!r}) is not a folder; build or publish the "
                              f"channel first")
+    keep_hidden(token)  # from every line shown from now on, wherever a request or a message quotes it
     handler = type("ChannelHandler", (_Handler,), {"folders": dict(folders), "token": token})
     server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
@@ -101,7 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(body=False)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-        log.debug("%s %s", self.address_string(), (format % args).replace(self.token, "***"))
+        log.debug("%s %s", self.address_string(), redact(format % args))
 
     def _serve(self, *, body: bool) -> None:
         target = self._resolve()

@@ -20,8 +20,8 @@ from rattler import Channel, Gateway, GenericVirtualPackage, PackageName, Versio
 from rattler.exceptions import SolverError
 from rattler.package import BuildString
 
-from shipyard.conda.serve import hide_tokens
 from shipyard.plumbing import command
+from shipyard.plumbing.redaction import redact
 
 
 class InstallRequest(BaseModel):
@@ -89,17 +89,17 @@ async def _solve_and_install(request: InstallRequest) -> InstallResult:
         records = await solve(channels, request.specs, gateway=Gateway(cache_dir=cache / "repodata"),
                               virtual_packages=_virtual_packages(request.cuda_driver))
     except SolverError as exc:
-        return InstallResult(unsatisfiable=hide_tokens(str(exc).strip()))
+        return InstallResult(unsatisfiable=redact(str(exc).strip()))
     await install(records, target_prefix=request.prefix, cache_dir=cache / "pkgs", show_progress=False)
     return InstallResult(packages=[
         InstalledPackage(name=r.name.normalized, version=str(r.version), build=str(r.build),
-                         sha256=r.sha256.hex() if r.sha256 else "", url=hide_tokens(str(r.url)))
+                         sha256=r.sha256.hex() if r.sha256 else "", url=redact(str(r.url)))
         for r in sorted(records, key=lambda r: r.name.normalized)])
 
 
 def channels_line(channels: Sequence[str]) -> str:
     """The channels searched, for messages, tokens masked."""
-    return ", ".join(hide_tokens(url) for url in channels)
+    return ", ".join(redact(url) for url in channels)
 
 
 def main() -> int:
@@ -107,7 +107,7 @@ def main() -> int:
     try:
         result = asyncio.run(_solve_and_install(request))
     except Exception as exc:  # noqa: BLE001 - reported to the parent as the cell's failure
-        result = InstallResult(error=hide_tokens(f"{type(exc).__name__}: {exc}"))
+        result = InstallResult(error=redact(f"{type(exc).__name__}: {exc}"))
     print(result.model_dump_json(), flush=True)
     return 0
 

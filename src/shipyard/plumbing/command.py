@@ -18,12 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ToolError
+from shipyard.plumbing.redaction import hide_values, redact
 
 log = logging.getLogger("shipyard.plumbing.command")
-
-# Environment variables whose values must never appear in logs or error messages.
-_SECRET_MARKERS = ("PASSWORD", "TOKEN", "SECRET", "API_KEY", "CREDENTIAL")
-
 
 @dataclass(frozen=True)
 class Completed:
@@ -39,15 +36,6 @@ class Completed:
     def output(self) -> str:
         """stdout, then stderr: what a failure message shows (compilers and ninja report on stdout)."""
         return f"{self.stdout.rstrip()}\n{self.stderr}".strip()
-
-
-def _redact(text: str, env: Mapping[str, str] | None) -> str:
-    if not env:
-        return text
-    for key, value in env.items():
-        if value and len(value) >= 4 and any(m in key.upper() for m in _SECRET_MARKERS):
-            text = text.replace(value, "***")
-    return text
 
 
 # The process environment is shared by every thread: a thread that sets a variable for a moment
@@ -115,7 +103,7 @@ def run(
     full_env = environ_snapshot() if env is None else dict(env)
     if extra_env:
         full_env.update(extra_env)
-    shown = _redact(shlex.join(argv), full_env)
+    shown = redact(shlex.join(argv), full_env)
     log.debug("run: %s (cwd=%s)", shown, cwd or ".")
     start = time.monotonic()
     try:
@@ -141,7 +129,7 @@ def _timed_out(exc: subprocess.TimeoutExpired, argv: list[str], shown: str, full
     """The error for a command that ran out of time, with what it had written to stderr."""
     err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
     return ToolError(f"{what or argv[0]}: timed out after {timeout or 0:.0f}s: {shown}", cmd=argv,
-                     output=_redact(err, full_env))
+                     output=redact(err, full_env))
 
 
 def _completed(argv: list[str], shown: str, full_env: Mapping[str, str], returncode: int, stdout: str | None,
@@ -149,10 +137,13 @@ def _completed(argv: list[str], shown: str, full_env: Mapping[str, str], returnc
     """What a command that ended left, redacted; ToolError with its output when it failed and `check` is set."""
     seconds = time.monotonic() - start
     log.debug("done in %.1fs (exit %d): %s", seconds, returncode, shown)
-    done = Completed(tuple(argv), returncode, _redact(stdout or "", full_env), _redact(stderr or "", full_env), seconds)
+    # What the command wrote is data to its caller (JSON, listings): only secret values go; what
+    # is shown of it (the error's output) passes the whole scrubber.
+    done = Completed(tuple(argv), returncode, hide_values(stdout or "", full_env), hide_values(stderr or "", full_env),
+                     seconds)
     if check and returncode != 0:
         raise ToolError(f"{what or Path(argv[0]).name} failed (exit {returncode}): {shown}",
-                        cmd=argv, returncode=returncode, output=done.output)
+                        cmd=argv, returncode=returncode, output=redact(done.output, full_env))
     return done
 
 
@@ -226,7 +217,7 @@ class PrestartedPython:
         if self._idle and not _set_policy(self._proc.pid, "SCHED_OTHER"):
             self.close()  # never a command (and the tools it starts) in the idle class
             return run(argv, cwd=self.cwd, env=full_env, timeout=timeout, what=what)
-        shown = _redact(shlex.join(argv), full_env)
+        shown = redact(shlex.join(argv), full_env)
         log.debug("run (prestarted %d): %s (cwd=%s)", self._proc.pid, shown, self.cwd)
         start = time.monotonic()
         request = json.dumps({"argv": argv, "env": full_env}) + "\n"
@@ -254,7 +245,7 @@ def stream(args: Sequence[object], *, on_line: Callable[[str], None], cwd: str |
     The output is not kept: `on_line` decides what to keep."""
     argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
     full_env = environ_snapshot() if env is None else dict(env)
-    shown = _redact(shlex.join(argv), full_env)
+    shown = redact(shlex.join(argv), full_env)
     log.debug("stream: %s (cwd=%s)", shown, cwd or ".")
     start = time.monotonic()
     try:
@@ -266,7 +257,7 @@ def stream(args: Sequence[object], *, on_line: Callable[[str], None], cwd: str |
     assert proc.stdout is not None
     with proc:
         for line in proc.stdout:
-            on_line(_redact(line.rstrip("\n"), full_env))
+            on_line(redact(line.rstrip("\n"), full_env))
     seconds = time.monotonic() - start
     log.debug("done in %.1fs (exit %d): %s", seconds, proc.returncode, shown)
     return Completed(tuple(argv), proc.returncode, "", "", seconds)

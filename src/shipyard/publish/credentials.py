@@ -4,17 +4,18 @@ this process through GitHub's OIDC token (ci/oidc.py) and kept in memory.
 
 Every variable of every target taking part is read before anything is uploaded, so a missing one
 stops the run before it changes any server. Values live in `Credentials` (whose repr hides them)
-and leave it only into request headers; `scrub` removes them from any text shipyard shows.
+and leave it only into request headers; each is handed to plumbing/redaction.py the moment it is
+read, which removes it from any text shipyard shows.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shipyard.errors import MissingCredential, public_url
+from shipyard.plumbing.redaction import keep_hidden, redact
 from shipyard.publish.retry import RetryPolicy
 from shipyard.release.destinations import PublishTarget
 
@@ -24,6 +25,9 @@ class Credentials:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        keep_hidden(self.password, self.token)
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -62,8 +66,8 @@ def credentials_for(target: PublishTarget, policy: RetryPolicy) -> Credentials:
 
 
 def scrub(text: str, credentials: Iterable[Credentials]) -> str:
-    """`text` with every secret of `credentials` and every conda /t/<token>/ masked."""
+    """`text` as plumbing/redaction.py shows it (`credentials`' secrets are known to it already):
+    kept as a name because the publish backends take a scrubber in their context."""
     for creds in credentials:
-        for secret in creds.secrets:
-            text = text.replace(secret, "***")
-    return re.sub(r"/t/[^/\s]+/", "/t/***/", text)
+        keep_hidden(*creds.secrets)
+    return redact(text)

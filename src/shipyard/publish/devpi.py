@@ -129,9 +129,8 @@ class DevpiBackend(Backend):
                                 self.ctx.policy, scrub=self.ctx.scrub)
         self._expect(response, f"log in as {user}")
         token = response.json()["result"]["password"]
-        scrub = self.ctx.scrub
-        self.ctx = dataclasses.replace(self.ctx, credentials=Credentials(user, token),
-                                       scrub=lambda text: scrub(text).replace(token, "***"))
+        # Credentials hand the token to the one scrubber (plumbing/redaction.py) as they are made.
+        self.ctx = dataclasses.replace(self.ctx, credentials=Credentials(user, token))
         self.writer.auth = (user, token)
 
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:

@@ -14,7 +14,7 @@ write of the registry target goes through `RegistryClient.request`.
   scope for the run, in memory only.
 - **Retries.** Each request goes through retry.py's policy (5xx, resets and timeouts tried again).
 - **Secrets.** Passwords and tokens live in request headers only; every text this module puts
-  in an error passes `scrub`, which also masks the tokens it was given.
+  in an error passes `scrub`; each token is handed to plumbing/redaction.py as it arrives.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 import requests
 
 from shipyard.errors import PublishError, UsageError
+from shipyard.plumbing.redaction import keep_hidden
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.retry import RetryPolicy, bounded_session, describe, with_retries
 from shipyard.release.destinations import PublishTarget
@@ -86,8 +87,7 @@ class RegistryClient:
         self._scheme: str | None = None  # what the registry asked for last: basic or bearer
 
     def scrub(self, text: str) -> str:
-        for token in self._tokens.values():
-            text = text.replace(token, "***")
+        # Each token is known to plumbing/redaction.py from the moment it arrives (`_token`).
         return self._scrub(text)
 
     def url(self, path: str) -> str:
@@ -171,6 +171,7 @@ class RegistryClient:
         if not isinstance(token, str) or not token:
             raise PublishError(f"{what}: the token service {realm.split('?')[0]} answered without a token (JSON with "
                                f"`token` or `access_token` expected); check the registry's auth configuration")
+        keep_hidden(token)
         return token
 
     def untrusted(self, what: str, exc: Exception) -> PublishError:

@@ -20,8 +20,9 @@ from typing import TypeVar
 
 from shipyard.errors import ImmutableFileError, PublishError, ShipyardError, UsageError, nearest
 from shipyard.plumbing.progress import Progress
+from shipyard.plumbing.redaction import redact
 from shipyard.publish.conda_channel import CondaChannelBackend
-from shipyard.publish.credentials import Credentials, credentials_for, scrub
+from shipyard.publish.credentials import Credentials, credentials_for
 from shipyard.publish.devpi import DevpiBackend
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile, files_for
@@ -99,17 +100,15 @@ class Session:
         creds: dict[str, Credentials] = {t.name: credentials_for(t, policy) for t in needed}  # all before any upload
         # urllib3 logs every request line at DEBUG (`-v`), and a conda URL carries its token there.
         logging.getLogger("urllib3").setLevel(max(logging.getLogger("urllib3").getEffectiveLevel(), logging.INFO))
-        every = list(creds.values())
         self.backends: dict[str, Backend] = {}
         for target in targets:
             ctx = TargetContext(target=target, root=spec.root, credentials=creds.get(target.name, Credentials()),
                                 policy=policy, journal=Journal(state / "publish" / f"{target.name}.jsonl"),
-                                scrub=lambda text: scrub(text, every), progress=progress)
+                                scrub=redact, progress=progress)
             self.backends[target.name] = BACKENDS[target.kind](ctx)
-        self._every = every
 
     def scrub(self, text: str) -> str:
-        return scrub(text, self._every)
+        return redact(text)
 
 
 def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: None) -> PublishReport:

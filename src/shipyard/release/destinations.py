@@ -25,6 +25,7 @@ from shipyard.release.fields import (
     PythonVersion,
     named_entries,
 )
+from shipyard.release.place_urls import checked_image, checked_place, place_problem
 
 # The URL schemes each kind of publish target speaks ('' is a bare host:port, as registries are named).
 URL_SCHEMES_BY_TARGET: dict[str, tuple[str, ...]] = {
@@ -53,13 +54,10 @@ def _publish_url_problem(url: str, kind: str | None) -> str | None:
     scheme, sep, rest = url.partition("://")
     if not sep:
         scheme, rest = "", url
+    credentials = place_problem(url)
+    if credentials:
+        return credentials
     authority = rest.partition("/")[0]
-    if "@" in authority:
-        return ("the URL carries credentials (user:password@); remove them and name the environment variables "
-                "that hold them with username_env and password_env")
-    if "?" in url or "#" in url:
-        return ("the URL carries a query or fragment (?… or #…), which may hold a token; remove it and name the "
-                "environment variable that holds a token with token_env")
     parts = re.fullmatch(r"(?P<host>\[[^\]]*\]|[^:\[\]]*)(:(?P<port>\d{1,5}))?", authority)
     if (re.search(r"\s", url) or parts is None or not _HOST.match(parts["host"])
             or (parts["port"] and not 0 < int(parts["port"]) < 65536)):
@@ -231,10 +229,9 @@ _CHANNEL_URL = re.compile(r"^(https?|file)://\S+$")
 
 def _conda_channel(channel: str) -> str:
     if _CHANNEL_URL.match(channel):
-        authority = channel.split("//", 1)[1].split("/", 1)[0]
-        if "@" in authority or "?" in channel or re.search(r"/t/[^/]+/", channel):
-            raise ValueError("a channel URL carries credentials (user:password@, a /t/<token>/ or a ?query); remove "
-                             "them, conda channels named here must be readable without a login")
+        problem = place_problem(channel, "a channel URL")
+        if problem:
+            raise ValueError(problem)
     elif not _CHANNEL_NAME.match(channel):
         raise ValueError("not a conda channel; write a channel name such as conda-forge, or a URL (https://…, "
                          "file:///…)")
@@ -266,7 +263,7 @@ class ImageVariant(Frozen):
     name: str
     runtime_budget_mb: float = Field(gt=0)
     devel_budget_mb: float = Field(gt=0)
-    base_image: str | None = Field(default=None, pattern=_IMAGE_REF.pattern)
+    base_image: Annotated[str | None, AfterValidator(checked_image)] = Field(default=None, pattern=_IMAGE_REF.pattern)
 
 
 class ImageSettings(Frozen):
@@ -279,12 +276,12 @@ class ImageSettings(Frozen):
     components: tuple[str, ...] = Field(min_length=1)
     channel: Literal["nightly", "test", "release"]
     # What CI builds FROM (a registry is reachable there); a variant may name its own.
-    base_image: str = Field(pattern=_IMAGE_REF.pattern)
+    base_image: Annotated[str, AfterValidator(checked_image)] = Field(pattern=_IMAGE_REF.pattern)
     # The official image the Python prefix is copied from on CI, and where it lives in it.
-    python_image: str = Field(pattern=_IMAGE_REF.pattern)
+    python_image: Annotated[str, AfterValidator(checked_image)] = Field(pattern=_IMAGE_REF.pattern)
     python_prefix: str = "/usr/local"
     # The repository the images are built from: the OCI `source` label.
-    source: str = Field(pattern=r"^https?://\S+$")
+    source: Annotated[str, AfterValidator(checked_place)] = Field(pattern=r"^https?://\S+$")
     variants: Annotated[dict[str, ImageVariant], BeforeValidator(named_entries("variants"))] = Field(min_length=1)
 
     @field_validator("repository")
@@ -317,7 +314,8 @@ class SupplyChain(Frozen):
     # the PEM text (a CI secret). The variable wins when it is set.
     signing_key_file: str | None = None
     signing_key_env: str | None = Field(default=None, pattern=ENV_NAME)
-    builder_id: str = Field(min_length=3)
+    # Signed into every provenance statement: a place, so checked like one (no credentials).
+    builder_id: Annotated[str, AfterValidator(checked_place)] = Field(min_length=3)
 
     @model_validator(mode="after")
     def _names_a_key(self) -> SupplyChain:

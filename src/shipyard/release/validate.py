@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.plumbing.confined_paths import resolves_inside
+from shipyard.release.credential_variables import watch_credential_variables
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
 from shipyard.release.fields import StatusVocabulary
@@ -477,6 +478,8 @@ def load_spec(root: Path, release_file: str = "release.yaml",
             out.issues.extend(exc.issues)
             docs.append(None)
     release_doc, feature_doc = docs
+    if release_doc is not None:
+        out.issues.extend(watch_credential_variables(release_doc))
     release = features = None
     if release_doc is not None:
         try:
