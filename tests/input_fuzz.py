@@ -58,6 +58,7 @@ VERDICTS = {"verify dist/": {1}, "verify <artifact>": {1}, "manifest gate": {9},
 # Where a command may write (relative to the world's root).
 WRITES = ("dist/", "merged/", ".shipyard/")
 OLD_FEATURES = "old.yaml"
+FUZZ_COMMANDS = {**COMMANDS, "validate": lambda root: ["--root", str(root), "validate"]}
 VARIANT_RECORD = "dist/variant-wheels.json"
 
 
@@ -72,7 +73,7 @@ class Target:
     before: Callable[[Path], None] = lambda root: None  # what the command needs to read the file at all
 
     def arguments(self, root: Path) -> list[str]:
-        return (self.argv or COMMANDS[self.command])(root)
+        return (self.argv or FUZZ_COMMANDS[self.command])(root)
 
 
 def _drop_public_key(root: Path) -> None:
@@ -132,7 +133,7 @@ def _listing(sandbox: Path, root: Path) -> frozenset[Path]:
 class Mutation:
     cls: str  # the tally's class
     what: str  # what it did, for a failure's report
-    content: bytes | None = None  # the file's new bytes (None: `special` makes it)
+    content: bytes | None = field(default=None, repr=False)  # the file's new bytes (None: `special` makes it)
     special: str = ""  # fifo | folder | link-out | link-etc | missing
     must_refuse: bool = False  # no reading of these bytes can be right
     secrets: tuple[str, ...] = ()
