@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictInt
 from variantlib.api import VariantDescription, VariantProperty, make_variant_dist_info
 from variantlib.constants import VARIANT_DIST_INFO_FILENAME
 from variantlib.models.variant_info import ProviderInfo, VariantInfo
@@ -195,7 +195,7 @@ class VariantFileRecord(BaseModel):
     name: str
     path: str  # relative to the dist folder
     sha256: str
-    size: int
+    size: StrictInt  # strict: `true` or "12" in the record is damage, not a size
     label: str | None = None
     source: SourceRecord | None = None  # the manifest artifact it was made from
     properties: tuple[str, ...] = ()
@@ -216,8 +216,8 @@ def read_variant_record(dist: Path) -> VariantWheels | None:
     path = dist / RECORD_FILE
     if not path.exists():
         return None
-    return validated(VariantWheels, read_json_input(path, missing_fix=RECORD_FIX, restore_fix=RECORD_FIX), path,
-                     fix=RECORD_FIX)
+    data = read_json_input(path, limit="variants record", missing_fix=RECORD_FIX, restore_fix=RECORD_FIX)
+    return validated(VariantWheels, data, path, fix=RECORD_FIX)
 
 
 def _write_record(dist: Path, manifest: Manifest, files: list[VariantFile]) -> None:

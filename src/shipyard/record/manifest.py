@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, StrictInt, field_validator
 
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.file_lock import exclusive
@@ -111,7 +112,7 @@ class ArtifactRecord(CellRecord):
     name: str  # file name
     path: str  # relative to the dist folder
     sha256: str
-    size: int
+    size: StrictInt  # strict: a manifest's `true` or "12" is damage, not a size
     version: str
     features: tuple[FeatureRecord, ...]
     tests: dict[str, Any] | None  # testing.TestRun.to_json(), None when not tested
@@ -143,11 +144,21 @@ class NotApplicableRecord(CellRecord):
 
 class Manifest(BaseModel):
     model_config = ConfigDict(frozen=True)
-    schema_version: int = SCHEMA_VERSION
+    schema_version: StrictInt = SCHEMA_VERSION  # strict: `true` is not version 1
     release: str
     version: str
     artifacts: tuple[ArtifactRecord, ...] = ()
     not_applicable: tuple[NotApplicableRecord, ...] = ()
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, version: str) -> str:
+        # Every stage compares and orders versions (channels, the gate, merges): one must be one.
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise ValueError("not a version (PEP 440, e.g. 1.7.0 or 1.7.0.dev20261205)") from None
+        return version
 
     def by_cell(self) -> dict[str, ArtifactRecord]:
         return {a.cell_id: a for a in self.artifacts}
@@ -163,7 +174,7 @@ def read_manifest(path: Path) -> Manifest | None:
     file and the first bad key when it is not one."""
     if not path.exists():
         return None
-    data = read_json_input(path, missing_fix=MANIFEST_FIX, restore_fix=MANIFEST_FIX,
+    data = read_json_input(path, limit="manifest", missing_fix=MANIFEST_FIX, restore_fix=MANIFEST_FIX,
                            folder_fix="pass --dist with the folder that holds manifest.json")
     return validated(Manifest, data, path, fix=MANIFEST_FIX)
 

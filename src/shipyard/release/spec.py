@@ -51,6 +51,7 @@ from shipyard.release.fields import (
     Frozen,
     PackageType,
     PythonVersion,
+    SchemaVersion,
     Selector,
     Status,
     StatusVocabulary,
@@ -327,7 +328,7 @@ class Exclusion(Frozen):
 
 
 class Release(Frozen):
-    schema_version: Literal[1]
+    schema_version: SchemaVersion
     release: ReleaseInfo
     components: Annotated[dict[str, Component], BeforeValidator(named_entries("components"))]
     variants: Annotated[dict[str, Variant], BeforeValidator(named_entries("variants"))]
@@ -389,7 +390,7 @@ class StatusName(Frozen):
 
 
 class FeatureFile(Frozen):
-    schema_version: Literal[1]
+    schema_version: SchemaVersion
     # The statuses features may have, most mature first (default: stable / beta / prototype,
     # stable blocking); release/validate.py holds every feature's status to it.
     vocabulary: tuple[StatusName, ...] | None = Field(default=None, min_length=1)

@@ -150,7 +150,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def _read_text(path: Path) -> str:
     try:
-        return read_input_text(path, kind="YAML", missing_fix="create it, or pass --root with the folder that holds it",
+        return read_input_text(path, kind="YAML", limit="YAML file",
+                               missing_fix="create it, or pass --root with the folder that holds it",
                                restore_fix="restore the YAML file (git checkout -- <file>)",
                                folder_fix="pass --root with the folder that holds the file")
     except InputError as exc:

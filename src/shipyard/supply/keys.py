@@ -27,7 +27,7 @@ class SigningKeyError(InputError):
 
 def _key_bytes(path: Path, missing_fix: str) -> bytes:
     try:
-        return read_input_bytes(path, missing_fix=missing_fix)
+        return read_input_bytes(path, limit="key", missing_fix=missing_fix)
     except InputError as exc:
         raise SigningKeyError(str(path), exc.issue.message, exc.issue.fix) from None
 
