@@ -213,7 +213,8 @@ def _cases(world: Path) -> list[Case]:
     wrong_features = json.loads(manifest)
     wrong_features["artifacts"][0]["tests"]["features"] = ["ember.kernels"]
     shapes += [json.dumps(wrong_type).encode(), json.dumps(wrong_features).encode(),
-               json.dumps({**data, "schema_version": True}).encode(), json.dumps({**data, "version": "banana"}).encode()]
+               json.dumps({**data, "schema_version": True}).encode(),
+               json.dumps({**data, "version": "banana"}).encode()]
     assert data["artifacts"], "the world's manifest records the wheel"
     normal_when_missing = {"report", "notes", "manifest merge"}  # nothing built yet; a merge into an empty dist/
     for command in ("report", "notes", "manifest gate", "publish", "promote", "attest", "verify dist/",

@@ -40,9 +40,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for path, junk in ((tarball, b"not a gzip stream"), (package, b"not a zip archive")):
             path.parent.mkdir(parents=True)
             path.write_bytes(junk)
-        write_manifest(dist, [
-            record(dist, tarball, component="ember", package_type="mobile", variant="cpu", tag="cpu", tests=features()),
-            record(dist, package, component="ember", package_type="conda", variant="cpu", tag="cpu", tests=features())])
+        write_manifest(dist, [record(dist, path, component="ember", package_type=kind, variant="cpu", tag="cpu",
+                                     tests=features()) for path, kind in ((tarball, "mobile"), (package, "conda"))])
         assert main(["--root", str(root), "attest", "--dist", str(dist)]) == 0
     finally:
         if saved is not None:
