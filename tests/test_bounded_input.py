@@ -50,10 +50,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _shipyard(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`python -m shipyard.cli ARGS` in a child: a read that blocks fails the test at `timeout`, never hangs the suite."""
+    """`python -m shipyard.cli ARGS` in a child: a read that blocks fails the test at `timeout`,
+    never hangs the suite."""
     env = {k: v for k, v in os.environ.items() if k != "SHIPYARD_SIGNING_KEY"}
-    return subprocess.run([sys.executable, "-m", "shipyard.cli", *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run([sys.executable, "-m", "shipyard.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
 
 
 def _one_line(err: str) -> str:
