@@ -212,6 +212,11 @@ def _cases(world: Path) -> list[Case]:
     wrong_type["artifacts"][0]["size"] = "big"
     wrong_features = json.loads(manifest)
     wrong_features["artifacts"][0]["tests"]["features"] = ["ember.kernels"]
+    no_count = json.loads(manifest)
+    next(iter(no_count["artifacts"][0]["tests"]["features"].values()))["passed"] = None
+    not_a_wheel = json.loads(manifest)
+    not_a_wheel["artifacts"][0]["name"] = "not-a-wheel.whl"
+    shapes += [json.dumps(no_count).encode(), json.dumps(not_a_wheel).encode()]
     shapes += [json.dumps(wrong_type).encode(), json.dumps(wrong_features).encode(),
                json.dumps({**data, "schema_version": True}).encode(),
                json.dumps({**data, "version": "banana"}).encode()]

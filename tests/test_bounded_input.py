@@ -213,3 +213,16 @@ def test_keygen_into_a_folder_or_below_a_file_is_one_line(copy: Path, capsys: py
         assert main(["--root", str(copy), "keygen", "--out", str(given), "--force"]) == 2
         line = _one_line(capsys.readouterr().err)
         assert line.startswith(f"{given}: (file): {said}; "), line
+
+
+def test_a_fragment_record_outside_its_fragment_is_one_line(copy: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    data = _manifest(copy)
+    data["artifacts"][0]["path"] = "../dist/" + data["artifacts"][0]["path"]
+    fragment = tmp_path / "fragment"
+    fragment.mkdir()
+    (fragment / "manifest.json").write_text(json.dumps(data))
+    assert main(["--root", str(copy), "manifest", "merge", "--dist", str(tmp_path / "merged"), str(fragment)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"{fragment / 'manifest.json'}: artifacts.0.path: points outside the fragment's folder; ")
+    assert not (tmp_path / "merged").exists()

@@ -81,9 +81,14 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
                              f"{built}; merge the fragments of one build (one commit, one channel) only")
         built = manifest.version
         ruled_out |= {r.cell_id: r for r in manifest.not_applicable}
-        for record in manifest.artifacts:
+        for number, record in enumerate(manifest.artifacts):
             if record.path:
                 source = fragment / record.path
+                # The merge copies what a record names: only from inside the fragment, never beside it.
+                if not source.resolve().is_relative_to(fragment.resolve()):
+                    raise input_error(fragment / "manifest.json", f"artifacts.{number}.path",
+                                      "points outside the fragment's folder", "a fragment records its own files: "
+                                      "rerun its job and upload its whole dist/ folder", value=record.path)
                 if not source.is_file():
                     raise MergeError(f"{fragment}: the manifest records {record.path} (cell {record.cell_id}) but "
                                      f"the file is not there; upload the whole dist/ folder of the job")

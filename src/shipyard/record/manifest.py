@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, StrictInt, field_validator
+from pydantic import BaseModel, ConfigDict, StrictInt, field_validator, model_validator
 
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.file_lock import exclusive
@@ -132,7 +133,30 @@ class ArtifactRecord(CellRecord):
             raise ValueError("tests.features must map each feature id to its result (a mapping)")
         if not isinstance((tests or {}).get("problems", []), list):
             raise ValueError("tests.problems must be a list")
+        for feature, result in features.items():
+            for key in _COUNTS:
+                if key in result and (not isinstance(result[key], int) or isinstance(result[key], bool)):
+                    raise ValueError(f"features.{feature}.{key} must be a whole number")
+            for key in _WORDS:
+                if key in result and not isinstance(result[key], str | None):
+                    raise ValueError(f"features.{feature}.{key} must be text")
         return tests
+
+    @model_validator(mode="after")
+    def _wheel_name(self) -> ArtifactRecord:
+        # Publish, variants and verify read a wheel's name, version and tags from its file name.
+        if self.package_type == "wheel":
+            try:
+                parse_wheel_filename(self.name)
+            except InvalidWheelFilename:
+                raise ValueError(f"name {self.name[:80]!r} is not a wheel file name "
+                                 f"(name-version-python-abi-platform.whl)") from None
+        return self
+
+
+# What the report and the notes read of each feature's result (testing.TestRun.to_json()).
+_COUNTS = ("passed", "failed", "skipped", "not_run")
+_WORDS = ("status", "result", "summary")
 
 
 class NotApplicableRecord(CellRecord):
