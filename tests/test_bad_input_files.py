@@ -125,6 +125,9 @@ def _json_breaks(good: bytes, shapes: list[bytes]) -> Iterator[tuple[str, bytes 
     yield "bytes", BINARY
     yield "encoding", b"\xff" + good
     yield "syntax", good[: len(good) // 2]
+    yield "syntax", b"[" * 900 + b"]" * 900
+    if good.startswith(b"{"):  # its first key twice: which of the two was meant is unknowable
+        yield "syntax", b"{" + json.dumps(next(iter(json.loads(good)))).encode() + b": null," + good[1:]
     for shape in shapes:
         yield "shape", shape
     yield "missing", None
@@ -213,7 +216,14 @@ def _cases(world: Path) -> list[Case]:
     wrong_type["artifacts"][0]["size"] = "big"
     wrong_features = json.loads(manifest)
     wrong_features["artifacts"][0]["tests"]["features"] = ["ember.kernels"]
-    shapes += [json.dumps(wrong_type).encode(), json.dumps(wrong_features).encode()]
+    no_count = json.loads(manifest)
+    next(iter(no_count["artifacts"][0]["tests"]["features"].values()))["passed"] = None
+    not_a_wheel = json.loads(manifest)
+    not_a_wheel["artifacts"][0]["name"] = "not-a-wheel.whl"
+    shapes += [json.dumps(no_count).encode(), json.dumps(not_a_wheel).encode()]
+    shapes += [json.dumps(wrong_type).encode(), json.dumps(wrong_features).encode(),
+               json.dumps({**data, "schema_version": True}).encode(),
+               json.dumps({**data, "version": "banana"}).encode()]
     assert data["artifacts"], "the world's manifest records the wheel"
     normal_when_missing = {"report", "notes", "manifest merge"}  # nothing built yet; a merge into an empty dist/
     for command in ("report", "notes", "manifest gate", "publish", "promote", "attest", "verify dist/",
@@ -298,7 +308,9 @@ def _cases(world: Path) -> list[Case]:
     first, rest = journal.split(b"\n", 1)
     journal_breaks = [("bytes", BINARY + b"\n" + journal), ("encoding", first + b"\xff\n" + rest),
                       ("syntax", first[:-3] + b"\n" + rest), ("shape", b"[1, 2]\n" + journal),
-                      ("shape", first.replace(b'"sha256"', b'"sha"') + b"\n" + rest)]
+                      ("shape", first.replace(b'"sha256"', b'"sha"') + b"\n" + rest),
+                      ("shape", first.replace(b'"' + b"0" * 64 + b'"', b'"zero"') + b"\n" + rest),
+                      ("syntax", first.replace(b'{"event"', b'{"sha256": "1", "event"') + b"\n" + rest)]
     for cls, content in journal_breaks:
         cases.append(Case("publish (journal reader)", ".shipyard/publish/<target>.jsonl", cls, _put(JOURNAL, content),
                           lambda root: lambda: Journal(root / JOURNAL).verified("stage"), at(JOURNAL)))

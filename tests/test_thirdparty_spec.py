@@ -126,7 +126,8 @@ def test_admits_python_reads_specifiers_per_minor_version():
 
 
 def _record(cell_id: str) -> ArtifactRecord:
-    return ArtifactRecord(name=f"{cell_id}.whl", path=f"whl/cpu/{cell_id}.whl", sha256="0" * 64, size=1,
+    name = "newpy-3.0.1+cpu-cp310-cp310-manylinux_2_31_x86_64.whl"  # a manifest's wheel record names a wheel
+    return ArtifactRecord(name=name, path=f"whl/cpu/newpy/{name}", sha256="0" * 64, size=1,
                           cell_id=cell_id, component="newpy", package_type="wheel", variant="cpu",
                           variant_tag="cpu", platform="linux-x86_64", python="3.10", version="3.0.1",
                           features=(), tests=None, build={})

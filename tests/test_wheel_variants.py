@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from synthetic_release import make_wheel, record, write_manifest
+from synthetic_release import features, make_wheel, record, write_manifest
 from user_installs import plain_pip_env
 from variantlib.api import get_variants_by_priority
 from variantlib.variants_json import VariantsJson
@@ -76,24 +76,27 @@ def make_release_dist(repo: Path, root: Path) -> Path:
     dist = root / "dist"
     records = []
     cpu = native_wheel(dist / "whl" / "cpu" / "ember", "ember", "1.7.0+cpu", "cpu")
-    records.append(record(dist, cpu, component="ember", package_type="wheel", variant="cpu", tag="cpu", tests={}))
+    passed = features()  # every feature's tests passed: the gate lets these through
+    records.append(record(dist, cpu, component="ember", package_type="wheel", variant="cpu", tag="cpu", tests=passed))
     for tag, (variant, sass, ptx) in RECORDED_ARCHS.items():
         wheel = native_wheel(dist / "whl" / tag / "ember", "ember", f"1.7.0+{tag}", tag)
         records.append(record(dist, wheel, component="ember", package_type="wheel", variant=variant, tag=tag,
-                              tests={}).model_copy(update={"cuda_archs": CudaArchs(sass=sass, ptx=ptx)}))
+                              tests=passed).model_copy(update={"cuda_archs": CudaArchs(sass=sass, ptx=ptx)}))
     pure = make_wheel(dist / "whl" / "cpu" / "emberaudio", "emberaudio", "1.7.0")
-    records.append(record(dist, pure, component="emberaudio", package_type="wheel", variant="any", tag="any", tests={}))
+    records.append(record(dist, pure, component="emberaudio", package_type="wheel", variant="any", tag="any",
+                          tests=passed))
     # The CPU build's conda package and runtime image, as the manifest records them (their bytes do
     # not matter here: the install commands name them).
     conda = dist / "conda" / "linux-64" / "ember-1.7.0-py311_cpu_0.conda"
     conda.parent.mkdir(parents=True)
     conda.write_bytes(b"conda package")
-    records.append(record(dist, conda, component="ember", package_type="conda", variant="cpu", tag="cpu", tests={}))
+    records.append(record(dist, conda, component="ember", package_type="conda", variant="cpu", tag="cpu",
+                          tests=passed))
     image = dist / "images" / "ember-1.7.0-cpu-runtime.id"
     image.parent.mkdir(parents=True)
     image.write_bytes(b"sha256:image")
-    records.append(record(dist, image, component="ember", package_type="docker", variant="cpu", tag="cpu", tests={})
-                   .model_copy(update={"name": "ember:1.7.0-cpu-runtime"}))
+    records.append(record(dist, image, component="ember", package_type="docker", variant="cpu", tag="cpu",
+                          tests=passed).model_copy(update={"name": "ember:1.7.0-cpu-runtime"}))
     write_manifest(dist, records)
     for tag_dir in (dist / "whl").iterdir():  # the legacy per-variant indexes, as a build writes them
         write_index(tag_dir)

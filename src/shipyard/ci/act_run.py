@@ -227,7 +227,8 @@ def stage_stand_ins(folder: RunFolder) -> dict[str, Path]:
 def committed_workflow_text(repo: Path, workflow: str) -> str:
     """The workflow file as the commit holds it (what GitHub would run)."""
     rel = (WORKFLOWS / f"{workflow}.yml").as_posix()
-    done = command.run(["git", "-C", repo, "show", f"HEAD:{rel}"], check=False, timeout=60, what="git show")
+    done = command.run(["git", "-C", repo, "show", "--end-of-options", f"HEAD:{rel}"], check=False, timeout=60,
+                       what="git show")
     if done.returncode != 0:
         known = sorted(p.stem for p in (repo / WORKFLOWS).glob("*.yml"))
         raise UsageError(f"{rel}: not in the commit; --workflow is one of {', '.join(known) or 'none'} "

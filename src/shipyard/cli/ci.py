@@ -128,19 +128,11 @@ def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
 
 
 def cmd_ci_fragments(args: argparse.Namespace) -> int:
-    import json
+    from shipyard.ci.fragments import missing_fragments, read_plan_jobs
 
-    from shipyard.ci.fragments import missing_fragments
-
-    plan_file = Path(args.plan)
-    try:
-        outputs = json.loads(plan_file.read_text())
-        missing = missing_fragments(outputs, Path(args.folder))
-        expected = sum(len(json.loads(m)["include"]) for m in outputs.values())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise UsageError(f"{plan_file}: (file): not the plan job's outputs as JSON (each lane's matrix, "
-                         f"{{\"include\": [...]}}); pass toJSON(needs.plan.outputs) (got {type(exc).__name__}: "
-                         f"{exc})") from exc
+    jobs = read_plan_jobs(Path(args.plan))
+    missing = missing_fragments(jobs, Path(args.folder))
+    expected = len(jobs)
     if missing:
         err_console.print(f"error: {len(missing)} of {expected} build jobs uploaded no fragment (they failed "
                           f"before their upload; their logs say why): {', '.join(missing)}", markup=False,

@@ -13,9 +13,11 @@ from shipyard.cli.shared import (
     add_publish_channel_option,
     builds_nightly,
     console,
+    dist_folder,
     err_console,
     load_release,
     not_applicable_summary,
+    state_folder,
 )
 from shipyard.release.cell_filters import check_filters
 
@@ -97,13 +99,11 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
 
     spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)
-    root = Path(args.root)
     request = CondaRunRequest(
         variant=args.variant, channels=tuple(_channel_url(c) for c in args.channel or ()),
         bootstrap=args.bootstrap_channel,
         pythons=tuple(args.python or ()), components=tuple(args.component or ()),
-        state=(Path(args.state) if args.state else root / ".shipyard").resolve(),
-        dist=(Path(args.dist) if args.dist else root / "dist").resolve(), jobs=args.jobs, tests=not args.no_tests,
+        state=state_folder(args), dist=dist_folder(args), jobs=args.jobs, tests=not args.no_tests,
         nightly=builds_nightly(args, spec),
         **({"test_jobs": args.test_jobs} if args.test_jobs else {}))
     with live_progress(err_console, f"conda {args.variant}") as progress:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from shipyard.cli.shared import console, err_console, load_release
+from shipyard.cli.shared import console, dist_folder, err_console, load_release
 from shipyard.plumbing.hashing import sha256_hex
 
 if TYPE_CHECKING:
@@ -27,9 +27,8 @@ def cmd_image_build(args: argparse.Namespace) -> int:
     spec = load_release(args)
     if args.repository:
         spec = with_repository(spec, args.repository)
-    root = Path(args.root)
     request = ImageRequest(
-        variant=args.variant, dist=(Path(args.dist) if args.dist else root / "dist").resolve(),
+        variant=args.variant, dist=dist_folder(args),
         targets=tuple(args.target or ("runtime", "devel")), channel=args.channel, base_image=args.base_image,
         python_image=args.python_image, python_prefix=args.python_prefix, allow_untested=args.allow_untested,
         no_cache=args.no_cache)

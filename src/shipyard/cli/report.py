@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from shipyard.cli.shared import console, dist_folder, load_release
+from shipyard.cli.shared import console, dist_folder, load_release, out_file
 
 
 def _report(args: argparse.Namespace):  # noqa: ANN202 - a ReleaseReport, imported lazily with the rest
@@ -27,7 +26,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from shipyard.report.html import STATE_NAMES, write_html
 
     dist = dist_folder(args)
-    out = Path(args.out).resolve() if args.out else dist / "report" / "index.html"
+    out = out_file(args, dist / "report" / "index.html")
     page = write_get_started(spec.release, report.manifest, out.with_name("get-started.html"), spec.statuses)
     write_html(report, out, dist, get_started=page)
     counts = ", ".join(f"{n} {STATE_NAMES[state]}" for state, n in report.counts())
@@ -43,7 +42,7 @@ def cmd_notes(args: argparse.Namespace) -> int:
     spec, report = _report(args)
     previous = load_previous(spec.root, args.previous) if args.previous else None
     out = write_notes(release_notes(report, spec.features, previous),
-                      Path(args.out).resolve() if args.out else dist_folder(args) / "RELEASE_NOTES.md")
+                      out_file(args, dist_folder(args) / "RELEASE_NOTES.md"))
     console.print(f"wrote {out}" + (f" (changes since {previous.label})" if previous else ""))
     return 0
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from shipyard.errors import UsageError, nearest
+from shipyard.plumbing.input_files import input_error, usable_folder
 from shipyard.release.channel_version import NIGHTLY
 from shipyard.release.matrix import NotApplicable
 from shipyard.release.validate import Spec, load_spec
@@ -28,13 +29,24 @@ def load_release(args: argparse.Namespace) -> Spec:
 
 
 def dist_folder(args: argparse.Namespace) -> Path:
-    """`--dist`, or `<root>/dist`."""
-    return (Path(args.dist) if args.dist else Path(args.root) / "dist").resolve()
+    """`--dist`, or `<root>/dist`; one line (exit 2) when that is a file or below one."""
+    return usable_folder((Path(args.dist) if args.dist else Path(args.root) / "dist").resolve(), "--dist",
+                         "pass the dist/ folder (a build writes it)")
 
 
 def state_folder(args: argparse.Namespace) -> Path:
-    """`--state`, or `<root>/.shipyard`."""
-    return (Path(args.state) if args.state else Path(args.root) / ".shipyard").resolve()
+    """`--state`, or `<root>/.shipyard`; one line (exit 2) when that is a file or below one."""
+    return usable_folder((Path(args.state) if args.state else Path(args.root) / ".shipyard").resolve(), "--state",
+                         "pass a folder for shipyard's work files (default: <root>/.shipyard)")
+
+
+def out_file(args: argparse.Namespace, default: Path) -> Path:
+    """`--out` (a file to write), or `default`; one line (exit 2) when it is a folder or below a file."""
+    out = Path(args.out).resolve() if args.out else default
+    if out.is_dir():
+        raise input_error(out, "--out", "is a folder, not a file", "pass the file to write")
+    usable_folder(out.parent, "--out", "pass a file in a folder (the folder is made when missing)")
+    return out
 
 
 def add_publish_channel_option(parser: argparse.ArgumentParser) -> None:

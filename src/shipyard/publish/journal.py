@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from shipyard.plumbing.input_files import InputError, decode_input, input_error,
 
 # The journal only speeds a re-run up (the servers' listings decide what is uploaded): a damaged one can go.
 JOURNAL_FIX = "delete the journal (a re-run checks every file against the servers again)"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class Journal:
@@ -42,7 +44,8 @@ class Journal:
         is not an entry. Only the last line may be cut short (a kill -9 in mid-write): it is ignored."""
         if not self.path.exists():
             return []
-        data = read_input_bytes(self.path, missing_fix=JOURNAL_FIX)
+        data = read_input_bytes(self.path, limit="journal", missing_fix=JOURNAL_FIX,
+                                folder_fix="pass --state with the folder that holds the publish journals")
         lines = data.split(b"\n")
         out = []
         for number, raw in enumerate(lines, start=1):
@@ -76,5 +79,9 @@ class Journal:
             if file_name_problem(entry["file"]) and image_reference_problem(entry["file"]):
                 raise input_error(self.path, "verified.file", "names no file a publish sends (a file name or an image "
                                   "reference)", JOURNAL_FIX, value=entry["file"])
+            # A re-run skips the upload of a file whose sha256 matches this one: it must be a digest.
+            if not _SHA256.fullmatch(entry["sha256"]):
+                raise input_error(self.path, "verified.sha256", "not a sha256 digest (64 lowercase hex digits)",
+                                  JOURNAL_FIX, value=entry["sha256"])
             out[entry["file"]] = entry["sha256"]
         return out

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, StrictInt
 from variantlib.api import VariantDescription, VariantProperty, make_variant_dist_info
 from variantlib.constants import VARIANT_DIST_INFO_FILENAME
 from variantlib.models.variant_info import ProviderInfo, VariantInfo
@@ -198,7 +198,7 @@ class VariantFileRecord(BaseModel):
     name: Annotated[str, AfterValidator(check_file_name)]
     path: Annotated[str, AfterValidator(check_relative_path)]  # relative to the dist folder, inside it
     sha256: str
-    size: int
+    size: StrictInt  # strict: `true` or "12" in the record is damage, not a size
     label: str | None = None
     source: SourceRecord | None = None  # the manifest artifact it was made from
     properties: tuple[str, ...] = ()
@@ -219,8 +219,8 @@ def read_variant_record(dist: Path) -> VariantWheels | None:
     path = dist / RECORD_FILE
     if not path.exists():
         return None
-    return validated(VariantWheels, read_json_input(path, missing_fix=RECORD_FIX, restore_fix=RECORD_FIX), path,
-                     fix=RECORD_FIX)
+    data = read_json_input(path, limit="variants record", missing_fix=RECORD_FIX, restore_fix=RECORD_FIX)
+    return validated(VariantWheels, data, path, fix=RECORD_FIX)
 
 
 def _write_record(dist: Path, manifest: Manifest, files: list[VariantFile]) -> None:

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, StrictInt, ValidationInfo, field_validator, model_validator
 
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.confined_paths import check_relative_path, confined
@@ -114,7 +116,7 @@ class ArtifactRecord(CellRecord):
     name: str  # file name
     path: str  # relative to the dist folder
     sha256: str
-    size: int
+    size: StrictInt  # strict: a manifest's `true` or "12" is damage, not a size
     version: str
     features: tuple[FeatureRecord, ...]
     tests: dict[str, Any] | None  # testing.TestRun.to_json(), None when not tested
@@ -137,6 +139,13 @@ class ArtifactRecord(CellRecord):
             raise ValueError("tests.features must map each feature id to its result (a mapping)")
         if not isinstance((tests or {}).get("problems", []), list):
             raise ValueError("tests.problems must be a list")
+        for feature, result in features.items():
+            for key in _COUNTS:
+                if key in result and (not isinstance(result[key], int) or isinstance(result[key], bool)):
+                    raise ValueError(f"features.{feature}.{key} must be a whole number")
+            for key in _WORDS:
+                if key in result and not isinstance(result[key], str | None):
+                    raise ValueError(f"features.{feature}.{key} must be text")
         return tests
 
     @field_validator("path", "provenance")
@@ -156,6 +165,22 @@ class ArtifactRecord(CellRecord):
             raise ValueError(problem)
         return name
 
+    @model_validator(mode="after")
+    def _wheel_name(self) -> ArtifactRecord:
+        # Publish, variants and verify read a wheel's name, version and tags from its file name.
+        if self.package_type == "wheel":
+            try:
+                parse_wheel_filename(self.name)
+            except InvalidWheelFilename:
+                raise ValueError(f"name {self.name[:80]!r} is not a wheel file name "
+                                 f"(name-version-python-abi-platform.whl)") from None
+        return self
+
+
+# What the report and the notes read of each feature's result (testing.TestRun.to_json()).
+_COUNTS = ("passed", "failed", "skipped", "not_run")
+_WORDS = ("status", "result", "summary")
+
 
 class NotApplicableRecord(CellRecord):
     """A cell its own project rules out (requires-python): no artifact, never a failure."""
@@ -166,11 +191,21 @@ class NotApplicableRecord(CellRecord):
 
 class Manifest(BaseModel):
     model_config = ConfigDict(frozen=True)
-    schema_version: int = SCHEMA_VERSION
+    schema_version: StrictInt = SCHEMA_VERSION  # strict: `true` is not version 1
     release: str
     version: str
     artifacts: tuple[ArtifactRecord, ...] = ()
     not_applicable: tuple[NotApplicableRecord, ...] = ()
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, version: str) -> str:
+        # Every stage compares and orders versions (channels, the gate, merges): one must be one.
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise ValueError("not a version (PEP 440, e.g. 1.7.0 or 1.7.0.dev20261205)") from None
+        return version
 
     def by_cell(self) -> dict[str, ArtifactRecord]:
         return {a.cell_id: a for a in self.artifacts}
@@ -186,7 +221,7 @@ def read_manifest(path: Path) -> Manifest | None:
     file and the first bad key when it is not one."""
     if not path.exists():
         return None
-    data = read_json_input(path, missing_fix=MANIFEST_FIX, restore_fix=MANIFEST_FIX,
+    data = read_json_input(path, limit="manifest", missing_fix=MANIFEST_FIX, restore_fix=MANIFEST_FIX,
                            folder_fix="pass --dist with the folder that holds manifest.json")
     return validated(Manifest, data, path, fix=MANIFEST_FIX)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import NO_VALUE, SpecIssue, nearest
+from shipyard.plumbing.input_files import InputError, read_input_bytes
 from shipyard.release.spec import FeatureFile, Release
 from shipyard.release.yaml_source import YamlDocument
 from shipyard.resources.pytest_plugin.shipyard_test_ids import (
@@ -100,12 +101,12 @@ def read_test_file(root: Path, relative: str) -> TestFile:
 @functools.lru_cache(maxsize=1024)
 def _read_test_file(root: Path, relative: str, _stat: tuple[int, ...]) -> TestFile:
     try:
-        source = (root / relative).read_bytes()
+        source = read_input_bytes(root / relative, limit="test file", missing_fix="")
         tree = ast.parse(source, filename=relative)
     except (SyntaxError, ValueError) as exc:
         return TestFile(relative, (), (), f"does not parse as Python ({exc.__class__.__name__})")
-    except OSError as exc:
-        return TestFile(relative, (), (), f"cannot be read ({exc.strerror or exc})")
+    except InputError as exc:  # a FIFO, a folder, a file too large: never read, never waited on
+        return TestFile(relative, (), (), exc.issue.message)
     constants = {t.id: s.value.value for s in tree.body if isinstance(s, ast.Assign)
                  and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
                  for t in s.targets if isinstance(t, ast.Name)}

@@ -140,6 +140,16 @@ def _tuple_of_str(value: Any) -> Any:
 Selector = Annotated[tuple[str, ...], BeforeValidator(_tuple_of_str)]
 
 
+def _whole_number(value: Any) -> Any:
+    # pydantic's Literal[1] takes `true` and 1.0 for 1: a schema version is written as the number itself.
+    if isinstance(value, bool | float):
+        raise ValueError(f"must be the whole number 1, not {'a boolean' if isinstance(value, bool) else 'a decimal'}")
+    return value
+
+
+SchemaVersion = Annotated[Literal[1], BeforeValidator(_whole_number)]
+
+
 def version_text(value: Any) -> str:
     if isinstance(value, float):
         raw = getattr(value, "raw", None) or str(value)

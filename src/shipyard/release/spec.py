@@ -52,6 +52,7 @@ from shipyard.release.fields import (
     Frozen,
     PackageType,
     PythonVersion,
+    SchemaVersion,
     Selector,
     Status,
     StatusVocabulary,
@@ -330,7 +331,7 @@ class Exclusion(Frozen):
 class Release(Frozen):
     # Every name below (components, variants, platforms, mobile targets, publish targets, channels)
     # is an identifier (plumbing/identifiers.py): cell ids, folders and tags are built from them.
-    schema_version: Literal[1]
+    schema_version: SchemaVersion
     release: ReleaseInfo
     components: Annotated[dict[Name, Component], BeforeValidator(named_entries("components"))]
     variants: Annotated[dict[Name, Variant], BeforeValidator(named_entries("variants"))]
@@ -392,7 +393,7 @@ class StatusName(Frozen):
 
 
 class FeatureFile(Frozen):
-    schema_version: Literal[1]
+    schema_version: SchemaVersion
     # The statuses features may have, most mature first (default: stable / beta / prototype,
     # stable blocking); release/validate.py holds every feature's status to it.
     vocabulary: tuple[StatusName, ...] | None = Field(default=None, min_length=1)

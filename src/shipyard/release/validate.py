@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.plumbing.confined_paths import resolves_inside
+from shipyard.plumbing.input_files import InputError, read_input_bytes
 from shipyard.release.credential_variables import watch_credential_variables
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
@@ -411,8 +412,8 @@ def _read_files(root: Path, file_part: str) -> tuple[tuple[object, ...], ...]:
 @functools.lru_cache(maxsize=1024)
 def _defined_tests(root: Path, file_part: str, _read: tuple[tuple[object, ...], ...]) -> tuple[DefinedTest, ...] | None:
     try:
-        tree = ast.parse((root / file_part).read_bytes())
-    except (SyntaxError, ValueError, OSError):
+        tree = ast.parse(read_input_bytes(root / file_part, limit="test file", missing_fix=""))
+    except (SyntaxError, ValueError, InputError):
         return None
     return tuple(defined_tests(tree, file_part, param_fixtures_for(root, file_part)))
 

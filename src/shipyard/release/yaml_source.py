@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from shipyard.errors import NO_VALUE, SpecError, SpecIssue
-from shipyard.plumbing.input_files import InputError, read_input_text
+from shipyard.plumbing.input_files import MAX_NESTING, InputError, read_input_text
 
 PathKey = tuple[Any, ...]
 
@@ -88,6 +88,9 @@ class _Builder:
             raise SpecError(SpecIssue(self.source, self.lines.get(at[:1]), _key_name(at[:1]), NO_VALUE,
                                       f"more than {_MAX_NODES} values once aliases are expanded",
                                       "use fewer nested aliases (*name); a release file is a few hundred values"))
+        if len(at) > MAX_NESTING:
+            raise self.fail(node, at[:1], f"nested more than {MAX_NESTING} levels deep",
+                            "a release file needs a few levels of nesting, not dozens")
         lines.setdefault(at, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, at, lines)
@@ -150,7 +153,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def _read_text(path: Path) -> str:
     try:
-        return read_input_text(path, kind="YAML", missing_fix="create it, or pass --root with the folder that holds it",
+        return read_input_text(path, kind="YAML", limit="YAML file",
+                               missing_fix="create it, or pass --root with the folder that holds it",
                                restore_fix="restore the YAML file (git checkout -- <file>)",
                                folder_fix="pass --root with the folder that holds the file")
     except InputError as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from shipyard.errors import ToolError
 from shipyard.plumbing import command
-from shipyard.plumbing.input_files import input_error, validated
+from shipyard.plumbing.input_files import check_input_size, input_error, validated
 from shipyard.release.spec import Feature, FeatureFile
 from shipyard.release.yaml_source import YamlDocument, load_yaml, load_yaml_text
 
@@ -31,19 +31,27 @@ def load_previous(root: Path, ref_or_file: str) -> PreviousRelease:
     """`ref_or_file` is a feature_status.yaml of the previous release, or a git ref of this
     repository whose feature_status.yaml (beside release.yaml) is that release's."""
     path = Path(ref_or_file)
-    if path.exists():
+    if path.exists() or path.is_symlink():
         return PreviousRelease(str(path), _parse(load_yaml(path)))
     where = Path(f"{ref_or_file}:feature_status.yaml")
+    if ref_or_file.startswith("-"):  # git would take it for an option (--output=FILE writes a file)
+        raise input_error(ref_or_file, "--previous", "no such file, and not a git ref (a ref never starts with '-')",
+                          PREVIOUS_REF_FIX)
     try:
-        shown = command.run(["git", "show", f"{ref_or_file}:./feature_status.yaml"], cwd=root, what="git show")
+        # --end-of-options: whatever the ref is, git reads it as a revision, never as an option.
+        shown = command.run(["git", "show", "--end-of-options", f"{ref_or_file}:./feature_status.yaml"], cwd=root,
+                            what="git show")
     except UnicodeDecodeError:
         raise input_error(where, "(file)", "is not UTF-8 text", PREVIOUS_FIX) from None
     except ToolError as exc:
         said = exc.output.strip().splitlines()[-1] if exc.output.strip() else "no output"
         raise input_error(ref_or_file, "--previous", f"no such file, and git cannot show feature_status.yaml at that "
-                          f"ref in {root} ({said})", "give a tag or commit of an earlier release (e.g. v1.6.0), or "
-                          "a path to its feature_status.yaml") from None
+                          f"ref in {root} ({said})", PREVIOUS_REF_FIX) from None
+    check_input_size(len(shown.stdout.encode()), where, limit="YAML file", fix=PREVIOUS_FIX)
     return PreviousRelease(ref_or_file, _parse(load_yaml_text(shown.stdout, where)))
+
+
+PREVIOUS_REF_FIX = "give a tag or commit of an earlier release (e.g. v1.6.0), or a path to its feature_status.yaml"
 
 
 PREVIOUS_FIX = "give the previous release's feature_status.yaml, as shipyard validate accepted it in that release"

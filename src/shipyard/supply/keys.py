@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
 from shipyard.errors import NO_VALUE, SpecIssue
-from shipyard.plumbing.input_files import InputError, read_input_bytes
+from shipyard.plumbing.input_files import InputError, folder_problem, read_input_bytes
 from shipyard.release.destinations import SupplyChain
 
 KEYGEN_FIX = "make one with `shipyard keygen`"
@@ -27,7 +27,7 @@ class SigningKeyError(InputError):
 
 def _key_bytes(path: Path, missing_fix: str) -> bytes:
     try:
-        return read_input_bytes(path, missing_fix=missing_fix)
+        return read_input_bytes(path, limit="key", missing_fix=missing_fix)
     except InputError as exc:
         raise SigningKeyError(str(path), exc.issue.message, exc.issue.fix) from None
 
@@ -40,6 +40,13 @@ def generate_key(private_key: Path, *, overwrite: bool = False) -> tuple[Path, P
     """Write an Ed25519 key pair (PKCS#8 PEM, mode 0600; public key beside it, `.pub.pem`).
     Returns (private, public, made): an existing key is kept unless `overwrite`."""
     public = public_key_path(private_key)
+    for path in (private_key, public):
+        problem = "is a directory, not a file" if path.is_dir() else folder_problem(path.parent)
+        if problem == "is a file, not a folder":
+            problem = f"{path.parent} {problem}"
+        if problem:
+            raise SigningKeyError(str(path), problem, "pass --out with a key file's path (its folder is made when "
+                                                      "missing), or fix supply_chain.signing_key_file")
     if private_key.exists() and not overwrite:
         if not public.exists():
             existing = _read_private(_key_bytes(private_key, KEYGEN_FIX), str(private_key))

@@ -58,7 +58,7 @@ ENVELOPE_FIX = "sign the artifacts again: shipyard attest"
 
 def read_envelope(path: Path) -> Envelope:
     """The DSSE envelope in `path`; InputError (one line, exit 2) when it is missing or not one."""
-    data = read_json_input(path, missing_fix=ENVELOPE_FIX, restore_fix=ENVELOPE_FIX)
+    data = read_json_input(path, limit="envelope", missing_fix=ENVELOPE_FIX, restore_fix=ENVELOPE_FIX)
     try:
         return Envelope.from_dict(data)
     except (ValueError, KeyError, TypeError, AttributeError):

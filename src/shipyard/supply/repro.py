@@ -91,9 +91,10 @@ def _clone(source: Path, dest: Path, commit: str) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     # A clone is the clean state: the commit's files only, no dist/, no .shipyard/ caches. Both
     # clones check out the one commit resolved at the start, even if HEAD moves meanwhile.
-    command.run(["git", "clone", "--quiet", "--no-hardlinks", "--no-checkout", source, dest], timeout=600,
-                what=f"clone to {dest}")
-    command.run(["git", "-C", dest, "checkout", "--quiet", "--detach", commit], timeout=600,
+    # --end-of-options: a path or commit that starts with '-' stays a path or commit, never an option.
+    command.run(["git", "clone", "--quiet", "--no-hardlinks", "--no-checkout", "--end-of-options", source, dest],
+                timeout=600, what=f"clone to {dest}")
+    command.run(["git", "-C", dest, "checkout", "--quiet", "--detach", "--end-of-options", commit], timeout=600,
                 what=f"check out {commit[:12]} in {dest}")
 
 

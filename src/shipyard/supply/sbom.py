@@ -36,7 +36,7 @@ from shipyard.errors import BuildError
 from shipyard.host.toolchains.discover import Compiler
 from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, validated
+from shipyard.plumbing.input_files import check_input_size, decode_input, input_error, parse_json_input, validated
 from shipyard.plumbing.wheel_metadata import read_metadata
 from shipyard.record.manifest import CudaArchs
 from shipyard.supply.binaries import conda_files, is_binary, linked_from_outside, wheel_binaries
@@ -345,7 +345,10 @@ def read_wheel_sbom(zf: zipfile.ZipFile) -> SbomListing | None:
                and PurePosixPath(n).parent.parent.name.endswith(".dist-info") and n.endswith(".cdx.json")]
     if not members:
         return None
-    return _listing(members[0], zf.read(members[0]), Path(str(zf.filename)) / members[0])
+    where = Path(str(zf.filename)) / members[0]
+    # The size the zip declares, checked before a byte is inflated (the read checks the real size too).
+    check_input_size(zf.getinfo(members[0]).file_size, where, limit="SBOM", fix=SBOM_FIX)
+    return _listing(members[0], zf.read(members[0]), where)
 
 
 class _Named(BaseModel):
@@ -385,6 +388,7 @@ SBOM_FIX = "rebuild the artifact (its build writes the SBOM into it)"
 
 def _listing(member: str, data: bytes, where: Path) -> SbomListing:
     """What the SBOM `data` says; `where` names it (artifact/member) in an InputError."""
+    check_input_size(len(data), where, limit="SBOM", fix=SBOM_FIX)
     text = decode_input(data, where, kind="JSON", restore_fix=SBOM_FIX, encoding_fix=SBOM_FIX)
     bom = validated(_CycloneDx, parse_json_input(text, where, restore_fix=SBOM_FIX), where, fix=SBOM_FIX)
     vendored: dict[str, str] = {}

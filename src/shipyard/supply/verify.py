@@ -45,7 +45,7 @@ from shipyard.supply.sbom import (
 @dataclass(frozen=True)
 class CheckResult:
     artifact: str
-    check: str  # provenance | signature | subject | record | paths | sbom
+    check: str  # provenance | signature | subject | record | paths | sbom | archive
     ok: bool
     detail: str
 
@@ -72,12 +72,37 @@ def _find_records(target: Path) -> tuple[Path, list[ArtifactRecord]]:
 
 
 def verify(target: Path, public_key: Key) -> list[CheckResult]:
-    """Every check of every artifact under `target` (a dist folder or one artifact)."""
+    """Every check of every artifact under `target` (a dist folder or one artifact); each
+    artifact is judged on its own, so one damaged archive is its own FAILED line."""
     dist, records = _find_records(target)
     results: list[CheckResult] = []
     for record in records:
-        results += list(_verify_one(dist, record, public_key))
+        results += list(_verify_readable(dist, record, public_key))
     return results
+
+
+def _damage() -> tuple[type[BaseException], ...]:
+    """What reading a damaged archive raises: zip, tar, gzip, zstd, rattler's extraction, a wheel
+    file name that is not one (packaging's InvalidWheelFilename is a ValueError)."""
+    import tarfile
+    import zlib
+
+    import zstandard
+    from rattler.exceptions import ExtractError
+
+    return (zipfile.BadZipFile, tarfile.TarError, zlib.error, zstandard.ZstdError, ExtractError, EOFError, OSError,
+            ValueError)
+
+
+def _verify_readable(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckResult]:
+    """_verify_one's results, ending in an `archive` FAILED line when the artifact cannot be read."""
+    try:
+        yield from _verify_one(dist, record, key)
+    except _damage() as exc:
+        said = " ".join(str(exc).split())
+        said = said if len(said) <= 160 else said[:157] + "..."
+        yield CheckResult(record.name, "archive", False, f"{dist / record.path if record.path else record.name} "
+                                                         f"cannot be read ({type(exc).__name__}: {said}); rebuild it")
 
 
 def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckResult]:
