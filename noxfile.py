@@ -7,6 +7,7 @@ and `conda-cpu`, `conda-cuda11`, … for the conda packages).
 from __future__ import annotations
 
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -281,6 +282,19 @@ def tests(session: nox.Session) -> None:
     _install_shipyard(session, "test", bytecode=True)  # the suite starts thousands of Pythons from it
     with scratch_tmpfs.scratch_env(session.log, session.warn) as env:  # ci/scratch_tmpfs.py
         session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]), env=env)
+
+
+@nox.session(name="fuzz")
+def fuzz(session: nox.Session) -> None:
+    """The input fuzzer's long budget: every file each command reads, broken by hypothesis, against
+    one invariant (tests/input_fuzz.py); prints the tally by command and class. `-- N` sets the
+    number of examples (default 20000), `-- N SEED` the seed too (a run prints its own)."""
+    _install_shipyard(session, "test")
+    examples = session.posargs[0] if session.posargs else "20000"
+    seed = session.posargs[1] if len(session.posargs) > 1 else str(random.SystemRandom().randrange(2**32))
+    session.log(f"fuzzing with {examples} examples, seed {seed} (again: nox -s fuzz -- {examples} {seed})")
+    session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-s", f"--hypothesis-seed={seed}",
+                "tests/test_input_fuzz.py", env={"SHIPYARD_FUZZ_EXAMPLES": examples})
 
 
 @nox.session(name="native")

@@ -60,6 +60,7 @@ WRITES = ("dist/", "merged/", ".shipyard/")
 OLD_FEATURES = "old.yaml"
 FUZZ_COMMANDS = {**COMMANDS, "validate": lambda root: ["--root", str(root), "validate"]}
 VARIANT_RECORD = "dist/variant-wheels.json"
+OUTSIDE = "outside.txt"  # a file beside the world, that a `link-out` example points at
 
 
 @dataclass(frozen=True)
@@ -331,7 +332,9 @@ class Tally:
 
 
 VIOLATIONS = ("traceback", "hang", "secret", "outside write", "unclear", "wrongly accepted")
-LINE = re.compile(r"(?P<file>/[^:\n]*|--[a-z-]+[^:]*)(:\d+)?: .+")
+# `file[:line]: key: message; fix`, the file a path (absolute, or relative with a suffix); or a usage
+# error naming the option (`--channel nightly: ...`).
+LINE = re.compile(r"(?P<file>[^\s:]*[./][^\s:]*)(:\d+)?: [^;]+?: .+; .+|--[a-z-]+[^:]*: .+")
 
 
 def run_example(world: World, target: Target, mutation: Mutation) -> Outcome:
@@ -342,7 +345,8 @@ def run_example(world: World, target: Target, mutation: Mutation) -> Outcome:
         target.before(root)
         _apply(path, mutation, world.sandbox)
         code, out, err, escaped = _run(target, root)
-        written = _written(world)
+        # The broken file itself and the link's target are the example's input, not what the command wrote.
+        written = {p: data for p, data in _written(world).items() if p not in (path, world.sandbox / OUTSIDE)}
     finally:
         _remove(path)
         _restore(root, world.intact)
@@ -360,7 +364,7 @@ def _apply(path: Path, mutation: Mutation, sandbox: Path) -> None:
         case "folder":
             path.mkdir()
         case "link-out":
-            outside = sandbox / "outside.txt"
+            outside = sandbox / OUTSIDE
             outside.write_bytes(b"outside the world\n")
             path.symlink_to(outside)
         case "link-etc":
