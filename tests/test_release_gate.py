@@ -6,6 +6,7 @@ before anything is uploaded: the release's targets are never contacted."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,22 @@ def test_the_notes_and_the_report_name_what_the_gate_refuses(repo, tmp_path, cas
                 "proving cell missing": "ember-cpu-linux-x86_64-runtime-docker: proven by cell "
                                         "ember-cpu-linux-x86_64-py3.12-wheel, which the manifest does not hold"}[case]
     assert expected in shown, shown
+
+
+@pytest.mark.parametrize("key, value", [("platform", "atlantis"), ("variant", "cuda99")])
+def test_a_record_of_no_cell_of_the_release_is_refused_by_every_reader(repo, tmp_path, capsys, key, value):
+    """A record for platform 'atlantis' showed as passed in a column of its own, and the gate
+    judged a cell nobody declared: the report, the notes, the gate, publish and promote refuse it."""
+    dist = _dist(tmp_path)
+    manifest = json.loads((dist / "manifest.json").read_text())
+    manifest["artifacts"][0][key] = value
+    (dist / "manifest.json").write_text(json.dumps(manifest))
+    argvs = [*_commands(repo, dist, tmp_path / "state").values(),
+             ["--root", str(repo), "report", "--format", "text", "--dist", str(dist)],
+             ["--root", str(repo), "notes", "--dist", str(dist), "--out", str(tmp_path / "notes.md")]]
+    for argv in argvs:
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"manifest.json: artifacts.0.{key}: is no {key} of release.yaml" in err and repr(value) in err, err
+    assert not (tmp_path / "notes.md").exists()

@@ -30,7 +30,7 @@ def cmd_manifest_gate(args: argparse.Namespace) -> int:
     channel = spec.release.channels.get(args.channel)
     if channel is None:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
-    manifest = load_manifest(dist_folder(args))
+    manifest = load_manifest(spec, dist_folder(args))
     gating = gate(channel, manifest.artifacts, statuses=spec.statuses)  # raises GateBlocked on a block channel
     for note in gating.marked:
         console.print("[red]marked[/]: ", end="")

@@ -32,7 +32,7 @@ from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
 from shipyard.record.gate import Gating, gate
-from shipyard.record.manifest import ArtifactRecord, Manifest, require_manifest
+from shipyard.record.manifest import ArtifactRecord, Manifest, check_release_names, require_manifest
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
 from shipyard.release.validate import Spec
@@ -68,9 +68,14 @@ class PublishReport:
     targets: list[TargetReport]
 
 
-def load_manifest(dist: Path) -> Manifest:
-    return require_manifest(dist / "manifest.json", "build first (shipyard build --variant cpu, shipyard conda "
-                                                    "build --variant cpu) or pass --dist")
+def load_manifest(spec: Spec, dist: Path) -> Manifest:
+    """dist/manifest.json, each of its records a cell of `spec`'s release (check_release_names)."""
+    path = dist / "manifest.json"
+    manifest = require_manifest(path, "build first (shipyard build --variant cpu, shipyard conda build --variant "
+                                      "cpu) or pass --dist")
+    release = spec.release
+    return check_release_names(manifest, path, platforms=[*release.platforms, *release.mobile_targets],
+                               variants=release.variants)
 
 
 def release_channel(spec: Spec, name: str) -> ReleaseChannel:
@@ -120,7 +125,7 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
             raise UsageError(f"--target {t.name} --channel {channel.name}: release.yaml's publish.{t.name}.channels "
                              f"names {', '.join(t.channels)} only; publish to one of those, or add {channel.name} "
                              f"there")
-    manifest = load_manifest(request.dist)
+    manifest = load_manifest(spec, request.dist)
     # Nightly takes development versions (a new one per commit day); test and release plain ones.
     for version in sorted({manifest.version, *(a.version for a in manifest.artifacts)}):
         require_channel_version(version, channel.name, f"publish --channel {channel.name}: "
@@ -211,7 +216,7 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
         raise UsageError(f"promote --from {source.name} --to {destination.name}: promotion goes forward only "
                          f"({' → '.join(order)})")
     require_channel_version(request.version, destination.name, f"promote {request.version} --to {destination.name}")
-    manifest = load_manifest(request.dist)
+    manifest = load_manifest(spec, request.dist)
     artifacts = [a for a in manifest.artifacts if a.version == request.version]
     if not artifacts:
         raise UsageError(f"promote {request.version}: {request.dist / 'manifest.json'} records version "

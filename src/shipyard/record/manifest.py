@@ -226,6 +226,24 @@ def read_manifest(path: Path) -> Manifest | None:
     return validated(Manifest, data, path, fix=MANIFEST_FIX)
 
 
+def check_release_names(manifest: Manifest, path: Path, *, platforms: Iterable[str], variants: Iterable[str]
+                        ) -> Manifest:
+    """`manifest` once each of its records names a platform (or mobile target) and a variant of
+    the release it is read against ('any' for a pure one); else InputError naming the record's key.
+    A record of platform 'atlantis' is no cell of this release: the report would show it passed
+    in a column of its own, and the gate would judge a cell nobody declared."""
+    known = {"platform": {*platforms, "any"}, "variant": {*variants, "any"}}
+    for group, records in (("artifacts", manifest.artifacts), ("not_applicable", manifest.not_applicable)):
+        for number, record in enumerate(records):
+            for key, allowed in known.items():
+                value = getattr(record, key)
+                if value not in allowed:
+                    raise input_error(path, f"{group}.{number}.{key}", f"is no {key} of release.yaml "
+                                      f"({', '.join(sorted(allowed))})", "this manifest belongs to another release, "
+                                      "or a record was edited: " + MANIFEST_FIX, value=value)
+    return manifest
+
+
 def require_manifest(path: Path, missing_fix: str) -> Manifest:
     """The manifest at `path`; InputError (one line, exit 2) when there is none or it is not one."""
     manifest = read_manifest(path)

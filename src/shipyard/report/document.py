@@ -8,7 +8,7 @@ from pathlib import Path
 
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.record.gate import GateNote, gate_notes
-from shipyard.record.manifest import Manifest, read_manifest
+from shipyard.record.manifest import Manifest, check_release_names, read_manifest
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
 from shipyard.release.validate import Spec
 from shipyard.report.artifacts import ArtifactRow, TimingRow, artifact_rows, timing_rows
@@ -51,6 +51,9 @@ def build_report(spec: Spec, manifest_path: Path, inventory: Inventory) -> Relea
     """The report of `manifest_path` (which may be missing or hold any part of the matrix)."""
     manifest: Manifest | None = read_manifest(manifest_path)
     release = spec.release
+    if manifest is not None:
+        check_release_names(manifest, manifest_path, platforms=[*release.platforms, *release.mobile_targets],
+                            variants=release.variants)
     cells = collect_cells(release, manifest, inventory)
     return ReleaseReport(
         name=release.release.name, version=release.release.version, host_platform=inventory.host_platform,
