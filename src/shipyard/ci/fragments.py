@@ -30,6 +30,7 @@ from shipyard.record.manifest import (
     require_manifest,
 )
 from shipyard.release.channel_version import is_version_of
+from shipyard.release.kinds import CONDA
 from shipyard.wheel.index import add_wheel, write_index
 
 
@@ -49,7 +50,7 @@ class MergeReport:
 
 def _fragment_files(fragment: Path, records: Sequence[ArtifactRecord]) -> tuple[list[Path], list[Path], list[Path]]:
     wheels = sorted(fragment.glob("whl/*/*/*.whl"))
-    conda = [fragment / r.path for r in records if r.package_type == "conda" and r.path]
+    conda = [fragment / r.path for r in records if r.package_type == CONDA.name and r.path]
     recorded = {fragment / r.path for r in records if r.path}
     other = sorted(p for p in fragment.rglob("*") if p.is_file() and p.name != "manifest.json"
                    and not p.name.startswith(".") and p.relative_to(fragment).parts[0] not in ("whl", "conda")

@@ -23,6 +23,7 @@ from shipyard.ci.steps import (
     signing_env,
 )
 from shipyard.errors import ShipyardError
+from shipyard.release.kinds import KINDS
 from shipyard.release.validate import Spec
 
 
@@ -59,7 +60,7 @@ def _msvc_step() -> Step:
 
 def vendoring_components(spec: Spec, lane: Lane) -> list[str]:
     """The lane's components whose wheels vendor libraries (release.yaml's `vendored_libraries`)."""
-    if lane.kind != "wheel":
+    if not KINDS[lane.kind].vendors_libraries:
         return []  # conda packages take theirs from release.yaml's conda.channels
     return sorted({name for job in lane.jobs for name in job.components
                    if (c := spec.release.components.get(name)) and c.vendored_libraries})

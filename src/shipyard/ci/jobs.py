@@ -20,12 +20,15 @@ from dataclasses import dataclass, field, replace
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES, HOST_OS
 from shipyard.errors import ShipyardError
 from shipyard.release import matrix
+from shipyard.release.kinds import IMAGE, KINDS
 from shipyard.release.matrix import ANY, Cell, builder_platform, expand
 from shipyard.release.spec import Release
 
 # The word a pure job's id has where a native job's has its component: wheel-pure-cpu-linux-x86_64-any
 # (the pure wheels, tested against the cpu variant's linux-x86_64 wheels).
 PURE = "pure"
+# The platform of a job that builds every mobile target of its component and variant.
+MOBILE_PLATFORM = "mobile"
 
 class MatrixTooLarge(ShipyardError):
     """A lane's matrix holds more jobs than GitHub runs from one matrix."""
@@ -56,10 +59,9 @@ class BuildJob:
 
     @property
     def lane(self) -> str:
-        if self.kind == "mobile":
-            return "mobile"
-        if self.kind == "docker":
-            return "docker"
+        own = KINDS[self.kind].ci_lanes
+        if len(own) == 1:  # every job of the kind in one lane (mobile, docker)
+            return own[0]
         if self.platform == ANY:
             return f"{self.kind}-pure"
         if self.os == "linux" and self.cuda in CUDA_BUILDER_IMAGES:
@@ -89,12 +91,12 @@ def build_jobs(release: Release, cells: Iterable[Cell] | None = None) -> list[Bu
             key = (cell.package_type, PURE, cell.variants[0], builder_platform(release, cell).name)
         else:
             key = (cell.package_type, cell.component, cell.variant,
-                   "mobile" if cell.package_type == "mobile" else cell.platform)
+                   MOBILE_PLATFORM if KINDS[cell.package_type].on_mobile_targets else cell.platform)
         jobs.setdefault(key, []).append(cell)
     out = []
     for (kind, _, variant_name, _), members in jobs.items():
         first = members[0]
-        platform = "mobile" if kind == "mobile" else first.platform  # ANY for a pure job
+        platform = MOBILE_PLATFORM if KINDS[kind].on_mobile_targets else first.platform  # ANY for a pure job
         variant = release.variants[variant_name]
         builder = builder_platform(release, first)
         pythons = tuple(dict.fromkeys(c.python for c in members if c.python))
@@ -114,7 +116,7 @@ def docker_jobs(release: Release) -> list[BuildJob]:
     if images is None:
         return []
     platform = release.platforms[images.platform]
-    return [BuildJob(kind="docker", components=(images.repository,), variant=name,
+    return [BuildJob(kind=IMAGE.name, components=(images.repository,), variant=name,
                      variant_tag=release.variants[name].tag, platform=platform.name, builder=platform.name,
                      os=platform.os, runner=platform.github_runner,
                      cuda=release.variants[name].cuda or "", pythons=(images.python,))
@@ -150,10 +152,9 @@ class Lane:
         return {"include": [job.matrix_entry() for job in self.jobs]}
 
 
-# The order lanes appear in the workflow (and run in, where they depend on each other).
-LANE_ORDER = ("wheel-linux", "wheel-linux-cuda-image", "wheel-windows", "wheel-macos", "wheel-pure",
-              "conda-linux", "conda-linux-cuda-image", "conda-windows", "conda-macos", "conda-pure",
-              "mobile", "docker")
+# The order lanes appear in the workflow (and run in, where they depend on each other): each
+# kind's, in the registry's order.
+LANE_ORDER = tuple(lane for kind in KINDS.values() for lane in kind.ci_lanes)
 
 
 def lanes(release: Release, limit: int | None = None) -> list[Lane]:

@@ -20,6 +20,7 @@ from shipyard.ci.steps import (
     pythons_and_cache,
     signing_env,
 )
+from shipyard.release.kinds import KINDS
 from shipyard.release.validate import Spec
 
 
@@ -59,7 +60,7 @@ def _sysroot_steps(spec: Spec, lane: Lane) -> list[Step]:
     from shipyard.host.toolchains.sysroot import recipe_for_glibc
 
     promises = {spec.release.platforms[job.platform].promised_glibc for job in lane.jobs
-                if job.kind == "wheel" and job.platform in spec.release.platforms}
+                if KINDS[job.kind].keeps_glibc_promise and job.platform in spec.release.platforms}
     recipes = sorted({r.name for glibc in promises if glibc and (r := recipe_for_glibc(glibc))})
     return [{"name": f"{name} sysroot (shipyard toolchain install {name})",
              "run": f"shipyard toolchain install {name}\n"} for name in recipes]

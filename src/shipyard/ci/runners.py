@@ -43,15 +43,11 @@ VENDORED_LIBRARY_SOURCES: dict[str, dict[str, str]] = {
 }
 VCPKG_TRIPLET = "x64-windows"
 
-# Minutes each kind of job may run before GitHub cancels it: measured builds here times the
-# runners' slower cores, with room (README, "Releasing on GitHub Actions").
+# Minutes each job around the build lanes may run before GitHub cancels it: measured runs here times
+# the runners' slower cores, with room (README, "Releasing on GitHub Actions"). A build lane's are its
+# kind's (ci_timeout_minutes, ci_cuda_timeout_minutes in shipyard.release.kinds).
 TIMEOUT_MINUTES: dict[str, int] = {
     "plan": 10,
-    "wheels": 120,
-    "wheels-cuda": 180,
-    "conda": 120,
-    "mobile": 60,
-    "docker": 60,
     "manifest": 20,
     "publish": 60,
 }

@@ -10,6 +10,7 @@ from rich.table import Table
 from shipyard.cli.shared import console, load_release, not_applicable_summary
 from shipyard.errors import ShipyardError
 from shipyard.release.cell_filters import check_filters
+from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import expand, not_applicable, select
 
 
@@ -36,7 +37,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if ruled_out:  # their Pythons need no interpreter here
         console.print(f"not applicable, not checked: {not_applicable_summary(ruled_out)}")
     others = [c for c in select(expand(spec.release), variant=args.variant)
-              if c.platform != inventory.host_platform and c.package_type != "mobile" and not c.is_pure]
+              if c.platform != inventory.host_platform and not KINDS[c.package_type].on_mobile_targets
+              and not c.is_pure]
     if others:
         by_platform = Counter(c.platform for c in others)
         console.print("not built on this host: " + ", ".join(

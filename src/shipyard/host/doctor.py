@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from shipyard.host.toolchains.discover import Compiler, Inventory
 from shipyard.host.toolchains.glibc import glibc_tuple, toolkit_glibc
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
+from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import Cell, expand, select
 from shipyard.release.spec import Release
 
@@ -21,7 +22,8 @@ class DoctorRow:
 def host_cells(release: Release, inventory: Inventory, variant: str | None = None) -> list[Cell]:
     """Cells of this host's platform plus the mobile targets (cross-built from here) and pure wheels."""
     cells = select(expand(release), variant=variant)
-    return [c for c in cells if inventory.host_platform in (c.platform, *c.platforms) or c.package_type == "mobile"]
+    return [c for c in cells
+            if inventory.host_platform in (c.platform, *c.platforms) or KINDS[c.package_type].on_mobile_targets]
 
 
 def diagnose(release: Release, inventory: Inventory, variant: str | None = None) -> list[DoctorRow]:

@@ -24,7 +24,8 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.publish.variants import RECORD_FILE, RECORD_FIX, VARIANTS_INDEX, read_variant_record
 from shipyard.record.manifest import ArtifactRecord, artifact_file, recorded_file
-from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
+from shipyard.release.destinations import PublishTarget
+from shipyard.release.kinds import kinds_taken_by
 from shipyard.wheel.index import wheel_version
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
@@ -58,7 +59,7 @@ def local_file(dist: Path, artifact: ArtifactRecord) -> Path:
 def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: Path,
               derived: Path, release_tags: Sequence[str] = ()) -> list[PublishFile]:
     """Every file `target` receives for these artifacts; `derived` holds the PyPI flavour's rewrites."""
-    wanted = PACKAGE_TYPES_BY_TARGET[target.kind]
+    wanted = kinds_taken_by(target.kind)
     mine = [a for a in artifacts if a.package_type in wanted]
     if target.kind == "static":  # PyTorch's layout, and the PEP 825 variants index beside it
         return _wheel_files(target, mine, dist, derived, release_tags) + _variant_files(dist, mine)

@@ -34,7 +34,8 @@ from shipyard.publish.target import Backend, TargetContext
 from shipyard.record.gate import Gating, gate
 from shipyard.record.manifest import ArtifactRecord, Manifest, check_release_names, require_manifest
 from shipyard.release.channel_version import require_channel_version
-from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget, ReleaseChannel
+from shipyard.release.destinations import PublishTarget, ReleaseChannel
+from shipyard.release.kinds import WHEEL, kinds_taken_by
 from shipyard.release.validate import Spec
 
 T = TypeVar("T")
@@ -133,7 +134,8 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
     gating = gate(channel, manifest.artifacts, statuses=spec.statuses)
     derived = request.state / "publish" / "plain"
     # A release of pure packages only puts them in every variant's index (ember's go beside its native wheels).
-    pure_only = not any(c.kind != "python-pure" for c in spec.release.components.values() if "wheel" in c.package_types)
+    pure_only = not any(c.kind != "python-pure" for c in spec.release.components.values()
+                        if WHEEL.name in c.package_types)
     tags = tuple(v.tag for v in spec.release.variants.values()) if pure_only else ()
     plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived, tags) if t.takes(channel.name) else []
              for t in targets}
@@ -230,7 +232,7 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
                          f"file against the manifest")
     # A pypi index has no channels to copy between (see above); the others take the channel they name.
     targets = [t for t in targets if t.kind != "pypi" and t.takes(destination.name)]
-    needed = [t for t in targets if any(a.package_type in PACKAGE_TYPES_BY_TARGET[t.kind] for a in artifacts)]
+    needed = [t for t in targets if any(a.package_type in kinds_taken_by(t.kind) for a in artifacts)]
     session = Session(spec, targets, needed, request.state, request.policy, progress)
     plans = {t.name: _copied(session.backends[t.name], t, source.name, request, artifacts) for t in targets}
     return _release(session, destination.name, request.version, gating, plans)
@@ -240,7 +242,7 @@ def _copied(backend: Backend, target: PublishTarget, channel: str, request: Prom
             artifacts: list[ArtifactRecord]) -> list[PublishFile]:
     """The files of the version in the source channel, fetched and checked: a name the manifest
     records must have the manifest's sha256; every artifact for this target must be there."""
-    mine = {a.name: a for a in artifacts if a.package_type in PACKAGE_TYPES_BY_TARGET[target.kind]}
+    mine = {a.name: a for a in artifacts if a.package_type in kinds_taken_by(target.kind)}
     if not mine:
         return []
     # The release's files: those the manifest names (a conda mutex has its own version, 1.0) and

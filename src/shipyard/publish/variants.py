@@ -43,6 +43,7 @@ from shipyard.plumbing.input_files import read_json_input, validated
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.record.manifest import ArtifactRecord, Manifest, artifact_file, recorded_file
 from shipyard.release.destinations import WheelVariants
+from shipyard.release.kinds import WHEEL
 from shipyard.release.spec import Release
 from shipyard.wheel.index import add_wheel, write_index
 from shipyard.wheel.repack import repack
@@ -114,7 +115,7 @@ def build_variant_index(dist: Path, release: Release, manifest: Manifest) -> lis
     the index pages, and record every file in `dist/variant-wheels.json`. Idempotent."""
     info = variant_info(release)
     index = dist / "whl" / VARIANTS_INDEX
-    wheels = [a for a in manifest.artifacts if a.package_type == "wheel"]
+    wheels = [a for a in manifest.artifacts if a.package_type == WHEEL.name]
     if not any(a.variant_tag != "any" for a in wheels):
         raise UsageError(f"{dist / 'manifest.json'}: artifacts: no CPU or CUDA wheel to make variants of; build a "
                          f"variant's wheels first (shipyard build --variant cpu)")

@@ -22,6 +22,7 @@ from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.identifiers import Name, file_name_problem, image_reference_problem
 from shipyard.plumbing.input_files import input_error, read_json_input, validated
+from shipyard.release.kinds import WHEEL, kind_of
 
 if TYPE_CHECKING:
     from shipyard.release.cuda_archs import DeviceCode
@@ -159,8 +160,8 @@ class ArtifactRecord(CellRecord):
     @classmethod
     def _one_file_or_image(cls, name: str, info: ValidationInfo) -> str:
         # The name becomes a file name in an index or a channel; an image is named by its reference.
-        docker = info.data.get("package_type") == "docker"
-        problem = image_reference_problem(name) if docker else file_name_problem(name)
+        image = kind_of(info.data.get("package_type")).is_image
+        problem = image_reference_problem(name) if image else file_name_problem(name)
         if problem:
             raise ValueError(problem)
         return name
@@ -168,7 +169,7 @@ class ArtifactRecord(CellRecord):
     @model_validator(mode="after")
     def _wheel_name(self) -> ArtifactRecord:
         # Publish, variants and verify read a wheel's name, version and tags from its file name.
-        if self.package_type == "wheel":
+        if self.package_type == WHEEL.name:
             try:
                 parse_wheel_filename(self.name)
             except InvalidWheelFilename:

@@ -70,12 +70,6 @@ def _publish_url_problem(url: str, kind: str | None) -> str | None:
     return None
 
 
-# Which manifest package types each kind of publish target takes.
-PACKAGE_TYPES_BY_TARGET: dict[str, tuple[str, ...]] = {
-    "devpi": ("wheel",), "pypi": ("wheel",), "static": ("wheel",), "conda": ("conda",), "docker": ("docker",),
-}
-
-
 class PublishTarget(Frozen):
     """Where artifacts go. Credentials are named by environment variable, never inlined.
 

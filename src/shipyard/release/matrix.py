@@ -6,13 +6,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.release.kinds import KINDS
 from shipyard.release.spec import Exclusion, Platform, Release
 
 # Variant, variant tag and platform of a pure cell: one py3-none-any wheel for every variant and platform.
 ANY = "any"
-# The package types a pure component builds once for every variant and platform: a
-# py3-none-any wheel, a `noarch: python` conda package.
-PURE_PACKAGE_TYPES = ("wheel", "conda")
 
 
 @dataclass(frozen=True)
@@ -63,20 +61,21 @@ class Cell:
 def _all_cells(release: Release) -> Iterator[Cell]:
     for component in release.components.values():
         for package_type in component.package_types:
+            kind = KINDS[package_type]
             for variant in release.variants.values():
-                if package_type == "mobile":
+                if kind.on_mobile_targets:
                     for target in release.mobile_targets:
                         yield Cell(component.name, variant.name, variant.tag, target, None,
                                    package_type)
                     continue
                 for platform in release.platforms:
                     pythons: tuple[str | None, ...] = release.pythons if component.is_python else (None,)
-                    if package_type == "conda" and component.native_core is not None:
+                    if kind.splits_native_core and component.native_core is not None:
                         # conda splits the core out (libember: once per platform and variant),
                         # as conda-forge splits libtorch from pytorch.
                         pythons = (None, *pythons)
                     for python in pythons:
-                        core = package_type == "conda" and component.is_python and python is None
+                        core = kind.splits_native_core and component.is_python and python is None
                         yield Cell(component.name, variant.name, variant.tag, platform, python,
                                    package_type, package=f"lib{component.name}" if core else "")
 
@@ -100,7 +99,8 @@ def expand(release: Release) -> list[Cell]:
     collapsed: set[tuple[str, str]] = set()
     for cell in kept:
         group = (cell.component, cell.package_type)
-        if cell.component not in pure or cell.package_type not in PURE_PACKAGE_TYPES:
+        # A pure component builds a py3-none-any wheel, a `noarch: python` conda package: once.
+        if cell.component not in pure or not KINDS[cell.package_type].pure_once:
             out.append(cell)
         elif group not in collapsed:
             collapsed.add(group)
@@ -144,7 +144,7 @@ def _pure_cell(component: str, package_type: str, covered: list[Cell]) -> Cell:
 def builder_platform(release: Release, cell: Cell) -> Platform:
     """The platform whose runner builds `cell`: its own; the first it stands for when pure;
     for mobile targets, the Linux x86_64 platform they are cross-built from."""
-    if cell.package_type == "mobile":
+    if KINDS[cell.package_type].on_mobile_targets:
         linux = [p for p in release.platforms.values() if p.os == "linux" and p.arch == "x86_64"]
         if not linux:
             raise ShipyardError("release.yaml: mobile targets cross-build on a linux x86_64 platform; "

@@ -15,6 +15,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -26,8 +27,9 @@ from shipyard.plumbing.input_files import InputError, read_input_bytes
 from shipyard.release.credential_variables import watch_credential_variables
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
-from shipyard.release.fields import StatusVocabulary
+from shipyard.release.fields import PackageType, StatusVocabulary
 from shipyard.release.issues import Collector, pydantic_issues
+from shipyard.release.kinds import CONDA, KINDS, WHEEL
 from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.release.project_declaration import declared_requires_python
 from shipyard.release.pytest_selection import parse_pytest_args
@@ -130,10 +132,10 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
                 out.add(doc, ("components", name, "tests"), "the tests folder does not exist",
                         fix=f"create {tests.relative_to(root.resolve())}, or give the folder that holds the "
                             f"component's tests, relative to its path")
-        if component.package_types.count("mobile") and not release.mobile_targets:
+        if any(KINDS[t].on_mobile_targets for t in component.package_types) and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
-        if "conda" in component.package_types and release.conda is None:
+        if CONDA.name in component.package_types and release.conda is None:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'conda' needs the channels its dependencies come from; add a top-level "
                     "section `conda: {channels: [conda-forge]}`")
@@ -234,7 +236,7 @@ def _check_images(release: Release, doc: YamlDocument, out: Collector) -> None:
         if component is None:
             out.add(doc, ("images", "components", i), "names no component",
                     fix=f"use one of {', '.join(release.components)}", suggestion=nearest(name, release.components))
-        elif not component.is_python or "wheel" not in component.package_types:
+        elif not component.is_python or WHEEL.name not in component.package_types:
             out.add(doc, ("images", "components", i),
                     "images install wheels by name; this component builds no wheel")
     for name, entry in images.variants.items():
@@ -274,7 +276,7 @@ def _check_exclusions(release: Release, doc: YamlDocument, out: Collector) -> No
         "variant": list(release.variants),
         "platform": list(release.platforms) + list(release.mobile_targets),
         "python": list(release.pythons),
-        "package_type": ["wheel", "mobile", "conda", "docker"],
+        "package_type": list(get_args(PackageType)),  # release.yaml's order, as its own errors list them
     }
     typo = False
     for i, exclusion in enumerate(release.exclusions):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shipyard.record.manifest import ArtifactRecord
+from shipyard.release.kinds import kind_of
 from shipyard.release.spec import Release
 from shipyard.report.cells import ReportCell
 
@@ -46,11 +47,12 @@ def artifact_rows(release: Release, records: tuple[ArtifactRecord, ...]) -> list
 
 
 def _budget_bytes(release: Release, record: ArtifactRecord) -> int | None:
-    if record.package_type == "wheel":
+    budget = kind_of(record.package_type).size_budget
+    if budget == "release":
         variant = release.find_variant(record.variant)
         mb = release.wheel_size_budget_mb(variant) if variant else release.release.wheel_size_budget_mb
         return int(mb * 1024 * 1024)  # as wheel/checks.check_size counts a MiB
-    if record.package_type == "docker" and isinstance(record.build.get("budget_mb"), int | float):
+    if budget == "recorded" and isinstance(record.build.get("budget_mb"), int | float):
         return int(record.build["budget_mb"] * 1_000_000)  # docker counts MB (image/build.py)
     return None
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.host.toolchains.resolve import Missing, resolve
 from shipyard.record.manifest import ArtifactRecord, Manifest, NotApplicableRecord
+from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import Cell, builder_platform, excluded_cells, expand, not_applicable
 from shipyard.release.pytest_selection import left_out_text
 from shipyard.release.spec import Release
@@ -157,7 +158,7 @@ def _seconds(value: object) -> float | None:
 
 def _unbuilt(release: Release, cell: Cell, inventory: Inventory) -> ReportCell:
     host = inventory.host_platform
-    if cell.package_type == "mobile" or host in (cell.platform, *cell.platforms):
+    if KINDS[cell.package_type].on_mobile_targets or host in (cell.platform, *cell.platforms):
         result = resolve(cell, release, inventory)
         if isinstance(result, Missing):
             return _from_matrix(cell, "unavailable", "unavailable", str(result))

@@ -26,16 +26,16 @@ from shipyard.publish.registry import channel_reference
 from shipyard.record.gate import gate
 from shipyard.record.manifest import ArtifactRecord, Manifest
 from shipyard.release.channel_version import NIGHTLY
-from shipyard.release.destinations import PACKAGE_TYPES_BY_TARGET, PublishTarget
+from shipyard.release.destinations import PublishTarget
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
+from shipyard.release.kinds import KINDS, kind_of, kinds_taken_by
 from shipyard.release.matrix import ANY, excluded_builds
 from shipyard.release.spec import Exclusion, Release
 
-INSTALLERS = ("pip", "uv", "conda", "docker")
+# Each installer with the package type it installs, in the kinds' order: pip, uv, conda, docker.
+_PACKAGE_TYPE = {installer: kind.name for kind in KINDS.values() for installer in kind.installers}
+INSTALLERS = tuple(_PACKAGE_TYPE)
 _OS_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
-_PACKAGE_TYPE = {"pip": "wheel", "uv": "wheel", "conda": "conda", "docker": "docker"}
-_WHAT = {"wheel": "wheels", "conda": "conda packages", "docker": "images"}
-_ONE = {"wheel": "wheel", "conda": "conda package", "docker": "image"}
 _PIP = {"pip": "pip3 install", "uv": "uv pip install"}
 
 
@@ -124,7 +124,7 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
             return no(f"Docker images are built for {', '.join(images.variants)} only, not {variant}.")
     target = next((t for t in _targets(release, package_type) if t.takes(channel)), None)
     if target is None:
-        return no(f"release.yaml publishes no {_WHAT[package_type]} to the {channel} channel.")
+        return no(f"release.yaml publishes no {KINDS[package_type].plural} to the {channel} channel.")
     if manifest is None:
         return no("Nothing is built yet: dist/manifest.json is missing.")
     if channel != NIGHTLY and ".dev" in manifest.version:
@@ -140,7 +140,7 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
         return yes(f"docker pull {channel_reference(target.url, image.name, channel)}")
     held = _held(release, manifest, package_type, variant, platform, excluded)
     if main not in held:
-        return no(f"Not built: the manifest holds no {_variant_label(release, variant)} {_ONE[package_type]} of "
+        return no(f"Not built: the manifest holds no {_variant_label(release, variant)} {KINDS[package_type].noun} of "
                   f"{main} for {platform}.")
     names = " ".join(held)
     if installer == "conda":
@@ -190,7 +190,7 @@ def _targets(release: Release, package_type: str) -> list[PublishTarget]:
     """The publish targets of `package_type`, the one a user installs from first: PyTorch's download
     layout (static) before a devpi or PyPI-compatible index."""
     preferred = ("static", "pypi", "devpi")
-    found = [t for t in release.publish.values() if package_type in PACKAGE_TYPES_BY_TARGET[t.kind]]
+    found = [t for t in release.publish.values() if package_type in kinds_taken_by(t.kind)]
     return sorted(found, key=lambda t: preferred.index(t.kind) if t.kind in preferred else 0)
 
 
@@ -231,4 +231,5 @@ def _held(release: Release, manifest: Manifest, package_type: str, variant: str,
 def _runtime_image(manifest: Manifest, variant: str) -> ArtifactRecord | None:
     """The manifest's runtime image of `variant`."""
     return next((r for r in manifest.artifacts
-                 if r.package_type == "docker" and r.variant == variant and r.name.endswith("-runtime")), None)
+                 if kind_of(r.package_type).is_image and r.variant == variant and r.name.endswith("-runtime")),
+                None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from shipyard.release.kinds import kind_of
 from shipyard.release.matrix import ANY
 from shipyard.release.spec import Release
 from shipyard.report.cells import ReportCell
@@ -66,8 +67,8 @@ class GridSection:
 
 def grid_sections(release: Release, cells: list[ReportCell]) -> list[GridSection]:
     """The platforms' table, then the mobile targets' one; sections without cells are left out."""
-    mobile = [c for c in cells if c.package_type == "mobile"]
-    other = [c for c in cells if c.package_type != "mobile"]
+    mobile = [c for c in cells if kind_of(c.package_type).on_mobile_targets]
+    other = [c for c in cells if not kind_of(c.package_type).on_mobile_targets]
     sections = [_section("Platforms", release, other), _section("Mobile targets", release, mobile)]
     return [s for s in sections if s.slots]
 

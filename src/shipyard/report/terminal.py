@@ -6,6 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from shipyard.release.kinds import kind_of
 from shipyard.report.cells import ReportCell, left_out_groups
 from shipyard.report.document import ReleaseReport
 from shipyard.report.html import ICONS, STATE_NAMES
@@ -13,8 +14,6 @@ from shipyard.report.html import ICONS, STATE_NAMES
 STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow", "unavailable": "dim",
           "excluded": "dim", "elsewhere": "magenta", "pending": "white",
           "not-applicable": "dim"}
-# A slot holding several package types names each by its first letter: w(heel), c(onda), d(ocker), m(obile).
-_TYPE_LETTER = {"wheel": "w", "conda": "c", "docker": "d", "mobile": "m"}
 
 
 def terminal_view(report: ReleaseReport) -> Group:
@@ -34,7 +33,8 @@ def terminal_view(report: ReleaseReport) -> Group:
             for column in columns:
                 text = Text()
                 for cell in section.slot(row, column):
-                    letter = _TYPE_LETTER.get(cell.package_type, "?") if column in section.mixed_types else ""
+                    # A slot holding several package types names each by its kind's letter.
+                    letter = kind_of(cell.package_type).letter if column in section.mixed_types else ""
                     text.append(f"{letter}{ICONS[cell.state]}", style=STYLES[cell.state])
                     text.append("↻ " if cell.build_cached else " ", style="cyan")
                 slots.append(text)

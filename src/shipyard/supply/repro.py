@@ -22,6 +22,7 @@ from shipyard.errors import ShipyardError, ToolError
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
+from shipyard.release.kinds import KINDS, kind_of
 from shipyard.supply.image_repro import ImageComparison, compare_images, save_image
 
 # Two clones whose paths differ in length: a path that leaks into a binary changes its size too.
@@ -75,11 +76,15 @@ class ReproReport:
         return kinds
 
 
+# What a dist/ file is, by its ending: an SBOM before the index pages and JSON files, an artifact
+# kind's file by the kind's own endings.
+_SUFFIXES = ((".cdx.json", "sbom"), *((suffix, kind.name) for kind in KINDS.values() for suffix in kind.file_suffixes),
+             (".html", "index"), (".json", "index"), (".json.zst", "index"))
+
+
 def artifact_kind(path: str) -> str:
     name = path.rsplit("/", 1)[-1]
-    for suffix, kind in ((".cdx.json", "sbom"), (".whl", "wheel"), (".conda", "conda"), (".tar.bz2", "conda"),
-                         (".tar.gz", "mobile"), (".aar", "mobile"), (".html", "index"), (".json", "index"),
-                         (".json.zst", "index")):
+    for suffix, kind in _SUFFIXES:
         if name.endswith(suffix):
             return kind
     return "other"
@@ -178,7 +183,7 @@ def reproduce(source: Path, request: ReproRequest, progress=lambda _: None) -> R
 def _image_ids(dist: Path) -> dict[str, str]:
     manifest = read_manifest(dist / "manifest.json")
     return {a.name: f"sha256:{a.sha256}" for a in (manifest.artifacts if manifest else ())
-            if a.package_type == "docker"}
+            if kind_of(a.package_type).is_image}
 
 
 def compare_built_images(clones: Sequence[Path], work: Path) -> list[ImageComparison]:

@@ -20,6 +20,7 @@ from shipyard.host import docker_base
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.plumbing.input_files import input_error
 from shipyard.record.manifest import ArtifactRecord, read_manifest, recorded_file, require_manifest
+from shipyard.release.kinds import kind_of
 from shipyard.supply.binaries import archive_files, is_binary, linked_from_outside, wheel_binaries
 from shipyard.supply.conda_paths import check_conda_paths
 from shipyard.supply.grafted import grafted_members
@@ -132,7 +133,8 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
     if record.path and not artifact.is_file():
         yield CheckResult(name, "subject", False, f"{artifact} is missing")
         return
-    if record.package_type == "docker":
+    kind = kind_of(record.package_type)
+    if kind.is_image:
         digest = _engine_image_id(record.name)
         if digest is None:
             yield CheckResult(name, "subject", False, f"the local docker engine holds no image {name}; pull it "
@@ -147,15 +149,15 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
                                                   f"{subjects[name]}: the artifact changed after signing")
     else:
         yield CheckResult(name, "subject", True, f"sha256 {digest[:16]}… as signed")
-    if record.package_type == "wheel":
+    if kind.contents_check == "record":
         yield from _verify_wheel(artifact)
-    elif record.package_type == "conda":
+    elif kind.contents_check == "paths":
         yield _verify_conda_paths(artifact)
         if record.path.endswith(".conda"):
             yield _verify_conda(artifact)
-    elif record.package_type == "mobile" and record.path.endswith(".tar.gz"):
+    elif kind.contents_check == "tarball-sbom" and record.path.endswith(".tar.gz"):
         yield check_mobile_sbom(artifact, record.version)
-    elif record.package_type == "docker":
+    elif kind.contents_check == "labelled-sbom":
         yield _verify_image_sbom(dist, record)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
 from shipyard.host.toolchains.glibc import glibc_tuple, toolkit_glibc
 from shipyard.plumbing.hashing import sha256_hex
+from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Release
 
@@ -44,7 +45,8 @@ class Missing:
 
 def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | Missing:
     """The toolchain for `cell` on this host, or the first thing missing with its fix."""
-    if cell.package_type == "mobile":
+    kind = KINDS[cell.package_type]
+    if kind.on_mobile_targets:
         return _resolve_mobile(cell, release, inventory)
     if cell.is_pure:
         return _resolve_pure(release, inventory)
@@ -54,8 +56,8 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
         return Missing(f"{cell.platform} cells do not build on this {inventory.host_platform} host",
                        f"they build on GitHub's {platform.github_runner} runners in the release pipeline (ci/)")
     # A conda package's Python comes from its channels, not from this host.
-    interpreter = inventory.interpreter(cell.python) if cell.python and cell.package_type != "conda" else None
-    if cell.python and interpreter is None and cell.package_type != "conda":
+    interpreter = inventory.interpreter(cell.python) if cell.python and kind.host_interpreter else None
+    if cell.python and interpreter is None and kind.host_interpreter:
         return Missing(f"no Python {cell.python} interpreter",
                        f"install it (pyenv install {cell.python}) or put python{cell.python} on PATH")
     component = release.components[cell.component]
@@ -63,7 +65,7 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
     if component.kind == "python-pure":
         return Toolchain(interpreter, None, None, None)
     # A wheel keeps its platform tag's glibc promise only when compiled against that glibc or older.
-    glibc = platform.promised_glibc if cell.package_type == "wheel" else None
+    glibc = platform.promised_glibc if kind.keeps_glibc_promise else None
     compiler = inventory.compiler_at_most(None, glibc=glibc)
     if compiler is None:
         return _missing_compiler(inventory, platform.wheel_platform_tag, glibc)
