@@ -54,13 +54,14 @@ SPECIAL_STRINGS = (*ESCAPES, "", " ", "\t", "\x00", "é", "--output=/tmp/x", "-r
 HANG_SECONDS = 20
 # What each command may answer besides 0 and 2: its own verdicts.
 VERDICTS = {"verify dist/": {1}, "verify <artifact>": {1}, "manifest gate": {9}, "publish": {9}, "promote": {9},
-            "manifest merge": {6}}
+            "manifest merge": {6}, "attest": {1}}
 # Where a command may write (relative to the world's root).
 WRITES = ("dist/", "merged/", ".shipyard/")
 OLD_FEATURES = "old.yaml"
 FUZZ_COMMANDS = {**COMMANDS, "validate": lambda root: ["--root", str(root), "validate"]}
 VARIANT_RECORD = "dist/variant-wheels.json"
-OUTSIDE = "outside.txt"  # a file beside the world, that a `link-out` example points at
+OUTSIDE = "outside.txt"
+RECORDS = ("manifest.json", "variant-wheels.json")  # a file beside the world, that a `link-out` example points at
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,8 @@ def _parses(kind: str, data: bytes) -> bool:
     if kind == "jsonl":
         # A journal's last line cut short is what a killed publish leaves: the reader skips it, by
         # design (README, bad input). Only the lines before it must parse.
-        data = data.rsplit(b"\n", 1)[0] if not data.endswith(b"\n") else data.rstrip(b"\n").rsplit(b"\n", 1)[0]
+        body = data.rstrip(b"\n")
+        data = body[:body.rfind(b"\n") + 1]  # every line but the last ('' for one line)
     try:
         _parse(kind, data)
     except (ValueError, yaml.YAMLError, RecursionError):
@@ -338,9 +340,11 @@ class Tally:
 
 
 VIOLATIONS = ("traceback", "hang", "secret", "outside write", "unclear", "wrongly accepted")
-# `file[:line]: key: message; fix`, the file a path (absolute, or relative with a suffix); or a usage
-# error naming the option (`--channel nightly: ...`).
-LINE = re.compile(r"(?P<file>[^\s:]*[./][^\s:]*)(:\d+)?: [^;]+?: .+; .+|--[a-z-]+[^:]*: .+")
+# A clear line names the file (an absolute path, or a file name with its suffix) and says what to
+# do (`; fix`): `file[:line]: key: message; fix (got value)`, or `release.yaml names no
+# supply_chain.signing_key_file; pass --out FILE`; or it is a usage error naming the option.
+NAMES_A_FILE = re.compile(r"(^|[\s'(])(/[^\s:;]+|[\w.@+-]+\.(ya?ml|json|jsonl|pem|whl|conda|md|html|toml|gz))\b")
+LINE = re.compile(r"--[a-z-]+[^:]*: .+|.+; .+")
 
 
 def run_example(world: World, target: Target, mutation: Mutation) -> Outcome:
@@ -461,7 +465,11 @@ def _judge(world: World, target: Target, mutation: Mutation, code: int, out: str
         return Outcome(mutation.cls, "traceback", f"{mutation.what}: {type(escaped).__name__}: {escaped}"[:400])
     secrets = (*mutation.secrets, CI_TOKEN)
     shown = [s for s in secrets if s in said]
-    leaked = [str(p) for p, data in written.items() for s in secrets if s.encode() in data]
+    # A record (the manifest, the variants record) keeps the text it was given (a merge copies it,
+    # attest and variants write it again): secrets are kept out of it where that text is made
+    # (testing/verdict.TestRun.to_json). Documents (notes, report, pages) and output are checked.
+    leaked = [str(p) for p, data in written.items() for s in secrets
+              if s.encode() in data and p.name not in RECORDS]
     if shown or leaked:
         return Outcome(mutation.cls, "secret", f"{mutation.what}: printed {shown}, written to {leaked}")
     mutated = root / target.relative
@@ -477,7 +485,8 @@ def _judge(world: World, target: Target, mutation: Mutation, code: int, out: str
         return Outcome(mutation.cls, "verdict")
     lines = [line.strip() for line in err.strip().removeprefix("error: ").splitlines() if line.strip()]
     lines = [line for line in lines if not re.fullmatch(r"\d+ problems? in the release description:", line)]
-    if code == 2 and lines and all(LINE.fullmatch(line) for line in lines):
+    if code == 2 and lines and all(LINE.fullmatch(line) and (line.startswith("--") or NAMES_A_FILE.search(line))
+                                   for line in lines):
         return Outcome(mutation.cls, "clear error")
     return Outcome(mutation.cls, "unclear", f"{mutation.what}: exit {code}: {err.strip()[-400:]!r}")
 

@@ -56,7 +56,18 @@ class SpecIssue:
             text += f" ({shown(self.value, self.key)})"
         if self.suggestion:
             text += f"; did you mean {self.suggestion!r}?"
-        return text
+        return one_line(text)
+
+
+# Control characters and line breaks a file may put into a key, a path or a message (`x\ny` as a
+# tests folder, \x11 in an unknown key): shown escaped, so that one problem stays one line and no
+# escape sequence reaches the terminal.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character and line break escaped (`\\n`, `\\x11`)."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 # --- what a message may show of a value ------------------------------------------------------

@@ -146,9 +146,10 @@ def public_url(url: str) -> str:
 
 # A URL inside free text: a scheme, then anything up to a blank or a quote.
 _URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
-# user:password@host without a scheme (a registry's host:port is written so).
+# user:password@host without a scheme (a registry's host:port is written so), also as a path
+# segment (a URL joined onto a folder loses a slash: library/x/https:/ci:pw@github.com).
 # (Not an image reference pinned by digest: name:tag@sha256:….)
-_BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9_.%:/@-])[A-Za-z0-9_.%-]+:[^\s@/'\"]+@(?=[A-Za-z0-9\[])(?!sha\d+:)")
+_BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9_.%:@-])[A-Za-z0-9_.%-]+:[^\s@/'\"]+@(?=[A-Za-z0-9\[])(?!sha\d+:)")
 
 
 def _url_shown(match: re.Match[str]) -> str:

@@ -221,8 +221,10 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
     manifest = load_manifest(spec, request.dist)
     artifacts = [a for a in manifest.artifacts if a.version == request.version]
     if not artifacts:
-        raise UsageError(f"promote {request.version}: {request.dist / 'manifest.json'} records version "
-                         f"{manifest.version}, not {request.version}")
+        held = ", ".join(sorted({a.version for a in manifest.artifacts})) or "none"
+        raise UsageError(f"promote {request.version}: {request.dist / 'manifest.json'} holds no artifact of version "
+                         f"{request.version} (its artifacts' versions: {held}); promote one of those, or pass the "
+                         f"--dist of that version's build")
     gating = gate(destination, artifacts, statuses=spec.statuses, records=manifest.artifacts)
     targets = select_targets(spec, request.targets)
     if any(t.kind == "pypi" for t in targets if t.name in request.targets):

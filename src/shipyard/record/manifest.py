@@ -85,6 +85,16 @@ class CudaArchs(BaseModel):
         return {"sass": list(self.sass), "ptx": list(self.ptx)}
 
 
+def pep440_version(version: str) -> str:
+    """`version` when it is one (PEP 440); every stage compares and orders versions (channels, the
+    gate, merges, promotion)."""
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise ValueError("not a version (PEP 440, e.g. 1.7.0 or 1.7.0.dev20261205)") from None
+    return version
+
+
 class FeatureRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
     id: str
@@ -149,6 +159,19 @@ class ArtifactRecord(CellRecord):
                     raise ValueError(f"features.{feature}.{key} must be text")
         return tests
 
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, version: str) -> str:
+        return pep440_version(version)
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, digest: str) -> str:
+        # Compared with what a file hashes to, and shown in the messages that compare them.
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ValueError("not a sha256 digest (64 lowercase hex digits)")
+        return digest
+
     @field_validator("path", "provenance")
     @classmethod
     def _inside_dist(cls, path: str | None) -> str | None:
@@ -201,12 +224,7 @@ class Manifest(BaseModel):
     @field_validator("version")
     @classmethod
     def _pep440(cls, version: str) -> str:
-        # Every stage compares and orders versions (channels, the gate, merges): one must be one.
-        try:
-            Version(version)
-        except InvalidVersion:
-            raise ValueError("not a version (PEP 440, e.g. 1.7.0 or 1.7.0.dev20261205)") from None
-        return version
+        return pep440_version(version)
 
     def by_cell(self) -> dict[str, ArtifactRecord]:
         return {a.cell_id: a for a in self.artifacts}

@@ -21,6 +21,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from shipyard.conda.build_plan import mutex_name
 from shipyard.errors import GateBlocked
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.redaction import redact
 from shipyard.publish.conda_channel import conda_channel_url
 from shipyard.publish.registry import channel_reference
 from shipyard.record.gate import gate
@@ -93,7 +94,7 @@ def render_get_started(page: GetStarted) -> str:
 
 def write_get_started(release: Release, manifest: Manifest | None, out: Path,
                       statuses: StatusVocabulary = DEFAULT_STATUSES) -> Path:
-    write_atomic(out, render_get_started(get_started(release, manifest, statuses)))
+    write_atomic(out, redact(render_get_started(get_started(release, manifest, statuses))))
     return out
 
 

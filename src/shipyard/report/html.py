@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.redaction import redact
 from shipyard.report.artifacts import ArtifactRow, TimingRow
 from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport
@@ -44,7 +45,8 @@ def render_html(report: ReleaseReport, out: Path, dist: Path, get_started: Path 
 
 def write_html(report: ReleaseReport, out: Path, dist: Path, get_started: Path | None = None) -> Path:
     """Write the report to `out` atomically (a reader never sees half a page)."""
-    write_atomic(out, render_html(report, out, dist, get_started))
+    # Published beside the release: through the one scrubber, as everything printed is.
+    write_atomic(out, redact(render_html(report, out, dist, get_started)))
     return out
 
 

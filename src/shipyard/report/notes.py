@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from shipyard.plumbing.atomic_files import write_atomic
+from shipyard.plumbing.redaction import redact
 from shipyard.record.gate import WHOLE_ARTIFACT
 from shipyard.release.matrix import ANY
 from shipyard.release.spec import FeatureFile
@@ -45,7 +46,8 @@ def release_notes(report: ReleaseReport, features: FeatureFile, previous: Previo
 
 
 def write_notes(text: str, out: Path) -> Path:
-    write_atomic(out, text)
+    """The notes, published beside the release: through the one scrubber, as everything printed is."""
+    write_atomic(out, redact(text))
     return out
 
 

@@ -66,7 +66,17 @@ def _public_pem(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
+def _pem_text(pem: bytes, where: str, fix: str = KEYGEN_FIX) -> bytes:
+    """`pem` once it is ASCII text, as PEM is: the loaders skip a NUL or other bytes around the
+    block, so a damaged or binary file would be taken as a key."""
+    bad = next((at for at, byte in enumerate(pem) if not (32 <= byte < 127 or byte in (9, 10, 13))), None)
+    if bad is not None:  # its offset only: the bytes are the key's
+        raise SigningKeyError(where, f"is not PEM text (a byte that is not printable ASCII at offset {bad})", fix)
+    return pem
+
+
 def _read_private(pem: bytes, where: str) -> Ed25519PrivateKey:
+    pem = _pem_text(pem, where)
     try:
         key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm) as exc:  # never quote the bytes: they are the key
@@ -101,7 +111,7 @@ def load_public_key(path: Path) -> SSlibKey:
     """A public key (PEM, as `shipyard keygen` writes it) to verify signatures with."""
     fix = "pass the .pub.pem that `shipyard keygen` wrote beside the signing key"
     try:
-        key = serialization.load_pem_public_key(_key_bytes(path, fix))
+        key = serialization.load_pem_public_key(_pem_text(_key_bytes(path, fix), str(path), fix))
     except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         raise SigningKeyError(str(path), f"not a PEM public key ({type(exc).__name__})", fix) from None
     if not isinstance(key, Ed25519PublicKey):

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, StrictStr
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
 from shipyard.host.source_tree import git_info
 from shipyard.plumbing.hashing import sha256_of
-from shipyard.plumbing.input_files import InputError, input_error, parse_json_input, read_json_input
+from shipyard.plumbing.input_files import InputError, input_error, parse_json_input, read_json_input, validated
 from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, recorded_file, require_manifest
 from shipyard.release.validate import Spec
 
@@ -56,9 +57,24 @@ def subject_digest(dist: Path, record: ArtifactRecord) -> str:
 ENVELOPE_FIX = "sign the artifacts again: shipyard attest"
 
 
+class _EnvelopeSignature(BaseModel):
+    keyid: StrictStr
+    sig: StrictStr
+
+
+class _EnvelopeShape(BaseModel):
+    """What a DSSE envelope must hold before securesystemslib reads it: it takes a list for
+    payloadType or None for a keyid, and verifying such an envelope then crashes."""
+
+    payload: StrictStr
+    payloadType: StrictStr  # noqa: N815 - DSSE's own name
+    signatures: list[_EnvelopeSignature]
+
+
 def read_envelope(path: Path) -> Envelope:
     """The DSSE envelope in `path`; InputError (one line, exit 2) when it is missing or not one."""
     data = read_json_input(path, limit="envelope", missing_fix=ENVELOPE_FIX, restore_fix=ENVELOPE_FIX)
+    validated(_EnvelopeShape, data, path, fix=ENVELOPE_FIX)
     try:
         return Envelope.from_dict(data)
     except (ValueError, KeyError, TypeError, AttributeError):

@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from shipyard.plumbing.redaction import redact
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
 from shipyard.release.validate import Spec
 
@@ -124,20 +125,23 @@ class TestRun:
         return not self.problems
 
     def to_json(self) -> dict[str, object]:
+        """The run as the manifest records it. The text that comes from the tests (pytest's last
+        lines, skip reasons, problems) passes the one scrubber first: a test that printed a token
+        would otherwise carry it into the manifest, the report and the notes."""
         return {
             "result": "passed" if self.passed else "failed",
             "installed": self.installed,
             "installer": self.installer,
             "seconds": round(self.seconds, 2),
-            "problems": list(self.problems),
-            "features": {f.id: {"status": f.status, "result": f.result, "summary": f.summary,
+            "problems": [redact(p) for p in self.problems],
+            "features": {f.id: {"status": f.status, "result": f.result, "summary": redact(f.summary),
                                 "passed": f.passed, "failed": f.failed, "skipped": f.skipped,
-                                "skip_reasons": list(f.skip_reasons), "not_run": f.not_run,
-                                "not_run_reasons": list(f.not_run_reasons)} for f in self.features},
+                                "skip_reasons": [redact(r) for r in f.skip_reasons], "not_run": f.not_run,
+                                "not_run_reasons": [redact(r) for r in f.not_run_reasons]} for f in self.features},
             "slowest": [[test, seconds] for test, seconds in self.slowest],
             "span": [round(t, 2) for t in self.span],
             # pytest's last lines: what the release report shows when a cell is opened.
-            "log_tail": self.log_tail,
+            "log_tail": redact(self.log_tail),
             **({"left_out": dict(self.left_out)} if self.left_out is not None else {}),
         }
 
