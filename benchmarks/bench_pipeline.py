@@ -59,6 +59,7 @@ from pipeline_run import (  # noqa: E402
 from publish_servers import devpi_server, unbound_port  # noqa: E402
 
 from shipyard.ci.local_run import ENGINE_LOCK  # noqa: E402
+from shipyard.errors import RunFailed  # noqa: E402
 from shipyard.plumbing.file_lock import exclusive  # noqa: E402
 from shipyard.plumbing.port_ranges import claimed_port_range  # noqa: E402
 
@@ -218,12 +219,12 @@ def run_engine(side: Side, work: Path) -> EngineRun:
     start = time.perf_counter()
     run = run_pipeline(side.repo, work, side.secrets, *NARROWED, timeout=3 * 3600)
     wall = time.perf_counter() - start
-    if run.returncode not in (0, 1) or not run.jobs:
+    if run.returncode not in (0, RunFailed.exit_code) or not run.jobs:
         sys.exit(f"bench-pipeline: shipyard ci run did not finish (exit {run.returncode}):\n{run.output[-4000:]}")
-    if run.returncode == 1:
+    if run.returncode == RunFailed.exit_code:
         # a job failed: the run still went to its end; the direct side runs the same jobs, and the
         # table names the failures, so the ratio is read knowing them
-        print("bench-pipeline: the engine's run finished with failed jobs (exit 1): "
+        print(f"bench-pipeline: the engine's run finished with failed jobs (exit {RunFailed.exit_code}): "
               + "; ".join(f"{r['name']}: {r['reason']}" for r in run.jobs if r["result"] == "failure"), flush=True)
     if "waiting for another shipyard ci run" in run.output:
         print("bench-pipeline: the engine's run waited for another shipyard ci run that started in between: its "

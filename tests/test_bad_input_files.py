@@ -31,7 +31,7 @@ from synthetic_release import features, record, write_manifest
 from wheel.wheelfile import WheelFile
 
 from shipyard.cli import main
-from shipyard.errors import ShipyardError
+from shipyard.errors import VERIFY_FAILED, ShipyardError
 from shipyard.publish.journal import Journal
 from shipyard.supply.keys import signer_from_pem
 from shipyard.supply.provenance import STATEMENT_TYPE, sign_statement
@@ -433,7 +433,7 @@ def test_a_missing_envelope_or_sbom_is_verifys_failed_verdict(world: Path, tmp_p
     manifest = json.loads((root / "dist/manifest.json").read_text())
     (root / "dist" / manifest["artifacts"][0]["provenance"]).unlink()
     capsys.readouterr()
-    assert main(COMMANDS["verify dist/"](root)) == 1
+    assert main(COMMANDS["verify dist/"](root)) == VERIFY_FAILED
     assert "ember-1.7.0-py3-none-any.whl: provenance: FAILED: no signed provenance" in capsys.readouterr().err
     shutil.rmtree(root)
     shutil.copytree(world, root, symlinks=True)
@@ -447,7 +447,7 @@ def test_a_missing_envelope_or_sbom_is_verifys_failed_verdict(world: Path, tmp_p
                                  tests=features())])
     assert main(["--root", str(root), "attest", "--dist", str(dist)]) == 0
     capsys.readouterr()
-    assert main(COMMANDS["verify dist/"](root)) == 1
+    assert main(COMMANDS["verify dist/"](root)) == VERIFY_FAILED
     assert "sbom: FAILED: no CycloneDX SBOM" in capsys.readouterr().err
 
 

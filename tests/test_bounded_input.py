@@ -19,6 +19,7 @@ from conftest import SpecCopy
 from synthetic_release import features, record, write_manifest
 
 from shipyard.cli import main
+from shipyard.errors import VERIFY_FAILED
 from shipyard.publish.journal import Journal
 
 KEY_FILE = ".shipyard/keys/provenance-ed25519.pem"
@@ -167,7 +168,7 @@ def test_release_yaml_schema_version_true_is_refused(copy: Path, capsys: pytest.
 
 
 def test_a_journal_digest_that_is_not_one_is_refused(tmp_path: Path) -> None:
-    from shipyard.plumbing.input_files import InputError
+    from shipyard.errors import InputError
 
     journal = Journal(tmp_path / "t.jsonl")
     journal.record("verified", target="t", where="stage", file="a.whl", sha256="not-a-digest")
@@ -188,7 +189,7 @@ def test_notes_previous_that_looks_like_an_option_writes_nothing_and_names_the_r
 
 def test_verify_names_every_damaged_artifact_failed(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
-    assert main(["verify", str(world / "dist"), "--public-key", str(world / PUBLIC_KEY)]) == 1
+    assert main(["verify", str(world / "dist"), "--public-key", str(world / PUBLIC_KEY)]) == VERIFY_FAILED
     err = capsys.readouterr().err
     assert "Traceback" not in err
     for name in ("ember-lite-1.7.0-android-arm64.tar.gz", "ember-1.7.0-py311_cpu_0.conda"):

@@ -10,8 +10,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from shipyard.cli import main
+from shipyard.errors import ChannelVersionError
 from shipyard.release.channel_version import (
-    ChannelVersionError,
     channel_version,
     is_version_of,
     nightly_requirement,

@@ -18,12 +18,14 @@ import pytest
 import yaml
 
 from shipyard.ci.actions import PINNED
-from shipyard.ci.jobs import Lane, MatrixTooLarge, build_jobs, check_lane_size, lanes
+from shipyard.ci.jobs import Lane, build_jobs, check_lane_size, lanes
 from shipyard.ci.workflow import generate
 from shipyard.cli import main
+from shipyard.errors import CRASHED, STABLE_FEATURE_FAILED, MatrixTooLarge, MergeError, WorkflowDrift
 from shipyard.release import matrix as matrix_module
 from shipyard.release.matrix import _all_cells, exclusion_cells, expand, select
 from shipyard.release.validate import load_spec
+from shipyard.wheel.build_request import CELL_NOT_BUILT
 
 WORKFLOWS = (".github/workflows/release.yml", ".github/workflows/nightly.yml")
 # The binary the test extra installs next to this interpreter (nox puts it on PATH too).
@@ -64,7 +66,7 @@ def test_check_fails_on_drift_and_generate_repairs_it(ci_copy, capsys):
     # ... and so are the statuses promised there (validate refuses a status where nothing is built).
     features = spec_copy.root / "feature_status.yaml"
     features.write_text(features.read_text().replace(", macos-arm64: beta}", "}"))
-    assert main(["--root", str(spec_copy.root), "ci", "check"]) == 1
+    assert main(["--root", str(spec_copy.root), "ci", "check"]) == WorkflowDrift.exit_code
     err = capsys.readouterr().err
     assert ".github/workflows/release.yml, .github/workflows/nightly.yml: not what release.yaml generates" in err
     assert "run `shipyard ci generate` and commit the result" in err
@@ -289,7 +291,7 @@ def _run_of(job: dict, name: str) -> str:
 
 @pytest.mark.parametrize("name", WORKFLOWS)
 def test_a_failing_stable_feature_uploads_its_fragment_then_fails_the_lane(repo, name):
-    """Every build step records its exit status and succeeds for 1 (a stable feature failed): the
+    """Every build step records its exit status and succeeds for STABLE_FEATURE_FAILED: the
     fragment is uploaded, then the last step fails the job with that status. Any other status
     fails the build step itself, before the upload."""
     workflow = _load(repo / name)
@@ -303,7 +305,7 @@ def test_a_failing_stable_feature_uploads_its_fragment_then_fails_the_lane(repo,
         at = job["steps"].index(build)
         upload, judge = job["steps"][at + 1], job["steps"][at + 2]
         assert upload["uses"].startswith("actions/upload-artifact@"), (job_id, names)
-        assert "if" not in upload  # the build step succeeded for status 0 and 1
+        assert "if" not in upload  # the build step succeeded for status 0 and STABLE_FEATURE_FAILED
         assert judge == {"name": "Fail the job when a stable feature failed (after the upload)",
                          "if": "steps.build.outputs.status != '0'",
                          "env": {"STATUS": "${{ steps.build.outputs.status }}"}, "run": judge["run"]}
@@ -311,7 +313,8 @@ def test_a_failing_stable_feature_uploads_its_fragment_then_fails_the_lane(repo,
         script = build["run"]
         assert script.startswith("status=0\n") and "|| status=$?\n" in script, job_id
         assert 'echo "status=$status" >> "$GITHUB_OUTPUT"' in script
-        assert script.endswith('if [ "$status" -ne 0 ] && [ "$status" -ne 1 ]; then exit "$status"; fi\n')
+        lets_through = f'[ "$status" -ne {STABLE_FEATURE_FAILED} ]'
+        assert script.endswith(f'if [ "$status" -ne 0 ] && {lets_through}; then exit "$status"; fi\n')
     assert lanes_seen == 11
 
 
@@ -340,8 +343,12 @@ def test_the_build_step_records_its_status_and_fails_only_for_an_unfinished_buil
     assert _build_line(script) == ('shipyard build --variant "$VARIANT" "${component_args[@]}" '
                                    '--publish-channel "$SHIPYARD_CHANNEL" "${python_args[@]}" || status=$?')
     assert _run_build_step(script, 0, tmp_path) == (0, "status=0\n")
-    assert _run_build_step(script, 1, tmp_path) == (0, "status=1\n")  # the upload runs; the judge step fails
-    assert _run_build_step(script, 5, tmp_path) == (5, "status=5\n")  # no upload of a build that did not finish
+    # A stable feature failed: the step passes, the upload runs, the judge step fails the job.
+    passed = (0, f"status={STABLE_FEATURE_FAILED}\n")
+    assert _run_build_step(script, STABLE_FEATURE_FAILED, tmp_path) == passed
+    # No upload of a build that did not finish, nor of a crash.
+    for status in (CELL_NOT_BUILT, CRASHED):
+        assert _run_build_step(script, status, tmp_path) == (status, f"status={status}\n")
 
 
 def _build_argv(script: str, pythons: str, tmp_path: Path, components: str = "ember") -> list[str]:
@@ -463,7 +470,7 @@ def test_ci_fragments_names_every_build_job_that_uploaded_no_fragment(repo, tmp_
     for job in ids[2:]:
         (folder / f"fragment-{job}").mkdir(parents=True)
         (folder / f"fragment-{job}" / "manifest.json").write_text("{}")
-    assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == 1
+    assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == MergeError.exit_code
     err = " ".join(capsys.readouterr().err.split())
     assert f"error: 2 of {len(ids)} build jobs uploaded no fragment" in err and f"{ids[0]}, {ids[1]}" in err
     for job in ids[:2]:

@@ -25,10 +25,11 @@ import zstandard
 
 from shipyard import cli
 from shipyard.conda import channel as channel_module
-from shipyard.conda.channel import ChannelError, conda_artifact_record, publish_packages
+from shipyard.conda.channel import conda_artifact_record, publish_packages
 from shipyard.conda.features import features_from_extra, list_channel_features, package_extra
 from shipyard.conda.normalize import normalize_conda_package
 from shipyard.conda.serve import serve_channel
+from shipyard.errors import ChannelError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import FeatureRecord, merge_artifacts, read_manifest
 from shipyard.release.validate import Spec, load_spec

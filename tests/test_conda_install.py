@@ -27,6 +27,7 @@ from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.build import conda_output_dir
 from shipyard.conda.solve_install import InstallRequest, InstallResult, solve_and_install
+from shipyard.errors import STABLE_FEATURE_FAILED, BuildError
 from shipyard.host.toolchains.discover import discover
 from shipyard.host.toolchains.resolve import Missing, resolve
 from shipyard.record.manifest import read_manifest
@@ -351,7 +352,7 @@ def test_libember_is_not_published_when_every_ember_on_it_failed_its_tests(
                  "--dist", str(dist)])
     captured = capsys.readouterr()
     out, err = " ".join(captured.out.split()), " ".join(captured.err.split())
-    assert code == 1, out
+    assert code == STABLE_FEATURE_FAILED, out
     assert "built in" not in out
     assert re.search(r"(?<![\w-])ember-1\.7\.0-py311\S* │ cached │ failed: tests of no feature failed", out), out
     assert re.search(r"(?<![\w-])libember-1\.7\.0-\S+ │ cached │ \(no tests of its own\); not published: no package "
@@ -381,7 +382,7 @@ def test_a_failed_build_leaves_the_output_as_it_was(repo: Path, released: Releas
                  "emberaudio", "--channel", released.bootstrap, "--state", str(released.state),
                  "--dist", str(tmp_path / "dist")])
     err = capsys.readouterr().err
-    assert code == 5, err
+    assert code == BuildError.exit_code, err
     assert not (tmp_path / "dist" / "conda").exists()  # nothing published
     assert re.search(r"conda build of emberaudio-\S+ \(\S+recipe\.yaml\) failed", err)
     assert "emberaudio-fails-on-purpose" in err  # the tail of rattler-build's log, quoted

@@ -17,7 +17,7 @@ from conftest import SpecCopy
 from synthetic_release import features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
-from shipyard.plumbing.input_files import InputError
+from shipyard.errors import InputError
 from shipyard.publish.journal import Journal
 
 R = "release.yaml"

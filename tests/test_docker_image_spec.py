@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 from synthetic_release import write_manifest
 
-from shipyard.errors import SpecError, UsageError
+from shipyard.errors import ChannelVersionError, SpecError, UsageError
 from shipyard.image.deps import compatible_platforms
 from shipyard.image.hygiene import secret_needles
 from shipyard.image.plan import image_labels, image_plans
 from shipyard.image.tags import kind_of, moving_tag, published_tag, published_version, staging_tag
-from shipyard.release.channel_version import ChannelVersionError
 from shipyard.release.validate import load_spec
 
 

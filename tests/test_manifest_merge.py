@@ -8,6 +8,7 @@ from pathlib import Path
 from synthetic_release import features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
+from shipyard.errors import MergeError
 
 
 def _fragment(root: Path, name: str, project: str, tag: str, *, payload: str = "", stable: str = "passed",
@@ -45,12 +46,12 @@ def test_the_fragments_of_one_nightly_merge_under_its_version_and_two_nightlies_
     assert _merge(repo, dist, a, b) == 0
     assert json.loads((dist / "manifest.json").read_text())["version"] == "1.7.0.dev20261201"
     other = _fragment(tmp_path, "fragment-c", "emberelastic", "cpu", version="1.7.0.dev20261202")
-    assert _merge(repo, tmp_path / "dist2", a, other) == 6
+    assert _merge(repo, tmp_path / "dist2", a, other) == MergeError.exit_code
     err = " ".join(capsys.readouterr().err.split())
     assert "version 1.7.0.dev20261202, but another fragment is 1.7.0.dev20261201" in err, err
     # Another release's nightly is not this release's.
     foreign = _fragment(tmp_path, "fragment-d", "ember", "cpu", version="1.8.0.dev20261201")
-    assert _merge(repo, tmp_path / "dist3", foreign) == 6
+    assert _merge(repo, tmp_path / "dist3", foreign) == MergeError.exit_code
     assert "release ember 1.8.0.dev20261201, but release.yaml is ember 1.7.0" in capsys.readouterr().err
 
 
@@ -58,7 +59,7 @@ def test_two_fragments_disagreeing_about_a_cell_are_refused(repo, tmp_path, caps
     a = _fragment(tmp_path / "one", "fragment-a", "ember", "cpu", payload="one")
     b = _fragment(tmp_path / "two", "fragment-b", "ember", "cpu", payload="two")
     dist = tmp_path / "dist"
-    assert _merge(repo, dist, a, b) == 6
+    assert _merge(repo, dist, a, b) == MergeError.exit_code
     err = capsys.readouterr().err
     assert "cell ember-cpu-ember-1.7.0-py3-none-any.whl:" in err and "one cell must be built by one job only" in err
     assert not (dist / "manifest.json").exists()
@@ -69,7 +70,7 @@ def test_a_damaged_fragment_is_refused_before_anything_is_written(repo, tmp_path
     wheel = next((a / "whl").rglob("*.whl"))
     wheel.write_bytes(wheel.read_bytes() + b"x")
     dist = tmp_path / "dist"
-    assert _merge(repo, dist, a) == 6
+    assert _merge(repo, dist, a) == MergeError.exit_code
     assert "the fragment is damaged: rerun its job" in capsys.readouterr().err
     assert not dist.exists()
 

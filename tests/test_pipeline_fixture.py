@@ -23,6 +23,7 @@ import pytest
 from pipeline_run import NOT_RUNNABLE, PipelineRun, clone_checkout, commit, lay_fixture_release, run_pipeline
 from publish_servers import devpi_server, pip_installed_sha, unbound_port
 
+from shipyard.errors import RunFailed
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.record.manifest import read_manifest
@@ -55,7 +56,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         lay_fixture_release(repo, devpi.url, broken=True)
         commit(repo, "fixture: fixpipe's stable feature breaks", "2026-11-30T12:00:00+00:00")
         broken = run_pipeline(repo, tmp_path / "run-broken", secrets, "--workflow", "nightly")
-        assert broken.returncode == 1, broken.output[-4000:]
+        assert broken.returncode == RunFailed.exit_code, broken.output[-4000:]
         results = broken.ran()
         assert results == {"plan": "success", JOBS[1]: "failure", "manifest": "success", "publish": "success"}, \
             broken.table()
@@ -72,7 +73,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert pip_installed_sha(nightly, "fixpipe==0.4.0.dev20261130", tmp_path / "pip-broken") == marked.sha256
         refused = run_pipeline(repo, tmp_path / "run-broken-test", secrets, "--workflow", "release",
                                "--channel", "test", "--ref", "refs/tags/v0.4.0-rc1")
-        assert refused.returncode == 1, refused.output[-4000:]
+        assert refused.returncode == RunFailed.exit_code, refused.output[-4000:]
         assert refused.results()["publish"] == "failure", refused.table()
         refusal = next(r for r in refused.jobs if r["name"] == "publish")["reason"]
         assert "Gate on the stable features" in refusal, refusal

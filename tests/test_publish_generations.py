@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from synthetic_release import build_conda_packages, make_wheel
 
-from shipyard.conda.channel import ChannelError
+from shipyard.errors import ChannelError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials

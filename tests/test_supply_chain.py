@@ -21,6 +21,7 @@ from sysroot_debs import deb_versions, installed_sysroot
 from user_installs import plain_pip_env
 
 from shipyard.cli import main
+from shipyard.errors import VERIFY_FAILED
 from shipyard.supply.keys import generate_key
 from shipyard.supply.repro import CLONE_PATHS, ReproRequest, reproduce, summary_lines
 
@@ -116,7 +117,7 @@ def test_a_flipped_byte_fails_the_subject_check(signed_build, tmp_path, capsys):
     data[len(data) // 2] ^= 0x01
     wheel.write_bytes(bytes(data))
     code, out = _verify(dist, _public_key(signed_build), capsys)
-    assert code == 1
+    assert code == VERIFY_FAILED
     assert f"{FIXCEXT}: subject: FAILED" in out and "changed after signing" in out
     assert "2 of 3 artifacts verified" in out
 
@@ -124,7 +125,7 @@ def test_a_flipped_byte_fails_the_subject_check(signed_build, tmp_path, capsys):
 def test_a_wrong_key_fails_the_signature_check(signed_build, tmp_path, capsys):
     _, other, _ = generate_key(tmp_path / "other.pem")
     code, out = _verify(signed_build / "dist", str(other), capsys)
-    assert code == 1
+    assert code == VERIFY_FAILED
     assert f"{FIXCEXT}: signature: FAILED" in out and "not signed by the given public key" in out
     assert "fixpure-0.3.0-py3-none-any.whl: signature: FAILED" in out
 
@@ -155,7 +156,7 @@ def test_a_missing_sbom_entry_fails_the_sbom_check_even_when_re_signed(signed_bu
     (dist / "manifest.json").write_text(json.dumps(manifest))
     assert main(["--root", str(signed_build), "attest", "--dist", str(dist)]) == 0
     code, out = _verify(dist, _public_key(signed_build), capsys)
-    assert code == 1
+    assert code == VERIFY_FAILED
     assert f"{FIXCEXT}: signature: FAILED" not in out and f"{FIXCEXT}: subject: FAILED" not in out
     assert f"{FIXCEXT}: sbom: FAILED" in out
     assert "fixcext.libs/libpng16-" in out and "is vendored but not listed" in out
@@ -172,7 +173,7 @@ def test_a_tampered_statement_fails_the_signature_check(signed_build, tmp_path, 
     envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
     path.write_text(json.dumps(envelope))
     code, out = _verify(dist, _public_key(signed_build), capsys)
-    assert code == 1
+    assert code == VERIFY_FAILED
     assert f"{FIXCEXT}: signature: FAILED" in out
 
 

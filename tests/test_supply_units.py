@@ -16,12 +16,12 @@ from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_pri
 from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
 
-from shipyard.errors import BuildError
+from shipyard.errors import VERIFY_FAILED, BuildError, SigningKeyError
 from shipyard.host.toolchains.sysroot import DebPackage, Sysroot, record_deb_owners
 from shipyard.release.destinations import SupplyChain
 from shipyard.supply.grafted import identify
 from shipyard.supply.image_repro import Entry, SavedImage, compare_images, save_image
-from shipyard.supply.keys import SigningKeyError, generate_key, load_public_key, load_signer
+from shipyard.supply.keys import generate_key, load_public_key, load_signer
 from shipyard.supply.provenance import sign_statement
 
 
@@ -367,7 +367,7 @@ def test_verify_without_flags_uses_the_public_key_beside_release_yamls_signing_k
     # --public-key picks another key: the signature check then fails.
     _, other, _ = generate_key(tmp_path / "other.pem")
     code, out = _run_verify(capsys, "dist", "--public-key", str(other))
-    assert code == 1 and "notes.txt: signature: FAILED" in out
+    assert code == VERIFY_FAILED and "notes.txt: signature: FAILED" in out
     # No public key beside the signing key: one line with the fix, exit 2.
     public = root / ".shipyard" / "keys" / "provenance-ed25519.pub.pem"
     public.unlink()
@@ -431,7 +431,7 @@ def test_a_library_anywhere_in_a_wheel_is_in_its_sbom_and_verify_finds_one_that_
     wheel = relabel_wheel(smuggled, label=None, extra_files=sbom, out_dir=dist / "whl" / "cpu" / "demo", epoch=EPOCH)
     _sign_into(dist, root, [(wheel, "wheel", "1.0")])
     code, out = _run_verify(capsys, str(dist), "--public-key", public)
-    assert code == 1, out
+    assert code == VERIFY_FAILED, out
     assert f"{wheel.name}: sbom: FAILED" in out
     assert "record: FAILED" not in out and "subject: FAILED" not in out and "signature: FAILED" not in out
     assert "demo/plugins/libextra.so.2 is a shared library or ELF file the SBOM does not list" in out
@@ -521,7 +521,7 @@ def test_a_conda_package_is_checked_file_by_file_against_its_paths_json(tmp_path
         assert code == 0, out
         assert "every file matches info/paths.json" in out
     else:
-        assert code == 1, out
+        assert code == VERIFY_FAILED, out
         # Signed as it is: only the paths check fails.
         assert "demo-1.0-h0_0.conda: paths: FAILED: info/paths.json: " in out and named in out, out
         assert "subject: FAILED" not in out and "signature: FAILED" not in out and "sbom: FAILED" not in out
@@ -581,7 +581,7 @@ def test_a_mobile_tarball_carries_an_sbom_of_its_binaries_and_what_they_link(tmp
     tarball = package({**files, "lib/libextra.so": extra}, sbom_of=files)
     _sign_into(dist, root, [(tarball, "mobile", "1.7.0")])
     code, out = _run_verify(capsys, str(dist), "--public-key", public)
-    assert code == 1, out
+    assert code == VERIFY_FAILED, out
     assert "ember-lite-1.7.0-host.tar.gz: sbom: FAILED" in out
     assert "lib/libextra.so is a shared library or ELF file the SBOM does not list" in out
 
@@ -589,7 +589,7 @@ def test_a_mobile_tarball_carries_an_sbom_of_its_binaries_and_what_they_link(tmp
     tarball = package(files, sbom_of={"lib/libember_lite.so": library[:4]})
     _sign_into(dist, root, [(tarball, "mobile", "1.7.0")])
     code, out = _run_verify(capsys, str(dist), "--public-key", public)
-    assert code == 1 and "libstdc++.so.6 is linked but not listed" in out, out
+    assert code == VERIFY_FAILED and "libstdc++.so.6 is linked but not listed" in out, out
     assert "lib/libember_lite.so has sha256" in out
 
     # A tarball without one (as built before mobile SBOMs).
@@ -602,4 +602,4 @@ def test_a_mobile_tarball_carries_an_sbom_of_its_binaries_and_what_they_link(tmp
                                          top_dir="ember-lite-1.7.0-host", epoch=EPOCH)
     _sign_into(dist, root, [(tarball, "mobile", "1.7.0")])
     code, out = _run_verify(capsys, str(dist), "--public-key", public)
-    assert code == 1 and f"no CycloneDX SBOM at <top folder>/{MOBILE_SBOM}" in out, out
+    assert code == VERIFY_FAILED and f"no CycloneDX SBOM at <top folder>/{MOBILE_SBOM}" in out, out

@@ -144,8 +144,9 @@ def test_builds_exit_status_tells_a_failing_stable_feature_from_a_cell_that_did_
     """CI uploads a lane's fragment on exit 1 (the tests said no: the gate decides per channel) and
     fails the job at once on any other status: a cell that did not build, failed its checks or
     whose tests could not run must never be uploaded as "a stable feature failed"."""
+    from shipyard.errors import CRASHED, STABLE_FEATURE_FAILED, BuildError
     from shipyard.release.matrix import Cell
-    from shipyard.wheel.build_request import CELL_NOT_BUILT, STABLE_FEATURE_FAILED, build_exit_status
+    from shipyard.wheel.build_request import CELL_NOT_BUILT, build_exit_status
 
     cell = Cell(component="fixcext", variant="cpu", variant_tag="cpu", platform="linux-x86_64", python="3.13",
                 package_type="wheel")
@@ -154,8 +155,8 @@ def test_builds_exit_status_tells_a_failing_stable_feature_from_a_cell_that_did_
     not_built = CellOutcome(cell, "failed", detail="build: CMake build failed")
     ok = CellOutcome(cell, "passed", test_json={"result": "passed", "problems": []})
     assert build_exit_status([ok]) == 0
-    assert build_exit_status([ok, judged]) == STABLE_FEATURE_FAILED == 1
-    assert build_exit_status([ok, not_built]) == CELL_NOT_BUILT == 5
+    assert build_exit_status([ok, judged]) == STABLE_FEATURE_FAILED != CRASHED  # never a crash's status
+    assert build_exit_status([ok, not_built]) == CELL_NOT_BUILT == BuildError.exit_code
     assert build_exit_status([judged, not_built]) == CELL_NOT_BUILT
 
 

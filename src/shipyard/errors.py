@@ -1,4 +1,10 @@
-"""Typed errors. Each carries an exit code and a message that says what to do."""
+"""Typed errors. Each carries an exit code and a message that says what to do.
+
+Every error class shipyard raises lives here, and states its exit status in its class line; the
+statuses that are verdicts rather than errors (a command finished and its answer is no) are the
+constants below. EXIT_STATUSES says what each status means to a CI step; docs/exit-statuses.md's
+table is `exit_status_table()` (tests/test_exit_statuses.py checks that they agree).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from shipyard.plumbing.redaction import SECRET_SHAPES as _SECRET_SHAPES
 from shipyard.plumbing.redaction import public_url
@@ -20,16 +26,82 @@ __all__ = ["public_url"]  # re-exported: the one definition is plumbing/redactio
 NO_VALUE: Any = object()
 
 
+# --- exit statuses: what a CI step can tell apart without reading the log ---------------------
+
+OK: Final = 0
+# Python's own status for an uncaught exception: a bug in shipyard (the traceback is printed).
+# No error class carries it, so a CI step never mistakes a crash for a verdict.
+CRASHED: Final = 1
+# `shipyard build` and `shipyard conda build` (and `build-mobile`, judged alike): every cell built,
+# and a tested cell's tests said no (a stable feature failed). The artifacts are built and the
+# manifest records the failure, so a CI job uploads its fragment before it fails and the publish
+# gate decides per channel (ci/steps.py's build step tells it from every other status).
+STABLE_FEATURE_FAILED: Final = 10
+VERIFY_FAILED: Final = 15  # `shipyard verify`: an artifact's signature, digest or SBOM is not right
+NOT_SIGNED: Final = 16  # `shipyard attest`: an artifact is missing or not the bytes the manifest records
+NOT_REPRODUCIBLE: Final = 17  # `shipyard repro`: the two builds' artifacts differ
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """What one exit status means: `meaning` for a status no error class carries (a verdict),
+    `ci_step` what a CI step does on it; `shared` when several error classes carry it because a
+    CI step treats them alike (each class's docstring says what it is)."""
+
+    meaning: str
+    ci_step: str
+    shared: bool = False
+
+
+EXIT_STATUSES: Final[dict[int, ExitStatus]] = {
+    OK: ExitStatus("the command did what it was asked", "go on"),
+    CRASHED: ExitStatus("shipyard crashed: an uncaught exception (Python's own status), a bug to report "
+                        "with its traceback", "fail; nothing the command wrote can be trusted"),
+    2: ExitStatus("bad input: a file, an argument or a setting is wrong; the one line says where and "
+                  "the fix", "fail; fix the input (re-running cannot help)", shared=True),
+    3: ExitStatus("something outside shipyard failed: a tool, or reading a channel", "fail; the message "
+                  "names the tool or channel and what it said; re-run once that is fixed", shared=True),
+    4: ExitStatus("this host cannot build it: a toolchain or a dependency is missing; nothing was built",
+                  "fail, or run the job where the toolchain is (the message names the fix)", shared=True),
+    5: ExitStatus("a build did not finish; nothing trustworthy to upload", "fail without uploading",
+                  shared=True),
+    6: ExitStatus("a built artifact broke a release rule", "fail without uploading"),
+    7: ExitStatus("a publish stopped; what was visible before still is", "fail; re-run the publish once "
+                  "the server or the credentials are fixed: it resumes", shared=True),
+    8: ExitStatus("a published file name would get other bytes", "fail; bump the version or build number, "
+                  "never retry"),
+    9: ExitStatus("the gate refused an artifact with a failing stable feature for this channel",
+                  "fail; the release report names the feature"),
+    STABLE_FEATURE_FAILED: ExitStatus(
+        "`shipyard build`, `conda build`: built, and a tested cell's tests said no (a stable feature "
+        "failed); `build-mobile`: a target failed",
+        "upload the fragment, then fail the job (the publish gate decides per channel)"),
+    11: ExitStatus("the build jobs' fragments cannot be merged", "fail; dist/ is unchanged"),
+    12: ExitStatus("a conda channel was not updated; readers still see what they saw before",
+                   "fail; fix what the message names and re-run: nothing was half-written", shared=True),
+    13: ExitStatus("`shipyard ci run`: a workflow job failed here", "fail; act's log names the step"),
+    14: ExitStatus("the committed workflows are not what release.yaml generates",
+                   "fail; run `shipyard ci generate` and commit"),
+    VERIFY_FAILED: ExitStatus("`shipyard verify`: an artifact failed a check", "fail; do not publish it"),
+    NOT_SIGNED: ExitStatus("`shipyard attest`: an artifact was left unsigned", "fail; rebuild dist/"),
+    NOT_REPRODUCIBLE: ExitStatus("`shipyard repro`: the two builds differ", "fail; the report names the "
+                                 "differing files"),
+}
+
+
 class ShipyardError(Exception):
     """Base of every error shipyard reports to a user; `exit_code` is the CLI's exit status,
-    stated once per kind in its class line (`class X(ShipyardError, exit_code=5)`)."""
+    stated once per kind in its class line (`class X(ShipyardError, exit_code=5)`), and one of
+    EXIT_STATUSES. The base is never raised itself (tests/test_exit_statuses.py)."""
 
-    exit_code = 1
+    exit_code = CRASHED
 
     def __init_subclass__(cls, exit_code: int | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if exit_code is not None:
-            cls.exit_code = exit_code
+        # Every kind says its status: one inherited by accident would be a status no table names.
+        if exit_code is None:
+            raise TypeError(f"{cls.__name__}: state its exit status: class {cls.__name__}(..., exit_code=N)")
+        cls.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -167,7 +239,36 @@ class SpecError(ShipyardError, exit_code=2):
 
 
 class UsageError(ShipyardError, exit_code=2):
-    """A command-line argument names nothing in the release (an unknown --variant, --platform …)."""
+    """A command-line argument names nothing in the release (an unknown --variant, --platform …) or
+    asks what the command cannot do (nothing selected, a folder that is not a checkout)."""
+
+
+class InputError(ShipyardError, exit_code=2):
+    """A file a command reads is missing, unreadable or not what it must hold: one line
+    (plumbing/input_files.py's readers and `input_error`)."""
+
+    def __init__(self, issue: SpecIssue) -> None:
+        self.issue = issue
+        super().__init__(str(issue))
+
+
+KEYGEN_FIX = "make one with `shipyard keygen`"
+
+
+class SigningKeyError(InputError, exit_code=2):
+    """The signing key or public key is missing or unusable: one line (never a byte of the key)."""
+
+    def __init__(self, where: str, message: str, fix: str = KEYGEN_FIX, key: str = "(file)") -> None:
+        super().__init__(SpecIssue(Path(where), None, key, NO_VALUE, message, fix))
+
+
+class ChannelVersionError(UsageError, exit_code=2):
+    """A version that has no version on a channel (not PEP 440, or already a development release
+    bound for nightly), or a development version bound for test or release."""
+
+
+class MatrixTooLarge(ShipyardError, exit_code=2):
+    """A lane's matrix in release.yaml holds more jobs than GitHub runs from one matrix."""
 
 
 class ToolError(ShipyardError, exit_code=3):
@@ -188,12 +289,21 @@ class ToolError(ShipyardError, exit_code=3):
         return text
 
 
+class ChannelReadError(ShipyardError, exit_code=3):
+    """A conda channel or one of its packages could not be read."""
+
+
 class ToolchainMissing(ShipyardError, exit_code=4):
     """A cell cannot be built on this host; the message names the fix."""
 
 
 class BuildError(ShipyardError, exit_code=5):
     """A build, repair or check step failed for a cell."""
+
+
+class NormalizeError(ShipyardError, exit_code=5):
+    """A package the conda build made is not a .conda package that rattler-build wrote (the repack
+    that makes it reproducible refused it)."""
 
 
 class CheckFailed(ShipyardError, exit_code=6):
@@ -227,9 +337,62 @@ class GateBlocked(PublishError, exit_code=9):
     """An artifact with a failing stable feature may not go to this channel."""
 
 
-class RetriesExhausted(PublishError):
+class RetriesExhausted(PublishError, exit_code=7):
     """A server kept failing; the message names the artifact, the server and the last response."""
 
 
-class TrustedPublishingFailed(PublishError):
+class TrustedPublishingFailed(PublishError, exit_code=7):
     """The OIDC exchange for an upload token failed: the message names the step and the fix, never a token."""
+
+
+# --- channels, the release pipeline and its workflows ----------------------------------------
+
+
+class MergeError(ShipyardError, exit_code=11):
+    """The build jobs' fragments cannot be merged (or one is missing); dist/ is left as it was."""
+
+
+class ChannelError(ShipyardError, exit_code=12):
+    """A package cannot go into the conda channel, or the channel could not be written; the channel
+    is left as it was."""
+
+
+class GenerationError(ShipyardError, exit_code=12):
+    """The symlink could not be pointed at the new generation; what readers see is unchanged."""
+
+
+class ServeError(ShipyardError, exit_code=2):
+    """The channel server cannot be started as asked (a bad token, channel name or folder)."""
+
+
+class RunFailed(ShipyardError, exit_code=13):
+    """`shipyard ci run`: a job that can run here failed (or act could not run the workflow)."""
+
+
+class WorkflowDrift(ShipyardError, exit_code=14):
+    """The committed workflows are not what release.yaml generates."""
+
+
+# --- the table of exit statuses (docs/exit-statuses.md) --------------------------------------
+
+
+def error_classes() -> list[type[ShipyardError]]:
+    """Every error class, in the order this module defines them (all of them live here)."""
+    return [value for value in globals().values()
+            if isinstance(value, type) and issubclass(value, ShipyardError) and value is not ShipyardError]
+
+
+def _summary(cls: type) -> str:
+    return " ".join((cls.__doc__ or "").split("\n\n")[0].split())
+
+
+def exit_status_table() -> str:
+    """The markdown table of every exit status: one row per error class (a status several classes
+    share has a row for each), one row for a status no class carries."""
+    rows = ["| status | error class | meaning | what a CI step does |", "| --- | --- | --- | --- |"]
+    classes = error_classes()
+    for code, status in sorted(EXIT_STATUSES.items()):
+        carriers = [(f"`{cls.__name__}`", _summary(cls)) for cls in classes if cls.exit_code == code]
+        for name, meaning in carriers or [("—", status.meaning)]:
+            rows.append(f"| {code} | {name} | {meaning} | {status.ci_step} |")
+    return "\n".join(rows) + "\n"

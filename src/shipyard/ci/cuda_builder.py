@@ -26,7 +26,7 @@ from shipyard.ci.steps import (
     signing_env,
     tools_python,
 )
-from shipyard.errors import ShipyardError
+from shipyard.errors import SpecError
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.release.validate import Spec
 
@@ -70,7 +70,7 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
     """Every job of the lane builds in the builder image of its CUDA version (one per lane)."""
     versions = sorted({job.cuda for job in lane.jobs})
     if len(versions) != 1:
-        raise ShipyardError(f"lane {lane.job_id}: its jobs need different builder images (CUDA {', '.join(versions)}); "
+        raise SpecError(f"lane {lane.job_id}: its jobs need different builder images (CUDA {', '.join(versions)}); "
                             f"give each CUDA version of shipyard.ci.runners.CUDA_BUILDER_IMAGES its own lane")
     cuda = versions[0]
     signing = signing_env(spec)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, StrictStr
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import InputError, MergeError
 from shipyard.plumbing.atomic_files import copy_atomic
 from shipyard.plumbing.hashing import sha256_of
-from shipyard.plumbing.input_files import InputError, input_error, parse_json_input, read_json_input, validated
+from shipyard.plumbing.input_files import input_error, parse_json_input, read_json_input, validated
 from shipyard.record.manifest import (
     ArtifactRecord,
     NotApplicableRecord,
@@ -32,10 +32,6 @@ from shipyard.record.manifest import (
 from shipyard.release.channel_version import is_version_of
 from shipyard.release.kinds import CONDA
 from shipyard.wheel.index import add_wheel, write_index
-
-
-class MergeError(ShipyardError, exit_code=6):
-    """The fragments cannot be merged; dist/ is left as it was."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from shipyard.ci.steps import (
     pythons_and_cache,
     signing_env,
 )
-from shipyard.errors import ShipyardError
+from shipyard.errors import SpecError
 from shipyard.release.kinds import KINDS
 from shipyard.release.validate import Spec
 
@@ -30,7 +30,7 @@ from shipyard.release.validate import Spec
 def _windows_cuda_step(lane: Lane) -> Step:
     missing = sorted({job.cuda for job in lane.jobs if job.cuda and job.cuda not in CUDA_WINDOWS_RELEASES})
     if missing:
-        raise ShipyardError(f"release.yaml: CUDA {', '.join(missing)} is built on Windows but "
+        raise SpecError(f"release.yaml: CUDA {', '.join(missing)} is built on Windows but "
                             f"shipyard.ci.runners.CUDA_WINDOWS_RELEASES has no installer release for it; add "
                             f"the full version (e.g. \"12.4\": \"12.4.1\") or exclude the cells")
     releases = " ".join(f"{k}={v}" for k, v in CUDA_WINDOWS_RELEASES.items())
@@ -72,7 +72,7 @@ def vendored_libraries(spec: Spec, lane: Lane) -> list[str]:
                     for lib in spec.release.components[name].vendored_libraries})
     unknown = [lib for lib in names if lane.os not in VENDORED_LIBRARY_SOURCES.get(lib, {})]
     if unknown:
-        raise ShipyardError(f"release.yaml: vendored_libraries {', '.join(unknown)} have no {lane.os} source; add "
+        raise SpecError(f"release.yaml: vendored_libraries {', '.join(unknown)} have no {lane.os} source; add "
                             f"the vcpkg port or Homebrew formula to shipyard.ci.runners.VENDORED_LIBRARY_SOURCES")
     return names
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES, HOST_OS
-from shipyard.errors import ShipyardError
+from shipyard.errors import MatrixTooLarge, SpecError
 from shipyard.release import matrix
 from shipyard.release.kinds import IMAGE, KINDS
 from shipyard.release.matrix import ANY, Cell, builder_platform, expand
@@ -29,10 +29,6 @@ from shipyard.release.spec import Release
 PURE = "pure"
 # The platform of a job that builds every mobile target of its component and variant.
 MOBILE_PLATFORM = "mobile"
-
-class MatrixTooLarge(ShipyardError):
-    """A lane's matrix holds more jobs than GitHub runs from one matrix."""
-
 
 @dataclass(frozen=True)
 class BuildJob:
@@ -166,7 +162,7 @@ def lanes(release: Release, limit: int | None = None) -> list[Lane]:
         by_lane.setdefault(job.lane, []).append(job)
     unknown = set(by_lane) - set(LANE_ORDER)
     if unknown:
-        raise ShipyardError(f"release.yaml: no GitHub job lane for {', '.join(sorted(unknown))}; "
+        raise SpecError(f"release.yaml: no GitHub job lane for {', '.join(sorted(unknown))}; "
                             f"shipyard.ci.jobs.LANE_ORDER lists the lanes the workflows have")
     out = []
     for name in LANE_ORDER:
@@ -238,5 +234,5 @@ def host_runner(release: Release) -> str:
     for platform in release.platforms.values():
         if platform.os == HOST_OS:
             return platform.github_runner
-    raise ShipyardError("release.yaml: the release pipeline's plan and publish jobs run on a Linux runner; "
+    raise SpecError("release.yaml: the release pipeline's plan and publish jobs run on a Linux runner; "
                         "add a platform with os: linux and its github_runner")

@@ -24,17 +24,13 @@ from shipyard.ci.act_report import ActLog, ExpectedJob, JobRow, expected_jobs, j
 from shipyard.ci.cuda_builder import builder_image_tag
 from shipyard.ci.jobs import PlanFilter, plan_outputs
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES
-from shipyard.errors import ShipyardError, UsageError, public_url
+from shipyard.errors import UsageError, public_url
 from shipyard.host import docker_base
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.plumbing.progress import Progress
 from shipyard.release.spec import Release
-
-
-class RunFailed(ShipyardError):
-    """A job that can run here failed (or act could not run the workflow)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.ci.actions import uses
-from shipyard.errors import ShipyardError, SpecError
+from shipyard.errors import STABLE_FEATURE_FAILED, SpecError
+from shipyard.plumbing.input_files import input_error
 from shipyard.release.spec import Release
 from shipyard.release.validate import Spec
 
@@ -23,10 +24,6 @@ Job = dict[str, Any]
 
 MATRIX_ENV = {"VARIANT": "${{ matrix.variant }}", "COMPONENTS": "${{ matrix.components }}"}  # space-separated
 
-# `shipyard build` and `shipyard conda build` exit 1 when a stable feature failed its tests (the
-# artifacts are built and the fragment's manifest records the failure); any other non-zero status
-# is a build that did not finish.
-GATE_FAILED = 1
 BUILD_STEP_ID = "build"
 
 
@@ -51,8 +48,8 @@ def uv_requirement(root: Path) -> str:
     """The uv version range ci/bootstrap.sh installs, so runners get the uv that runs here."""
     found = re.search(r'"(uv[<>=!~][^"]*)"', (root / "ci" / "bootstrap.sh").read_text())
     if not found:
-        raise ShipyardError("ci/bootstrap.sh: no quoted uv requirement (like \"uv>=0.8,<0.14\") found; the "
-                            "workflows install the same uv, so keep it there")
+        raise input_error(root / "ci" / "bootstrap.sh", "(file)", 'no quoted uv requirement (like "uv>=0.8,<0.14") '
+                          "found", "the workflows install the same uv, so keep it there")
     return found.group(1)
 
 
@@ -182,17 +179,19 @@ def signing_env(spec: Spec) -> dict[str, str]:
 def build_upload_and_judge(name: str, env: dict[str, str], command: str) -> list[Step]:
     """The build step, the fragment upload, and the job's verdict, in that order.
 
-    A failing stable feature (exit status 1) must not stop the upload: the fragment's manifest
-    records the failure, the manifest job merges it, the report names it and the publish job's
-    gate decides per channel. So the build step records its status as an output and succeeds
-    for status 1; the upload runs; the last step fails the job, visibly, with that status. Any
-    other failure (a build that did not finish) fails the build step itself and uploads nothing.
+    A failing stable feature (errors.STABLE_FEATURE_FAILED, the status `shipyard build` and `shipyard
+    conda build` give it) must not stop the upload: the fragment's manifest records the failure,
+    the manifest job merges it, the report names it and the publish job's gate decides per
+    channel. So the build step records its status as an output and succeeds for that status; the
+    upload runs; the last step fails the job, visibly, with that status. Any other failure (a build
+    that did not finish, a crash) fails the build step itself and uploads nothing.
     """
     run = ("status=0\n"
            f"{command.rstrip()} || status=$?\n"
            "echo \"status=$status\" >> \"$GITHUB_OUTPUT\"\n"
-           f"# {GATE_FAILED}: a stable feature failed; the fragment records it and is uploaded before the job fails\n"
-           f"if [ \"$status\" -ne 0 ] && [ \"$status\" -ne {GATE_FAILED} ]; then exit \"$status\"; fi\n")
+           f"# {STABLE_FEATURE_FAILED}: a stable feature failed; the fragment records it and is uploaded before "
+           "the job fails\n"
+           f"if [ \"$status\" -ne 0 ] && [ \"$status\" -ne {STABLE_FEATURE_FAILED} ]; then exit \"$status\"; fi\n")
     return [
         {"name": name, "id": BUILD_STEP_ID, "env": env, "run": run},
         upload_fragment(),

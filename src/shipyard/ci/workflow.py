@@ -29,7 +29,7 @@ from shipyard.ci.jobs import Lane, host_runner, lanes
 from shipyard.ci.linux_lanes import linux_lane, mobile_lane
 from shipyard.ci.runners import TIMEOUT_MINUTES
 from shipyard.ci.steps import RELEASE_ARTIFACT_COMPRESSION, Job, Step, checkout, host_tools
-from shipyard.errors import ShipyardError
+from shipyard.errors import SpecError
 from shipyard.publish.registry_client import registry_base
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.kinds import KINDS
@@ -217,7 +217,7 @@ def workflows(spec: Spec) -> dict[Path, dict[str, Any]]:
     """release.yml and nightly.yml as data, by path relative to the repository root."""
     channels = list(spec.release.channels)
     if len(channels) < 2:
-        raise ShipyardError("release.yaml: channels: the pipeline needs a nightly channel and at least one "
+        raise SpecError("release.yaml: channels: the pipeline needs a nightly channel and at least one "
                             "release channel (in promotion order, e.g. nightly, test, release)")
     nightly, candidates, final = channels[0], channels[1:], channels[-1]
     rc = candidates[0]

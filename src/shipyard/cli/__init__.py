@@ -19,7 +19,7 @@ from shipyard.cli.report import add_report_commands
 from shipyard.cli.shared import err_console
 from shipyard.cli.supply import add_supply_commands
 from shipyard.cli.variants import add_variants_commands
-from shipyard.errors import ShipyardError
+from shipyard.errors import CRASHED, ShipyardError
 from shipyard.plumbing.redaction import redacted_output
 
 
@@ -69,4 +69,4 @@ def main(argv: list[str] | None = None) -> int:
             # Printed here, inside the scrubber, rather than by Python after main returns; the
             # exit status is Python's own for an uncaught exception.
             traceback.print_exc()
-            return 1
+            return CRASHED

@@ -10,11 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.cli.shared import console, err_console, load_release
-from shipyard.errors import ShipyardError, UsageError
-
-
-class WorkflowDrift(ShipyardError):
-    """The committed workflows are not what release.yaml generates."""
+from shipyard.errors import MergeError, RunFailed, ToolchainMissing, UsageError, WorkflowDrift
 
 
 def cmd_ci_generate(args: argparse.Namespace) -> int:
@@ -100,14 +96,14 @@ def cmd_ci_pythons(args: argparse.Namespace) -> int:
     if missing:
         uv = shutil.which("uv")
         if uv is None:
-            raise ShipyardError(f"Pythons {', '.join(missing)} are missing and uv (which installs them) is not on "
+            raise ToolchainMissing(f"Pythons {', '.join(missing)} are missing and uv (which installs them) is not on "
                                 f"PATH; install uv (ci/bootstrap.sh does) or those Pythons")
         console.print(f"installing {', '.join(missing)} with uv")
         command.run([uv, "python", "install", *missing], timeout=1800, capture=False)
         discover.cache_clear()
         still = [p for p in missing if discover().interpreter(p) is None]
         if still:
-            raise ShipyardError(f"uv installed Pythons {', '.join(still)} but shipyard does not find them; put "
+            raise ToolchainMissing(f"uv installed Pythons {', '.join(still)} but shipyard does not find them; put "
                                 f"uv's executable folder (~/.local/bin) on PATH")
     console.print(f"[green]ready[/]: Pythons {', '.join(args.python)}")
     return 0
@@ -134,10 +130,8 @@ def cmd_ci_fragments(args: argparse.Namespace) -> int:
     missing = missing_fragments(jobs, Path(args.folder))
     expected = len(jobs)
     if missing:
-        err_console.print(f"error: {len(missing)} of {expected} build jobs uploaded no fragment (they failed "
-                          f"before their upload; their logs say why): {', '.join(missing)}", markup=False,
-                          soft_wrap=True)
-        return 1
+        raise MergeError(f"{len(missing)} of {expected} build jobs uploaded no fragment (they failed before "
+                         f"their upload; their logs say why): {', '.join(missing)}")
     console.print(f"every build job of the plan uploaded its fragment ({expected})")
     return 0
 
@@ -147,7 +141,7 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
 
     from shipyard.ci.act_report import render_table
     from shipyard.ci.act_run import RunRequest
-    from shipyard.ci.local_run import RunFailed, run_workflow
+    from shipyard.ci.local_run import run_workflow
 
     spec = load_release(args)
     platforms = _names(",".join(args.platform or [])) or tuple(

@@ -19,6 +19,7 @@ from shipyard.cli.shared import (
     not_applicable_summary,
     state_folder,
 )
+from shipyard.errors import STABLE_FEATURE_FAILED
 from shipyard.release.cell_filters import check_filters
 
 # --- conda features ---------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
     from shipyard.supply.signing import sign_after_build
 
     sign_after_build(spec, request.dist, console, err_console)
-    return 0 if run.passed else 1
+    return 0 if run.passed else STABLE_FEATURE_FAILED  # built; a tested package's tests said no
 
 
 def _channel_url(channel: str) -> str:

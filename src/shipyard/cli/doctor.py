@@ -8,7 +8,6 @@ from collections import Counter
 from rich.table import Table
 
 from shipyard.cli.shared import console, load_release, not_applicable_summary
-from shipyard.errors import ShipyardError
 from shipyard.release.cell_filters import check_filters
 from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import expand, not_applicable, select
@@ -68,7 +67,7 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
                             + (f"; did you mean {hint!r}?" if hint else "")
                             + f" (CUDA variants: {', '.join(cuda_variants)}; sysroots: {', '.join(sysroots)})")
     if not variant.cuda:
-        raise ShipyardError(f"variant {args.name!r} needs no toolkit (it has no cuda version)")
+        raise UsageError(f"variant {args.name!r} needs no toolkit (it has no cuda version)")
     toolkit = obtain_cuda_toolkit(variant, say)
     console.print(f"[green]ready[/]: CUDA {toolkit.version} at {toolkit.root} "
                   f"(nvcc {toolkit.nvcc}, host {toolkit.host_cxx}); verified archs "

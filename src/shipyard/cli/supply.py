@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from shipyard.cli.shared import console, dist_folder, err_console, load_release
-from shipyard.errors import ShipyardError, UsageError
+from shipyard.errors import NOT_REPRODUCIBLE, NOT_SIGNED, VERIFY_FAILED, UsageError
 from shipyard.release.validate import load_spec
 from shipyard.supply.signing import report_signing
 
@@ -39,7 +39,7 @@ def cmd_attest(args: argparse.Namespace) -> int:
                          "builder_id there")
     report = sign_dist(spec, dist_folder(args))
     report_signing(report, console, err_console)
-    return 1 if report and report.refused else 0
+    return NOT_SIGNED if report and report.refused else 0
 
 
 def default_public_key(root: Path) -> Path:
@@ -68,7 +68,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     key = load_public_key(Path(args.public_key) if args.public_key else default_public_key(Path(args.root)))
     results = verify(Path(args.target), key)
     if not results:
-        raise ShipyardError(f"{args.target}: no artifacts to verify")
+        raise UsageError(f"{args.target}: no artifacts to verify")
     table = Table(title=f"verify {args.target}")
     for column in ("artifact", "check", "result", "detail"):
         table.add_column(column, overflow="fold")
@@ -80,7 +80,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         err_console.print(str(result), markup=False, soft_wrap=True)
     artifacts = len({r.artifact for r in results})
     console.print(f"{artifacts - len({r.artifact for r in failed})} of {artifacts} artifacts verified")
-    return 1 if failed else 0
+    return VERIFY_FAILED if failed else 0
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
@@ -105,7 +105,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
     verdict = ("NOT identical" if not report.ok else "identical" if strict
                else "identical (images in their normalised parts)")
     console.print(f"repro: {time.monotonic() - start:.0f} s; {verdict}")
-    return 0 if report.ok else 1
+    return 0 if report.ok else NOT_REPRODUCIBLE
 
 
 def add_supply_commands(sub: argparse._SubParsersAction) -> None:

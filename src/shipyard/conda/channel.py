@@ -29,10 +29,9 @@ import zstandard
 
 from shipyard.conda.device_code import recorded_cuda_archs
 from shipyard.conda.rattler_glue import index_channel
-from shipyard.errors import ShipyardError
+from shipyard.errors import ChannelError, GenerationError
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.generations import (
-    GenerationError,
     current_generation,
     next_generation,
     remove_unused_generations,
@@ -42,11 +41,6 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord
 
 PACKAGE_SUFFIXES = (".conda", ".tar.bz2")
-
-
-class ChannelError(ShipyardError, exit_code=5):
-    """A package cannot go into the channel, or the channel could not be written; the channel is
-    left as it was."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import ChannelReadError
 from shipyard.plumbing.redaction import redact
 from shipyard.release.validate import Spec
 from shipyard.wheel.labels import features_document
@@ -41,10 +41,6 @@ from shipyard.wheel.labels import features_document
 EXTRA_KEY = "shipyard"
 _PARALLEL_READS = 8
 _TIMEOUT = 30
-
-
-class ChannelReadError(ShipyardError, exit_code=3):
-    """A channel or one of its packages could not be read."""
 
 
 def package_extra(spec: Spec, *, component: str | None, platform: str | Sequence[str], variant: str,

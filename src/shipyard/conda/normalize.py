@@ -46,7 +46,7 @@ from typing import IO
 
 import zstandard
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import NormalizeError
 from shipyard.plumbing.atomic_files import replace_if_changed
 
 # What the build's output folder becomes in rendered_recipe.yaml.
@@ -63,10 +63,6 @@ _BUILD_ID = re.compile(r"(/bld/rattler-build_[A-Za-z0-9_.\-]+?)_\d{9,}(?=[/\s]|$
 _HOST_PADDING = re.compile(r"/host_env_placehold[a-z_]*")
 _LEVEL = re.compile(r"(?m)^\s*compression_level:\s*(\d+)\s*$")
 RENDERED_RECIPE = "info/recipe/rendered_recipe.yaml"
-
-
-class NormalizeError(ShipyardError):
-    """A file given to the repack is not a .conda package that rattler-build wrote."""
 
 
 def normalize_conda_package(path: Path, *, epoch: int, info_files: Mapping[str, bytes] | None = None) -> bool:

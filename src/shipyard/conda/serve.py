@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import ServeError
 from shipyard.plumbing.redaction import keep_hidden, redact
 
 log = logging.getLogger("shipyard.conda.serve")
@@ -33,10 +33,6 @@ _TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 _CHUNK = 1 << 16
-
-
-class ServeError(ShipyardError):
-    """The channel server cannot be started as asked."""
 
 
 @contextmanager

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from shipyard.errors import CheckFailed, ShipyardError
+from shipyard.errors import CheckFailed
+from shipyard.plumbing.input_files import input_error
 from shipyard.plumbing.wheel_metadata import wheel_metadata
 from shipyard.record.manifest import ArtifactRecord, artifact_file, require_manifest
 from shipyard.release.spec import Variant
@@ -52,8 +53,8 @@ def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: 
                        and (a.platform == "any" or (a.variant == variant.name and a.python == wanted_python
                                                     and a.platform == images.platform))), None)
         if record is None:
-            raise ShipyardError(f"{manifest_path}: no {component} wheel of variant {variant.name} for Python "
-                                f"{wanted_python} ({images.platform}); build it: {build}")
+            raise input_error(manifest_path, "artifacts", f"no {component} wheel of variant {variant.name} for "
+                              f"Python {wanted_python} ({images.platform})", f"build it: {build}")
         path = _index_file(dist / "whl" / variant.tag / canonicalize_name(component) / record.name, record,
                            f"the {component} wheel the manifest records is not in the {variant.tag} index",
                            manifest_path, build)
@@ -71,7 +72,7 @@ def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: 
 
 def _index_file(path: Path, record: ArtifactRecord, absent: str, manifest_path: Path, build: str) -> Path:
     return artifact_file(
-        path, record, missing=lambda: ShipyardError(f"{path}: {absent}; rebuild it: {build}"),
+        path, record, missing=lambda: input_error(path, "(file)", absent, f"rebuild it: {build}"),
         changed=lambda actual: CheckFailed(
             f"{path}: sha256 {actual} differs from {record.sha256} in {manifest_path}; the index no "
             f"longer holds the bytes that were built and tested. Rebuild: {build}"))

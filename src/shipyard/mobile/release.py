@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import UsageError
 from shipyard.host.source_tree import git_info
 from shipyard.mobile import MobileResult, MobileTarget, build_mobile
 from shipyard.plumbing.hashing import sha256_of
@@ -26,7 +26,7 @@ def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, st
     for name in targets:
         if name not in known:
             hint = nearest(name, known)
-            raise ShipyardError(f"no mobile target {name!r} in release.yaml"
+            raise UsageError(f"no mobile target {name!r} in release.yaml"
                                 + (f"; did you mean {hint!r}?" if hint else f" (targets: {', '.join(known)})"))
     cells = [c for c in cells if not targets or c.platform in targets]
     by_target = {c.platform: c for c in cells}

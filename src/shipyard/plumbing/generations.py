@@ -15,13 +15,9 @@ import re
 import shutil
 from pathlib import Path
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import GenerationError
 
 _GENERATION = re.compile(r"^\.(?P<name>.+)-gen-(?P<n>\d+)$")
-
-
-class GenerationError(ShipyardError, exit_code=5):
-    """The symlink could not be pointed at the new generation; what readers see is unchanged."""
 
 
 def current_generation(link: Path) -> Path | None:

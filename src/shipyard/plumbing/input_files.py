@@ -25,7 +25,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from shipyard.errors import NO_VALUE, ShipyardError, SpecIssue
+from shipyard.errors import NO_VALUE, InputError, SpecIssue
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -58,14 +58,6 @@ def input_limit(kind: str) -> int:
 
 def _size(count: int) -> str:
     return f"{count / _MiB:g} MiB" if count >= _MiB else f"{count} bytes"
-
-
-class InputError(ShipyardError, exit_code=2):
-    """A file a command reads is missing, unreadable or not what it must hold: one line."""
-
-    def __init__(self, issue: SpecIssue) -> None:
-        self.issue = issue
-        super().__init__(str(issue))
 
 
 def input_error(path: Path | str, key: str, message: str, fix: str, *, line: int | None = None,

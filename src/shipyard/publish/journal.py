@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shipyard.errors import InputError
 from shipyard.plumbing.identifiers import file_name_problem, image_reference_problem
-from shipyard.plumbing.input_files import InputError, decode_input, input_error, parse_json_input, read_input_bytes
+from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, read_input_bytes
 
 # The journal only speeds a re-run up (the servers' listings decide what is uploaded): a damaged one can go.
 JOURNAL_FIX = "delete the journal (a re-run checks every file against the servers again)"

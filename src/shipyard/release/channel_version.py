@@ -22,15 +22,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from shipyard.errors import UsageError
+from shipyard.errors import ChannelVersionError
 
 # The channel of development versions (as images.channel names it); every other takes plain ones.
 NIGHTLY = "nightly"
-
-
-class ChannelVersionError(UsageError):
-    """A version that has no version on a channel (not PEP 440, or already a development release
-    bound for nightly), or a development version bound for test or release."""
 
 
 def commit_day(commit_time: int) -> str:

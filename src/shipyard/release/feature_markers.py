@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard.errors import NO_VALUE, SpecIssue, nearest
-from shipyard.plumbing.input_files import InputError, read_input_bytes
+from shipyard.errors import NO_VALUE, InputError, SpecIssue, nearest
+from shipyard.plumbing.input_files import read_input_bytes
 from shipyard.release.spec import FeatureFile, Release
 from shipyard.release.yaml_source import YamlDocument
 from shipyard.resources.pytest_plugin.shipyard_test_ids import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from shipyard.errors import ShipyardError, UsageError
+from shipyard.errors import SpecError, UsageError
 from shipyard.release.kinds import KINDS
 from shipyard.release.spec import Exclusion, Platform, Release
 
@@ -147,7 +147,7 @@ def builder_platform(release: Release, cell: Cell) -> Platform:
     if KINDS[cell.package_type].on_mobile_targets:
         linux = [p for p in release.platforms.values() if p.os == "linux" and p.arch == "x86_64"]
         if not linux:
-            raise ShipyardError("release.yaml: mobile targets cross-build on a linux x86_64 platform; "
+            raise SpecError("release.yaml: mobile targets cross-build on a linux x86_64 platform; "
                                 "add one under platforms (os: linux, arch: x86_64)")
         return linux[0]
     return release.platforms[cell.platforms[0] if cell.is_pure else cell.platform]

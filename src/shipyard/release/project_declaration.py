@@ -17,8 +17,9 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard.errors import ShipyardError, ToolError
+from shipyard.errors import ToolError
 from shipyard.plumbing import command
+from shipyard.plumbing.input_files import input_error
 
 # PEP 517's fallback for a project without a [build-system] table (the one `build` uses too).
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
@@ -38,7 +39,7 @@ def pyproject_table(project: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        raise ShipyardError(f"{file}: not valid TOML ({exc}); fix the file") from exc
+        raise input_error(file, "(file)", f"not valid TOML ({exc})", "fix the file") from exc
 
 
 def build_backend(project: Path) -> str:
@@ -93,7 +94,7 @@ def _setup_cfg(project: Path) -> configparser.ConfigParser | None:
     try:
         parser.read(cfg, encoding="utf-8")
     except configparser.Error as exc:
-        raise ShipyardError(f"{cfg}: not a valid setup.cfg ({exc}); fix the file") from exc
+        raise input_error(cfg, "(file)", f"not a valid setup.cfg ({exc})", "fix the file") from exc
     return parser
 
 

@@ -21,9 +21,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 from pydantic import ValidationError
 
-from shipyard.errors import NO_VALUE, ShipyardError, SpecError, SpecIssue, nearest
+from shipyard.errors import NO_VALUE, InputError, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.plumbing.confined_paths import resolves_inside
-from shipyard.plumbing.input_files import InputError, read_input_bytes
+from shipyard.plumbing.input_files import read_input_bytes
 from shipyard.release.credential_variables import watch_credential_variables
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues

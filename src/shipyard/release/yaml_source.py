@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from shipyard.errors import NO_VALUE, SpecError, SpecIssue
-from shipyard.plumbing.input_files import MAX_NESTING, InputError, read_input_text
+from shipyard.errors import NO_VALUE, InputError, SpecError, SpecIssue
+from shipyard.plumbing.input_files import MAX_NESTING, read_input_text
 
 PathKey = tuple[Any, ...]
 

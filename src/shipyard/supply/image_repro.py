@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from shipyard.errors import ShipyardError
+from shipyard.errors import ToolError
 from shipyard.plumbing.hashing import sha256_hex
 
 # Config fields (dotted paths; `history.*` is every history entry) that record when and where the
@@ -133,7 +133,7 @@ def save_image(client: Any, image_id: str, target: Path) -> SavedImage:
     try:
         image = client.images.get(image_id)
     except Exception as exc:  # the SDK's NotFound / APIError
-        raise ShipyardError(f"image {image_id}: not in the docker engine any more ({exc}); run repro again") from exc
+        raise ToolError(f"image {image_id}: not in the docker engine any more ({exc}); run repro again") from exc
     with target.open("wb") as out:
         for chunk in image.save(named=False):
             out.write(chunk)
@@ -150,7 +150,7 @@ def _member(archive: tarfile.TarFile, name: str) -> IO[bytes]:
         member = archive.getmember(str(Path(name).parent.joinpath(member.linkname)).lstrip("/"))
     handle = archive.extractfile(member)
     if handle is None:
-        raise ShipyardError(f"docker save: {name} is not a file in the saved image")
+        raise ToolError(f"docker save: {name} is not a file in the saved image")
     return handle
 
 

@@ -11,18 +11,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from securesystemslib.signer import CryptoSigner, SSlibKey
 
-from shipyard.errors import NO_VALUE, SpecIssue
-from shipyard.plumbing.input_files import InputError, folder_problem, read_input_bytes
+from shipyard.errors import KEYGEN_FIX, InputError, SigningKeyError
+from shipyard.plumbing.input_files import folder_problem, read_input_bytes
 from shipyard.release.destinations import SupplyChain
-
-KEYGEN_FIX = "make one with `shipyard keygen`"
-
-
-class SigningKeyError(InputError):
-    """The signing key or public key is missing or unusable: one line (never a byte of the key), exit 2."""
-
-    def __init__(self, where: str, message: str, fix: str = KEYGEN_FIX, key: str = "(file)") -> None:
-        super().__init__(SpecIssue(Path(where), None, key, NO_VALUE, message, fix))
 
 
 def _key_bytes(path: Path, missing_fix: str) -> bytes:

@@ -19,9 +19,10 @@ from pydantic import BaseModel, StrictStr
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import Signer
 
+from shipyard.errors import InputError
 from shipyard.host.source_tree import git_info
 from shipyard.plumbing.hashing import sha256_of
-from shipyard.plumbing.input_files import InputError, input_error, parse_json_input, read_json_input, validated
+from shipyard.plumbing.input_files import input_error, parse_json_input, read_json_input, validated
 from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, recorded_file, require_manifest
 from shipyard.release.validate import Spec
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shipyard.errors import ShipyardError, ToolError
+from shipyard.errors import BuildError, ToolError, UsageError
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
@@ -164,7 +164,7 @@ def compare(first: Path, second: Path) -> ReproReport:
 def reproduce(source: Path, request: ReproRequest, progress=lambda _: None) -> ReproReport:  # noqa: ANN001
     """Build `request`'s cells from two clean clones of `source` (a git checkout) and compare."""
     if not (source / ".git").exists():
-        raise ShipyardError(f"{source}: not a git checkout; repro builds from clean clones of one")
+        raise UsageError(f"{source}: not a git checkout; repro builds from clean clones of one")
     commit = command.run(["git", "-C", source, "rev-parse", "HEAD"], timeout=60).stdout.strip()
     clones = [request.work.resolve() / p for p in CLONE_PATHS]
     for run, clone in enumerate(clones):
@@ -195,7 +195,7 @@ def compare_built_images(clones: Sequence[Path], work: Path) -> list[ImageCompar
 
     ids = [_image_ids(clone / "dist") for clone in clones]
     if not ids[0] or ids[0].keys() != ids[1].keys():
-        raise ShipyardError(f"repro: the two builds recorded different images ({sorted(ids[0])} and "
+        raise BuildError(f"repro: the two builds recorded different images ({sorted(ids[0])} and "
                             f"{sorted(ids[1])}) in dist/manifest.json; see the image build's output above")
     client = docker_client()
     comparisons = []

@@ -23,7 +23,7 @@ def report_signing(report: object, out: Console, err: Console) -> None:
 def sign_after_build(spec: Spec, dist: Path, out: Console, err: Console) -> None:
     """What a build command runs last: sign the manifest's artifacts when a key is there; without
     one, say so (verify will then fail on them) and how to make one."""
-    from shipyard.supply.keys import SigningKeyError
+    from shipyard.errors import SigningKeyError
     from shipyard.supply.provenance import sign_dist
 
     start = time.monotonic()

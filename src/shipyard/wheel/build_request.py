@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shipyard.errors import STABLE_FEATURE_FAILED, BuildError
 from shipyard.host.source_tree import GitInfo
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.plumbing.build_cache import BuildCache
@@ -71,12 +72,11 @@ class CellOutcome:
         return self.wheel.stat().st_size if self.wheel and self.wheel.exists() else None
 
 
-# `shipyard build`'s exit status: 1 when a tested cell's tests said no (a stable feature failed:
-# its artifacts are built and the manifest records the failure, so CI uploads the fragment and the
-# gate decides per channel); BuildError's 5 when a cell did not build, failed its checks, or its
-# tests could not run (nothing trustworthy to upload).
-STABLE_FEATURE_FAILED = 1
-CELL_NOT_BUILT = 5
+# `shipyard build`'s exit status: STABLE_FEATURE_FAILED when a tested cell's tests said no (its
+# artifacts are built and the manifest records the failure, so CI uploads the fragment and the
+# gate decides per channel); BuildError's status when a cell did not build, failed its checks, or
+# its tests could not run (nothing trustworthy to upload).
+CELL_NOT_BUILT = BuildError.exit_code
 
 
 def build_exit_status(outcomes: Sequence[CellOutcome]) -> int:

@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard.errors import ShipyardError, ToolchainMissing
+from shipyard.errors import BuildError, ShipyardError, ToolchainMissing, UsageError
 from shipyard.host.source_tree import git_info, hash_tree
 from shipyard.host.toolchains.discover import Inventory, discover
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
@@ -75,7 +75,7 @@ def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> tuple[lis
     if request.components:
         unknown = set(request.components) - set(spec.release.components)
         if unknown:
-            raise ShipyardError(f"unknown component(s) {', '.join(sorted(unknown))}; release.yaml has "
+            raise UsageError(f"unknown component(s) {', '.join(sorted(unknown))}; release.yaml has "
                                 f"{', '.join(spec.release.components)}")
     ruled_out = not_applicable(spec.release)
     kept = {c.id for c in _selected([n.cell for n in ruled_out], request, inventory)}
@@ -96,14 +96,14 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     release = spec.release
     variant = release.find_variant(request.variant)
     if variant is None:
-        raise ShipyardError(f"no variant {request.variant!r} in release.yaml (variants: "
+        raise UsageError(f"no variant {request.variant!r} in release.yaml (variants: "
                             f"{', '.join(release.variants)})")
     if variant.name != request.variant:
         request = BuildRequest(**{**request.__dict__, "variant": variant.name})
     inventory = discover()
     cells, ruled_out = _cells(spec, request, inventory)
     if not cells:
-        raise ShipyardError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "
+        raise UsageError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "
                             f"match the selection")
     resolved: dict[str, Toolchain] = {}
     # Cells the project itself rules out: shown and recorded as such, never built, never failures.
@@ -434,7 +434,7 @@ def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolch
 
     ensure_docker_engine(required=True)
     if ctx.variant.is_cuda and not cell.is_pure:
-        raise ShipyardError(f"{cell.id}: --container builds CPU cells only; the local image has no CUDA "
+        raise UsageError(f"{cell.id}: --container builds CPU cells only; the local image has no CUDA "
                             f"toolkit (build CUDA cells on the host)")
     image = build_manylinux_image([i for i in ctx.inventory.interpreters if i.version in ctx.spec.release.pythons],
                                   progress=ctx.progress)
@@ -450,7 +450,7 @@ def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolch
                                        config_settings=settings, progress=ctx.progress,
                                        pure=component.kind == "python-pure")
     if len(wheels) != 1:
-        raise ShipyardError(f"{cell.id}: cibuildwheel made {len(wheels)} wheels, expected one")
+        raise BuildError(f"{cell.id}: cibuildwheel made {len(wheels)} wheels, expected one")
     return wheels[0]
 
 

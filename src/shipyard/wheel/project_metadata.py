@@ -19,7 +19,7 @@ import tempfile
 from email.parser import Parser
 from pathlib import Path
 
-from shipyard.errors import ShipyardError, ToolError
+from shipyard.errors import ToolError
 from shipyard.host.source_tree import hash_tree
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
@@ -85,7 +85,7 @@ def _run_metadata_hook(project: Path) -> str | None:
         except (BuildBackendException, BuildException, ToolError) as exc:
             cause = exc.exception if isinstance(exc, BuildBackendException) else exc
             last = (str(cause).strip().splitlines() or ["no output"])[-1].strip()
-            raise ShipyardError(f"its build backend's {what} failed ({last})") from exc
+            raise ToolError(f"its build backend's {what} failed ({last})") from exc
         headers = Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"), headersonly=True)
         value = headers.get("Requires-Python")
         return value.strip() if value else None
