@@ -39,7 +39,15 @@ from hypothesis import strategies as st
 from test_bad_input_files import COMMANDS, JOURNAL, KEY_FILE, PUBLIC_KEY, _restore, _snapshot, build_world
 
 from shipyard.cli import main
-from shipyard.errors import ShipyardError
+from shipyard.errors import (
+    NOT_SIGNED,
+    VERIFY_FAILED,
+    CheckFailed,
+    GateBlocked,
+    MergeError,
+    PublishError,
+    ShipyardError,
+)
 
 # Token-shaped secrets: what the redaction must hide wherever they appear.
 PLANTED_TOKEN = "ghp_" + "Qz7xK2" * 6  # a GitHub token's shape
@@ -53,8 +61,12 @@ SPECIAL_STRINGS = (*ESCAPES, "", " ", "\t", "\x00", "é", "--output=/tmp/x", "-r
                    "${{ secrets.X }}", "$(touch /tmp/pwned)", "true", "null", "9" * 40, PLANTED_TOKEN, PLANTED_URL)
 HANG_SECONDS = 20
 # What each command may answer besides 0 and 2: its own verdicts.
-VERDICTS = {"verify dist/": {1}, "verify <artifact>": {1}, "manifest gate": {9}, "publish": {9}, "promote": {9},
-            "manifest merge": {6}, "attest": {1}}
+# (publish and promote: a record whose file is not in dist/ stops the publish, PublishError.)
+VERDICTS = {"verify dist/": {VERIFY_FAILED}, "verify <artifact>": {VERIFY_FAILED},
+            "manifest gate": {GateBlocked.exit_code}, "attest": {NOT_SIGNED},
+            "publish": {GateBlocked.exit_code, PublishError.exit_code},
+            "promote": {GateBlocked.exit_code, PublishError.exit_code},
+            "manifest merge": {CheckFailed.exit_code, MergeError.exit_code}}
 # Where a command may write (relative to the world's root).
 WRITES = ("dist/", "merged/", ".shipyard/")
 OLD_FEATURES = "old.yaml"
