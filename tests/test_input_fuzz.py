@@ -14,10 +14,17 @@ from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 from input_fuzz import (
     ESCAPE_DIR,
+    KEY_FILE,
+    PLANTED_PASSWORD,
+    PLANTED_TOKEN,
+    PLANTED_URL,
     Mutation,
     Tally,
     Target,
     World,
+    _dump,
+    _parse,
+    _replace,
     environment_for_fuzzing,
     make_world,
     mutations,
@@ -69,3 +76,54 @@ def test_no_file_a_command_reads_gives_a_traceback_a_hang_a_secret_or_a_write_ou
     one()  # every example runs, none stops the run: the tally and every failure are the result
     failures = "\n".join(tally.failures)
     assert not tally.failures, f"{len(tally.failures)} violations:\n{failures}"
+
+
+# What the fuzzer found, each a fixed example: (command, file, what is broken, how).
+def _swap(path: tuple, value: object) -> object:
+    return lambda kind, good: Mutation("type swap", f"{path} = {value!r}",
+                                       _dump(kind, _replace(_parse(kind, good), path, value)))
+
+
+def _cut_supply_chain(kind: str, good: bytes) -> Mutation:
+    doc = _parse(kind, good)
+    doc.pop("supply_chain")
+    return Mutation("truncation", "no supply_chain", _dump(kind, doc))
+
+
+FOUND = {
+    "an envelope's payloadType a list (verify crashed)":
+        ("verify dist/", "envelope", _swap(("payloadType",), ["x"])),
+    "an envelope's keyid None (verify crashed)":
+        ("verify <artifact>", "envelope", _swap(("signatures", 0, "keyid"), None)),
+    "a record's sha256 a path (a publish error, not a clear line)":
+        ("variants", "dist/manifest.json", _swap(("artifacts", 0, "sha256"), "dist/../../../c")),
+    "a record's version a path (promote said 'version 1.7.0, not 1.7.0')":
+        ("promote", "dist/manifest.json", _swap(("artifacts", 0, "version"), "../../outside-x")),
+    "a control character in an unknown key (two lines, raw bytes)":
+        ("keygen", "feature_status.yaml", _swap(("features", 1), {"a\x11b": 1, "c": "./././d"})),
+    "a line break in a tests folder (the error took two lines)":
+        ("manifest gate", "release.yaml", _swap(("components", "emberaudio", "tests"), "x\ny")),
+    "a URL with a password as a tests folder (printed after a slash)":
+        ("keygen", "release.yaml", lambda kind, good: Mutation(
+            "secret", "tests = a URL", _dump(kind, _replace(_parse(kind, good), ("components", "emberaudio", "tests"),
+                                                            PLANTED_URL)), secrets=(PLANTED_PASSWORD,))),
+    "a token in a feature's title (written into RELEASE_NOTES.md)":
+        ("notes", "feature_status.yaml", lambda kind, good: Mutation(
+            "secret", "title = a token", _dump(kind, _replace(_parse(kind, good), ("features", 3, "title"),
+                                                              f"reason with {PLANTED_TOKEN} inside")),
+            secrets=(PLANTED_TOKEN,))),
+    "a NUL byte before the private key (keygen took it)":
+        ("keygen", KEY_FILE, lambda kind, good: Mutation("bytes", "NUL at 0", b"\x00" + good, must_refuse=True)),
+    "no supply_chain section (attest's message had no file or fix)":
+        ("attest", "release.yaml", _cut_supply_chain),
+}
+
+
+@pytest.mark.parametrize("case", list(FOUND))
+def test_what_the_fuzzer_found_stays_fixed(world: World, case: str):
+    command, file, break_ = FOUND[case]
+    target = next(t for t in world.targets if t.command == command
+                  and (t.relative == file or (file == "envelope" and t.relative.endswith(".intoto.jsonl"))))
+    mutation = break_(target.kind, world.intact[world.root / target.relative])
+    outcome = run_example(world, target, mutation)
+    assert outcome.verdict in ("clear error", "ok", "verdict"), (case, outcome)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from shipyard.cli.shared import console, dist_folder, err_console, load_release
 from shipyard.errors import NOT_REPRODUCIBLE, NOT_SIGNED, VERIFY_FAILED, UsageError
+from shipyard.plumbing.input_files import input_error
 from shipyard.release.validate import load_spec
 from shipyard.supply.signing import report_signing
 
@@ -24,7 +25,9 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     elif settings and settings.signing_key_file:
         target = spec.root / settings.signing_key_file
     else:
-        raise UsageError("release.yaml names no supply_chain.signing_key_file; pass --out FILE")
+        raise input_error(spec.root / "release.yaml", "supply_chain.signing_key_file", "not set",
+                          "name where the key is kept there (e.g. .shipyard/keys/provenance-ed25519.pem), or pass "
+                          "--out FILE")
     private, public, made = generate_key(target, overwrite=args.force)
     console.print(f"{'made' if made else 'kept'} Ed25519 signing key {private} (mode 0600); public key: {public}")
     return 0
@@ -35,8 +38,9 @@ def cmd_attest(args: argparse.Namespace) -> int:
 
     spec = load_release(args)
     if spec.release.supply_chain is None:
-        raise UsageError("release.yaml has no supply_chain section: name signing_key_file or signing_key_env and "
-                         "builder_id there")
+        raise input_error(spec.root / "release.yaml", "supply_chain", "missing: nothing says which key signs",
+                          "add a supply_chain section naming signing_key_file or signing_key_env, and builder_id "
+                          "(README, release.yaml's keys)")
     report = sign_dist(spec, dist_folder(args))
     report_signing(report, console, err_console)
     return NOT_SIGNED if report and report.refused else 0
