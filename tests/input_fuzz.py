@@ -357,6 +357,7 @@ VIOLATIONS = ("traceback", "hang", "secret", "outside write", "unclear", "wrongl
 # supply_chain.signing_key_file; pass --out FILE`; or it is a usage error naming the option.
 NAMES_A_FILE = re.compile(r"(^|[\s'(])(/[^\s:;]+|[\w.@+-]+\.(ya?ml|json|jsonl|pem|whl|conda|md|html|toml|gz))\b")
 LINE = re.compile(r"--[a-z-]+[^:]*: .+|.+; .+")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # raw in a message: an escape sequence reaches the terminal
 
 
 def run_example(world: World, target: Target, mutation: Mutation) -> Outcome:
@@ -498,7 +499,7 @@ def _judge(world: World, target: Target, mutation: Mutation, code: int, out: str
     lines = [line.strip() for line in err.strip().removeprefix("error: ").splitlines() if line.strip()]
     lines = [line for line in lines if not re.fullmatch(r"\d+ problems? in the release description:", line)]
     if code == 2 and lines and all(LINE.fullmatch(line) and (line.startswith("--") or NAMES_A_FILE.search(line))
-                                   for line in lines):
+                                   and not CONTROL.search(line) for line in lines):
         return Outcome(mutation.cls, "clear error")
     return Outcome(mutation.cls, "unclear", f"{mutation.what}: exit {code}: {err.strip()[-400:]!r}")
 
