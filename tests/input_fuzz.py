@@ -158,7 +158,8 @@ def _parse(kind: str, data: bytes) -> Any:
     if kind == "yaml":
         return yaml.safe_load(text)
     if kind == "jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        # Lines end at \n only, as the journal reads them (\r is JSON's white space, not a line end).
+        return [json.loads(line) for line in text.split("\n") if line.strip()]
     return json.loads(text)
 
 
