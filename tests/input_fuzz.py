@@ -244,8 +244,9 @@ def mutations(draw: st.DrawFn, kind: str, good: bytes) -> Mutation:
         piece = draw(st.sampled_from((b"\x00", b"\xff\xfe", b"\xc3", b"\r", b"\x1b[31m", b"\xef\xbb\xbf", b"{",
                                       b"- ", b": :", b"&a *a", b"!!python/object:os.system")))
         inserted = good[:at] + piece + good[at:]
+        # (A BOM inside the text is U+FEFF, a character some readers take and others refuse.)
         return Mutation("bytes", f"{piece!r} at byte {at}", inserted,
-                        must_refuse=b"\x00" in piece or not _parses(kind, inserted))
+                        must_refuse=b"\x00" in piece or (piece != b"\xef\xbb\xbf" and not _parses(kind, inserted)))
     if choice == "encoding":
         codec = draw(st.sampled_from(("utf-16", "utf-32", "latin-1")))
         encoded = good.decode("utf-8").replace("e", "é").encode(codec)
@@ -487,8 +488,9 @@ def _judge(world: World, target: Target, mutation: Mutation, code: int, out: str
     if shown or leaked:
         return Outcome(mutation.cls, "secret", f"{mutation.what}: printed {shown}, written to {leaked}")
     mutated = root / target.relative
-    outside = [p for p in written if p != mutated and not any(
-        p.is_relative_to(root / w) for w in WRITES)]
+    # keygen writes the key where release.yaml's supply_chain.signing_key_file says, inside the root.
+    writes = ("",) if target.command == "keygen" else WRITES
+    outside = [p for p in written if p != mutated and not any(p.is_relative_to(root / w) for w in writes)]
     if outside:
         return Outcome(mutation.cls, "outside write", f"{mutation.what}: wrote {[str(p) for p in outside][:3]}")
     if code == 0:
