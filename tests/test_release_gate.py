@@ -145,7 +145,8 @@ def test_a_record_of_no_cell_of_the_release_is_refused_by_every_reader(repo, tmp
     (dist / "manifest.json").write_text(json.dumps(manifest))
     argvs = [*_commands(repo, dist, tmp_path / "state").values(),
              ["--root", str(repo), "report", "--format", "text", "--dist", str(dist)],
-             ["--root", str(repo), "notes", "--dist", str(dist), "--out", str(tmp_path / "notes.md")]]
+             ["--root", str(repo), "notes", "--dist", str(dist), "--out", str(tmp_path / "notes.md")],
+             ["--root", str(repo), "variants", "--dist", str(dist)]]  # the fuzzer's KeyError: a traceback
     for argv in argvs:
         capsys.readouterr()
         assert main(argv) == 2, argv

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 def cmd_variants(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
     from shipyard.publish.variants import GUIDE_FILE, RECORD_FILE, VARIANTS_INDEX, build_variant_index, settings_of
-    from shipyard.record.manifest import MANIFEST_FIX, require_manifest
+    from shipyard.record.manifest import MANIFEST_FIX, release_manifest
     from shipyard.release.channel_version import NIGHTLY
     from shipyard.report.install_guide import write_install_guide
 
@@ -27,7 +27,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
                          + (f"; did you mean {near!r}" if near else ""))
     settings = settings_of(release)
     dist = dist_folder(args)
-    manifest = require_manifest(dist / "manifest.json", MANIFEST_FIX)
+    manifest = release_manifest(dist / "manifest.json", release, MANIFEST_FIX)
     files = build_variant_index(dist, release, manifest)
     index = dist / "whl" / VARIANTS_INDEX
     main = next((f for f in files if f.kind == "variants.json"

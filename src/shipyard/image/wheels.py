@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 from shipyard.errors import CheckFailed
 from shipyard.plumbing.input_files import input_error
 from shipyard.plumbing.wheel_metadata import wheel_metadata
-from shipyard.record.manifest import ArtifactRecord, artifact_file, require_manifest
+from shipyard.record.manifest import ArtifactRecord, artifact_file, release_manifest
 from shipyard.release.spec import Variant
 from shipyard.release.validate import Spec
 from shipyard.wheel.index import add_wheel, write_index
@@ -45,7 +45,7 @@ def release_wheels(spec: Spec, variant: Variant, dist: Path, *, allow_untested: 
     assert images is not None
     manifest_path = dist / "manifest.json"
     build = f"shipyard build --variant {variant.name} --python {images.python}"
-    manifest = require_manifest(manifest_path, f"build the wheels first: {build}")
+    manifest = release_manifest(manifest_path, spec.release, f"build the wheels first: {build}")
     wanted_python = images.python
     out = []
     for component in images.components:

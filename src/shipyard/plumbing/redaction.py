@@ -141,7 +141,7 @@ def public_url(url: str) -> str:
         scheme = url.find("://")
         url = (url[:scheme + 3] if scheme >= 0 else "") + url[end:]
     url = re.split(r"[?#]", url, maxsplit=1)[0]
-    return re.sub(r"/t/[^/\s]+/", f"/t/{MASK}/", url)
+    return _CONDA_TOKEN.sub(f"/t/{MASK}/", url)
 
 
 # A URL inside free text: a scheme, then anything up to a blank or a quote.
@@ -150,6 +150,11 @@ _URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"
 # segment (a URL joined onto a folder loses a slash: library/x/https:/ci:pw@github.com).
 # (Not an image reference pinned by digest: name:tag@sha256:….)
 _BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9_.%:@-])[A-Za-z0-9_.%-]+:[^\s@/'\"]+@(?=[A-Za-z0-9\[])(?!sha\d+:)")
+
+
+# conda's /t/<token>/ path segment; not a placeholder for one (`/t/$SHIPYARD_CONDA_TOKEN/`, what
+# the get-started page tells a user to fill in), which holds no secret.
+_CONDA_TOKEN = re.compile(r"/t/(?!\$\{?[A-Za-z_][A-Za-z0-9_]*\}?/)[^/\s]+/")
 
 
 def _url_shown(match: re.Match[str]) -> str:
@@ -179,7 +184,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     text = SECRET_SHAPES.sub(MASK, text)
     text = _URL_IN_TEXT.sub(_url_shown, text)
     text = _BARE_USERINFO.sub(f"{MASK}@", text)
-    return re.sub(r"/t/[^/\s]+/", f"/t/{MASK}/", text)
+    return _CONDA_TOKEN.sub(f"/t/{MASK}/", text)
 
 
 class RedactedStream:

@@ -32,7 +32,7 @@ from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
 from shipyard.record.gate import Gating, gate
-from shipyard.record.manifest import ArtifactRecord, Manifest, check_release_names, require_manifest
+from shipyard.record.manifest import ArtifactRecord, Manifest, release_manifest
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import PublishTarget, ReleaseChannel
 from shipyard.release.kinds import WHEEL, kinds_taken_by
@@ -71,12 +71,8 @@ class PublishReport:
 
 def load_manifest(spec: Spec, dist: Path) -> Manifest:
     """dist/manifest.json, each of its records a cell of `spec`'s release (check_release_names)."""
-    path = dist / "manifest.json"
-    manifest = require_manifest(path, "build first (shipyard build --variant cpu, shipyard conda build --variant "
-                                      "cpu) or pass --dist")
-    release = spec.release
-    return check_release_names(manifest, path, platforms=[*release.platforms, *release.mobile_targets],
-                               variants=release.variants)
+    return release_manifest(dist / "manifest.json", spec.release, "build first (shipyard build --variant cpu, "
+                                                                  "shipyard conda build --variant cpu) or pass --dist")
 
 
 def release_channel(spec: Spec, name: str) -> ReleaseChannel:

@@ -27,6 +27,7 @@ from shipyard.release.kinds import WHEEL, kind_of
 if TYPE_CHECKING:
     from shipyard.release.cuda_archs import DeviceCode
     from shipyard.release.matrix import Cell
+    from shipyard.release.spec import Release
 
 SCHEMA_VERSION = 1
 
@@ -261,6 +262,13 @@ def check_release_names(manifest: Manifest, path: Path, *, platforms: Iterable[s
                                       f"({', '.join(sorted(allowed))})", "this manifest belongs to another release, "
                                       "or a record was edited: " + MANIFEST_FIX, value=value)
     return manifest
+
+
+def release_manifest(path: Path, release: Release, missing_fix: str) -> Manifest:
+    """The manifest at `path` (require_manifest), each of its records a cell of `release`: the
+    reader of every command that looks records up in release.yaml (check_release_names)."""
+    return check_release_names(require_manifest(path, missing_fix), path,
+                               platforms=[*release.platforms, *release.mobile_targets], variants=release.variants)
 
 
 def require_manifest(path: Path, missing_fix: str) -> Manifest:

@@ -23,7 +23,7 @@ from shipyard.errors import InputError
 from shipyard.host.source_tree import git_info
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.input_files import input_error, parse_json_input, read_json_input, validated
-from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, recorded_file, require_manifest
+from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, recorded_file, release_manifest
 from shipyard.release.validate import Spec
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -161,7 +161,7 @@ def attest_manifest(spec: Spec, dist: Path, signer: Signer, key_source: str, *,
     names the file's current sha256 is kept whoever signed it: a CI job that merged another job's
     fragment into its dist/ does not re-sign, and so re-upload under the same name, what it did
     not build. `shipyard attest` re-signs everything with the current key."""
-    manifest: Manifest = require_manifest(dist / "manifest.json", "build first, or pass --dist")
+    manifest: Manifest = release_manifest(dist / "manifest.json", spec.release, "build first, or pass --dist")
     for record in manifest.artifacts:  # a path out of dist/ stops the run before anything is signed or written
         envelope_path(dist, record)
         for key, relative in (("path", record.path), ("provenance", record.provenance)):
