@@ -23,7 +23,8 @@ from shipyard.plumbing.input_files import decode_input, input_error, parse_json_
 
 # The journal only speeds a re-run up (the servers' listings decide what is uploaded): a damaged one can go.
 JOURNAL_FIX = "delete the journal (a re-run checks every file against the servers again)"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+# A file's sha256, or an image's digest as the registry names it (sha256:<hex>).
+_SHA256 = re.compile(r"(sha256:)?[0-9a-f]{64}")
 
 
 class Journal:
@@ -82,7 +83,7 @@ class Journal:
                                   "reference)", JOURNAL_FIX, value=entry["file"])
             # A re-run skips the upload of a file whose sha256 matches this one: it must be a digest.
             if not _SHA256.fullmatch(entry["sha256"]):
-                raise input_error(self.path, "verified.sha256", "not a sha256 digest (64 lowercase hex digits)",
-                                  JOURNAL_FIX, value=entry["sha256"])
+                raise input_error(self.path, "verified.sha256", "not a sha256 digest (64 lowercase hex digits, "
+                                  "or sha256:<hex> for an image)", JOURNAL_FIX, value=entry["sha256"])
             out[entry["file"]] = entry["sha256"]
         return out

@@ -11,6 +11,7 @@ its own repository name so that the release's tags in a shared engine stay where
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections import Counter
@@ -96,10 +97,14 @@ def _clone(source: Path, dest: Path, commit: str) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     # A clone is the clean state: the commit's files only, no dist/, no .shipyard/ caches. Both
     # clones check out the one commit resolved at the start, even if HEAD moves meanwhile.
-    # --end-of-options: a path or commit that starts with '-' stays a path or commit, never an option.
+    # --end-of-options: a path that starts with '-' stays a path, never an option. `git checkout`
+    # refuses it after --detach (git 2.39), so the commit is checked to be what it must be: the
+    # full hex name git resolved at the start, which no option starts like.
     command.run(["git", "clone", "--quiet", "--no-hardlinks", "--no-checkout", "--end-of-options", source, dest],
                 timeout=600, what=f"clone to {dest}")
-    command.run(["git", "-C", dest, "checkout", "--quiet", "--detach", "--end-of-options", commit], timeout=600,
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+        raise ToolError(f"repro: {commit!r} is not a commit git resolved; run repro from a git checkout")
+    command.run(["git", "-C", dest, "checkout", "--quiet", "--detach", commit], timeout=600,
                 what=f"check out {commit[:12]} in {dest}")
 
 
