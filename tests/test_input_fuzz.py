@@ -116,6 +116,8 @@ FOUND = {
         ("keygen", KEY_FILE, lambda kind, good: Mutation("bytes", "NUL at 0", b"\x00" + good, must_refuse=True)),
     "no supply_chain section (attest's message had no file or fix)":
         ("attest", "release.yaml", _cut_supply_chain),
+    "a component's path '..' (its tests folder outside the release crashed validation)":
+        ("promote", "release.yaml", _swap(("components", "embervision", "path"), "..")),
 }
 
 

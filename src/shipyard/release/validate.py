@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,13 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
         if Path(component.path).is_absolute() or not _is_dir(root / component.path):
             out.add(doc, ("components", name, "path"),
                     "folder does not exist; give the component's folder relative to release.yaml")
+        elif os.path.normpath(component.path).split(os.sep)[0] == "..":
+            # Builds, tests and SBOMs read it as the release's own (a path of '..' took the tests
+            # folder out of the release, found by the input fuzzer). A folder in the release that
+            # is a symlink to a checkout elsewhere is fine: it is named inside.
+            out.add(doc, ("components", name, "path"), "leads out of the release's folder",
+                    fix="give a folder inside the release, relative to release.yaml (link a checkout in if "
+                        "it lives elsewhere)")
         elif component.tests:
             tests = component.tests_folder(root)
             # Where it really is: inside the release, or inside the component's own (real) folder, which
@@ -130,7 +138,7 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
             elif not _is_dir(tests):
                 # The build copies this folder beside the installed wheel: a missing one stops it there.
                 out.add(doc, ("components", name, "tests"), "the tests folder does not exist",
-                        fix=f"create {tests.relative_to(root.resolve())}, or give the folder that holds the "
+                        fix=f"create {os.path.relpath(tests, root.resolve())}, or give the folder that holds the "
                             f"component's tests, relative to its path")
         if any(KINDS[t].on_mobile_targets for t in component.package_types) and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
