@@ -116,6 +116,9 @@ FOUND = {
         ("keygen", KEY_FILE, lambda kind, good: Mutation("bytes", "NUL at 0", b"\x00" + good, must_refuse=True)),
     "no supply_chain section (attest's message had no file or fix)":
         ("attest", "release.yaml", _cut_supply_chain),
+    "a manifest's 'artifacts' key misspelled (read as a release with nothing in it)":
+        ("verify dist/", "dist/manifest.json", lambda kind, good: Mutation(
+            "bytes", "artifacts misspelled", good.replace(b'"artifacts"', b'"artifac&s"', 1), must_refuse=True)),
     "a component's path '..' (its tests folder outside the release crashed validation)":
         ("promote", "release.yaml", _swap(("components", "embervision", "path"), "..")),
 }

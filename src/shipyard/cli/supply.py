@@ -72,7 +72,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     key = load_public_key(Path(args.public_key) if args.public_key else default_public_key(Path(args.root)))
     results = verify(Path(args.target), key)
     if not results:
-        raise UsageError(f"{args.target}: no artifacts to verify")
+        raise UsageError(f"{args.target}: no artifacts to verify; build first, or pass the dist/ folder (or the "
+                         f"artifact) to verify")
     table = Table(title=f"verify {args.target}")
     for column in ("artifact", "check", "result", "detail"):
         table.add_column(column, overflow="fold")

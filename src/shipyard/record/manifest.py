@@ -219,7 +219,9 @@ class Manifest(BaseModel):
     schema_version: StrictInt = SCHEMA_VERSION  # strict: `true` is not version 1
     release: str
     version: str
-    artifacts: tuple[ArtifactRecord, ...] = ()
+    # Required: every manifest shipyard writes has it, and a misspelled key must not read as a
+    # release with nothing in it (verify said "no artifacts to verify"; found by the fuzzer).
+    artifacts: tuple[ArtifactRecord, ...]
     not_applicable: tuple[NotApplicableRecord, ...] = ()
 
     @field_validator("version")
