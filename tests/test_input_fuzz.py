@@ -119,6 +119,11 @@ FOUND = {
     "a manifest's 'artifacts' key misspelled (read as a release with nothing in it)":
         ("verify dist/", "dist/manifest.json", lambda kind, good: Mutation(
             "bytes", "artifacts misspelled", good.replace(b'"artifacts"', b'"artifac&s"', 1), must_refuse=True)),
+    "a record's variant_tag not its variant's (variants crashed)":
+        ("variants", "dist/manifest.json", _swap(("artifacts", 0, "variant_tag"), "cu999")),
+    "a number where skip reasons go (notes crashed)":
+        ("notes", "dist/manifest.json", _swap(("artifacts", 0, "tests", "features", "ember.kernels", "skip_reasons"),
+                                              2010392)),
     "a component's path '..' (its tests folder outside the release crashed validation)":
         ("promote", "release.yaml", _swap(("components", "embervision", "path"), "..")),
 }

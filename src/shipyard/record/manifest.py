@@ -158,6 +158,10 @@ class ArtifactRecord(CellRecord):
             for key in _WORDS:
                 if key in result and not isinstance(result[key], str | None):
                     raise ValueError(f"features.{feature}.{key} must be text")
+            for key in _REASONS:
+                if key in result and not (isinstance(result[key], list)
+                                          and all(isinstance(r, str) for r in result[key])):
+                    raise ValueError(f"features.{feature}.{key} must be a list of text")
         return tests
 
     @field_validator("version")
@@ -205,6 +209,7 @@ class ArtifactRecord(CellRecord):
 # What the report and the notes read of each feature's result (testing.TestRun.to_json()).
 _COUNTS = ("passed", "failed", "skipped", "not_run")
 _WORDS = ("status", "result", "summary")
+_REASONS = ("skip_reasons", "not_run_reasons")
 
 
 class NotApplicableRecord(CellRecord):
@@ -255,6 +260,7 @@ def check_release_names(manifest: Manifest, path: Path, *, platforms: Iterable[s
     A record of platform 'atlantis' is no cell of this release: the report would show it passed
     in a column of its own, and the gate would judge a cell nobody declared."""
     known = {"platform": {*platforms, "any"}, "variant": {*variants, "any"}}
+    tags = {name: getattr(variant, "tag", None) for name, variant in getattr(variants, "items", lambda: ())()}
     for group, records in (("artifacts", manifest.artifacts), ("not_applicable", manifest.not_applicable)):
         for number, record in enumerate(records):
             for key, allowed in known.items():
@@ -263,6 +269,11 @@ def check_release_names(manifest: Manifest, path: Path, *, platforms: Iterable[s
                     raise input_error(path, f"{group}.{number}.{key}", f"is no {key} of release.yaml "
                                       f"({', '.join(sorted(allowed))})", "this manifest belongs to another release, "
                                       "or a record was edited: " + MANIFEST_FIX, value=value)
+            tag = tags.get(record.variant)
+            if tag is not None and record.variant_tag != tag:  # indexes and file names are built from it
+                raise input_error(path, f"{group}.{number}.variant_tag", f"is not variant {record.variant}'s tag "
+                                  f"({tag})", "this manifest belongs to another release, or a record was edited: "
+                                  + MANIFEST_FIX, value=record.variant_tag)
     return manifest
 
 
