@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from shipyard.release.kinds import WHEEL, kind_of
 if TYPE_CHECKING:
     from shipyard.release.cuda_archs import DeviceCode
     from shipyard.release.matrix import Cell
-    from shipyard.release.spec import Release
+    from shipyard.release.spec import Release, Variant
 
 SCHEMA_VERSION = 1
 
@@ -253,14 +253,14 @@ def read_manifest(path: Path) -> Manifest | None:
     return validated(Manifest, data, path, fix=MANIFEST_FIX)
 
 
-def check_release_names(manifest: Manifest, path: Path, *, platforms: Iterable[str], variants: Iterable[str]
-                        ) -> Manifest:
+def check_release_names(manifest: Manifest, path: Path, *, platforms: Iterable[str],
+                        variants: Mapping[str, Variant]) -> Manifest:
     """`manifest` once each of its records names a platform (or mobile target) and a variant of
     the release it is read against ('any' for a pure one); else InputError naming the record's key.
     A record of platform 'atlantis' is no cell of this release: the report would show it passed
     in a column of its own, and the gate would judge a cell nobody declared."""
     known = {"platform": {*platforms, "any"}, "variant": {*variants, "any"}}
-    tags = {name: getattr(variant, "tag", None) for name, variant in getattr(variants, "items", lambda: ())()}
+    tags = {name: variant.tag for name, variant in variants.items()}
     for group, records in (("artifacts", manifest.artifacts), ("not_applicable", manifest.not_applicable)):
         for number, record in enumerate(records):
             for key, allowed in known.items():
