@@ -156,7 +156,9 @@ class Mutation:
 def _parse(kind: str, data: bytes) -> Any:
     text = data.decode("utf-8")
     if kind == "yaml":
-        return yaml.safe_load(text)
+        # libyaml, as shipyard reads YAML (release/yaml_source.py): PyYAML's pure-Python reader refuses
+        # a tab inside a plain scalar ('a\tb'), which YAML allows and libyaml takes.
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if kind == "jsonl":
         # Lines end at \n only, as the journal reads them (\r is JSON's white space, not a line end).
         return [json.loads(line) for line in text.split("\n") if line.strip()]

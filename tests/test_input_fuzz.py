@@ -24,6 +24,7 @@ from input_fuzz import (
     World,
     _dump,
     _parse,
+    _parses,
     _replace,
     environment_for_fuzzing,
     make_world,
@@ -126,6 +127,15 @@ FOUND = {
                                               2010392)),
     "a component's path '..' (its tests folder outside the release crashed validation)":
         ("promote", "release.yaml", _swap(("components", "embervision", "path"), "..")),
+    "a wheel's platform tag ': :' (variants crashed on the variant's name)":
+        ("variants", "dist/manifest.json", lambda kind, good: Mutation(
+            "bytes", "': :' in a wheel's tag", good.replace(b'"name": "ember-1.7.0-py3-none-any.whl"',
+                                                       b'"name": "ember-1.7.0-py3-none-any: :.whl"', 1),
+            must_refuse=True)),
+    "a tab inside a test id (YAML allows it; the fuzzer's own reader called it broken)":
+        ("validate", "feature_status.yaml", lambda kind, good: Mutation(
+            "bytes", "tab in a test id", good.replace(b"test_rdzv_auth.py", b"test_rdzv_auth\t.py", 1),
+            must_refuse=not _parses(kind, good.replace(b"test_rdzv_auth.py", b"test_rdzv_auth\t.py", 1)))),
 }
 
 

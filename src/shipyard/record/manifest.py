@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from shipyard.release.spec import Release, Variant
 
 SCHEMA_VERSION = 1
+_WHEEL_TAG = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")  # one compressed tag set of a wheel's name
 
 
 def _arch_order(name: str) -> tuple[int, str]:
@@ -201,8 +202,12 @@ class ArtifactRecord(CellRecord):
             try:
                 parse_wheel_filename(self.name)
             except InvalidWheelFilename:
+                good = False
+            else:  # packaging reads the tags without checking their letters; the variants' names add to them
+                good = all(_WHEEL_TAG.fullmatch(tag) for tag in self.name.removesuffix(".whl").split("-")[-3:])
+            if not good:
                 raise ValueError(f"name {self.name[:80]!r} is not a wheel file name "
-                                 f"(name-version-python-abi-platform.whl)") from None
+                                 f"(name-version-python-abi-platform.whl, each tag letters, digits, '_' and '.')")
         return self
 
 
