@@ -36,7 +36,8 @@ from pathlib import Path
 from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
 from shipyard.conda.build import BUILD_ROOT_ENV, CondaBuildRequest, build_conda_variant
 from shipyard.host.toolchains.discover import discover
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 PER_PYTHON_RECIPES = Path(__file__).resolve().parent / "conda_per_python"

@@ -26,7 +26,8 @@ import docker
 from shipyard.image.build import ImageRequest, build_images
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
 from shipyard.wheel.build_request import BuildRequest
 from shipyard.wheel.index import write_index
 from shipyard.wheel.pipeline import build_variant

@@ -20,7 +20,7 @@ import pytest
 from shipyard.host.toolchains.obtain import install_toolchain_if_obtainable
 from shipyard.image.build import ImageRequest, build_images
 from shipyard.image.plan import ImageResult
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 from shipyard.wheel.build_request import BuildRequest
 from shipyard.wheel.pipeline import build_variant
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, Manifest
 from shipyard.release.matrix import Cell, excluded_cells, expand, not_applicable
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 VERSION = "1.7.0"
 PASSED = "ember-cpu-linux-x86_64-cp311-wheel"  # fft (beta) fails in it; the cell passes

@@ -21,6 +21,7 @@ from rattler_build import assemble_package
 
 from shipyard.cli import main
 from shipyard.conda.build import BUILD_ROOT_ENV, conda_output_dir
+from shipyard.conda.package_tests import conda_specs
 from shipyard.conda.variants import write_variant_config
 from shipyard.errors import SpecError
 from shipyard.host.toolchains.discover import discover
@@ -28,7 +29,6 @@ from shipyard.record.manifest import read_manifest
 from shipyard.release.matrix import expand, select
 from shipyard.release.project_declaration import declared_version
 from shipyard.release.validate import load_spec
-from shipyard.testing.conda_prefix import conda_specs
 
 # --- variant config -------------------------------------------------------------------------
 

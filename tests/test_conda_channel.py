@@ -32,7 +32,8 @@ from shipyard.conda.serve import serve_channel
 from shipyard.errors import ChannelError
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import FeatureRecord, merge_artifacts, read_manifest
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPE = REPO / "tests" / "fixtures" / "conda" / "featured" / "recipe.yaml"

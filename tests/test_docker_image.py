@@ -37,7 +37,8 @@ from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, merge_artifacts, read_manifest
 from shipyard.release.cuda_archs import ptx_arch, sm_name
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
 from shipyard.testing.container import run_tests_in_container
 from shipyard.testing.runner import component_test_requirements
 from shipyard.testing.verdict import feature_gate

@@ -16,7 +16,8 @@ from headless_chromium import chromium
 from report_release import add_conda_and_image, write_release_dist
 
 from shipyard.cli import main
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
 from shipyard.report.get_started import write_get_started
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,11 +15,11 @@ from synthetic_release import build_conda_packages, make_wheel
 
 from shipyard.errors import ChannelError
 from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.retry import RetryPolicy
 from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
 from shipyard.release.destinations import PublishTarget

@@ -74,7 +74,7 @@ def test_a_password_holding_a_slash_is_never_shown():
     assert public_url("http://admin:pa/ss@host/") == "http://host/"
     assert public_url("https://github.com/ember-ml/shipyard/ci/bootstrap.sh@local") == \
         "https://github.com/ember-ml/shipyard/ci/bootstrap.sh@local"
-    from shipyard.plumbing.redaction import redact
+    from shipyard.redaction import redact
 
     shown = redact("GET http://admin:pa/ss@host/simple/ failed; proxy ci-bot:Zq8vLw2K@127.0.0.1:3128 down")
     assert "pa/ss" not in shown and "ss@" not in shown and "Zq8vLw2K" not in shown, shown
@@ -82,7 +82,7 @@ def test_a_password_holding_a_slash_is_never_shown():
 
 
 def test_a_short_secret_is_hidden_as_a_whole_word_never_inside_one(monkeypatch):
-    from shipyard.plumbing import redaction
+    from shipyard import redaction
     from shipyard.publish.credentials import Credentials, scrub
 
     monkeypatch.setattr(redaction, "_learnt", set())  # what this test teaches the scrubber stays here
@@ -175,7 +175,7 @@ def test_what_is_written_in_pieces_is_hidden_whole(monkeypatch):
     # print() writes its arguments one by one, and a PEM key comes a line at a time.
     import io
 
-    from shipyard.plumbing.redaction import redacted_output
+    from shipyard.redaction import redacted_output
 
     inner = io.StringIO()
     monkeypatch.setattr(sys, "stdout", inner)

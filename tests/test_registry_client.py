@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from shipyard.errors import UsageError
-from shipyard.publish.registry_client import registry_base, trust
-from shipyard.release.destinations import PublishTarget
+from shipyard.publish.registry_client import trust
+from shipyard.release.destinations import PublishTarget, registry_base
 
 
 @pytest.mark.parametrize(("url", "expected"), [

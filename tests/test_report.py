@@ -28,7 +28,8 @@ from shipyard.cli.build_report import live_progress
 from shipyard.errors import ShipyardError
 from shipyard.plumbing.progress import running
 from shipyard.record.manifest import NotApplicableRecord, merge_artifacts, read_manifest
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
 from shipyard.report.notes import release_notes

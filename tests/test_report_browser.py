@@ -11,7 +11,8 @@ from headless_chromium import HEIGHT, WIDTH, chromium
 from PIL import Image
 from report_release import FAILED, PASSED, expected_cell_count, host_without_tools, write_release_dist
 
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
 from shipyard.report.document import build_report
 from shipyard.report.html import write_html
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from shipyard.plumbing.redaction import SECRET_SHAPES as _SECRET_SHAPES
-from shipyard.plumbing.redaction import public_url
+from shipyard.redaction import SECRET_SHAPES as _SECRET_SHAPES
+from shipyard.redaction import public_url
 
-__all__ = ["public_url"]  # re-exported: the one definition is plumbing/redaction.py's
+__all__ = ["public_url"]  # re-exported: the one definition is redaction.py's
 
 # A SpecIssue's value when the problem has no value to show (a missing key, a whole file).
 NO_VALUE: Any = object()

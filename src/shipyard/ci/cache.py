@@ -16,7 +16,7 @@ from shipyard.ci.runners import CUDA_BUILDER_IMAGES, LINUX_BUILDER_IMAGE
 from shipyard.errors import UsageError, nearest
 from shipyard.host.source_tree import hash_tree
 from shipyard.plumbing.build_cache import cache_key
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 def find_job(spec: Spec, job_id: str) -> BuildJob:

@@ -28,7 +28,7 @@ from shipyard.ci.steps import (
 )
 from shipyard.errors import SpecError
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 BUILDER_REPOSITORY = "shipyard/cuda-builder"
 SAVED_IMAGE = ".shipyard/builder-image/image.tar"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from shipyard.ci.actions import uses
 from shipyard.ci.jobs import Lane
 from shipyard.ci.steps import Job, checkout, download_fragments, host_tools, job_pythons, signing_env, upload_fragment
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 def _docker_client() -> dict[str, str]:

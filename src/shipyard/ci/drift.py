@@ -8,7 +8,7 @@ from pathlib import Path
 
 from shipyard.ci.workflow import generate
 from shipyard.plumbing.atomic_files import write_atomic
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from shipyard.ci.steps import (
 )
 from shipyard.errors import SpecError
 from shipyard.release.kinds import KINDS
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 def _windows_cuda_step(lane: Lane) -> Step:

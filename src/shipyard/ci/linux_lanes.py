@@ -21,7 +21,7 @@ from shipyard.ci.steps import (
     signing_env,
 )
 from shipyard.release.kinds import KINDS
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:

@@ -16,8 +16,7 @@ from typing import Any
 from shipyard.ci.actions import uses
 from shipyard.errors import STABLE_FEATURE_FAILED, SpecError
 from shipyard.plumbing.input_files import input_error
-from shipyard.release.spec import Release
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Release, Spec
 
 Step = dict[str, Any]
 Job = dict[str, Any]

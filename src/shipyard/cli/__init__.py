@@ -20,7 +20,7 @@ from shipyard.cli.shared import err_console
 from shipyard.cli.supply import add_supply_commands
 from shipyard.cli.variants import add_variants_commands
 from shipyard.errors import CRASHED, ShipyardError
-from shipyard.plumbing.redaction import redacted_output
+from shipyard.redaction import redacted_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     # Everything a command prints or logs, argparse's complaints and a crash's traceback included,
-    # passes through the one scrubber (plumbing/redaction.py) on its way out.
+    # passes through the one scrubber (redaction.py) on its way out.
     with redacted_output():
         args = _parser().parse_args(argv)
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,

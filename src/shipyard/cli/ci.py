@@ -117,7 +117,7 @@ def cmd_ci_cache_key(args: argparse.Namespace) -> int:
 
 
 def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
-    from shipyard.ci.oidc import check_trusted_publishing
+    from shipyard.publish.trusted_publishing import check_trusted_publishing
 
     print(check_trusted_publishing(load_release(args), args.target))
     return 0

@@ -26,7 +26,7 @@ from shipyard.release.cell_filters import check_filters
 
 def cmd_conda_features(args: argparse.Namespace) -> int:
     from shipyard.conda.features import list_channel_features
-    from shipyard.plumbing.redaction import redact
+    from shipyard.redaction import redact
 
     packages = list_channel_features(args.channel)
     if args.json:

@@ -15,7 +15,7 @@ from shipyard.plumbing.hashing import sha256_hex
 if TYPE_CHECKING:
     from shipyard.image.build import ImageRequest
     from shipyard.image.plan import ImageResult
-    from shipyard.release.validate import Spec
+    from shipyard.release.spec import Spec
 
 
 def cmd_image_build(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from shipyard.release.matrix import (
     not_applicable,
     select,
 )
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

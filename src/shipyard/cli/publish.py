@@ -10,11 +10,11 @@ from rich.table import Table
 from shipyard.cli.shared import console, dist_folder, err_console, load_release, positive_int, state_folder
 
 if TYPE_CHECKING:  # requests, which the publishing modules import, takes a fifth of a second: only publishing pays it
-    from shipyard.publish.retry import RetryPolicy
+    from shipyard.plumbing.retry import RetryPolicy
 
 
 def _policy(args: argparse.Namespace) -> RetryPolicy:
-    from shipyard.publish.retry import RetryPolicy
+    from shipyard.plumbing.retry import RetryPolicy
 
     return RetryPolicy(tries=args.tries, timeout=args.timeout, first_pause=args.first_pause)
 

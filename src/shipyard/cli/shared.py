@@ -14,7 +14,9 @@ from shipyard.errors import UsageError, nearest
 from shipyard.plumbing.input_files import input_error, usable_folder
 from shipyard.release.channel_version import NIGHTLY
 from shipyard.release.matrix import NotApplicable
-from shipyard.release.validate import Spec, load_spec
+from shipyard.release.spec import Spec
+from shipyard.release.validate import load_spec
+from shipyard.wheel.project_metadata import backend_requires_python
 
 # Without a terminal rich assumes 80 columns, which folds cell ids; logs and CI get more room.
 _WIDTH = None if sys.stdout.isatty() else 160
@@ -25,7 +27,7 @@ err_console = Console(stderr=True, highlight=False, width=_WIDTH, emoji=False)
 
 def load_release(args: argparse.Namespace) -> Spec:
     """The release under `--root`, validated."""
-    return load_spec(Path(args.root))
+    return load_spec(Path(args.root), backend_reader=backend_requires_python)
 
 
 def dist_folder(args: argparse.Namespace) -> Path:

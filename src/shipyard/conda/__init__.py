@@ -4,5 +4,5 @@
 any conda channel: python, numpy, pytest, pip, scikit-build-core, the CUDA runtime, libpng/libjpeg.
 `variants`, `recipes`, `preflight` and `build` render the recipes from release.yaml's variants and
 build them; `normalize`, `channel` and `serve` make the channel byte-identical, atomic and served;
-`shipyard.testing.conda_prefix` installs each package with a real solver and runs its component's tests.
+`shipyard.conda.package_tests` installs each package with a real solver and runs its component's tests.
 """

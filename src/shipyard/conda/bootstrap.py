@@ -70,7 +70,7 @@ from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.command import patched_environ
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.progress import Progress
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 from shipyard.testing.runner import component_test_requirements
 
 # What any conda recipe's build and test environments need besides python (the closure follows);

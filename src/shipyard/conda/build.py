@@ -67,8 +67,7 @@ from shipyard.plumbing.command import patched_environ
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.progress import Progress
 from shipyard.release.matrix import Cell, expand, select
-from shipyard.release.spec import Variant
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec, Variant
 from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
 from shipyard.wheel.native_core import REPRODUCIBLE_CMAKE_DEFINES, shipyard_cmake_defines
 

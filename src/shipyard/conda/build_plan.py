@@ -27,8 +27,7 @@ from shipyard.plumbing.command import patched_environ
 from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import Cell, NotApplicable, not_applicable
 from shipyard.release.project_declaration import declared_version
-from shipyard.release.spec import Component, Release, Variant
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Component, Release, Spec, Variant
 from shipyard.wheel.labels import package_files
 
 # Bump when shipyard changes what it puts into a conda package (staging, hooks, env).

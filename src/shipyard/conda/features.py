@@ -34,8 +34,8 @@ from urllib.parse import unquote, urlsplit
 import requests
 
 from shipyard.errors import ChannelReadError
-from shipyard.plumbing.redaction import redact
-from shipyard.release.validate import Spec
+from shipyard.redaction import redact
+from shipyard.release.spec import Spec
 from shipyard.wheel.labels import features_document
 
 EXTRA_KEY = "shipyard"

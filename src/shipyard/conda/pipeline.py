@@ -9,7 +9,7 @@ then publish the ones that passed into dist/conda and record them in dist/manife
 3. test: the output folder and the dependency channels are served over loopback HTTP with a
    token (conda/serve.py); each cell's package is installed by py-rattler into a fresh prefix,
    asking for its exact build, and its component's tests run with that prefix's Python
-   (testing/conda_prefix.py), gated per feature like wheels. A noarch package serves every Python
+   (conda/package_tests.py), gated per feature like wheels. A noarch package serves every Python
    from the oldest to the newest, so it is tested with both ends of the run's Pythons (one run
    when they are the same);
 4. publish: only packages whose cell passed (every Python it was tested with), with what they
@@ -35,6 +35,7 @@ from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requireme
 from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_variant, conda_output_dir
 from shipyard.conda.build_plan import conda_components, not_applicable_cells, run_pythons
 from shipyard.conda.channel import conda_artifact_record, publish_packages
+from shipyard.conda.package_tests import BuiltPackage, run_conda_package_tests
 from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
 from shipyard.errors import UsageError
@@ -47,8 +48,7 @@ from shipyard.record.manifest import FeatureRecord, NotApplicableRecord, merge_a
 from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import NotApplicable
 from shipyard.release.pytest_selection import selection_of
-from shipyard.release.validate import Spec
-from shipyard.testing.conda_prefix import BuiltPackage, run_conda_package_tests
+from shipyard.release.spec import Spec
 from shipyard.testing.verdict import TestRun, feature_gate, judge_identity
 from shipyard.wheel.build_request import default_test_jobs
 

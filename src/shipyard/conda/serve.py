@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from shipyard.errors import ServeError
-from shipyard.plumbing.redaction import keep_hidden, redact
+from shipyard.redaction import keep_hidden, redact
 
 log = logging.getLogger("shipyard.conda.serve")
 

@@ -21,7 +21,7 @@ from rattler.exceptions import SolverError
 from rattler.package import BuildString
 
 from shipyard.plumbing import command
-from shipyard.plumbing.redaction import redact
+from shipyard.redaction import redact
 
 
 class InstallRequest(BaseModel):

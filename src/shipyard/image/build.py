@@ -36,7 +36,7 @@ from shipyard.image.wheels import ReleaseWheel, licenses, release_wheels, stage_
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
 from shipyard.record.manifest import CudaArchs
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 from shipyard.supply.sbom import SBOM_LABEL
 
 # The images' recipe is shipyard's own data (src/shipyard/resources/docker/Dockerfile), read through

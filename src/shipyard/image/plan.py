@@ -20,8 +20,7 @@ from shipyard.image.tags import image_kind, moving_tag, versioned_tag
 from shipyard.record.manifest import CudaArchs, read_manifest
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import ImageSettings, ImageVariant
-from shipyard.release.spec import Variant
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec, Variant
 
 if TYPE_CHECKING:
     from shipyard.image.hygiene import Finding

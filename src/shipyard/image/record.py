@@ -8,7 +8,7 @@ from pathlib import Path
 
 from shipyard.image.plan import ImageResult
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 def image_name(repository: str) -> str:

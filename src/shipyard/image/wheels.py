@@ -12,8 +12,7 @@ from shipyard.errors import CheckFailed
 from shipyard.plumbing.input_files import input_error
 from shipyard.plumbing.wheel_metadata import wheel_metadata
 from shipyard.record.manifest import ArtifactRecord, artifact_file, release_manifest
-from shipyard.release.spec import Variant
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec, Variant
 from shipyard.wheel.index import add_wheel, write_index
 
 

@@ -13,7 +13,8 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
 from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import expand, select
-from shipyard.release.validate import Spec, nearest
+from shipyard.release.spec import Spec
+from shipyard.release.validate import nearest
 
 
 def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, state: Path,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.errors import ToolError
-from shipyard.plumbing.redaction import hide_values, redact
+from shipyard.redaction import hide_values, redact
 
 log = logging.getLogger("shipyard.plumbing.command")
 

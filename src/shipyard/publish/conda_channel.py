@@ -21,8 +21,8 @@ from shipyard.conda.channel import publish_packages
 from shipyard.errors import PublishError
 from shipyard.plumbing.generations import current_generation
 from shipyard.plumbing.hashing import sha256_hex
+from shipyard.plumbing.retry import bounded_session, with_retries
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.retry import bounded_session, with_retries
 from shipyard.publish.target import Backend, Listed, copy_file
 
 

@@ -1,10 +1,10 @@
 """Credentials come from the environment variables release.yaml names, and from nowhere else but
 trusted publishing (a pypi target with `trusted_publishing: true`), whose upload token is minted in
-this process through GitHub's OIDC token (ci/oidc.py) and kept in memory.
+this process through GitHub's OIDC token (publish/trusted_publishing.py) and kept in memory.
 
 Every variable of every target taking part is read before anything is uploaded, so a missing one
 stops the run before it changes any server. Values live in `Credentials` (whose repr hides them)
-and leave it only into request headers; each is handed to plumbing/redaction.py the moment it is
+and leave it only into request headers; each is handed to redaction.py the moment it is
 read, which removes it from any text shipyard shows.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shipyard.errors import MissingCredential, public_url
-from shipyard.plumbing.redaction import keep_hidden, redact
-from shipyard.publish.retry import RetryPolicy
+from shipyard.plumbing.retry import RetryPolicy
+from shipyard.redaction import keep_hidden, redact
 from shipyard.release.destinations import PublishTarget
 
 
@@ -59,14 +59,14 @@ def read_credentials(target: PublishTarget, environ: Mapping[str, str] | None = 
 def credentials_for(target: PublishTarget, policy: RetryPolicy) -> Credentials:
     """The target's credentials: minted by trusted publishing, or read from its variables."""
     if target.trusted_publishing:  # only a pypi target may say it
-        from shipyard.ci.oidc import mint_upload_token
+        from shipyard.publish.trusted_publishing import mint_upload_token
 
         return Credentials("__token__", mint_upload_token(target, policy))
     return read_credentials(target)
 
 
 def scrub(text: str, credentials: Iterable[Credentials]) -> str:
-    """`text` as plumbing/redaction.py shows it (`credentials`' secrets are known to it already):
+    """`text` as redaction.py shows it (`credentials`' secrets are known to it already):
     kept as a name because the publish backends take a scrubber in their context."""
     for creds in credentials:
         keep_hidden(*creds.secrets)

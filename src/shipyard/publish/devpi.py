@@ -25,10 +25,10 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
+from shipyard.plumbing.retry import bounded_session, describe, with_retries
 from shipyard.publish import twine_upload
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
-from shipyard.publish.retry import bounded_session, describe, with_retries
 from shipyard.publish.target import Backend, Listed, TargetContext
 
 _JSON = "application/vnd.pypi.simple.v1+json"
@@ -129,7 +129,7 @@ class DevpiBackend(Backend):
                                 self.ctx.policy, scrub=self.ctx.scrub)
         self._expect(response, f"log in as {user}")
         token = response.json()["result"]["password"]
-        # Credentials hand the token to the one scrubber (plumbing/redaction.py) as they are made.
+        # Credentials hand the token to the one scrubber (redaction.py) as they are made.
         self.ctx = dataclasses.replace(self.ctx, credentials=Credentials(user, token))
         self.writer.auth = (user, token)
 

@@ -31,9 +31,9 @@ from packaging.utils import (
 from shipyard.errors import ImmutableFileError, PublishError, public_url
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
+from shipyard.plumbing.retry import bounded_session, describe, with_retries
 from shipyard.publish import twine_upload
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
-from shipyard.publish.retry import bounded_session, describe, with_retries
 from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
 from shipyard.publish.target import Backend, Listed, TargetContext
 

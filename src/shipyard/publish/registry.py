@@ -70,11 +70,12 @@ from shipyard.host.docker_base import ensure_docker_engine
 from shipyard.image.tags import kind_of, moving_tag, published_tag, published_version, staging_tag
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
+from shipyard.plumbing.retry import BROKEN_READS, describe, gist, retry
 from shipyard.publish.layer_blobs import known_blobs, remember_blobs
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.registry_client import RegistryClient, registry_base
-from shipyard.publish.retry import BROKEN_READS, describe, gist, retry
+from shipyard.publish.registry_client import RegistryClient
 from shipyard.publish.target import Backend, Listed, TargetContext
+from shipyard.release.destinations import registry_base
 
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 _MANIFESTS = ", ".join((MANIFEST_V2, "application/vnd.oci.image.manifest.v1+json"))

@@ -14,12 +14,11 @@ write of the registry target goes through `RegistryClient.request`.
   scope for the run, in memory only.
 - **Retries.** Each request goes through retry.py's policy (5xx, resets and timeouts tried again).
 - **Secrets.** Passwords and tokens live in request headers only; every text this module puts
-  in an error passes `scrub`; each token is handed to plumbing/redaction.py as it arrives.
+  in an error passes `scrub`; each token is handed to redaction.py as it arrives.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import ssl
 from collections.abc import Callable
@@ -29,33 +28,12 @@ from typing import Any
 import requests
 
 from shipyard.errors import PublishError, UsageError
-from shipyard.plumbing.redaction import keep_hidden
+from shipyard.plumbing.retry import RetryPolicy, bounded_session, describe, with_retries
 from shipyard.publish.credentials import Credentials
-from shipyard.publish.retry import RetryPolicy, bounded_session, describe, with_retries
-from shipyard.release.destinations import PublishTarget
+from shipyard.redaction import keep_hidden
+from shipyard.release.destinations import PublishTarget, registry_base
 
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
-
-
-def registry_base(url: str) -> tuple[str, str, str]:
-    """(the API's scheme://host[:port], host[:port], the namespace its repositories are under) for a
-    target url: `https://ghcr.io/acme` → ("https://ghcr.io", "ghcr.io", "acme")."""
-    scheme, _, rest = url.rpartition("://")
-    host, _, namespace = rest.strip("/").partition("/")
-    if not scheme:
-        scheme = "http" if _loopback(host) else "https"
-    return f"{scheme}://{host}", host, namespace
-
-
-def _loopback(host: str) -> bool:
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 or host.startswith("[") else host
-    name = name.strip("[]")
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def trust(target: PublishTarget, root: Path) -> str | bool:
@@ -87,7 +65,7 @@ class RegistryClient:
         self._scheme: str | None = None  # what the registry asked for last: basic or bearer
 
     def scrub(self, text: str) -> str:
-        # Each token is known to plumbing/redaction.py from the moment it arrives (`_token`).
+        # Each token is known to redaction.py from the moment it arrives (`_token`).
         return self._scrub(text)
 
     def url(self, path: str) -> str:

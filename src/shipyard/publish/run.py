@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from shipyard.errors import ImmutableFileError, PublishError, ShipyardError, UsageError, nearest
 from shipyard.plumbing.progress import Progress
-from shipyard.plumbing.redaction import redact
+from shipyard.plumbing.retry import RetryPolicy
 from shipyard.publish.conda_channel import CondaChannelBackend
 from shipyard.publish.credentials import Credentials, credentials_for
 from shipyard.publish.devpi import DevpiBackend
@@ -28,15 +28,15 @@ from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile, files_for
 from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.registry import RegistryBackend
-from shipyard.publish.retry import RetryPolicy
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext
 from shipyard.record.gate import Gating, gate
 from shipyard.record.manifest import ArtifactRecord, Manifest, release_manifest
+from shipyard.redaction import redact
 from shipyard.release.channel_version import require_channel_version
 from shipyard.release.destinations import PublishTarget, ReleaseChannel
 from shipyard.release.kinds import WHEEL, kinds_taken_by
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 T = TypeVar("T")
 BACKENDS: dict[str, type[Backend]] = {"devpi": DevpiBackend, "pypi": PypiBackend, "static": StaticTreeBackend,

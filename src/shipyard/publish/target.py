@@ -18,10 +18,10 @@ from shipyard.errors import public_url
 from shipyard.plumbing.atomic_files import copy_atomic
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
+from shipyard.plumbing.retry import RetryPolicy
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.retry import RetryPolicy
 from shipyard.release.destinations import PublishTarget
 
 

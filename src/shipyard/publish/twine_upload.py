@@ -1,4 +1,4 @@
-"""One wheel uploaded through twine's Repository, one try per call, retried by publish/retry.py:
+"""One wheel uploaded through twine's Repository, one try per call, retried by plumbing/retry.py:
 the upload step of every target kind that speaks the upload API (devpi's indexes, `kind: pypi`)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import requests
 from twine.package import PackageFile
 from twine.repository import Repository
 
+from shipyard.plumbing.retry import bounded_session, with_retries
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.retry import bounded_session, with_retries
 from shipyard.publish.target import TargetContext
 
 

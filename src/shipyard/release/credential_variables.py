@@ -1,6 +1,6 @@
 """The environment variables release.yaml keeps credentials in (a publish target's password_env and
 token_env, supply_chain's signing_key_env): their values are hidden in everything shipyard shows
-(plumbing/redaction.py), and a value too short to be hidden is refused.
+(redaction.py), and a value too short to be hidden is refused.
 
 A username (username_env) is not a secret: hiding it would blank every word that happens to
 be the user's name, and messages name the user they log in as.
@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from shipyard.errors import NO_VALUE, SpecIssue
-from shipyard.plumbing.redaction import SHORTEST_SECRET, watch_variables
+from shipyard.redaction import SHORTEST_SECRET, watch_variables
 from shipyard.release.yaml_source import PathKey, YamlDocument
 
 SECRET_VARIABLE_KEYS = ("password_env", "token_env", "signing_key_env")

@@ -3,6 +3,7 @@ channel settings, Docker images, signed provenance."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
@@ -319,3 +320,24 @@ class SupplyChain(Frozen):
         if self.signing_key_file and "PRIVATE KEY" in self.signing_key_file:
             raise ValueError("signing_key_file holds a key, not a path; name the file the key is in")
         return self
+
+
+def registry_base(url: str) -> tuple[str, str, str]:
+    """(the API's scheme://host[:port], host[:port], the namespace its repositories are under) for a
+    target url: `https://ghcr.io/acme` → ("https://ghcr.io", "ghcr.io", "acme")."""
+    scheme, _, rest = url.rpartition("://")
+    host, _, namespace = rest.strip("/").partition("/")
+    if not scheme:
+        scheme = "http" if _loopback(host) else "https"
+    return f"{scheme}://{host}", host, namespace
+
+
+def _loopback(host: str) -> bool:
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 or host.startswith("[") else host
+    name = name.strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from shipyard.plumbing.redaction import SECRET_SHAPES, userinfo_end
+from shipyard.redaction import SECRET_SHAPES, userinfo_end
 
 # Where a credential goes instead, in release.yaml's own words (docs/publishing.md, Credentials).
 WHERE_CREDENTIALS_GO = ("a publish target names the environment variables holding them with username_env, "

@@ -4,7 +4,7 @@ These models check each file on its own (types, required keys, unknown keys, for
 What the models share (the base model, value types, formats) is in `fields.py`; where the
 release goes (publish targets, channels, conda, images, provenance) in `destinations.py`.
 Checks that relate one part to another live in `validate.py`. Both files resolve once
-into these frozen objects; nothing downstream reads the YAML again.
+into these frozen objects, held together by `Spec`; nothing downstream reads the YAML again.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import fnmatch
 import functools
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -406,3 +407,40 @@ class FeatureFile(Frozen):
             return DEFAULT_STATUSES
         return StatusVocabulary(tuple(s.name for s in self.vocabulary),
                                 frozenset(s.name for s in self.vocabulary if s.blocks))
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Both files, validated: the one description of the release every layer reads."""
+
+    root: Path
+    release: Release
+    features: FeatureFile
+    pending_tests: tuple[str, ...] = ()
+
+    def features_for(self, component: str, platform: str) -> list[tuple[str, str, str]]:
+        """(id, title, status) of the component's features that exist on `platform`."""
+        out: list[tuple[str, str, str]] = []
+        for feature in self.features.features:
+            status = feature.status_on(platform)
+            if feature.component == component and status:
+                out.append((feature.id, feature.title, status))
+        return out
+
+
+    @property
+    def statuses(self) -> StatusVocabulary:
+        """feature_status.yaml's status vocabulary (stable / beta / prototype unless it declares one)."""
+        return self.features.statuses
+
+    def gating_statuses(self, component: str, platform: str) -> dict[str, str]:
+        """Feature id -> the status that gates its tests on `platform`. A feature that does
+        not exist there (its tests may still run, e.g. Windows code under wine on Linux)
+        gates with its most lenient status elsewhere."""
+        out: dict[str, str] = {}
+        for feature in self.features.features:
+            if feature.component != component:
+                continue
+            here = feature.status_on(platform)
+            out[feature.id] = here or max(feature.status.values(), key=self.statuses.rank)
+        return out

@@ -14,7 +14,7 @@ import fnmatch
 import functools
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import get_args
 
@@ -34,7 +34,7 @@ from shipyard.release.kinds import CONDA, KINDS, WHEEL
 from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.release.project_declaration import declared_requires_python
 from shipyard.release.pytest_selection import parse_pytest_args
-from shipyard.release.spec import Component, FeatureFile, Platform, Release
+from shipyard.release.spec import Component, FeatureFile, Platform, Release, Spec
 from shipyard.release.yaml_source import YamlDocument, load_yaml
 from shipyard.resources.pytest_plugin.shipyard_test_ids import (
     DefinedTest,
@@ -42,46 +42,12 @@ from shipyard.resources.pytest_plugin.shipyard_test_ids import (
     param_fixtures_for,
     test_id_problem,
 )
-from shipyard.wheel.project_metadata import metadata_requires_python, needs_metadata_hook
 
-__all__ = ["Spec", "SpecIssue", "load_spec", "nearest"]
+__all__ = ["BackendRequiresPython", "SpecIssue", "load_spec", "nearest"]
 
-
-@dataclass(frozen=True)
-class Spec:
-    """Both files, validated: the one description of the release every layer reads."""
-
-    root: Path
-    release: Release
-    features: FeatureFile
-    pending_tests: tuple[str, ...] = ()
-
-    def features_for(self, component: str, platform: str) -> list[tuple[str, str, str]]:
-        """(id, title, status) of the component's features that exist on `platform`."""
-        out: list[tuple[str, str, str]] = []
-        for feature in self.features.features:
-            status = feature.status_on(platform)
-            if feature.component == component and status:
-                out.append((feature.id, feature.title, status))
-        return out
-
-
-    @property
-    def statuses(self) -> StatusVocabulary:
-        """feature_status.yaml's status vocabulary (stable / beta / prototype unless it declares one)."""
-        return self.features.statuses
-
-    def gating_statuses(self, component: str, platform: str) -> dict[str, str]:
-        """Feature id -> the status that gates its tests on `platform`. A feature that does
-        not exist there (its tests may still run, e.g. Windows code under wine on Linux)
-        gates with its most lenient status elsewhere."""
-        out: dict[str, str] = {}
-        for feature in self.features.features:
-            if feature.component != component:
-                continue
-            here = feature.status_on(platform)
-            out[feature.id] = here or max(feature.status.values(), key=self.statuses.rank)
-        return out
+# A project's folder -> the Requires-Python its build backend's metadata states (None: none stated,
+# or the project's own files settle it without the backend).
+BackendRequiresPython = Callable[[Path], str | None]
 
 
 def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
@@ -428,7 +394,8 @@ def _defined_tests(root: Path, file_part: str, _read: tuple[tuple[object, ...], 
     return tuple(defined_tests(tree, file_part, param_fixtures_for(root, file_part)))
 
 
-def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: Collector) -> Release:
+def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: Collector,
+                          backend_reader: BackendRequiresPython | None) -> Release:
     """The release with each Python component's requires-python filled in from its project where
     release.yaml does not give it; a release.yaml value that contradicts the project is an issue."""
     components = {}
@@ -446,7 +413,7 @@ def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: 
         if declared and not component.requires_python:
             component = component.model_copy(update={"requires_python": declared[0]})
         elif not declared and not component.requires_python and component.is_python:
-            component = _with_metadata_requires_python(component, root, doc, out)
+            component = _with_metadata_requires_python(component, root, doc, out, backend_reader)
         components[name] = component
     return release.model_copy(update={"components": components})
 
@@ -460,15 +427,14 @@ def _same_specifiers(project: str, release: str) -> bool:
         return False
 
 
-def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDocument,
-                                   out: Collector) -> Component:
+def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDocument, out: Collector,
+                                   backend_reader: BackendRequiresPython | None) -> Component:
     """The component with the Requires-Python its backend's metadata states (a setup.py-only
-    project computes it), read once per change of the project (project_metadata caches it)."""
-    project = root / component.path
+    project computes it), when the caller handed in the reader that asks the backend."""
+    if backend_reader is None:
+        return component
     try:
-        if not needs_metadata_hook(project):
-            return component
-        found = metadata_requires_python(project)
+        found = backend_reader(root / component.path)
     except ShipyardError as exc:
         out.add(doc, ("components", component.name, "path"), f"{exc}; fix the project, or state "
                 f"requires_python under components.{component.name} so that the hook is not needed",
@@ -477,9 +443,14 @@ def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDo
     return component.model_copy(update={"requires_python": found}) if found else component
 
 
-def load_spec(root: Path, release_file: str = "release.yaml",
-              feature_file: str = "feature_status.yaml") -> Spec:
-    """Validate both files under `root`; raise SpecError listing every issue found."""
+def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str = "feature_status.yaml", *,
+              backend_reader: BackendRequiresPython | None = None) -> Spec:
+    """Validate both files under `root`; raise SpecError listing every issue found.
+
+    `backend_reader` asks a project's build backend for the Requires-Python its own files do not
+    settle (a setup.py-only project computes it); without it such a component keeps what
+    release.yaml says. It needs a build frontend, a floor above this one, so the caller hands it
+    in: the CLI passes `wheel/project_metadata.backend_requires_python` (cli/shared.load_release)."""
     out = Collector()
     docs: list[YamlDocument | None] = []
     for name in (release_file, feature_file):
@@ -510,7 +481,7 @@ def load_spec(root: Path, release_file: str = "release.yaml",
             if not out.issues:
                 out.issues.extend(marker_issues(release, features, feature_doc, root))
     if release is not None and release_doc is not None and not out.issues:
-        release = _with_requires_python(release, release_doc, root, out)
+        release = _with_requires_python(release, release_doc, root, out, backend_reader)
     if out.issues:
         raise SpecError(out.issues)
     assert release is not None and features is not None

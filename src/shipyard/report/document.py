@@ -10,7 +10,7 @@ from shipyard.host.toolchains.discover import Inventory
 from shipyard.record.gate import GateNote, gate_notes
 from shipyard.record.manifest import Manifest, check_release_names, read_manifest
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 from shipyard.report.artifacts import ArtifactRow, TimingRow, artifact_rows, timing_rows
 from shipyard.report.cells import STATES, ReportCell, collect_cells
 from shipyard.report.features import FeatureRow, feature_platforms, feature_rows

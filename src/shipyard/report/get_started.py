@@ -21,11 +21,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from shipyard.conda.build_plan import mutex_name
 from shipyard.errors import GateBlocked
 from shipyard.plumbing.atomic_files import write_atomic
-from shipyard.plumbing.redaction import redact
 from shipyard.publish.conda_channel import conda_channel_url
 from shipyard.publish.registry import channel_reference
 from shipyard.record.gate import gate
 from shipyard.record.manifest import ArtifactRecord, Manifest
+from shipyard.redaction import redact
 from shipyard.release.channel_version import NIGHTLY
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary

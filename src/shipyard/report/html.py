@@ -11,7 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from shipyard.plumbing.atomic_files import write_atomic
-from shipyard.plumbing.redaction import redact
+from shipyard.redaction import redact
 from shipyard.report.artifacts import ArtifactRow, TimingRow
 from shipyard.report.cells import left_out_groups
 from shipyard.report.document import ReleaseReport

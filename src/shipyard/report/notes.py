@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from shipyard.plumbing.atomic_files import write_atomic
-from shipyard.plumbing.redaction import redact
 from shipyard.record.gate import WHOLE_ARTIFACT
+from shipyard.redaction import redact
 from shipyard.release.matrix import ANY
 from shipyard.release.spec import FeatureFile
 from shipyard.report.cells import left_out_groups

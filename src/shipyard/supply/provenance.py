@@ -24,7 +24,7 @@ from shipyard.host.source_tree import git_info
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.input_files import input_error, parse_json_input, read_json_input, validated
 from shipyard.record.manifest import ArtifactRecord, Manifest, merge_artifacts, recorded_file, release_manifest
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 
 def report_signing(report: object, out: Console, err: Console) -> None:

@@ -29,9 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from shipyard.plumbing.redaction import redact
+from shipyard.redaction import redact
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 UNMARKED = "(unmarked)"
 

@@ -17,8 +17,7 @@ from shipyard.plumbing.progress import Progress
 from shipyard.record.manifest import CudaArchs
 from shipyard.release.channel_version import build_version
 from shipyard.release.matrix import Cell
-from shipyard.release.spec import Variant
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec, Variant
 from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
 
 

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 from shipyard.record.manifest import CudaArchs
 from shipyard.release.matrix import Cell
-from shipyard.release.spec import Component, Variant
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Component, Spec, Variant
 
 
 def _dump(data: object) -> bytes:

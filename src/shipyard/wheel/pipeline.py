@@ -36,8 +36,7 @@ from shipyard.release.project_declaration import (
     vcs_state,
     writes_into_sources,
 )
-from shipyard.release.spec import Component
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Component, Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
 from shipyard.wheel import checks
 from shipyard.wheel.auditwheel_worker import AuditwheelWorkers

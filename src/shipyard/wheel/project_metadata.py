@@ -41,6 +41,12 @@ def needs_metadata_hook(project: Path) -> bool:
     return True
 
 
+def backend_requires_python(project: Path) -> str | None:
+    """What release/validate.load_spec is handed to read the Requires-Python only the backend can
+    say: the backend's answer when the project needs the hook, else None (its files settle it)."""
+    return metadata_requires_python(project) if needs_metadata_hook(project) else None
+
+
 def metadata_requires_python(project: Path) -> str | None:
     """The Requires-Python of the project's metadata as its backend prepares it (None when it has
     none), from the cache when the project's files are those it was read from."""

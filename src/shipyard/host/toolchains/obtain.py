@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shipyard.plumbing.progress import Progress
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 if TYPE_CHECKING:
     from shipyard.host.toolchains.cuda_toolkit import InstalledCudaToolkit

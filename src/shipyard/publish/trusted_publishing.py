@@ -30,10 +30,10 @@ from urllib.parse import quote
 import requests
 
 from shipyard.errors import RetriesExhausted, TrustedPublishingFailed, UsageError, public_url
-from shipyard.plumbing.redaction import keep_hidden, redact, write_unredacted
-from shipyard.publish.retry import RetryPolicy, bounded_session, describe, with_retries
+from shipyard.plumbing.retry import RetryPolicy, bounded_session, describe, with_retries
+from shipyard.redaction import keep_hidden, redact, write_unredacted
 from shipyard.release.destinations import PublishTarget
-from shipyard.release.validate import Spec
+from shipyard.release.spec import Spec
 
 REQUEST_URL = "ACTIONS_ID_TOKEN_REQUEST_URL"
 REQUEST_TOKEN = "ACTIONS_ID_TOKEN_REQUEST_TOKEN"  # noqa: S105 - the name of a variable, not a value
@@ -67,7 +67,7 @@ class _Exchange:
         return redact(text)
 
     def learn(self, secret: str) -> None:
-        """`secret` is hidden from every later line (plumbing/redaction.py)."""
+        """`secret` is hidden from every later line (redaction.py)."""
         keep_hidden(secret)
 
     def fail(self, step: _Step, what: str, fix: str | None = None) -> TrustedPublishingFailed:
