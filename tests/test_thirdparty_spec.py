@@ -25,6 +25,7 @@ from shipyard.release.project_declaration import (
     writes_into_sources,
 )
 from shipyard.release.pytest_selection import selection_of
+from shipyard.release.spec import Spec
 from shipyard.release.validate import load_spec
 from shipyard.testing.runner import run_and_judge_tests
 from shipyard.testing.verdict import FeatureGate
@@ -35,6 +36,11 @@ FIXTURE = Path(__file__).parent / "fixtures" / "thirdparty"
 LIBRARY = FIXTURE / "library"
 FIXTURE_ARGS = "    pytest_args: [--deselect, test_typing.py::test_the_package_type_checks]\n"
 
+
+
+def _spec(root: Path) -> Spec:
+    """The release as the CLI loads it: with the reader that asks a setup.py's backend (cli/shared.py)."""
+    return load_spec(root, backend_reader=backend_requires_python)
 
 def test_backends_and_build_requirements_are_the_projects_own():
     assert build_backend(LIBRARY / "oldsetup") == LEGACY_BACKEND  # setup.py only: PEP 517's fallback
@@ -57,7 +63,7 @@ def test_a_project_pin_of_a_base_backend_wins():
 def test_requires_python_comes_from_the_project_or_release_yaml():
     assert declared_requires_python(LIBRARY / "newpy") == (">=3.11", "pyproject.toml [project] requires-python")
     assert declared_requires_python(LIBRARY / "oldsetup") is None  # setup.py computes it
-    components = load_spec(FIXTURE, backend_reader=backend_requires_python).release.components
+    components = _spec(FIXTURE).release.components
     assert components["newpy"].requires_python == ">=3.11"   # read from pyproject.toml
     # setup.py's python_requires, as the project's metadata (its backend's hook) states it
     assert components["oldsetup"].requires_python == ">=3.11"
@@ -66,7 +72,7 @@ def test_requires_python_comes_from_the_project_or_release_yaml():
 
 
 def test_pythons_a_project_excludes_are_not_applicable_not_cells():
-    release = load_spec(FIXTURE, backend_reader=backend_requires_python).release
+    release = _spec(FIXTURE).release
     ids = {c.id for c in expand(release)}
     ruled_out = {n.cell.id: n.reason for n in not_applicable(release)}
     assert ruled_out == {f"{c}-cpu-linux-x86_64-cp{p}-wheel": "requires-python >=3.11"
@@ -103,7 +109,7 @@ def test_github_matrix_and_ci_jobs_do_not_schedule_not_applicable_cells(capsys):
             "`shipyard matrix --cells` lists them") in " ".join(captured.err.split())
     # The generated workflows' jobs (one per component, variant and platform) install and build
     # only the Pythons the project admits.
-    newpy = next(j for j in build_jobs(load_spec(FIXTURE, backend_reader=backend_requires_python).release) if j.components == ("newpy",))
+    newpy = next(j for j in build_jobs(_spec(FIXTURE).release) if j.components == ("newpy",))
     assert newpy.matrix_entry()["pythons"] == "3.11 3.12 3.13"
     assert newpy.matrix_entry()["cells"] == "3"
 
@@ -118,7 +124,7 @@ def test_doctor_does_not_check_not_applicable_cells_and_says_so(capsys):
 
 
 def test_admits_python_reads_specifiers_per_minor_version():
-    component = load_spec(FIXTURE, backend_reader=backend_requires_python).release.components["newpy"]
+    component = _spec(FIXTURE).release.components["newpy"]
     checks = {spec: [p for p in ("3.9", "3.10", "3.11", "3.12", "3.13")
                      if component.model_copy(update={"requires_python": spec}).admits_python(p)]
               for spec in (">=3.11", "<3.11", ">3.11", "!=3.12.*", "~=3.10.0", ">=3.9,<3.12")}
@@ -197,13 +203,13 @@ def test_a_setup_py_projects_requires_python_is_read_once_per_change_of_its_file
     root = tmp_path / "release"
     project = _setup_py_release(root, "from setuptools import setup\n"
                                       "setup(name='legacy', version='1.0', python_requires='>=' + '3.10')\n")
-    assert load_spec(root, backend_reader=backend_requires_python).release.components["legacy"].requires_python == ">=3.10"
+    assert _spec(root).release.components["legacy"].requires_python == ">=3.10"
     cached = tmp_path / "cache" / "project-metadata"
     assert len(list(cached.glob("*.json"))) == 1
-    assert load_spec(root, backend_reader=backend_requires_python).release.components["legacy"].requires_python == ">=3.10"
+    assert _spec(root).release.components["legacy"].requires_python == ">=3.10"
     assert len(list(cached.glob("*.json"))) == 1  # the same files: the cached answer, no new hook run
     (project / "setup.py").write_text((project / "setup.py").read_text().replace("3.10", "3.12"))
-    assert load_spec(root, backend_reader=backend_requires_python).release.components["legacy"].requires_python == ">=3.12"
+    assert _spec(root).release.components["legacy"].requires_python == ">=3.12"
     assert len(list(cached.glob("*.json"))) == 2
     assert sorted(project.parent.iterdir()) == [project] and sorted(p.name for p in project.iterdir()) == ["setup.py"]
 
@@ -221,7 +227,7 @@ def test_a_setup_py_whose_metadata_hook_fails_is_one_clear_line(tmp_path, monkey
     # release.yaml's own requires_python needs no hook: the same project validates.
     shutil.rmtree(root)
     _setup_py_release(root, "raise SystemExit('this setup.py needs a compiler flag')\n", requires_python=">=3.9")
-    assert load_spec(root, backend_reader=backend_requires_python).release.components["legacy"].requires_python == ">=3.9"
+    assert _spec(root).release.components["legacy"].requires_python == ">=3.9"
 
 
 def test_a_copied_tests_folder_imports_the_helpers_beside_its_tests_and_the_installed_package(tmp_path):
