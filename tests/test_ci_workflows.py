@@ -263,11 +263,11 @@ def test_plan_refuses_a_tag_that_is_not_the_release_version(repo, capsys):
     assert "tag v1.6.0: release.yaml's release.version is 1.7.0" in capsys.readouterr().err
 
 
-def test_the_readme_fan_out_is_what_the_workflows_run(repo):
-    """README's "How many jobs" figures are the generated ones (they change with release.yaml)."""
+def test_the_documented_fan_out_is_what_the_workflows_run(repo):
+    """docs/pipeline.md's "How many jobs" figures are the generated ones (they change with release.yaml)."""
     release = load_spec(repo).release
-    readme = (repo / "README.md").read_text()
-    section = readme[readme.index("## Releasing on GitHub Actions"):readme.index("## A tour of `release.yaml`")]
+    page = (repo / "docs" / "pipeline.md").read_text()
+    section = page[page.index("**How many jobs.**"):page.index("## The jobs")]
     rows = dict(re.findall(r"^\| `([\w-]+)` \| (\d+) \|", section, flags=re.M))
     all_lanes = lanes(release)
     assert rows == {lane.job_id: str(len(lane.jobs)) for lane in all_lanes}
