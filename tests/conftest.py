@@ -387,7 +387,7 @@ def glibc_sysroots() -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def glibc_sysroot(request: pytest.FixtureRequest) -> None:
-    """Slow tests build Linux wheels, which compile against the bullseye sysroot (README, "The
+    """Slow tests build Linux wheels, which compile against the bullseye sysroot (docs/glibc.md, "The
     glibc promise"); the fast tier never downloads it. Session-scoped, so that it comes before
     a module's build fixture (test_thirdparty_build's built) on a machine without it."""
     if any(item.get_closest_marker("slow") is not None for item in request.session.items):

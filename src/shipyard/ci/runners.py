@@ -11,7 +11,7 @@ from __future__ import annotations
 # release.yaml's glibc promise (bullseye for manylinux_2_31, toolchains.sysroot) and compile
 # against it, as here; auditwheel then repairs every wheel to exactly that tag. A promise older
 # than any sysroot Debian's mirror can give (manylinux_2_28, manylinux2014) needs an older image
-# here instead (quay.io/pypa/manylinux_2_28_x86_64), as README "Older glibc promises" says.
+# here instead (quay.io/pypa/manylinux_2_28_x86_64), as docs/glibc.md, "Older glibc promises", says.
 # ci/bootstrap.sh sets the machine up, as here.
 LINUX_BUILDER_IMAGE = "debian:bookworm"
 
@@ -44,7 +44,7 @@ VENDORED_LIBRARY_SOURCES: dict[str, dict[str, str]] = {
 VCPKG_TRIPLET = "x64-windows"
 
 # Minutes each job around the build lanes may run before GitHub cancels it: measured runs here times
-# the runners' slower cores, with room (README, "Releasing on GitHub Actions"). A build lane's are its
+# the runners' slower cores, with room (docs/pipeline.md). A build lane's are its
 # kind's (ci_timeout_minutes, ci_cuda_timeout_minutes in shipyard.release.kinds).
 TIMEOUT_MINUTES: dict[str, int] = {
     "plan": 10,

@@ -40,7 +40,7 @@ def cmd_attest(args: argparse.Namespace) -> int:
     if spec.release.supply_chain is None:
         raise input_error(spec.root / "release.yaml", "supply_chain", "missing: nothing says which key signs",
                           "add a supply_chain section naming signing_key_file or signing_key_env, and builder_id "
-                          "(README, release.yaml's keys)")
+                          "(docs/release-yaml.md)")
     report = sign_dist(spec, dist_folder(args))
     report_signing(report, console, err_console)
     return NOT_SIGNED if report and report.refused else 0

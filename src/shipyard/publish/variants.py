@@ -68,7 +68,7 @@ class VariantFile:
 def settings_of(release: Release) -> WheelVariants:
     if release.wheel_variants is None:
         raise UsageError("release.yaml: wheel_variants: missing; name the namespace of the variant properties, the "
-                         "provider distribution and its plugin_api (README: How users pick a build)")
+                         "provider distribution and its plugin_api (docs/installing.md)")
     return release.wheel_variants
 
 

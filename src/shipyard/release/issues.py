@@ -119,7 +119,7 @@ def _explain(err: Any, model: type[BaseModel], loc: PathKey) -> tuple[str, str, 
         return f"must be at least {ctx.get('min_length')} characters", "write a few words", None
     message = err["msg"].removeprefix("Value error, ")
     message, _, fix = message.partition("; ")
-    return message, fix or "see README.md's tour of release.yaml for what this key takes", None
+    return message, fix or "see docs/release-yaml.md for what this key takes", None
 
 
 def pydantic_issues(exc: ValidationError, model: type[BaseModel], doc: YamlDocument,

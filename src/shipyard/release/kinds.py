@@ -136,7 +136,7 @@ class ArtifactKind(Protocol):
     @property
     def ci_timeout_minutes(self) -> int:
         """How long one of its CI jobs may run before GitHub cancels it: measured builds here times
-        the runners' slower cores, with room (README, "Releasing on GitHub Actions")."""
+        the runners' slower cores, with room (docs/pipeline.md)."""
         ...
 
     @property
