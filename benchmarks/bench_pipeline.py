@@ -58,8 +58,8 @@ from pipeline_run import (  # noqa: E402
 )
 from publish_servers import devpi_server, unbound_port  # noqa: E402
 
-from shipyard.ci.local_run import ENGINE_LOCK  # noqa: E402
 from shipyard.errors import RunFailed  # noqa: E402
+from shipyard.local_ci.workflow_run import ENGINE_LOCK  # noqa: E402
 from shipyard.plumbing.file_lock import exclusive  # noqa: E402
 from shipyard.plumbing.port_ranges import claimed_port_range  # noqa: E402
 

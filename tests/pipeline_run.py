@@ -18,9 +18,9 @@ from pathlib import Path
 import docker
 from publish_servers import Registry, Site, docker_registry, publish_site, static_server
 
-from shipyard.ci.act_run import dotenv_line
 from shipyard.host import docker_base
 from shipyard.image.bases import local_python_image
+from shipyard.local_ci.act_run import dotenv_line
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "pipeline"  # the small release: one pure package, wheels only

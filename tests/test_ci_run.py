@@ -17,9 +17,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shipyard.ci import act_run
-from shipyard.ci.act_host import CONTAINER_CA, CONTAINER_HOST_DIR, CONTAINER_PIP_CONF, CONTAINER_PYTHONS, stage_share
-from shipyard.ci.act_report import (
+from shipyard.ci.actions import PINNED
+from shipyard.cli import main
+from shipyard.local_ci import act_run
+from shipyard.local_ci.act_host import (
+    CONTAINER_CA,
+    CONTAINER_HOST_DIR,
+    CONTAINER_PIP_CONF,
+    CONTAINER_PYTHONS,
+    stage_share,
+)
+from shipyard.local_ci.act_report import (
     NOT_RUNNABLE,
     NOT_STARTED,
     ActLog,
@@ -29,9 +37,7 @@ from shipyard.ci.act_report import (
     read_log,
     render_table,
 )
-from shipyard.ci.actions import PINNED
-from shipyard.ci.local_run import not_runnable_here
-from shipyard.cli import main
+from shipyard.local_ci.workflow_run import not_runnable_here
 from shipyard.release.validate import load_spec
 
 RECORDED = Path(__file__).parent / "fixtures" / "act" / "nightly-wheel-linux.jsonl"
@@ -103,7 +109,7 @@ def test_the_folders_static_and_conda_targets_publish_into_are_mounted_where_the
     """An absolute `path` is the folder a web server on this host serves: the publish job (a runner
     container) gets it read-write at the same path. A relative one lives in the job's workspace
     and ends with the job, which the run says."""
-    from shipyard.ci.local_run import served_folders
+    from shipyard.local_ci.workflow_run import served_folders
 
     release = load_spec(repo).release
     targets = dict(release.publish)
@@ -227,9 +233,9 @@ def test_a_local_run_plans_the_linux_jobs_and_lists_the_others_as_not_runnable(r
     """A local run narrows the plan to the platforms act runs (the plan job's `platform` input),
     so that its manifest job expects only fragments that can be made here; the jobs left out are
     still rows, saying why."""
-    from shipyard.ci.act_run import RunRequest
     from shipyard.ci.jobs import PlanFilter, plan_outputs
-    from shipyard.ci.local_run import left_out_by_platform
+    from shipyard.local_ci.act_run import RunRequest
+    from shipyard.local_ci.workflow_run import left_out_by_platform
 
     workflow = _nightly(repo)
     release = load_spec(repo).release
@@ -321,7 +327,7 @@ def test_upload_artifacts_stand_in_follows_a_linked_folder_and_leaves_out_hidden
     globber follows links, and not the hidden generation itself."""
     import importlib.util
 
-    from shipyard.ci.act_run import stage_stand_ins
+    from shipyard.local_ci.act_run import stage_stand_ins
 
     folder = act_run.RunFolder(tmp_path / "run")
     staged = stage_stand_ins(folder)
@@ -371,8 +377,8 @@ jobs:
 def test_artifact_stand_ins_round_trip_through_acts_server(docker_engine, tmp_path):
     """upload-artifact's stand-in in one job, download-artifact's in the next, through act's own
     artifact server: the files arrive under fragments/<name>/, hidden files left out."""
-    from shipyard.ci.act_host import pythons_mount
-    from shipyard.ci.act_images import runner_image
+    from shipyard.local_ci.act_host import pythons_mount
+    from shipyard.local_ci.act_images import runner_image
     from shipyard.plumbing.port_ranges import claimed_port_range
 
     repo = tmp_path / "repo"
@@ -411,7 +417,7 @@ def test_artifact_stand_ins_round_trip_through_acts_server(docker_engine, tmp_pa
 def test_a_failed_composite_action_is_named_by_its_workflow_step():
     """act reports a stand-in's inner script step too; the row names the workflow's step and the
     error line the action printed."""
-    from shipyard.ci.act_report import ActLog
+    from shipyard.local_ci.act_report import ActLog
 
     log = ActLog()
     job = {"job": "nightly/plan", "jobID": "plan", "matrix": {}}
@@ -443,8 +449,8 @@ def test_a_run_removes_the_job_containers_a_killed_run_of_its_workflow_left(dock
     left would meet the next run's job of the same name. The run, once it holds the machine's lock
     (one_run_per_engine; not taken here, so that this test never waits behind a pipeline test),
     removes those of its own workflow, and no other."""
-    from shipyard.ci.local_run import _remove_stale_containers
     from shipyard.host import docker_base
+    from shipyard.local_ci.workflow_run import _remove_stale_containers
 
     base = docker_base.bootstrap_base_image()
     tag = tmp_path.name.lower().replace("_", "-")

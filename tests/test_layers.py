@@ -10,8 +10,11 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 # Lowest first; a module may import its own floor or a lower one.
 FLOORS = (("redaction",), ("errors",), ("plumbing", "resources"), ("release",), ("host",),
-          ("record", "testing", "supply"), ("wheel", "conda", "image", "mobile"), ("publish", "report", "ci"), ("cli",))
+          ("record", "testing", "supply"), ("wheel", "conda", "image", "mobile"),
+          ("publish", "report", "ci", "local_ci"), ("cli",))
 FLOOR = {package: rank for rank, packages in enumerate(FLOORS) for package in packages}
+
+
 def _module(path: Path) -> str:
     return ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
 

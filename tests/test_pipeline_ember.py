@@ -25,10 +25,10 @@ from pipeline_run import NOT_RUNNABLE, PIPELINE_IMAGES, ember_pipeline, run_pipe
 from publish_servers import pip_installed_sha
 from user_installs import forget_pulls, registry_serves_every_blob, user_pulls
 
-from shipyard.ci.act_report import read_log
 from shipyard.cli import main
 from shipyard.conda.bootstrap import BootstrapChannel
 from shipyard.conda.solve_install import InstallRequest, solve_and_install
+from shipyard.local_ci.act_report import read_log
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
 from shipyard.supply.keys import generate_key

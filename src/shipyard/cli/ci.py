@@ -139,9 +139,9 @@ def cmd_ci_fragments(args: argparse.Namespace) -> int:
 def cmd_ci_run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from shipyard.ci.act_report import render_table
-    from shipyard.ci.act_run import RunRequest
-    from shipyard.ci.local_run import run_workflow
+    from shipyard.local_ci.act_report import render_table
+    from shipyard.local_ci.act_run import RunRequest
+    from shipyard.local_ci.workflow_run import run_workflow
 
     spec = load_release(args)
     platforms = _names(",".join(args.platform or [])) or tuple(

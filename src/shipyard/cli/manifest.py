@@ -9,12 +9,16 @@ from shipyard.cli.shared import console, dist_folder, load_release
 
 
 def cmd_manifest_merge(args: argparse.Namespace) -> int:
-    from shipyard.ci.fragments import merge_fragments
+    from shipyard.conda.channel import place_packages
+    from shipyard.record.merge import merge_fragments
+    from shipyard.release.kinds import CONDA, WHEEL
+    from shipyard.wheel.index import place_wheels
 
     spec = load_release(args)
     dist = dist_folder(args)
     report = merge_fragments([Path(f) for f in args.fragment], dist, release=spec.release.release.name,
-                             version=spec.release.release.version)
+                             version=spec.release.release.version,
+                             place={WHEEL.name: place_wheels, CONDA.name: place_packages})
     console.print(f"merged {report.fragments} fragments ({report.records} records: {report.wheels} wheel files, "
                   f"{report.conda_packages} conda packages, {report.other_files} other files); "
                   f"{dist / 'manifest.json'} holds {report.total_artifacts} artifacts")

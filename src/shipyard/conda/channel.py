@@ -88,6 +88,12 @@ def package_subdir(package: Path) -> str:
     return subdir
 
 
+def place_packages(packages: Sequence[Path], dist: Path) -> None:
+    """Put conda packages into `dist`'s channel (dist/conda) and re-index it in one step
+    (record/merge.py's `place`)."""
+    publish_packages(dist / "conda", packages)
+
+
 def publish_packages(channel: Path, packages: Sequence[Path], *, expected: Mapping[str, str] | None = None,
                      keep_previous: bool = False) -> ChannelUpdate:
     """Add `packages` to the channel at `channel` (e.g. dist/conda) and re-index it atomically.

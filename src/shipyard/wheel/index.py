@@ -12,6 +12,7 @@ import hashlib
 import html
 import json
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -44,6 +45,16 @@ def add_wheel(wheel: Path, variant_dir: Path) -> Path:
     if wheel.resolve() != target.resolve():
         copy_atomic(wheel, target)
     return target
+
+
+def place_wheels(wheels: Sequence[Path], dist: Path) -> None:
+    """Put wheels that lie in their variant's index of another dist/ (whl/<variant tag>/<project>/)
+    into `dist`'s same index, and rewrite each index that got one (record/merge.py's `place`)."""
+    tags = sorted({wheel.parent.parent.name for wheel in wheels})
+    for wheel in wheels:
+        add_wheel(wheel, dist / "whl" / wheel.parent.parent.name)
+    for tag in tags:
+        write_index(dist / "whl" / tag)
 
 
 def write_index(variant_dir: Path) -> list[str]:

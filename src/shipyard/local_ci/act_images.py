@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from shipyard.ci.act_host import CONTAINER_HOST_DIR, HostShare
 from shipyard.errors import BuildError
 from shipyard.host import docker_base
+from shipyard.local_ci.act_host import CONTAINER_HOST_DIR, HostShare
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress

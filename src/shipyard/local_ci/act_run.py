@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from shipyard.ci.act_host import CONTAINER_PYTHONS, HostShare
 from shipyard.ci.actions import PINNED
 from shipyard.ci.workflow import WORKFLOWS
 from shipyard.errors import ToolchainMissing, UsageError
+from shipyard.local_ci.act_host import CONTAINER_PYTHONS, HostShare
 from shipyard.plumbing import command
 
 ACTIONS = resources.files("shipyard.resources").joinpath("act", "actions")

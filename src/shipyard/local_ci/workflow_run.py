@@ -18,14 +18,14 @@ from typing import Any
 
 import yaml
 
-from shipyard.ci import act_images, act_run
-from shipyard.ci.act_host import HostShare, pythons_mount, stage_share
-from shipyard.ci.act_report import ActLog, ExpectedJob, JobRow, expected_jobs, job_table, needed_jobs
 from shipyard.ci.cuda_builder import builder_image_tag
 from shipyard.ci.jobs import PlanFilter, plan_outputs
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES
 from shipyard.errors import UsageError, public_url
 from shipyard.host import docker_base
+from shipyard.local_ci import act_images, act_run
+from shipyard.local_ci.act_host import HostShare, pythons_mount, stage_share
+from shipyard.local_ci.act_report import ActLog, ExpectedJob, JobRow, expected_jobs, job_table, needed_jobs
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.port_ranges import claimed_port_range
