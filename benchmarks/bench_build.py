@@ -30,7 +30,7 @@ from shipyard.release.validate import load_spec
 from shipyard.wheel.build_env import ensure_build_env
 from shipyard.wheel.build_request import BuildRequest
 from shipyard.wheel.native_core import shipyard_cmake_defines
-from shipyard.wheel.pipeline import build_variant
+from shipyard.wheel.variant_wheels import build_variant
 
 ROOT = Path(__file__).resolve().parent.parent
 

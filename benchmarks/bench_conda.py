@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
-from shipyard.conda.build import BUILD_ROOT_ENV, CondaBuildRequest, build_conda_variant
+from shipyard.conda.build import BUILD_ROOT_ENV, CondaBuildRequest, build_conda_packages
 from shipyard.host.toolchains.discover import discover
 from shipyard.release.spec import Spec
 from shipyard.release.validate import load_spec
@@ -76,7 +76,7 @@ def build(spec: Spec, variant: str, pythons: tuple[str, ...], channel: str, stat
     request = CondaBuildRequest(variant=variant, channels=(channel,), pythons=pythons, components=("ember",),
                                 state=state, recipe_tests=recipe_tests)
     start, cpu = time.monotonic(), _cpu_seconds()
-    outcomes = build_conda_variant(spec, request)
+    outcomes = build_conda_packages(spec, request)
     cost = Cost(time.monotonic() - start, _cpu_seconds() - cpu, len(outcomes))
     print(f"    {len(pythons)} Python{'s' if len(pythons) > 1 else ''}: {cost.wall:6.1f} s wall, "
           f"{cost.cpu:6.1f} s CPU, {cost.packages} packages "

@@ -30,7 +30,7 @@ from shipyard.release.spec import Spec
 from shipyard.release.validate import load_spec
 from shipyard.wheel.build_request import BuildRequest
 from shipyard.wheel.index import write_index
-from shipyard.wheel.pipeline import build_variant
+from shipyard.wheel.variant_wheels import build_variant
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' wheel-edit helper, as bench_publish uses their servers

@@ -22,7 +22,7 @@ from shipyard.image.build import ImageRequest, build_images
 from shipyard.image.plan import ImageResult
 from shipyard.release.spec import Spec
 from shipyard.wheel.build_request import BuildRequest
-from shipyard.wheel.pipeline import build_variant
+from shipyard.wheel.variant_wheels import build_variant
 
 REPO = Path(__file__).resolve().parent.parent
 

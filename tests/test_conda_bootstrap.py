@@ -223,7 +223,7 @@ def test_a_failed_build_quotes_rattler_builds_log(tmp_path: Path) -> None:
             - 'echo "shipyard-marker: the step before the failure"'
             - exit 3
         """)
-    package = bootstrap._Package("doomed", "1.0", "doomed 1.0", "0" * 64, (), recipe)
+    package = bootstrap.BootstrapPackage("doomed", "1.0", "doomed 1.0", "0" * 64, (), recipe)
     out = tmp_path / "out"
     for subdir in bootstrap.SUBDIRS:
         (out / subdir).mkdir(parents=True)

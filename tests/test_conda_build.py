@@ -89,7 +89,7 @@ def test_matrix_has_the_conda_cells(repo):
 
 def test_shipyard_build_still_builds_only_wheels(repo):
     from shipyard.wheel.build_request import BuildRequest
-    from shipyard.wheel.pipeline import _cells
+    from shipyard.wheel.variant_wheels import _cells
 
     cells, ruled_out = _cells(load_spec(repo), BuildRequest(variant="cpu"), discover())
     assert cells and {c.package_type for c in cells} == {"wheel"}
@@ -321,7 +321,7 @@ def _run_cells(spec, folder: Path, ember_results: dict[str, bool]):
     """The cells of a cpu run as the pipeline has them after its tests: the mutex, libember, an
     ember per Python in `ember_results` (passed or not), emberaudio (noarch) tested with 3.9 and 3.13."""
     from shipyard.conda.build import PackageOutcome
-    from shipyard.conda.pipeline import CondaCell
+    from shipyard.conda.variant_packages import CondaCell
     from shipyard.testing.verdict import TestRun
 
     cells = {c.id: c for c in select(expand(spec.release), variant="cpu", platform="linux-x86_64",
@@ -352,7 +352,7 @@ def _run_cells(spec, folder: Path, ember_results: dict[str, bool]):
 
 
 def test_libember_is_published_only_when_a_package_built_on_it_passed(conda_repo, tmp_path):
-    from shipyard.conda.pipeline import CondaRunRequest, publish_run
+    from shipyard.conda.variant_packages import CondaRunRequest, publish_run
 
     spec = load_spec(conda_repo.root)
     said: list[str] = []
@@ -379,7 +379,7 @@ def test_libember_is_published_only_when_a_package_built_on_it_passed(conda_repo
 def test_a_conda_record_carries_the_components_own_version(conda_repo, tmp_path):
     conda_repo.edit("release.yaml", "  emberaudio:\n    path: library/emberaudio\n",
                     "  emberaudio:\n    path: library/emberaudio\n    version: \"2.0.1\"\n")
-    from shipyard.conda.pipeline import CondaRunRequest, publish_run
+    from shipyard.conda.variant_packages import CondaRunRequest, publish_run
 
     spec = load_spec(conda_repo.root)
     assert spec.release.release.version == "1.7.0"
@@ -435,7 +435,7 @@ def test_a_nightly_recipe_renders_with_each_components_development_version(conda
 
 def test_a_noarch_package_is_tested_with_the_oldest_and_the_newest_python(repo, spec_copy):
     from shipyard.conda.build import PackageOutcome
-    from shipyard.conda.pipeline import pythons_to_test
+    from shipyard.conda.variant_packages import pythons_to_test
 
     spec = load_spec(repo)
     cells = {c.id: c for c in expand(spec.release)}

@@ -119,3 +119,15 @@ def test_nothing_outside_the_cli_imports_it_and_no_cli_module_imports_a_sibling_
             assert not cli_targets, f"{module} imports {sorted(cli_targets)}"
         elif module not in ("shipyard.cli", "shipyard.cli.__main__"):
             assert cli_targets <= {"shipyard.cli.shared", "shipyard.cli.build_report"}, (module, sorted(cli_targets))
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A planner hands its builder public names (issue: builders took eleven `_names` from their
+    planners); a name with a leading underscore is its module's own."""
+    taken = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("shipyard"):
+                taken += [f"{_module(path)} takes {node.module}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert taken == []

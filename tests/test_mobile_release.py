@@ -21,7 +21,7 @@ from shipyard.supply.verify import check_mobile_sbom
 from shipyard.testing.runner import run_component_tests
 from shipyard.testing.verdict import feature_gate
 from shipyard.wheel.build_request import BuildRequest
-from shipyard.wheel.pipeline import build_variant
+from shipyard.wheel.variant_wheels import build_variant
 
 pytestmark = pytest.mark.slow
 

@@ -14,15 +14,15 @@ from shipyard.ci.workflow import workflows
 from shipyard.cli import main
 from shipyard.host.doctor import diagnose
 from shipyard.host.toolchains.discover import discover, discover_for
-from shipyard.mobile.targets import MobileTarget, resolve_toolchain
+from shipyard.mobile.targets import MobileBuildTarget, resolve_toolchain
 from shipyard.release.validate import load_spec
 
 RISCV = ("  linux-riscv64:\n    toolchain: cross-gcc\n    triple: riscv64-linux-gnu\n"
          "    emulator: [qemu-riscv64, -L, /usr/riscv64-linux-gnu]\n")
 
 
-def _targets(root) -> dict[str, MobileTarget]:
-    return {name: MobileTarget.from_spec(t) for name, t in load_spec(root).release.mobile_targets.items()}
+def _targets(root) -> dict[str, MobileBuildTarget]:
+    return {name: MobileBuildTarget.from_spec(t) for name, t in load_spec(root).release.mobile_targets.items()}
 
 
 def test_a_cross_target_builds_with_the_triple_and_emulator_release_yaml_names(spec_copy, tmp_path):

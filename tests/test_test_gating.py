@@ -21,7 +21,7 @@ from shipyard.testing import verdict as judge
 from shipyard.testing.runner import run_and_judge_tests
 from shipyard.testing.verdict import FeatureGate, FeatureOutcome, verdict_problems
 from shipyard.wheel.build_request import CellOutcome
-from shipyard.wheel.pipeline import build_variant
+from shipyard.wheel.variant_wheels import build_variant
 
 CELL = "fixcext-cpu-linux-x86_64-cp313-wheel"
 SWITCHES = ("FIXTURE_BREAK_IMPORT", "FIXTURE_SKIP_STABLE", "FIXTURE_DROP_SUMSQ", "FIXTURE_BREAK_BETA",

@@ -23,7 +23,7 @@ from user_installs import plain_pip_env
 from shipyard.cli import main
 from shipyard.errors import ToolchainMissing
 from shipyard.release.validate import load_spec
-from shipyard.wheel.pipeline import build_variant
+from shipyard.wheel.variant_wheels import build_variant
 
 pytestmark = pytest.mark.slow
 

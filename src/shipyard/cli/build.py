@@ -26,7 +26,7 @@ from shipyard.supply.signing import sign_after_build
 def cmd_build(args: argparse.Namespace) -> int:
     from shipyard.cli.build_report import live_progress, summary_table
     from shipyard.wheel.build_request import BuildRequest, build_exit_status, default_test_jobs
-    from shipyard.wheel.pipeline import build_variant
+    from shipyard.wheel.variant_wheels import build_variant
 
     spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component,

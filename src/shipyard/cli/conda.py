@@ -96,7 +96,7 @@ def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
 
 def cmd_conda_build(args: argparse.Namespace) -> int:
     from shipyard.cli.build_report import live_progress
-    from shipyard.conda.pipeline import CondaRunRequest, run_conda_variant
+    from shipyard.conda.variant_packages import CondaRunRequest, run_conda_variant
 
     spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component)

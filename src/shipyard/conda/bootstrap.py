@@ -48,19 +48,19 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from shipyard.conda.bootstrap_plan import (
-    _TEMPLATES,
     REVISION,
+    TEMPLATES,
     WHEEL_PLATFORM,
-    _cudart_requirement,
-    _debian_libraries,
-    _digest,
-    _downloads_present,
-    _Package,
-    _plan,
-    _pyenv_python,
-    _rattler_build_version,
-    _resolve,
-    _sorted_versions,
+    BootstrapPackage,
+    cudart_requirement,
+    debian_libraries,
+    downloads_present,
+    json_digest,
+    plan_bootstrap,
+    pyenv_python,
+    rattler_build_version,
+    resolve_bootstrap,
+    sorted_versions,
 )
 from shipyard.conda.rattler_glue import BuildLog, index_channel
 from shipyard.errors import BuildError, ToolchainMissing
@@ -110,16 +110,16 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
     """
     say = progress or (lambda line: None)
     root = Path(cache_root) if cache_root is not None else shipyard_cache() / "conda-bootstrap"
-    wanted = _sorted_versions(pythons)
-    cudas = _sorted_versions(cuda_versions)
-    interpreters = {py: _pyenv_python(py, pyenv or pyenv_root()) for py in wanted}
-    cudart_pins = {cuda: _cudart_requirement(cuda) for cuda in cudas}
+    wanted = sorted_versions(pythons)
+    cudas = sorted_versions(cuda_versions)
+    interpreters = {py: pyenv_python(py, pyenv or pyenv_root()) for py in wanted}
+    cudart_pins = {cuda: cudart_requirement(cuda) for cuda in cudas}
     roots = tuple(dict.fromkeys((*ROOT_REQUIREMENTS, *sorted(requirements))))
-    request = _digest({
-        "revision": REVISION, "rattler_build": _rattler_build_version(), "templates": _templates_digest(),
+    request = json_digest({
+        "revision": REVISION, "rattler_build": rattler_build_version(), "templates": _templates_digest(),
         "roots": roots, "platform": WHEEL_PLATFORM,
         "pythons": {py: f"{i.full_version}/{i.identity}" for py, i in interpreters.items()},
-        "cuda": cudart_pins, "debian": _debian_libraries(),
+        "cuda": cudart_pins, "debian": debian_libraries(),
     })
     record_path = root / "requests" / f"{request}.json"
     if not refresh and (found := _cached_channel(root, record_path)) is not None:
@@ -135,10 +135,10 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
             shutil.rmtree(leftover, ignore_errors=True)
         downloads = root / "downloads"
         record = None if refresh else _read_json(record_path)
-        if record is None or not _downloads_present(record, downloads):
-            record = _resolve(interpreters, roots, cudart_pins, downloads, say)
-        plan = _plan(record, interpreters, downloads)
-        record["channel"] = _digest({"revision": REVISION, "packages": [p.key for p in plan]})
+        if record is None or not downloads_present(record, downloads):
+            record = resolve_bootstrap(interpreters, roots, cudart_pins, downloads, say)
+        plan = plan_bootstrap(record, interpreters, downloads)
+        record["channel"] = json_digest({"revision": REVISION, "packages": [p.key for p in plan]})
         _write_json(record_path, record)
         final = root / record["channel"]
         if _is_channel(final):
@@ -171,9 +171,9 @@ def bootstrap_cuda_versions(cuda_versions: Iterable[str]) -> tuple[str, ...]:
     toolkit resources/cuda_toolkits.toml assembles here from NVIDIA's wheels (11.8, 12.4), not
     those it cannot obtain (10.2, 11.0) nor a host install without a runtime wheel pin (13.0)."""
     usable = []
-    for version in _sorted_versions(cuda_versions):
+    for version in sorted_versions(cuda_versions):
         try:
-            _cudart_requirement(version)
+            cudart_requirement(version)
         except ToolchainMissing:
             continue
         usable.append(version)
@@ -182,7 +182,7 @@ def bootstrap_cuda_versions(cuda_versions: Iterable[str]) -> tuple[str, ...]:
 
 # --- building ---------------------------------------------------------------------------------
 
-def _build_channel(plan: list[_Package], root: Path, final: Path, say: Progress) -> None:
+def _build_channel(plan: list[BootstrapPackage], root: Path, final: Path, say: Progress) -> None:
     """Build (or reuse from packages/) every package of `plan` into a staging channel, index it
     and rename it to `final`."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
@@ -224,7 +224,7 @@ def _build_channel(plan: list[_Package], root: Path, final: Path, say: Progress)
             shutil.rmtree(staging, ignore_errors=True)
 
 
-def _build_package(package: _Package, out: Path, work: Path) -> Path:
+def _build_package(package: BootstrapPackage, out: Path, work: Path) -> Path:
     work.mkdir(parents=True)
     if package.recipe is None:
         return _assemble_python_abi(package, out, work)
@@ -242,7 +242,7 @@ def _build_package(package: _Package, out: Path, work: Path) -> Path:
                 no_build_id=True, package_format="conda:3")
     except RattlerBuildError as exc:
         raise BuildError(f"conda bootstrap channel: building {package.label} failed: {exc} "
-                         f"(recipe {recipe_path}, generated from shipyard/resources/{_TEMPLATES}/)\n"
+                         f"(recipe {recipe_path}, generated from shipyard/resources/{TEMPLATES}/)\n"
                          f"  rattler-build log (last lines):\n    " + "\n    ".join(log.tail(30))) from exc
     made = [Path(p) for result in results for p in result.packages]
     if len(made) != 1:
@@ -251,7 +251,7 @@ def _build_package(package: _Package, out: Path, work: Path) -> Path:
     return made[0]
 
 
-def _assemble_python_abi(package: _Package, out: Path, work: Path) -> Path:
+def _assemble_python_abi(package: BootstrapPackage, out: Path, work: Path) -> Path:
     from rattler_build import assemble_package
 
     py = package.python or package.version
@@ -330,12 +330,12 @@ def _channel(path: Path, *, cached: bool) -> BootstrapChannel:
 
 def _templates_digest() -> str:
     texts = {}
-    for entry in sorted(resources.files("shipyard.resources").joinpath(_TEMPLATES).iterdir(), key=lambda e: e.name):
+    for entry in sorted(resources.files("shipyard.resources").joinpath(TEMPLATES).iterdir(), key=lambda e: e.name):
         if entry.is_dir() and entry.joinpath("recipe.yaml").is_file():
             texts[entry.name] = entry.joinpath("recipe.yaml").read_text()
         elif entry.is_file() and entry.name.endswith(".toml"):
             texts[entry.name] = entry.read_text()
-    return _digest(texts)
+    return json_digest(texts)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -46,7 +46,7 @@ REVISION = "1"
 WHEEL_PLATFORM = "manylinux2014_x86_64"
 
 
-_TEMPLATES = "conda_bootstrap"
+TEMPLATES = "conda_bootstrap"
 
 
 # --- inputs: pyenv Pythons, the CUDA runtime pin, the Debian libraries ----------------------------
@@ -59,7 +59,7 @@ class _Pyenv:
     identity: str  # the executable's and libpython's bytes
 
 
-def _pyenv_python(version: str, root: Path) -> _Pyenv:
+def pyenv_python(version: str, root: Path) -> _Pyenv:
     """The newest pyenv build of `version` under `root`; ToolchainMissing names the fix."""
     if not re.fullmatch(r"3\.\d+", version):
         raise ToolchainMissing(f"conda bootstrap channel: {version!r} is not a Python version such as "
@@ -84,7 +84,7 @@ def _pyenv_python(version: str, root: Path) -> _Pyenv:
     return _Pyenv(version, interpreter.full_version, prefix, interpreter.identity)
 
 
-def _cudart_requirement(cuda: str) -> str:
+def cudart_requirement(cuda: str) -> str:
     """The NVIDIA runtime wheel pin for CUDA `cuda`: the one its toolkit recipe is assembled with."""
     try:
         return cuda_runtime_wheel(cuda)
@@ -93,8 +93,8 @@ def _cudart_requirement(cuda: str) -> str:
                                f"or leave CUDA {cuda} out of the bootstrap channel") from exc
 
 
-def _debian_libraries() -> dict[str, Any]:
-    text = resources.files("shipyard.resources").joinpath(_TEMPLATES, "debian_libraries.toml").read_text()
+def debian_libraries() -> dict[str, Any]:
+    text = resources.files("shipyard.resources").joinpath(TEMPLATES, "debian_libraries.toml").read_text()
     return tomllib.loads(text)
 
 
@@ -113,7 +113,7 @@ class _Wheel:
     import_name: str
 
 
-def _resolve(interpreters: dict[str, _Pyenv], roots: Sequence[str], cudart_pins: dict[str, str],
+def resolve_bootstrap(interpreters: dict[str, _Pyenv], roots: Sequence[str], cudart_pins: dict[str, str],
              downloads: Path, say: Progress) -> dict[str, Any]:
     """Ask pip (per Python) and apt which files make the channel; download them into `downloads`."""
     wheels_dir = downloads / "wheels"
@@ -180,7 +180,7 @@ def _pip_download(requirements: list[str], python: str, dest: Path, *, deps: boo
 
 
 def _download_debian_libraries(dest: Path, say: Progress) -> dict[str, str]:
-    table = _debian_libraries()
+    table = debian_libraries()
     names = {conda: spec["deb"] for conda, spec in table["libraries"].items()}
     dest.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".apt-", dir=dest.parent))
@@ -194,7 +194,7 @@ def _download_debian_libraries(dest: Path, say: Progress) -> dict[str, str]:
     return {conda: deb.name for conda, deb in zip(names, debs, strict=True)}
 
 
-def _downloads_present(record: dict[str, Any], downloads: Path) -> bool:
+def downloads_present(record: dict[str, Any], downloads: Path) -> bool:
     try:
         files = [downloads / "wheels" / f for fs in record["wheels"].values() for f in fs]
         files += [downloads / "wheels" / f for f in record["cudart"].values()]
@@ -269,7 +269,7 @@ def _marker_environment(python: _Pyenv) -> dict[str, str]:
 # --- planning: one package per wheel, per Python, per CUDA version ---------------------------------
 
 @dataclass(frozen=True)
-class _Package:
+class BootstrapPackage:
     name: str
     version: str
     label: str  # what progress lines and errors call it
@@ -279,15 +279,15 @@ class _Package:
     python: str | None = None
 
 
-def _plan(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Path) -> list[_Package]:
+def plan_bootstrap(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Path) -> list[BootstrapPackage]:
     """Every package of the channel, in an order where each one's requirements come before it."""
-    rattler_build = _rattler_build_version()
+    rattler_build = rattler_build_version()
 
     def package(name: str, version: str, label: str, needs: Iterable[str], recipe: str | None,
-                inputs: dict[str, Any], python: str | None = None) -> _Package:
-        key = _digest({"revision": REVISION, "rattler_build": rattler_build, "name": name, "version": version,
+                inputs: dict[str, Any], python: str | None = None) -> BootstrapPackage:
+        key = json_digest({"revision": REVISION, "rattler_build": rattler_build, "name": name, "version": version,
                        "recipe": recipe, "inputs": inputs})
-        return _Package(name, version, label, key, tuple(needs), recipe, python)
+        return BootstrapPackage(name, version, label, key, tuple(needs), recipe, python)
 
     plan = []
     for py, interpreter in interpreters.items():
@@ -328,7 +328,7 @@ def _plan(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Pa
         plan.append(package("cuda-cudart", wheel.version, f"cuda-cudart {wheel.version}", ("cuda-version",),
                             recipe, {}))
 
-    libraries = _debian_libraries()["libraries"]
+    libraries = debian_libraries()["libraries"]
     for conda, file in sorted(record["debs"].items()):
         deb = downloads / "debs" / file
         spec = libraries[conda]
@@ -380,7 +380,7 @@ def _render(template: str, context: dict[str, str], fill: Callable[[dict[str, An
     recipe["context"].update(context)
     if fill is not None:
         fill(recipe)
-    header = f"# Generated by shipyard from shipyard/resources/{_TEMPLATES}/{template}/recipe.yaml\n"
+    header = f"# Generated by shipyard from shipyard/resources/{TEMPLATES}/{template}/recipe.yaml\n"
     return header + yaml.safe_dump(recipe, sort_keys=False, width=1000)
 
 
@@ -394,10 +394,10 @@ def _setter(path: tuple[str | int, ...], value: Any) -> Callable[[dict[str, Any]
     return fill
 
 
-def _ordered(plan: list[_Package]) -> list[_Package]:
+def _ordered(plan: list[BootstrapPackage]) -> list[BootstrapPackage]:
     """`plan` with every package after the packages of the names it needs (stable otherwise)."""
     remaining = list(plan)
-    ordered: list[_Package] = []
+    ordered: list[BootstrapPackage] = []
     while remaining:
         pending = {p.name for p in remaining}
         ready = [p for p in remaining if not any(n in pending and n != p.name for n in p.needs)]
@@ -445,14 +445,14 @@ def _upstream_version(deb: Path) -> str:
 # --- small helpers ----------------------------------------------------------------------------
 
 def _template_text(template: str) -> str:
-    return resources.files("shipyard.resources").joinpath(_TEMPLATES, template, "recipe.yaml").read_text()
+    return resources.files("shipyard.resources").joinpath(TEMPLATES, template, "recipe.yaml").read_text()
 
 
-def _rattler_build_version() -> str:
+def rattler_build_version() -> str:
     return importlib.metadata.version("py-rattler-build")
 
 
-def _sorted_versions(versions: Iterable[str]) -> list[str]:
+def sorted_versions(versions: Iterable[str]) -> list[str]:
     return sorted(dict.fromkeys(str(v) for v in versions), key=_version_key)
 
 
@@ -460,5 +460,5 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
 
 
-def _digest(data: Any) -> str:
+def json_digest(data: Any) -> str:
     return sha256_hex(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())

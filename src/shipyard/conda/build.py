@@ -43,14 +43,14 @@ from rattler.package import IndexJson
 from rattler_build import RattlerBuildError, ToolConfiguration
 
 from shipyard.conda.build_plan import (
-    _keys,
-    _ordered,
-    _plan,
-    _Planned,
-    _toolchain,
+    PlannedBuild,
+    assign_cache_keys,
     component_versions,
     conda_components,
+    in_build_order,
+    plan_builds,
     run_pythons,
+    variant_toolchain,
 )
 from shipyard.conda.device_code import ABOUT, about_with_cuda_archs, checked_cuda_archs
 from shipyard.conda.normalize import normalize_conda_package
@@ -129,7 +129,7 @@ class PackageOutcome:
         return f"{self.name}-{self.version}-{self.build}"
 
 
-def build_conda_variant(spec: Spec, request: CondaBuildRequest,
+def build_conda_packages(spec: Spec, request: CondaBuildRequest,
                         progress: Progress = lambda _: None) -> list[PackageOutcome]:
     """Build the conda packages of one variant into its output folder; see the module doc."""
     release = spec.release
@@ -144,7 +144,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
     inventory = discover()
     platform = release.platforms[inventory.host_platform]
     host_subdir = CONDA_SUBDIRS.get((platform.os, platform.arch), f"{platform.os}-{platform.arch}")
-    toolchain = _toolchain(release, variant, components, inventory)
+    toolchain = variant_toolchain(release, variant, components, inventory)
     versions = component_versions(spec, nightly=request.nightly)
     config_file = write_variant_config(release, variant, request.state, versions)
     config = variant_config(release, variant, versions)
@@ -158,7 +158,7 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
         _reset(root)
         mirror_checkout(spec.root, root / "checkout")
         env_base = _build_env(variant, toolchain)
-        planned = _plan(spec, variant, components, pythons, cells, config, versions, root, env_base)
+        planned = plan_builds(spec, variant, components, pythons, cells, config, versions, root, env_base)
         produced = {p.name for p in planned}
         for item in planned:
             item.needs = {spec_name(s) for specs in item.check.requirements.values() for s in specs} & produced
@@ -169,14 +169,14 @@ def build_conda_variant(spec: Spec, request: CondaBuildRequest,
                                    for s in item.check.requirements.get(env, [])} & produced
             item.builds_against |= set(item.pins()) & produced
             item.builds_against.discard(item.name)
-        ordered = _ordered(planned)
+        ordered = in_build_order(planned)
         progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
         # The release's channel (after_output) answers the preflight's solve of what the packages
         # run with; it is not a channel of their builds, which record their channels in
         # info/about.json: one package built in two lanes must come out the same bytes.
         preflight([p.check for p in ordered], produced=produced, channels=[*channels, *request.after_output],
                   host_subdir=host_subdir, cache_dir=root / "gateway-cache")
-        _keys(ordered, release, toolchain)
+        assign_cache_keys(ordered, release, toolchain)
         cache = BuildCache(request.state / "cache")
         index_channel(root)  # the root's channel: every build takes this run's packages from it
         root_channel = RootChannel(root, needed={name for item in ordered for name in item.needs})
@@ -208,8 +208,8 @@ def _build_env(variant: Variant, toolchain: Toolchain | None) -> dict[str, str]:
 
 # --- build ----------------------------------------------------------------------------------
 
-def _build_in_order(ordered: list[_Planned], parallel: int,
-                    build: Callable[[_Planned], tuple[Path, str, float]]) -> list[tuple[Path, str, float]]:
+def _build_in_order(ordered: list[PlannedBuild], parallel: int,
+                    build: Callable[[PlannedBuild], tuple[Path, str, float]]) -> list[tuple[Path, str, float]]:
     """Build every item, `parallel` at a time, each once every package it needs from this run is
     built; results in the order given. A failure lets the running builds finish, starts no new
     one, and is raised."""
@@ -227,7 +227,7 @@ def _build_in_order(ordered: list[_Planned], parallel: int,
                     continue
                 running[pool.submit(build, ordered[i])] = i
                 pending.remove(i)
-            if not running:  # _ordered puts dependencies first, so this cannot happen
+            if not running:  # in_build_order puts dependencies first, so this cannot happen
                 raise BuildError(f"no conda package can start: {[ordered[i].label for i in pending]}")
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -253,12 +253,12 @@ class RootChannel:
         self.needed = frozenset(needed)  # names of packages some other package of this run needs
         self._lock = threading.Lock()
 
-    def build_dir(self, item: _Planned) -> Path:
+    def build_dir(self, item: PlannedBuild) -> Path:
         """The folder a package builds in: by name and Python, the same in every run."""
         python = item.rv.variant.get("python")
         return self.root / "builds" / (f"{item.name}-py{str(python).replace('.', '')}" if python else item.name)
 
-    def add(self, item: _Planned, package: Path) -> Path:
+    def add(self, item: PlannedBuild, package: Path) -> Path:
         target = self.root / item.subdir / package.name
         with self._lock:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -277,8 +277,9 @@ def _reset(root: Path) -> None:
         (root / subdir).mkdir(parents=True)
 
 
-def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: BuildCache, request: CondaBuildRequest,
-               variant: Variant, toolchain: Toolchain | None, progress: Progress) -> tuple[Path, str, float]:
+def _build_one(item: PlannedBuild, root: RootChannel, channels: list[str], cache: BuildCache,
+               request: CondaBuildRequest, variant: Variant, toolchain: Toolchain | None,
+               progress: Progress) -> tuple[Path, str, float]:
     """The package in the build root's channel: from the cache, or built, hooked and checked.
     As soon as it is built, before anything can consume it, it gets the normalising repack
     (rattler-build embeds its build time; conda/normalize.py), which adds the SBOM under info/
@@ -297,7 +298,7 @@ def _build_one(item: _Planned, root: RootChannel, channels: list[str], cache: Bu
         log = BuildLog()
         log_file = conda_output_dir(request.state, variant).parent / "logs" / variant.name / f"{item.label}.log"
         try:
-            # The recipes read shipyard's variables at render time (_plan); the build scripts
+            # The recipes read shipyard's variables at render time (plan_builds); the build scripts
             # get them from the rendered recipe, so builds in threads share os.environ.
             result = item.rv.run_build(
                 tool_config=ToolConfiguration(test_strategy="native" if request.recipe_tests else "skip",
@@ -333,7 +334,7 @@ def _write_log(path: Path, lines: list[str]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _check_pins(item: _Planned, package: Path) -> None:
+def _check_pins(item: PlannedBuild, package: Path) -> None:
     """The built package depends on exactly the builds its rendering pinned (the sibling bug)."""
     depends = IndexJson.from_package_archive(package).depends
     for name, pin in item.pins().items():
@@ -344,7 +345,7 @@ def _check_pins(item: _Planned, package: Path) -> None:
                              f"published (report it with the recipe: {item.staged.original})")
 
 
-def _publish(built: list[tuple[_Planned, Path, str, float]], output: Path) -> list[PackageOutcome]:
+def _publish(built: list[tuple[PlannedBuild, Path, str, float]], output: Path) -> list[PackageOutcome]:
     """Copy the run's packages into the output folder's channel and index it (each file appears
     whole: written beside its place, then renamed)."""
     outcomes = []

@@ -40,7 +40,7 @@ def mutex_name(release: Release) -> str:
 
 
 @dataclass
-class _Planned:
+class PlannedBuild:
     """A rendered package waiting for its build."""
 
     rv: RenderedVariant
@@ -109,7 +109,8 @@ def run_pythons(release: Release, wanted: tuple[str, ...]) -> list[str]:
     return [p for p in release.pythons if not wanted or p in wanted]
 
 
-def _toolchain(release: Release, variant: Variant, components: list[Component], inventory: Any) -> Toolchain | None:
+def variant_toolchain(release: Release, variant: Variant, components: list[Component],
+                      inventory: Any) -> Toolchain | None:
     """The compilers (and CUDA toolkit) that shipyard resolved for the variant's native cores."""
     native = [c for c in components if c.kind == "python-native"]
     if not native:
@@ -166,13 +167,13 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
         (folder / rel).write_bytes(data)
 
 
-def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
+def plan_builds(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
           config: dict[str, list[str]], versions: Mapping[str, str], root: Path,
-          env_base: dict[str, str]) -> list[_Planned]:
+          env_base: dict[str, str]) -> list[PlannedBuild]:
     """Stage and render every recipe of the run, once per Python; identical packages once."""
     release = spec.release
     mirror = root / "checkout"
-    planned: dict[tuple[str, str, str], _Planned] = {}
+    planned: dict[tuple[str, str, str], PlannedBuild] = {}
     jobs: list[tuple[str, Component | None]] = [(mutex_name(release), None)]
     jobs += [(c.name, c) for c in components]
     for recipe_name, component in jobs:
@@ -202,7 +203,7 @@ def _plan(spec: Spec, variant: Variant, components: list[Component], pythons: li
                 if ident in planned:
                     continue
                 sources = _source_paths(spec, component, name)
-                item = _Planned(rv, staged, _cell_of(cells, component, name, python), env,
+                item = PlannedBuild(rv, staged, _cell_of(cells, component, name, python), env,
                                 _sources_hash(sources), source_date(spec.root, [*sources, staged.original.parent]),
                                 PreflightPackage("-".join(ident), staged.original, "", {}))
                 item.check.subdir = item.subdir
@@ -251,10 +252,10 @@ def _sources_hash(paths: list[Path]) -> str:
     return "".join(hash_tree(path) for path in paths)
 
 
-def _ordered(planned: list[_Planned]) -> list[_Planned]:
+def in_build_order(planned: list[PlannedBuild]) -> list[PlannedBuild]:
     """Dependencies first (the mutex, then pinned cores), otherwise in plan order."""
     done: set[str] = set()
-    out: list[_Planned] = []
+    out: list[PlannedBuild] = []
     pending = list(planned)
     while pending:
         ready = [p for p in pending if p.needs <= done or not (p.needs - {q.name for q in pending})]
@@ -269,7 +270,7 @@ def _ordered(planned: list[_Planned]) -> list[_Planned]:
     return out
 
 
-def _keys(ordered: list[_Planned], release: Release, toolchain: Toolchain | None) -> None:
+def assign_cache_keys(ordered: list[PlannedBuild], release: Release, toolchain: Toolchain | None) -> None:
     keys: dict[str, list[str]] = {}
     version = get_rattler_build_version_py()
     for item in ordered:

@@ -3,6 +3,6 @@ host, linux-aarch64, linux-armv7 and the Android ABIs."""
 
 from shipyard.mobile.build import MobileResult, build_mobile
 from shipyard.mobile.packaging import FeatureEntry
-from shipyard.mobile.targets import MobileTarget
+from shipyard.mobile.targets import MobileBuildTarget
 
-__all__ = ["FeatureEntry", "MobileResult", "MobileTarget", "build_mobile"]
+__all__ = ["FeatureEntry", "MobileResult", "MobileBuildTarget", "build_mobile"]

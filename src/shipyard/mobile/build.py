@@ -14,13 +14,13 @@ from shipyard.errors import ShipyardError
 from shipyard.host.source_tree import git_info
 from shipyard.mobile.aar import write_aar
 from shipyard.mobile.packaging import FeatureEntry, feature_manifest, write_reproducible_tarball
-from shipyard.mobile.targets import MobileTarget, TargetToolchain, resolve_toolchain
+from shipyard.mobile.targets import MobileBuildTarget, TargetToolchain, resolve_toolchain
 from shipyard.plumbing import command
 from shipyard.plumbing.progress import Progress
 from shipyard.supply.sbom import MOBILE_SBOM, mobile_sbom
 
 FeatureTuple = tuple[str, str, str]  # (id, title, status)
-FeaturesForTarget = (Callable[[MobileTarget], Sequence[FeatureTuple]]
+FeaturesForTarget = (Callable[[MobileBuildTarget], Sequence[FeatureTuple]]
                      | Mapping[str, Sequence[FeatureTuple]])
 
 
@@ -43,7 +43,7 @@ def ember_lite_source(source_dir: Path) -> Path:
     return nested if (nested / "CMakeLists.txt").is_file() else source_dir
 
 
-def _features(features_for_target: FeaturesForTarget, target: MobileTarget) -> list[FeatureEntry]:
+def _features(features_for_target: FeaturesForTarget, target: MobileBuildTarget) -> list[FeatureEntry]:
     raw = (features_for_target(target) if callable(features_for_target)
            else features_for_target.get(target.name, ()))
     return [FeatureEntry(*entry) for entry in raw]
@@ -116,7 +116,7 @@ def _build_one(toolchain: TargetToolchain, *, source: Path, version: str,
                         tests_run=toolchain.runs_tests)
 
 
-def build_mobile(targets: Sequence[MobileTarget], *, version: str, features_for_target: FeaturesForTarget,
+def build_mobile(targets: Sequence[MobileBuildTarget], *, version: str, features_for_target: FeaturesForTarget,
                  source_dir: Path, build_root: Path, dist_dir: Path,
                  progress: Progress | None = None) -> list[MobileResult]:
     """Build, test and package ember-lite for each target; one MobileResult per target.

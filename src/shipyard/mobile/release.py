@@ -8,7 +8,7 @@ from pathlib import Path
 
 from shipyard.errors import UsageError
 from shipyard.host.source_tree import git_info
-from shipyard.mobile import MobileResult, MobileTarget, build_mobile
+from shipyard.mobile import MobileBuildTarget, MobileResult, build_mobile
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord, merge_artifacts
 from shipyard.release.channel_version import build_version
@@ -37,7 +37,7 @@ def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, st
     version = build_version(release.components[component].version or release.release.version, nightly=nightly,
                             commit_time=git.commit_time)
     results = build_mobile(
-        [MobileTarget.from_spec(release.mobile_targets[c.platform]) for c in cells], version=version,
+        [MobileBuildTarget.from_spec(release.mobile_targets[c.platform]) for c in cells], version=version,
         features_for_target=lambda t: spec.features_for(component, t.name),
         source_dir=spec.root / release.components[component].path, build_root=state / "mobile",
         dist_dir=dist / "mobile", progress=progress)

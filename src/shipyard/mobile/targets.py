@@ -13,7 +13,7 @@ from shipyard.supply.grafted import SYSTEM_LIBRARY_DIRS
 
 
 @dataclass(frozen=True)
-class MobileTarget:
+class MobileBuildTarget:
     """One target of release.yaml's `mobile_targets`, which alone names them: how it builds
     (`toolchain`: host, cross-gcc or android-ndk), a cross target's GNU `triple`, the `emulator`
     command its programs run under (an argv list) and the Debian `apt_packages` that provide
@@ -28,7 +28,7 @@ class MobileTarget:
     apt_packages: tuple[str, ...] = ()
 
     @classmethod
-    def from_spec(cls, target: spec.MobileTarget) -> MobileTarget:
+    def from_spec(cls, target: spec.MobileTarget) -> MobileBuildTarget:
         return cls(target.name, target.toolchain, target.triple, target.emulator or (), target.abi,
                    apt_packages=target.apt_packages)
 
@@ -45,7 +45,7 @@ class MobileTarget:
 class TargetToolchain:
     """How to configure one target on this host, or why it cannot be built here."""
 
-    target: MobileTarget
+    target: MobileBuildTarget
     cmake_args: tuple[str, ...] = ()
     runs_tests: bool = True  # False: built and packaged, but no way to run its binaries here
     unavailable: str | None = None  # the reason and the fix, when the target cannot be built
@@ -59,7 +59,7 @@ class TargetToolchain:
         return self.unavailable is None
 
 
-def resolve_toolchain(target: MobileTarget, source_dir: Path,
+def resolve_toolchain(target: MobileBuildTarget, source_dir: Path,
                       environ: Mapping[str, str] | None = None) -> TargetToolchain:
     """What `target` needs on this host: CMake arguments, or the reason it is unavailable."""
     env = os.environ if environ is None else environ

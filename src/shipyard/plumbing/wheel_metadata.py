@@ -15,7 +15,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 
-def wheel_version(wheel: Path) -> str:
+def public_wheel_version(wheel: Path) -> str:
     """The public version of the wheel ('1.7.0' for ember-1.7.0+cpu-…whl)."""
     _, version, _, _ = parse_wheel_filename(wheel.name)
     return Version(str(version)).public

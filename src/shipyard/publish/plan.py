@@ -26,7 +26,7 @@ from shipyard.publish.variants import RECORD_FILE, RECORD_FIX, VARIANTS_INDEX, r
 from shipyard.record.manifest import ArtifactRecord, artifact_file, recorded_file
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.kinds import kinds_taken_by
-from shipyard.wheel.index import wheel_version
+from shipyard.wheel.index import version_in_wheel_name
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
 
@@ -119,7 +119,7 @@ def _variant_files(dist: Path, wheels: list[ArtifactRecord]) -> list[PublishFile
             raise PublishError(f"{dist / RECORD_FILE}: {f.name}: made from another build of {f.source.name}, or "
                                f"changed since; run `shipyard variants` again, then publish")
         out.append(PublishFile(VARIANTS_INDEX, f.name, path, f.sha256, canonicalize_name(f.name.split("-", 1)[0]),
-                               wheel_version(f.name), f.source.name))
+                               version_in_wheel_name(f.name), f.source.name))
     return out
 
 

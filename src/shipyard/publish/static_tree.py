@@ -27,7 +27,7 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file
 from shipyard.publish.variants import VARIANTS_INDEX, write_variants_json
-from shipyard.wheel.index import wheel_version, write_index
+from shipyard.wheel.index import version_in_wheel_name, write_index
 
 
 class StaticTreeBackend(Backend):
@@ -50,7 +50,7 @@ class StaticTreeBackend(Backend):
                     if not entry["filename"].endswith(".whl"):
                         continue  # a *-variants.json: derived from the wheels, as the page is
                     out.append(Listed(tag_dir.name, entry["filename"], entry["hashes"]["sha256"], page.parent.name,
-                                      wheel_version(entry["filename"]), str(page.parent / entry["filename"])))
+                                      version_in_wheel_name(entry["filename"]), str(page.parent / entry["filename"])))
         return out
 
     def fetch(self, listed: Listed, dest: Path) -> Path:

@@ -9,17 +9,17 @@ from dataclasses import dataclass
 from shipyard.release.matrix import ANY, expand
 from shipyard.release.spec import Feature, Release
 from shipyard.report.cells import ReportCell
-from shipyard.testing.verdict import FeatureOutcome as TestedFeature
+from shipyard.testing.verdict import FeatureOutcome
 
 
 @dataclass(frozen=True)
-class FeatureOutcome:
+class FeatureOnPlatform:
     """One feature on one platform: its status (None where it does not ship) and its tests,
     summed over the cells that ran them (`tests`, judged as a cell's own are)."""
 
     status: str | None
     cells: int  # cells whose tests reported this feature
-    tests: TestedFeature
+    tests: FeatureOutcome
     failed_cells: tuple[str, ...] = ()
     not_run_cells: tuple[str, ...] = ()  # cells where some of its tests did not run
 
@@ -52,7 +52,7 @@ class FeatureOutcome:
 @dataclass(frozen=True)
 class FeatureRow:
     feature: Feature
-    outcomes: dict[str, FeatureOutcome]  # platform -> outcome
+    outcomes: dict[str, FeatureOnPlatform]  # platform -> outcome
 
 
 def feature_platforms(release: Release) -> list[str]:
@@ -79,14 +79,15 @@ def feature_rows(release: Release, features: tuple[Feature, ...], cells: list[Re
             ran = [(cell, result) for cell in cells for result in cell.features
                    if result.id == feature.id and cell.component == feature.component
                    and (cell.platform == platform or (cell.platform == ANY and platform == host_platform))]
-            outcomes[platform] = FeatureOutcome(
+            outcomes[platform] = FeatureOnPlatform(
                 status=feature.status_on(platform) if platform in shipped.get(feature.component, ()) else None,
                 cells=len(ran),
-                tests=TestedFeature(feature.id, feature.status_on(platform) or "", passed=sum(r.passed for _, r in ran),
-                                    failed=sum(r.failed for _, r in ran), skipped=sum(r.skipped for _, r in ran),
-                                    skip_reasons=_union(r.skip_reasons for _, r in ran),
-                                    not_run=sum(r.not_run for _, r in ran),
-                                    not_run_reasons=_union(r.not_run_reasons for _, r in ran)),
+                tests=FeatureOutcome(feature.id, feature.status_on(platform) or "",
+                                     passed=sum(r.passed for _, r in ran),
+                                     failed=sum(r.failed for _, r in ran), skipped=sum(r.skipped for _, r in ran),
+                                     skip_reasons=_union(r.skip_reasons for _, r in ran),
+                                     not_run=sum(r.not_run for _, r in ran),
+                                     not_run_reasons=_union(r.not_run_reasons for _, r in ran)),
                 failed_cells=tuple(c.id for c, r in ran if r.failed),
                 not_run_cells=tuple(c.id for c, r in ran if r.not_run))
         rows.append(FeatureRow(feature, outcomes))

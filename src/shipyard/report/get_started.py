@@ -79,7 +79,7 @@ def get_started(release: Release, manifest: Manifest | None,
     variants = tuple(Choice(v, _variant_label(release, v)) for v in release.variants)
     channels = tuple(Choice(c, "stable (release)" if c == "release" else c) for c in release.channels)
     excluded = excluded_builds(release)  # once: each answer asks it
-    answers = tuple(_answer(release, manifest, p.value, i, v.value, c.value, excluded, statuses)
+    answers = tuple(install_answer(release, manifest, p.value, i, v.value, c.value, excluded, statuses)
                     for p in platforms for i in INSTALLERS for v in variants for c in channels)
     return GetStarted(name=release.release.name, version=manifest.version if manifest else release.release.version,
                       platforms=platforms, installers=tuple(Choice(i, i) for i in INSTALLERS), variants=variants,
@@ -98,7 +98,7 @@ def write_get_started(release: Release, manifest: Manifest | None, out: Path,
     return out
 
 
-def _answer(release: Release, manifest: Manifest | None, platform: str, installer: str, variant: str,
+def install_answer(release: Release, manifest: Manifest | None, platform: str, installer: str, variant: str,
             channel: str, excluded: dict[tuple[str, str, str], Exclusion],
             statuses: StatusVocabulary = DEFAULT_STATUSES) -> Answer:
     """The command for one combination, or why there is none; `excluded`: excluded_builds(release)."""
@@ -123,7 +123,7 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
                       f"Docker runs {images.platform} containers.")
         if variant not in images.variants:
             return no(f"Docker images are built for {', '.join(images.variants)} only, not {variant}.")
-    target = next((t for t in _targets(release, package_type) if t.takes(channel)), None)
+    target = next((t for t in publish_targets_for(release, package_type) if t.takes(channel)), None)
     if target is None:
         return no(f"release.yaml publishes no {KINDS[package_type].plural} to the {channel} channel.")
     if manifest is None:
@@ -153,7 +153,7 @@ def _answer(release: Release, manifest: Manifest | None, platform: str, installe
         # (rattler, pixi) do not.
         mutex = shlex.quote(f"{mutex_name(release)} ==1.0 {release.variants[variant].tag}")
         return yes(" ".join(w for w in ("conda install -c", channel_url, dependencies, mutex, names) if w))
-    index = _wheel_index(target, channel, release.variants[variant].tag, variant)
+    index = wheel_index_url(target, channel, release.variants[variant].tag, variant)
     if index is None:
         return no(f"The {target.name} index takes {target.default_variant} wheels only, not {variant}.")
     return yes(f"{_PIP[installer]} {names}" + (f" --index-url {index}" if index else ""))
@@ -187,7 +187,7 @@ def _platform_label(release: Release, platform: str) -> str:
     return f"{_OS_NAMES[found.os]} ({found.arch})" if found else platform
 
 
-def _targets(release: Release, package_type: str) -> list[PublishTarget]:
+def publish_targets_for(release: Release, package_type: str) -> list[PublishTarget]:
     """The publish targets of `package_type`, the one a user installs from first: PyTorch's download
     layout (static) before a devpi or PyPI-compatible index."""
     preferred = ("static", "pypi", "devpi")
@@ -195,7 +195,7 @@ def _targets(release: Release, package_type: str) -> list[PublishTarget]:
     return sorted(found, key=lambda t: preferred.index(t.kind) if t.kind in preferred else 0)
 
 
-def _wheel_index(target: PublishTarget, channel: str, tag: str, variant: str) -> str | None:
+def wheel_index_url(target: PublishTarget, channel: str, tag: str, variant: str) -> str | None:
     """The `--index-url` of `variant`'s wheels on `target` ('' for PyPI itself), or None when the
     target does not take that variant's wheels."""
     if target.kind == "static":

@@ -17,18 +17,19 @@ from shipyard.release.matrix import excluded_builds
 from shipyard.release.spec import Release
 
 # The page's own answer for one combination: one place turns targets and the manifest into commands.
-from shipyard.report.get_started import INSTALLERS, _answer, _targets, _wheel_index
+from shipyard.report.get_started import INSTALLERS, install_answer, publish_targets_for, wheel_index_url
 
 
 def install_guide(release: Release, manifest: Manifest, channel: str, variants_json: dict[str, Any]) -> dict[str, Any]:
-    target = next((t for t in _targets(release, "wheel") if t.takes(channel)), None)
+    target = next((t for t in publish_targets_for(release, "wheel") if t.takes(channel)), None)
     excluded = excluded_builds(release)
     platforms: dict[str, Any] = {}
     for platform in release.platforms.values():
         builds: dict[str, Any] = {}
         for name, variant in release.variants.items():
-            answers = {i: _answer(release, manifest, platform.name, i, name, channel, excluded) for i in INSTALLERS}
-            index = _wheel_index(target, channel, variant.tag, name) if target else None
+            answers = {i: install_answer(release, manifest, platform.name, i, name, channel, excluded)
+                       for i in INSTALLERS}
+            index = wheel_index_url(target, channel, variant.tag, name) if target else None
             if answers["pip"].command is None or index is None:
                 continue  # no wheel of this build on this platform: the command looks further down its ranking
             builds[variant.tag] = {

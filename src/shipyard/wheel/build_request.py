@@ -1,5 +1,5 @@
 """What `shipyard build` is asked (BuildRequest), what happened to each cell (CellOutcome), and
-what every stage of one variant's run shares (BuildContext): the build (pipeline.py) and the test
+what every stage of one variant's run shares (BuildContext): the build (variant_wheels.py) and the test
 stage (cell_tests.py) both take them."""
 
 from __future__ import annotations

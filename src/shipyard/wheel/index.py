@@ -72,7 +72,7 @@ def write_index(variant_dir: Path) -> list[str]:
     return projects
 
 
-def wheel_version(filename: str) -> str:
+def version_in_wheel_name(filename: str) -> str:
     """The version a wheel file name carries, a PEP 825 variant wheel's (`-<label>` after its tags) too."""
     try:
         return str(parse_wheel_filename(filename)[1])
@@ -91,7 +91,7 @@ def _write_project(folder: Path, project: str) -> None:
     for wheel in wheels:
         digest = sha256_of(wheel)
         if wheel.suffix == ".whl":
-            versions.add(wheel_version(wheel.name))
+            versions.add(version_in_wheel_name(wheel.name))
         href = f"{quote(wheel.name)}#sha256={digest}"
         python = requires_python(wheel) if wheel.suffix == ".whl" else None
         attr = f' data-requires-python="{html.escape(python)}"' if python else ""

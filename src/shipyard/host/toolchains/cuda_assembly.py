@@ -151,7 +151,7 @@ int main() {
 
 # --- assembling from Debian + PyPI --------------------------------------------------------------
 
-def _assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, work: Path,
+def assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, work: Path,
                           say: Progress) -> tuple[tuple[str, ...], int]:
     """Fetch and unpack the .debs and wheels, and lay out `tree`; returns (components, bytes fetched)."""
     assert recipe.debian is not None
@@ -277,7 +277,7 @@ def _move_into(source: Path, target: Path) -> None:
 
 # --- a toolkit already on the host (CUDA_HOME, /usr/local/cuda-X.Y) --------------------------------
 
-def _local_home(recipe: ToolkitRecipe) -> Path:
+def local_home(recipe: ToolkitRecipe) -> Path:
     """The installed CUDA `recipe.version` to use: CUDA_HOME if it holds that version, else `home`."""
     tried = []
     candidates = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
@@ -309,7 +309,7 @@ def _local_home(recipe: ToolkitRecipe) -> Path:
                            "or set CUDA_HOME to it")
 
 
-def _assemble_from_home(recipe: ToolkitRecipe, home: Path, tree: Path, work: Path,
+def assemble_from_home(recipe: ToolkitRecipe, home: Path, tree: Path, work: Path,
                         say: Progress) -> tuple[tuple[str, ...], int]:
     """Lay out `tree` as links into `home`, adding a cuobjdump of the same generation when it has none."""
     say(f"assemble: CUDA {recipe.version} from {home}")
@@ -344,7 +344,7 @@ def _assemble_from_home(recipe: ToolkitRecipe, home: Path, tree: Path, work: Pat
 
 # --- the proof ----------------------------------------------------------------------------------
 
-def _prove(toolkit: InstalledCudaToolkit, archs: tuple[str, ...], work: Path, say: Progress) -> None:
+def prove_toolkit(toolkit: InstalledCudaToolkit, archs: tuple[str, ...], work: Path, say: Progress) -> None:
     """Compile, link and run a kernel library for `archs`; ToolError unless it holds exactly their SASS."""
     expected = {sm_name(a) for a in archs}
     say(f"verify {' '.join(sorted(expected, key=lambda s: int(s[3:].rstrip('abf'))))} "

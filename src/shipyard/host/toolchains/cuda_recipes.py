@@ -62,7 +62,7 @@ class ToolkitRecipe:
         return self.archs[-1]
 
     def in_range(self, arch: str) -> bool:
-        return _arch_key(self.arch_min) <= _arch_key(arch) <= _arch_key(self.arch_max)
+        return arch_sort_key(self.arch_min) <= arch_sort_key(arch) <= arch_sort_key(self.arch_max)
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
             cuobjdump_in_wheel=table.get("cuobjdump_in_wheel"),
             unobtainable=table.get("unobtainable"),
         ))
-    return tuple(sorted(recipes, key=lambda r: _arch_key(r.version)))
+    return tuple(sorted(recipes, key=lambda r: arch_sort_key(r.version)))
 
 
 def cuda_toolkit_recipe(version: str) -> ToolkitRecipe:
@@ -130,25 +130,25 @@ def cuda_runtime_wheel(version: str) -> str:
     return pins[0]
 
 
-def _arch_key(arch: str) -> tuple[int, int]:
+def arch_sort_key(arch: str) -> tuple[int, int]:
     match = re.fullmatch(r"(\d+)\.(\d+)", arch)
     if not match:
         raise SpecError(f"CUDA arch {arch!r} is not in major.minor form (for example '8.6')")
     return int(match.group(1)), int(match.group(2))
 
 
-def _requested_archs(archs: Sequence[str] | str) -> tuple[str, ...]:
+def requested_archs(archs: Sequence[str] | str) -> tuple[str, ...]:
     # "+PTX" adds PTX to a build; the proof is about SASS, so it checks the arch itself.
     names = parse_arch_list(archs) if isinstance(archs, str) else tuple(archs)
     cleaned = tuple(dict.fromkeys(a.strip().removesuffix("+PTX") for a in names if a.strip()))
     if not cleaned:
         raise SpecError("no CUDA archs given: a toolkit is proved by compiling for a list such as '7.5;8.0'")
     for arch in cleaned:
-        _arch_key(arch)
+        arch_sort_key(arch)
     return cleaned
 
 
-def _refuse_unsupported(recipe: ToolkitRecipe, archs: tuple[str, ...],
+def refuse_unsupported_archs(recipe: ToolkitRecipe, archs: tuple[str, ...],
                         supported: Sequence[str] | None) -> None:
     """ToolchainMissing when an arch is outside what this toolkit compiles SASS for."""
     exact = tuple(supported) if supported is not None else arch_table().get(recipe.version)

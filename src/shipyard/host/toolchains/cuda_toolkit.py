@@ -30,14 +30,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shipyard.errors import ToolchainMissing, ToolError
-from shipyard.host.toolchains.cuda_assembly import _assemble_from_debian, _assemble_from_home, _local_home, _prove
+from shipyard.host.toolchains.cuda_assembly import assemble_from_debian, assemble_from_home, local_home, prove_toolkit
 from shipyard.host.toolchains.cuda_recipes import (
     InstalledCudaToolkit,
     ToolkitRecipe,
-    _arch_key,
-    _refuse_unsupported,
-    _requested_archs,
+    arch_sort_key,
     cuda_toolkit_recipe,
+    refuse_unsupported_archs,
+    requested_archs,
 )
 from shipyard.plumbing import command
 from shipyard.plumbing.atomic_files import write_atomic
@@ -63,11 +63,11 @@ def install_cuda_toolkit(version: str, archs: Sequence[str], cache_root: Path, *
     """
     say = progress or (lambda step: None)
     recipe = cuda_toolkit_recipe(version)
-    wanted = _requested_archs(archs)
+    wanted = requested_archs(archs)
     cache_root = Path(cache_root)
     entry = cache_root / f"cuda-{recipe.version}"
-    home = _local_home(recipe) if recipe.debian is None else None
-    _refuse_unsupported(recipe, wanted, None)
+    home = local_home(recipe) if recipe.debian is None else None
+    refuse_unsupported_archs(recipe, wanted, None)
     cache_root.mkdir(parents=True, exist_ok=True)
     with _install_lock(cache_root, recipe.version):
         current = _usable_entry(entry, recipe)
@@ -79,12 +79,12 @@ def install_cuda_toolkit(version: str, archs: Sequence[str], cache_root: Path, *
         try:
             tree, work = staging / "toolkit", staging / "work"
             if home is None:
-                components, downloaded = _assemble_from_debian(recipe, host_cxx, tree, work, say)
+                components, downloaded = assemble_from_debian(recipe, host_cxx, tree, work, say)
             else:
-                components, downloaded = _assemble_from_home(recipe, home, tree, work, say)
+                components, downloaded = assemble_from_home(recipe, home, tree, work, say)
             toolkit = _describe(tree, recipe, host_cxx, components)
-            _refuse_unsupported(recipe, wanted, toolkit.supported_archs)
-            _prove(toolkit, wanted, work / "proof", say)
+            refuse_unsupported_archs(recipe, wanted, toolkit.supported_archs)
+            prove_toolkit(toolkit, wanted, work / "proof", say)
             seconds = time.monotonic() - start
             _write_manifest(tree, _with_verified(toolkit, wanted),
                             {"install_seconds": round(seconds, 1), "download_bytes": downloaded})
@@ -112,7 +112,7 @@ def find_installed_cuda_toolkits(cache_root: Path) -> list[InstalledCudaToolkit]
             log.warning("ignoring %s: its nvcc %s is gone", manifest, toolkit.nvcc)
             continue
         found.append(toolkit)
-    return sorted(found, key=lambda t: _arch_key(t.version))
+    return sorted(found, key=lambda t: arch_sort_key(t.version))
 
 
 # --- cache entries ------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def _usable_entry(entry: Path, recipe: ToolkitRecipe) -> InstalledCudaToolkit | 
 
 def _ensure_proved(toolkit: InstalledCudaToolkit, recipe: ToolkitRecipe, wanted: tuple[str, ...],
                    cache_root: Path, say: Progress) -> InstalledCudaToolkit:
-    _refuse_unsupported(recipe, wanted, toolkit.supported_archs)
+    refuse_unsupported_archs(recipe, wanted, toolkit.supported_archs)
     if not toolkit.host_cxx.exists():
         raise ToolchainMissing(f"CUDA {recipe.version} at {toolkit.root} was proved with {toolkit.host_cxx}, "
                                f"which is gone. Fix: apt-get install -y {recipe.host_cxx}")
@@ -158,7 +158,7 @@ def _ensure_proved(toolkit: InstalledCudaToolkit, recipe: ToolkitRecipe, wanted:
         return toolkit
     work = Path(tempfile.mkdtemp(prefix=f".cuda-{recipe.version}.proof-", dir=cache_root))
     try:
-        _prove(toolkit, wanted, work, say)
+        prove_toolkit(toolkit, wanted, work, say)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _write_manifest(toolkit.root, _with_verified(toolkit, wanted), None)
@@ -166,7 +166,7 @@ def _ensure_proved(toolkit: InstalledCudaToolkit, recipe: ToolkitRecipe, wanted:
 
 
 def _with_verified(toolkit: InstalledCudaToolkit, archs: tuple[str, ...]) -> InstalledCudaToolkit:
-    merged = sorted(set(toolkit.verified_archs) | set(archs), key=_arch_key)
+    merged = sorted(set(toolkit.verified_archs) | set(archs), key=arch_sort_key)
     return dataclasses.replace(toolkit, verified_archs=tuple(merged))
 
 
@@ -240,7 +240,7 @@ def _describe(root: Path, recipe: ToolkitRecipe, host_cxx: Path,
         raise ToolError(f"assemble: {nvcc} is not CUDA {recipe.version}: {version_text.strip()[-120:]}")
     codes = command.run([nvcc, "--list-gpu-code"], timeout=60, what="nvcc --list-gpu-code").stdout
     archs = {f"{int(m.group(1)[:-1])}.{m.group(1)[-1]}" for m in re.finditer(r"^sm_(\d+)$", codes, re.M)}
-    supported = tuple(sorted((a for a in archs if recipe.in_range(a)), key=_arch_key))
+    supported = tuple(sorted((a for a in archs if recipe.in_range(a)), key=arch_sort_key))
     identity = sha256_hex("\n".join([version_text.strip(), *components]).encode())
     return InstalledCudaToolkit(
         version=recipe.version, root=root, nvcc=nvcc, cuobjdump=root / "bin" / "cuobjdump",

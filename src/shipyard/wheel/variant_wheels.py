@@ -19,7 +19,7 @@ from shipyard.plumbing.build_cache import BuildCache, cache_key
 from shipyard.plumbing.command import PrestartedPython
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
-from shipyard.plumbing.wheel_metadata import requires_python_problem, wheel_version
+from shipyard.plumbing.wheel_metadata import public_wheel_version, requires_python_problem
 from shipyard.record.manifest import (
     ArtifactRecord,
     CudaArchs,
@@ -340,7 +340,7 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
         repaired_wheel = entry.files()[0]
         # The project's own version (its built metadata) unless release.yaml overrides it; a
         # nightly's is its development version (after the cache: the raw build is the same).
-        version = ctx.version(component.version or wheel_version(repaired_wheel))
+        version = ctx.version(component.version or public_wheel_version(repaired_wheel))
         # A pure wheel has no local version: the same name and bytes in every variant's index, and
         # pip resolves it by name from each (as PyTorch publishes its pure packages). Still under
         # the key's lock: every variant's run labels a pure cell into the same folder.
@@ -465,7 +465,7 @@ def _record(ctx: BuildContext, outcomes: list[CellOutcome], ruled_out: list[NotA
         records.append(ArtifactRecord(
             name=outcome.wheel.name, path=outcome.wheel.relative_to(ctx.request.dist).as_posix(),
             sha256=sha256_of(outcome.wheel), size=outcome.wheel.stat().st_size, **ArtifactRecord.identity(cell),
-            version=wheel_version(outcome.wheel),
+            version=public_wheel_version(outcome.wheel),
             features=tuple(FeatureRecord(id=i, title=t, status=s) for i, t, s in ctx.spec.features_for(
                 cell.component, ctx.inventory.host_platform if cell.is_pure else cell.platform)),
             tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail},

@@ -32,7 +32,7 @@ from pathlib import Path
 from rattler.package import IndexJson
 
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
-from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_variant, conda_output_dir
+from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_packages, conda_output_dir
 from shipyard.conda.build_plan import conda_components, not_applicable_cells, run_pythons
 from shipyard.conda.channel import conda_artifact_record, publish_packages
 from shipyard.conda.package_tests import BuiltPackage, run_conda_package_tests
@@ -126,7 +126,7 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
                                       components=request.components, state=request.state, jobs=request.jobs,
                                       recipe_tests=not request.tests, nightly=request.nightly,
                                       after_output=after)
-    packages = build_conda_variant(spec, build_request, progress)
+    packages = build_conda_packages(spec, build_request, progress)
     # Without tests, one row per package (its newest Python says "not run").
     first = 0 if request.tests else -1
     cells: list[CondaCell] = []
