@@ -47,7 +47,6 @@ from shipyard.conda.build_plan import (
     assign_cache_keys,
     component_versions,
     conda_components,
-    in_build_order,
     plan_builds,
     run_pythons,
     variant_toolchain,
@@ -158,18 +157,8 @@ def build_conda_packages(spec: Spec, request: CondaBuildRequest,
         _reset(root)
         mirror_checkout(spec.root, root / "checkout")
         env_base = _build_env(variant, toolchain)
-        planned = plan_builds(spec, variant, components, pythons, cells, config, versions, root, env_base)
-        produced = {p.name for p in planned}
-        for item in planned:
-            item.needs = {spec_name(s) for specs in item.check.requirements.values() for s in specs} & produced
-            item.needs |= set(item.pins()) & produced
-            item.needs.discard(item.name)
-            # What its bytes are made from: what it builds against, not what it runs or tests with.
-            item.builds_against = {spec_name(s) for env in ("build", "host")
-                                   for s in item.check.requirements.get(env, [])} & produced
-            item.builds_against |= set(item.pins()) & produced
-            item.builds_against.discard(item.name)
-        ordered = in_build_order(planned)
+        ordered = plan_builds(spec, variant, components, pythons, cells, config, versions, root, env_base)
+        produced = {p.name for p in ordered}
         progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
         # The release's channel (after_output) answers the preflight's solve of what the packages
         # run with; it is not a channel of their builds, which record their channels in

@@ -17,7 +17,7 @@ from rattler_build import get_rattler_build_version_py
 from rattler_build.render import RenderedVariant
 
 from shipyard.conda.features import package_extra
-from shipyard.conda.preflight import PreflightPackage, requirements_of
+from shipyard.conda.preflight import PreflightPackage, requirements_of, spec_name
 from shipyard.conda.recipes import StagedRecipe, stage_recipe
 from shipyard.errors import BuildError, SpecError, ToolchainMissing, UsageError
 from shipyard.host.source_tree import git_info, hash_tree, source_date
@@ -168,8 +168,27 @@ def _write_files(folder: Path, files: dict[str, bytes]) -> None:
 
 
 def plan_builds(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
-          config: dict[str, list[str]], versions: Mapping[str, str], root: Path,
-          env_base: dict[str, str]) -> list[PlannedBuild]:
+                config: dict[str, list[str]], versions: Mapping[str, str], root: Path,
+                env_base: dict[str, str]) -> list[PlannedBuild]:
+    """The run's packages in build order (what each needs of this run first), each knowing what of
+    the run it needs and what it builds against: the one plan conda/build.py builds."""
+    planned = _rendered(spec, variant, components, pythons, cells, config, versions, root, env_base)
+    produced = {p.name for p in planned}
+    for item in planned:
+        item.needs = {spec_name(s) for specs in item.check.requirements.values() for s in specs} & produced
+        item.needs |= set(item.pins()) & produced
+        item.needs.discard(item.name)
+        # What its bytes are made from: what it builds against, not what it runs or tests with.
+        item.builds_against = {spec_name(s) for env in ("build", "host")
+                               for s in item.check.requirements.get(env, [])} & produced
+        item.builds_against |= set(item.pins()) & produced
+        item.builds_against.discard(item.name)
+    return in_build_order(planned)
+
+
+def _rendered(spec: Spec, variant: Variant, components: list[Component], pythons: list[str], cells: list[Cell],
+              config: dict[str, list[str]], versions: Mapping[str, str], root: Path,
+              env_base: dict[str, str]) -> list[PlannedBuild]:
     """Stage and render every recipe of the run, once per Python; identical packages once."""
     release = spec.release
     mirror = root / "checkout"
