@@ -14,13 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker_daemon
-import publish_servers
 import pytest
-from component_folders import make_component_folders
-from ember_images import EmberImages
-from minirelease import changed_since_built, shared_build
-from suite_timing import SuiteTiming
+from support import docker_daemon, publish_servers
+from support.component_folders import make_component_folders
+from support.ember_images import EmberImages
+from support.minirelease import changed_since_built, shared_build
+from support.suite_timing import SuiteTiming
 
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
@@ -103,7 +102,8 @@ def _starts_a_server(function: object, seen: set[object]) -> bool:
                 return True
             called = getattr(called, "__wrapped__", called)  # a @contextmanager of tests/
 
-            if (isinstance(called, types.FunctionType) and Path(called.__code__.co_filename).parent == REPO / "tests"
+            if (isinstance(called, types.FunctionType)
+                    and Path(called.__code__.co_filename).is_relative_to(REPO / "tests")
                     and _starts_a_server(called, seen)):
                 return True
     return False
