@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from support import docker_daemon, publish_servers
-from support.component_folders import make_component_folders
 from support.ember_images import EmberImages
 from support.minirelease import changed_since_built, shared_build
+from support.release_copy import SpecCopy
 from support.suite_timing import SuiteTiming
 
 from shipyard.conda.bootstrap import (
@@ -32,23 +32,6 @@ from shipyard.host.toolchains.sysroot import sysroot_recipes
 from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-class SpecCopy:
-    """release.yaml + feature_status.yaml copied into a temp root, with empty component folders
-    (and the empty tests folders release.yaml names: validate refuses a missing one)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        for name in ("release.yaml", "feature_status.yaml"):
-            shutil.copy(REPO / name, root / name)
-        make_component_folders(root)
-
-    def edit(self, name: str, old: str, new: str) -> None:
-        path = self.root / name
-        text = path.read_text()
-        assert old in text, f"fixture text {old!r} not found in {name}"
-        path.write_text(text.replace(old, new, 1))
 
 
 # `nox -s tests` runs the suite on every core with pytest-xdist (--dist loadgroup). The files

@@ -14,14 +14,13 @@ ember's own nightly runs in test_pipeline_ember.py.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support.pipeline_run import NOT_RUNNABLE, PipelineRun, clone_checkout, commit, lay_fixture_release, run_pipeline
 from support.publish_servers import devpi_server, pip_installed_sha, unbound_port
+from support.shipyard_process import run_shipyard, without_shipyard_settings
 
 from shipyard.errors import RunFailed
 from shipyard.plumbing.hashing import sha256_of
@@ -32,11 +31,6 @@ from shipyard.record.manifest import read_manifest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 JOBS = ("plan", "wheel-pure wheel-pure-cpu-linux-x86_64-any", "manifest", "publish")
-
-
-def _shipyard(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(repo), *args], env=env,
-                          capture_output=True, text=True, timeout=600)
 
 
 def _ran_green(run: PipelineRun) -> None:
@@ -113,8 +107,8 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert released.version == "0.4.0", released.version
         test_index = f"{devpi.url}/fixture/test-cpu/+simple/"
         assert pip_installed_sha(test_index, "fixpipe==0.4.0", tmp_path / "pip-test") == released.sha256
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")}, **secrets}
-        promoted = _shipyard(repo, env, "promote", "0.4.0", "--from", "test", "--to", "release", "--dist", str(dist))
+        promoted = run_shipyard("--root", repo, "promote", "0.4.0", "--from", "test", "--to", "release", "--dist", dist,
+                                env=without_shipyard_settings(secrets), timeout=600)
         assert promoted.returncode == 0, promoted.stdout + promoted.stderr
         assert password not in promoted.stdout + promoted.stderr
         release_index = f"{devpi.url}/fixture/release-cpu/+simple/"

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import docker
 import pytest
 from support.ember_images import EmberImages
 from support.publish_servers import Registry, docker_registry, pip_installed_sha, publish_site
+from support.shipyard_process import run_shipyard, without_shipyard_settings
 from support.user_installs import forget_pulls, registry_serves_every_blob, user_pulls, wheel_record
 
 from shipyard.cli import main
@@ -140,14 +140,12 @@ def test_a_release_goes_nightly_test_release_and_users_install_the_tested_bytes(
         devpi, tree, served, token = site.devpi, site.tree_url, site.conda_url, site.token
         password = devpi.add_user("ember")
         site.release_yaml(root, registry=registry.address)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | {
+        env = without_shipyard_settings({
             "SHIPYARD_PYPI_USERNAME": "ember", "SHIPYARD_PYPI_PASSWORD": password, "SHIPYARD_CONDA_TOKEN": token,
-            "SHIPYARD_REGISTRY_USERNAME": registry.user, "SHIPYARD_REGISTRY_PASSWORD": registry.password}
+            "SHIPYARD_REGISTRY_USERNAME": registry.user, "SHIPYARD_REGISTRY_PASSWORD": registry.password})
 
         def shipyard(*args: str) -> None:
-            done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(root), *args,
-                                   "--dist", str(built_dist)], env=env, capture_output=True, text=True, timeout=900)
-            assert done.returncode == 0, done.stdout + done.stderr
+            done = run_shipyard("--root", root, *args, "--dist", built_dist, env=env, timeout=900, check=True)
             assert "files published" in done.stdout
             assert registry.password not in done.stdout + done.stderr
 

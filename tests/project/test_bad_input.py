@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import SpecCopy
+from support.release_copy import SpecCopy
 
 from shipyard.cli import main
 from shipyard.errors import SpecError

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import SpecCopy
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
+from support.release_copy import SpecCopy
 from support.synthetic_release import features, record, write_manifest
 from wheel.wheelfile import WheelFile
 

@@ -11,11 +11,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import SpecCopy
+from support.release_copy import SpecCopy
+from support.shipyard_process import run_shipyard
 from support.synthetic_release import features, record, write_manifest
 
 from shipyard.cli import main
@@ -54,8 +54,7 @@ def _shipyard(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
     """`python -m shipyard.cli ARGS` in a child: a read that blocks fails the test at `timeout`,
     never hangs the suite."""
     env = {k: v for k, v in os.environ.items() if k != "SHIPYARD_SIGNING_KEY"}
-    return subprocess.run([sys.executable, "-m", "shipyard.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    return run_shipyard(*args, env=env, timeout=timeout)
 
 
 def _one_line(err: str) -> str:

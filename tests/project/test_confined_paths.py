@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import SpecCopy
+from support.release_copy import SpecCopy
 from support.synthetic_release import features, make_wheel, record, write_manifest
 
 from shipyard.cli import main

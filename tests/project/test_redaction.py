@@ -7,12 +7,12 @@ Each secret below is distinct, so a leak names the path it took.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SpecCopy
+from support.release_copy import REPO, SpecCopy
+from support.shipyard_process import run_shipyard
 
 from shipyard.cli import main
 from shipyard.errors import public_url
@@ -164,8 +164,7 @@ def test_a_shipyard_process_hides_them_in_its_log_too(tmp_path):
     spec = SpecCopy(tmp_path / "root")
     spec.edit(R, "  cuda13:\n", f"  {VARIANT_KEY}:\n")
     env = {**os.environ, **ENV, "PYTHONPATH": str(REPO / "src"), "SHIPYARD_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "shipyard.cli", "-v", "--root", str(spec.root), "matrix", "--cells",
-                           "--variant", VARIANT_KEY], capture_output=True, text=True, env=env, timeout=120)
+    done = run_shipyard("-v", "--root", spec.root, "matrix", "--cells", "--variant", VARIANT_KEY, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "***" in done.stdout
     assert not [s for s in PLANTED if s in done.stdout + done.stderr]

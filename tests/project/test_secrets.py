@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import SpecCopy
+from support.release_copy import SpecCopy
 
 from shipyard.cli import main
 from shipyard.errors import MissingCredential

@@ -8,14 +8,13 @@ from __future__ import annotations
 import calendar
 import logging
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from support.fault_proxy import FaultProxy
+from support.publish_project import PublishProject
 from support.publish_servers import Devpi, Site, pip_installed_sha, publish_site
 from support.synthetic_release import VERSION, build_conda_packages, synthetic_dist
 
@@ -65,34 +64,20 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         yield Servers(site, packages)
 
 
-@dataclass
-class Project:
-    root: Path
-    dist: Path
-    user: str
-    env: dict[str, str]
-
-    def run(self, *args: str) -> tuple[int, str]:
-        """`shipyard …` as a user runs it (a process of its own, its environment only these credentials)."""
-        import os
-
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | self.env
-        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(self.root), *args,
-                               "--dist", str(self.dist), "--tries", "2", "--first-pause", "0.1", "--timeout", "10"],
-                              capture_output=True, text=True, env=env, timeout=300)
-        return done.returncode, done.stdout + done.stderr
+@dataclass(frozen=True, kw_only=True)
+class Project(PublishProject):
+    user: str  # the test's own devpi user, whose trees are sub-folders of their own
 
 
 def _project(servers: Servers, tmp_path: Path, *, password: str | None = None, token: str | None = None,
              devpi_url: str | None = None, conda_url: str | None = None) -> Project:
     user = "u" + secrets.token_hex(4)
     password = servers.devpi.add_user(user, password)
-    root = tmp_path / "root"
     # The targets write into the folders the web servers serve, one sub-tree per test user.
-    servers.site.release_yaml(root, prefix=user, devpi_url=devpi_url, conda_url=conda_url)
+    replacements = servers.site.replacements(prefix=user, devpi_url=devpi_url, conda_url=conda_url)
     env = {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password,
            "SHIPYARD_CONDA_TOKEN": token or servers.token}
-    return Project(root, tmp_path / "dist", user, env)
+    return Project.laid_out(tmp_path, replacements, env, user=user)
 
 
 def _conda_sha(servers: Servers, user: str, channel: str, spec: str, tmp_path: Path) -> str:
@@ -365,8 +350,8 @@ def test_a_pypi_target_reads_the_pep_691_json_an_index_serves(servers: Servers, 
     assert devpi_target in text
     (root / "release.yaml").write_text(text.replace(
         devpi_target, f"    kind: pypi\n    url: {index}\n    index_url: {index}+simple/\n"))
-    project = Project(root, tmp_path / "dist", user, {"SHIPYARD_PYPI_USERNAME": user,
-                                                      "SHIPYARD_PYPI_PASSWORD": password})
+    project = Project(root=root, dist=tmp_path / "dist", user=user,
+                      env={"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password})
     synthetic_dist(project.dist, [])
     code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
     assert code == 0, out

@@ -26,7 +26,6 @@ import re
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -40,6 +39,7 @@ import requests
 from packaging.version import Version
 from support.fault_proxy import FaultProxy
 from support.publish_servers import MANIFEST_V2, PypiServer, Registry, docker_registry, publish_site, pypi_server
+from support.shipyard_process import shipyard_command, without_shipyard_settings
 from support.synthetic_release import (
     build_conda_packages,
     image_record,
@@ -415,10 +415,10 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                 f"  images:\n    kind: docker\n", 1)
             assert "pypi-index:" in text
             (root / "release.yaml").write_text(text)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | {
+            env = without_shipyard_settings({
                 "SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password, "SHIPYARD_CONDA_TOKEN": token,
                 "SHIPYARD_REGISTRY_USERNAME": registry.user, "SHIPYARD_REGISTRY_PASSWORD": registry.password,
-                PYPI_USER_ENV[0]: user, PYPI_USER_ENV[1]: pypi_password}
+                PYPI_USER_ENV[0]: user, PYPI_USER_ENV[1]: pypi_password})
             expected: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
             images: dict[str, dict[str, str]] = {}
             reader = Reader(devpi.url, user, tree, conda + "conda/", pypi, expected, registry, repo, images)
@@ -505,7 +505,7 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                              for sha in [sha256_of(p)]}
                     expected[version] = _expected(version, {r.name: r.sha256 for r in records}, plain, packages)
                     images[version] = ids
-                    common = [sys.executable, "-m", "shipyard.cli", "--root", str(root)]
+                    common = shipyard_command("--root", root)
                     tail = ["--dist", str(dist), "--tries", "3", "--first-pause", "0.05"]
                     run_until_done([*common, "publish", "--channel", "nightly", *tail], "publish")
                     run_until_done([*common, "promote", version, "--from", "nightly", "--to", "test", *tail],

@@ -6,9 +6,6 @@ sees is what `docker pull` gets from each channel's tag."""
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +14,9 @@ from pathlib import Path
 
 import docker
 import pytest
-from support.publish_servers import Registry, docker_registry, point_release_yaml
+from support.publish_project import PublishProject
+from support.publish_servers import Registry, docker_registry
+from support.release_copy import point_release_yaml
 from support.synthetic_release import VERSION, image_record, import_image, remove_images, write_manifest
 
 from shipyard.cli import main
@@ -38,12 +37,10 @@ def client(docker_engine: None) -> docker.DockerClient:
     return docker.from_env(timeout=300)
 
 
-@dataclass
-class Project:
-    root: Path
-    dist: Path
-    env: dict[str, str]
-    repo: str  # each test's own repository in the registry
+@dataclass(frozen=True, kw_only=True)
+class Project(PublishProject):
+    targets: tuple[str, ...] = ("images",)
+    repo: str = field(default_factory=lambda: f"shipyard-test-{uuid.uuid4().hex[:8]}")  # the test's own repository
     made: list[str] = field(default_factory=list)  # the ids of the images the test imported
 
     def remove_images(self, client: docker.DockerClient) -> None:
@@ -53,22 +50,11 @@ class Project:
     def ref(self) -> str:
         return f"{self.repo}:{VERSION}-cpu-runtime"
 
-    def run(self, *args: str, tries: int = 2) -> tuple[int, str]:
-        """`shipyard …` as a user runs it: its own process, its environment only these credentials."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | self.env
-        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(self.root), *args, "--target",
-                               "images", "--dist", str(self.dist), "--tries", str(tries), "--first-pause", "0.1",
-                               "--timeout", "10"], capture_output=True, text=True, env=env, timeout=300)
-        return done.returncode, done.stdout + done.stderr
-
 
 @pytest.fixture
 def project(registry: Registry, client: docker.DockerClient, tmp_path: Path) -> Iterator[Project]:
-    root = tmp_path / "root"
-    point_release_yaml(root, {"url: 127.0.0.1:5000": f"url: {registry.address}"})
-    made = Project(root, tmp_path / "dist", {"SHIPYARD_REGISTRY_USERNAME": registry.user,
-                                             "SHIPYARD_REGISTRY_PASSWORD": registry.password},
-                   f"shipyard-test-{uuid.uuid4().hex[:8]}")
+    credentials = {"SHIPYARD_REGISTRY_USERNAME": registry.user, "SHIPYARD_REGISTRY_PASSWORD": registry.password}
+    made = Project.laid_out(tmp_path, {"url: 127.0.0.1:5000": f"url: {registry.address}"}, credentials)
     made.dist.mkdir()
     yield made
     made.remove_images(client)
@@ -229,9 +215,8 @@ def test_the_registry_password_appears_in_no_output_and_no_written_file(
     """A registry whose password is a known secret; every image path run, failures included."""
     caplog.set_level(logging.DEBUG)
     with docker_registry(tmp_path / "registry", password=SECRET) as registry:
-        root = tmp_path / "root"
-        point_release_yaml(root, {"url: 127.0.0.1:5000": f"url: {registry.address}"})
-        project = Project(root, tmp_path / "dist", {}, f"shipyard-test-{uuid.uuid4().hex[:8]}")
+        project = Project.laid_out(tmp_path, {"url: 127.0.0.1:5000": f"url: {registry.address}"}, {})
+        root = project.root
         project.dist.mkdir()
         monkeypatch.setenv("SHIPYARD_REGISTRY_USERNAME", registry.user)
         monkeypatch.setenv("SHIPYARD_REGISTRY_PASSWORD", SECRET)

@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import SpecCopy
+from support.release_copy import SpecCopy
 from support.synthetic_release import VERSION, synthetic_dist
 
 from shipyard.cli import main

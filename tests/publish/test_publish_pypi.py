@@ -4,17 +4,15 @@ API twine uses and PEP 503 HTML, with no staging, as PyPI-compatible indexes are
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from support.fault_proxy import FaultProxy
-from support.publish_servers import PypiServer, pip_installed_sha, point_release_yaml, pypi_server
+from support.publish_project import PublishProject
+from support.publish_servers import PypiServer, pip_installed_sha, pypi_server
+from support.release_copy import point_release_yaml
 from support.synthetic_release import VERSION, features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
@@ -30,31 +28,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PypiServer]:
         yield running
 
 
-@dataclass
-class Project:
-    root: Path
-    dist: Path
-    env: dict[str, str]
-
-    def run(self, *args: str) -> tuple[int, str]:
-        """`shipyard …` as a user runs it: a process of its own, these credentials in its environment."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | self.env
-        # -v: every log line too, so that a credential in any of them would be seen.
-        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "-v", "--root", str(self.root), *args,
-                               "--dist", str(self.dist), "--tries", "3", "--first-pause", "0.1", "--timeout", "10"],
-                              capture_output=True, text=True, env=env, timeout=300)
-        return done.returncode, done.stdout + done.stderr
-
-
-def _project(server: PypiServer, tmp_path: Path, *, upload_url: str | None = None) -> Project:
+def _project(server: PypiServer, tmp_path: Path, *, upload_url: str | None = None) -> PublishProject:
     """release.yaml whose wheel target is a pypi target on `server` (uploads through `upload_url` when
     given, e.g. a fault proxy), and an uploader of its own."""
     user, password = "u" + secrets.token_hex(4), secrets.token_urlsafe(18)
     server.add_user(user, password)
-    root = tmp_path / "root"
-    point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {upload_url or server.url}\n"
-                                            f"    index_url: {server.simple}\n"})
-    return Project(root, tmp_path / "dist", {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password})
+    # -v: every log line too, so that a credential in any of them would be seen.
+    return PublishProject.laid_out(tmp_path, {DEVPI_TARGET: f"    kind: pypi\n    url: {upload_url or server.url}\n"
+                                                            f"    index_url: {server.simple}\n"},
+                                   {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password},
+                                   tries=3, verbose=True)
 
 
 def _dist(dist: Path, *projects: str, payload: str = "") -> dict[str, Path]:
@@ -73,7 +56,7 @@ def _dist(dist: Path, *projects: str, payload: str = "") -> dict[str, Path]:
     return out
 
 
-def _publish(project: Project) -> tuple[int, str]:
+def _publish(project: PublishProject) -> tuple[int, str]:
     return project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
 
 

@@ -7,16 +7,15 @@ process; what it did is read from the registry's storage on disk, not through an
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 import pytest
-from support.publish_servers import Registry, docker_registry, point_release_yaml
+from support.publish_project import PublishProject
+from support.publish_servers import Registry, docker_registry
 from support.registry_auth import Tls, make_tls
 from support.synthetic_release import VERSION, image_record, import_image, remove_images, write_manifest
 
@@ -34,40 +33,41 @@ def client(docker_engine: None) -> docker.DockerClient:
     return docker.from_env(timeout=300)
 
 
-class Project:
-    """release.yaml whose images target is `url` (with `extra` lines), one tiny image in dist."""
+def _credentials(password: str) -> dict[str, str]:
+    return {"SHIPYARD_REGISTRY_USERNAME": "shipyard", "SHIPYARD_REGISTRY_PASSWORD": password}
 
-    def __init__(self, tmp_path: Path, client: docker.DockerClient, target_lines: str, *,
-                 two_layers: bool = False) -> None:
-        self.root, self.dist = tmp_path / "root", tmp_path / "dist"
-        self.repo = f"shipyard-test-{uuid.uuid4().hex[:8]}"
-        self.ref = f"{self.repo}:{VERSION}-cpu-runtime"
-        self.client = client
-        point_release_yaml(self.root, {"url: 127.0.0.1:5000": target_lines})
-        self.dist.mkdir()
-        if two_layers:  # FROM scratch, two COPY layers: a push and a load of more than one layer, built in a second
-            context = tmp_path / "context"
-            context.mkdir()
-            (context / "Dockerfile").write_text("FROM scratch\nCOPY a /a\nCOPY b /b\n")
-            (context / "a").write_text(f"{self.repo} first layer\n")
-            (context / "b").write_text(f"{self.repo} second layer\n" * 1000)
-            self.image_id = str(client.images.build(path=str(context), tag=self.ref, rm=True)[0].id)
-        else:
-            self.image_id = import_image(tmp_path / "images", self.ref, "tls")
-        write_manifest(self.dist, [image_record(self.ref, self.image_id)])
 
-    def run(self, *args: str, password: str = PASSWORD) -> tuple[int, str]:
-        """`shipyard -v …` in its own process (-v: the debug log too, where no secret may appear either)."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")} | {
-            "SHIPYARD_REGISTRY_USERNAME": "shipyard", "SHIPYARD_REGISTRY_PASSWORD": password}
-        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "-v", "--root", str(self.root), *args, "--target",
-                               "images", "--dist", str(self.dist), "--tries", "2", "--first-pause", "0.1",
-                               "--timeout", "10"], capture_output=True, text=True, env=env, timeout=300)
-        return done.returncode, done.stdout + done.stderr
+@dataclass(frozen=True, kw_only=True)
+class Project(PublishProject):
+    targets: tuple[str, ...] = ("images",)
+    verbose: bool = True  # -v: the debug log too, where no secret may appear either
+    client: docker.DockerClient
+    repo: str
+    image_id: str
 
     def written(self) -> bytes:
         return b"".join(p.read_bytes() for folder in (self.root, self.dist) for p in folder.rglob("*")
                         if p.is_file() and not p.is_symlink())
+
+
+def _project(tmp_path: Path, client: docker.DockerClient, target_lines: str, *, two_layers: bool = False) -> Project:
+    """release.yaml whose images target is `target_lines`, one tiny image in dist."""
+    repo = f"shipyard-test-{uuid.uuid4().hex[:8]}"
+    ref = f"{repo}:{VERSION}-cpu-runtime"
+    if two_layers:  # FROM scratch, two COPY layers: a push and a load of more than one layer, built in a second
+        context = tmp_path / "context"
+        context.mkdir()
+        (context / "Dockerfile").write_text("FROM scratch\nCOPY a /a\nCOPY b /b\n")
+        (context / "a").write_text(f"{repo} first layer\n")
+        (context / "b").write_text(f"{repo} second layer\n" * 1000)
+        image_id = str(client.images.build(path=str(context), tag=ref, rm=True)[0].id)
+    else:
+        image_id = import_image(tmp_path / "images", ref, "tls")
+    project = Project.laid_out(tmp_path, {"url: 127.0.0.1:5000": target_lines}, _credentials(PASSWORD),
+                               client=client, repo=repo, image_id=image_id)
+    project.dist.mkdir()
+    write_manifest(project.dist, [image_record(ref, image_id)])
+    return project
 
 
 @pytest.fixture
@@ -109,13 +109,13 @@ def _publish_then_promote(registry: Registry, project: Project) -> list[str]:
 def test_tls_with_htpasswd_publishes_and_promotes_and_a_registry_it_cannot_trust_is_named(
         tls: Tls, client: docker.DockerClient, tmp_path: Path, made: list[Project]) -> None:
     with docker_registry(tmp_path / "registry", password=PASSWORD, tls=tls) as registry:
-        project = Project(tmp_path / "ok", client, _https(registry, tls), two_layers=True)
+        project = _project(tmp_path / "ok", client, _https(registry, tls), two_layers=True)
         made.append(project)
         outputs = _publish_then_promote(registry, project)
         manifest = json.loads(registry.blob_on_disk(_published(registry, project, "test")))
         assert len(manifest["layers"]) == 2
 
-        untrusting = Project(tmp_path / "no-ca", client, f"url: https://{registry.address}")
+        untrusting = _project(tmp_path / "no-ca", client, f"url: https://{registry.address}")
         made.append(untrusting)
         code, out = untrusting.run("publish", "--channel", "nightly")
         assert code != 0, out
@@ -124,7 +124,7 @@ def test_tls_with_htpasswd_publishes_and_promotes_and_a_registry_it_cannot_trust
         assert "Traceback" not in out
         assert registry.tag_on_disk(untrusting.repo, f"{VERSION}-cpu-runtime-nightly") is None
 
-        code, out = project.run("publish", "--channel", "release", password="wrong-" + PASSWORD)
+        code, out = project.run("publish", "--channel", "release", env=_credentials("wrong-" + PASSWORD))
         assert code != 0, out
         assert "HTTP 401" in out and "check SHIPYARD_REGISTRY_USERNAME and SHIPYARD_REGISTRY_PASSWORD" in out, out
         outputs.append(out)
@@ -137,13 +137,13 @@ def test_the_bearer_token_flow_publishes_and_promotes_and_never_shows_a_token(
         tls: Tls, client: docker.DockerClient, tmp_path: Path, made: list[Project]) -> None:
     with docker_registry(tmp_path / "registry", password=PASSWORD, tls=tls, bearer=True) as registry:
         assert registry.tokens is not None
-        project = Project(tmp_path / "ok", client, _https(registry, tls))
+        project = _project(tmp_path / "ok", client, _https(registry, tls))
         made.append(project)
         outputs = _publish_then_promote(registry, project)
         issued = list(registry.tokens.issued)
         assert issued  # the registry let nothing in without one
 
-        code, out = project.run("publish", "--channel", "release", password="wrong-" + PASSWORD)
+        code, out = project.run("publish", "--channel", "release", env=_credentials("wrong-" + PASSWORD))
         assert code != 0, out
         flat = " ".join(out.split())
         assert f"the token service {registry.tokens.realm} refused repository:{project.repo}:" in flat, out

@@ -9,14 +9,14 @@ that accepts `__token__` with the minted token, as PyPI's upload endpoint does."
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.oidc_standin import OidcStandIn, oidc_standin
-from support.publish_servers import pip_installed_sha, point_release_yaml, pypi_server
+from support.publish_servers import pip_installed_sha, pypi_server
+from support.release_copy import point_release_yaml
+from support.shipyard_process import run_shipyard
 from support.synthetic_release import VERSION, features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
@@ -124,9 +124,8 @@ def test_an_upload_with_the_minted_token_reaches_pip_and_the_token_is_in_no_outp
             "ACTIONS_ID_TOKEN_REQUEST_URL": standin.request_url,
             "ACTIONS_ID_TOKEN_REQUEST_TOKEN": standin.request_token, "GITHUB_ENV": str(github_env),
             "GITHUB_ACTIONS": "true"}
-        done = subprocess.run([sys.executable, "-m", "shipyard.cli", "-v", "--root", str(root), "publish",
-                               "--channel", "nightly", "--target", "wheels-staging", "--dist",
-                               str(tmp_path / "dist")], capture_output=True, text=True, env=env, timeout=300)
+        done = run_shipyard("-v", "--root", root, "publish", "--channel", "nightly", "--target", "wheels-staging",
+                            "--dist", tmp_path / "dist", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         [identity], [token] = standin.issued, standin.minted
         assert server.files() == {wheel.name: sha256_of(wheel)}

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import docker
 from support.publish_servers import Registry, Site, docker_registry, publish_site, static_server
+from support.shipyard_process import run_shipyard, without_shipyard_settings
 
 from shipyard.host import docker_base
 from shipyard.image.bases import local_python_image
@@ -48,9 +48,7 @@ def commit(repo: Path, message: str, when: str) -> str:
 
 def regenerate_workflows(repo: Path) -> None:
     """`shipyard ci generate` in `repo`: its plan job runs `ci check` against the committed release."""
-    done = subprocess.run([sys.executable, "-m", "shipyard.cli", "--root", str(repo), "ci", "generate"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    run_shipyard("--root", repo, "ci", "generate", check=True)
 
 
 def lay_fixture_release(repo: Path, devpi_url: str, *, broken: bool) -> None:
@@ -132,10 +130,8 @@ def run_pipeline(repo: Path, work: Path, secrets: dict[str, str], *args: str, ti
     secret_file.touch(mode=0o600)
     # act's dotenv format: a PEM key's newlines and a password's `$` escaped inside quotes
     secret_file.write_text("".join(dotenv_line(name, value) for name, value in secrets.items()))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_")}
-    done = subprocess.run([sys.executable, "-m", "shipyard.cli", "ci", "run", "--work", str(work),
-                           "--secret-file", str(secret_file), *args],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+    done = run_shipyard("ci", "run", "--work", work, "--secret-file", secret_file, *args,
+                        cwd=repo, env=without_shipyard_settings(), timeout=timeout)
     output = done.stdout + done.stderr
     for name, value in secrets.items():
         if not name.endswith("_USERNAME"):  # a user name is no secret (and may be a common word)

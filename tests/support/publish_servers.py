@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import requests
-from support.component_folders import make_component_folders
+from support.release_copy import point_release_yaml
 
 if TYPE_CHECKING:
     from support.registry_auth import Tls, TokenService
@@ -286,19 +286,6 @@ def unbound_port(ports: range) -> int:
     raise RuntimeError(f"every port of {ports} is in use")
 
 
-def point_release_yaml(root: Path, replacements: dict[str, str]) -> None:
-    """The repository's release.yaml and feature_status.yaml in `root`, each `old: new` of
-    `replacements` applied (a target's url or path), and the component and tests folders it names."""
-    text = (REPO / "release.yaml").read_text()
-    for old, new in replacements.items():
-        assert old in text, f"release.yaml no longer holds {old!r}"
-        text = text.replace(old, new)
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "release.yaml").write_text(text)
-    shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
-    make_component_folders(root)
-
-
 @dataclass
 class Site:
     """The three servers over one folder: devpi, a web server over `folder/whl`, the conda channel
@@ -310,19 +297,26 @@ class Site:
     conda_url: str  # the channel server's base URL, with its token
     token: str
 
-    def release_yaml(self, root: Path, *, prefix: str = "", devpi_url: str | None = None,
-                     conda_url: str | None = None, registry: str | None = None) -> None:
-        """release.yaml and feature_status.yaml in `root`, the publish targets pointed at these servers
-        (devpi through `devpi_url` when given, e.g. a fault proxy; the images target at `registry`,
-        host:port, when given); `prefix` gives this root's trees sub-folders of their own."""
+    def replacements(self, *, prefix: str = "", devpi_url: str | None = None, conda_url: str | None = None,
+                     registry: str | None = None) -> dict[str, str]:
+        """What point_release_yaml changes so that the publish targets point at these servers (devpi
+        through `devpi_url` when given, e.g. a fault proxy; the images target at `registry`,
+        host:port, when given); `prefix` gives the root's trees sub-folders of their own."""
         sub = f"{prefix}/" if prefix else ""
         conda_base = (conda_url or self.conda_url).split("/t/")[0]
-        point_release_yaml(root, {"url: http://127.0.0.1:8081/": f"url: {devpi_url or self.devpi.url}/",
-                                  "url: http://127.0.0.1:8083/whl/": f"url: {self.tree_url}{sub}",
-                                  "url: http://127.0.0.1:8082/conda/": f"url: {conda_base}/conda/{sub}",
-                                  "path: dist/site/whl": f"path: {self.folder / 'whl' / prefix}",
-                                  "path: dist/site/conda": f"path: {self.folder / 'conda' / prefix}",
-                                  **({"url: 127.0.0.1:5000": f"url: {registry}"} if registry else {})})
+        return {"url: http://127.0.0.1:8081/": f"url: {devpi_url or self.devpi.url}/",
+                "url: http://127.0.0.1:8083/whl/": f"url: {self.tree_url}{sub}",
+                "url: http://127.0.0.1:8082/conda/": f"url: {conda_base}/conda/{sub}",
+                "path: dist/site/whl": f"path: {self.folder / 'whl' / prefix}",
+                "path: dist/site/conda": f"path: {self.folder / 'conda' / prefix}",
+                **({"url: 127.0.0.1:5000": f"url: {registry}"} if registry else {})}
+
+    def release_yaml(self, root: Path, *, prefix: str = "", devpi_url: str | None = None,
+                     conda_url: str | None = None, registry: str | None = None) -> None:
+        """release.yaml and feature_status.yaml in `root`, the publish targets pointed at these
+        servers (replacements says how)."""
+        point_release_yaml(root, self.replacements(prefix=prefix, devpi_url=devpi_url, conda_url=conda_url,
+                                                   registry=registry))
 
 
 @contextmanager
