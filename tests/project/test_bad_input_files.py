@@ -13,10 +13,8 @@ artifact (FAILED, exit 1), and is checked as such at the end.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,7 +24,21 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
-from support.release_copy import SpecCopy
+from support.input_world import (
+    BINARY,
+    COMMANDS,
+    GOOD_SBOM,
+    JOURNAL,
+    KEY_FILE,
+    PUBLIC_KEY,
+    SBOM_MEMBER,
+    WHEEL,
+    build_world,
+    restore,
+    signed_dist,
+    snapshot,
+    yaml_breaks,
+)
 from support.synthetic_release import features, record, write_manifest
 from wheel.wheelfile import WheelFile
 
@@ -38,87 +50,17 @@ from shipyard.supply.provenance import STATEMENT_TYPE, sign_statement
 from shipyard.wheel.repair import source_date_epoch
 
 CLASSES = ("bytes", "encoding", "syntax", "shape", "missing")
-KEY_FILE = ".shipyard/keys/provenance-ed25519.pem"
-PUBLIC_KEY = ".shipyard/keys/provenance-ed25519.pub.pem"
-WHEEL = "dist/whl/cpu/ember/ember-1.7.0-py3-none-any.whl"
-SBOM_MEMBER = "ember-1.7.0.dist-info/sboms/ember.cdx.json"
-GOOD_SBOM = {"metadata": {"component": {"name": "ember", "version": "1.7.0"}}, "components": []}
-JOURNAL = ".shipyard/publish/wheels-staging.jsonl"
 # What a key file may hold that must never be shown: a line of base64 as a PEM body has.
 SECRET = "c2hpcHlhcmQtc2VjcmV0LWtleS1ib2R5LW5ldmVyLXNob3du"
-BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00"
 # `file[:line]: key: message; fix`, after the file's name.
 SHAPE = re.compile(r"(:\d+)?: [^;]+?: .+; .+")
 # load_spec's heading before its problems (validate's format, which tests/project/test_bad_input.py reads).
 HEADING = re.compile(r"\d+ problems? in the release description:")
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-
-
-def _write_wheel(root: Path, sbom: bytes) -> Path:
-    path = root / WHEEL
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    with source_date_epoch(1603800000), WheelFile(path, "w") as wf:
-        wf.writestr("ember/__init__.py", "VERSION = '1.7.0'\n")
-        wf.writestr("ember-1.7.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: ember\nVersion: 1.7.0\n")
-        wf.writestr("ember-1.7.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: shipyard-tests\n"
-                                                    "Root-Is-Purelib: true\nTag: py3-none-any\n")
-        wf.writestr(SBOM_MEMBER, sbom)
-    return path
-
-
-def _signed_dist(root: Path, sbom: bytes) -> None:
-    """dist/ with one wheel carrying `sbom`, its manifest and its signed provenance."""
-    dist = root / "dist"
-    wheel = _write_wheel(root, sbom)
-    write_manifest(dist, [record(dist, wheel, component="ember", package_type="wheel", variant="cpu", tag="cpu",
-                                 tests=features())])
-    assert main(["--root", str(root), "attest", "--dist", str(dist)]) == 0
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_world(tmp_path_factory.mktemp("world"))
-
-
-def build_world(folder: Path) -> Path:
-    """A release root in `folder` (git repository, signing key, a signed dist/, a publish journal),
-    whose previous releases are tags holding feature_status.yaml broken each way."""
-    root = SpecCopy(folder).root
-    saved = os.environ.pop("SHIPYARD_SIGNING_KEY", None)
-    try:
-        _git(root, "init", "-q", "-b", "main")
-        _git(root, "config", "user.email", "t@example.invalid")
-        _git(root, "config", "user.name", "t")
-        good = (root / "feature_status.yaml").read_bytes()
-        for cls, content in _yaml_breaks(good).items():
-            (root / "feature_status.yaml").unlink(missing_ok=True)
-            if content is not None:
-                (root / "feature_status.yaml").write_bytes(content)
-            _git(root, "add", "-A")
-            _git(root, "commit", "-q", "--allow-empty", "-m", cls)
-            _git(root, "tag", f"prev-{cls}")
-        (root / "feature_status.yaml").write_bytes(good)
-        _git(root, "add", "-A")
-        _git(root, "commit", "-q", "-m", "release")
-        assert main(["--root", str(root), "keygen"]) == 0
-        _signed_dist(root, json.dumps(GOOD_SBOM).encode())
-        journal = Journal(root / JOURNAL)
-        journal.record("verified", target="wheels-staging", where="stage", file="a.whl", sha256="0" * 64)
-        journal.record("switched", target="wheels-staging", channel="nightly")
-    finally:
-        if saved is not None:
-            os.environ["SHIPYARD_SIGNING_KEY"] = saved
-    return root
-
-
-def _yaml_breaks(good: bytes) -> dict[str, bytes | None]:
-    return {"bytes": b"schema_version: 1\n" + BINARY, "encoding": b"\xff" + good,
-            "syntax": b"schema_version: 1\nfeatures: [\n  {id: x\n", "shape": b"- a list\n- not a mapping\n",
-            "missing": None}
 
 
 def _json_breaks(good: bytes, shapes: list[bytes]) -> Iterator[tuple[str, bytes | None]]:
@@ -173,27 +115,6 @@ def _put(relative: str, content: bytes | None) -> Callable[[Path], None]:
     return apply
 
 
-def _argv(*args: str) -> Callable[[Path], list[str]]:
-    return lambda root: [a.format(root=root, dist=root / "dist", state=root / ".shipyard") for a in args]
-
-
-COMMANDS: dict[str, Callable[[Path], list[str]]] = {
-    "matrix": _argv("--root", "{root}", "matrix"),
-    "report": _argv("--root", "{root}", "report", "--format", "text", "--dist", "{dist}"),
-    "notes": _argv("--root", "{root}", "notes", "--dist", "{dist}"),
-    "manifest gate": _argv("--root", "{root}", "manifest", "gate", "--channel", "nightly", "--dist", "{dist}"),
-    "manifest merge": _argv("--root", "{root}", "manifest", "merge", "--dist", "{root}/merged", "{dist}"),
-    "publish": _argv("--root", "{root}", "publish", "--channel", "nightly", "--dist", "{dist}", "--state", "{state}"),
-    "promote": _argv("--root", "{root}", "promote", "1.7.0", "--from", "nightly", "--to", "test", "--dist", "{dist}",
-                     "--state", "{state}"),
-    "attest": _argv("--root", "{root}", "attest", "--dist", "{dist}"),
-    "keygen": _argv("--root", "{root}", "keygen"),
-    "variants": _argv("--root", "{root}", "variants", "--dist", "{dist}"),
-    "verify dist/": _argv("verify", "{dist}", "--public-key", "{root}/" + PUBLIC_KEY),
-    "verify <artifact>": _argv("verify", "{root}/" + WHEEL, "--public-key", "{root}/" + PUBLIC_KEY),
-}
-
-
 def _cases(world: Path) -> list[Case]:
     cases: list[Case] = []
     at = lambda relative: (lambda root: str(root / relative))  # noqa: E731
@@ -204,7 +125,7 @@ def _cases(world: Path) -> list[Case]:
         for command in ("matrix", "report", "notes", "manifest gate", "manifest merge", "publish", "promote",
                         "attest", "keygen", "variants"):
             wrong_type = good.replace(b"schema_version: 1", b"schema_version: [1]")
-            breaks = [*_yaml_breaks(good).items(), ("shape", wrong_type)]
+            breaks = [*yaml_breaks(good).items(), ("shape", wrong_type)]
             cases += [Case(command, name, cls, _put(name, content), COMMANDS[command], at(name))
                       for cls, content in breaks]
 
@@ -267,7 +188,7 @@ def _cases(world: Path) -> list[Case]:
                        {"name": "shipyard:role", "value": "vendored"}]}]}).encode()]
     for cls, content in _json_breaks(sbom, sbom_shapes):
         if cls != "missing":
-            cases.append(Case("verify dist/", "SBOM in the wheel", cls, lambda root, c=content: _signed_dist(root, c),
+            cases.append(Case("verify dist/", "SBOM in the wheel", cls, lambda root, c=content: signed_dist(root, c),
                               COMMANDS["verify dist/"], at(f"{WHEEL}/{SBOM_MEMBER}")))
     private = (world / KEY_FILE).read_bytes()
     private_body = private.decode().splitlines()[1]
@@ -291,7 +212,7 @@ def _cases(world: Path) -> list[Case]:
 
     # notes --previous: a feature_status.yaml file, or a git ref whose feature_status.yaml is broken.
     good = (world / "feature_status.yaml").read_bytes()
-    for cls, content in [*_yaml_breaks(good).items(), ("shape", b"schema_version: 1\nfeatures:\n  - id: x\n")]:
+    for cls, content in [*yaml_breaks(good).items(), ("shape", b"schema_version: 1\nfeatures:\n  - id: x\n")]:
         cases.append(Case("notes --previous FILE", "feature_status.yaml (previous)", cls, _put("old.yaml", content),
                           lambda root: [*COMMANDS["notes"](root), "--previous", str(root / "old.yaml")],
                           at("old.yaml")))
@@ -375,13 +296,13 @@ def test_every_input_file_answers_one_line_and_exit_2(world: Path,
     tally: Counter[tuple[str, str, str, str]] = Counter()
     failures = []
     root = world
-    intact = _snapshot(world)
+    intact = snapshot(world)
     for case in _cases(world):
         try:
             case.break_(root)
             answer = _answer(case, root, capsys)
         finally:
-            _restore(world, intact)  # each case starts from the intact world (a copy per case is slow on this disk)
+            restore(world, intact)  # each case starts from the intact world (a copy per case is slow on this disk)
         column, detail = _verdict(case, root, answer)
         leaked = [s for s in case.secrets(root) if s and s in answer.out + answer.err]
         tally[(case.command, case.input, case.cls, column)] += 1
@@ -393,21 +314,6 @@ def test_every_input_file_answers_one_line_and_exit_2(world: Path,
     print("\n" + _table(tally))
     assert not failures, f"{len(failures)} of {sum(n for k, n in tally.items() if k[3] != 'secret echoed')} " \
                          f"cases are not a clear one-line error:\n" + "\n".join(failures)
-
-
-def _snapshot(root: Path) -> dict[Path, bytes]:
-    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and ".git" not in p.relative_to(root).parts}
-
-
-def _restore(root: Path, intact: dict[Path, bytes]) -> None:
-    """Put `root` back as `_snapshot` found it: what a case wrote goes, what it broke comes back."""
-    for path in [p for p in root.rglob("*") if p.is_file() and ".git" not in p.relative_to(root).parts]:
-        if path not in intact:
-            path.unlink()
-    for path, content in intact.items():
-        if not path.is_file() or path.read_bytes() != content:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
 
 
 def _table(tally: Counter[tuple[str, str, str, str]]) -> str:

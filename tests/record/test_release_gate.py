@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support.release_copy import declare_api_statuses
 from support.synthetic_release import VERSION, make_wheel, write_manifest
-from test_status_vocabulary import _declare_api_statuses
 
 from shipyard.cli import main
 from shipyard.plumbing.hashing import sha256_of
@@ -99,7 +99,7 @@ def test_what_passed_goes_through_and_an_image_is_proven_by_its_wheels(repo, tmp
 
 
 def test_a_vocabulary_of_its_own_blocks_with_its_own_status(spec_copy, tmp_path, capsys):
-    _declare_api_statuses(spec_copy)
+    declare_api_statuses(spec_copy)
     dist = _dist(tmp_path, stable="not-run", status="API-Stable")
     for command, argv in _commands(spec_copy.root, dist, tmp_path / "state").items():
         capsys.readouterr()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from support.release_copy import declare_api_statuses
 from support.report_release import FAILED, host_without_tools, write_release_dist
 
 from shipyard.cli import main
@@ -17,27 +18,10 @@ from shipyard.report.notes import release_notes
 from shipyard.testing.verdict import FeatureOutcome
 
 F = "feature_status.yaml"
-VOCABULARY = "vocabulary:\n  - {name: API-Stable, blocks: true}\n  - {name: API-Unstable}\n"
-RENAMED = {"stable": "API-Stable", "beta": "API-Unstable", "prototype": "API-Unstable"}
-
-
-def _declare_api_statuses(spec_copy, keep: str = "") -> None:
-    """The release's feature_status.yaml with the API vocabulary, every status renamed into it
-    (but the first line holding `keep`, left as it was)."""
-    path = spec_copy.root / F
-    lines = path.read_text().replace("schema_version: 1\n", f"schema_version: 1\n{VOCABULARY}", 1).splitlines()
-    kept = False
-    for i, line in enumerate(lines):
-        if line.startswith("    status:"):
-            if keep and not kept and keep in line:
-                kept = True
-                continue
-            lines[i] = re.sub(r"\b(stable|beta|prototype)\b", lambda m: RENAMED[m.group(1)], line)
-    path.write_text("\n".join(lines) + "\n")
 
 
 def test_a_declared_vocabulary_drives_the_gate_the_notes_and_the_labels(spec_copy, tmp_path, capsys):
-    _declare_api_statuses(spec_copy)
+    declare_api_statuses(spec_copy)
     spec = load_spec(spec_copy.root)
     assert spec.statuses.names == ("API-Stable", "API-Unstable") and spec.statuses.blocking == {"API-Stable"}
     dist = tmp_path / "dist"
@@ -82,7 +66,7 @@ def test_a_declared_vocabulary_drives_the_gate_the_notes_and_the_labels(spec_cop
 
 
 def test_a_status_outside_the_declared_vocabulary_is_bad_input(spec_copy, capsys):
-    _declare_api_statuses(spec_copy, keep="status: stable")  # ember.kernels keeps the old word
+    declare_api_statuses(spec_copy, keep="status: stable")  # ember.kernels keeps the old word
     capsys.readouterr()
     assert main(["--root", str(spec_copy.root), "validate"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -94,7 +78,7 @@ def test_a_status_outside_the_declared_vocabulary_is_bad_input(spec_copy, capsys
 
 
 def test_a_status_declared_twice_is_bad_input(spec_copy, capsys):
-    _declare_api_statuses(spec_copy)
+    declare_api_statuses(spec_copy)
     spec_copy.edit(F, "  - {name: API-Unstable}\n", "  - {name: API-Unstable}\n  - {name: API-Stable}\n")
     capsys.readouterr()
     assert main(["--root", str(spec_copy.root), "validate"]) == 2

@@ -8,6 +8,8 @@ conftest.py lives there (pytest's default "prepend" import mode).
 - fault_proxy: a fault-injecting TCP proxy on loopback (503s, resets, stalls) in front of a server.
 - headless_chromium: Debian's chromium, headless: a page's DOM after its scripts ran, its screenshot.
 - input_fuzz: the input fuzzer's strategies and invariant (project/test_input_fuzz.py, `nox -s fuzz`).
+- input_world: the release root every command reads, which the bad-input tests and the fuzzer break
+  one file at a time (and the commands that read it, and its snapshot).
 - minirelease: the fixture release (fixtures/minirelease) as a git checkout, built once per run.
 - oidc_standin: a stand-in for GitHub's ID-token service and PyPI's OIDC exchange.
 - pipeline_run: a clone of the checkout with a fixture commit, one `shipyard ci run` of it, what it left.

@@ -11,7 +11,7 @@ verdict: verify's FAILED, the gate's refusal) or exits 2 with one line per probl
 - exit 0 on a file that cannot be right (binary, not UTF-8, a FIFO or folder, nested past any
   limit, a duplicate key, cut short): "wrongly accepted".
 
-The world is test_bad_input_files.build_world's: a release root with a signed dist/, a journal, a
+The world is input_world.build_world's: a release root with a signed dist/, a journal, a
 key pair and a git history. Each example breaks one file, runs one command in this process, and
 puts the world back. `tests/project/test_input_fuzz.py` runs a small budget in the suite; `nox -s fuzz`
 runs a long one and prints the tally by command and class.
@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 from hypothesis import strategies as st
-from test_bad_input_files import COMMANDS, JOURNAL, KEY_FILE, PUBLIC_KEY, _restore, _snapshot, build_world
+from support.input_world import COMMANDS, JOURNAL, KEY_FILE, PUBLIC_KEY, build_world, restore, snapshot
 
 from shipyard.cli import main
 from shipyard.errors import (
@@ -129,7 +129,7 @@ def make_world(folder: Path) -> World:
     root = build_world(_mkdir(sandbox / "deep" / "er" / "world"))
     shutil.copy(root / "feature_status.yaml", root / OLD_FEATURES)
     (root / VARIANT_RECORD).write_text(json.dumps({"release": "ember", "version": "1.7.0", "files": []}))
-    return World(root, sandbox, _targets(root), _snapshot(root), _listing(sandbox, root))
+    return World(root, sandbox, _targets(root), snapshot(root), _listing(sandbox, root))
 
 
 def _mkdir(path: Path) -> Path:
@@ -376,7 +376,7 @@ def run_example(world: World, target: Target, mutation: Mutation) -> Outcome:
         written = {p: data for p, data in _written(world).items() if p not in (path, world.sandbox / OUTSIDE)}
     finally:
         _remove(path)
-        _restore(root, world.intact)
+        restore(root, world.intact)
         for extra in _listing(world.sandbox, root) - world.sandbox_files:
             _remove(extra)
     return _judge(world, target, mutation, code, out, err, escaped, written)

@@ -5,6 +5,7 @@ the description needs no sources."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,3 +50,23 @@ def point_release_yaml(root: Path, replacements: Mapping[str, str]) -> None:
         assert old in text, f"release.yaml no longer holds {old!r}"
         text = text.replace(old, new)
     path.write_text(text)
+
+
+# PyTorch 2.8's vocabulary (record/test_status_vocabulary.py), and the renaming of the default one into it.
+API_VOCABULARY = "vocabulary:\n  - {name: API-Stable, blocks: true}\n  - {name: API-Unstable}\n"
+API_RENAMED = {"stable": "API-Stable", "beta": "API-Unstable", "prototype": "API-Unstable"}
+
+
+def declare_api_statuses(spec_copy: SpecCopy, keep: str = "") -> None:
+    """The release's feature_status.yaml with the API vocabulary, every status renamed into it
+    (but the first line holding `keep`, left as it was)."""
+    path = spec_copy.root / "feature_status.yaml"
+    lines = path.read_text().replace("schema_version: 1\n", f"schema_version: 1\n{API_VOCABULARY}", 1).splitlines()
+    kept = False
+    for i, line in enumerate(lines):
+        if line.startswith("    status:"):
+            if keep and not kept and keep in line:
+                kept = True
+                continue
+            lines[i] = re.sub(r"\b(stable|beta|prototype)\b", lambda m: API_RENAMED[m.group(1)], line)
+    path.write_text("\n".join(lines) + "\n")
