@@ -127,7 +127,7 @@ def _docker_session(variant: str, spec: dict) -> None:
         # The tests build the images (shipyard.image.build_images, what `shipyard image build` runs)
         # from those wheels in dist/, then test them; their fixture starts dockerd when none runs.
         marks = "slow" if spec.get("cuda") else "slow and not cuda_image"
-        session.run("pytest", "-p", "no:cacheprovider", "tests/test_docker_image.py", "-m", marks,
+        session.run("pytest", "-p", "no:cacheprovider", "tests/image/test_docker_image.py", "-m", marks,
                     "--image-variant", variant, *session.posargs, env={"SHIPYARD_IMAGE_TESTED_WHEELS": "1"})
 
     session_func.__doc__ = (f"Build the {cuda} runtime and devel images from the variant's tested wheels and "
@@ -287,14 +287,14 @@ def tests(session: nox.Session) -> None:
 @nox.session(name="fuzz")
 def fuzz(session: nox.Session) -> None:
     """The input fuzzer's long budget: every file each command reads, broken by hypothesis, against
-    one invariant (tests/input_fuzz.py); prints the tally by command and class. `-- N` sets the
+    one invariant (tests/support/input_fuzz.py); prints the tally by command and class. `-- N` sets the
     number of examples (default 20000), `-- N SEED` the seed too (a run prints its own)."""
     _install_shipyard(session, "test")
     examples = session.posargs[0] if session.posargs else "20000"
     seed = session.posargs[1] if len(session.posargs) > 1 else str(random.SystemRandom().randrange(2**32))
     session.log(f"fuzzing with {examples} examples, seed {seed} (again: nox -s fuzz -- {examples} {seed})")
     session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-s", f"--hypothesis-seed={seed}",
-                "tests/test_input_fuzz.py", env={"SHIPYARD_FUZZ_EXAMPLES": examples})
+                "tests/project/test_input_fuzz.py", env={"SHIPYARD_FUZZ_EXAMPLES": examples})
 
 
 @nox.session(name="native")
@@ -303,7 +303,7 @@ def native(session: nox.Session) -> None:
     (part of `tests`; `-- -m sanitizers` for the sanitizer tier alone)."""
     _all_system_packages(session)
     _install_shipyard(session, "test")
-    session.run("pytest", "tests/test_ember_native.py", *session.posargs)
+    session.run("pytest", "tests/project/test_ember_native.py", *session.posargs)
 
 
 @nox.session(name="lint")

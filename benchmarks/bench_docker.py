@@ -35,7 +35,7 @@ from shipyard.wheel.variant_wheels import build_variant
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' wheel-edit helper, as bench_publish uses their servers
 
-from wheel_edit import append_to_wheel_member  # noqa: E402
+from support.wheel_edit import append_to_wheel_member  # noqa: E402
 
 
 def _wheels(spec: Spec, variant: str, dist: Path) -> None:

@@ -48,7 +48,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the pipeline tests' servers and fixture commit, as bench_publish uses them
 
-from pipeline_run import (  # noqa: E402
+from support.pipeline_run import (  # noqa: E402
     PipelineRun,
     clone_checkout,
     commit,
@@ -56,7 +56,7 @@ from pipeline_run import (  # noqa: E402
     lay_fixture_release,
     run_pipeline,
 )
-from publish_servers import devpi_server, unbound_port  # noqa: E402
+from support.publish_servers import devpi_server, unbound_port  # noqa: E402
 
 from shipyard.errors import RunFailed  # noqa: E402
 from shipyard.local_ci.workflow_run import ENGINE_LOCK  # noqa: E402

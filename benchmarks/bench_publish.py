@@ -21,8 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from publish_servers import point_release_yaml, publish_site, pypi_server  # noqa: E402
-from synthetic_release import features, make_wheel, record, write_manifest  # noqa: E402
+from support.publish_servers import publish_site, pypi_server  # noqa: E402
+from support.release_copy import point_release_yaml  # noqa: E402
+from support.synthetic_release import features, make_wheel, record, write_manifest  # noqa: E402
 
 from shipyard.publish.run import PublishReport, PublishRequest, publish  # noqa: E402
 from shipyard.release.validate import load_spec  # noqa: E402

@@ -115,7 +115,7 @@ def reclaim_abandoned(log: Callable[[str], None], warn: Callable[[str], None]) -
 @contextlib.contextmanager
 def scratch_env(log: Callable[[str], None], warn: Callable[[str], None]) -> Iterator[dict[str, str]]:
     """The environment that puts the suite's scratch on a tmpfs mounted for the run: TMPDIR (the
-    tests' temporary folders) and SHIPYARD_TEST_DOCKER_ROOT (read by tests/docker_daemon.py:
+    tests' temporary folders) and SHIPYARD_TEST_DOCKER_ROOT (read by tests/support/docker_daemon.py:
     images, containers, the act jobs' workspaces). {} when it stays on disk; unmounted afterwards,
     whatever the tests' result."""
     reason = refusal(dict(os.environ), float("inf"))

@@ -14,13 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker_daemon
-import publish_servers
 import pytest
-from component_folders import make_component_folders
-from ember_images import EmberImages
-from minirelease import changed_since_built, shared_build
-from suite_timing import SuiteTiming
+from support import docker_daemon, publish_servers
+from support.ember_images import EmberImages
+from support.minirelease import changed_since_built, shared_build
+from support.release_copy import SpecCopy
+from support.suite_timing import SuiteTiming
 
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
@@ -33,23 +32,6 @@ from shipyard.host.toolchains.sysroot import sysroot_recipes
 from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-class SpecCopy:
-    """release.yaml + feature_status.yaml copied into a temp root, with empty component folders
-    (and the empty tests folders release.yaml names: validate refuses a missing one)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        for name in ("release.yaml", "feature_status.yaml"):
-            shutil.copy(REPO / name, root / name)
-        make_component_folders(root)
-
-    def edit(self, name: str, old: str, new: str) -> None:
-        path = self.root / name
-        text = path.read_text()
-        assert old in text, f"fixture text {old!r} not found in {name}"
-        path.write_text(text.replace(old, new, 1))
 
 
 # `nox -s tests` runs the suite on every core with pytest-xdist (--dist loadgroup). The files
@@ -103,7 +85,8 @@ def _starts_a_server(function: object, seen: set[object]) -> bool:
                 return True
             called = getattr(called, "__wrapped__", called)  # a @contextmanager of tests/
 
-            if (isinstance(called, types.FunctionType) and Path(called.__code__.co_filename).parent == REPO / "tests"
+            if (isinstance(called, types.FunctionType)
+                    and Path(called.__code__.co_filename).is_relative_to(REPO / "tests")
                     and _starts_a_server(called, seen)):
                 return True
     return False

@@ -3,7 +3,7 @@
 Every error class shipyard raises lives here, and states its exit status in its class line; the
 statuses that are verdicts rather than errors (a command finished and its answer is no) are the
 constants below. EXIT_STATUSES says what each status means to a CI step; docs/exit-statuses.md's
-table is `exit_status_table()` (tests/test_exit_statuses.py checks that they agree).
+table is `exit_status_table()` (tests/project/test_exit_statuses.py checks that they agree).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ EXIT_STATUSES: Final[dict[int, ExitStatus]] = {
 class ShipyardError(Exception):
     """Base of every error shipyard reports to a user; `exit_code` is the CLI's exit status,
     stated once per kind in its class line (`class X(ShipyardError, exit_code=5)`), and one of
-    EXIT_STATUSES. The base is never raised itself (tests/test_exit_statuses.py)."""
+    EXIT_STATUSES. The base is never raised itself (tests/project/test_exit_statuses.py)."""
 
     exit_code = CRASHED
 

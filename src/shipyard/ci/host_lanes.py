@@ -3,7 +3,7 @@ the libraries the wheels vendor from a named source (vcpkg, Homebrew), and delve
 repairing each wheel inside `shipyard build` (wheel/repair.py), as auditwheel does on Linux.
 
 Checked on the machine these were written on as generated text only (actionlint, the tests in
-tests/test_ci_workflows.py): no Windows or macOS runner was ever run (docs/pipeline.md).
+tests/ci/test_ci_workflows.py): no Windows or macOS runner was ever run (docs/pipeline.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ and the one registry from package type to kind (`KINDS`).
 The matrix, the toolchains, the manifest, verify, repro, the report, the CI lanes and publish look
 a kind up here (`KINDS[cell.package_type].on_mobile_targets`, `kind_of(record.package_type)`)
 instead of comparing package types with "wheel", "conda", "docker" or "mobile";
-tests/test_artifact_kinds.py fails on such a comparison outside the kind packages.
+tests/release/test_artifact_kinds.py fails on such a comparison outside the kind packages.
 
 The descriptions are data in this module rather than one module per kind package
 (`wheel/kind.py` …): the matrix (release/, the second floor) needs them, and the kind packages

@@ -1,0 +1,630 @@
+"""The GitHub Actions workflows generated from release.yaml: committed, linted, covering the matrix.
+
+These read the files exactly as committed (what GitHub would run) and the plan job's output
+from `shipyard ci plan`, the command the plan job runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shipyard.ci.actions import PINNED
+from shipyard.ci.jobs import Lane, build_jobs, check_lane_size, lanes
+from shipyard.ci.workflow import generate
+from shipyard.cli import main
+from shipyard.errors import CRASHED, STABLE_FEATURE_FAILED, MatrixTooLarge, MergeError, WorkflowDrift
+from shipyard.release import matrix as matrix_module
+from shipyard.release.matrix import _all_cells, exclusion_cells, expand, select
+from shipyard.release.validate import load_spec
+from shipyard.wheel.build_request import CELL_NOT_BUILT
+
+WORKFLOWS = (".github/workflows/release.yml", ".github/workflows/nightly.yml")
+# The binary the test extra installs next to this interpreter (nox puts it on PATH too).
+ACTIONLINT = shutil.which("actionlint") or str(Path(sys.executable).parent / "actionlint")
+
+
+def _load(path: Path) -> dict:
+    return yaml.load(path.read_text(), Loader=yaml.BaseLoader)  # every scalar a string: `on` stays `on`
+
+
+def _plan(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict]:
+    assert main(["--root", str(root), "ci", "plan", "--channel", "test", "--ref", "refs/tags/v1.7.0-rc1"]) == 0
+    out = capsys.readouterr().out
+    return {name: json.loads(value) for name, value in (line.split("=", 1) for line in out.splitlines())}
+
+
+def test_committed_workflows_match_release_yaml(repo, capsys):
+    assert main(["--root", str(repo), "ci", "check"]) == 0
+    assert "matches release.yaml" in capsys.readouterr().out
+
+
+@pytest.fixture
+def ci_copy(spec_copy, repo):
+    """A spec copy with what the generator reads besides the spec: ci/bootstrap.sh (its uv range)."""
+    (spec_copy.root / "ci").mkdir()
+    shutil.copy(repo / "ci" / "bootstrap.sh", spec_copy.root / "ci" / "bootstrap.sh")
+    return spec_copy
+
+
+def test_check_fails_on_drift_and_generate_repairs_it(ci_copy, capsys):
+    spec_copy = ci_copy
+    assert main(["--root", str(spec_copy.root), "ci", "generate"]) == 0
+    capsys.readouterr()
+    # A Python more or less changes only the plan's output at run time; a platform dropped
+    # changes which jobs exist.
+    spec_copy.edit("release.yaml", '  - variant: "cuda*"\n    platform: macos-arm64\n    reason: no CUDA on macOS\n',
+                   '  - platform: macos-arm64\n    reason: no macOS runners this release\n')
+    # ... and so are the statuses promised there (validate refuses a status where nothing is built).
+    features = spec_copy.root / "feature_status.yaml"
+    features.write_text(features.read_text().replace(", macos-arm64: beta}", "}"))
+    assert main(["--root", str(spec_copy.root), "ci", "check"]) == WorkflowDrift.exit_code
+    err = capsys.readouterr().err
+    assert ".github/workflows/release.yml, .github/workflows/nightly.yml: not what release.yaml generates" in err
+    assert "run `shipyard ci generate` and commit the result" in err
+    assert "-  wheel-macos:\n" in err and "+  wheel-macos:" not in err
+    assert main(["--root", str(spec_copy.root), "ci", "generate"]) == 0
+    assert main(["--root", str(spec_copy.root), "ci", "check"]) == 0
+
+
+def test_actionlint_passes_on_the_committed_workflows(repo):
+    # actionlint checks every run: script with shellcheck when it finds one (ci/bootstrap.sh installs it)
+    assert shutil.which("shellcheck"), "shellcheck is missing: run ci/bootstrap.sh"
+    files = [str(repo / name) for name in WORKFLOWS]
+    done = subprocess.run([ACTIONLINT, "-no-color", *files], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    version = subprocess.run([ACTIONLINT, "-version"], capture_output=True, text=True, timeout=30).stdout
+    assert re.match(r"\S*actionlint\S* 1\.\d+", version), version
+
+
+def test_actionlint_catches_a_broken_workflow(repo, tmp_path):
+    """The lint is real: the same file with one job's `needs` pointing nowhere fails it."""
+    text = (repo / WORKFLOWS[0]).read_text().replace("    - plan\n", "    - plann\n", 1)
+    text = text.replace('shipyard ci pythons "${pythons[@]}"', "shipyard ci pythons ${pythons[@]}", 1)
+    broken = tmp_path / "release.yml"
+    broken.write_text(text)
+    done = subprocess.run([ACTIONLINT, "-no-color", str(broken)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "plann" in done.stdout, done.stdout
+    assert "SC2068" in done.stdout, done.stdout  # the unquoted array, found by shellcheck
+
+
+def _build_command_kind(job: dict) -> str:
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    if "shipyard conda build" in runs:
+        return "conda"
+    if "shipyard build-mobile" in runs:
+        return "mobile"
+    if "shipyard image build" in runs:
+        return "docker"
+    assert "shipyard build --variant" in runs, runs
+    return "wheel"
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_every_cell_is_built_by_exactly_one_job_and_no_excluded_cell_is(repo, capsys, name):
+    """What each job's command builds (its component, variant, builder platform and package type,
+    selected as `shipyard build` selects them) covers `shipyard matrix` exactly once."""
+    release = load_spec(repo).release
+    workflow = _load(repo / name)
+    plan = _plan(repo, capsys)
+    built: Counter[str] = Counter()
+    lanes_read = set()
+    for job_id, job in workflow["jobs"].items():
+        found = re.fullmatch(r"\$\{\{ fromJSON\(needs\.plan\.outputs\.(\w+)\) \}\}",
+                             job.get("strategy", {}).get("matrix", ""))
+        if not found:
+            continue
+        lanes_read.add(found.group(1))
+        assert workflow["jobs"]["plan"]["outputs"][found.group(1)] == f"${{{{ steps.plan.outputs.{found.group(1)} }}}}"
+        kind = _build_command_kind(job)
+        for entry in plan[found.group(1)]["include"]:
+            assert entry["id"].startswith(f"{kind}-"), (job_id, entry["id"])
+            if kind == "docker":
+                continue
+            cells = [c for component in entry["components"].split()
+                     for c in select(expand(release), package_type=kind, component=component,
+                                     **({} if kind == "mobile" else {"variant": entry["variant"],
+                                                                     "platform": entry["builder"]}))]
+            if entry["platform"] != "any":  # a native job's build skips the pure cells; a pure job's is one
+                cells = [c for c in cells if not c.is_pure]
+            assert len(cells) == int(entry["cells"]), entry
+            assert entry["runner"] == release.platforms[entry["builder"]].github_runner
+            built.update(c.id for c in cells)
+    assert lanes_read == set(plan), "every lane of the plan is read by one job, and no other output"
+    every = {c.id for c in expand(release)}
+    assert set(built) == every
+    assert [c for c, n in built.items() if n > 1] == []
+    excluded = set().union(*exclusion_cells(release)) - every
+    assert excluded and not excluded & set(built)
+    assert len(every) < len({c.id for c in _all_cells(release)})
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_hygiene(repo, name):
+    workflow = _load(repo / name)
+    text = (repo / name).read_text()
+    assert workflow["permissions"] == {}
+    assert workflow["concurrency"]["group"] and workflow["concurrency"]["cancel-in-progress"] == "false"
+    for job_id, job in workflow["jobs"].items():
+        assert int(job["timeout-minutes"]) > 0, job_id
+        assert job["permissions"]["contents"] == "read", job_id
+        assert set(job["permissions"]) <= {"contents", "id-token"}, job_id
+        if "strategy" in job:
+            assert job["strategy"]["fail-fast"] == "false", job_id
+        for step in job["steps"]:
+            if "uses" in step:
+                action, ref = step["uses"].split("@")
+                assert re.fullmatch(r"[0-9a-f]{40}", ref), step["uses"]
+                assert PINNED[action][0] == ref
+            for value in (step.get("run", ""),):
+                assert "${{" not in value, f"{job_id}: expressions go through env:, never into scripts"
+    for action, (sha, tag) in PINNED.items():
+        if f"{action}@{sha}" in text:
+            assert f"{action}@{sha}  # {tag}" in text
+    publish = workflow["jobs"]["publish"]
+    assert publish["environment"] in ("release", "nightly")
+    assert set(publish["needs"]) == set(workflow["jobs"]) - {"publish", "plan"}
+    run = "\n".join(s.get("run", "") for s in workflow["jobs"]["manifest"]["steps"])
+    assert "shipyard manifest merge" in run and "shipyard report" in run
+    assert "shipyard manifest gate" in "\n".join(s.get("run", "") for s in publish["steps"])
+
+
+def test_no_secret_value_in_the_workflows_only_secret_references(ci_copy, monkeypatch):
+    spec_copy = ci_copy
+    values = {"SHIPYARD_PYPI_USERNAME": "release-bot-7f3a", "SHIPYARD_PYPI_PASSWORD": "pw-9c1e55aa0b",
+              "SHIPYARD_CONDA_TOKEN": "tok-31d0f8e2", "SHIPYARD_REGISTRY_USERNAME": "reg-user-5b",
+              "SHIPYARD_REGISTRY_PASSWORD": "reg-pw-c2e7d1",
+              "SHIPYARD_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----\nMC4CAQAw-not-a-key\n-----END PRIVATE KEY-----"}
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    spec = load_spec(spec_copy.root)
+    texts = generate(spec)
+    names = {env for target in spec.release.publish.values() for env in target.credential_envs()}
+    signing = spec.release.supply_chain.signing_key_env  # type: ignore[union-attr]
+    assert names | {signing} == set(values)
+    for path, text in texts.items():
+        for value in values.values():
+            assert value not in text, path
+        publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
+        step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
+        assert step["env"] == {name: f"${{{{ secrets.{name} }}}}" for name in names}
+        assert re.findall(r"secrets\.(\w+)", text) and set(re.findall(r"secrets\.(\w+)", text)) == names | {signing}
+        # The signing key reaches every step that builds, and no other.
+        builds = re.compile(r"shipyard (conda |image )?build")
+        for job_id, job in yaml.load(text, Loader=yaml.BaseLoader)["jobs"].items():
+            for step in job.get("steps", []):
+                builder = bool(builds.search(step.get("run", "")))
+                assert (signing in step.get("env", {})) == builder, (job_id, step.get("name"))
+                if builder:
+                    assert step["env"][signing] == f"${{{{ secrets.{signing} }}}}"
+        assert "id-token" not in publish["permissions"]  # none of these targets takes trusted publishing
+
+
+def test_trusted_publishing_where_the_target_supports_it(ci_copy):
+    spec_copy = ci_copy
+    spec_copy.edit("release.yaml", "    kind: devpi\n    url: http://127.0.0.1:8081/\n"
+                   "    username_env: SHIPYARD_PYPI_USERNAME\n    password_env: SHIPYARD_PYPI_PASSWORD\n",
+                   "    kind: pypi\n    url: https://upload.pypi.org/legacy/\n    trusted_publishing: true\n")
+    text = generate(load_spec(spec_copy.root))[Path(".github/workflows/release.yml")]
+    publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
+    assert publish["permissions"] == {"contents": "read", "id-token": "write"}
+    assert "SHIPYARD_PYPI_PASSWORD" not in text  # the OIDC target needs no secret
+    assert "secrets.SHIPYARD_CONDA_TOKEN" in text  # the others still do
+    # No step of its own and nothing through $GITHUB_ENV: the publish step mints the token and keeps it.
+    assert "shipyard ci trusted-publishing" not in text
+    assert not [s for s in publish["steps"] if "GITHUB_ENV" in s.get("run", "")]
+    assert [s["run"] for s in publish["steps"] if "shipyard publish" in s.get("run", "")] == [
+        'shipyard publish --channel "$SHIPYARD_CHANNEL"\n']
+
+
+def test_a_github_container_registry_target_gets_packages_write_and_the_job_token(ci_copy):
+    """#29: images to ghcr.io with the job's GITHUB_TOKEN, which needs `packages: write`."""
+    ci_copy.edit("release.yaml", "    url: 127.0.0.1:5000\n    username_env: SHIPYARD_REGISTRY_USERNAME\n"
+                 "    password_env: SHIPYARD_REGISTRY_PASSWORD\n",
+                 "    url: https://ghcr.io/ember-ml\n    username_env: GHCR_USERNAME\n    password_env: GITHUB_TOKEN\n")
+    text = generate(load_spec(ci_copy.root))[Path(".github/workflows/release.yml")]
+    publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
+    assert publish["permissions"] == {"contents": "read", "packages": "write"}
+    step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
+    assert step["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+
+
+def test_lanes_split_at_the_matrix_limit_and_the_guard_names_the_fix(repo, monkeypatch, tmp_path):
+    spec = load_spec(repo)
+    whole = lanes(spec.release)
+    monkeypatch.setattr(matrix_module, "GITHUB_MATRIX_LIMIT", 3)
+    split = lanes(spec.release)
+    assert max(len(lane.jobs) for lane in split) == 3
+    assert [j.id for lane in split for j in lane.jobs] == [j.id for lane in whole for j in lane.jobs]
+    assert {"wheel-linux-1", "wheel-linux-2", "wheel-linux-3"} <= {lane.job_id for lane in split}
+    text = generate(spec)[Path(".github/workflows/release.yml")]
+    out = tmp_path / "release.yml"
+    out.write_text(text)
+    done = subprocess.run([ACTIONLINT, "-no-color", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
+    workflow = yaml.load(text, Loader=yaml.BaseLoader)
+    assert {"wheel-linux-1", "wheel-linux-2", "wheel-linux-3"} <= set(workflow["jobs"]["wheel-pure"]["needs"])
+    too_big = Lane("wheel-linux", tuple(build_jobs(spec.release))[:4])
+    with pytest.raises(MatrixTooLarge, match=r"job wheel-linux: its matrix has 4 jobs but GitHub Actions runs at "
+                                             r"most 3 from one matrix; run `shipyard ci generate`"):
+        check_lane_size(too_big)
+
+
+def test_plan_refuses_a_tag_that_is_not_the_release_version(repo, capsys):
+    assert main(["--root", str(repo), "ci", "plan", "--channel", "release", "--ref", "refs/tags/v1.6.0"]) == 2
+    assert "tag v1.6.0: release.yaml's release.version is 1.7.0" in capsys.readouterr().err
+
+
+def test_the_documented_fan_out_is_what_the_workflows_run(repo):
+    """docs/pipeline.md's "How many jobs" figures are the generated ones (they change with release.yaml)."""
+    release = load_spec(repo).release
+    page = (repo / "docs" / "pipeline.md").read_text()
+    section = page[page.index("**How many jobs.**"):page.index("## The jobs")]
+    rows = dict(re.findall(r"^\| `([\w-]+)` \| (\d+) \|", section, flags=re.M))
+    all_lanes = lanes(release)
+    assert rows == {lane.job_id: str(len(lane.jobs)) for lane in all_lanes}
+    build_jobs_count = sum(len(lane.jobs) for lane in all_lanes)
+    workflow_jobs = len(_load(repo / WORKFLOWS[0])["jobs"])
+    assert f"Each workflow has {workflow_jobs} jobs" in section
+    assert f"to {build_jobs_count} build jobs" in " ".join(section.split())
+    assert f"the {len(expand(release))} cells of `shipyard matrix`" in section
+    assert f"a release runs {build_jobs_count + 3} jobs" in section
+
+
+# --- issue 28: the pipeline can finish a release --------------------------------------------
+
+def _steps(job: dict) -> list[str]:
+    return [step.get("name", step.get("uses", "")) for step in job["steps"]]
+
+
+def _run_of(job: dict, name: str) -> str:
+    return next(step["run"] for step in job["steps"] if step.get("name") == name)
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_a_failing_stable_feature_uploads_its_fragment_then_fails_the_lane(repo, name):
+    """Every build step records its exit status and succeeds for STABLE_FEATURE_FAILED: the
+    fragment is uploaded, then the last step fails the job with that status. Any other status
+    fails the build step itself, before the upload."""
+    workflow = _load(repo / name)
+    lanes_seen = 0
+    for job_id, job in workflow["jobs"].items():
+        if job_id in ("plan", "manifest", "publish", "docker"):
+            continue
+        lanes_seen += 1
+        names = _steps(job)
+        build = next(s for s in job["steps"] if s.get("id") == "build")
+        at = job["steps"].index(build)
+        upload, judge = job["steps"][at + 1], job["steps"][at + 2]
+        assert upload["uses"].startswith("actions/upload-artifact@"), (job_id, names)
+        assert "if" not in upload  # the build step succeeded for status 0 and STABLE_FEATURE_FAILED
+        assert judge == {"name": "Fail the job when a stable feature failed (after the upload)",
+                         "if": "steps.build.outputs.status != '0'",
+                         "env": {"STATUS": "${{ steps.build.outputs.status }}"}, "run": judge["run"]}
+        assert judge["run"].endswith('exit "$STATUS"\n') and job["steps"][-1] is judge, job_id
+        script = build["run"]
+        assert script.startswith("status=0\n") and "|| status=$?\n" in script, job_id
+        assert 'echo "status=$status" >> "$GITHUB_OUTPUT"' in script
+        lets_through = f'[ "$status" -ne {STABLE_FEATURE_FAILED} ]'
+        assert script.endswith(f'if [ "$status" -ne 0 ] && {lets_through}; then exit "$status"; fi\n')
+    assert lanes_seen == 11
+
+
+def _build_line(script: str) -> str:
+    return next(line for line in script.splitlines() if line.endswith(" || status=$?"))
+
+
+def _run_build_step(script: str, command_status: int, tmp_path: Path) -> tuple[int, str]:
+    """The generated build step under bash as GitHub runs it, with its command replaced by a
+    command that exits `command_status` (what shipyard build returns), GITHUB_OUTPUT read back."""
+    output = tmp_path / f"output-{command_status}"
+    output.write_text("")
+    command = _build_line(script).removesuffix(" || status=$?")
+    body = script.replace(command, f"(exit {command_status})")
+    step = tmp_path / "step.sh"
+    step.write_text(body)
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(step)],
+                          env={"GITHUB_OUTPUT": str(output), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=30)
+    return done.returncode, output.read_text()
+
+
+def test_the_build_step_records_its_status_and_fails_only_for_an_unfinished_build(repo, tmp_path):
+    job = _load(repo / WORKFLOWS[1])["jobs"]["wheel-linux"]
+    script = next(s for s in job["steps"] if s.get("id") == "build")["run"]
+    assert _build_line(script) == ('shipyard build --variant "$VARIANT" "${component_args[@]}" '
+                                   '--publish-channel "$SHIPYARD_CHANNEL" "${python_args[@]}" || status=$?')
+    assert _run_build_step(script, 0, tmp_path) == (0, "status=0\n")
+    # A stable feature failed: the step passes, the upload runs, the judge step fails the job.
+    passed = (0, f"status={STABLE_FEATURE_FAILED}\n")
+    assert _run_build_step(script, STABLE_FEATURE_FAILED, tmp_path) == passed
+    # No upload of a build that did not finish, nor of a crash.
+    for status in (CELL_NOT_BUILT, CRASHED):
+        assert _run_build_step(script, status, tmp_path) == (status, f"status={status}\n")
+
+
+def _build_argv(script: str, pythons: str, tmp_path: Path, components: str = "ember") -> list[str]:
+    """The arguments the generated build step gives `shipyard` for matrix.pythons `pythons` and
+    matrix.components `components`: the step under bash as GitHub runs it, `shipyard` a shell
+    function writing its argv, one per line."""
+    argv = tmp_path / "argv"
+    step = tmp_path / "build-step.sh"
+    step.write_text(f"shipyard() {{ printf '%s\\n' \"$@\" > {argv}; }}\n{script}")
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(step)],
+                          env={"GITHUB_OUTPUT": str(tmp_path / "output"), "PATH": "/usr/bin:/bin", "PYTHONS": pythons,
+                               "VARIANT": "cpu", "COMPONENTS": components, "SHIPYARD_CHANNEL": "nightly"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return argv.read_text().splitlines()
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path):
+    """A narrowed plan (a dispatched run's `python` input) gives a job fewer matrix.pythons; the
+    build step passes each as `--python`, so it never builds a Python the job was not given. Each
+    of matrix.components (a pure job's are several) is one `--component`."""
+    checked = []
+    for job_id, job in _load(repo / name)["jobs"].items():
+        build = next((s for s in job.get("steps", []) if s.get("id") == "build"), None)
+        if build is None or job_id == "mobile":  # the mobile runtime has no Pythons
+            continue
+        assert build["env"]["PYTHONS"] == "${{ matrix.pythons }}", job_id
+        if job_id.endswith("-cuda-image"):  # the command runs inside `docker run`: the same lines there
+            assert ('  shipyard build --variant "$VARIANT" "${component_args[@]}" --publish-channel '
+                    '"$SHIPYARD_CHANNEL" "${python_args[@]}"\n') in build["run"].replace("conda build", "build"), job_id
+            continue
+        command = _build_argv(build["run"], "3.11 3.12", tmp_path)
+        # The workflow's channel (nightly's development versions), then one --python per Python.
+        assert command[command.index("--variant"):] == ["--variant", "cpu", "--component", "ember", "--publish-channel",
+                                                        "nightly", "--python", "3.11", "--python", "3.12"], job_id
+        assert _build_argv(build["run"], "", tmp_path, "emberaudio emberelastic")[-6:] == [
+            "--component", "emberaudio", "--component", "emberelastic", "--publish-channel", "nightly"], job_id
+        checked.append(job_id)
+    assert len(checked) == 8, checked
+
+
+def _apt_set(bootstrap: str, name: str) -> list[str]:
+    found = re.search(rf'^\s*\[{re.escape(name)}\]="([^"]*)"', bootstrap, re.M)
+    assert found, f"ci/bootstrap.sh has no APT_SETS entry {name}"
+    return found.group(1).split()
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_each_container_lane_installs_only_its_bootstrap_set(repo, name):
+    """A Linux lane's container gets the apt packages of its own set of ci/bootstrap.sh, a part of
+    the full list a dev machine gets: no wine, qemu or cross compilers in a wheel job."""
+    bootstrap = (repo / "ci" / "bootstrap.sh").read_text()
+    everything = re.search(r"^APT_PACKAGES=\((.*?)^\)", bootstrap, re.M | re.S)
+    assert everything
+    full = {word for line in everything.group(1).splitlines() for word in line.split("#")[0].split()}
+    lanes_seen = []
+    for job_id, job in _load(repo / name)["jobs"].items():
+        if "container" not in job:
+            continue
+        install = next(s["run"] for s in job["steps"] if s.get("name", "").startswith("Install shipyard"))
+        assert f"bash ci/bootstrap.sh {job_id}\n" in install, job_id
+        packages = _apt_set(bootstrap, job_id)
+        # python3-dev: the container builds against Debian's python3; a dev machine has pyenv's.
+        # libsndfile1: the conda-pure lane's, for the soundfile the bootstrap channel repacks
+        assert set(packages) <= full | {"python3-dev", "libsndfile1"}, job_id
+        assert "wine64" not in packages and "qemu-user" not in packages, job_id
+        lanes_seen.append(job_id)
+    assert sorted(lanes_seen) == ["conda-linux", "conda-pure", "wheel-linux", "wheel-pure"]
+
+
+def test_bootstrap_refuses_an_unknown_set_and_the_generator_a_lane_without_one(ci_copy, capsys, tmp_path):
+    script = ci_copy.root / "ci" / "bootstrap.sh"
+    done = subprocess.run(["bash", str(script), "wheel-lnux"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("ci/bootstrap.sh: set: unknown; name one of: ") and done.stderr.endswith(
+        ", --all, or none for the builds (got wheel-lnux)\n"), done.stderr
+    assert not (ci_copy.root / ".venv").exists()  # refused before anything was installed
+    script.write_text(re.sub(r"^\s*\[wheel-pure\]=.*\n", "", script.read_text(), flags=re.M))
+    assert main(["--root", str(ci_copy.root), "ci", "generate"]) == 2
+    assert "ci/bootstrap.sh: APT_SETS: no set for lane wheel-pure; add [wheel-pure]=" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_after_failed_lanes_the_manifest_merges_and_the_publish_job_gates_per_channel(repo, name):
+    workflow = _load(repo / name)
+    jobs = workflow["jobs"]
+    after = "${{ !cancelled() && needs.plan.result == 'success' }}"
+    manifest, publish = jobs["manifest"], jobs["publish"]
+    assert manifest["if"] == after
+    assert set(manifest["needs"]) == set(jobs) - {"manifest", "publish"}
+    assert publish["if"] == "${{ !cancelled() && needs.manifest.result == 'success' }}"
+    # Lanes that build on other lanes run after a failed one too (its fragment was uploaded).
+    for job_id in ("wheel-pure", "conda-pure", "docker"):
+        assert jobs[job_id]["if"] == after and len(jobs[job_id]["needs"]) > 1, job_id
+    assert "if" not in jobs["wheel-linux"]
+    names = _steps(manifest)
+    assert names.index("Merge them into the one manifest") < names.index("Write the release report and the "
+                                                                         "release notes")
+    assert names.index("Upload the release report and notes") < names.index("Upload the release")
+    assert names[-1] == "Every build job of the plan uploaded its fragment"
+    check = manifest["steps"][-1]
+    assert check["env"] == {"PLAN": "${{ toJSON(needs.plan.outputs) }}"}
+    assert "shipyard ci fragments --plan" in check["run"]
+    assert not any("manifest gate" in step.get("run", "") for step in manifest["steps"])
+    names = _steps(publish)
+    gate = "Gate on the stable features for this channel"
+    assert names.index("Download the release") < names.index(gate) < names.index(
+        "Publish (gated again per channel; atomic and resumable)")
+    assert _run_of(publish, gate) == 'shipyard manifest gate --dist dist --channel "$SHIPYARD_CHANNEL"\n'
+
+
+def test_ci_fragments_names_every_build_job_that_uploaded_no_fragment(repo, tmp_path, capsys):
+    plan = _plan(repo, capsys)
+    outputs = tmp_path / "plan.json"
+    outputs.write_text(json.dumps({name: json.dumps(value) for name, value in plan.items()}))
+    ids = [entry["id"] for value in plan.values() for entry in value["include"]]
+    folder = tmp_path / "fragments"
+    for job in ids[2:]:
+        (folder / f"fragment-{job}").mkdir(parents=True)
+        (folder / f"fragment-{job}" / "manifest.json").write_text("{}")
+    assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == MergeError.exit_code
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"error: 2 of {len(ids)} build jobs uploaded no fragment" in err and f"{ids[0]}, {ids[1]}" in err
+    for job in ids[:2]:
+        (folder / f"fragment-{job}").mkdir()
+        (folder / f"fragment-{job}" / "manifest.json").write_text("{}")
+    assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == 0
+    assert f"every build job of the plan uploaded its fragment ({len(ids)})" in capsys.readouterr().out
+    for bad in ("not json", "[1, 2]", '{"wheel_linux": "{}"}'):
+        outputs.write_text(bad)
+        assert main(["--root", str(repo), "ci", "fragments", "--plan", str(outputs), str(folder)]) == 2
+        err = capsys.readouterr().err
+        # One line naming the file (and the line of a syntax error), with what to pass instead.
+        assert re.fullmatch(rf"error: {re.escape(str(outputs))}(:1)?: \((file|syntax)\): .+; pass "
+                            r"toJSON\(needs\.plan\.outputs\)", err.strip()), err
+        assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_conda_lanes_solve_from_release_yaml_channels_never_the_bootstrap(repo, name):
+    """The conda jobs run `shipyard conda build` without a channel: release.yaml's conda.channels
+    (conda-forge), which a runner reaches; the bootstrap channel needs this host's pyenv."""
+    workflow = _load(repo / name)
+    text = (repo / name).read_text()
+    assert "--bootstrap-channel" not in text and "conda bootstrap" not in text
+    conda = [job for job_id, job in workflow["jobs"].items() if job_id.startswith("conda-")]
+    assert len(conda) == 5
+    for job in conda:
+        build = next(s for s in job["steps"] if s.get("id") == "build")
+        command = (r'^ *shipyard conda build --variant "\$VARIANT" "\$\{component_args\[@\]\}" '
+                   r'--publish-channel "\$SHIPYARD_CHANNEL" "\$\{python_args\[@\]\}"( \|\| status=\$\?)?$')
+        assert re.search(command, build["run"], flags=re.M), build["run"]
+    assert load_spec(repo).release.conda.channels == ("conda-forge",)  # type: ignore[union-attr]
+
+
+def test_cuda_10_2_builds_in_an_image_the_job_makes_from_a_published_installer(repo):
+    """NVIDIA's CUDA 10.2 image is gone: the job builds one from the Dockerfile in shipyard's package
+    data, cached under its sha256, and runs the build step in that image (never run here)."""
+    from importlib import resources
+
+    from shipyard.plumbing.hashing import sha256_hex
+
+    dockerfile = resources.files("shipyard.resources").joinpath("docker", "cuda10.2", "Dockerfile")
+    digest = sha256_hex(dockerfile.read_bytes())
+    image = f"shipyard/cuda-builder:10.2-{digest[:12]}"
+    for name in WORKFLOWS:
+        text = (repo / name).read_text()
+        assert "nvidia/cuda:10.2" not in text
+        for job_id in ("wheel-linux-cuda-image", "conda-linux-cuda-image"):
+            job = _load(repo / name)["jobs"][job_id]
+            names = _steps(job)
+            cache = job["steps"][names.index("CUDA 10.2 builder image (cached by its Dockerfile's sha256)")]
+            assert cache["uses"].startswith("actions/cache@") and cache["id"] == "builder-image"
+            assert cache["with"] == {"path": ".shipyard/builder-image/image.tar", "key": f"cuda-builder-10.2-{digest}"}
+            load = job["steps"][names.index("Load the cached CUDA 10.2 builder image")]
+            make = job["steps"][names.index("Build the CUDA 10.2 builder image from NVIDIA's archived installer")]
+            assert load["if"] == "steps.builder-image.outputs.cache-hit == 'true'"
+            assert make["if"] == "steps.builder-image.outputs.cache-hit != 'true'"
+            assert make["env"]["TOOLKIT_IMAGE"] == load["env"]["TOOLKIT_IMAGE"] == image
+            assert (repo / make["env"]["DOCKERFILE_DIR"] / "Dockerfile").read_bytes() == dockerfile.read_bytes()
+            assert 'docker build --pull --tag "$TOOLKIT_IMAGE" "$DOCKERFILE_DIR"' in make["run"]
+            assert 'docker save -o "$SAVED_IMAGE" "$TOOLKIT_IMAGE"' in make["run"]
+            build = next(s for s in job["steps"] if s.get("id") == "build")
+            assert names.index(make["name"]) < names.index(build["name"])
+            assert build["env"]["TOOLKIT_IMAGE"] == image and '"$TOOLKIT_IMAGE" bash -euo pipefail -c' in build["run"]
+    text = dockerfile.read_text()
+    assert re.search(r"^FROM ubuntu:18\.04$", text, flags=re.M)  # still published; gcc 7 (CUDA 10.2 wants <= 8)
+    assert "cuda_10.2.89_440.33.01_linux.run" in text and "https://developer.download.nvidia.com/compute/cuda/10.2/" \
+        "Prod" in text
+    assert "md5sum -c" in text and "--toolkit" in text and "--driver" not in text
+
+
+def test_the_cuda_builder_dockerfile_passes_hadolint(repo, tmp_path):
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    dockerfile = repo / "src/shipyard/resources/docker/cuda10.2/Dockerfile"
+    done = subprocess.run([hadolint, "--no-color", str(dockerfile)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The lint is real: the same file with an unpinned, uncleaned apt install fails it.
+    broken = dockerfile.read_text().replace("# hadolint ignore=DL3008\n", "").replace(
+        " \\\n && rm -rf /var/lib/apt/lists/*", "", 1)
+    copy = tmp_path / "Dockerfile"
+    copy.write_text(broken)
+    done = subprocess.run([hadolint, "--no-color", str(copy)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "DL3008" in done.stdout and "DL3009" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_the_docker_lane_pulls_its_bases_and_installs_what_it_needs(repo, name):
+    job = _load(repo / name)["jobs"]["docker"]
+    names = _steps(job)
+    pull = "Base images (release.yaml's images.base_image and python_image, pulled)"
+    client = "Docker client (the runner's, else Debian's or Ubuntu's docker.io)"
+    assert names.index("Install shipyard") < names.index("Pythons of the job") < names.index(client) \
+        < names.index(pull) < names.index("Build the images and save them for publish")
+    # the images' Python from setup-python (the runner's tool cache), beside shipyard's own
+    setup = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@"))
+    assert setup["with"]["python-version"].split() == ["3.11", "3.13"]
+    # only the images this build made go to publish, never others the engine holds
+    build = _run_of(job, "Build the images and save them for publish")
+    assert '--save "dist/images/$VARIANT_TAG.tar"' in build and "docker image ls" not in (repo / name).read_text()
+    run = _run_of(job, pull)
+    assert 'mapfile -t bases < <(shipyard image bases --variant "$VARIANT")' in run
+    assert 'docker image inspect "$ref" >/dev/null 2>&1 || docker pull --quiet "$ref"' in run
+    assert "apt-get install" in _run_of(job, client) and "docker.io" in _run_of(job, client)
+    assert "debootstrap" not in (repo / name).read_text()
+
+
+def test_image_bases_prints_what_the_docker_job_pulls_and_asks_for_a_digest(ci_copy, capsys):
+    root = str(ci_copy.root)
+    assert main(["--root", root, "image", "bases", "--variant", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == ["debian:bookworm-slim", "python:3.11-slim-bookworm"]
+    assert "warning: debian:bookworm-slim is not pinned by digest" in " ".join(captured.err.split())
+    pinned = "debian:bookworm-slim@sha256:" + "ab" * 32
+    ci_copy.edit("release.yaml", "base_image: debian:bookworm-slim", f"base_image: {pinned}")
+    assert main(["--root", root, "image", "bases", "--variant", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [pinned, "python:3.11-slim-bookworm"]
+    assert "debian:bookworm-slim is not pinned" not in captured.err
+    assert main(["--root", root, "image", "bases", "--variant", "cuda10.2"]) == 2
+    assert "images.variants has no such variant" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", WORKFLOWS)
+def test_windows_and_macos_wheels_get_their_libraries_from_a_named_source(repo, name):
+    """Checked as generated text only: no Windows or macOS runner runs here."""
+    jobs = _load(repo / name)["jobs"]
+    only = "contains(fromJSON('[\"embervision\"]'), matrix.components)"
+    windows = next(s for s in jobs["wheel-windows"]["steps"] if "from vcpkg" in s.get("name", ""))
+    assert windows["if"] == only and windows["shell"] == "pwsh"
+    assert windows["env"] == {"PORTS": "libjpeg-turbo libpng", "TRIPLET": "x64-windows"}
+    assert "$env:VCPKG_INSTALLATION_ROOT\\vcpkg.exe\" install" in windows["run"]
+    assert "$env:GITHUB_PATH" in windows["run"]  # delvewheel finds the DLLs on PATH
+    macos = next(s for s in jobs["wheel-macos"]["steps"] if "from Homebrew" in s.get("name", ""))
+    assert macos["if"] == only and macos["env"] == {"FORMULAE": "jpeg-turbo libpng"}
+    assert 'brew install --quiet "${formulae[@]}"' in macos["run"] and "CMAKE_PREFIX_PATH" in macos["run"]
+    for job_id in ("conda-windows", "conda-macos", "wheel-linux"):  # conda-forge and Debian have them
+        assert not any("vcpkg" in s.get("name", "") or "Homebrew" in s.get("name", "") for s in jobs[job_id]["steps"])
+    # shipyard's install on those runners brings the repair tool that `shipyard build` runs.
+    pyproject = (repo / "pyproject.toml").read_text()
+    assert "\"delvewheel>=1.7; sys_platform == 'win32'\"" in pyproject
+    assert "\"delocate>=0.12; sys_platform == 'darwin'\"" in pyproject
+
+
+def test_a_release_of_pure_packages_only_downloads_no_native_fragments(repo, tmp_path):
+    """The pure lane of a release without native wheels has nothing to be tested against: no
+    download or merge of native fragments (with none uploaded, the merge found nothing and failed),
+    and it needs only the plan. ember's pure lane keeps both."""
+    fixture = Path(__file__).parent.parent / "fixtures" / "pipeline"
+    root = tmp_path / "pure"
+    shutil.copytree(fixture, root)
+    shutil.copytree(repo / "ci", root / "ci")
+    assert main(["--root", str(root), "ci", "generate"]) == 0
+    job = _load(root / ".github" / "workflows" / "nightly.yml")["jobs"]["wheel-pure"]
+    assert job["needs"] == ["plan"]
+    assert not [name for name in _steps(job) if "fragments" in name], _steps(job)
+    ember = _load(repo / ".github" / "workflows" / "nightly.yml")["jobs"]["wheel-pure"]
+    assert "Download the cpu linux-x86_64 wheel fragments it is tested against" in _steps(ember)

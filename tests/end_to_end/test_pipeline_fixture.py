@@ -1,0 +1,136 @@
+"""The release pipeline end to end on the small fixture release (tests/fixtures/pipeline): the
+committed workflows under `shipyard ci run`, several times, publishing into a real devpi server.
+
+One fixture commit after another, on a clone of this checkout (whose ci/bootstrap.sh and sources
+the jobs install shipyard from):
+1. a stable feature fails: nightly publishes the release marked, its report artifact names the
+   feature, and the release workflow's publish job refuses it for the test channel;
+2. the fix, a day later: a nightly of new development versions, beside the first;
+3. the same commit again: the nightly publishes nothing;
+4. tag v0.4.0-rc1: the release workflow publishes 0.4.0 to test, and `shipyard promote` serves
+   the same bytes on release.
+ember's own nightly runs in test_pipeline_ember.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.pipeline_run import NOT_RUNNABLE, PipelineRun, clone_checkout, commit, lay_fixture_release, run_pipeline
+from support.publish_servers import devpi_server, pip_installed_sha, unbound_port
+from support.shipyard_process import run_shipyard, without_shipyard_settings
+
+from shipyard.errors import RunFailed
+from shipyard.plumbing.hashing import sha256_of
+from shipyard.plumbing.port_ranges import claimed_port_range
+from shipyard.record.manifest import read_manifest
+
+# Whole workflows under act: 345-410 s on 2 cores (2026-12-05); their own timeout, as ember's pipeline test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+
+JOBS = ("plan", "wheel-pure wheel-pure-cpu-linux-x86_64-any", "manifest", "publish")
+
+
+def _ran_green(run: PipelineRun) -> None:
+    assert run.returncode == 0, run.output[-4000:] + run.failed_jobs_log()
+    assert run.ran() == dict.fromkeys(JOBS, "success"), run.table()
+
+
+def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_workflows(
+        tmp_path: Path, docker_engine: None) -> None:
+    with claimed_port_range() as ports, devpi_server(tmp_path / "devpi", unbound_port(ports)) as devpi:
+        password = devpi.add_user("fixture")
+        secrets = {"SHIPYARD_PYPI_USERNAME": "fixture", "SHIPYARD_PYPI_PASSWORD": password}
+        repo = clone_checkout(tmp_path / "repo")
+        nightly = f"{devpi.url}/fixture/nightly-cpu/+simple/"
+
+        # 1. A stable feature fails: nightly publishes it marked, the report names it, test refuses.
+        lay_fixture_release(repo, devpi.url, broken=True)
+        commit(repo, "fixture: fixpipe's stable feature breaks", "2026-11-30T12:00:00+00:00")
+        broken = run_pipeline(repo, tmp_path / "run-broken", secrets, "--workflow", "nightly")
+        assert broken.returncode == RunFailed.exit_code, broken.output[-4000:]
+        results = broken.ran()
+        assert results == {"plan": "success", JOBS[1]: "failure", "manifest": "success", "publish": "success"}, \
+            broken.table()
+        failed = next(r for r in broken.jobs if r["result"] == "failure")
+        assert "Fail the job when a stable feature failed" in failed["reason"], failed
+        report = broken.artifact("release-report", tmp_path / "report-broken")
+        notes = "\n".join(p.read_text(errors="replace") for p in report.rglob("*") if p.suffix in (".md", ".html"))
+        assert "fixpipe.answer" in notes and "the answer, computed" in notes, sorted(report.rglob("*"))
+        dist = broken.artifact("release-dist", tmp_path / "dist-broken")
+        manifest = read_manifest(dist / "manifest.json")
+        assert manifest is not None
+        [marked] = [a for a in manifest.artifacts if a.package_type == "wheel"]
+        assert marked.version == "0.4.0.dev20261130", marked.version
+        assert pip_installed_sha(nightly, "fixpipe==0.4.0.dev20261130", tmp_path / "pip-broken") == marked.sha256
+        refused = run_pipeline(repo, tmp_path / "run-broken-test", secrets, "--workflow", "release",
+                               "--channel", "test", "--ref", "refs/tags/v0.4.0-rc1")
+        assert refused.returncode == RunFailed.exit_code, refused.output[-4000:]
+        assert refused.results()["publish"] == "failure", refused.table()
+        refusal = next(r for r in refused.jobs if r["name"] == "publish")["reason"]
+        assert "Gate on the stable features" in refusal, refusal
+        assert _served(devpi.url, "fixture/test-cpu", "fixpipe") == {}
+
+        # 2. The fix, a day later: new development versions beside the first nightly's.
+        lay_fixture_release(repo, devpi.url, broken=False)
+        commit(repo, "fixture: fixpipe's stable feature fixed", "2026-12-01T12:00:00+00:00")
+        fixed = run_pipeline(repo, tmp_path / "run-fixed", secrets, "--workflow", "nightly")
+        _ran_green(fixed)
+        dist = fixed.artifact("release-dist", tmp_path / "dist-fixed")
+        manifest = read_manifest(dist / "manifest.json")
+        assert manifest is not None
+        [wheel] = [a for a in manifest.artifacts if a.package_type == "wheel"]
+        assert wheel.version == "0.4.0.dev20261201" and wheel.sha256 == sha256_of(dist / wheel.path)
+        # the newest development version, as `pip install --pre` picks it
+        assert pip_installed_sha(nightly, "fixpipe", tmp_path / "pip-fixed", "--pre") == wheel.sha256
+        assert pip_installed_sha(nightly, "fixpipe==0.4.0.dev20261130", tmp_path / "pip-old") == marked.sha256
+        before = _served(devpi.url, "fixture/nightly-cpu", "fixpipe")
+
+        # 3. The same commit again: nothing new is published.
+        again = run_pipeline(repo, tmp_path / "run-again", secrets, "--workflow", "nightly")
+        _ran_green(again)
+        published = again.step_output("publish", "Publish (gated again per channel; atomic and resumable)")
+        assert "0 files published" in published, published[-3000:]
+        assert _served(devpi.url, "fixture/nightly-cpu", "fixpipe") == before
+
+        # 4. A release candidate: test gets 0.4.0, and promotion serves the same bytes on release.
+        subprocess.run(["git", "tag", "v0.4.0-rc1"], cwd=repo, check=True, timeout=60)
+        candidate = run_pipeline(repo, tmp_path / "run-rc", secrets, "--workflow", "release", "--channel", "test",
+                                 "--ref", "refs/tags/v0.4.0-rc1")
+        _ran_green(candidate)
+        dist = candidate.artifact("release-dist", tmp_path / "dist-rc")
+        manifest = read_manifest(dist / "manifest.json")
+        assert manifest is not None
+        [released] = [a for a in manifest.artifacts if a.package_type == "wheel"]
+        assert released.version == "0.4.0", released.version
+        test_index = f"{devpi.url}/fixture/test-cpu/+simple/"
+        assert pip_installed_sha(test_index, "fixpipe==0.4.0", tmp_path / "pip-test") == released.sha256
+        promoted = run_shipyard("--root", repo, "promote", "0.4.0", "--from", "test", "--to", "release", "--dist", dist,
+                                env=without_shipyard_settings(secrets), timeout=600)
+        assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+        assert password not in promoted.stdout + promoted.stderr
+        release_index = f"{devpi.url}/fixture/release-cpu/+simple/"
+        assert pip_installed_sha(release_index, "fixpipe==0.4.0", tmp_path / "pip-release") == released.sha256
+    for run in (broken, refused, fixed, again, candidate):
+        assert all(r["result"] != NOT_RUNNABLE for r in run.jobs), run.table()
+        # uv hardlinked shipyard's dependencies from a cache on the venv's file system: no job
+        # unpacked every file and then copied it (steps.INSTALL_ENV)
+        assert run.steps_printing("Failed to hardlink") == [], run.folder
+
+
+def _served(devpi_url: str, index: str, project: str) -> dict[str, str]:
+    """{file name: sha256} of `project` on a devpi index, as its JSON API lists them."""
+    import requests
+
+    response = requests.get(f"{devpi_url}/{index}/{project}", headers={"Accept": "application/json"}, timeout=30)
+    if response.status_code == 404:
+        return {}
+    response.raise_for_status()
+    out = {}
+    for version in response.json()["result"].values():
+        for link in version.get("+links", []):
+            if link.get("rel") == "releasefile":
+                out[link["href"].rsplit("/", 1)[-1].split("#")[0]] = link.get("hash_spec", "")
+    return out

@@ -1,0 +1,72 @@
+"""The repository's release description copied into a folder of its own, for a test to break or
+to point elsewhere: release.yaml and feature_status.yaml, with the component folders (and tests
+folders) release.yaml names, empty: validate refuses a missing one, and a test that only reads
+the description needs no sources."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_component_folders(root: Path) -> None:
+    """Empty folders for every component of `root`/release.yaml, with its tests folder."""
+    for component in yaml.safe_load((root / "release.yaml").read_text())["components"].values():
+        (root / component["path"]).mkdir(parents=True, exist_ok=True)
+        if component.get("tests"):
+            (root / component["path"] / component["tests"]).mkdir(exist_ok=True)
+
+
+class SpecCopy:
+    """release.yaml + feature_status.yaml copied into `root` (a folder that exists), with empty
+    component folders (and the empty tests folders release.yaml names)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        for name in ("release.yaml", "feature_status.yaml"):
+            shutil.copy(REPO / name, root / name)
+        make_component_folders(root)
+
+    def edit(self, name: str, old: str, new: str) -> None:
+        path = self.root / name
+        text = path.read_text()
+        assert old in text, f"fixture text {old!r} not found in {name}"
+        path.write_text(text.replace(old, new, 1))
+
+
+def point_release_yaml(root: Path, replacements: Mapping[str, str]) -> None:
+    """A SpecCopy in `root` (made if missing, overwritten if there), each `old: new` of
+    `replacements` applied to release.yaml wherever it occurs (a target's url or path)."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = SpecCopy(root).root / "release.yaml"
+    text = path.read_text()
+    for old, new in replacements.items():
+        assert old in text, f"release.yaml no longer holds {old!r}"
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+# PyTorch 2.8's vocabulary (record/test_status_vocabulary.py), and the renaming of the default one into it.
+API_VOCABULARY = "vocabulary:\n  - {name: API-Stable, blocks: true}\n  - {name: API-Unstable}\n"
+API_RENAMED = {"stable": "API-Stable", "beta": "API-Unstable", "prototype": "API-Unstable"}
+
+
+def declare_api_statuses(spec_copy: SpecCopy, keep: str = "") -> None:
+    """The release's feature_status.yaml with the API vocabulary, every status renamed into it
+    (but the first line holding `keep`, left as it was)."""
+    path = spec_copy.root / "feature_status.yaml"
+    lines = path.read_text().replace("schema_version: 1\n", f"schema_version: 1\n{API_VOCABULARY}", 1).splitlines()
+    kept = False
+    for i, line in enumerate(lines):
+        if line.startswith("    status:"):
+            if keep and not kept and keep in line:
+                kept = True
+                continue
+            lines[i] = re.sub(r"\b(stable|beta|prototype)\b", lambda m: API_RENAMED[m.group(1)], line)
+    path.write_text("\n".join(lines) + "\n")
