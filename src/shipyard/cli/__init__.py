@@ -23,10 +23,46 @@ from shipyard.errors import CRASHED, ShipyardError
 from shipyard.redaction import redacted_output
 
 
+class _PrintVersion(argparse.Action):
+    """`--version`: the installed distribution's version, looked up only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("shipyard")
+        except PackageNotFoundError:
+            found = "(not installed: run from a source tree)"
+        print(f"shipyard {found}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
+
+
+def _global_options(parser: argparse.ArgumentParser, *, after_the_command: bool) -> None:
+    unset = argparse.SUPPRESS
+    parser.add_argument("--root", default=unset if after_the_command else ".",
+                        help="folder holding release.yaml (default: .)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=unset if after_the_command else False,
+                        help="log every external command")
+
+
+def _global_options_after_the_command(parser: argparse.ArgumentParser) -> None:
+    """Every command takes the global options after its name too (`shipyard validate --root x`); given
+    there, they win over the same option before it. SUPPRESS: a command's parser sets nothing the
+    user did not give, so the value before the command, or its default, stays."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                if any(isinstance(a, argparse._SubParsersAction) for a in command._actions):
+                    _global_options_after_the_command(command)
+                else:
+                    _global_options(command, after_the_command=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shipyard", description=__doc__)
-    parser.add_argument("--root", default=".", help="folder holding release.yaml (default: .)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log every external command")
+    _global_options(parser, after_the_command=False)
+    parser.add_argument("--version", action=_PrintVersion, nargs=0, help="print shipyard's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     # The order of `shipyard --help`: the description, this host, builds, then what follows a build.
     add_matrix_commands(sub)
@@ -41,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_commands(sub)
     add_supply_commands(sub)
     add_schema_command(sub)
+    _global_options_after_the_command(parser)
     return parser
 
 

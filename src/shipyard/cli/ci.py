@@ -195,7 +195,7 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                            "empty: every one)")
     pl.set_defaults(func=cmd_ci_plan)
     py = csub.add_parser("pythons", help="(build jobs) make these Pythons available, installing missing ones with uv")
-    py.add_argument("python", nargs="+")
+    py.add_argument("python", nargs="+", help="Python versions, as release.yaml's pythons name them (3.11 …)")
     py.set_defaults(func=cmd_ci_pythons)
     k = csub.add_parser("cache-key", help="(build jobs) the actions/cache key of a job: its id and shipyard's "
                                           "cache key of its inputs")
@@ -226,5 +226,6 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     t = csub.add_parser("trusted-publishing", help="(publish job) check that the job's OIDC token is exchanged for "
                                                     "an upload token of a pypi target (shipyard publish does the "
                                                     "exchange itself)")
-    t.add_argument("--target", required=True)
+    t.add_argument("--target", required=True, help="a pypi target of release.yaml's publish with "
+                   "trusted_publishing: true")
     t.set_defaults(func=cmd_ci_trusted_publishing)

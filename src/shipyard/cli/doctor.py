@@ -78,12 +78,12 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
 
 def add_doctor_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("doctor", help="what this host can build, and the fix for what it cannot")
-    p.add_argument("--variant")
+    p.add_argument("--variant", help="only this variant's cells (its name or tag; default: every variant)")
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("toolchain", help="manage toolchains in shipyard's cache")
     tsub = p.add_subparsers(dest="toolchain_command", required=True)
     tp = tsub.add_parser("install", help="assemble a CUDA toolkit for a variant (cuda11, cuda12, cuda13), "
                                           "or a sysroot (bullseye: gcc 10, glibc 2.31)")
-    tp.add_argument("name")
+    tp.add_argument("name", help="a CUDA variant of release.yaml (cuda11 …) or a sysroot (bullseye)")
     tp.set_defaults(func=cmd_toolchain_install)

@@ -139,7 +139,7 @@ def add_image_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     b.set_defaults(func=cmd_image_build)
     s = isub.add_parser("bases", help="print the images a variant's images build FROM (release.yaml's "
                                       "images.base_image and python_image), one per line, for `docker pull`")
-    s.add_argument("--variant", required=True)
+    s.add_argument("--variant", required=True, help="a variant of release.yaml's images.variants: cpu, cuda11 …")
     s.set_defaults(func=cmd_image_bases)
     u = isub.add_parser("push", help="removed: publish images with shipyard publish --channel C --target "
                                      "<docker target>")

@@ -59,6 +59,7 @@ def add_manifest_commands(sub: argparse._SubParsersAction) -> None:  # type: ign
     m.set_defaults(func=cmd_manifest_merge)
     g = msub.add_parser("gate", help="fail when the manifest has a failing feature of a blocking status (stable) "
                                      "and the channel blocks")
-    g.add_argument("--channel", required=True)
+    g.add_argument("--channel", required=True, help="the channel the artifacts would go to (a key of release.yaml's "
+                   "channels: its blocking statuses decide)")
     g.add_argument("--dist", help="folder of manifest.json (default: <root>/dist)")
     g.set_defaults(func=cmd_manifest_gate)

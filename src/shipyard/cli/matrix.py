@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.table import Table
 
 from shipyard.cli.shared import console, err_console, load_release, not_applicable_summary
+from shipyard.plumbing.wording import counted
 from shipyard.release.cell_filters import check_filters
 from shipyard.release.matrix import (
     ANY,
@@ -28,12 +29,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     spec = load_release(args)
     cells = expand(spec.release)
     console.print(f"[green]ok[/]: release.yaml and feature_status.yaml are valid "
-                  f"({len(spec.release.components)} components, {len(spec.release.variants)} variants, "
-                  f"{len(spec.features.features)} features, {len(cells)} cells"
+                  f"({counted(len(spec.release.components), 'component')}, "
+                  f"{counted(len(spec.release.variants), 'variant')}, "
+                  f"{counted(len(spec.features.features), 'feature')}, {counted(len(cells), 'cell')}"
                   + (f", {n} not applicable by requires-python" if (n := len(not_applicable(spec.release))) else "")
                   + ")")
     if spec.pending_tests:
-        console.print(f"[yellow]pending[/]: {len(spec.pending_tests)} test ids point at tests that do "
+        console.print(f"[yellow]pending[/]: {counted(len(spec.pending_tests), 'test id')} "
+                      f"{'points at a test that does' if len(spec.pending_tests) == 1 else 'point at tests that do'} "
                       f"not exist yet:")
         for test_id in spec.pending_tests:
             console.print(f"  {test_id}")
@@ -137,16 +140,18 @@ def add_matrix_commands(sub: argparse._SubParsersAction) -> None:  # type: ignor
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("matrix", help="print the build matrix")
-    p.add_argument("--format", choices=["table", "json", "github"], default="table")
-    p.add_argument("--variant")
-    p.add_argument("--platform")
-    p.add_argument("--package-type")
-    p.add_argument("--component")
+    p.add_argument("--format", choices=["table", "json", "github"], default="table",
+                   help="table: counts by component and variant (default); json: every cell with its status and, "
+                        "for a cell its project rules out, the reason; github: a GitHub Actions matrix")
+    p.add_argument("--variant", help="only this variant's cells (its name or tag: cpu, cuda11, cu118)")
+    p.add_argument("--platform", help="only this platform's cells (a key of release.yaml's platforms)")
+    p.add_argument("--package-type", help="only cells of this package type: wheel, conda, mobile or docker")
+    p.add_argument("--component", help="only this component's cells (a key of release.yaml's components)")
     p.add_argument("--cells", action="store_true", help="with --format table, list every cell id")
     p.set_defaults(func=cmd_matrix)
 
 
 def add_schema_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("schema", help="write JSON schemas for both YAML files")
-    p.add_argument("--out", default="schemas")
+    p.add_argument("--out", default="schemas", help="the folder the JSON schemas are written to (default: schemas)")
     p.set_defaults(func=cmd_schema)

@@ -97,7 +97,7 @@ def _explain(err: Any, model: type[BaseModel], loc: PathKey) -> tuple[str, str, 
         return (f"unknown key {loc[-1]!r}", f"remove or rename it (valid keys here: {', '.join(fields)})",
                 nearest(str(loc[-1]), fields))
     if kind == "missing":
-        return "required key is missing", f"add a '{loc[-1]}:' line here", None
+        return "required key is missing", f"add the line '{loc[-1]}:' here", None
     if kind == "literal_error":
         expected = [a or b for a, b in re.findall(r"'([^']*)'|\b(\d+)\b", ctx.get("expected", ""))]
         if loc == ("schema_version",):
