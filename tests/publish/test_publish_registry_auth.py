@@ -56,7 +56,7 @@ def _project(tmp_path: Path, client: docker.DockerClient, target_lines: str, *, 
     ref = f"{repo}:{VERSION}-cpu-runtime"
     if two_layers:  # FROM scratch, two COPY layers: a push and a load of more than one layer, built in a second
         context = tmp_path / "context"
-        context.mkdir()
+        context.mkdir(parents=True)
         (context / "Dockerfile").write_text("FROM scratch\nCOPY a /a\nCOPY b /b\n")
         (context / "a").write_text(f"{repo} first layer\n")
         (context / "b").write_text(f"{repo} second layer\n" * 1000)

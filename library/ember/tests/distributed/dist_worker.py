@@ -117,8 +117,11 @@ def scenario_victim(rank, world, port, victim):
 
 
 def scenario_absent(rank, world, port):
-    """The last rank joins the group but never enters the allreduce."""
-    init(rank, world, port, timeout=2.0)
+    """The last rank joins the group but never enters the allreduce. The rendezvous waits as long
+    as workers take to start (seconds on a loaded machine: a 2 s rendezvous let the absent rank,
+    started first, give up before the others arrived); the allreduce gets 2 s."""
+    init(rank, world, port, timeout=30.0)
+    dist.set_timeout(2.0)
     if rank == world - 1:
         # In the group, never in the collective, and alive (a closed connection would be
         # detected at once, not timed out) until the test has the others' verdicts and closes stdin.
@@ -151,6 +154,11 @@ def scenario_slow_link(rank, world, port):
 
 
 def scenario_init_only(rank, world, port):
+    """The ranks that come give the rendezvous 2 s for one that never does. Each waits for the
+    test's go, which comes once all of them are running: a rank that starts late on a loaded
+    machine must not count as missing."""
+    print("READY", flush=True)
+    sys.stdin.readline()
     start = time.monotonic()
     try:
         init(rank, world, port, timeout=2.0)

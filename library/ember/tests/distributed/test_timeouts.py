@@ -61,7 +61,12 @@ def test_peer_that_never_enters_the_collective_times_out_by_name(procs):
 
 def test_peer_that_never_starts_times_out_at_init(procs):
     port = procs.free_port()
-    ranks = [procs.start_rank("init_only", r, 3, port) for r in range(2)]  # rank 2 never comes
+    ranks = [procs.start_rank("init_only", r, 3, port, stdin=subprocess.PIPE) for r in range(2)]  # rank 2 never comes
+    for p in ranks:  # both started (however long that took): both go at once
+        assert p.stdout.readline().strip() == "READY"
+    for p in ranks:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     results = [procs.result_of(p, timeout=30) for p in ranks]
     for res in results:
         assert res["is_timeout"], res
