@@ -5,6 +5,7 @@ and no import runs up a floor. A new import that breaks the rule fails here with
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -24,13 +25,20 @@ def _exists(module: str) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
+@functools.cache
+def _import_statements() -> dict[str, tuple[ast.Import | ast.ImportFrom, ...]]:
+    """Each module of src/shipyard with its import statements (local imports included), read once."""
+    return {_module(path): tuple(node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                                 if isinstance(node, (ast.Import, ast.ImportFrom)))
+            for path in sorted(SRC.rglob("*.py"))}
+
+
 def _imports() -> dict[str, set[str]]:
     """Each module of src/shipyard with the shipyard modules it imports (local imports included)."""
     edges: dict[str, set[str]] = {}
-    for path in sorted(SRC.rglob("*.py")):
-        module = _module(path)
+    for module, statements in _import_statements().items():
         found = edges.setdefault(module, set())
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in statements:
             names: list[str] = []
             if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("shipyard"):
                 names = [node.module or "", *(f"{node.module}.{alias.name}" for alias in node.names)]
@@ -125,9 +133,9 @@ def test_no_module_imports_another_modules_private_names() -> None:
     """A planner hands its builder public names (issue: builders took eleven `_names` from their
     planners); a name with a leading underscore is its module's own."""
     taken = []
-    for path in sorted(SRC.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for module, statements in _import_statements().items():
+        for node in statements:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("shipyard"):
-                taken += [f"{_module(path)} takes {node.module}.{alias.name}" for alias in node.names
+                taken += [f"{module} takes {node.module}.{alias.name}" for alias in node.names
                           if alias.name.startswith("_") and not alias.name.startswith("__")]
     assert taken == []

@@ -48,6 +48,7 @@ from shipyard.errors import (
     PublishError,
     ShipyardError,
 )
+from shipyard.release.yaml_source import YAML_LOADER
 
 # Token-shaped secrets: what the redaction must hide wherever they appear.
 PLANTED_TOKEN = "ghp_" + "Qz7xK2" * 6  # a GitHub token's shape
@@ -156,9 +157,9 @@ class Mutation:
 def _parse(kind: str, data: bytes) -> Any:
     text = data.decode("utf-8")
     if kind == "yaml":
-        # libyaml, as shipyard reads YAML (release/yaml_source.py): PyYAML's pure-Python reader refuses
-        # a tab inside a plain scalar ('a\tb'), which YAML allows and libyaml takes.
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        # shipyard's own loader (libyaml where PyYAML has it): PyYAML's pure-Python reader refuses a
+        # tab inside a plain scalar ('a\tb'), which YAML allows and libyaml takes.
+        return yaml.load(text, Loader=YAML_LOADER)
     if kind == "jsonl":
         # Lines end at \n only, as the journal reads them (\r is JSON's white space, not a line end).
         return [json.loads(line) for line in text.split("\n") if line.strip()]

@@ -134,9 +134,9 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
         if existing.is_file() and sha256_of(existing) != digest:
             raise MergeError(f"{existing}: dist/ already holds other bytes under this name than {fragment}; "
                              f"merge into an empty dist/ or remove the old file")
-    place[WHEEL.name](wheels, dist)
-    if conda:
-        place[CONDA.name](conda, dist)
+    for package_type, placed in ((WHEEL.name, wheels), (CONDA.name, conda)):
+        if placed:
+            place[package_type](placed, dist)
     for source, rel in other:
         copy_atomic(source, dist / rel)
     dist.mkdir(parents=True, exist_ok=True)

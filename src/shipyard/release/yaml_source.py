@@ -148,7 +148,7 @@ class _Builder:
 
 _SCALARS = yaml.SafeLoader("")
 # libyaml's parser when PyYAML has it: ten times faster, with the same nodes, marks and errors.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _read_text(path: Path) -> str:
@@ -169,7 +169,7 @@ def load_yaml(path: Path) -> YamlDocument:
 def load_yaml_text(text: str, path: Path) -> YamlDocument:
     """Parse `text`, the content of `path` (a file, or `ref:file` from git); SpecError as load_yaml."""
     try:
-        node = yaml.compose(text, Loader=_LOADER)
+        node = yaml.compose(text, Loader=YAML_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         # Only PyYAML's own words: its str() quotes the offending line, which may hold a secret.
