@@ -274,6 +274,14 @@ def bench_pipeline(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_pipeline.py", *session.posargs)
 
 
+@nox.session(name="dist-shipyard")
+def dist_shipyard(session: nox.Session) -> None:
+    """shipyard's own wheel and sdist, into dist/shipyard/: what an index serves and the generated
+    workflows' jobs install (shipyard==<version>)."""
+    session.install("uv")
+    session.run("uv", "build", "--wheel", "--sdist", "--out-dir", str(ROOT / "dist" / "shipyard"), str(ROOT))
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on

@@ -72,7 +72,7 @@ EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 # what the direct side runs too; every other kind is what only a runner needs.
 STEP_KINDS: tuple[tuple[str, str], ...] = (
     ("Container packages", "container packages (apt-get in the bare job container)"),
-    ("Install shipyard", "install shipyard (ci/bootstrap.sh or venv, uv pip install .)"),
+    ("Install shipyard", "install shipyard (venv, uv pip install shipyard==<version>, the lane's apt packages)"),
     ("Check out", "checkout, setup-python (the local stand-ins)"),
     ("Python for shipyard", "checkout, setup-python (the local stand-ins)"),
     ("Cache key", "build cache (key, restore, save)"),

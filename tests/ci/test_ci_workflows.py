@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+import shipyard
 from shipyard.ci.actions import PINNED
 from shipyard.ci.jobs import Lane, build_jobs, check_lane_size, lanes
 from shipyard.ci.workflow import generate
 from shipyard.cli import main
 from shipyard.errors import CRASHED, STABLE_FEATURE_FAILED, MatrixTooLarge, MergeError, WorkflowDrift
+from shipyard.host.apt_install import lane_packages
 from shipyard.release import matrix as matrix_module
 from shipyard.release.matrix import _all_cells, exclusion_cells, expand, select
 from shipyard.release.validate import load_spec
@@ -48,10 +50,9 @@ def test_committed_workflows_match_release_yaml(repo, capsys):
 
 
 @pytest.fixture
-def ci_copy(spec_copy, repo):
-    """A spec copy with what the generator reads besides the spec: ci/bootstrap.sh (its uv range)."""
-    (spec_copy.root / "ci").mkdir()
-    shutil.copy(repo / "ci" / "bootstrap.sh", spec_copy.root / "ci" / "bootstrap.sh")
+def ci_copy(spec_copy):
+    """A spec copy: the release files and components, no shipyard source (no ci/, no src/shipyard)."""
+    assert not (spec_copy.root / "ci").exists() and not (spec_copy.root / "src" / "shipyard").exists()
     return spec_copy
 
 
@@ -391,45 +392,48 @@ def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path
     assert len(checked) == 8, checked
 
 
-def _apt_set(bootstrap: str, name: str) -> list[str]:
-    found = re.search(rf'^\s*\[{re.escape(name)}\]="([^"]*)"', bootstrap, re.M)
-    assert found, f"ci/bootstrap.sh has no APT_SETS entry {name}"
-    return found.group(1).split()
-
-
 @pytest.mark.parametrize("name", WORKFLOWS)
 def test_each_container_lane_installs_only_its_bootstrap_set(repo, name):
-    """A Linux lane's container gets the apt packages of its own set of ci/bootstrap.sh, a part of
-    the full list a dev machine gets: no wine, qemu or cross compilers in a wheel job."""
+    """A Linux lane's container gets the apt packages of its own set (`shipyard ci bootstrap
+    <lane>`, from the package's data), a part of the full list a dev machine gets from
+    ci/bootstrap.sh: no wine, qemu or cross compilers in a wheel job."""
     bootstrap = (repo / "ci" / "bootstrap.sh").read_text()
     everything = re.search(r"^APT_PACKAGES=\((.*?)^\)", bootstrap, re.M | re.S)
     assert everything
     full = {word for line in everything.group(1).splitlines() for word in line.split("#")[0].split()}
+    sets = lane_packages()
     lanes_seen = []
     for job_id, job in _load(repo / name)["jobs"].items():
         if "container" not in job:
             continue
-        install = next(s["run"] for s in job["steps"] if s.get("name", "").startswith("Install shipyard"))
-        assert f"bash ci/bootstrap.sh {job_id}\n" in install, job_id
-        packages = _apt_set(bootstrap, job_id)
+        install = next(s["run"] for s in job["steps"] if s.get("name", "").startswith("Install shipyard=="))
+        assert f"\n.venv/bin/shipyard ci bootstrap {job_id}\n" in install, job_id
         # python3-dev: the container builds against Debian's python3; a dev machine has pyenv's.
         # libsndfile1: the conda-pure lane's, for the soundfile the bootstrap channel repacks
-        assert set(packages) <= full | {"python3-dev", "libsndfile1"}, job_id
-        assert "wine64" not in packages and "qemu-user" not in packages, job_id
+        assert set(sets[job_id]) <= full | {"python3-dev", "libsndfile1"}, job_id
+        assert "wine64" not in sets[job_id] and "qemu-user" not in sets[job_id], job_id
         lanes_seen.append(job_id)
-    assert sorted(lanes_seen) == ["conda-linux", "conda-pure", "wheel-linux", "wheel-pure"]
+    assert sorted(lanes_seen) == sorted(sets) == ["conda-linux", "conda-pure", "wheel-linux", "wheel-pure"]
 
 
-def test_bootstrap_refuses_an_unknown_set_and_the_generator_a_lane_without_one(ci_copy, capsys, tmp_path):
-    script = ci_copy.root / "ci" / "bootstrap.sh"
-    done = subprocess.run(["bash", str(script), "wheel-lnux"], capture_output=True, text=True, timeout=30)
+def test_an_unknown_lane_is_refused_by_ci_bootstrap_the_script_and_the_generator(ci_copy, capsys, repo, monkeypatch):
+    assert main(["ci", "bootstrap", "wheel-lnux"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "ci bootstrap: lane: no apt package set for it; did you mean wheel-linux? name one of conda-linux, conda-pure, "
+        "wheel-linux, wheel-pure (shipyard/resources/ci_lane_packages.toml) (got wheel-lnux)")
+    done = subprocess.run(["bash", str(repo / "ci" / "bootstrap.sh"), "wheel-linux"], capture_output=True, text=True,
+                          timeout=30)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("ci/bootstrap.sh: set: unknown; name one of: ") and done.stderr.endswith(
-        ", --all, or none for the builds (got wheel-lnux)\n"), done.stderr
-    assert not (ci_copy.root / ".venv").exists()  # refused before anything was installed
-    script.write_text(re.sub(r"^\s*\[wheel-pure\]=.*\n", "", script.read_text(), flags=re.M))
+    assert done.stderr == ("ci/bootstrap.sh: argument: unknown; give --all, or none for the builds (a CI lane's "
+                           "packages: shipyard ci bootstrap <lane>) (got wheel-linux)\n")
+    import shipyard.ci.steps
+
+    monkeypatch.setattr(shipyard.ci.steps, "lane_packages",
+                        lambda: {k: v for k, v in lane_packages().items() if k != "wheel-pure"})
     assert main(["--root", str(ci_copy.root), "ci", "generate"]) == 2
-    assert "ci/bootstrap.sh: APT_SETS: no set for lane wheel-pure; add [wheel-pure]=" in capsys.readouterr().err
+    assert ("ci_lane_packages.toml: lanes: no apt package set for lane wheel-pure; add the line wheel-pure = "
+            "[<its apt packages>] there") in capsys.readouterr().err
+    assert not (ci_copy.root / ".github").exists()
 
 
 @pytest.mark.parametrize("name", WORKFLOWS)
@@ -562,7 +566,8 @@ def test_the_docker_lane_pulls_its_bases_and_installs_what_it_needs(repo, name):
     names = _steps(job)
     pull = "Base images (release.yaml's images.base_image and python_image, pulled)"
     client = "Docker client (the runner's, else Debian's or Ubuntu's docker.io)"
-    assert names.index("Install shipyard") < names.index("Pythons of the job") < names.index(client) \
+    install = f"Install shipyard=={shipyard.__version__}"
+    assert names.index(install) < names.index("Pythons of the job") < names.index(client) \
         < names.index(pull) < names.index("Build the images and save them for publish")
     # the images' Python from setup-python (the runner's tool cache), beside shipyard's own
     setup = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python@"))

@@ -1,8 +1,9 @@
 """The release pipeline end to end on the small fixture release (tests/fixtures/pipeline): the
 committed workflows under `shipyard ci run`, several times, publishing into a real devpi server.
 
-One fixture commit after another, on a clone of this checkout (whose ci/bootstrap.sh and sources
-the jobs install shipyard from):
+One fixture commit after another, in a repository of its own that holds no shipyard source, as a
+user's does: every job installs shipyard from an index (a loopback one holding this checkout's wheel,
+the SHIPYARD_INDEX_URL repository variable), never from the checkout:
 1. a stable feature fails: nightly publishes the release marked, its report artifact names the
    feature, and the release workflow's publish job refuses it for the test channel;
 2. the fix, a day later: a nightly of new development versions, beside the first;
@@ -18,10 +19,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.pipeline_run import NOT_RUNNABLE, PipelineRun, clone_checkout, commit, lay_fixture_release, run_pipeline
+from support.pipeline_run import NOT_RUNNABLE, PipelineRun, commit, fresh_repository, lay_fixture_release, run_pipeline
 from support.publish_servers import devpi_server, pip_installed_sha, unbound_port
 from support.shipyard_process import run_shipyard, without_shipyard_settings
 
+import shipyard
 from shipyard.errors import RunFailed
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.port_ranges import claimed_port_range
@@ -43,7 +45,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
     with claimed_port_range() as ports, devpi_server(tmp_path / "devpi", unbound_port(ports)) as devpi:
         password = devpi.add_user("fixture")
         secrets = {"SHIPYARD_PYPI_USERNAME": "fixture", "SHIPYARD_PYPI_PASSWORD": password}
-        repo = clone_checkout(tmp_path / "repo")
+        repo = fresh_repository(tmp_path / "repo")
         nightly = f"{devpi.url}/fixture/nightly-cpu/+simple/"
 
         # 1. A stable feature fails: nightly publishes it marked, the report names it, test refuses.
@@ -118,6 +120,11 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         # uv hardlinked shipyard's dependencies from a cache on the venv's file system: no job
         # unpacked every file and then copied it (steps.INSTALL_ENV)
         assert run.steps_printing("Failed to hardlink") == [], run.folder
+        # every job that ran installed the shipyard that generated the workflows, from the index
+        installed = {job for job, step in run.steps_printing(f" + shipyard=={shipyard.__version__}")
+                     if step.startswith(f"Install shipyard=={shipyard.__version__}")}
+        assert installed == {r["name"] for r in run.jobs}, (installed, run.table())
+    assert not list(repo.rglob("shipyard")) and not (repo / "ci").exists()  # a user's repository
 
 
 def _served(devpi_url: str, index: str, project: str) -> dict[str, str]:

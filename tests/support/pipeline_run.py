@@ -16,6 +16,7 @@ from pathlib import Path
 
 import docker
 from support.publish_servers import Registry, Site, docker_registry, publish_site, static_server
+from support.shipyard_index import shipyard_index
 from support.shipyard_process import run_shipyard, without_shipyard_settings
 
 from shipyard.host import docker_base
@@ -36,6 +37,13 @@ def clone_checkout(dest: Path) -> Path:
     return dest
 
 
+def fresh_repository(dest: Path) -> Path:
+    """An empty git repository, as a user's project starts: no shipyard source in it."""
+    dest.mkdir(parents=True)
+    subprocess.run(["git", "init", "--quiet", "--initial-branch", "main", str(dest)], check=True, timeout=60)
+    return dest
+
+
 def commit(repo: Path, message: str, when: str) -> str:
     """Commit everything in `repo` at `when` (ISO 8601, UTC): a nightly's version is its commit's date."""
     env = {**os.environ, **GIT_IDENTITY, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
@@ -52,7 +60,7 @@ def regenerate_workflows(repo: Path) -> None:
 
 
 def lay_fixture_release(repo: Path, devpi_url: str, *, broken: bool) -> None:
-    """The small fixture release (tests/fixtures/pipeline) over the clone, its devpi target at
+    """The small fixture release (tests/fixtures/pipeline) in `repo`, its devpi target at
     `devpi_url`; `broken`: the stable feature's test fails."""
     for name in ("release.yaml", "feature_status.yaml"):
         shutil.copy(FIXTURE / name, repo / name)
@@ -124,14 +132,19 @@ class PipelineRun:
 
 def run_pipeline(repo: Path, work: Path, secrets: dict[str, str], *args: str, timeout: float = 3600) -> PipelineRun:
     """`shipyard ci run ARGS` in `repo`, its secrets from a 0600 file (never the environment or
-    the command line), its run folder `work`."""
+    the command line), its run folder `work`, shipyard for its jobs from a loopback index holding
+    the wheel of this checkout."""
     work.parent.mkdir(parents=True, exist_ok=True)
     secret_file = work.parent / f"{work.name}.secrets"
     secret_file.touch(mode=0o600)
     # act's dotenv format: a PEM key's newlines and a password's `$` escaped inside quotes
     secret_file.write_text("".join(dotenv_line(name, value) for name, value in secrets.items()))
-    done = run_shipyard("ci", "run", "--work", work, "--secret-file", secret_file, *args,
-                        cwd=repo, env=without_shipyard_settings(), timeout=timeout)
+    # Every job installs shipyard from an index, as in a user's repository; this one holds the
+    # wheel of the checkout the run is of.
+    with shipyard_index(REPO, work.parent / "shipyard-index") as index:
+        done = run_shipyard("ci", "run", "--work", work, "--secret-file", secret_file,
+                            "--var", f"SHIPYARD_INDEX_URL={index}", *args,
+                            cwd=repo, env=without_shipyard_settings(), timeout=timeout)
     output = done.stdout + done.stderr
     for name, value in secrets.items():
         if not name.endswith("_USERNAME"):  # a user name is no secret (and may be a common word)

@@ -16,6 +16,8 @@ from shipyard.ci.jobs import Lane
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES
 from shipyard.ci.steps import (
     MATRIX_ENV,
+    SHIPYARD_SOURCE,
+    SHIPYARD_SOURCE_ARGS,
     Job,
     Step,
     build_cache,
@@ -23,6 +25,7 @@ from shipyard.ci.steps import (
     checkout,
     for_job,
     host_tools,
+    shipyard_source_env,
     signing_env,
     tools_python,
 )
@@ -77,6 +80,7 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
     passed = "".join(f" -e {name}" for name in signing)  # by name: the value never is on a command line
     run = ("# The image's glibc (2.27) is too old for the actions' Node 20: only this step runs in it.\n"
            "docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENTS -e PYTHONS -e SHIPYARD_CHANNEL"
+           " -e SHIPYARD_REQUIREMENT -e SHIPYARD_INDEX_URL -e SHIPYARD_WHEEL_URL"
            f"{passed} \\\n"
            "  -e OWNER=\"$(id -u):$(id -g)\" \\\n"
            "  -e CUDA_HOME=/usr/local/cuda -e HOME=/work/.home \"$TOOLKIT_IMAGE\" bash -euo pipefail -c '\n"
@@ -85,7 +89,8 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
            "    >/dev/null\n"
            "  trap \"chown -R $OWNER /work\" EXIT  # the runner (not root) cleans the workspace up\n"
            "  .venv-host/bin/uv venv --python " + tools_python(spec.release) + " .venv-image\n"
-           "  .venv-host/bin/uv pip install --python .venv-image . cmake ninja\n"
+           + "".join(f"  {line}\n" for line in SHIPYARD_SOURCE.splitlines()) +
+           f"  .venv-host/bin/uv pip install --python .venv-image {SHIPYARD_SOURCE_ARGS} cmake ninja\n"
            "  export PATH=\"$PWD/.venv-image/bin:$HOME/.local/bin:$PATH\"\n"
            "  shipyard ci pythons $PYTHONS\n"
            + "".join(f"  {line}\n" for line in for_job(command).splitlines()) +
@@ -96,5 +101,6 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
              *build_cache(), *_builder_steps(cuda),
              *build_upload_and_judge(f"Build and test every Python in the CUDA {cuda} builder image",
                                      {**MATRIX_ENV, "PYTHONS": "${{ matrix.pythons }}",
-                                      "TOOLKIT_IMAGE": builder_image_tag(cuda), **signing}, run)]
+                                      "TOOLKIT_IMAGE": builder_image_tag(cuda), **shipyard_source_env(),
+                                      **signing}, run)]
     return {"steps": steps}

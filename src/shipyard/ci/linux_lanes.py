@@ -25,10 +25,11 @@ from shipyard.release.spec import Spec
 
 
 def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
-    """Wheels or conda packages in debian:bookworm, set up by ci/bootstrap.sh as a bare machine is
-    here. Conda packages solve from release.yaml's conda.channels (conda-forge), never from the
-    bootstrap channel, which needs this host's pyenv Pythons."""
-    steps = [container_packages(), checkout(), *container_tools(spec.root, lane.name), *pythons_and_cache()]
+    """Wheels or conda packages in debian:bookworm, with shipyard from its index and the lane's apt
+    packages (`shipyard ci bootstrap <lane>`). Conda packages solve from release.yaml's
+    conda.channels (conda-forge), never from the bootstrap channel, which needs this host's pyenv
+    Pythons."""
+    steps = [container_packages(), checkout(), *container_tools(lane.name), *pythons_and_cache()]
     # A pure lane is tested against its builder's native packages, where the release has any (a
     # release of pure components only has nothing to download, and its merge would find nothing).
     if lane.name.endswith("-pure") and any(other.name == f"{lane.kind}-linux" for other in lanes(spec.release)):

@@ -8,14 +8,16 @@ script: a value cannot become shell code).
 
 from __future__ import annotations
 
-import re
+import importlib.metadata
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
+
+import shipyard
 from shipyard.ci.actions import uses
-from shipyard.errors import STABLE_FEATURE_FAILED, SpecError
-from shipyard.plumbing.input_files import input_error
+from shipyard.errors import STABLE_FEATURE_FAILED, SpecError, ToolError
+from shipyard.host.apt_install import lane_packages
 from shipyard.release.spec import Release, Spec
 
 Step = dict[str, Any]
@@ -43,13 +45,42 @@ def checkout() -> Step:
     return {"name": "Check out", "uses": uses("actions/checkout"), "with": {"persist-credentials": False}}
 
 
-def uv_requirement(root: Path) -> str:
-    """The uv version range ci/bootstrap.sh installs, so runners get the uv that runs here."""
-    found = re.search(r'"(uv[<>=!~][^"]*)"', (root / "ci" / "bootstrap.sh").read_text())
-    if not found:
-        raise input_error(root / "ci" / "bootstrap.sh", "(file)", 'no quoted uv requirement (like "uv>=0.8,<0.14") '
-                          "found", "the workflows install the same uv, so keep it there")
-    return found.group(1)
+def uv_requirement() -> str:
+    """The uv version range shipyard depends on (pyproject.toml), so runners get the uv that runs here."""
+    for line in importlib.metadata.requires("shipyard") or ():
+        requirement = Requirement(line)
+        if requirement.name == "uv" and not requirement.marker:
+            return f"uv{requirement.specifier}"
+    raise ToolError("shipyard's installed metadata lists no uv requirement; reinstall shipyard "
+                    "(uv pip install shipyard, or -e . in its checkout)")
+
+
+def shipyard_requirement() -> str:
+    """What every job installs: the shipyard that generated the workflow, by exact version."""
+    return f"shipyard=={shipyard.__version__}"
+
+
+# Where a job gets shipyard: PyPI by default. Two repository variables (Settings → Variables) point
+# elsewhere without regenerating: an index searched before PyPI (a private index, or a local one for
+# `shipyard ci run`), or the URL of the wheel itself, which must be this version's.
+SHIPYARD_SOURCE_ENV = {"SHIPYARD_REQUIREMENT": "", "SHIPYARD_INDEX_URL": "${{ vars.SHIPYARD_INDEX_URL }}",
+                       "SHIPYARD_WHEEL_URL": "${{ vars.SHIPYARD_WHEEL_URL }}"}
+
+# Sets the bash arrays `shipyard_from` (what to install) and `shipyard_index` (uv's --index, when
+# given) from SHIPYARD_SOURCE_ENV. uv asks the given index first and PyPI for what it lacks
+# (shipyard's own dependencies); a wheel URL comes with the exact requirement, which uv holds the
+# wheel to (a wheel of another version fails the install). No single quote: the CUDA lane runs it
+# inside `bash -c '…'`.
+SHIPYARD_SOURCE = (
+    "shipyard_from=(\"$SHIPYARD_REQUIREMENT\"); shipyard_index=()\n"
+    "[ -z \"$SHIPYARD_WHEEL_URL\" ] || shipyard_from+=(\"shipyard @ $SHIPYARD_WHEEL_URL\")\n"
+    "[ -z \"$SHIPYARD_INDEX_URL\" ] || shipyard_index=(--index \"$SHIPYARD_INDEX_URL\")\n"
+)
+SHIPYARD_SOURCE_ARGS = "\"${shipyard_index[@]}\" \"${shipyard_from[@]}\""  # uv pip install's, after SHIPYARD_SOURCE
+
+
+def shipyard_source_env() -> dict[str, str]:
+    return {**SHIPYARD_SOURCE_ENV, "SHIPYARD_REQUIREMENT": shipyard_requirement()}
 
 
 def tools_python(release: Release) -> str:
@@ -67,7 +98,8 @@ def host_tools(spec: Spec, also: Sequence[str] = ()) -> list[Step]:
         {"name": "Python for shipyard" + for_job,
          "uses": uses("actions/setup-python"),
          "with": {"python-version": "\n".join(versions) + ("\n" if len(versions) > 1 else "")}},
-        {"name": "Install shipyard", "env": {"UV_REQUIREMENT": uv_requirement(spec.root), **INSTALL_ENV},
+        {"name": f"Install {shipyard_requirement()}",
+         "env": {"UV_REQUIREMENT": uv_requirement(), **shipyard_source_env(), **INSTALL_ENV},
          # a venv of its own: the runner's tool-cache Python stays as setup-python left it. No pip
          # in it (ensurepip costs each job seconds): that Python's pip puts uv in (--python takes the
          # venv folder: Scripts/python.exe on Windows), uv the rest.
@@ -75,15 +107,16 @@ def host_tools(spec: Spec, also: Sequence[str] = ()) -> list[Step]:
                 "bin=.venv/bin; [ \"$RUNNER_OS\" = Windows ] && bin=.venv/Scripts\n"
                 "python -m pip --python .venv install --quiet --disable-pip-version-check "
                 "\"$UV_REQUIREMENT\"\n"
-                "\"$bin/python\" -m uv pip install --python \"$bin/python\" .\n"
+                + SHIPYARD_SOURCE +
+                f"\"$bin/python\" -m uv pip install --python \"$bin/python\" {SHIPYARD_SOURCE_ARGS}\n"
                 "\"$bin/python\" -c 'import os, sys; print(os.path.dirname(os.path.abspath(sys.executable)))' "
                 ">> \"$GITHUB_PATH\"\n"},
     ]
 
 
 def container_packages() -> Step:
-    """What the bare builder image lacks to check out with git and run ci/bootstrap.sh."""
-    return {"name": "Container packages (git for the checkout, Python for ci/bootstrap.sh)",
+    """What the bare builder image lacks to check out with git and make shipyard's venv."""
+    return {"name": "Container packages (git for the checkout, Python for shipyard)",
             "run": "if ! python3 -c 'import ensurepip, venv' 2>/dev/null || ! command -v git >/dev/null; then\n"
                    "  apt-get update -qq\n"
                    "  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \\\n"
@@ -91,22 +124,26 @@ def container_packages() -> Step:
                    "fi\n"}
 
 
-def bootstrap_set(root: Path, name: str) -> str:
-    """`name`, checked to be one of ci/bootstrap.sh's APT_SETS, where each lane's packages are listed."""
-    if not re.search(rf"^\s*\[{re.escape(name)}\]=", (root / "ci" / "bootstrap.sh").read_text(), re.M):
-        raise SpecError(f"ci/bootstrap.sh: APT_SETS: no set for lane {name}; add "
-                            f"[{name}]=\"<its apt packages>\" there (got lane {name})")
+def bootstrap_set(name: str) -> str:
+    """`name`, checked to be a lane with an apt package set (resources/ci_lane_packages.toml)."""
+    if name not in lane_packages():
+        raise SpecError(f"shipyard/resources/ci_lane_packages.toml: lanes: no apt package set for lane {name}; "
+                        f"add the line {name} = [<its apt packages>] there (got lane {name})")
     return name
 
 
-def container_tools(root: Path, apt_set: str) -> list[Step]:
-    """shipyard in the Linux builder container: ci/bootstrap.sh as on a bare machine here, with
-    only the apt packages of the lane's set (ci/bootstrap.sh's APT_SETS)."""
-    return [{"name": f"Install shipyard (ci/bootstrap.sh {apt_set}, as on a bare Debian 12 machine)",
-             "env": INSTALL_ENV,
+def container_tools(apt_set: str) -> list[Step]:
+    """shipyard in the Linux builder container, in a venv of the container's python3, then the
+    lane's apt packages (`shipyard ci bootstrap <lane>`)."""
+    return [{"name": f"Install {shipyard_requirement()} and the {apt_set} lane's apt packages",
+             "env": {"UV_REQUIREMENT": uv_requirement(), **shipyard_source_env(), **INSTALL_ENV},
              "run": "git config --global --add safe.directory \"$PWD\"  # the checkout belongs to the runner's user\n"
-                    f"bash ci/bootstrap.sh {bootstrap_set(root, apt_set)}\n"
-                    ".venv/bin/uv pip install --python .venv/bin/python .\n"
+                    # Debian's python3 has no pip of its own: the venv's (ensurepip) puts uv in, uv the rest.
+                    "python3 -m venv .venv\n"
+                    ".venv/bin/python -m pip install --quiet --disable-pip-version-check \"$UV_REQUIREMENT\"\n"
+                    + SHIPYARD_SOURCE +
+                    f".venv/bin/uv pip install --python .venv/bin/python {SHIPYARD_SOURCE_ARGS}\n"
+                    f".venv/bin/shipyard ci bootstrap {bootstrap_set(apt_set)}\n"
                     "echo \"$PWD/.venv/bin\" >> \"$GITHUB_PATH\"\n"
                     "echo \"$HOME/.local/bin\" >> \"$GITHUB_PATH\"\n"}]
 

@@ -97,7 +97,8 @@ def cmd_ci_pythons(args: argparse.Namespace) -> int:
         uv = shutil.which("uv")
         if uv is None:
             raise ToolchainMissing(f"Pythons {', '.join(missing)} are missing and uv (which installs them) is not on "
-                                f"PATH; install uv (ci/bootstrap.sh does) or those Pythons")
+                                f"PATH; uv comes with shipyard: put the bin folder of shipyard's venv on PATH, or "
+                                f"install those Pythons")
         console.print(f"installing {', '.join(missing)} with uv")
         command.run([uv, "python", "install", *missing], timeout=1800, capture=False)
         discover.cache_clear()
@@ -148,7 +149,8 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
         name for name, platform in spec.release.platforms.items() if platform.os == "linux")
     request = RunRequest(workflow=args.workflow, job=args.job, variants=_names(",".join(args.variant or [])),
                          pythons=_names(",".join(args.python or [])), platforms=platforms,
-                         package_types=_names(",".join(args.package_type or [])), channel=args.channel, ref=args.ref)
+                         package_types=_names(",".join(args.package_type or [])), channel=args.channel, ref=args.ref,
+                         variables=_variables(args.var or []))
     from shipyard.release.cell_filters import check_filters
 
     check_filters(spec.release, variant=request.variants, python=request.pythons, platform=request.platforms,
@@ -177,6 +179,27 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _variables(given: list[str]) -> dict[str, str]:
+    """--var NAME=VALUE options as {NAME: VALUE}."""
+    variables = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UsageError(f"--var: not NAME=VALUE with NAME letters, digits and _; write it as "
+                             f"--var SHIPYARD_INDEX_URL=http://... (got {item})")
+        variables[name] = value
+    return variables
+
+
+def cmd_ci_bootstrap(args: argparse.Namespace) -> int:
+    from shipyard.host.apt_install import install_lane_packages
+
+    installed = install_lane_packages(args.lane, say=lambda text: err_console.print(text, markup=False))
+    console.print(f"[green]ready[/]: the {args.lane} lane's apt packages"
+                  + (f" ({len(installed)} installed)" if installed else ""))
+    return 0
+
+
 def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("ci", help="the GitHub Actions release pipeline: generate and check its workflows")
     csub = p.add_subparsers(dest="ci_command", required=True)
@@ -201,6 +224,12 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "cache key of its inputs")
     k.add_argument("job", help="a job id of the plan, e.g. wheel-ember-cpu-linux-x86_64")
     k.set_defaults(func=cmd_ci_cache_key)
+    b = csub.add_parser("bootstrap", help="(Linux container jobs) install the apt packages a CI lane needs, "
+                                          "those not installed yet (as root)")
+    from shipyard.host.apt_install import lane_packages
+
+    b.add_argument("lane", help=f"a Linux lane: {', '.join(lane_packages())}")
+    b.set_defaults(func=cmd_ci_bootstrap)
     r = csub.add_parser("run", help="run a committed workflow here under act, on bare Debian runners; "
                                     "prints a table of its jobs (docs/pipeline.md, 'Reproduce a CI job')")
     r.add_argument("--workflow", default="nightly", help="the workflow file's name: nightly (default) or release")
@@ -217,6 +246,9 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--secret-file", help="a 0600 file of NAME=value secrets for the workflow (default: the "
                                          "secrets the workflow reads, from this environment)")
     r.add_argument("--work", help="the run's folder (default: a new one under /var/tmp)")
+    r.add_argument("--var", action="append", metavar="NAME=VALUE",
+                   help="a repository variable the workflow reads as ${{ vars.NAME }} (repeatable), e.g. "
+                        "SHIPYARD_INDEX_URL, the index the jobs install shipyard from")
     r.set_defaults(func=cmd_ci_run)
     f = csub.add_parser("fragments", help="(manifest job) fail unless every build job of the plan uploaded its "
                                           "fragment")

@@ -58,6 +58,8 @@ class RunRequest:
     package_types: tuple[str, ...] = ()
     channel: str | None = None
     ref: str | None = None
+    # the repository variables the workflow reads as ${{ vars.NAME }} (act's --var-file)
+    variables: Mapping[str, str] = field(default_factory=dict)
 
     def inputs(self, workflow_inputs: Mapping[str, object]) -> dict[str, str]:
         """The workflow_dispatch inputs this request sets; refuses one the workflow lacks."""
@@ -151,6 +153,7 @@ class ActSetup:
     # host folders mounted read-write at the same path into runner containers: the folders that
     # release.yaml's static and conda targets publish into, which a web server on this host serves
     served_folders: tuple[Path, ...] = ()
+    variables: Mapping[str, str] = field(default_factory=dict)  # RunRequest.variables
 
 
 def find_act() -> Path:
@@ -306,8 +309,9 @@ def act_command(setup: ActSetup) -> list[str]:
 def run_act(setup: ActSetup, on_event: Callable[[dict[str, object]], None]) -> int:
     """Run act, keeping its JSON log in the run folder and handing each record to `on_event`;
     returns act's exit status."""
-    for empty in ("act.vars", "act.inputs"):
-        write_private(setup.folder.root / empty, "")
+    write_private(setup.folder.root / "act.inputs", "")
+    write_private(setup.folder.root / "act.vars",
+                  "".join(dotenv_line(name, value) for name, value in setup.variables.items()))
     with setup.folder.log.open("w") as log:
         def line(text: str) -> None:
             log.write(text + "\n")

@@ -211,7 +211,8 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
     setup = act_run.ActSetup(act=act, repo=clone, workflow_file=workflow_file, folder=folder, runner_image=runner,
                              runner_labels=linux, share=share, pythons=pythons_mount(),
                              stand_ins=act_run.stage_stand_ins(folder), inputs=inputs, job=request.job,
-                             cache_server=folder.root / "cache-server", served_folders=folders)
+                             cache_server=folder.root / "cache-server", served_folders=folders,
+                             variables=request.variables)
     log = ActLog()
 
     def event(record: dict[str, object]) -> None:
