@@ -23,10 +23,10 @@ from support.suite_timing import SuiteTiming
 
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
-    bootstrap_cuda_versions,
     ensure_bootstrap_channel,
     release_requirements,
 )
+from shipyard.conda.bootstrap_plan import bootstrap_cuda_versions
 from shipyard.host.toolchains.obtain import obtain_sysroot
 from shipyard.host.toolchains.sysroot import sysroot_recipes
 from shipyard.release.validate import load_spec

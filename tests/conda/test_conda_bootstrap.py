@@ -27,10 +27,10 @@ import zstandard
 from shipyard.cli import main
 from shipyard.conda.bootstrap import (
     BootstrapChannel,
-    bootstrap_cuda_versions,
     ensure_bootstrap_channel,
     release_requirements,
 )
+from shipyard.conda.bootstrap_plan import bootstrap_cuda_versions
 from shipyard.conda.rattler_glue import index_channel
 from shipyard.conda.solve_install import InstallRequest, InstallResult, solve_and_install
 from shipyard.errors import BuildError, ToolchainMissing

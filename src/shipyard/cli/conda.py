@@ -65,7 +65,8 @@ def cmd_conda_bootstrap(args: argparse.Namespace) -> int:
     import time
 
     from shipyard.cli.build_report import live_progress
-    from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
+    from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
+    from shipyard.conda.bootstrap_plan import bootstrap_cuda_versions
     from shipyard.errors import UsageError
 
     spec = load_release(args)

@@ -36,36 +36,20 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard.conda.bootstrap_plan import (
-    REVISION,
-    TEMPLATES,
-    WHEEL_PLATFORM,
-    BootstrapPackage,
-    cudart_requirement,
-    debian_libraries,
-    downloads_present,
-    json_digest,
-    plan_bootstrap,
-    pyenv_python,
-    rattler_build_version,
-    resolve_bootstrap,
-    sorted_versions,
-)
+from shipyard.conda.bootstrap_plan import TEMPLATES, BootstrapPackage, bootstrap_request
 from shipyard.conda.rattler_glue import BuildLog, index_channel
-from shipyard.errors import BuildError, ToolchainMissing
+from shipyard.errors import BuildError
 from shipyard.host.toolchains.discover import cache_root as shipyard_cache
-from shipyard.host.toolchains.discover import pyenv_root
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.command import patched_environ
 from shipyard.plumbing.file_lock import exclusive
@@ -73,10 +57,6 @@ from shipyard.plumbing.progress import Progress
 from shipyard.release.spec import Spec
 from shipyard.testing.runner import component_test_requirements
 
-# What any conda recipe's build and test environments need besides python (the closure follows);
-# a release adds its components' build backends, dependencies and test requirements
-# (`release_requirements`).
-ROOT_REQUIREMENTS = ("numpy", "pytest", "pip", "scikit-build-core", "installer")
 SUBDIRS = ("linux-64", "noarch")
 # rattler-build packs the bytes it is given: a fixed time for the one package assembled here.
 _ASSEMBLE_TIME = datetime(2020, 1, 1, tzinfo=UTC)
@@ -102,7 +82,7 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
                              refresh: bool = False, pyenv: Path | None = None) -> BootstrapChannel:
     """The bootstrap channel for `pythons` ("3.11") and `cuda_versions` ("11.8"), built if needed.
 
-    `requirements` (PEP 508) are added to ROOT_REQUIREMENTS, with their closures.
+    `requirements` (PEP 508) are added to bootstrap_plan.ROOT_REQUIREMENTS, with their closures.
     `pyenv` is pyenv's root (default $PYENV_ROOT or ~/.pyenv); `refresh` asks pip and apt again
     for the newest wheels and .debs instead of reusing what this request resolved to before.
     Raises ToolchainMissing (a Python or CUDA runtime cannot be had here, with the fix), ToolError
@@ -110,18 +90,9 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
     """
     say = progress or (lambda line: None)
     root = Path(cache_root) if cache_root is not None else shipyard_cache() / "conda-bootstrap"
-    wanted = sorted_versions(pythons)
-    cudas = sorted_versions(cuda_versions)
-    interpreters = {py: pyenv_python(py, pyenv or pyenv_root()) for py in wanted}
-    cudart_pins = {cuda: cudart_requirement(cuda) for cuda in cudas}
-    roots = tuple(dict.fromkeys((*ROOT_REQUIREMENTS, *sorted(requirements))))
-    request = json_digest({
-        "revision": REVISION, "rattler_build": rattler_build_version(), "templates": _templates_digest(),
-        "roots": roots, "platform": WHEEL_PLATFORM,
-        "pythons": {py: f"{i.full_version}/{i.identity}" for py, i in interpreters.items()},
-        "cuda": cudart_pins, "debian": debian_libraries(),
-    })
-    record_path = root / "requests" / f"{request}.json"
+    request = bootstrap_request(pythons=pythons, cuda_versions=cuda_versions, requirements=requirements,
+                                pyenv=pyenv)
+    record_path = root / "requests" / f"{request.key}.json"
     if not refresh and (found := _cached_channel(root, record_path)) is not None:
         say(f"cached: {found.path} ({len(found.packages)} packages)")
         return found
@@ -133,18 +104,13 @@ def ensure_bootstrap_channel(*, pythons: Sequence[str], cuda_versions: Sequence[
             return found
         for leftover in root.glob(".staging-*"):
             shutil.rmtree(leftover, ignore_errors=True)
-        downloads = root / "downloads"
-        record = None if refresh else _read_json(record_path)
-        if record is None or not downloads_present(record, downloads):
-            record = resolve_bootstrap(interpreters, roots, cudart_pins, downloads, say)
-        plan = plan_bootstrap(record, interpreters, downloads)
-        record["channel"] = json_digest({"revision": REVISION, "packages": [p.key for p in plan]})
-        _write_json(record_path, record)
-        final = root / record["channel"]
+        plan = request.plan(None if refresh else _read_json(record_path), root / "downloads", say)
+        _write_json(record_path, plan.record)
+        final = root / plan.channel
         if _is_channel(final):
             say(f"cached: {final} (the same packages as another request)")
             return _channel(final, cached=True)
-        _build_channel(plan, root, final, say)
+        _build_channel(plan.packages, root, final, say)
         return _channel(final, cached=False)
 
 
@@ -166,23 +132,9 @@ def release_requirements(spec: Spec) -> tuple[str, ...]:
     return tuple(sorted(r for r in found if canonicalize_name(Requirement(r).name) not in own))
 
 
-def bootstrap_cuda_versions(cuda_versions: Iterable[str]) -> tuple[str, ...]:
-    """Of the release's CUDA versions, those whose runtime this machine can repack: the ones whose
-    toolkit resources/cuda_toolkits.toml assembles here from NVIDIA's wheels (11.8, 12.4), not
-    those it cannot obtain (10.2, 11.0) nor a host install without a runtime wheel pin (13.0)."""
-    usable = []
-    for version in sorted_versions(cuda_versions):
-        try:
-            cudart_requirement(version)
-        except ToolchainMissing:
-            continue
-        usable.append(version)
-    return tuple(usable)
-
-
 # --- building ---------------------------------------------------------------------------------
 
-def _build_channel(plan: list[BootstrapPackage], root: Path, final: Path, say: Progress) -> None:
+def _build_channel(plan: Sequence[BootstrapPackage], root: Path, final: Path, say: Progress) -> None:
     """Build (or reuse from packages/) every package of `plan` into a staging channel, index it
     and rename it to `final`."""
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
@@ -326,16 +278,6 @@ def _channel(path: Path, *, cached: bool) -> BootstrapChannel:
         repodata = json.loads((path / subdir / "repodata.json").read_text())
         names += [*repodata.get("packages.conda", {}), *repodata.get("packages", {})]
     return BootstrapChannel(path=path, cached=cached, packages=tuple(sorted(names)))
-
-
-def _templates_digest() -> str:
-    texts = {}
-    for entry in sorted(resources.files("shipyard.resources").joinpath(TEMPLATES).iterdir(), key=lambda e: e.name):
-        if entry.is_dir() and entry.joinpath("recipe.yaml").is_file():
-            texts[entry.name] = entry.joinpath("recipe.yaml").read_text()
-        elif entry.is_file() and entry.name.endswith(".toml"):
-            texts[entry.name] = entry.read_text()
-    return json_digest(texts)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -2,7 +2,12 @@
 Pythons, the CUDA runtime pins, the Debian libraries, the wheels pip's resolver chooses for each
 Python (downloaded into the cache), and from them one planned package per wheel, per Python, per
 CUDA version, each with its recipe rendered from resources/conda_bootstrap/. conda/bootstrap.py
-builds the plan into a channel and caches it."""
+builds the plan into a channel and caches it.
+
+One entry point, in two steps because the cache sits between them: `bootstrap_request` keys a
+request without the network (a BootstrapRequest), and its `plan` resolves what the cache does not
+already hold into a BootstrapPlan (the record to keep, the channel's key, the packages in build
+order)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import sys
 import tempfile
 import tomllib
 import zipfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -32,7 +37,7 @@ from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.host.apt_sources import download_debs
 from shipyard.host.toolchains.cuda_assembly import unpack_wheel
 from shipyard.host.toolchains.cuda_recipes import cuda_runtime_wheel
-from shipyard.host.toolchains.discover import probe_interpreter
+from shipyard.host.toolchains.discover import probe_interpreter, pyenv_root
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.plumbing.progress import Progress
@@ -49,6 +54,95 @@ WHEEL_PLATFORM = "manylinux2014_x86_64"
 TEMPLATES = "conda_bootstrap"
 
 
+# What any conda recipe's build and test environments need besides python (the closure follows);
+# a release adds its components' build backends, dependencies and test requirements
+# (conda/bootstrap.py `release_requirements`).
+ROOT_REQUIREMENTS = ("numpy", "pytest", "pip", "scikit-build-core", "installer")
+
+
+# --- the public entry point ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BootstrapPackage:
+    name: str
+    version: str
+    label: str  # what progress lines and errors call it
+    key: str  # everything that decides its bytes
+    needs: tuple[str, ...]  # names of packages of this channel its build or test installs
+    recipe: str | None  # the recipe.yaml text; None: python_abi, assembled without a recipe
+    python: str | None = None
+
+
+@dataclass(frozen=True)
+class BootstrapPlan:
+    """What a request resolved to and the channel that holds it, ready to build."""
+
+    request: str  # the request's key: the cache keeps `record` as requests/<request>.json
+    record: dict[str, Any]  # JSON: the wheels, the CUDA runtime wheels and the .debs chosen, and `channel`
+    channel: str  # the channel's key: a digest of every package's key
+    packages: tuple[BootstrapPackage, ...]  # each after the packages it needs
+
+
+@dataclass(frozen=True)
+class BootstrapRequest:
+    """The Pythons, CUDA runtimes and requirements asked for, keyed without the network: the
+    same inputs give the same `key`, which is how a machine finds the channel it built before."""
+
+    key: str
+    interpreters: dict[str, _Pyenv]  # "3.11": its pyenv build
+    roots: tuple[str, ...]  # the requirements whose closures the channel holds
+    cudart_pins: dict[str, str]  # "11.8": the NVIDIA runtime wheel pin
+    rattler_build: str  # py-rattler-build's version: it decides every package's bytes
+
+    def plan(self, previous: Mapping[str, Any] | None, downloads: Path, say: Progress) -> BootstrapPlan:
+        """The channel for this request. `previous` is the record it resolved to before: reused
+        when its files are still in `downloads`, else pip and apt are asked again (ToolError when
+        they fail) and what they choose is downloaded there."""
+        if previous is not None and _downloads_present(previous, downloads):
+            record = dict(previous)
+        else:
+            record = _resolve(self.interpreters, self.roots, self.cudart_pins, downloads, say)
+        packages = _planned_packages(record, self.interpreters, downloads, self.rattler_build)
+        channel = _json_digest({"revision": REVISION, "packages": [p.key for p in packages]})
+        return BootstrapPlan(request=self.key, record={**record, "channel": channel}, channel=channel,
+                             packages=tuple(packages))
+
+
+def bootstrap_request(*, pythons: Sequence[str], cuda_versions: Sequence[str], requirements: Sequence[str] = (),
+                      pyenv: Path | None = None) -> BootstrapRequest:
+    """A request for `pythons` ("3.11") and `cuda_versions` ("11.8"), `requirements` (PEP 508) added
+    to ROOT_REQUIREMENTS; `pyenv` is pyenv's root (default $PYENV_ROOT or ~/.pyenv).
+    ToolchainMissing when a Python or a CUDA runtime cannot be had here, with the fix."""
+    root = pyenv or pyenv_root()
+    interpreters = {py: _pyenv_python(py, root) for py in _sorted_versions(pythons)}
+    cudart_pins = {cuda: _cudart_requirement(cuda) for cuda in _sorted_versions(cuda_versions)}
+    roots = tuple(dict.fromkeys((*ROOT_REQUIREMENTS, *sorted(requirements))))
+    rattler_build = _rattler_build_version()
+    # The request's key: change nothing here without meaning every machine to rebuild its channel
+    # (tests/conda/test_bootstrap_cache_key.py pins it).
+    key = _json_digest({
+        "revision": REVISION, "rattler_build": rattler_build, "templates": _templates_digest(),
+        "roots": roots, "platform": WHEEL_PLATFORM,
+        "pythons": {py: f"{i.full_version}/{i.identity}" for py, i in interpreters.items()},
+        "cuda": cudart_pins, "debian": _debian_libraries(),
+    })
+    return BootstrapRequest(key, interpreters, roots, cudart_pins, rattler_build)
+
+
+def bootstrap_cuda_versions(cuda_versions: Iterable[str]) -> tuple[str, ...]:
+    """Of the release's CUDA versions, those whose runtime this machine can repack: the ones whose
+    toolkit resources/cuda_toolkits.toml assembles here from NVIDIA's wheels (11.8, 12.4), not
+    those it cannot obtain (10.2, 11.0) nor a host install without a runtime wheel pin (13.0)."""
+    usable = []
+    for version in _sorted_versions(cuda_versions):
+        try:
+            _cudart_requirement(version)
+        except ToolchainMissing:
+            continue
+        usable.append(version)
+    return tuple(usable)
+
+
 # --- inputs: pyenv Pythons, the CUDA runtime pin, the Debian libraries ----------------------------
 
 @dataclass(frozen=True)
@@ -59,7 +153,7 @@ class _Pyenv:
     identity: str  # the executable's and libpython's bytes
 
 
-def pyenv_python(version: str, root: Path) -> _Pyenv:
+def _pyenv_python(version: str, root: Path) -> _Pyenv:
     """The newest pyenv build of `version` under `root`; ToolchainMissing names the fix."""
     if not re.fullmatch(r"3\.\d+", version):
         raise ToolchainMissing(f"conda bootstrap channel: {version!r} is not a Python version such as "
@@ -84,7 +178,7 @@ def pyenv_python(version: str, root: Path) -> _Pyenv:
     return _Pyenv(version, interpreter.full_version, prefix, interpreter.identity)
 
 
-def cudart_requirement(cuda: str) -> str:
+def _cudart_requirement(cuda: str) -> str:
     """The NVIDIA runtime wheel pin for CUDA `cuda`: the one its toolkit recipe is assembled with."""
     try:
         return cuda_runtime_wheel(cuda)
@@ -93,7 +187,7 @@ def cudart_requirement(cuda: str) -> str:
                                f"or leave CUDA {cuda} out of the bootstrap channel") from exc
 
 
-def debian_libraries() -> dict[str, Any]:
+def _debian_libraries() -> dict[str, Any]:
     text = resources.files("shipyard.resources").joinpath(TEMPLATES, "debian_libraries.toml").read_text()
     return tomllib.loads(text)
 
@@ -113,7 +207,7 @@ class _Wheel:
     import_name: str
 
 
-def resolve_bootstrap(interpreters: dict[str, _Pyenv], roots: Sequence[str], cudart_pins: dict[str, str],
+def _resolve(interpreters: Mapping[str, _Pyenv], roots: Sequence[str], cudart_pins: Mapping[str, str],
              downloads: Path, say: Progress) -> dict[str, Any]:
     """Ask pip (per Python) and apt which files make the channel; download them into `downloads`."""
     wheels_dir = downloads / "wheels"
@@ -180,7 +274,7 @@ def _pip_download(requirements: list[str], python: str, dest: Path, *, deps: boo
 
 
 def _download_debian_libraries(dest: Path, say: Progress) -> dict[str, str]:
-    table = debian_libraries()
+    table = _debian_libraries()
     names = {conda: spec["deb"] for conda, spec in table["libraries"].items()}
     dest.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".apt-", dir=dest.parent))
@@ -194,7 +288,7 @@ def _download_debian_libraries(dest: Path, say: Progress) -> dict[str, str]:
     return {conda: deb.name for conda, deb in zip(names, debs, strict=True)}
 
 
-def downloads_present(record: dict[str, Any], downloads: Path) -> bool:
+def _downloads_present(record: Mapping[str, Any], downloads: Path) -> bool:
     try:
         files = [downloads / "wheels" / f for fs in record["wheels"].values() for f in fs]
         files += [downloads / "wheels" / f for f in record["cudart"].values()]
@@ -241,7 +335,7 @@ def _read_wheel_cached(path: Path, mtime: int) -> _Wheel:
     return wheel
 
 
-def _marker_pythons(wheel: _Wheel, python: str, interpreters: dict[str, _Pyenv]) -> list[_Pyenv]:
+def _marker_pythons(wheel: _Wheel, python: str, interpreters: Mapping[str, _Pyenv]) -> list[_Pyenv]:
     """The Pythons a wheel's environment markers are judged for: every requested Python it runs
     on for a noarch (pure) wheel, the one it was built for otherwise."""
     if not wheel.pure:
@@ -268,24 +362,13 @@ def _marker_environment(python: _Pyenv) -> dict[str, str]:
 
 # --- planning: one package per wheel, per Python, per CUDA version ---------------------------------
 
-@dataclass(frozen=True)
-class BootstrapPackage:
-    name: str
-    version: str
-    label: str  # what progress lines and errors call it
-    key: str  # everything that decides its bytes
-    needs: tuple[str, ...]  # names of packages of this channel its build or test installs
-    recipe: str | None  # the recipe.yaml text; None: python_abi, assembled without a recipe
-    python: str | None = None
-
-
-def plan_bootstrap(record: dict[str, Any], interpreters: dict[str, _Pyenv], downloads: Path) -> list[BootstrapPackage]:
+def _planned_packages(record: Mapping[str, Any], interpreters: Mapping[str, _Pyenv], downloads: Path,
+                      rattler_build: str) -> list[BootstrapPackage]:
     """Every package of the channel, in an order where each one's requirements come before it."""
-    rattler_build = rattler_build_version()
 
     def package(name: str, version: str, label: str, needs: Iterable[str], recipe: str | None,
                 inputs: dict[str, Any], python: str | None = None) -> BootstrapPackage:
-        key = json_digest({"revision": REVISION, "rattler_build": rattler_build, "name": name, "version": version,
+        key = _json_digest({"revision": REVISION, "rattler_build": rattler_build, "name": name, "version": version,
                        "recipe": recipe, "inputs": inputs})
         return BootstrapPackage(name, version, label, key, tuple(needs), recipe, python)
 
@@ -328,7 +411,7 @@ def plan_bootstrap(record: dict[str, Any], interpreters: dict[str, _Pyenv], down
         plan.append(package("cuda-cudart", wheel.version, f"cuda-cudart {wheel.version}", ("cuda-version",),
                             recipe, {}))
 
-    libraries = debian_libraries()["libraries"]
+    libraries = _debian_libraries()["libraries"]
     for conda, file in sorted(record["debs"].items()):
         deb = downloads / "debs" / file
         spec = libraries[conda]
@@ -347,7 +430,8 @@ def _installer_wheel(files: Iterable[str], python: str) -> str:
     found = [f for f in files if parse_wheel_filename(f)[0] == "installer"]
     if len(found) != 1:
         raise BuildError(f"conda bootstrap channel: pip chose {found or 'no'} installer wheels for Python "
-                         f"{python}; the repacking recipes need exactly one (conda/bootstrap.py ROOT_REQUIREMENTS)")
+                         f"{python}; the repacking recipes need exactly one "
+                         "(conda/bootstrap_plan.py ROOT_REQUIREMENTS)")
     return found[0]
 
 
@@ -444,15 +528,27 @@ def _upstream_version(deb: Path) -> str:
 
 # --- small helpers ----------------------------------------------------------------------------
 
+def _templates_digest() -> str:
+    """Every recipe template and data table of resources/conda_bootstrap/: they decide what the
+    channel holds, so they key the request."""
+    texts = {}
+    for entry in sorted(resources.files("shipyard.resources").joinpath(TEMPLATES).iterdir(), key=lambda e: e.name):
+        if entry.is_dir() and entry.joinpath("recipe.yaml").is_file():
+            texts[entry.name] = entry.joinpath("recipe.yaml").read_text()
+        elif entry.is_file() and entry.name.endswith(".toml"):
+            texts[entry.name] = entry.read_text()
+    return _json_digest(texts)
+
+
 def _template_text(template: str) -> str:
     return resources.files("shipyard.resources").joinpath(TEMPLATES, template, "recipe.yaml").read_text()
 
 
-def rattler_build_version() -> str:
+def _rattler_build_version() -> str:
     return importlib.metadata.version("py-rattler-build")
 
 
-def sorted_versions(versions: Iterable[str]) -> list[str]:
+def _sorted_versions(versions: Iterable[str]) -> list[str]:
     return sorted(dict.fromkeys(str(v) for v in versions), key=_version_key)
 
 
@@ -460,5 +556,5 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
 
 
-def json_digest(data: Any) -> str:
+def _json_digest(data: Any) -> str:
     return sha256_hex(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import shutil
 import stat
 import sys
@@ -276,38 +275,6 @@ def _move_into(source: Path, target: Path) -> None:
 
 
 # --- a toolkit already on the host (CUDA_HOME, /usr/local/cuda-X.Y) --------------------------------
-
-def local_home(recipe: ToolkitRecipe) -> Path:
-    """The installed CUDA `recipe.version` to use: CUDA_HOME if it holds that version, else `home`."""
-    tried = []
-    candidates = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
-    if recipe.home is not None:
-        candidates.append(recipe.home)
-    for home in candidates:
-        nvcc = home / "bin" / "nvcc"
-        if not nvcc.is_file():
-            tried.append(f"{home} has no bin/nvcc")
-            continue
-        try:
-            result = command.run([nvcc, "--version"], check=False, timeout=60, what="nvcc --version")
-        except ToolError:
-            tried.append(f"{home}/bin/nvcc does not run")
-            continue
-        release = re.search(r"release (\d+\.\d+)", result.stdout)
-        if result.returncode == 0 and release and release.group(1) == recipe.version:
-            return home
-        tried.append(f"{home} holds CUDA {release.group(1) if release else '(nvcc does not run)'}")
-    where = f" ({'; '.join(tried)})" if tried else ""
-    if recipe.unobtainable:
-        raise ToolchainMissing(
-            f"no CUDA {recipe.version} toolkit here{where}, and it cannot be obtained on this machine: "
-            f"{recipe.unobtainable}. Fix: build the CUDA {recipe.version} cells where the toolkit is "
-            f"preinstalled (a CI runner or a builder image with /usr/local/cuda-{recipe.version}) "
-            f"and set CUDA_HOME to it there")
-    raise ToolchainMissing(f"no CUDA {recipe.version} toolkit here{where}. Fix: install CUDA "
-                           f"{recipe.version} at {recipe.home or f'/usr/local/cuda-{recipe.version}'} "
-                           "or set CUDA_HOME to it")
-
 
 def assemble_from_home(recipe: ToolkitRecipe, home: Path, tree: Path, work: Path,
                         say: Progress) -> tuple[tuple[str, ...], int]:

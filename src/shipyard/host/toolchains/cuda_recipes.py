@@ -1,10 +1,13 @@
 """How each CUDA version is obtained on this machine (resources/cuda_toolkits.toml, one recipe per
-version, its archs from resources/cuda_archs.toml), and what a proved toolkit in the cache is
-(InstalledCudaToolkit). cuda_assembly.py assembles and proves a toolkit from a recipe;
-cuda_toolkit.py installs it into the cache and finds it again."""
+version, its archs from resources/cuda_archs.toml), the plan for one install (ToolkitPlan: the
+recipe, the archs to prove, and whether the host's own toolkit is linked or Debian's and NVIDIA's
+packages are assembled), and what a proved toolkit in the cache is (InstalledCudaToolkit).
+cuda_assembly.py assembles and proves a toolkit as the plan says; cuda_toolkit.py installs it into
+the cache and finds it again."""
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Sequence
@@ -16,7 +19,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard.errors import SpecError, ToolchainMissing
+from shipyard.errors import SpecError, ToolchainMissing, ToolError
+from shipyard.plumbing import command
 from shipyard.release.cuda_archs import parse_arch_list
 from shipyard.release.cuda_archs import supported_archs as arch_table
 
@@ -82,6 +86,36 @@ class InstalledCudaToolkit:
     components: tuple[str, ...]  # "deb:nvidia-cuda-toolkit=11.8.89~11.8.0-5~deb12u1", ...
 
 
+# --- the plan for one install -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ToolkitPlan:
+    """One CUDA toolkit to install: its recipe, the archs to prove it for, and where it comes from."""
+
+    recipe: ToolkitRecipe
+    archs: tuple[str, ...]  # "major.minor", what the proof compiles SASS for ("+PTX" dropped)
+    home: Path | None  # the host's toolkit to link into the cache; None: assembled from Debian and PyPI
+
+    @property
+    def version(self) -> str:
+        return self.recipe.version
+
+    def refuse_unsupported(self, supported: Sequence[str]) -> None:
+        """ToolchainMissing when an arch of the plan is not one the toolkit's own nvcc compiles SASS for."""
+        _refuse_unsupported_archs(self.recipe, self.archs, supported)
+
+
+def plan_cuda_toolkit(version: str, archs: Sequence[str] | str) -> ToolkitPlan:
+    """The plan to install CUDA `version` ("11.8") proved for `archs` ("7.5;8.0" or a list).
+    ToolchainMissing when this machine cannot have it (unknown version, no host toolkit where one is
+    needed, an arch outside the version's range), SpecError for an arch not in major.minor form."""
+    recipe = cuda_toolkit_recipe(version)
+    wanted = _requested_archs(archs)
+    home = _local_home(recipe) if recipe.debian is None else None
+    _refuse_unsupported_archs(recipe, wanted, None)
+    return ToolkitPlan(recipe, wanted, home)
+
+
 # --- recipes ------------------------------------------------------------------------------------
 
 @cache
@@ -137,7 +171,7 @@ def arch_sort_key(arch: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def requested_archs(archs: Sequence[str] | str) -> tuple[str, ...]:
+def _requested_archs(archs: Sequence[str] | str) -> tuple[str, ...]:
     # "+PTX" adds PTX to a build; the proof is about SASS, so it checks the arch itself.
     names = parse_arch_list(archs) if isinstance(archs, str) else tuple(archs)
     cleaned = tuple(dict.fromkeys(a.strip().removesuffix("+PTX") for a in names if a.strip()))
@@ -148,8 +182,8 @@ def requested_archs(archs: Sequence[str] | str) -> tuple[str, ...]:
     return cleaned
 
 
-def refuse_unsupported_archs(recipe: ToolkitRecipe, archs: tuple[str, ...],
-                        supported: Sequence[str] | None) -> None:
+def _refuse_unsupported_archs(recipe: ToolkitRecipe, archs: tuple[str, ...],
+                              supported: Sequence[str] | None) -> None:
     """ToolchainMissing when an arch is outside what this toolkit compiles SASS for."""
     exact = tuple(supported) if supported is not None else arch_table().get(recipe.version)
     bad = [a for a in archs if not recipe.in_range(a) or (exact is not None and a not in exact)]
@@ -166,3 +200,35 @@ def refuse_unsupported_archs(recipe: ToolkitRecipe, archs: tuple[str, ...],
         f"CUDA {recipe.version} cannot compile SASS for {';'.join(bad)}: it supports "
         f"{recipe.arch_min}-{recipe.arch_max}{listed}. Fix: drop {';'.join(bad)} from the arch list"
         + (f", or build it with CUDA {', '.join(others)}" if others else ""))
+
+
+def _local_home(recipe: ToolkitRecipe) -> Path:
+    """The installed CUDA `recipe.version` to use: CUDA_HOME if it holds that version, else `home`."""
+    tried = []
+    candidates = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
+    if recipe.home is not None:
+        candidates.append(recipe.home)
+    for home in candidates:
+        nvcc = home / "bin" / "nvcc"
+        if not nvcc.is_file():
+            tried.append(f"{home} has no bin/nvcc")
+            continue
+        try:
+            result = command.run([nvcc, "--version"], check=False, timeout=60, what="nvcc --version")
+        except ToolError:
+            tried.append(f"{home}/bin/nvcc does not run")
+            continue
+        release = re.search(r"release (\d+\.\d+)", result.stdout)
+        if result.returncode == 0 and release and release.group(1) == recipe.version:
+            return home
+        tried.append(f"{home} holds CUDA {release.group(1) if release else '(nvcc does not run)'}")
+    where = f" ({'; '.join(tried)})" if tried else ""
+    if recipe.unobtainable:
+        raise ToolchainMissing(
+            f"no CUDA {recipe.version} toolkit here{where}, and it cannot be obtained on this machine: "
+            f"{recipe.unobtainable}. Fix: build the CUDA {recipe.version} cells where the toolkit is "
+            f"preinstalled (a CI runner or a builder image with /usr/local/cuda-{recipe.version}) "
+            f"and set CUDA_HOME to it there")
+    raise ToolchainMissing(f"no CUDA {recipe.version} toolkit here{where}. Fix: install CUDA "
+                           f"{recipe.version} at {recipe.home or f'/usr/local/cuda-{recipe.version}'} "
+                           "or set CUDA_HOME to it")

@@ -10,8 +10,10 @@ Where the pieces come from is data (resources/cuda_toolkits.toml): Debian's non-
 `nvidia-cuda-toolkit` .deb for the compiler, NVIDIA's PyPI wheels for headers and libraries, or
 a toolkit already on the host (CUDA_HOME, /usr/local/cuda-X.Y) plus a cuobjdump of its generation.
 
-The recipes and the shapes live in cuda_recipes.py, the assembly and the proof in cuda_assembly.py,
-reading a binary's device code in cuobjdump.py; this module installs into the cache and finds again.
+The recipes, the shapes and the plan for one install (plan_cuda_toolkit: which recipe, which archs,
+the host's toolkit or Debian's and NVIDIA's packages) live in cuda_recipes.py, the assembly and the
+proof in cuda_assembly.py, reading a binary's device code in cuobjdump.py; this module acts on the
+plan: it installs into the cache and finds again.
 """
 
 from __future__ import annotations
@@ -30,14 +32,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shipyard.errors import ToolchainMissing, ToolError
-from shipyard.host.toolchains.cuda_assembly import assemble_from_debian, assemble_from_home, local_home, prove_toolkit
+from shipyard.host.toolchains.cuda_assembly import assemble_from_debian, assemble_from_home, prove_toolkit
 from shipyard.host.toolchains.cuda_recipes import (
     InstalledCudaToolkit,
+    ToolkitPlan,
     ToolkitRecipe,
     arch_sort_key,
-    cuda_toolkit_recipe,
-    refuse_unsupported_archs,
-    requested_archs,
+    plan_cuda_toolkit,
 )
 from shipyard.plumbing import command
 from shipyard.plumbing.atomic_files import write_atomic
@@ -62,31 +63,29 @@ def install_cuda_toolkit(version: str, archs: Sequence[str], cache_root: Path, *
     Raises ToolchainMissing (what cannot be had here, and the fix) or ToolError (a step failed).
     """
     say = progress or (lambda step: None)
-    recipe = cuda_toolkit_recipe(version)
-    wanted = requested_archs(archs)
+    plan = plan_cuda_toolkit(version, archs)
+    recipe = plan.recipe
     cache_root = Path(cache_root)
     entry = cache_root / f"cuda-{recipe.version}"
-    home = local_home(recipe) if recipe.debian is None else None
-    refuse_unsupported_archs(recipe, wanted, None)
     cache_root.mkdir(parents=True, exist_ok=True)
     with _install_lock(cache_root, recipe.version):
         current = _usable_entry(entry, recipe)
         if current is not None:
-            return _ensure_proved(current, recipe, wanted, cache_root, say)
+            return _ensure_proved(current, plan, cache_root, say)
         host_cxx = _host_compiler(recipe)
         start = time.monotonic()
         staging = Path(tempfile.mkdtemp(prefix=f".cuda-{recipe.version}.staging-", dir=cache_root))
         try:
             tree, work = staging / "toolkit", staging / "work"
-            if home is None:
+            if plan.home is None:
                 components, downloaded = assemble_from_debian(recipe, host_cxx, tree, work, say)
             else:
-                components, downloaded = assemble_from_home(recipe, home, tree, work, say)
+                components, downloaded = assemble_from_home(recipe, plan.home, tree, work, say)
             toolkit = _describe(tree, recipe, host_cxx, components)
-            refuse_unsupported_archs(recipe, wanted, toolkit.supported_archs)
-            prove_toolkit(toolkit, wanted, work / "proof", say)
+            plan.refuse_unsupported(toolkit.supported_archs)
+            prove_toolkit(toolkit, plan.archs, work / "proof", say)
             seconds = time.monotonic() - start
-            _write_manifest(tree, _with_verified(toolkit, wanted),
+            _write_manifest(tree, _with_verified(toolkit, plan.archs),
                             {"install_seconds": round(seconds, 1), "download_bytes": downloaded})
             if entry.exists() or entry.is_symlink():
                 # A stale entry (its nvcc no longer runs): move it aside, then drop it with staging.
@@ -147,9 +146,10 @@ def _usable_entry(entry: Path, recipe: ToolkitRecipe) -> InstalledCudaToolkit | 
     return toolkit
 
 
-def _ensure_proved(toolkit: InstalledCudaToolkit, recipe: ToolkitRecipe, wanted: tuple[str, ...],
-                   cache_root: Path, say: Progress) -> InstalledCudaToolkit:
-    refuse_unsupported_archs(recipe, wanted, toolkit.supported_archs)
+def _ensure_proved(toolkit: InstalledCudaToolkit, plan: ToolkitPlan, cache_root: Path,
+                   say: Progress) -> InstalledCudaToolkit:
+    recipe, wanted = plan.recipe, plan.archs
+    plan.refuse_unsupported(toolkit.supported_archs)
     if not toolkit.host_cxx.exists():
         raise ToolchainMissing(f"CUDA {recipe.version} at {toolkit.root} was proved with {toolkit.host_cxx}, "
                                f"which is gone. Fix: apt-get install -y {recipe.host_cxx}")
