@@ -75,17 +75,16 @@ def _start_all(root: Path, projects: Sequence[Path], read_metadata: MetadataRead
     for number, project in enumerate(projects):
         if not project.is_dir() or not is_python_project(project):
             raise input_error(project, "(folder)", "is no Python project (no pyproject.toml, no setup.py)",
-                              "give the folder that holds the project's pyproject.toml or setup.py", value=str(project))
+                              "give the folder that holds the project's pyproject.toml or setup.py")
         relative = os.path.relpath(project.resolve(), root.resolve())
         if relative.split(os.sep)[0] == "..":
             raise input_error(project, "(folder)", "lies outside the release's folder",
-                              f"run init from a folder that holds it (--root), or link it into {root}",
-                              value=str(project))
+                              f"run init from a folder that holds it (--root), or link it into {root}")
         metadata = _metadata(project, read_metadata, first=number == 0)
         name = canonicalize_name(metadata.name or project.resolve().name)
         if any(s.name == name for s in started):
             raise input_error(project, "(folder)", f"is a second project named {name}",
-                              "give each project once", value=str(project))
+                              "give each project once")
         started.append(StartingProject(name, Path(relative).as_posix(), metadata, survey(project, metadata)))
     return started
 
@@ -102,8 +101,7 @@ def _metadata(project: Path, read_metadata: MetadataReader, *, first: bool) -> P
         if first and (fallback := static_metadata(project, need_version=False)) is not None:
             return fallback
         raise input_error(project, "(metadata)", str(exc),
-                          "fix the project so that its build backend prepares its metadata",
-                          value=str(project)) from exc
+                          "fix the project so that its build backend prepares its metadata") from exc
 
 
 def _scalar(value: str) -> str:
