@@ -187,8 +187,9 @@ def _cases() -> list[Case]:
         c("platform tag not a tag", R, "    wheel_platform_tag: macosx_11_0_arm64\n",
           "    wheel_platform_tag: macos-arm64\n", "platforms.macos-arm64.wheel_platform_tag",
           "not a wheel platform tag", got="'macos-arm64'"),
-        c("platform runner missing", R, "    github_runner: macos-14\n", "", "platforms.macos-arm64.github_runner",
-          "required key is missing", at="  macos-arm64:"),
+        # A missing runner follows from the platform's name (spec.PLATFORM_DEFAULTS); an empty one is an error.
+        c("platform runner empty", R, "    github_runner: macos-14\n", "    github_runner:\n",
+          "platforms.macos-arm64.github_runner", "must be text", at="    github_runner:\n"),
         c("mobile toolchain typo", R, "    toolchain: host ", "    toolchain: hots ",
           "mobile_targets.host.toolchain", "must be one of android-ndk, cross-gcc, host", got="'hots'"),
         c("stands_in_for typo", R, "    stands_in_for: android-arm64-v8a\n", "    stands_in_for: android-arm64\n",

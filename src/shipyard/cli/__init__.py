@@ -12,6 +12,7 @@ from shipyard.cli.ci import add_ci_commands
 from shipyard.cli.conda import add_conda_commands
 from shipyard.cli.doctor import add_doctor_commands
 from shipyard.cli.image import add_image_commands
+from shipyard.cli.init import add_init_commands
 from shipyard.cli.manifest import add_manifest_commands
 from shipyard.cli.matrix import add_matrix_commands, add_schema_command
 from shipyard.cli.publish import add_publish_commands
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_PrintVersion, nargs=0, help="print shipyard's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     # The order of `shipyard --help`: the description, this host, builds, then what follows a build.
+    add_init_commands(sub)
     add_matrix_commands(sub)
     add_doctor_commands(sub)
     add_build_commands(sub)

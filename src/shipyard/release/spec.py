@@ -209,12 +209,42 @@ class Variant(Frozen):
         return parse_arch_list(self.arch_list or "")
 
 
+# What a platform named `<os>-<arch>` builds with when release.yaml does not say: the oldest glibc
+# the Linux wheels promise (the bullseye sysroot's, docs/glibc.md), the oldest macOS an arm64 wheel
+# can run on, and the GitHub runner of each.
+PLATFORM_DEFAULTS: dict[str, dict[str, str]] = {
+    "linux-x86_64": {"wheel_platform_tag": "manylinux_2_31_x86_64", "github_runner": "ubuntu-22.04"},
+    "linux-aarch64": {"wheel_platform_tag": "manylinux_2_31_aarch64", "github_runner": "ubuntu-22.04-arm"},
+    "windows-amd64": {"wheel_platform_tag": "win_amd64", "github_runner": "windows-2022"},
+    "windows-arm64": {"wheel_platform_tag": "win_arm64", "github_runner": "windows-11-arm"},
+    "macos-arm64": {"wheel_platform_tag": "macosx_11_0_arm64", "github_runner": "macos-14"},
+    "macos-x86_64": {"wheel_platform_tag": "macosx_10_13_x86_64", "github_runner": "macos-13"},
+}
+
+
+def _platform_keys_from_name(value: Any) -> Any:
+    """A platform's os, arch, wheel tag and runner follow from its name (`linux-x86_64`) unless
+    release.yaml gives them; a key given wins, a name outside PLATFORM_DEFAULTS gives only os and arch."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return value
+    os_name, _, arch = value["name"].partition("-")
+    derived = {"os": os_name, "arch": arch} if os_name in ("linux", "windows", "macos") and arch else {}
+    return {**derived, **PLATFORM_DEFAULTS.get(value["name"], {}), **value}
+
+
 class Platform(Frozen):
+    """A platform wheels are built for; only its name is required (PLATFORM_DEFAULTS)."""
+
     name: str
     os: Literal["linux", "windows", "macos"]
     arch: str
     wheel_platform_tag: str
     github_runner: str  # the runner label the release pipeline builds this platform on
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_from_name(cls, value: Any) -> Any:
+        return _platform_keys_from_name(value)
 
     @property
     def promised_glibc(self) -> str | None:

@@ -1,5 +1,6 @@
 """What a project's own build backend says its metadata is, for what its static files leave to
-code: the Requires-Python of a setup.py-only project (setup.py computes `python_requires`).
+code: the Requires-Python of a setup.py-only project (setup.py computes `python_requires`), and for
+`shipyard init` its name, version, summary and extras (`prepared_metadata`).
 
 The answer comes from the PEP 517 `prepare_metadata_for_build_wheel` hook (through `build`, the
 frontend the builds use), run on a copy of the project in a throwaway environment that holds the
@@ -24,9 +25,10 @@ from shipyard.host.source_tree import hash_tree
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.release.project_declaration import build_backend, pyproject_table, writes_into_sources
+from shipyard.release.project_survey import ProjectMetadata
 
 # Bump when what is read from the metadata (or how) changes: older cached answers are then stale.
-HOOK_REVISION = "1"
+HOOK_REVISION = "2"
 
 
 def needs_metadata_hook(project: Path) -> bool:
@@ -50,21 +52,31 @@ def backend_requires_python(project: Path) -> str | None:
 def metadata_requires_python(project: Path) -> str | None:
     """The Requires-Python of the project's metadata as its backend prepares it (None when it has
     none), from the cache when the project's files are those it was read from."""
+    return prepared_metadata(project).requires_python
+
+
+def prepared_metadata(project: Path) -> ProjectMetadata:
+    """The project's core metadata as its backend's hook prepares it, from the cache when the
+    project's files are those it was read from. Raises ToolError when the hook fails."""
     from shipyard.host.toolchains.discover import cache_root  # host facts: imported only where needed
 
     key = hashlib.sha256(f"{HOOK_REVISION}\0{hash_tree(project)}".encode()).hexdigest()[:32]
     entry = cache_root() / "project-metadata" / f"{key}.json"
     with exclusive(entry.with_name(f".{entry.name}.lock")):
         if entry.is_file():
-            return json.loads(entry.read_text())["requires_python"]
+            cached = json.loads(entry.read_text())
+            return ProjectMetadata(cached["name"], cached["version"], cached["requires_python"],
+                                   cached["summary"], tuple(cached["requires_dist"]))
         found = _run_metadata_hook(project)
         tmp = entry.with_name(f".{entry.name}.tmp")
-        tmp.write_text(json.dumps({"project": project.name, "requires_python": found}))
+        tmp.write_text(json.dumps({"project": project.name, "name": found.name, "version": found.version,
+                                   "requires_python": found.requires_python, "summary": found.summary,
+                                   "requires_dist": list(found.requires_dist)}))
         tmp.replace(entry)
         return found
 
 
-def _run_metadata_hook(project: Path) -> str | None:
+def _run_metadata_hook(project: Path) -> ProjectMetadata:
     # Imported here: every command reads the release, and only a cache miss needs the frontend.
     from build import BuildBackendException, BuildException, ProjectBuilder
 
@@ -93,5 +105,10 @@ def _run_metadata_hook(project: Path) -> str | None:
             last = (str(cause).strip().splitlines() or ["no output"])[-1].strip()
             raise ToolError(f"its build backend's {what} failed ({last})") from exc
         headers = Parser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"), headersonly=True)
-        value = headers.get("Requires-Python")
-        return value.strip() if value else None
+
+        def one(field: str) -> str | None:
+            value = headers.get(field)
+            return value.strip() if value and value.strip() != "UNKNOWN" else None
+
+        return ProjectMetadata(one("Name"), one("Version"), one("Requires-Python"), one("Summary"),
+                               tuple(v.strip() for v in headers.get_all("Requires-Dist") or ()))

@@ -1,0 +1,106 @@
+"""`shipyard init`: a starting release written from the projects' own metadata and sources, that
+`shipyard validate` accepts as it is. No builds: only setup.py's metadata hook runs (oldsetup)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from shipyard.cli import main
+from shipyard.host.toolchains.discover import find_interpreters
+from shipyard.release.fields import supported_pythons
+from shipyard.release.validate import load_spec
+from shipyard.wheel.project_metadata import backend_requires_python
+
+LIBRARY = Path(__file__).parent.parent / "fixtures" / "thirdparty" / "library"
+
+
+@pytest.fixture
+def release_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "release"
+    shutil.copytree(LIBRARY, root / "library")
+    return root
+
+
+def _init(root: Path, *args: str) -> int:
+    return main(["init", "--root", str(root), *args])
+
+
+def test_init_writes_a_release_of_four_real_world_shaped_projects_that_validates(release_root, capsys):
+    projects = [str(release_root / "library" / name) for name in ("oldsetup", "mesonext", "newpy", "scmpkg")]
+    assert _init(release_root, *projects) == 0
+    assert main(["validate", "--root", str(release_root)]) == 0
+    assert "ok: release.yaml and feature_status.yaml are valid (4 components" in capsys.readouterr().out
+    release = load_spec(release_root, backend_reader=backend_requires_python).release
+    components = release.components
+    assert {n: c.kind for n, c in components.items()} == {
+        "oldsetup": "python-native", "mesonext": "python-native", "newpy": "python-native", "scmpkg": "python-pure"}
+    assert {n: c.import_name for n, c in components.items()} == {n: n for n in components}
+    assert {n: c.tests for n, c in components.items()} == {
+        "oldsetup": "tests", "mesonext": "tests", "newpy": "tests", "scmpkg": None}
+    # The release's version is the first project's (setup.py's, through its backend's hook).
+    assert release.release.version == "2.1.0"
+    # The host's Pythons that shipyard builds for and some project supports (mesonext: >=3.9).
+    host = [i.version for i in find_interpreters()]
+    assert list(release.pythons) == [p for p in host if p in supported_pythons() and p not in ("3.6", "3.7", "3.8")]
+    text = (release_root / "release.yaml").read_text()
+    assert "oldsetup requires Python >=3.11" in text and "DECIDE" in text
+    # The platform's keys follow from its name.
+    platform = release.platforms["linux-x86_64"]
+    assert (platform.os, platform.arch, platform.wheel_platform_tag, platform.github_runner) == (
+        "linux", "x86_64", "manylinux_2_31_x86_64", "ubuntu-22.04")
+    features = load_spec(release_root).features.features
+    assert [(f.id, f.component, f.status, f.tests) for f in features][0] == (
+        "oldsetup.tests", "oldsetup", {"*": "beta"}, ("library/oldsetup/tests/",))
+
+
+def test_test_requirements_and_testpaths_come_from_the_projects_own_configuration(tmp_path, capsys):
+    extra = tmp_path / "withextra"
+    (extra / "src" / "withextra").mkdir(parents=True)
+    (extra / "src" / "withextra" / "__init__.py").write_text("")
+    (extra / "checks").mkdir()
+    (extra / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "WithExtra"\nversion = "1.2"\nrequires-python = ">=3.9"\n'
+        '[project.optional-dependencies]\ntests = ["hypothesis>=6", "withextra[fast]", '
+        '"tomli; python_version < \'3.11\'"]\n'
+        '[tool.pytest.ini_options]\ntestpaths = ["checks"]\n')
+    grouped = tmp_path / "grouped"
+    (grouped / "grouped" / "tests").mkdir(parents=True)
+    (grouped / "grouped" / "__init__.py").write_text("")
+    (grouped / "pyproject.toml").write_text(
+        '[project]\nname = "grouped"\nversion = "0.3"\n'
+        '[dependency-groups]\ncore = ["attrs>=23"]\ndev = ["ruff"]\n'
+        'test = ["pytest-timeout", {include-group = "core"}]\n')
+    assert _init(tmp_path, str(extra), str(grouped)) == 0
+    components = load_spec(tmp_path).release.components
+    assert components["withextra"].tests == "checks"  # pytest's testpaths
+    assert components["withextra"].test_requires == ("hypothesis>=6", 'tomli; python_version < "3.11"')
+    assert components["withextra"].kind == "python-pure" and components["withextra"].import_name == "withextra"
+    assert components["grouped"].tests == "grouped/tests"
+    assert components["grouped"].test_requires == ("pytest-timeout", "attrs>=23")  # `test` before `dev`
+
+
+def test_init_refuses_to_replace_a_release_unless_forced(release_root, capsys):
+    project = str(release_root / "library" / "newpy")
+    (release_root / "release.yaml").write_text("# mine\n")
+    assert _init(release_root, project) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{release_root / 'release.yaml'}: (file): already exists" in err and "pass --force" in err
+    assert (release_root / "release.yaml").read_text() == "# mine\n"
+    assert not (release_root / "feature_status.yaml").exists()
+    assert _init(release_root, project, "--force") == 0
+    assert "components:\n  newpy:" in (release_root / "release.yaml").read_text()
+
+
+def test_a_folder_that_is_no_python_project_is_one_line_naming_it(tmp_path, capsys):
+    (tmp_path / "notes").mkdir()
+    assert _init(tmp_path, str(tmp_path / "notes")) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert (f"{tmp_path / 'notes'}: (folder): is no Python project (no pyproject.toml, no setup.py); give the "
+            f"folder that holds the project's pyproject.toml or setup.py") in " ".join(err.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
