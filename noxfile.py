@@ -57,7 +57,8 @@ def validate(session: nox.Session) -> None:
 
 @nox.session(name="doctor")
 def doctor(session: nox.Session) -> None:
-    """For every cell this host can build: ready, or what is missing and the fix."""
+    """For every cell this host can build: ready, or what is missing and the fix; the session fails
+    (shipyard's status 18) when a cell is not ready, after the table."""
     _install_shipyard(session)
     session.run("shipyard", "doctor", *session.posargs)
 

@@ -40,6 +40,9 @@ STABLE_FEATURE_FAILED: Final = 10
 VERIFY_FAILED: Final = 15  # `shipyard verify`: an artifact's signature, digest or SBOM is not right
 NOT_SIGNED: Final = 16  # `shipyard attest`: an artifact is missing or not the bytes the manifest records
 NOT_REPRODUCIBLE: Final = 17  # `shipyard repro`: the two builds' artifacts differ
+# `shipyard doctor`: it printed its table, and a cell of this host is not ready. A status of its own,
+# not ToolchainMissing's 4: the doctor finished and its answer is no, nothing failed.
+HOST_NOT_READY: Final = 18
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ EXIT_STATUSES: Final[dict[int, ExitStatus]] = {
     NOT_SIGNED: ExitStatus("`shipyard attest`: an artifact was left unsigned", "fail; rebuild dist/"),
     NOT_REPRODUCIBLE: ExitStatus("`shipyard repro`: the two builds differ", "fail; the report names the "
                                  "differing files"),
+    HOST_NOT_READY: ExitStatus("`shipyard doctor`: a cell of this host is not ready (its table says what is "
+                               "missing and the fix)", "build elsewhere, or install what the table names first"),
 }
 
 

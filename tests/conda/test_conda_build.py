@@ -102,8 +102,7 @@ def test_shipyard_build_still_builds_only_wheels(repo):
 def conda_repo(spec_copy, repo, tmp_path, monkeypatch):
     """A copy of release.yaml, feature_status.yaml and recipes/, with component folders that hold
     only a pyproject.toml naming the project's version (what a recipe renders with), and its own
-    build root: for the tests that must fail before any build starts."""
-    shutil.copytree(repo / "recipes", spec_copy.root / "recipes")
+    build root: for the tests that must fail before any build starts (SpecCopy copies recipes/)."""
     for component in ("ember", "embervision", "emberaudio", "emberelastic"):
         version = declared_version(repo / "library" / component)
         (spec_copy.root / "library" / component / "pyproject.toml").write_text(

@@ -42,7 +42,7 @@ def test_every_class_has_a_status_of_the_table_never_1_and_shares_it_only_where_
     # A verdict (a status no class carries) is never also an error's: the workflows branch on it.
     assert STABLE_FEATURE_FAILED not in by_status
     verdicts = {errors.OK, CRASHED, STABLE_FEATURE_FAILED, errors.VERIFY_FAILED, errors.NOT_SIGNED,
-                errors.NOT_REPRODUCIBLE}
+                errors.NOT_REPRODUCIBLE, errors.HOST_NOT_READY}
     assert set(EXIT_STATUSES) == set(by_status) | verdicts and not verdicts & set(by_status)
 
 

@@ -9,7 +9,7 @@ import pytest
 from support.release_copy import SpecCopy
 
 from shipyard.cli import main
-from shipyard.errors import MissingCredential
+from shipyard.errors import HOST_NOT_READY, MissingCredential
 from shipyard.host.toolchains.discover import discover
 from shipyard.publish.credentials import read_credentials
 from shipyard.release.destinations import PublishTarget
@@ -80,7 +80,9 @@ def test_secrets_in_the_environment_appear_in_no_output_and_no_written_file(tmp_
     request.addfinalizer(discover.cache_clear)
     for command in (["validate"], ["matrix", "--cells"], ["matrix", "--format", "json"],
                     ["matrix", "--format", "github"], ["doctor"], ["schema", "--out", str(tmp_path / "schemas")]):
-        assert main(["-v", "--root", str(spec.root), *command]) == 0, command
+        # doctor's answer is no here: the release's cuda10.2 cells never have a toolkit on this host.
+        assert main(["-v", "--root", str(spec.root), *command]) == (HOST_NOT_READY if command == ["doctor"] else 0), \
+            command
         captured = capsys.readouterr()
         assert SECRET not in captured.out + captured.err, command
     assert caplog.records and SECRET not in caplog.text

@@ -268,8 +268,15 @@ def test_a_unittest_class_of_any_name_holds_tests(spec_copy) -> None:
     assert "no test 'Helper::test_not_collected' in library/emberaudio/tests/test_wav.py" in _one_error(spec_copy)
 
 
-def test_missing_test_file_is_pending_not_an_error(spec_copy):
+def test_missing_test_file_is_pending_for_a_beta_feature_and_an_error_for_a_stable_one(spec_copy):
     spec_copy.edit(F, "library/emberaudio/tests/test_wav.py\n", "library/emberaudio/tests/test_not_written_yet.py\n")
+    (spec_copy.root / "library/emberaudio/tests/test_wav.py").unlink()  # its markers name the feature
+    # A stable feature's test that does not exist yet would fail its cell after the build: refused now.
+    assert "the test file does not exist, and a stable feature's tests must exist now" in _one_error(spec_copy)
+    text = (spec_copy.root / F).read_text()
+    start = text.index("library/emberaudio/tests/test_not_written_yet.py")
+    status = text.rindex("status: stable", 0, start)
+    (spec_copy.root / F).write_text(text[:status] + "status: beta" + text[status + len("status: stable"):])
     spec = load_spec(spec_copy.root)
     assert "library/emberaudio/tests/test_not_written_yet.py" in spec.pending_tests
 

@@ -25,13 +25,25 @@ def make_component_folders(root: Path) -> None:
 
 class SpecCopy:
     """release.yaml + feature_status.yaml copied into `root` (a folder that exists), with empty
-    component folders (and the empty tests folders release.yaml names)."""
+    component folders (and the tests folders release.yaml names), the recipes, and the test files
+    feature_status.yaml names."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         for name in ("release.yaml", "feature_status.yaml"):
             shutil.copy(REPO / name, root / name)
         make_component_folders(root)
+        # What validate checks beside the two files: the conda recipes, and the test files a stable
+        # feature names (its tests must exist; read, never run), with the conftest.py files above them.
+        if not (root / "recipes").exists():  # a test may have put its own there first
+            shutil.copytree(REPO / "recipes", root / "recipes")
+        features = yaml.safe_load((root / "feature_status.yaml").read_text())["features"]
+        for file_part in {test.split("::", 1)[0] for feature in features for test in feature.get("tests", ())}:
+            source = REPO / file_part
+            for found in [source, *(folder / "conftest.py" for folder in source.parents if REPO in folder.parents)]:
+                if found.is_file() and not (root / found.relative_to(REPO)).exists():
+                    (root / found.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(found, root / found.relative_to(REPO))
 
     def edit(self, name: str, old: str, new: str) -> None:
         path = self.root / name

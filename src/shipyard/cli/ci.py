@@ -62,11 +62,17 @@ def cmd_ci_plan(args: argparse.Namespace) -> int:
 
     from shipyard.ci.jobs import PlanFilter, plan_outputs
     from shipyard.release.cell_filters import check_filters
+    from shipyard.release.tag_channels import tag_channel_problem
 
     spec = load_release(args)
+    version, ref = spec.release.release.version, args.ref or ""
+    _check_ref(version, ref)
+    # Before the channel's name: release.yml names no channel for a pre-release tag it may not publish.
+    if ref.startswith("refs/tags/") and (problem := tag_channel_problem(ref.removeprefix("refs/tags/"), version,
+                                                                         args.channel, list(spec.release.channels))):
+        raise UsageError(problem)
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
-    _check_ref(spec.release.release.version, args.ref or "")
     only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python), platforms=_names(args.platform),
                       package_types=_names(args.package_type))
     check_filters(spec.release, variant=only.variants, python=only.pythons, platform=only.platforms,

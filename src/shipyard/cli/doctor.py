@@ -1,4 +1,6 @@
-"""`shipyard doctor | toolchain install`: what this host can build, and the toolchains it lacks."""
+"""`shipyard doctor | toolchain install`: what this host can build, and the toolchains it lacks.
+
+`doctor` exits 0 when every cell it checked is ready, HOST_NOT_READY (18) when one is not (errors.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections import Counter
 from rich.table import Table
 
 from shipyard.cli.shared import console, load_release, not_applicable_summary
+from shipyard.errors import HOST_NOT_READY, OK
 from shipyard.release.cell_filters import check_filters
 from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import expand, not_applicable, select
@@ -43,7 +46,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         console.print("not built on this host: " + ", ".join(
             f"{n} {p} cells (GitHub {spec.release.platforms[p].github_runner} runners)"
             for p, n in by_platform.items()))
-    return 0
+    # A CI step or a script can ask the host before a build: not ready is a status, not only words.
+    return OK if ready == len(rows) else HOST_NOT_READY
 
 
 def cmd_toolchain_install(args: argparse.Namespace) -> int:
@@ -77,7 +81,8 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
 
 
 def add_doctor_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("doctor", help="what this host can build, and the fix for what it cannot")
+    p = sub.add_parser("doctor", help="what this host can build, and the fix for what it cannot; exits 18 when "
+                                      "a cell of this host is not ready")
     p.add_argument("--variant", help="only this variant's cells (its name or tag; default: every variant)")
     p.set_defaults(func=cmd_doctor)
 

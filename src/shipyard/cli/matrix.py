@@ -23,6 +23,8 @@ from shipyard.release.matrix import (
     select,
 )
 from shipyard.release.spec import Spec
+from shipyard.release.validate import pipeline_notes
+from shipyard.wheel.project_metadata import backend_warnings_log
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -40,6 +42,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
                       f"not exist yet:")
         for test_id in spec.pending_tests:
             console.print(f"  {test_id}")
+    for name, component in spec.release.components.items():
+        if component.is_python and (log := backend_warnings_log(spec.root / component.path)):
+            console.print(f"[yellow]note[/]: {name}'s build backend gave warnings while its metadata was read; "
+                          f"kept in {log}", soft_wrap=True)
+    for note in pipeline_notes(spec.release):
+        console.print(f"[yellow]note[/]: {note}", soft_wrap=True)
     return 0
 
 

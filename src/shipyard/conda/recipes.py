@@ -16,21 +16,23 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rattler_build import RattlerBuildError, RecipeParseError, RenderConfig, Stage0Recipe, VariantConfig
 from rattler_build.render import RenderedVariant
 
 from shipyard.errors import NO_VALUE, RecipeError, SpecError, SpecIssue
+from shipyard.release.kinds import CONDA
 from shipyard.release.yaml_source import PathKey, YamlDocument, load_yaml, value_at
 
-RECIPES_DIR = "recipes"
+# Where a component's recipe lives is the conda kind's to say (release/kinds.py: validate checks it too).
+RECIPES_DIR = PurePosixPath(CONDA.recipe).parts[0]
 
 
 def recipe_file(root: Path, name: str) -> Path:
     """recipes/<name>/recipe.yaml, which must exist."""
-    path = root / RECIPES_DIR / name / "recipe.yaml"
+    path = root / CONDA.recipe.format(name=name)
     if not path.is_file():
         raise RecipeError(f"{path}: no conda recipe for {name!r}; write recipes/{name}/recipe.yaml in "
                           f"rattler-build's v1 format (see recipes/README.md), or drop 'conda' from its "

@@ -144,6 +144,13 @@ class ArtifactKind(Protocol):
         """The same for a lane that builds CUDA variants."""
         ...
 
+    @property
+    def recipe(self) -> str:
+        """The file a component of this kind needs beside release.yaml, `{name}` its name
+        ("recipes/{name}/recipe.yaml" for conda; "": none). shipyard writes none itself, so
+        validate reports a missing one before a build meets it."""
+        ...
+
 
 @dataclass(frozen=True)
 class KindDescription:
@@ -170,6 +177,7 @@ class KindDescription:
     ci_build_command: str = ""
     ci_timeout_minutes: int = 60
     ci_cuda_timeout_minutes: int = 60
+    recipe: str = ""
 
 
 def _per_os_lanes(name: str) -> tuple[str, ...]:
@@ -192,7 +200,7 @@ CONDA: Final = KindDescription(
     publish_targets=("conda",), pure_once=True, splits_native_core=True, host_interpreter=False,
     file_suffixes=(".conda", ".tar.bz2"), contents_check="paths", ci_lanes=_per_os_lanes("conda"),
     ci_build_command="shipyard conda build --variant \"$VARIANT\" \"${component_args[@]}\" " + _CHANNEL,
-    ci_timeout_minutes=120, ci_cuda_timeout_minutes=120)
+    ci_timeout_minutes=120, ci_cuda_timeout_minutes=120, recipe="recipes/{name}/recipe.yaml")
 MOBILE: Final = KindDescription(
     name="mobile", letter="m", noun="mobile archive", plural="mobile archives", on_mobile_targets=True,
     file_suffixes=(".tar.gz", ".aar"), contents_check="tarball-sbom", ci_lanes=("mobile",),

@@ -31,6 +31,15 @@ class SelectionIssue:
 
 
 @dataclass(frozen=True)
+class NamedPath:
+    """A path (or test id) an --ignore or --deselect names, relative to the tests folder."""
+
+    index: int  # its item in the list
+    option: str
+    path: str
+
+
+@dataclass(frozen=True)
 class PytestSelection:
     """The parsed `pytest_args` of a component."""
 
@@ -39,6 +48,7 @@ class PytestSelection:
     markers: str | None = None
     deselect: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    paths: tuple[NamedPath, ...] = ()  # every --deselect and --ignore value, where the list gives it
 
     @property
     def expression(self) -> str:
@@ -81,6 +91,7 @@ def parse_pytest_args(args: Sequence[str]) -> tuple[PytestSelection, list[Select
     """The selection `args` make, and what is wrong with them (an empty list when nothing is)."""
     issues: list[SelectionIssue] = []
     found: dict[str, list[str]] = {option: [] for option in SELECTION_OPTIONS}
+    paths: list[NamedPath] = []
     i = 0
     while i < len(args):
         arg = args[i]
@@ -102,6 +113,8 @@ def parse_pytest_args(args: Sequence[str]) -> tuple[PytestSelection, list[Select
                 issues.append(SelectionIssue(i, problem[0], problem[1]))
             else:
                 found[option].append(value)
+                if option in ("--deselect", "--ignore"):
+                    paths.append(NamedPath(i, option, value))
         elif arg.startswith("-"):
             issues.append(SelectionIssue(
                 i, f"{arg} is not a selection option: pytest_args may only leave tests out, and this could "
@@ -119,7 +132,8 @@ def parse_pytest_args(args: Sequence[str]) -> tuple[PytestSelection, list[Select
                                          f"reads only the last", "combine the expressions with 'and'"))
     last = {option: values[-1] if values else None for option, values in found.items()}
     selection = PytestSelection(tuple(args), keyword=last["-k"], markers=last["-m"],
-                                deselect=tuple(found["--deselect"]), ignore=tuple(found["--ignore"]))
+                                deselect=tuple(found["--deselect"]), ignore=tuple(found["--ignore"]),
+                                paths=tuple(paths))
     return selection, issues
 
 

@@ -35,6 +35,7 @@ from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_p
 from shipyard.release.project_declaration import declared_requires_python
 from shipyard.release.pytest_selection import parse_pytest_args
 from shipyard.release.spec import Component, FeatureFile, Platform, Release, Spec
+from shipyard.release.tag_channels import PIPELINE_FIX, PRERELEASE_FIX, is_prerelease_tag, pipeline_channels
 from shipyard.release.yaml_source import YamlDocument, load_yaml
 from shipyard.resources.pytest_plugin.shipyard_test_ids import (
     DefinedTest,
@@ -44,6 +45,9 @@ from shipyard.resources.pytest_plugin.shipyard_test_ids import (
 )
 
 __all__ = ["BackendRequiresPython", "SpecIssue", "load_spec", "nearest"]
+
+# The generated workflows (ci/workflow.py writes them): a repository that holds them runs the pipeline.
+WORKFLOW_FILES = (".github/workflows/release.yml", ".github/workflows/nightly.yml")
 
 # A project's folder -> the Requires-Python its build backend's metadata states (None: none stated,
 # or the project's own files settle it without the backend).
@@ -109,6 +113,13 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
         if any(KINDS[t].on_mobile_targets for t in component.package_types) and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
+        for package_type in component.package_types:
+            recipe = KINDS[package_type].recipe.format(name=name)
+            if recipe and not (root / recipe).is_file():
+                out.add(doc, ("components", name, "package_types"),
+                        f"package type {package_type!r} needs {recipe}, which does not exist (shipyard writes "
+                        f"none)", fix=f"write {recipe} (recipes/README.md says how), or drop {package_type!r} "
+                        f"from package_types", value=package_type)
         if CONDA.name in component.package_types and release.conda is None:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'conda' needs the channels its dependencies come from; add a top-level "
@@ -130,9 +141,9 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
                         fix=f"use one of {', '.join(release.channels) or 'the channels under channels:'}",
                         value=NO_VALUE, suggestion=nearest(channel, release.channels))
     if release.publish and not release.channels:
-        out.add(doc, ("channels",), "publish targets need the channels they publish to",
-                fix="add `channels: {nightly: {gate: mark}, test: {gate: block}, release: {gate: block}}`",
+        out.add(doc, ("channels",), "publish targets need the channels they publish to", fix=PIPELINE_FIX,
                 value=NO_VALUE)
+    _check_pipeline_channels(release, doc, root, out)
     for name, platform in release.platforms.items():
         problem = _platform_tag_problem(platform)
         if problem:
@@ -140,7 +151,38 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
     _check_signing_key_file(release, doc, root, out)
     _check_exclusions(release, doc, out)
     _check_images(release, doc, out)
-    _check_pytest_args(release, doc, out)
+    _check_pytest_args(release, doc, root, out)
+
+
+def _check_pipeline_channels(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
+    """The channels `shipyard ci generate` and its workflows need: a nightly channel and one that holds
+    releases, when release.yaml declares channels or the repository holds the generated workflows; and
+    a channel for a pre-release tag when release.version is a pre-release (every tag of it is one)."""
+    channels = list(release.channels)
+    workflows = [name for name in WORKFLOW_FILES if (root / name).is_file()]
+    if pipeline_channels(channels) is None and (channels or workflows):
+        why = (f"{' and '.join(workflows)} {'is' if len(workflows) == 1 else 'are'} generated from them"
+               if workflows and not channels else f"{', '.join(channels)} alone")
+        out.add(doc, ("channels",), f"the release pipeline needs a nightly channel and one that holds releases "
+                f"({why}): `shipyard ci generate` stops here", fix=PIPELINE_FIX, value=NO_VALUE)
+        return
+    pipeline = pipeline_channels(channels)
+    if pipeline is not None and pipeline.prerelease is None and is_prerelease_tag("", release.release.version):
+        out.add(doc, ("release", "version"), f"is a pre-release, and its tags may not reach {pipeline.final}, "
+                f"the channel that holds releases (channels: {', '.join(channels)})", fix=PRERELEASE_FIX)
+
+
+def pipeline_notes(release: Release) -> list[str]:
+    """What validate says of the pipeline that is not an error yet: no channels (ci generate would
+    stop), or no channel for a pre-release tag (its release run would stop)."""
+    pipeline = pipeline_channels(list(release.channels))
+    if pipeline is None:
+        return [f"no channels: `shipyard ci generate` needs a nightly channel and one that holds releases; "
+                f"{PIPELINE_FIX} before generating workflows"]
+    if pipeline.prerelease is None:
+        return [f"a pre-release tag (v{release.release.version}-rc1) has no channel to go to: "
+                f"{pipeline.final} holds releases, so its release run stops in the plan job; {PRERELEASE_FIX}"]
+    return []
 
 
 # A wheel platform tag's OS and architecture: manylinux_2_31_x86_64, musllinux_1_2_aarch64,
@@ -224,8 +266,10 @@ def _check_images(release: Release, doc: YamlDocument, out: Collector) -> None:
                     f"raise it to at least {entry.runtime_budget_mb:g}")
 
 
-def _check_pytest_args(release: Release, doc: YamlDocument, out: Collector) -> None:
-    """pytest_args only leave tests out (pytest_selection): nothing that changes the verdict."""
+def _check_pytest_args(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
+    """pytest_args only leave tests out (pytest_selection): nothing that changes the verdict; and
+    each path they name exists in the tests folder, where the tests run (a path that names nothing
+    would leave nothing out, silently)."""
     for name, component in release.components.items():
         if not component.pytest_args:
             continue
@@ -233,8 +277,27 @@ def _check_pytest_args(release: Release, doc: YamlDocument, out: Collector) -> N
         if not component.tests:
             out.add(doc, loc, "leaves out tests of a component that declares none",
                     fix="set tests: to the component's tests folder, or remove pytest_args")
-        for issue in parse_pytest_args(component.pytest_args)[1]:
+        selection, issues = parse_pytest_args(component.pytest_args)
+        for issue in issues:
             out.add(doc, (*loc, issue.index), issue.message, fix=issue.fix)
+        if issues or not component.tests or not _is_dir(tests := component.tests_folder(root)):
+            continue  # the tests folder's own problem is reported under tests:
+        for named in selection.paths:
+            file_part = named.path.split("::", 1)[0].rstrip("/")
+            if (tests / file_part).exists():
+                continue
+            # Written from the project's root or the release's (as pytest users write it): say how
+            # the tests folder sees it.
+            seen_from = next((relative for base in (root / component.path, root)
+                              if (base / file_part).exists() and resolves_inside(base / file_part, tests)
+                              and (relative := os.path.relpath((base / file_part).resolve(), tests.resolve()))),
+                             None)
+            fix = (f"write it relative to the tests folder: {named.option}={seen_from}"
+                   + (f"::{named.path.split('::', 1)[1]}" if "::" in named.path else "") if seen_from
+                   else f"name a file or folder in {os.path.relpath(tests, root.resolve())}, relative to it, "
+                        f"or remove it")
+            out.add(doc, (*loc, named.index), f"{named.option} names nothing in the tests folder (its paths are "
+                    f"relative to {component.tests!r}, where the tests run)", fix=fix, value=named.path)
 
 
 def _is_dir(path: Path) -> bool:
@@ -319,9 +382,18 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
                     out.add(doc, ("features", i, "status", platform),
                             f"{status} on {platform}, where {feature.component} {unbuilt}",
                             fix="remove this platform's status, or the exclusion, so that what is promised is built")
+        blocking = sorted({status for status in feature.status.values() if vocabulary.blocks(status)})
         for j, test_id in enumerate(feature.tests):
             state = _test_state(root, test_id)
-            if state == "pending":
+            if state == "pending" and blocking:
+                # A pending id would pass validate and then fail the cell after its build.
+                lesser = [n for n in vocabulary.names if not vocabulary.blocks(n)]
+                out.add(doc, ("features", i, "tests", j), f"the test file does not exist, and a {blocking[0]} "
+                        f"feature's tests must exist now (a pending test is allowed for "
+                        f"{' or '.join(lesser) or 'a status that does not block'})",
+                        fix=f"write {test_id.split('::', 1)[0]}, fix the id, or give the feature the status "
+                            f"{lesser[0] if lesser else 'of one that does not block'} until it exists", value=test_id)
+            elif state == "pending":
                 pending.append(test_id)
             elif state != "ok":
                 out.add(doc, ("features", i, "tests", j), state, value=test_id)

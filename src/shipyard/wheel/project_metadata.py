@@ -8,7 +8,8 @@ project's build requirements. It is cached in shipyard's cache, keyed by the pro
 the hook runs once per change of the project, in whichever command reads the release first
 (validate, matrix, build ...; a second or two), and never again while the files stay the same.
 A project whose pyproject.toml has a [project] table, or whose setup.cfg states python_requires,
-never runs it: its static files already say.
+never runs it: its static files already say. The backend's warnings are kept in a log beside the
+cached answer (`backend_warnings_log`), never printed: its errors still are, in one line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import json
 import sys
 import tempfile
+import warnings
 from email.parser import Parser
 from pathlib import Path
 
@@ -58,22 +60,48 @@ def metadata_requires_python(project: Path) -> str | None:
 def prepared_metadata(project: Path) -> ProjectMetadata:
     """The project's core metadata as its backend's hook prepares it, from the cache when the
     project's files are those it was read from. Raises ToolError when the hook fails."""
-    from shipyard.host.toolchains.discover import cache_root  # host facts: imported only where needed
-
-    key = hashlib.sha256(f"{HOOK_REVISION}\0{hash_tree(project)}".encode()).hexdigest()[:32]
-    entry = cache_root() / "project-metadata" / f"{key}.json"
+    entry = _cache_entry(project)
     with exclusive(entry.with_name(f".{entry.name}.lock")):
         if entry.is_file():
             cached = json.loads(entry.read_text())
             return ProjectMetadata(cached["name"], cached["version"], cached["requires_python"],
                                    cached["summary"], tuple(cached["requires_dist"]))
-        found = _run_metadata_hook(project)
+        log = warnings_log(entry)
+        # The backend's warnings (setuptools prints some 20 lines of deprecations per project) would
+        # read as a failure in validate's output: they go to a log that validate names instead.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = _run_metadata_hook(project)
+        if caught:
+            log.write_text("".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+                                   for w in caught), encoding="utf-8")
         tmp = entry.with_name(f".{entry.name}.tmp")
         tmp.write_text(json.dumps({"project": project.name, "name": found.name, "version": found.version,
                                    "requires_python": found.requires_python, "summary": found.summary,
                                    "requires_dist": list(found.requires_dist)}))
         tmp.replace(entry)
         return found
+
+
+def _cache_entry(project: Path) -> Path:
+    from shipyard.host.toolchains.discover import cache_root  # host facts: imported only where needed
+
+    key = hashlib.sha256(f"{HOOK_REVISION}\0{hash_tree(project)}".encode()).hexdigest()[:32]
+    return cache_root() / "project-metadata" / f"{key}.json"
+
+
+def warnings_log(entry: Path) -> Path:
+    """Where the backend's warnings for the cached answer `entry` are kept (beside it, in the cache)."""
+    return entry.with_suffix(".warnings.log")
+
+
+def backend_warnings_log(project: Path) -> Path | None:
+    """The log of the warnings the project's backend gave when its metadata was last read (the
+    files as they are now), or None: it gave none, or the hook was not needed."""
+    if not needs_metadata_hook(project):
+        return None
+    log = warnings_log(_cache_entry(project))
+    return log if log.is_file() else None
 
 
 def _run_metadata_hook(project: Path) -> ProjectMetadata:
