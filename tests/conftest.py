@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 import tempfile
 import types
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from support import docker_daemon, publish_servers
+from support.checkout_guard import checkout_state, written_by_suite
 from support.ember_images import EmberImages
 from support.minirelease import changed_since_built, shared_build
 from support.release_copy import SpecCopy
@@ -227,42 +227,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 # --- the checkout stays as the suite found it ------------------------------------------------
 # Every test keeps its state under pytest's temporary folders (or the suite's session folder
-# below): a test that wrote into the checkout (dist/, .shipyard/) would overwrite a developer's
-# files and make results depend on which test ran first. The controller compares what git sees
-# (untracked and ignored files too) before and after the run; xdist workers share its checkout.
-# What pytest, nox and the linters make themselves is left out.
-_MADE_BY_TOOLS = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+# below); support/checkout_guard.py says what the suite wrote into the checkout, and what it
+# leaves out (the run's own log, `nox -s tests > run.log`). The controller compares before and
+# after the run; xdist workers share its checkout.
 _checkout_key = pytest.StashKey[dict[str, tuple[str, int, int]] | None]()
 _checkout_problem = pytest.StashKey[str]()
 
 
-def _checkout_state() -> dict[str, tuple[str, int, int]] | None:
-    """Every path git reports in the checkout (modified, untracked, ignored) with its status and
-    its mtime and size; None outside a git checkout (an unpacked sdist), where there is nothing to guard."""
-    try:
-        done = subprocess.run(["git", "status", "--porcelain", "-z", "--ignored", "--untracked-files=all", "--",
-                               ".", ":(exclude).nox", ":(exclude).venv"],
-                              cwd=REPO, capture_output=True, check=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    state = {}
-    for entry in done.stdout.decode(errors="surrogateescape").split("\0"):
-        if len(entry) < 4 or entry[2] != " ":
-            continue  # the empty tail, or a rename's source path (-z puts it in an entry of its own)
-        path = entry[3:]
-        if any(part in _MADE_BY_TOOLS for part in Path(path).parts):
-            continue
-        try:
-            info = (REPO / path).lstat()
-            state[path] = (entry[:2], info.st_mtime_ns, info.st_size)
-        except OSError:
-            state[path] = (entry[:2], 0, -1)  # deleted (a tracked file a test removed)
-    return state
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):
-        session.config.stash[_checkout_key] = _checkout_state()
+        session.config.stash[_checkout_key] = checkout_state(REPO)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -270,8 +244,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     before = session.config.stash.get(_checkout_key, None)
     if before is None or hasattr(session.config, "workerinput"):
         return
-    after = _checkout_state() or {}
-    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    changed = written_by_suite(REPO, before, checkout_state(REPO) or {})
     if os.environ.get("SHIPYARD_IMAGE_TESTED_WHEELS"):
         # `nox -s docker-<variant>` built the wheels into dist/ and asks its tests to record the
         # images there (ember_images.py): the one write into the checkout that was asked for.

@@ -21,6 +21,7 @@ from shipyard.host.toolchains.discover import Interpreter
 from shipyard.plumbing import command
 from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import PytestSelection
+from shipyard.testing.project_copy import copy_for_tests
 from shipyard.testing.venv import ensure_wheelhouse, make_test_env
 from shipyard.testing.verdict import (
     FeatureGate,
@@ -132,13 +133,15 @@ class JudgedTests:
 def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, other_features: Sequence[str] = (),
                         source_dir: Path, state: Path, work: Path, ports: range | None = None,
                         timeout: float = 1800, selection: PytestSelection | None = None) -> JudgedTests:
-    """Run a copy of `tests_dir` with `python` (whose environment holds the installed package:
-    a venv for wheels, a conda prefix for conda packages) and judge the run by `gate`.
+    """Run `tests_dir` in a copy of the project `source_dir` with `python` (whose environment
+    holds the installed package: a venv for wheels, a conda prefix for conda packages) and judge
+    the run by `gate`.
 
     Everything the run writes stays under `work`, which must exist with a `tmp` folder (TMPDIR)."""
     plugin_dir = resources.files("shipyard.resources").joinpath("pytest_plugin")
-    argv, env = pytest_invocation(work, tests_dir=tests_dir, gate=gate, other_features=other_features,
-                                  selection=selection, plugin_dir=str(plugin_dir), inside=str)
+    run = pytest_invocation(work, tests_dir=tests_dir, project_dir=source_dir, gate=gate,
+                            other_features=other_features, selection=selection, plugin_dir=str(plugin_dir), inside=str)
+    env = run.env
     # For tests that build native code from sources (e.g. Windows executables under wine), and where
     # they keep what depends on neither the Python nor the wheel (a cross-built executable, say),
     # keyed by its inputs: one build for every cell.
@@ -147,7 +150,7 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
         env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
     exit_status: int | None = None
     try:
-        result = command.run([python, *argv], cwd=work, extra_env=env, timeout=timeout, check=False,
+        result = command.run([python, *run.argv], cwd=Path(run.cwd), extra_env=env, timeout=timeout, check=False,
                              what="component tests")
         exit_status = result.returncode
         log_tail = "\n".join(result.output.splitlines()[-30:])
@@ -156,14 +159,33 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     return judge_run(work, exit_status, log_tail, gate, selection)
 
 
-def pytest_invocation(work: Path, *, tests_dir: Path, gate: FeatureGate, other_features: Sequence[str],
-                      selection: PytestSelection | None, plugin_dir: str,
-                      inside: Callable[[Path], str]) -> tuple[list[str], dict[str, str]]:
-    """Copy `tests_dir` into `work` and write the YAML's test ids beside it; return what follows
-    the Python (`-m pytest …`) and the environment of the plugins, each path as the Python that
-    runs them sees it (`inside`: this host's path, or the path a container mounts it at)."""
-    copied = work / "tests"
-    shutil.copytree(tests_dir, copied, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+@dataclass(frozen=True)
+class PytestRun:
+    """How the component's tests are started: what follows the Python (`-m pytest …`), the
+    plugins' environment and the folder to run in, each path as that Python sees it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+def pytest_invocation(work: Path, *, tests_dir: Path, project_dir: Path | None, gate: FeatureGate,
+                      other_features: Sequence[str], selection: PytestSelection | None, plugin_dir: str,
+                      inside: Callable[[Path], str]) -> PytestRun:
+    """Copy `project_dir` with its `tests_dir` into `work` (project_copy.py; the tests alone when
+    they lie outside it) and write the YAML's test ids beside it; return how to run pytest there,
+    each path as the Python that runs it sees it (`inside`: this host's path, or the path a
+    container mounts it at).
+
+    pytest runs in the project's copy as in the project's own runs: its rootdir's configuration
+    (pytest.ini, pyproject.toml, tox.ini, setup.cfg, as pytest chooses), its root conftest.py and
+    the files beside the tests all apply. What shipyard overrides, each because it would hide
+    results, is said where it is set below."""
+    copy = copy_for_tests(tests_dir, project_dir, work / "project", keep_out=work)
+    # pytest looks for its configuration from the tests upwards, past the copy: without this
+    # (empty) one in the run's folder, a project with no configuration of its own would take that of
+    # whatever folder holds the run (the release's own checkout, say). An empty file sets nothing.
+    (work / "pytest.ini").write_text("")
     report = work / "feature-report.jsonl"
     report.unlink(missing_ok=True)  # the plugin appends
     listed = work / "feature-tests.json"
@@ -177,19 +199,33 @@ def pytest_invocation(work: Path, *, tests_dir: Path, gate: FeatureGate, other_f
     env = {"PYTHONPATH": plugin_dir, "SHIPYARD_FEATURE_REPORT": inside(report),
            "PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": inside(work / "pycache"),
            "SHIPYARD_OTHER_FEATURES": ",".join(sorted(other_features)),
-           "SHIPYARD_FEATURE_TESTS": inside(listed), "SHIPYARD_TESTS_ROOT": inside(copied),
+           "SHIPYARD_FEATURE_TESTS": inside(listed), "SHIPYARD_TESTS_ROOT": inside(copy.tests),
            "TMPDIR": inside(work / "tmp")}
     # release.yaml's pytest_args: the plugin that applies --deselect and records what was left out
     # is registered first, so that it sees the feature report plugin's own deselection as done.
-    selecting = ["-p", "shipyard_selection", *selection.pytest_argv(Path(inside(copied)))] if selection else []
+    selecting = ["-p", "shipyard_selection", *selection.pytest_argv(Path(inside(copy.tests)))] if selection else []
     if selection:
         env |= {name: inside(Path(value)) for name, value in selection.plugin_env(work).items()}
-    # shipyard_test_paths appends the tests' own folders to sys.path, after site-packages: a
-    # helper beside the tests imports as in the project's own runs, the installed package wins
-    # over any same-named folder, and importlib mode still loads nested conftest.py files.
-    argv = ["-m", "pytest", inside(copied), "-p", "shipyard_test_paths", *selecting, "-p", "shipyard_feature_report",
-            "--import-mode=importlib", "-q", "-rs", "-p", "no:cacheprovider"]
-    return argv, env
+    # What shipyard sets over the project's configuration (pytest reads its addopts first, so these win):
+    # - its plugins: shipyard_test_paths makes the helpers beside the tests importable and takes the
+    #   run's folder off sys.path (the sources must never shadow the installed package);
+    #   shipyard_feature_report records what ran and turns off what would stop the run early or move
+    #   it into other processes (-x, --maxfail, --sw, xdist's -n): every test must get its verdict.
+    # - --import-mode=importlib: the default mode puts the folder of every conftest.py and test
+    #   file outside a package first on sys.path, which would put the project's copy before
+    #   site-packages; test_paths appends those folders after it instead.
+    # - --rootdir: the project's copy, as in its own runs from its root (an empty pytest.ini above
+    #   it would otherwise be taken as the rootdir); node ids are made relative to the tests folder
+    #   by the plugins, which is what feature_status.yaml and pytest_args name.
+    # - cache_dir: a fresh one in the run's folder. The project's --lf/--ff/--nf/--sw then work as on
+    #   a first run (every test runs), and no verdict depends on an earlier run.
+    # What the project's configuration sets otherwise holds (filterwarnings = error, markers,
+    # --strict-markers, -p no:…, --doctest-modules, addopts that need a plugin: list that plugin
+    # in the tests' requirements, or the run ends with pytest's usage error in the cell's problems).
+    argv = ["-m", "pytest", inside(copy.tests), "-p", "shipyard_test_paths", *selecting,
+            "-p", "shipyard_feature_report", "--import-mode=importlib", "--rootdir", inside(copy.root),
+            "-o", f"cache_dir={inside(work / 'pytest-cache')}", "-q", "-rs"]
+    return PytestRun(argv, env, inside(copy.root))
 
 
 def judge_run(work: Path, exit_status: int | None, log_tail: str, gate: FeatureGate,

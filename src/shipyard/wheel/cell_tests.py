@@ -134,7 +134,10 @@ def _test_key(ctx: BuildContext, task: _TestTask) -> str:
                    "listed": {k: list(v) for k, v in gate.listed.items()}, "others": task.others,
                    "console_scripts": list(component.console_scripts),
                    "test_requires": list(component.test_requires), "judge": judge_identity(),
-                   "pytest_args": list(component.pytest_args)}
+                   "pytest_args": list(component.pytest_args),
+                   # The tests run in a copy of the project: its pytest configuration, root conftest.py
+                   # and the files beside the tests change the verdict as the tests do.
+                   "project": hash_tree(ctx.root / component.path)}
     return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
                      toolchain=task.interpreter.identity, python=task.outcome.cell.python)
 

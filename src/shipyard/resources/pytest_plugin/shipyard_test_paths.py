@@ -6,8 +6,12 @@ folder can clash with a same-named one of another, and nested conftest.py files 
 __init__.py load each their own). That mode puts nothing on sys.path, so this plugin appends
 each folder that pytest's default mode would prepend: the first folder above a test file that
 is not a package. Appended, after site-packages: the installed package always wins over a
-same-named folder among the tests. SHIPYARD_TESTS_ROOT is the copied tests folder, which lies
-outside the project, so the project's sources are never on sys.path.
+same-named folder among the tests. SHIPYARD_TESTS_ROOT is the copied tests folder, in a copy of
+the project that holds none of its import packages (shipyard.testing.project_copy).
+
+The run's folder is that copy: `python -m pytest` puts it first on sys.path, where a top-level
+module of the project's (a flat layout's `setup.py`-listed module, say) would shadow the installed
+one. It is taken off as this plugin loads, before any test or conftest.py imports anything.
 """
 
 import os
@@ -15,6 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+if os.environ.get("SHIPYARD_TESTS_ROOT") and sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
 
 
 def _import_roots(root):
