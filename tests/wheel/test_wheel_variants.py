@@ -73,6 +73,7 @@ def make_release_dist(repo: Path, root: Path) -> Path:
     for name in ("release.yaml", "feature_status.yaml"):
         shutil.copy(repo / name, root / name)
     os.symlink(repo / "library", root / "library")
+    os.symlink(repo / "recipes", root / "recipes")  # the conda package type's recipes, which validate asks for
     dist = root / "dist"
     records = []
     cpu = native_wheel(dist / "whl" / "cpu" / "ember", "ember", "1.7.0+cpu", "cpu")
