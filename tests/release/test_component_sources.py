@@ -192,3 +192,15 @@ def test_ci_generate_refuses_a_project_outside_the_repository(tmp_path, capsys):
     assert "release.yaml:" in lines[0] and "components.tinypkg.path:" in lines[0], lines
     assert str(tmp_path / "elsewhere" / "tinypkg") in lines[0] and "sdist" in lines[0], lines
     assert not (root / ".github").exists()
+
+
+@pytest.mark.slow
+def test_shipyard_build_builds_and_tests_a_component_from_its_pinned_sdist(tmp_path, capsys, cache):
+    # About 15 s: one pure wheel (setuptools from the index) and its one test, gated by its feature.
+    archive = tmp_path / "tinypkg-1.0.tar.gz"
+    sha = _sdist(archive, _project(tmp_path / "src" / "tinypkg"))
+    root = _release(tmp_path / "release", f"    sdist:\n      url: {archive.as_uri()}\n      sha256: {sha}")
+    assert main(["--root", str(root), "build", "--variant", "cpu"]) == 0, _lines(capsys)
+    artifact, = json.loads((root / "dist" / "manifest.json").read_text())["artifacts"]
+    assert artifact["name"] == "tinypkg-1.0-py3-none-any.whl" and artifact["build"]["result"] == "passed"
+    assert artifact["tests"]["features"]["tinypkg.add"]["summary"] == "passed (1 of 1)", artifact["tests"]
