@@ -34,7 +34,7 @@ def job_cache_key(spec: Spec, job_id: str) -> str:
     release = spec.release
     # each component's sources and release.yaml section (a docker job's: the images' folder and repository)
     components = {name: release.components.get(name) for name in job.components}
-    sources = " ".join(hash_tree(spec.root / (c.path if c else "docker")) for c in components.values())
+    sources = " ".join(hash_tree(c.source_dir(spec.root) if c else spec.root / "docker") for c in components.values())
     section = {"components": {name: c.model_dump(mode="json") if c else name for name, c in components.items()},
                "variant": release.variants[job.variant].model_dump(mode="json"),
                "platform": job.builder, "version": release.release.version, "cells": list(job.cells)}

@@ -16,8 +16,10 @@ from shipyard.errors import MergeError, RunFailed, ToolchainMissing, UsageError,
 def cmd_ci_generate(args: argparse.Namespace) -> int:
     from shipyard.ci.drift import write_generated
     from shipyard.ci.jobs import lanes
+    from shipyard.ci.repository_sources import check_sources_in_repository
 
     spec = load_release(args)
+    check_sources_in_repository(spec)
     changed = write_generated(spec)
     all_lanes = lanes(spec.release)
     jobs = sum(len(lane.jobs) for lane in all_lanes)
@@ -30,8 +32,10 @@ def cmd_ci_generate(args: argparse.Namespace) -> int:
 
 def cmd_ci_check(args: argparse.Namespace) -> int:
     from shipyard.ci.drift import drift
+    from shipyard.ci.repository_sources import check_sources_in_repository
 
     spec = load_release(args)
+    check_sources_in_repository(spec)
     drifted = drift(spec)
     if drifted:
         for item in drifted:

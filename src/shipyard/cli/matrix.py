@@ -43,7 +43,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for test_id in spec.pending_tests:
             console.print(f"  {test_id}")
     for name, component in spec.release.components.items():
-        if component.is_python and (log := backend_warnings_log(spec.root / component.path)):
+        if component.is_python and (log := backend_warnings_log(component.source_dir(spec.root))):
             console.print(f"[yellow]note[/]: {name}'s build backend gave warnings while its metadata was read; "
                           f"kept in {log}", soft_wrap=True)
     for note in pipeline_notes(spec.release):

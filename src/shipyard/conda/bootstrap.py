@@ -123,7 +123,7 @@ def release_requirements(spec: Spec) -> tuple[str, ...]:
     for component in spec.release.components.values():
         if "conda" not in component.package_types:
             continue
-        folder = spec.root / component.path
+        folder = component.source_dir(spec.root)
         project = tomllib.loads((folder / "pyproject.toml").read_text())
         found |= set(project.get("build-system", {}).get("requires", []))
         found |= set(project.get("project", {}).get("dependencies", []))

@@ -134,7 +134,7 @@ def component_versions(spec: Spec, *, nightly: bool = False) -> dict[str, str]:
     for component in spec.release.components.values():
         if "conda" not in component.package_types:
             continue
-        version = component.version or declared_version(spec.root / component.path)
+        version = component.version or declared_version(component.source_dir(spec.root))
         if version is None:
             raise SpecError(f"{spec.root / 'release.yaml'}: components.{component.name}.version: its project "
                             f"declares no version that can be read without building it, and a conda recipe is "
@@ -261,7 +261,7 @@ def _source_paths(spec: Spec, component: Component | None, name: str) -> list[Pa
     """The folder of sources a package's build reads (none for the mutex: its recipe is all)."""
     if component is None:
         return []
-    path = spec.root / component.path
+    path = component.source_dir(spec.root)
     if component.native_core is not None and name == f"lib{component.name}":
         path = path / component.native_core.source  # the core's build reads nothing else
     return [path]

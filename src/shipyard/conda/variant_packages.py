@@ -212,9 +212,9 @@ def _test_all(spec: Spec, cells: list[CondaCell], channels: Sequence[str], outpu
                 cell.test = run_conda_package_tests(
                     BuiltPackage(package.name, package.version, package.build, sha256_of(package.path)),
                     python=python, channels=served, tests_dir=tests_dir,
-                    gate=feature_gate(spec, component.name, platform, tests_dir, spec.root),
+                    gate=feature_gate(spec, component.name, platform, tests_dir, component.test_id_root(spec.root)),
                     other_features=sorted(f.id for f in spec.features.features if f.component != component.name),
-                    source_dir=spec.root / component.path, state=request.state,
+                    source_dir=component.source_dir(spec.root), state=request.state,
                     work=request.state / "conda-test" / _run_id(cell), ports=ports,
                     selection=selection_of(component.pytest_args))
             verdict = "passed" if cell.test.passed else "FAILED: " + "; ".join(cell.test.problems)[:300]
@@ -251,7 +251,7 @@ def _test_key(spec: Spec, cell: CondaCell, channel_state: dict[str, str]) -> str
     assert component.tests
     tests_dir = component.tests_folder(spec.root)
     platform = _host_platform(spec) if matrix_cell.platform == "any" else matrix_cell.platform
-    gate = feature_gate(spec, component.name, platform, tests_dir, spec.root)
+    gate = feature_gate(spec, component.name, platform, tests_dir, component.test_id_root(spec.root))
     inputs = {"package": sha256_of(package.path), "channels": channel_state,
               "gating": dict(gate.statuses), "blocking": sorted(gate.vocabulary.blocking),
               "present": sorted(gate.present),

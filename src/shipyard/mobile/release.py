@@ -39,7 +39,7 @@ def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, st
     results = build_mobile(
         [MobileBuildTarget.from_spec(release.mobile_targets[c.platform]) for c in cells], version=version,
         features_for_target=lambda t: spec.features_for(component, t.name),
-        source_dir=spec.root / release.components[component].path, build_root=state / "mobile",
+        source_dir=spec.component_dir(component), build_root=state / "mobile",
         dist_dir=dist / "mobile", progress=progress)
     records = []
     for result in results:

@@ -148,7 +148,10 @@ def marker_issues(release: Release, features: FeatureFile, doc: YamlDocument, ro
     """
     ids = [f.id for f in features.features]
     listed = [(i, j, test_id) for i, f in enumerate(features.features) for j, test_id in enumerate(f.tests)]
-    folders = [c.tests_folder(root) for c in release.components.values() if c.tests]
+    # Test files are named relative to the release; a component whose tests lie elsewhere names its
+    # own relative to its project (Component.test_id_root), and its markers are not read here.
+    folders = [c.tests_folder(root) for c in release.components.values()
+               if c.tests and c.test_id_root(root) == root.resolve()]
     issues: list[SpecIssue] = []
     for relative in test_files(root, folders, [t.partition("::")[0] for _, _, t in listed]):
         test_file = read_test_file(root, relative)

@@ -26,7 +26,9 @@ from pydantic import (
     model_validator,
 )
 
+from shipyard.plumbing.confined_paths import resolves_inside
 from shipyard.plumbing.identifiers import Name
+from shipyard.plumbing.pinned_sdists import sdist_folder
 from shipyard.release.cuda_archs import parse_arch_list
 from shipyard.release.destinations import (
     CondaSettings,
@@ -107,9 +109,24 @@ def _requirement(value: Any) -> Any:
     return value
 
 
+def _sha256_hex(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value  # as `sha256sum` or PyPI's page shows it
+
+
+class PinnedSdist(Frozen):
+    """A component's sources as a released sdist, pinned as conda-forge recipes pin theirs."""
+
+    # https://, file:// or a path relative to release.yaml (a .tar.gz with one top folder).
+    url: str = Field(min_length=1)
+    sha256: Annotated[str, BeforeValidator(_sha256_hex)] = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class Component(Frozen):
     name: str
-    path: str
+    # The project's folder: relative to release.yaml or absolute, inside the release or not. Exactly
+    # one of `path` and `sdist` says where the sources are; `source_dir` is where they are read.
+    path: str | None = Field(default=None, min_length=1)
+    sdist: PinnedSdist | None = None
     kind: ComponentKind
     import_name: str | None = Field(default=None, pattern=IDENTIFIER)
     package_types: tuple[PackageType, ...] = Field(min_length=1)
@@ -118,8 +135,8 @@ class Component(Frozen):
     cuda_kernels: bool = False
     vendored_libraries: tuple[str, ...] = ()
     console_scripts: tuple[Annotated[str, Field(pattern=SCRIPT_NAME)], ...] = ()
-    # The tests folder, relative to `path`; it may lie outside the project (`../tests-of-x`), for
-    # projects whose sources ship no tests, but not outside the release.
+    # The tests folder, relative to the project's folder; it may lie outside the project
+    # (`../tests-of-x`), for projects whose sources ship no tests, but then inside the release.
     tests: str | None = None
     # What the tests need beyond pytest and the wheel's own dependencies (PEP 508 requirements).
     test_requires: tuple[Annotated[str, BeforeValidator(_requirement)], ...] = ()
@@ -133,6 +150,13 @@ class Component(Frozen):
     # setup.cfg) when not given; a setup.py-only project states it here. The matrix's other
     # Pythons become "not applicable" cells, never failures.
     requires_python: Annotated[str, BeforeValidator(_requires_python)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Component:
+        if (self.path is None) == (self.sdist is None):
+            raise ValueError(f"component {self.name!r} needs exactly one of path (its folder) and sdist "
+                             f"({{url, sha256}} of a released source distribution)")
+        return self
 
     @model_validator(mode="after")
     def _python_needs_import_name(self) -> Component:
@@ -161,10 +185,27 @@ class Component(Frozen):
     def is_python(self) -> bool:
         return self.kind != "native"
 
+    def source_dir(self, root: Path) -> Path:
+        """The project's folder, absolute and normalised, for the release folder `root`: its `path`
+        (relative to `root`, or absolute), or where its pinned sdist unpacks in shipyard's cache
+        (validate fetches it). The one place a component's sources are found."""
+        if self.sdist is not None:
+            return sdist_folder(self.sdist.sha256)
+        assert self.path is not None
+        return Path(os.path.normpath(root.resolve() / self.path))
+
     def tests_folder(self, root: Path) -> Path:
         """The absolute, normalised tests folder (it may lie outside the project)."""
         assert self.tests is not None
-        return Path(os.path.normpath(root.resolve() / self.path / self.tests))
+        return Path(os.path.normpath(self.source_dir(root) / self.tests))
+
+    def test_id_root(self, root: Path) -> Path:
+        """What feature_status.yaml's test ids of this component are relative to: the release folder
+        `root` when the tests folder lies inside it (as always before), else the project's folder (a
+        project outside the release, or an unpacked sdist, names its tests as its own runs do)."""
+        if self.tests is None or resolves_inside(self.tests_folder(root), root):
+            return root.resolve()
+        return self.source_dir(root).resolve()
 
     def admits_python(self, python: str) -> bool:
         """Whether `requires_python` admits some release of Python `python` (major.minor)."""
@@ -457,6 +498,9 @@ class Spec:
                 out.append((feature.id, feature.title, status))
         return out
 
+    def component_dir(self, name: str) -> Path:
+        """Component `name`'s project folder (Component.source_dir)."""
+        return self.release.components[name].source_dir(self.root)
 
     @property
     def statuses(self) -> StatusVocabulary:

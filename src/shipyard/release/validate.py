@@ -14,6 +14,7 @@ import fnmatch
 import functools
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import get_args
@@ -25,6 +26,8 @@ from pydantic import ValidationError
 from shipyard.errors import NO_VALUE, InputError, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.plumbing.confined_paths import resolves_inside
 from shipyard.plumbing.input_files import read_input_bytes
+from shipyard.plumbing.pinned_sdists import fetch_sdist
+from shipyard.plumbing.progress import Progress
 from shipyard.release.credential_variables import watch_credential_variables
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
@@ -85,31 +88,27 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
     if len(set(release.pythons)) != len(release.pythons):
         out.add(doc, ("pythons",), "a Python version appears twice; list each once")
     for name, component in release.components.items():
-        if Path(component.path).is_absolute() or not _is_dir(root / component.path):
-            out.add(doc, ("components", name, "path"),
-                    "folder does not exist; give the component's folder relative to release.yaml")
-        elif os.path.normpath(component.path).split(os.sep)[0] == "..":
-            # Builds, tests and SBOMs read it as the release's own (a path of '..' took the tests
-            # folder out of the release, found by the input fuzzer). A folder in the release that
-            # is a symlink to a checkout elsewhere is fine: it is named inside.
-            out.add(doc, ("components", name, "path"), "leads out of the release's folder",
-                    fix="give a folder inside the release, relative to release.yaml (link a checkout in if "
-                        "it lives elsewhere)")
+        project = component.source_dir(root)
+        if not _is_dir(project):
+            if component.sdist is None:  # else _fetch_sdists said why
+                out.add(doc, ("components", name, "path"), f"folder does not exist: {project}",
+                        fix="give the component's project folder, absolute or relative to release.yaml")
         elif component.tests:
             tests = component.tests_folder(root)
             # Where it really is: inside the release, or inside the component's own (real) folder, which
             # may itself be a symlink to a checkout; never elsewhere through a symlink (tests -> /etc).
             if Path(component.tests).is_absolute() or not (resolves_inside(tests, root)
-                                                           or resolves_inside(tests, root / component.path)):
+                                                           or resolves_inside(tests, project)):
                 out.add(doc, ("components", name, "tests"),
-                        "the tests folder lies outside the release (a symlink counts where it leads)",
-                        fix="give a folder relative to the component's path inside the release (it may be "
-                            "outside the project, e.g. ../tests-of-x)")
+                        "the tests folder lies outside the release and outside the project (a symlink counts "
+                        "where it leads)",
+                        fix="give a folder relative to the project's folder, inside the project or inside the "
+                            "release (e.g. ../tests-of-x)")
             elif not _is_dir(tests):
                 # The build copies this folder beside the installed wheel: a missing one stops it there.
-                out.add(doc, ("components", name, "tests"), "the tests folder does not exist",
-                        fix=f"create {os.path.relpath(tests, root.resolve())}, or give the folder that holds the "
-                            f"component's tests, relative to its path")
+                out.add(doc, ("components", name, "tests"), f"the tests folder does not exist: {tests}",
+                        fix="create it, or give the folder that holds the component's tests, relative to the "
+                            "project's folder")
         if any(KINDS[t].on_mobile_targets for t in component.package_types) and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
@@ -288,7 +287,7 @@ def _check_pytest_args(release: Release, doc: YamlDocument, root: Path, out: Col
                 continue
             # Written from the project's root or the release's (as pytest users write it): say how
             # the tests folder sees it.
-            seen_from = next((relative for base in (root / component.path, root)
+            seen_from = next((relative for base in (component.source_dir(root), root)
                               if (base / file_part).exists() and resolves_inside(base / file_part, tests)
                               and (relative := os.path.relpath((base / file_part).resolve(), tests.resolve()))),
                              None)
@@ -298,6 +297,27 @@ def _check_pytest_args(release: Release, doc: YamlDocument, root: Path, out: Col
                         f"or remove it")
             out.add(doc, (*loc, named.index), f"{named.option} names nothing in the tests folder (its paths are "
                     f"relative to {component.tests!r}, where the tests run)", fix=fix, value=named.path)
+
+
+def _source_key(component: Component) -> tuple[str, ...]:
+    """Where release.yaml says where a component's sources are."""
+    return ("components", component.name, "sdist" if component.sdist else "path")
+
+
+def _source_value(component: Component) -> str:
+    return component.sdist.url if component.sdist else str(component.path)
+
+
+def _fetch_sdists(release: Release, doc: YamlDocument, root: Path, out: Collector, progress: Progress) -> None:
+    """Fetch (once: shipyard's cache keeps them) the sdists components are pinned to; a download
+    that fails or does not match its sha256 is an issue of its component."""
+    for name, component in release.components.items():
+        if component.sdist is None:
+            continue
+        try:
+            fetch_sdist(component.sdist.url, component.sdist.sha256, base=root, progress=progress)
+        except ValueError as exc:
+            out.add(doc, ("components", name, "sdist"), str(exc), value=component.sdist.url)
 
 
 def _is_dir(path: Path) -> bool:
@@ -383,8 +403,10 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
                             f"{status} on {platform}, where {feature.component} {unbuilt}",
                             fix="remove this platform's status, or the exclusion, so that what is promised is built")
         blocking = sorted({status for status in feature.status.values() if vocabulary.blocks(status)})
+        owner = release.components.get(feature.component)
+        id_root = owner.test_id_root(root) if owner else root
         for j, test_id in enumerate(feature.tests):
-            state = _test_state(root, test_id)
+            state = _test_state(id_root, test_id)
             if state == "pending" and blocking:
                 # A pending id would pass validate and then fail the cell after its build.
                 lesser = [n for n in vocabulary.names if not vocabulary.blocks(n)]
@@ -473,9 +495,9 @@ def _with_requires_python(release: Release, doc: YamlDocument, root: Path, out: 
     components = {}
     for name, component in release.components.items():
         try:
-            declared = declared_requires_python(root / component.path) if component.is_python else None
+            declared = declared_requires_python(component.source_dir(root)) if component.is_python else None
         except ShipyardError as exc:
-            out.add(doc, ("components", name, "path"), str(exc), value=component.path)
+            out.add(doc, _source_key(component), str(exc), value=_source_value(component))
             components[name] = component
             continue
         if declared and component.requires_python and not _same_specifiers(declared[0], component.requires_python):
@@ -506,23 +528,28 @@ def _with_metadata_requires_python(component: Component, root: Path, doc: YamlDo
     if backend_reader is None:
         return component
     try:
-        found = backend_reader(root / component.path)
+        found = backend_reader(component.source_dir(root))
     except ShipyardError as exc:
-        out.add(doc, ("components", component.name, "path"), f"{exc}; fix the project, or state "
+        out.add(doc, _source_key(component), f"{exc}; fix the project, or state "
                 f"requires_python under components.{component.name} so that the hook is not needed",
-                value=component.path)
+                value=_source_value(component))
         return component
     return component.model_copy(update={"requires_python": found}) if found else component
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str = "feature_status.yaml", *,
-              backend_reader: BackendRequiresPython | None = None) -> Spec:
+              backend_reader: BackendRequiresPython | None = None, progress: Progress | None = None) -> Spec:
     """Validate both files under `root`; raise SpecError listing every issue found.
 
     `backend_reader` asks a project's build backend for the Requires-Python its own files do not
     settle (a setup.py-only project computes it); without it such a component keeps what
     release.yaml says. It needs a build frontend, a floor above this one, so the caller hands it
-    in: the CLI passes `wheel/project_metadata.backend_requires_python` (cli/shared.load_release)."""
+    in: the CLI passes `wheel/project_metadata.backend_requires_python` (cli/shared.load_release).
+    A component pinned to an sdist is fetched here, once, saying so on `progress` (default: stderr)."""
     out = Collector()
     docs: list[YamlDocument | None] = []
     for name in (release_file, feature_file):
@@ -547,6 +574,7 @@ def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str 
             pydantic_issues(exc, FeatureFile, feature_doc, out)
     pending: list[str] = []
     if release is not None and release_doc is not None:
+        _fetch_sdists(release, release_doc, root, out, progress or _say)
         _check_release(release, release_doc, root, out)
         if features is not None and feature_doc is not None:
             pending = _check_features(release, features, feature_doc, root, out)

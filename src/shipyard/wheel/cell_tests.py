@@ -68,8 +68,8 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
         tests_dir = component.tests_folder(ctx.root)
         # A pure wheel is tested here, so this host's platform gates it.
         platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
-        tasks.append(_TestTask(outcome, interpreter, tests_dir,
-                               feature_gate(ctx.spec, component.name, platform, tests_dir, ctx.root),
+        gate = feature_gate(ctx.spec, component.name, platform, tests_dir, component.test_id_root(ctx.root))
+        tasks.append(_TestTask(outcome, interpreter, tests_dir, gate,
                                sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
                                installer=ctx.request.test_installer,
                                local_deps=_local_dependency_wheels(outcome.wheel, variant_dir, local)))
@@ -137,7 +137,7 @@ def _test_key(ctx: BuildContext, task: _TestTask) -> str:
                    "pytest_args": list(component.pytest_args),
                    # The tests run in a copy of the project: its pytest configuration, root conftest.py
                    # and the files beside the tests change the verdict as the tests do.
-                   "project": hash_tree(ctx.root / component.path)}
+                   "project": hash_tree(component.source_dir(ctx.root))}
     return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
                      toolchain=task.interpreter.identity, python=task.outcome.cell.python)
 
@@ -154,7 +154,7 @@ def _run_tests(ctx: BuildContext, task: _TestTask, variant_dir: Path, local: set
             run = run_component_tests(
                 wheel=task.wheel, variant_index=variant_dir, interpreter=task.interpreter,
                 tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
-                source_dir=ctx.root / component.path, state=ctx.request.state, work=work,
+                source_dir=component.source_dir(ctx.root), state=ctx.request.state, work=work,
                 local_projects=local, installer=task.installer, ports=ports,
                 test_requires=component.test_requires, selection=selection_of(component.pytest_args))
             # In the venv the tests ran in: each declared console script is there and runs.

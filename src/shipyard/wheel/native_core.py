@@ -99,7 +99,7 @@ def build_native_core(component: Component, variant: Variant, toolchain: Toolcha
                       source_root: Path, build_dir: Path, prefix: Path, epoch: int, jobs: int) -> Path:
     """Configure, build and install the core into `prefix`; return the prefix."""
     assert component.native_core is not None
-    source = source_root / component.path / component.native_core.source
+    source = component.source_dir(source_root) / component.native_core.source
     if build_dir.exists():
         shutil.rmtree(build_dir)
     if prefix.exists():

@@ -205,7 +205,7 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
                     except ShipyardError as exc:
                         results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                         continue
-                sources = hash_tree(ctx.root / component.path)  # once for every Python's cell
+                sources = hash_tree(component.source_dir(ctx.root))  # once for every Python's cell
                 for cell in component_cells:
                     future = pool.submit(_build_cell, ctx, cell, component, resolved[cell.id], sources, core,
                                          jobs_each, hooks.get(cell.id))
@@ -233,7 +233,7 @@ def _prestart_hook(ctx: BuildContext, cell: Cell, component: Component, toolchai
                    jobs: int) -> PrestartedPython | None:
     """The build hook's Python of a native cell, started with the environment its build will
     have; None where the build runs elsewhere (a container) or in a copy of the project."""
-    project = ctx.root / component.path
+    project = component.source_dir(ctx.root)
     if ctx.request.container or cell.is_pure or writes_into_sources(build_backend(project)):
         return None
     assert toolchain.interpreter is not None
@@ -251,7 +251,7 @@ def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list
     for cell in cells:
         interpreter = resolved[cell.id].interpreter
         if interpreter is not None:
-            wanted.setdefault((interpreter.path, ctx.root / ctx.spec.release.components[cell.component].path),
+            wanted.setdefault((interpreter.path, ctx.spec.component_dir(cell.component)),
                               resolved[cell.id])
     for (_, project), toolchain in wanted.items():
         assert toolchain.interpreter is not None
@@ -272,7 +272,7 @@ class NativeCoreBuild:
 
 def _core_key(ctx: BuildContext, component: Component, toolchain: Toolchain) -> str:
     assert component.native_core is not None
-    source = ctx.root / component.path / component.native_core.source
+    source = component.source_dir(ctx.root) / component.native_core.source
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
     return cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
                      toolchain=core_toolchain.identity, python=None)
@@ -310,7 +310,7 @@ def _build_cell(ctx: BuildContext, cell: Cell, component: Component, toolchain: 
 def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
                           core: NativeCoreBuild | None, jobs: int, start: float,
                           prestarted: Future[PrestartedPython | None] | None) -> CellOutcome:
-    project = ctx.root / component.path
+    project = component.source_dir(ctx.root)
     assert toolchain.interpreter is not None
     env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
     pure = component.kind == "python-pure"

@@ -18,14 +18,12 @@ from shipyard.errors import ToolError
 from shipyard.host.toolchains.glibc import glibc_tuple, host_glibc
 from shipyard.host.toolchains.sysroot import Sysroot, find_installed_sysroots
 from shipyard.plumbing import command
+from shipyard.plumbing.cache_folder import cache_root
 
 if TYPE_CHECKING:
     from shipyard.release.spec import Release
 
-
-def cache_root() -> Path:
-    """shipyard's cache: $SHIPYARD_CACHE, else ~/.cache/shipyard."""
-    return Path(os.environ.get("SHIPYARD_CACHE") or Path.home() / ".cache" / "shipyard")
+__all__ = ["cache_root"]  # re-exported: the one definition is plumbing/cache_folder.py's
 
 
 def toolchain_cache() -> Path:

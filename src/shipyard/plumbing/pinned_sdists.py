@@ -1,0 +1,121 @@
+"""Source distributions pinned by URL and sha256 (as conda-forge recipes pin theirs): fetched once
+into shipyard's cache, checked against the pin, and unpacked into a folder named by the sha256.
+
+What a release names by sha256 never changes, so the folder is the cache: present means fetched
+and checked. Nothing lands there before the bytes match the pin and every member unpacked inside
+(tarfile's "data" filter: no absolute names, no `..`, no links out, no device files). A problem is
+a ValueError carrying one line, its fix included (url, expected and got for a mismatch), which
+validate turns into an issue of release.yaml.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import requests
+
+from shipyard.plumbing.cache_folder import cache_root
+from shipyard.plumbing.progress import Progress
+
+SDIST_FOLDER = "sdists"
+_CHUNK = 1 << 20
+_TIMEOUT = 60.0  # seconds to connect, and between two reads
+
+
+def sdist_folder(sha256: str) -> Path:
+    """The project folder an sdist with this sha256 unpacks to (present once fetched)."""
+    return cache_root() / SDIST_FOLDER / sha256
+
+
+def local_file(url: str, base: Path) -> Path | None:
+    """The file a `file://` URL or a plain path (relative to `base`) names; None for a remote URL."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return Path(unquote(parts.path))
+    if parts.scheme in ("http", "https"):
+        return None
+    return base / url
+
+
+def fetch_sdist(url: str, sha256: str, *, base: Path, progress: Progress) -> Path:
+    """The unpacked project folder of the sdist at `url` (a `file://` URL or a path relative to
+    `base` works too), fetched and checked once; ValueError (one line) when it cannot be had, does
+    not match `sha256`, or is not a safe tarball with a single top folder."""
+    target = sdist_folder(sha256)
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Staged beside the target (same file system, one rename) and removed whatever happens.
+    staging = Path(tempfile.mkdtemp(prefix=f".{sha256[:12]}-", dir=target.parent))
+    try:
+        archive = staging / "sdist"
+        got = _download(url, archive, base=base, progress=progress)
+        if got != sha256:
+            raise ValueError(f"{url} has sha256 {got}, not the pinned {sha256}; pin the sha256 of the file "
+                             f"the url serves (sha256sum, or the index's page), or fix the url")
+        top = _unpack(url, archive, staging / "tree")
+        try:
+            os.replace(top, target)
+        except OSError:
+            if not target.is_dir():  # else another process put the same bytes there first
+                raise
+    except OSError as exc:
+        raise ValueError(f"cannot fetch {url} into {target.parent}: {exc.strerror or exc}; make the cache "
+                         f"writable ($SHIPYARD_CACHE names another)") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _download(url: str, dest: Path, *, base: Path, progress: Progress) -> str:
+    """Copy `url` into `dest`; return the sha256 of its bytes."""
+    digest = hashlib.sha256()
+    source = local_file(url, base)
+    progress(f"fetching {url} (once: kept in {dest.parent.parent})")
+    with dest.open("wb") as out:
+        if source is not None:
+            if not source.is_file():
+                raise ValueError(f"{url}: no such file ({source}); fix the url (a path is relative to "
+                                 f"release.yaml)")
+            with source.open("rb") as data:
+                while chunk := data.read(_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+            return digest.hexdigest()
+        try:
+            with requests.get(url, stream=True, timeout=_TIMEOUT) as response:
+                if response.status_code != 200:
+                    raise ValueError(f"{url}: the server answered {response.status_code} {response.reason}; "
+                                     f"fix the url")
+                for chunk in response.iter_content(_CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+        except requests.RequestException as exc:
+            raise ValueError(f"{url}: cannot download ({type(exc).__name__}); check the url and the "
+                             f"network, then run again") from exc
+    return digest.hexdigest()
+
+
+def _unpack(url: str, archive: Path, into: Path) -> Path:
+    """Unpack the tarball `archive` into `into` and return its single top folder."""
+    into.mkdir()
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(into, filter="data")
+    except tarfile.FilterError as exc:
+        member = exc.tarinfo.name if exc.tarinfo else "?"
+        raise ValueError(f"{url}: refused: its member {member!r} would land outside its folder, link out of "
+                         f"it or is a device; pin an sdist as its index serves it") from exc
+    except (tarfile.TarError, EOFError) as exc:
+        raise ValueError(f"{url}: not a readable tarball ({exc}); pin a .tar.gz sdist") from exc
+    entries = list(into.iterdir())
+    if len(entries) != 1 or not entries[0].is_dir() or entries[0].is_symlink():
+        raise ValueError(f"{url}: holds {', '.join(sorted(e.name for e in entries)) or 'nothing'} at its top, not "
+                         f"the one folder (name-version/) of an sdist; pin an sdist as its index serves it")
+    return entries[0]
