@@ -18,8 +18,6 @@ import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-import requests
-
 from shipyard.plumbing.cache_folder import cache_root
 from shipyard.plumbing.progress import Progress
 
@@ -88,6 +86,8 @@ def _download(url: str, dest: Path, *, base: Path, progress: Progress) -> str:
                     digest.update(chunk)
                     out.write(chunk)
             return digest.hexdigest()
+        import requests  # only a download needs the HTTP stack, which every command would pay for at start
+
         try:
             with requests.get(url, stream=True, timeout=_TIMEOUT) as response:
                 if response.status_code != 200:

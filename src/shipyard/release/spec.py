@@ -26,7 +26,6 @@ from pydantic import (
     model_validator,
 )
 
-from shipyard.plumbing.confined_paths import resolves_inside
 from shipyard.plumbing.identifiers import Name
 from shipyard.plumbing.pinned_sdists import sdist_folder
 from shipyard.release.cuda_archs import parse_arch_list
@@ -202,8 +201,10 @@ class Component(Frozen):
     def test_id_root(self, root: Path) -> Path:
         """What feature_status.yaml's test ids of this component are relative to: the release folder
         `root` when the tests folder lies inside it (as always before), else the project's folder (a
-        project outside the release, or an unpacked sdist, names its tests as its own runs do)."""
-        if self.tests is None or resolves_inside(self.tests_folder(root), root):
+        project outside the release, or an unpacked sdist, names its tests as its own runs do).
+        Inside as release.yaml writes it, not where symlinks lead: a release whose library/ is a
+        link keeps its ids (validate checks where the tests folder leads on its own)."""
+        if self.tests is None or self.tests_folder(root).is_relative_to(root.resolve()):
             return root.resolve()
         return self.source_dir(root).resolve()
 
