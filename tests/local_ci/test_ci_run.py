@@ -19,6 +19,7 @@ import yaml
 
 from shipyard.ci.actions import PINNED
 from shipyard.cli import main
+from shipyard.errors import ToolError
 from shipyard.local_ci import act_run
 from shipyard.local_ci.act_host import (
     CONTAINER_CA,
@@ -466,3 +467,18 @@ def test_a_run_removes_the_job_containers_a_killed_run_of_its_workflow_left(dock
         assert any(names["mine"] in line for line in said), said
     finally:
         subprocess.run(["docker", "rm", "-f", *names.values()], capture_output=True)
+
+
+def test_the_repository_variables_a_workflow_reads_come_from_the_environment_or_var(tmp_path, repo):
+    text = (repo / ".github" / "workflows" / "nightly.yml").read_text()
+    environ = {"SHIPYARD_INDEX_URL": "http://127.0.0.1:9/simple/", "SHIPYARD_WHEEL_URL": "", "UNREAD": "x"}
+    # set and read: passed; set empty or not read by the workflow: not
+    assert act_run.workflow_variables(text, environ, {}) == {"SHIPYARD_INDEX_URL": "http://127.0.0.1:9/simple/"}
+    assert act_run.workflow_variables(text, environ, {"SHIPYARD_INDEX_URL": "http://other/"}) == {
+        "SHIPYARD_INDEX_URL": "http://other/"}
+    setup = replace(_setup(tmp_path, {}, repo), variables={"SHIPYARD_INDEX_URL": "http://x/"})
+    folder = setup.folder
+    with pytest.raises(ToolError):  # no act here: what matters is the vars file written before it starts
+        act_run.run_act(replace(setup, act=tmp_path / "no-act"), lambda record: None)
+    assert (folder.root / "act.vars").read_text() == 'SHIPYARD_INDEX_URL="http://x/"\n'
+    assert main(["--root", str(repo), "ci", "run", "--var", "not a name=1"]) == 2

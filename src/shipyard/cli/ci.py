@@ -258,7 +258,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     r.add_argument("--work", help="the run's folder (default: a new one under /var/tmp)")
     r.add_argument("--var", action="append", metavar="NAME=VALUE",
                    help="a repository variable the workflow reads as ${{ vars.NAME }} (repeatable), e.g. "
-                        "SHIPYARD_INDEX_URL, the index the jobs install shipyard from")
+                        "SHIPYARD_INDEX_URL, the index the jobs install shipyard from (default: those the "
+                        "workflow reads, from this environment)")
     r.set_defaults(func=cmd_ci_run)
     f = csub.add_parser("fragments", help="(manifest job) fail unless every build job of the plan uploaded its "
                                           "fragment")

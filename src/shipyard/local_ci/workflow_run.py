@@ -212,7 +212,7 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
                              runner_labels=linux, share=share, pythons=pythons_mount(),
                              stand_ins=act_run.stage_stand_ins(folder), inputs=inputs, job=request.job,
                              cache_server=folder.root / "cache-server", served_folders=folders,
-                             variables=request.variables)
+                             variables=act_run.workflow_variables(text, environ, request.variables))
     log = ActLog()
 
     def event(record: dict[str, object]) -> None:
