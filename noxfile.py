@@ -290,7 +290,20 @@ def tests(session: nox.Session) -> None:
     _all_system_packages(session)
     _install_shipyard(session, "test", bytecode=True)  # the suite starts thousands of Pythons from it
     with scratch_tmpfs.scratch_env(session.log, session.warn) as env:  # ci/scratch_tmpfs.py
-        session.run("pytest", "-n", "auto", "--dist", "loadgroup", *(session.posargs or ["tests"]), env=env)
+        session.run("pytest", "-n", "auto", "--dist", "loadgroup",
+                    *(session.posargs or ["-m", "not tutorial", "tests"]), env=env)
+
+
+@nox.session(name="tutorial")
+def tutorial(session: nox.Session) -> None:
+    """docs/third-party.md's tutorial, every command as written, from `pip install shipyard` (this
+    checkout's wheel on a loopback index) to the nightly under act publishing to devpi: about
+    ten minutes, beyond what .ci/run's budget leaves."""
+    _all_system_packages(session)
+    _install_shipyard(session, "test")
+    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
+        session.run("pytest", "-n", "0", "-m", "tutorial", "tests/end_to_end/test_tutorial.py", *session.posargs,
+                    env=env)
 
 
 @nox.session(name="fuzz")
