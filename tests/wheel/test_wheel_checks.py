@@ -1,10 +1,16 @@
-"""Release rules on wheels made here in a few milliseconds: vendored libraries and console scripts."""
+"""Release rules on wheels made here in a few milliseconds: vendored libraries, console scripts, the
+import name and the kind (pure or native) release.yaml declares."""
 
 from __future__ import annotations
 
 import zipfile
 from pathlib import Path
 
+from support.minirelease import FIXTURE
+
+from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.release.matrix import expand
+from shipyard.release.validate import load_spec
 from shipyard.wheel import checks
 
 
@@ -53,3 +59,60 @@ def test_a_wheel_installs_exactly_the_declared_console_scripts(tmp_path):
         f"declares; add it to [project.scripts] or remove it from release.yaml"]
     bare = _wheel(tmp_path, "bare-1.0-py3-none-any.whl", {"bare/__init__.py": ""})
     assert checks.check_console_scripts(bare, (), component="bare") == []
+
+
+def _cell_failures(wheel: Path, component: str) -> list[str]:
+    """What the cell of the fixture release's `component` (its cp311 cell, or its one pure cell)
+    fails on for `wheel`."""
+    release = load_spec(FIXTURE).release
+    chosen = release.components[component]
+    cell = next(c for c in expand(release) if c.component == component and c.package_type == "wheel"
+                and (c.is_pure or (c.variant == "cpu" and c.python == "3.11")))
+    return [str(f) for f in checks.check_cell_wheel(wheel, release, cell, chosen, release.variants["cpu"],
+                                                    Toolchain(None, None, None, None))]
+
+
+def test_a_wheel_without_its_import_name_fails_its_cell_with_what_it_holds(tmp_path):
+    name = "fixpure-0.3.0-py3-none-any.whl"
+    scripts = {"fixpure-0.3.0.dist-info/entry_points.txt": "[console_scripts]\nfixpure-norm = fixpure.cli:main\n"}
+    good = _wheel(tmp_path, name, {"fixpure/__init__.py": "", **scripts})
+    assert _cell_failures(good, "fixpure") == []
+    (tmp_path / "wrong").mkdir()
+    wrong = _wheel(tmp_path / "wrong", name, {"fix_pure/__init__.py": "", "fixtools.py": "", **scripts})
+    assert _cell_failures(wrong, "fixpure") == [
+        f"{name}: components.fixpure.import_name: the wheel holds no fixpure; it holds fix_pure, fixtools; "
+        f"set import_name: fix_pure"]
+    # A module, an extension module, a namespace folder and a .data folder's purelib all import.
+    assert checks.top_level_names(["solo.py", "fast.cpython-311-x86_64-linux-gnu.so", "win.pyd", "ns/sub/x.py",
+                                   "p-1.0.data/purelib/inside/__init__.py", "p-1.0.data/scripts/tool",
+                                   "p.libs/libz-12345678.so.1", "p-1.0.dist-info/METADATA"]) == {
+        "solo", "fast", "win", "ns", "inside"}
+
+
+def test_a_pure_component_whose_wheel_holds_an_extension_module_fails_in_one_line(tmp_path):
+    # kind: python-pure on a C extension: one pure cell instead of one per Python, unless the cell fails.
+    name = "fixpure-0.3.0-cp311-cp311-linux_x86_64.whl"
+    native = _wheel(tmp_path, name, {"fixpure/__init__.py": "", "fixpure/_speedups.cpython-311-x86_64-linux-gnu.so": "",
+                                     "fixpure-0.3.0.dist-info/entry_points.txt":
+                                         "[console_scripts]\nfixpure-norm = fixpure.cli:main\n"})
+    assert _cell_failures(native, "fixpure") == [
+        f"{name}: components.fixpure.kind: python-pure, but the wheel holds extension module "
+        f"fixpure/_speedups.cpython-311-x86_64-linux-gnu.so; set kind: python-native"]
+    (tmp_path / "tagged").mkdir()
+    tagged = _wheel(tmp_path / "tagged", "fixpure-0.3.0-py311-none-any.whl", {"fixpure/__init__.py": ""})
+    assert checks.check_kind(tagged, "python-pure", component="fixpure")[0].detail == (
+        "python-pure, but the wheel is tagged py311-none-any, not py3-none-any; set kind: python-native, or make "
+        "the project build a pure wheel")
+
+
+def test_a_native_component_whose_wheel_holds_no_extension_module_fails_in_one_line(tmp_path):
+    name = "fixcext-0.3.0-py3-none-any.whl"
+    pure = _wheel(tmp_path, name, {"fixcext/__init__.py": "", "fixcext.libs/libpng16-0a0c6ccf.so.16": ""})
+    assert _cell_failures(pure, "fixcext") == [
+        f"{name}: components.fixcext.kind: python-native, but the wheel holds no extension module (tagged "
+        f"py3-none-any); set kind: python-pure"]
+    (tmp_path / "native").mkdir()
+    native = _wheel(tmp_path / "native", "fixcext-0.3.0+cpu-cp311-cp311-manylinux_2_31_x86_64.whl", {
+        "fixcext/__init__.py": "", "fixcext/_fixcext.cpython-311-x86_64-linux-gnu.so": "",
+        "fixcext.libs/libpng16-0a0c6ccf.so.16": ""})
+    assert _cell_failures(native, "fixcext") == []

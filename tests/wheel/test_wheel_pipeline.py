@@ -333,3 +333,18 @@ def test_a_console_script_that_crashes_on_help_fails_the_cell(minirelease_build,
     assert outcome.result == "failed"
     assert "console script fixpure-norm: `fixpure-norm --help` exited 1" in outcome.detail
     assert "RuntimeError: fixture: the console script is broken on purpose" in outcome.detail
+
+
+def test_a_narrowed_build_builds_what_its_selection_depends_on(minirelease_build, tmp_path, capsys):
+    # No dist/, as in a clean checkout: fixpure's tests install fixcext (its dependency) from the
+    # variant's index, which only this run can fill. The build cache keeps the rebuild cheap.
+    root = own_copy(minirelease_build, tmp_path / "release", dist=False)
+    forget_test_results(root)  # fixpure's tests really run, against this run's fixcext
+    code = main(["--root", str(root), "build", "--variant", "cpu", "--python", "3.9", "--component", "fixpure"])
+    out, err = capsys.readouterr()
+    assert "also building fixcext: fixpure depends on it" in err
+    assert code == 0, out + err
+    results = {a["cell_id"]: (a["build"]["result"], a["tests"] is not None) for a in _manifest(root)["artifacts"]}
+    assert results == {"fixpure-any-wheel": ("passed", True),
+                       "fixcext-cpu-linux-x86_64-cp39-wheel": ("not tested", False)}
+    assert "1 of 2 cells ok; 1 built and checked, not tested (dependencies of --component)" in " ".join(out.split())

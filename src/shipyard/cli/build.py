@@ -54,10 +54,14 @@ def cmd_build(args: argparse.Namespace) -> int:
     ruled_out = sum(o.result == "not applicable" for o in outcomes)
     counted = len(outcomes) - ruled_out
     tail = f" ({ruled_out} more not applicable)" if ruled_out else ""
-    # Cells left out by --test-python are built and checked, not failures, and not ok either.
+    # Cells left out by --test-python, and those built only for the selection's tests (--component),
+    # are built and checked, not failures, and not ok either.
     untested = sum(o.result == "not tested" for o in outcomes)
     if untested:
-        tail += f"; {untested} built and checked, not tested (--test-python {' '.join(request.test_pythons)})"
+        why = [f"--test-python {' '.join(request.test_pythons)}"] if request.test_pythons else []
+        if any(o.cell.component not in request.components for o in outcomes if request.components):
+            why.append("dependencies of --component")
+        tail += f"; {untested} built and checked, not tested ({'; '.join(why)})"
     console.print(f"{counted - len(failed) - untested} of {counted} cells ok{tail}; manifest: "
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
     sign_after_build(spec, request.dist, console, err_console)

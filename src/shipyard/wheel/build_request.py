@@ -5,7 +5,7 @@ stage (cell_tests.py) both take them."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +55,8 @@ class BuildRequest:
 class CellOutcome:
     """What happened to one cell; `result` is passed, failed, cached, skipped, unavailable,
     not applicable (its project's requires-python excludes its Python; `detail` says so), or
-    not tested (built and checked, outside --test-python; `detail` says so)."""
+    not tested (built and checked, outside --test-python or only for a selection that depends on
+    it; `detail` says so)."""
 
     cell: Cell
     result: str
@@ -86,6 +87,13 @@ def build_exit_status(outcomes: Sequence[CellOutcome]) -> int:
     return STABLE_FEATURE_FAILED if failed else 0
 
 
+def dependency_detail(component: str, dependent: str) -> str:
+    """What a cell a narrowed build added (build_request.BuildContext.dependencies) records and
+    shows instead of a test verdict."""
+    return (f"not tested: built because {dependent} depends on it (--component); select {component} "
+            f"to run its tests")
+
+
 def untested_detail(test_pythons: tuple[str, ...]) -> str:
     """What a cell left out by --test-python records and shows instead of a test verdict."""
     listed = ", ".join(test_pythons)
@@ -104,6 +112,9 @@ class BuildContext:
     progress: Progress
     # The build's auditwheel processes (repair.py): none, one process per repair.
     auditwheel: AuditwheelWorkers | None = None
+    # The components a narrowed build (--component) also builds, each with the selected one that
+    # depends on it: built, checked and indexed for the selection's tests, not tested themselves.
+    dependencies: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:

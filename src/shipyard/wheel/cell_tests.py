@@ -22,7 +22,7 @@ from shipyard.plumbing.wheel_metadata import requires_dist
 from shipyard.release.pytest_selection import selection_of
 from shipyard.testing.runner import console_script_problems, ensure_test_wheelhouse, run_component_tests
 from shipyard.testing.verdict import FeatureGate, feature_gate, judge_identity
-from shipyard.wheel.build_request import BuildContext, CellOutcome, untested_detail
+from shipyard.wheel.build_request import BuildContext, CellOutcome, dependency_detail, untested_detail
 from shipyard.wheel.index import content_identity
 
 # --- test -----------------------------------------------------------------------------------
@@ -54,6 +54,9 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
         if outcome.wheel is None or outcome.result == "failed":
             continue
         component = ctx.spec.release.components[outcome.cell.component]
+        if (dependent := ctx.dependencies.get(component.name)) is not None:
+            outcome.result, outcome.detail = "not tested", dependency_detail(component.name, dependent)
+            continue
         if not component.tests:
             outcome.detail = "no tests declared"
             continue

@@ -7,7 +7,7 @@ import json
 import re
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -226,6 +226,84 @@ def check_console_scripts(wheel: Path, declared: tuple[str, ...], *, component: 
     return failures
 
 
+# What the import system loads as an extension module (PEP 3149 names such as
+# `_c.cpython-311-x86_64-linux-gnu.so` or `_c.abi3.so`, and Windows' `.pyd`); a library a repair
+# vendored (`<package>.libs/`) or a `.dylib` is not one.
+EXTENSION_SUFFIXES = (".so", ".pyd")
+
+
+def _importable(members: Iterable[str]) -> Iterator[str]:
+    """The wheel's members as they install into site-packages: its .data folder's purelib and
+    platlib members under their installed paths, its .dist-info and other .data members left out."""
+    for member in members:
+        first, _, rest = member.partition("/")
+        if first.endswith(".dist-info") or member.endswith("/"):
+            continue
+        if first.endswith(".data"):
+            scheme, _, installed = rest.partition("/")
+            if scheme in ("purelib", "platlib") and installed:
+                yield installed
+            continue
+        yield member
+
+
+def top_level_names(members: Iterable[str]) -> set[str]:
+    """What `import NAME` finds at the top of the wheel: its packages and namespace folders, its
+    modules (`NAME.py`) and extension modules (`NAME.cpython-311-x86_64-linux-gnu.so`, `NAME.pyd`)."""
+    names = set()
+    for member in _importable(members):
+        first, folder, _ = member.partition("/")
+        if folder:
+            if first.isidentifier():  # not `<package>.libs`
+                names.add(first)
+        elif first.endswith((".py", *EXTENSION_SUFFIXES)) and (stem := first.split(".")[0]).isidentifier():
+            names.add(stem)
+    return names
+
+
+def extension_modules(members: Iterable[str]) -> list[str]:
+    """The wheel's extension modules (never a library vendored into `<package>.libs/`), sorted."""
+    return sorted(m for m in _importable(members)
+                  if m.endswith(EXTENSION_SUFFIXES) and not m.partition("/")[0].endswith(".libs"))
+
+
+def check_import_name(wheel: Path, import_name: str, *, component: str) -> list[CheckFailure]:
+    """The wheel installs a top-level package or module named release.yaml's `import_name`."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = top_level_names(zf.namelist())
+    if import_name in names:
+        return []
+    key = f"components.{component}.import_name"
+    if not names:
+        return [CheckFailure(wheel.name, key, f"the wheel holds no {import_name}, nor any other package or module; "
+                                              f"make the project's build include its package")]
+    # The name most like the component's first (import names differ from project names by case and dashes).
+    likely = sorted(names, key=lambda n: (n.lower() != component.lower().replace("-", "_"), n.lower()))
+    return [CheckFailure(wheel.name, key, f"the wheel holds no {import_name}; it holds {', '.join(sorted(names))}; "
+                                          f"set import_name: {likely[0]}")]
+
+
+def check_kind(wheel: Path, kind: str, *, component: str) -> list[CheckFailure]:
+    """A python-pure component's wheel holds no extension module and is tagged py3-none-any; a
+    python-native one's holds an extension module. Release.yaml's `kind` decides the cells (one
+    pure cell, or one per Python): a wrong kind would drop or multiply them without a word."""
+    with zipfile.ZipFile(wheel) as zf:
+        found = extension_modules(zf.namelist())
+    tags = ", ".join(sorted(str(t) for t in parse_wheel_filename(wheel.name)[3]))
+    key = f"components.{component}.kind"
+    if kind == "python-pure" and found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        return [CheckFailure(wheel.name, key, f"python-pure, but the wheel holds extension module"
+                                              f"{'s' if len(found) > 1 else ''} {shown}; set kind: python-native")]
+    if kind == "python-pure" and tags != "py3-none-any":
+        return [CheckFailure(wheel.name, key, f"python-pure, but the wheel is tagged {tags}, not py3-none-any; "
+                                              f"set kind: python-native, or make the project build a pure wheel")]
+    if kind == "python-native" and not found:
+        return [CheckFailure(wheel.name, key, f"python-native, but the wheel holds no extension module (tagged "
+                                              f"{tags}); set kind: python-pure")]
+    return []
+
+
 def kernel_device_code(wheel: Path, component: Component, variant: Variant,
                        toolchain: Toolchain) -> dict[str, DeviceCode] | None:
     """The device code of each kernel-bearing binary of a CUDA cell's wheel (wheel_device_code),
@@ -253,12 +331,16 @@ def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Compo
     """Every rule that applies to `cell`'s built wheel. `device_code` is what kernel_device_code
     read from its binaries (relabelling leaves them as they are), read here when not given."""
     failures = check_console_scripts(wheel, component.console_scripts, component=component.name)
+    if component.import_name:
+        failures += check_import_name(wheel, component.import_name, component=component.name)
+    # One line for a wrong kind: the platform tag it implies is then wrong too, and says less.
+    kind = check_kind(wheel, component.kind, component=component.name)
     if cell.is_pure:
-        return failures + check_platform_tag(wheel, {"py3-none-any"}) + check_size(
-            wheel, release.release.wheel_size_budget_mb) + check_vendored_libraries(
+        return failures + kind + check_size(wheel, release.release.wheel_size_budget_mb) + check_vendored_libraries(
             wheel, component.vendored_libraries, component=component.name)
     platform = release.platforms[cell.platform]
-    failures += check_platform_tag(wheel, {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"})
+    failures += kind or check_platform_tag(
+        wheel, {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"})
     failures += check_size(wheel, release.wheel_size_budget_mb(variant))
     if component.kind == "python-native" and platform.os == "linux":
         failures += check_shared_libraries(wheel, policy_of(platform.wheel_platform_tag))

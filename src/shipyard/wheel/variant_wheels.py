@@ -8,7 +8,7 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shipyard.errors import BuildError, ShipyardError, ToolchainMissing, UsageError
@@ -28,7 +28,7 @@ from shipyard.record.manifest import (
     merge_artifacts,
 )
 from shipyard.release.channel_version import nightly_requirement
-from shipyard.release.matrix import Cell, NotApplicable, builder_platform, expand, not_applicable, select
+from shipyard.release.matrix import Cell, NotApplicable, builder_platform
 from shipyard.release.project_declaration import (
     SCIKIT_BUILD_CORE,
     build_backend,
@@ -42,6 +42,7 @@ from shipyard.wheel import checks
 from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
 from shipyard.wheel.build_env import BuildEnv, copy_project, ensure_build_env
 from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
+from shipyard.wheel.cell_selection import dependency_cells, selected_cells
 from shipyard.wheel.cell_tests import prefetch_test_wheelhouse, run_cell_tests
 from shipyard.wheel.index import add_wheel, write_index
 from shipyard.wheel.labels import package_files
@@ -57,28 +58,6 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel, prestart_build_hook
 from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
-
-
-def _selected(cells: list[Cell], request: BuildRequest, inventory: Inventory) -> list[Cell]:
-    # A pure cell builds once for every variant, on any platform it stands for: each variant's build makes it.
-    cells = select(cells, variant=request.variant, platform=inventory.host_platform, package_type="wheel")
-    if request.components:
-        cells = [c for c in cells if c.component in request.components]
-    if request.pythons:
-        cells = [c for c in cells if c.python in request.pythons or c.is_pure]
-    return cells
-
-
-def _cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> tuple[list[Cell], list[NotApplicable]]:
-    """The wheel cells to build, and those of the selection that their projects rule out."""
-    if request.components:
-        unknown = set(request.components) - set(spec.release.components)
-        if unknown:
-            raise UsageError(f"unknown component(s) {', '.join(sorted(unknown))}; release.yaml has "
-                                f"{', '.join(spec.release.components)}")
-    ruled_out = not_applicable(spec.release)
-    kept = {c.id for c in _selected([n.cell for n in ruled_out], request, inventory)}
-    return (_selected(expand(spec.release), request, inventory), [n for n in ruled_out if n.cell.id in kept])
 
 
 def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: Toolchain,
@@ -98,12 +77,14 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
         raise UsageError(f"no variant {request.variant!r} in release.yaml (variants: "
                             f"{', '.join(release.variants)})")
     if variant.name != request.variant:
-        request = BuildRequest(**{**request.__dict__, "variant": variant.name})
+        request = replace(request, variant=variant.name)
     inventory = discover()
-    cells, ruled_out = _cells(spec, request, inventory)
+    cells, ruled_out = selected_cells(spec, request, inventory)
     if not cells:
         raise UsageError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "
                             f"match the selection")
+    also, dependencies = dependency_cells(spec, request, inventory, progress)
+    cells += also
     resolved: dict[str, Toolchain] = {}
     # Cells the project itself rules out: shown and recorded as such, never built, never failures.
     outcomes: list[CellOutcome] = [CellOutcome(n.cell, "not applicable", detail=n.reason) for n in ruled_out]
@@ -125,7 +106,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     platform_cells = sum(1 for c in buildable if not c.is_pure)
     with AuditwheelWorkers(limit=request.jobs, ahead=platform_cells) as auditwheel:
         ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
-                           BuildCache(request.state / "cache"), progress, auditwheel)
+                           BuildCache(request.state / "cache"), progress, auditwheel, dependencies)
         built = _build_all(ctx, buildable, resolved)
     variant_dir = request.dist / "whl" / ctx.variant.tag
     touched = {variant_dir}
@@ -179,7 +160,8 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
             return  # raised again where the outcomes are collected
         outcome = future.result()
         interpreter = resolved[outcome.cell.id].interpreter
-        if interpreter is not None:
+        # A component built only for the selection's tests is not tested: nothing to download for it.
+        if interpreter is not None and outcome.cell.component not in ctx.dependencies:
             downloads.submit(prefetch_test_wheelhouse, ctx, outcome, interpreter)
 
     prestarts: list[Future[PrestartedPython | None]] = []
