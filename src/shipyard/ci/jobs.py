@@ -194,7 +194,9 @@ class PlanFilter:
     pythons: tuple[str, ...] = ()
     platforms: tuple[str, ...] = ()  # the builders' platforms (a pure job builds on a Linux one)
     package_types: tuple[str, ...] = ()  # wheel, conda, mobile, docker
-
+    # A component tag's one component (release/release_tags.py): its jobs only, and no images,
+    # which bundle the whole family at its version.
+    components: tuple[str, ...] = ()
 
     def narrow(self, job: BuildJob) -> BuildJob | None:
         """`job` with only the Pythons kept, or None when it builds nothing kept. A pure job is built
@@ -202,6 +204,13 @@ class PlanFilter:
         Pythons only. A job without Pythons (mobile) stays as it is."""
         if self.variants and not {job.variant, job.variant_tag} & set(self.variants):
             return None
+        if self.components:
+            kept = tuple(c for c in job.components if c in self.components)
+            if not kept or job.kind == IMAGE.name:
+                return None
+            if kept != job.components:  # a pure job: only the kept components' cells
+                job = replace(job, components=kept, cells=tuple(
+                    c for c in job.cells if any(c.startswith(f"{name}-{ANY}-") for name in kept)))
         if self.platforms and job.builder not in self.platforms:
             return None
         if self.package_types and job.kind not in self.package_types:
@@ -214,6 +223,24 @@ class PlanFilter:
         tags = {"-cp" + p.replace(".", "") + "-" for p in pythons}
         cells = tuple(c for c in job.cells if any(tag in c for tag in tags))
         return replace(job, pythons=pythons, cells=cells) if pythons else None
+
+
+def one_component_problem(release: Release, component: str) -> str | None:
+    """Why a run of `component` alone cannot build and test it (one line, with the fix), or None.
+    A pure component's lane is tested against the native packages its Linux lane built in the same
+    run (ci/linux_lanes.py downloads their fragments); a run of the pure component alone builds
+    none of them, and building them would publish them again."""
+    jobs = build_jobs(release)
+    for cell in expand(release):
+        lane = f"{cell.package_type}-linux"
+        if cell.component != component or not cell.is_pure:
+            continue
+        natives = sorted({name for job in jobs if job.lane == lane for name in job.components})
+        if natives:
+            return (f"{component} is a pure component, and the pipeline tests it against the {lane} lane's "
+                    f"packages of the same run ({', '.join(natives)}), which a release of {component} alone does "
+                    f"not build; release it with the family tag v{release.release.version}")
+    return None
 
 
 def plan_outputs(release: Release, only: PlanFilter | None = None) -> dict[str, str]:

@@ -224,17 +224,14 @@ def workflows(spec: Spec) -> dict[Path, dict[str, Any]]:
     # with no channel for it, the expression names none, and the plan job refuses the run.
     prerelease = pipeline.prerelease or NO_PRERELEASE_CHANNEL
     release_on = {
-        "push": {"tags": ["v*"]},
+        # v1.7.0 releases the family; <component>-v<version> one component (release/release_tags.py).
+        "push": {"tags": ["v*", "*-v*"]},
         "workflow_dispatch": {"inputs": {"channel": {
             "description": "the channel to publish to", "type": "choice", "options": candidates,
             "default": pipeline.prerelease or final},
             **PLAN_INPUTS}},
     }
-    if is_prerelease_tag("", spec.release.release.version):  # every tag of a pre-release version is one
-        release_channel = f"${{{{ inputs.channel || '{prerelease}' }}}}"
-    else:
-        release_channel = (f"${{{{ inputs.channel || (contains(github.ref_name, '-rc') && '{prerelease}' "
-                           f"|| '{final}') }}}}")
+    release_channel = f"${{{{ inputs.channel || {_tag_channel(spec, prerelease, final)} }}}}"
     return {
         WORKFLOWS / "release.yml": _workflow(spec, "release", release_on, release_channel,
                                              "release-${{ github.ref }}", "release"),
@@ -242,6 +239,23 @@ def workflows(spec: Spec) -> dict[Path, dict[str, Any]]:
                                                                "workflow_dispatch": {"inputs": dict(PLAN_INPUTS)}},
                                              nightly, "nightly", nightly),
     }
+
+
+def _tag_channel(spec: Spec, prerelease: str, final: str) -> str:
+    """The expression of a tag's channel: `prerelease` for an -rc tag and for every tag of a
+    pre-release version (the family's, v1.8.0rc1, or a component's own, mesonext-v0.9.1rc1),
+    else `final`."""
+    release = spec.release
+    versions = {f"v{release.release.version}": release.release.version,
+                **{f"{name}-v{release.component_version(name)}": release.component_version(name)
+                   for name in release.components}}
+    candidates = sorted(tag for tag, version in versions.items() if is_prerelease_tag("", version))
+    if len(candidates) == len(versions):  # every tag of this release is a pre-release's
+        return f"'{prerelease}'"
+    # Each pre-release version's tag by its prefix: a tag of another version is refused by the plan.
+    conditions = ["contains(github.ref_name, '-rc')", *(f"startsWith(github.ref_name, '{tag}')" for tag in candidates)]
+    when = conditions[0] if len(conditions) == 1 else f"({' || '.join(conditions)})"
+    return f"({when} && '{prerelease}' || '{final}')"
 
 
 class _Dumper(yaml.SafeDumper):

@@ -46,16 +46,6 @@ def cmd_ci_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_ref(version: str, ref: str) -> None:
-    """A tag push must name the version release.yaml holds: v1.7.0, or a candidate v1.7.0-rc1."""
-    if not ref.startswith("refs/tags/"):
-        return
-    tag = ref.removeprefix("refs/tags/")
-    if not re.fullmatch(rf"v{re.escape(version)}(-rc\d+)?", tag):
-        raise UsageError(f"tag {tag}: release.yaml's release.version is {version}; tag v{version} (or "
-                         f"v{version}-rcN), or change release.version first")
-
-
 def _names(value: str | None) -> tuple[str, ...]:
     """A workflow input's list: names split on commas and blanks; empty means none given."""
     return tuple(name for name in re.split(r"[\s,]+", value or "") if name)
@@ -64,21 +54,27 @@ def _names(value: str | None) -> tuple[str, ...]:
 def cmd_ci_plan(args: argparse.Namespace) -> int:
     import json
 
-    from shipyard.ci.jobs import PlanFilter, plan_outputs
+    from shipyard.ci.jobs import PlanFilter, one_component_problem, plan_outputs
     from shipyard.release.cell_filters import check_filters
+    from shipyard.release.release_tags import tag_release
     from shipyard.release.tag_channels import tag_channel_problem
 
     spec = load_release(args)
-    version, ref = spec.release.release.version, args.ref or ""
-    _check_ref(version, ref)
+    ref = args.ref or ""
+    # A tag push releases what the tag names (the family, or one component), at the version
+    # release.yaml gives it; a branch or a dispatch releases everything.
+    tagged = tag_release(spec.release, ref.removeprefix("refs/tags/")) if ref.startswith("refs/tags/") else None
+    if tagged and tagged.component and (problem := one_component_problem(spec.release, tagged.component)):
+        raise UsageError(f"tag {tagged.tag}: {problem}")
     # Before the channel's name: release.yml names no channel for a pre-release tag it may not publish.
-    if ref.startswith("refs/tags/") and (problem := tag_channel_problem(ref.removeprefix("refs/tags/"), version,
-                                                                         args.channel, list(spec.release.channels))):
+    if tagged and (problem := tag_channel_problem(tagged.tag, tagged.version, args.channel,
+                                                  list(spec.release.channels))):
         raise UsageError(problem)
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
     only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python), platforms=_names(args.platform),
-                      package_types=_names(args.package_type))
+                      package_types=_names(args.package_type),
+                      components=(tagged.component,) if tagged and tagged.component else ())
     check_filters(spec.release, variant=only.variants, python=only.pythons, platform=only.platforms,
                   package_type=only.package_types)
     outputs = plan_outputs(spec.release, only if only != PlanFilter() else None)
@@ -219,7 +215,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     c.set_defaults(func=cmd_ci_check)
     pl = csub.add_parser("plan", help="(the plan job) print each lane's matrix as GITHUB_OUTPUT lines")
     pl.add_argument("--channel", required=True, help="the channel this run publishes to")
-    pl.add_argument("--ref", help="GITHUB_REF: a tag must be v<release.version> or v<release.version>-rcN")
+    pl.add_argument("--ref", help="GITHUB_REF: a tag v<release.version>[-rcN] releases every component, "
+                                  "<component>-v<its version>[-rcN] that one alone")
     pl.add_argument("--variant", help="only these variants (names or tags, comma-separated; empty: every one)")
     pl.add_argument("--python", help="only these Pythons (comma-separated; empty: every one)")
     pl.add_argument("--platform",

@@ -33,9 +33,8 @@ def build_mobile_release(spec: Spec, *, targets: tuple[str, ...], dist: Path, st
     by_target = {c.platform: c for c in cells}
     component = cells[0].component if cells else "ember-lite"
     git = git_info(spec.root)
-    # The component's own version (release.yaml), else the release's; a nightly's development version.
-    version = build_version(release.components[component].version or release.release.version, nightly=nightly,
-                            commit_time=git.commit_time)
+    # The component's release version; a nightly's development version.
+    version = build_version(release.component_version(component), nightly=nightly, commit_time=git.commit_time)
     results = build_mobile(
         [MobileBuildTarget.from_spec(release.mobile_targets[c.platform]) for c in cells], version=version,
         features_for_target=lambda t: spec.features_for(component, t.name),

@@ -436,6 +436,12 @@ class Release(Frozen):
     def wheel_size_budget_mb(self, variant: Variant) -> float:
         return variant.wheel_size_budget_mb or self.release.wheel_size_budget_mb
 
+    def component_version(self, name: str) -> str:
+        """Component `name`'s release version: its own `version:`, else the family's release.version.
+        The one place its tags (`<name>-v<version>`), its features' `since` and its mobile packages
+        take it from."""
+        return self.components[name].version or self.release.version
+
 
 def _status_map(value: Any) -> Any:
     # `status: beta` means every platform; a mapping gives one status per platform.

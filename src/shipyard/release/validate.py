@@ -156,7 +156,8 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
 def _check_pipeline_channels(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:
     """The channels `shipyard ci generate` and its workflows need: a nightly channel and one that holds
     releases, when release.yaml declares channels or the repository holds the generated workflows; and
-    a channel for a pre-release tag when release.version is a pre-release (every tag of it is one)."""
+    a channel for a pre-release tag when release.version or a component's own version is a
+    pre-release (every tag of it is one)."""
     channels = list(release.channels)
     workflows = [name for name in WORKFLOW_FILES if (root / name).is_file()]
     if pipeline_channels(channels) is None and (channels or workflows):
@@ -166,9 +167,15 @@ def _check_pipeline_channels(release: Release, doc: YamlDocument, root: Path, ou
                 f"({why}): `shipyard ci generate` stops here", fix=PIPELINE_FIX, value=NO_VALUE)
         return
     pipeline = pipeline_channels(channels)
-    if pipeline is not None and pipeline.prerelease is None and is_prerelease_tag("", release.release.version):
-        out.add(doc, ("release", "version"), f"is a pre-release, and its tags may not reach {pipeline.final}, "
-                f"the channel that holds releases (channels: {', '.join(channels)})", fix=PRERELEASE_FIX)
+    if pipeline is None or pipeline.prerelease is not None:
+        return
+    # A component's own version is tagged too (<component>-v<version>, release/release_tags.py).
+    versions: dict[tuple[str, ...], str] = {("release", "version"): release.release.version}
+    versions |= {("components", name, "version"): c.version for name, c in release.components.items() if c.version}
+    for path, version in versions.items():
+        if is_prerelease_tag("", version):
+            out.add(doc, path, f"is a pre-release, and its tags may not reach {pipeline.final}, "
+                    f"the channel that holds releases (channels: {', '.join(channels)})", fix=PRERELEASE_FIX)
 
 
 def pipeline_notes(release: Release) -> list[str]:
@@ -383,9 +390,13 @@ def _check_features(release: Release, features: FeatureFile, doc: YamlDocument,
             out.add(doc, ("features", i, "component"), "names no component of release.yaml",
                     fix=f"use one of {', '.join(release.components)}",
                     suggestion=nearest(feature.component, release.components))
-        if Version(feature.since) > version:
-            out.add(doc, ("features", i, "since"), f"is later than the release ({version}) that ships it",
-                    fix=f"set since: {version} or earlier, or leave the feature out of this release")
+        # Measured against its component's own version (mesonext 0.9.1), else the family's.
+        ships = (Version(release.component_version(feature.component)) if feature.component in release.components
+                 else version)
+        if Version(feature.since) > ships:
+            whose = "" if ships == version else f" of {feature.component}"
+            out.add(doc, ("features", i, "since"), f"is later than the release{whose} ({ships}) that ships it",
+                    fix=f"set since: {ships} or earlier, or leave the feature out of this release")
         for platform, status in feature.status.items():
             if status not in vocabulary.names:
                 out.add(doc, ("features", i, "status", platform), f"must be one of {', '.join(vocabulary.names)}",

@@ -32,6 +32,13 @@ class ReleaseReport:
     timings: list[TimingRow]
     statuses: StatusVocabulary = DEFAULT_STATUSES  # feature_status.yaml's: which statuses block a release
     manifest: Manifest | None = None  # what the get-started page reads its commands from
+    # Each component's release version (Release.component_version), where it differs from `version`:
+    # its features' `since` is measured against it.
+    component_versions: tuple[tuple[str, str], ...] = ()
+
+    def version_of(self, component: str) -> str:
+        """The release version of `component`: its own, else the report's."""
+        return dict(self.component_versions).get(component, self.version)
 
     def counts(self) -> list[tuple[str, int]]:
         """(state, number of cells) for every state that occurs, most urgent first."""
@@ -61,4 +68,6 @@ def build_report(spec: Spec, manifest_path: Path, inventory: Inventory) -> Relea
         sections=grid_sections(release, cells), platforms=feature_platforms(release),
         features=feature_rows(release, spec.features.features, cells, inventory.host_platform),
         artifacts=artifact_rows(release, manifest.artifacts if manifest else ()),
-        timings=timing_rows(cells), statuses=spec.statuses, manifest=manifest)
+        timings=timing_rows(cells), statuses=spec.statuses, manifest=manifest,
+        component_versions=tuple((name, version) for name in release.components
+                                 if (version := release.component_version(name)) != release.release.version))

@@ -67,9 +67,13 @@ def _highlights(report: ReleaseReport, features: FeatureFile, previous: Previous
         out += [f"- {c.feature.title} (`{c.feature.id}`) is now {c.after} on {', '.join(c.platforms)} "
                 f"(was {c.before})." for c in promoted]
     else:
-        fresh = [f for f in features.features if f.since == report.version]
-        if fresh:
-            out.append(f"- New in {report.version}: " + ", ".join(f"{f.title} (`{f.id}`)" for f in fresh) + ".")
+        # A feature is new in its component's release version (mesonext 0.9.1), not the family's.
+        fresh: dict[str, list[str]] = {}
+        for f in features.features:
+            if f.since == (version := report.version_of(f.component)):
+                own = "" if version == report.version else f"{f.component} "
+                fresh.setdefault(f"{own}{version}", []).append(f"{f.title} (`{f.id}`)")
+        out += [f"- New in {release}: " + ", ".join(titles) + "." for release, titles in fresh.items()]
     built = [c for c in report.cells if c.artifact is not None]
     failed = [c for c in built if c.state == "failed"]
     out.append(f"- {len(built)} artifacts built and recorded in the manifest; {len(failed)} failed their tests."
