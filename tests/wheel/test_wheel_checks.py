@@ -1,10 +1,15 @@
-"""Release rules on wheels made here in a few milliseconds: vendored libraries and console scripts."""
+"""Release rules on wheels made here in a few milliseconds: vendored libraries, console scripts and the
+size budget."""
 
 from __future__ import annotations
 
 import zipfile
 from pathlib import Path
 
+import yaml
+
+from shipyard.release.matrix import ANY, Cell
+from shipyard.release.spec import Release
 from shipyard.wheel import checks
 
 
@@ -53,3 +58,35 @@ def test_a_wheel_installs_exactly_the_declared_console_scripts(tmp_path):
         f"declares; add it to [project.scripts] or remove it from release.yaml"]
     bare = _wheel(tmp_path, "bare-1.0-py3-none-any.whl", {"bare/__init__.py": ""})
     assert checks.check_console_scripts(bare, (), component="bare") == []
+
+
+def _release(budget: str) -> Release:
+    return Release.model_validate(yaml.safe_load(f"""
+schema_version: 1
+release: {{name: sized, version: 1.0.0{budget}}}
+components:
+  sized: {{path: sized, kind: python-pure, import_name: sized, package_types: [wheel]}}
+variants:
+  cpu: {{tag: cpu}}
+platforms:
+  linux-x86_64: {{}}
+pythons: ["3.12"]
+"""))
+
+
+def test_a_release_without_a_size_budget_checks_no_wheel_size_and_says_so_once(tmp_path):
+    wheel = _wheel(tmp_path, "sized-1.0-py3-none-any.whl", {"sized/big.bin": "x" * (2 * 1024 * 1024)})
+    cell = Cell("sized", "cpu", "cpu", ANY, None, "wheel", variants=("cpu",), variant_tags=("cpu",),
+                platforms=("linux-x86_64",))
+    unbudgeted = _release("")
+    assert unbudgeted.release.wheel_size_budget_mb is None
+    variant, component = unbudgeted.variants["cpu"], unbudgeted.components["sized"]
+    assert checks.check_cell_wheel(wheel, unbudgeted, cell, component, variant, None) == []  # type: ignore[arg-type]
+    assert checks.size_budget_note(unbudgeted, variant) == (
+        "wheel sizes of variant cpu are not checked: release.yaml sets no wheel_size_budget_mb (add one under "
+        "release: or under the variant to check them)")
+    # With a budget, the same wheel fails it, and nothing is said about skipping.
+    budgeted = _release(", wheel_size_budget_mb: 1")
+    assert checks.size_budget_note(budgeted, budgeted.variants["cpu"]) is None
+    [failure] = checks.check_cell_wheel(wheel, budgeted, cell, component, budgeted.variants["cpu"], None)  # type: ignore[arg-type]
+    assert "size budget" in str(failure) and "over the budget of 1 MiB" in str(failure)

@@ -66,7 +66,8 @@ from shipyard.release.fields import (
 class ReleaseInfo(Frozen):
     name: str = Field(pattern=NAME)
     version: Annotated[str, BeforeValidator(version_text)]
-    wheel_size_budget_mb: float = Field(gt=0)
+    # The largest wheel the release publishes, in MiB; none: wheel sizes are not checked.
+    wheel_size_budget_mb: float | None = Field(default=None, gt=0)
 
 
 class NativeCore(Frozen):
@@ -433,8 +434,11 @@ class Release(Frozen):
             return self.variants[name_or_tag]
         return next((v for v in self.variants.values() if v.tag == name_or_tag), None)
 
-    def wheel_size_budget_mb(self, variant: Variant) -> float:
-        return variant.wheel_size_budget_mb or self.release.wheel_size_budget_mb
+    def wheel_size_budget_mb(self, variant: Variant | None) -> float | None:
+        """The size budget (MiB) of `variant`'s wheels (its own, else the release's), of a pure wheel
+        (`variant` None: the same in every variant, so the release's); None: sizes are not checked."""
+        own = variant.wheel_size_budget_mb if variant else None
+        return own or self.release.wheel_size_budget_mb
 
 
 def _status_map(value: Any) -> Any:

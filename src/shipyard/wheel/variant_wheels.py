@@ -104,6 +104,8 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     if not cells:
         raise UsageError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "
                             f"match the selection")
+    if note := checks.size_budget_note(release, variant):
+        progress(note)
     resolved: dict[str, Toolchain] = {}
     # Cells the project itself rules out: shown and recorded as such, never built, never failures.
     outcomes: list[CellOutcome] = [CellOutcome(n.cell, "not applicable", detail=n.reason) for n in ruled_out]
