@@ -269,6 +269,13 @@ def test_a_commit_the_repository_does_not_hold_is_one_line_and_leaves_nothing(tm
     assert repository.as_uri() in problems[0] and f"has no commit {missing}" in problems[0], problems
     assert "pin the full id of a commit the repository holds" in problems[0], problems
     assert list((cache / "git").iterdir()) == []  # no half folder, no staging
+    # A url that is no repository at all is one line too, with git's reason.
+    root = _release(tmp_path / "release", f"    git: {{url: ../nowhere, commit: {missing}}}")
+    assert main(["--root", str(root), "validate"]) == 2
+    problems = [line for line in _lines(capsys) if "components.tinypkg.git" in line]
+    assert len(problems) == 1 and "../nowhere: git cannot fetch from it (" in problems[0], problems
+    assert "does not appear to be a git repository" in problems[0], problems
+    assert list((cache / "git").iterdir()) == []
 
 
 def test_a_git_source_needs_a_whole_commit_and_one_source_only(tmp_path, capsys, cache):

@@ -87,6 +87,9 @@ def _git(args: list[object], url: str, *, cwd: Path) -> None:
         command.run(["git", *args], cwd=cwd if cwd.is_dir() else None, extra_env=_GIT_ENV, timeout=_TIMEOUT,
                     what="git")
     except ToolError as exc:
-        said = next((line.strip() for line in reversed(exc.output.splitlines()) if line.strip()), str(exc))
+        # git's reason is its first `fatal:` line (more lines of advice follow it).
+        lines = [line.strip() for line in exc.output.splitlines() if line.strip()]
+        said = next((line.removeprefix("fatal:").strip() for line in lines if line.startswith("fatal:")),
+                    lines[-1] if lines else str(exc))
         raise ValueError(f"{url}: git cannot fetch from it ({said}); check the url, the network and the "
                          f"access, then run again") from exc

@@ -110,8 +110,8 @@ def _requirement(value: Any) -> Any:
     return value
 
 
-def _sha256_hex(value: Any) -> Any:
-    return value.lower() if isinstance(value, str) else value  # as `sha256sum` or PyPI's page shows it
+def _lowercase_hex(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value  # as `sha256sum`, PyPI or a commit page shows it
 
 
 class PinnedSdist(Frozen):
@@ -119,7 +119,15 @@ class PinnedSdist(Frozen):
 
     # https://, file:// or a path relative to release.yaml (a .tar.gz with one top folder).
     url: str = Field(min_length=1)
-    sha256: Annotated[str, BeforeValidator(_sha256_hex)] = Field(pattern=r"^[0-9a-f]{64}$")
+    sha256: Annotated[str, BeforeValidator(_lowercase_hex)] = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+def _commit_id(value: Any) -> Any:
+    value = _lowercase_hex(value)
+    if isinstance(value, str) and not re.fullmatch(r"[0-9a-f]{40}", value):
+        raise ValueError("must be a whole commit id, 40 hex digits (`git rev-parse <branch or tag>` prints it): a "
+                         "branch, a tag or a short id can come to mean another commit")
+    return value
 
 
 def _subdirectory(value: Any) -> Any:
@@ -134,7 +142,7 @@ class PinnedCommit(Frozen):
 
     # Any url git fetches from (https://, ssh://, git@host:path, file://) or a path relative to release.yaml.
     url: str = Field(min_length=1)
-    commit: Annotated[str, BeforeValidator(_sha256_hex)] = Field(pattern=r"^[0-9a-f]{40}$")
+    commit: Annotated[str, BeforeValidator(_commit_id)] = Field(pattern=r"^[0-9a-f]{40}$")
     # The project's folder inside the repository (a monorepo's), relative to its top.
     subdirectory: Annotated[str, BeforeValidator(_subdirectory)] | None = Field(default=None, min_length=1)
 
