@@ -1,12 +1,14 @@
 """Components from anywhere (docs/release-yaml.md, "Where a component's sources are"): a project
-folder outside the release folder, or an sdist pinned by url and sha256 that validate fetches once
-into shipyard's cache. Tiny projects in temporary folders; nothing is built."""
+folder outside the release folder, an sdist pinned by url and sha256, or a git repository at a
+commit (a local one made here), which validate fetches once into shipyard's cache. Tiny projects in
+temporary folders; nothing is built."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -180,7 +182,7 @@ def test_an_sdist_with_a_member_escaping_its_folder_is_refused(tmp_path, capsys,
 def test_path_and_sdist_together_are_refused(tmp_path, capsys, cache):
     root = _release(tmp_path / "release", f"    path: ../x\n    sdist: {{url: x.tar.gz, sha256: {'a' * 64}}}")
     assert main(["--root", str(root), "validate"]) == 2
-    assert "needs exactly one of path (its folder) and sdist" in "\n".join(_lines(capsys))
+    assert "needs exactly one of path (its folder), sdist" in "\n".join(_lines(capsys))
 
 
 def test_ci_generate_refuses_a_project_outside_the_repository(tmp_path, capsys):
@@ -204,3 +206,91 @@ def test_shipyard_build_builds_and_tests_a_component_from_its_pinned_sdist(tmp_p
     artifact, = json.loads((root / "dist" / "manifest.json").read_text())["artifacts"]
     assert artifact["name"] == "tinypkg-1.0-py3-none-any.whl" and artifact["build"]["result"] == "passed"
     assert artifact["tests"]["features"]["tinypkg.add"]["summary"] == "passed (1 of 1)", artifact["tests"]
+
+
+# --- git: {url, commit} -----------------------------------------------------------------------
+
+def _git(*args: object, cwd: Path) -> str:
+    config = ["-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"]
+    return subprocess.run(["git", *config, *map(str, args)], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _repository(folder: Path, *, subdirectory: str = "") -> tuple[Path, str]:
+    """A git repository holding the project (in `subdirectory`, for a monorepo); its url and commit."""
+    folder.mkdir(parents=True)
+    _project(folder / subdirectory if subdirectory else folder)
+    _git("init", "-q", cwd=folder)
+    _git("add", "-A", cwd=folder)
+    _git("commit", "-q", "-m", "tinypkg 1.0", cwd=folder)
+    return folder, _git("rev-parse", "HEAD", cwd=folder)
+
+
+def test_a_git_commit_is_fetched_once_and_its_tree_is_the_project_folder(tmp_path, capsys, cache):
+    repository, commit = _repository(tmp_path / "upstream")
+    (repository / "later.txt").write_text("after the pinned commit\n")
+    _git("add", "-A", cwd=repository)
+    _git("commit", "-q", "-m", "later", cwd=repository)
+    root = _release(tmp_path / "release", f"    git:\n      url: {repository.as_uri()}\n      commit: {commit}")
+    assert main(["--root", str(root), "validate"]) == 0, _lines(capsys)
+    fetched = [line for line in _lines(capsys) if "fetching" in line]
+    assert len(fetched) == 1 and repository.as_uri() in fetched[0] and commit[:12] in fetched[0], fetched
+    folder = load_spec(root).component_dir("tinypkg")
+    assert folder.parent == cache / "git" and folder.name.endswith(commit)
+    # The pinned commit's tree, as plain files: not the later commit's, and no repository inside it.
+    assert (folder / "pyproject.toml").is_file() and not (folder / "later.txt").exists()
+    assert not (folder / ".git").exists()
+    assert load_spec(root).pending_tests == ()
+    assert main(["--root", str(root), "validate"]) == 0
+    assert not [line for line in _lines(capsys) if "fetching" in line]  # once: the cache holds it
+    assert [p.name for p in (cache / "git").iterdir()] == [folder.name]  # no staging left beside it
+
+
+def test_a_git_subdirectory_is_the_project_folder_of_a_monorepo(tmp_path, capsys, cache):
+    repository, commit = _repository(tmp_path / "mono", subdirectory="python/tinypkg")
+    root = _release(tmp_path / "release", f"    git: {{url: {repository.as_uri()}, commit: {commit.upper()}, "
+                                          f"subdirectory: python/tinypkg}}")
+    assert main(["--root", str(root), "validate"]) == 0, _lines(capsys)
+    assert (load_spec(root).component_dir("tinypkg") / "pyproject.toml").is_file()
+    root = _release(tmp_path / "release2", f"    git: {{url: {repository.as_uri()}, commit: {commit}, "
+                                           f"subdirectory: python/other}}")
+    assert main(["--root", str(root), "validate"]) == 2
+    problems = [line for line in _lines(capsys) if "components.tinypkg.git" in line]
+    assert len(problems) == 1 and "has no folder python/other" in problems[0], problems
+
+
+def test_a_commit_the_repository_does_not_hold_is_one_line_and_leaves_nothing(tmp_path, capsys, cache):
+    repository, _ = _repository(tmp_path / "upstream")
+    missing = "0123456789" * 4
+    root = _release(tmp_path / "release", f"    git:\n      url: {repository.as_uri()}\n      commit: {missing}")
+    assert main(["--root", str(root), "validate"]) == 2
+    problems = [line for line in _lines(capsys) if "components.tinypkg.git" in line]
+    assert len(problems) == 1, problems
+    assert repository.as_uri() in problems[0] and f"has no commit {missing}" in problems[0], problems
+    assert "pin the full id of a commit the repository holds" in problems[0], problems
+    assert list((cache / "git").iterdir()) == []  # no half folder, no staging
+    # A url that is no repository at all is one line too, with git's reason.
+    root = _release(tmp_path / "release", f"    git: {{url: ../nowhere, commit: {missing}}}")
+    assert main(["--root", str(root), "validate"]) == 2
+    problems = [line for line in _lines(capsys) if "components.tinypkg.git" in line]
+    assert len(problems) == 1 and "../nowhere: git cannot fetch from it (" in problems[0], problems
+    assert "does not appear to be a git repository" in problems[0], problems
+    assert list((cache / "git").iterdir()) == []
+
+
+def test_a_git_source_needs_a_whole_commit_and_one_source_only(tmp_path, capsys, cache):
+    root = _release(tmp_path / "release", "    git: {url: ../upstream, commit: main}")
+    assert main(["--root", str(root), "validate"]) == 2
+    assert "components.tinypkg.git.commit" in "\n".join(_lines(capsys))
+    root = _release(tmp_path / "release", f"    path: ../x\n    git: {{url: ../up, commit: {'a' * 40}}}")
+    assert main(["--root", str(root), "validate"]) == 2
+    assert "needs exactly one of path (its folder), sdist" in "\n".join(_lines(capsys))
+
+
+def test_ci_generate_accepts_a_component_from_a_git_commit(tmp_path, capsys, cache):
+    repository, commit = _repository(tmp_path / "upstream")
+    root = _release(tmp_path / "release", f"    git: {{url: {repository.as_uri()}, commit: {commit}}}")
+    with (root / "release.yaml").open("a") as release:
+        release.write("channels: {nightly: {gate: mark}, test: {gate: block}, release: {gate: block}}\n")
+    assert main(["--root", str(root), "ci", "generate"]) == 0, _lines(capsys)
+    assert (root / ".github" / "workflows").is_dir()

@@ -104,3 +104,42 @@ def test_a_folder_that_is_no_python_project_is_one_line_naming_it(tmp_path, caps
     assert (f"{tmp_path / 'notes'}: (folder): is no Python project (no pyproject.toml, no setup.py); give the "
             f"folder that holds the project's pyproject.toml or setup.py") in " ".join(err.split())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]
+
+
+def test_init_takes_a_project_outside_the_release_folder_and_says_ci_cannot_build_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    project = tmp_path / "checkouts" / "newpy"
+    shutil.copytree(LIBRARY / "newpy", project)
+    root = tmp_path / "release"
+    root.mkdir()
+    assert _init(root, str(project)) == 0, capsys.readouterr().err
+    text = (root / "release.yaml").read_text()
+    assert '    path: "../checkouts/newpy"\n' in text, text
+    # The comment above it: not in the repository the workflows check out (the release folder, outside git).
+    comment = " ".join(line.strip(" #") for line in text.splitlines() if line.strip().startswith("#"))
+    assert "lies outside the repository, so the generated workflows cannot build it on GitHub" in comment, comment
+    assert "pin its released sdist" in comment
+    assert main(["validate", "--root", str(root)]) == 0, capsys.readouterr().err
+    spec = load_spec(root)
+    assert spec.component_dir("newpy") == project
+    # Its feature's tests are named as the project's own runs name them, and they exist now.
+    assert spec.features.features[0].tests == ("tests/",) and spec.pending_tests == ()
+
+
+def test_init_writes_an_absolute_path_only_for_a_project_on_another_tree():
+    from shipyard.release.starting_release import project_path
+
+    assert project_path(Path("/srv/checkouts/newpy"), Path("/srv/release")) == "../checkouts/newpy"
+    assert project_path(Path("/opt/newpy"), Path("/srv/release")) == "/opt/newpy"
+    assert project_path(Path("/srv/release/library/newpy"), Path("/srv/release")) == "library/newpy"
+
+
+def test_init_writes_no_size_budget_and_says_how_to_add_one(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    shutil.copytree(LIBRARY / "newpy", tmp_path / "newpy")
+    assert _init(tmp_path, str(tmp_path / "newpy")) == 0
+    text = (tmp_path / "release.yaml").read_text()
+    assert "wheel_size_budget_mb" not in "".join(line for line in text.splitlines() if not line.strip().startswith("#"))
+    assert "add `wheel_size_budget_mb: N`" in text
+    assert main(["validate", "--root", str(tmp_path)]) == 0
+    assert load_spec(tmp_path).release.release.wheel_size_budget_mb is None

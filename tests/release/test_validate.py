@@ -299,6 +299,36 @@ def test_schema_command_writes_json_schemas(tmp_path):
     assert "features" in features["properties"]
 
 
+def _platform_keys_missing(schema: dict, name: str, given: dict) -> set[str]:
+    """The keys release.schema.json requires of platform `name` that `given` lacks (patternProperties
+    first, as a JSON schema validator applies them; their regexes are ones Python reads alike)."""
+    platforms = schema["properties"]["platforms"]
+    applying = [sub for pattern, sub in platforms.get("patternProperties", {}).items() if re.search(pattern, name)]
+    required: set[str] = set()
+    for sub in applying or [platforms["additionalProperties"]]:
+        for part in sub.get("allOf", [sub]):
+            if "$ref" in part:
+                part = schema["$defs"][part["$ref"].rsplit("/", 1)[-1]]
+            required |= set(part.get("required", ()))
+    return required - set(given)
+
+
+def test_the_schema_asks_only_what_a_platform_name_does_not_give(tmp_path):
+    import json
+
+    assert main(["schema", "--out", str(tmp_path)]) == 0
+    release = json.loads((tmp_path / "release.schema.json").read_text())
+    # `linux-x86_64: {}` is a whole platform (PLATFORM_DEFAULTS), and no entry repeats its key as `name`.
+    assert _platform_keys_missing(release, "linux-x86_64", {}) == set()
+    assert _platform_keys_missing(release, "macos-arm64", {}) == set()
+    assert "name" not in release["$defs"]["Component"].get("required", [])
+    # A name outside the table gives os and arch at most; the rest must be written.
+    assert _platform_keys_missing(release, "linux-riscv64", {}) == {"wheel_platform_tag", "github_runner"}
+    assert _platform_keys_missing(release, "solaris-sparc", {"os": "linux"}) == {
+        "arch", "wheel_platform_tag", "github_runner"}
+    assert "PLATFORM_DEFAULTS" in release["properties"]["platforms"]["description"]
+
+
 # --- feature markers against feature_status.yaml (the YAML is the authority) ---------------
 
 AUDIO_TESTS = "library/emberaudio/tests"

@@ -1,15 +1,17 @@
 """Release rules on wheels made here in a few milliseconds: vendored libraries, console scripts, the
-import name and the kind (pure or native) release.yaml declares."""
+import name and the kind (pure or native) release.yaml declares, and the size budget."""
 
 from __future__ import annotations
 
 import zipfile
 from pathlib import Path
 
+import yaml
 from support.minirelease import FIXTURE
 
 from shipyard.host.toolchains.resolve import Toolchain
-from shipyard.release.matrix import expand
+from shipyard.release.matrix import ANY, Cell, expand
+from shipyard.release.spec import Release
 from shipyard.release.validate import load_spec
 from shipyard.wheel import checks
 
@@ -116,3 +118,34 @@ def test_a_native_component_whose_wheel_holds_no_extension_module_fails_in_one_l
         "fixcext/__init__.py": "", "fixcext/_fixcext.cpython-311-x86_64-linux-gnu.so": "",
         "fixcext.libs/libpng16-0a0c6ccf.so.16": ""})
     assert _cell_failures(native, "fixcext") == []
+
+def _release(budget: str) -> Release:
+    return Release.model_validate(yaml.safe_load(f"""
+schema_version: 1
+release: {{name: sized, version: 1.0.0{budget}}}
+components:
+  sized: {{path: sized, kind: python-pure, import_name: sized, package_types: [wheel]}}
+variants:
+  cpu: {{tag: cpu}}
+platforms:
+  linux-x86_64: {{}}
+pythons: ["3.12"]
+"""))
+
+
+def test_a_release_without_a_size_budget_checks_no_wheel_size_and_says_so_once(tmp_path):
+    wheel = _wheel(tmp_path, "sized-1.0-py3-none-any.whl", {"sized/big.bin": "x" * (2 * 1024 * 1024)})
+    cell = Cell("sized", "cpu", "cpu", ANY, None, "wheel", variants=("cpu",), variant_tags=("cpu",),
+                platforms=("linux-x86_64",))
+    unbudgeted = _release("")
+    assert unbudgeted.release.wheel_size_budget_mb is None
+    variant, component = unbudgeted.variants["cpu"], unbudgeted.components["sized"]
+    assert checks.check_cell_wheel(wheel, unbudgeted, cell, component, variant, None) == []  # type: ignore[arg-type]
+    assert checks.size_budget_note(unbudgeted, variant) == (
+        "wheel sizes of variant cpu are not checked: release.yaml sets no wheel_size_budget_mb (add one under "
+        "release: or under the variant to check them)")
+    # With a budget, the same wheel fails it, and nothing is said about skipping.
+    budgeted = _release(", wheel_size_budget_mb: 1")
+    assert checks.size_budget_note(budgeted, budgeted.variants["cpu"]) is None
+    [failure] = checks.check_cell_wheel(wheel, budgeted, cell, component, budgeted.variants["cpu"], None)  # type: ignore[arg-type]
+    assert "size budget" in str(failure) and "over the budget of 1 MiB" in str(failure)

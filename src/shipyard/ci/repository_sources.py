@@ -12,8 +12,8 @@ from shipyard.plumbing.input_files import input_error
 from shipyard.release.spec import Spec
 from shipyard.release.yaml_source import load_yaml
 
-OUTSIDE_FIX = ("pin a released sdist instead (sdist: {url: …, sha256: …}, docs/release-yaml.md), or move the "
-               "project into the repository")
+OUTSIDE_FIX = ("pin a released sdist instead (sdist: {url: …, sha256: …}, docs/release-yaml.md) or a commit of "
+               "its repository (git: {url: …, commit: …}), or move the project into the repository")
 
 
 def repository_root(root: Path) -> Path:
@@ -27,7 +27,8 @@ def repository_root(root: Path) -> Path:
 
 def check_sources_in_repository(spec: Spec, release_file: str = "release.yaml") -> None:
     """InputError (one line, exit 2) for the first component whose `path` lies outside the repository
-    the workflows check out (a symlink counts where it leads); an sdist is fetched by the job itself."""
+    the workflows check out (a symlink counts where it leads); an sdist or a git commit is fetched by
+    the job itself (its validate), into the job's cache."""
     repository = repository_root(spec.root)
     for name, component in spec.release.components.items():
         if component.path is None or resolves_inside(component.source_dir(spec.root), repository):

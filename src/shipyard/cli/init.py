@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from shipyard.ci.repository_sources import repository_root
 from shipyard.cli.shared import console
 from shipyard.host.toolchains.discover import find_interpreters
 from shipyard.release.starting_release import write_starting_release
@@ -17,7 +18,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     pythons = [interpreter.version for interpreter in find_interpreters()]
     written = write_starting_release(root, [Path(p) for p in args.projects or ["."]], pythons,
                                      read_metadata=prepared_metadata, backend_reader=backend_requires_python,
-                                     force=args.force)
+                                     force=args.force, repository=repository_root(root))
     console.print(f"[green]wrote[/]: {' and '.join(str(p) for p in written)}; they validate. Read the lines "
                   f"marked DECIDE, then run `shipyard build`.")
     return 0
@@ -27,7 +28,7 @@ def add_init_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     p = sub.add_parser("init", help="write a starting release.yaml and feature_status.yaml from the projects' "
                                     "own metadata")
     p.add_argument("projects", nargs="*", metavar="PROJECT",
-                   help="a folder holding a Python project (pyproject.toml or setup.py), inside --root "
-                        "(default: .)")
+                   help="a folder holding a Python project (pyproject.toml or setup.py), inside --root or "
+                        "anywhere else (default: .)")
     p.add_argument("--force", action="store_true", help="replace release.yaml and feature_status.yaml if they exist")
     p.set_defaults(func=cmd_init)

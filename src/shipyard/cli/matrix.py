@@ -128,13 +128,14 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError
-    from shipyard.release.spec import FeatureFile, Release
+    from shipyard.release.json_schemas import feature_status_schema, release_schema
 
     out = Path(args.out)
-    for name, model in (("release.schema.json", Release), ("feature_status.schema.json", FeatureFile)):
+    for name, schema in (("release.schema.json", release_schema), ("feature_status.schema.json",
+                                                                    feature_status_schema)):
         try:
             out.mkdir(parents=True, exist_ok=True)
-            (out / name).write_text(json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n")
+            (out / name).write_text(json.dumps(schema(), indent=2, sort_keys=True) + "\n")
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write {name} there ({exc.strerror or exc}); "
                              f"pass a folder shipyard may create or write to") from exc

@@ -57,7 +57,7 @@ def fetch_sdist(url: str, sha256: str, *, base: Path, progress: Progress) -> Pat
         if got != sha256:
             raise ValueError(f"{url} has sha256 {got}, not the pinned {sha256}; pin the sha256 of the file "
                              f"the url serves (sha256sum, or the index's page), or fix the url")
-        top = _unpack(url, archive, staging / "tree")
+        top = unpack_one_folder(url, archive, staging / "tree", fix="pin an sdist as its index serves it")
         try:
             os.replace(top, target)
         except OSError:
@@ -102,8 +102,10 @@ def _download(url: str, dest: Path, *, base: Path, progress: Progress) -> str:
     return digest.hexdigest()
 
 
-def _unpack(url: str, archive: Path, into: Path) -> Path:
-    """Unpack the tarball `archive` into `into` and return its single top folder."""
+def unpack_one_folder(url: str, archive: Path, into: Path, *, fix: str) -> Path:
+    """Unpack the tarball `archive` (fetched from `url`) into `into` and return its single top folder;
+    ValueError (one line ending in `fix`) for a member that would land outside, link out or is a device,
+    an unreadable tarball, or another top than one folder."""
     into.mkdir()
     try:
         with tarfile.open(archive) as tar:
@@ -111,11 +113,11 @@ def _unpack(url: str, archive: Path, into: Path) -> Path:
     except tarfile.FilterError as exc:
         member = exc.tarinfo.name if exc.tarinfo else "?"
         raise ValueError(f"{url}: refused: its member {member!r} would land outside its folder, link out of "
-                         f"it or is a device; pin an sdist as its index serves it") from exc
+                         f"it or is a device; {fix}") from exc
     except (tarfile.TarError, EOFError) as exc:
-        raise ValueError(f"{url}: not a readable tarball ({exc}); pin a .tar.gz sdist") from exc
+        raise ValueError(f"{url}: not a readable tarball ({exc}); {fix}") from exc
     entries = list(into.iterdir())
     if len(entries) != 1 or not entries[0].is_dir() or entries[0].is_symlink():
         raise ValueError(f"{url}: holds {', '.join(sorted(e.name for e in entries)) or 'nothing'} at its top, not "
-                         f"the one folder (name-version/) of an sdist; pin an sdist as its index serves it")
+                         f"the one folder (name-version/) of an sdist; {fix}")
     return entries[0]

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from shipyard.plumbing.identifiers import Name
+from shipyard.plumbing.pinned_commits import commit_folder
 from shipyard.plumbing.pinned_sdists import sdist_folder
 from shipyard.release.cuda_archs import parse_arch_list
 from shipyard.release.destinations import (
@@ -66,7 +67,8 @@ from shipyard.release.fields import (
 class ReleaseInfo(Frozen):
     name: str = Field(pattern=NAME)
     version: Annotated[str, BeforeValidator(version_text)]
-    wheel_size_budget_mb: float = Field(gt=0)
+    # The largest wheel the release publishes, in MiB; none: wheel sizes are not checked.
+    wheel_size_budget_mb: float | None = Field(default=None, gt=0)
 
 
 class NativeCore(Frozen):
@@ -108,8 +110,8 @@ def _requirement(value: Any) -> Any:
     return value
 
 
-def _sha256_hex(value: Any) -> Any:
-    return value.lower() if isinstance(value, str) else value  # as `sha256sum` or PyPI's page shows it
+def _lowercase_hex(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value  # as `sha256sum`, PyPI or a commit page shows it
 
 
 class PinnedSdist(Frozen):
@@ -117,15 +119,46 @@ class PinnedSdist(Frozen):
 
     # https://, file:// or a path relative to release.yaml (a .tar.gz with one top folder).
     url: str = Field(min_length=1)
-    sha256: Annotated[str, BeforeValidator(_sha256_hex)] = Field(pattern=r"^[0-9a-f]{64}$")
+    sha256: Annotated[str, BeforeValidator(_lowercase_hex)] = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+def _commit_id(value: Any) -> Any:
+    value = _lowercase_hex(value)
+    if isinstance(value, str) and not re.fullmatch(r"[0-9a-f]{40}", value):
+        raise ValueError("must be a whole commit id, 40 hex digits (`git rev-parse <branch or tag>` prints it): a "
+                         "branch, a tag or a short id can come to mean another commit")
+    return value
+
+
+def _subdirectory(value: Any) -> Any:
+    if isinstance(value, str) and (value.startswith(("/", "\\")) or ".." in Path(value).parts or ":" in value):
+        raise ValueError("must be a folder inside the repository, relative to its top (e.g. python/mylib), "
+                         "without '..'")
+    return value
+
+
+class PinnedCommit(Frozen):
+    """A component's sources as a git repository at one commit (the whole id: a branch or tag moves)."""
+
+    # Any url git fetches from (https://, ssh://, git@host:path, file://) or a path relative to release.yaml.
+    url: str = Field(min_length=1)
+    commit: Annotated[str, BeforeValidator(_commit_id)] = Field(pattern=r"^[0-9a-f]{40}$")
+    # The project's folder inside the repository (a monorepo's), relative to its top.
+    subdirectory: Annotated[str, BeforeValidator(_subdirectory)] | None = Field(default=None, min_length=1)
+
+    def folder(self) -> Path:
+        """The project's folder once fetched (plumbing/pinned_commits.fetch_commit)."""
+        top = commit_folder(self.url, self.commit)
+        return Path(os.path.normpath(top / self.subdirectory)) if self.subdirectory else top
 
 
 class Component(Frozen):
     name: str
     # The project's folder: relative to release.yaml or absolute, inside the release or not. Exactly
-    # one of `path` and `sdist` says where the sources are; `source_dir` is where they are read.
+    # one of `path`, `sdist` and `git` says where the sources are; `source_dir` is where they are read.
     path: str | None = Field(default=None, min_length=1)
     sdist: PinnedSdist | None = None
+    git: PinnedCommit | None = None
     kind: ComponentKind
     import_name: str | None = Field(default=None, pattern=IDENTIFIER)
     package_types: tuple[PackageType, ...] = Field(min_length=1)
@@ -152,9 +185,10 @@ class Component(Frozen):
 
     @model_validator(mode="after")
     def _one_source(self) -> Component:
-        if (self.path is None) == (self.sdist is None):
-            raise ValueError(f"component {self.name!r} needs exactly one of path (its folder) and sdist "
-                             f"({{url, sha256}} of a released source distribution)")
+        if [self.path, self.sdist, self.git].count(None) != 2:
+            raise ValueError(f"component {self.name!r} needs exactly one of path (its folder), sdist "
+                             f"({{url, sha256}} of a released source distribution) and git ({{url, commit}} of "
+                             f"a repository)")
         return self
 
     @model_validator(mode="after")
@@ -186,10 +220,12 @@ class Component(Frozen):
 
     def source_dir(self, root: Path) -> Path:
         """The project's folder, absolute and normalised, for the release folder `root`: its `path`
-        (relative to `root`, or absolute), or where its pinned sdist unpacks in shipyard's cache
-        (validate fetches it). The one place a component's sources are found."""
+        (relative to `root`, or absolute), or where its pinned sdist unpacks or its pinned commit's tree
+        lands in shipyard's cache (validate fetches both). The one place a component's sources are found."""
         if self.sdist is not None:
             return sdist_folder(self.sdist.sha256)
+        if self.git is not None:
+            return self.git.folder()
         assert self.path is not None
         return Path(os.path.normpath(root.resolve() / self.path))
 
@@ -433,8 +469,11 @@ class Release(Frozen):
             return self.variants[name_or_tag]
         return next((v for v in self.variants.values() if v.tag == name_or_tag), None)
 
-    def wheel_size_budget_mb(self, variant: Variant) -> float:
-        return variant.wheel_size_budget_mb or self.release.wheel_size_budget_mb
+    def wheel_size_budget_mb(self, variant: Variant | None) -> float | None:
+        """The size budget (MiB) of `variant`'s wheels (its own, else the release's), of a pure wheel
+        (`variant` None: the same in every variant, so the release's); None: sizes are not checked."""
+        own = variant.wheel_size_budget_mb if variant else None
+        return own or self.release.wheel_size_budget_mb
 
     def component_version(self, name: str) -> str:
         """Component `name`'s release version: its own `version:`, else the family's release.version.

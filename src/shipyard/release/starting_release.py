@@ -42,51 +42,70 @@ MetadataReader = Callable[[Path], ProjectMetadata]
 
 @dataclass(frozen=True)
 class StartingProject:
-    """One project as init writes it: its component name, path from the release folder, facts."""
+    """One project as init writes it: its component name, path (from the release folder, or absolute),
+    facts, and whether it lies outside the release folder / outside the repository CI checks out."""
 
     name: str
     path: str
     metadata: ProjectMetadata
     survey: ProjectSurvey
+    outside_release: bool = False
+    outside_repository: bool = False
 
 
 def write_starting_release(root: Path, projects: Sequence[Path], host_pythons: Sequence[str], *,
                            read_metadata: MetadataReader, backend_reader: BackendRequiresPython | None = None,
-                           force: bool = False) -> tuple[Path, Path]:
+                           force: bool = False, repository: Path | None = None) -> tuple[Path, Path]:
     """Write release.yaml and feature_status.yaml into `root` for `projects` (folders of Python
-    projects inside `root`), building for those of `host_pythons` some project supports. Refuses
-    to replace existing files unless `force`. Returns the two files written."""
+    projects, inside `root` or anywhere), building for those of `host_pythons` some project supports.
+    `repository`: what the generated workflows check out (default `root`); a project outside it gets
+    a comment that no CI job can build it. Refuses to replace existing files unless `force`. Returns
+    the two files written."""
     targets = (root / RELEASE_FILE, root / FEATURE_FILE)
     if not force:
         for target in targets:
             if target.exists():
                 raise input_error(target, "(file)", "already exists; init writes a new release",
                                   "pass --force to replace it, or edit it yourself")
-    started = _start_all(root, projects, read_metadata)
+    started = _start_all(root, projects, read_metadata, repository or root)
     release_text = release_yaml(root, started, host_pythons)
     feature_text = feature_status_yaml(root, started)
     _check_then_write(root, targets, (release_text, feature_text), backend_reader)
     return targets
 
 
-def _start_all(root: Path, projects: Sequence[Path], read_metadata: MetadataReader) -> list[StartingProject]:
-    """Each project read: refused when it is no Python project, lies outside `root` or repeats a name."""
+def _start_all(root: Path, projects: Sequence[Path], read_metadata: MetadataReader,
+               repository: Path) -> list[StartingProject]:
+    """Each project read: refused when it is no Python project or repeats a name."""
     started: list[StartingProject] = []
     for number, project in enumerate(projects):
         if not project.is_dir() or not is_python_project(project):
             raise input_error(project, "(folder)", "is no Python project (no pyproject.toml, no setup.py)",
                               "give the folder that holds the project's pyproject.toml or setup.py")
-        relative = os.path.relpath(project.resolve(), root.resolve())
-        if relative.split(os.sep)[0] == "..":
-            raise input_error(project, "(folder)", "lies outside the release's folder",
-                              f"run init from a folder that holds it (--root), or link it into {root}")
         metadata = _metadata(project, read_metadata, first=number == 0)
         name = canonicalize_name(metadata.name or project.resolve().name)
         if any(s.name == name for s in started):
             raise input_error(project, "(folder)", f"is a second project named {name}",
                               "give each project once")
-        started.append(StartingProject(name, Path(relative).as_posix(), metadata, survey(project, metadata)))
+        folder = project.resolve()
+        started.append(StartingProject(name, project_path(folder, root), metadata, survey(project, metadata),
+                                       outside_release=not folder.is_relative_to(root.resolve()),
+                                       outside_repository=not folder.is_relative_to(repository.resolve())))
     return started
+
+
+def project_path(project: Path, root: Path) -> str:
+    """How release.yaml names the folder `project` (absolute): relative to the release folder `root`
+    when the two share a folder below the file system's root, else absolute (another tree or drive:
+    a relative path would climb to / and break when either moves)."""
+    base = root.resolve()
+    try:
+        common = Path(os.path.commonpath([project, base]))
+    except ValueError:  # on different drives
+        return project.as_posix()
+    if common == Path(common.anchor):
+        return project.as_posix()
+    return Path(os.path.relpath(project, base)).as_posix()
 
 
 def _metadata(project: Path, read_metadata: MetadataReader, *, first: bool) -> ProjectMetadata:
@@ -170,13 +189,17 @@ def release_yaml(root: Path, started: Sequence[StartingProject], host_pythons: S
         lines.append(f"  # DECIDE: {first.name} computes its version when it builds; this is a placeholder.")
         lines.append(f"  version: {PLACEHOLDER_VERSION}")
     lines += [
-        "  # DECIDE: the largest wheel you will publish, in MB; a bigger one fails its cell.",
-        "  wheel_size_budget_mb: 50",
+        "  # No size budget: wheel sizes are not checked. To fail a cell whose wheel is bigger than N MiB,",
+        "  # add `wheel_size_budget_mb: N` here (or under a variant, for its wheels).",
         "components:",
     ]
     for s in started:
         facts = s.survey
         lines.append(f"  {_scalar(s.name)}:")
+        if s.outside_repository:
+            lines.append("    # DECIDE: this folder lies outside the repository, so the generated workflows cannot")
+            lines.append("    # build it on GitHub (`shipyard ci generate` refuses it); local builds work. For CI, pin")
+            lines.append("    # its released sdist instead: `sdist: {url: ..., sha256: ...}` (docs/release-yaml.md).")
         lines.append(f"    path: {_scalar(s.path)}")
         lines.append(f"    # {'native' if facts.native else 'pure'}: {facts.kind_reason}.")
         lines.append(f"    kind: {'python-native' if facts.native else 'python-pure'}")
@@ -224,7 +247,8 @@ def feature_status_yaml(root: Path, started: Sequence[StartingProject]) -> str:
     ]
     for s in started:
         folder = s.survey.tests or "tests"
-        tests = os.path.normpath(os.path.join(s.path, folder)).replace(os.sep, "/")
+        # Test ids are the release's for a project inside it, else the project's own (Component.test_id_root).
+        tests = os.path.normpath(folder if s.outside_release else os.path.join(s.path, folder)).replace(os.sep, "/")
         title = s.metadata.summary or f"{s.name} as its tests describe it"
         feature_id = re.sub(r"[^a-z0-9-]", "-", s.name) + ".tests"
         lines += [

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from shipyard.errors import NO_VALUE, InputError, ShipyardError, SpecError, SpecIssue, nearest
 from shipyard.plumbing.confined_paths import resolves_inside
 from shipyard.plumbing.input_files import read_input_bytes
+from shipyard.plumbing.pinned_commits import fetch_commit
 from shipyard.plumbing.pinned_sdists import fetch_sdist
 from shipyard.plumbing.progress import Progress
 from shipyard.release.credential_variables import watch_credential_variables
@@ -90,7 +91,7 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
     for name, component in release.components.items():
         project = component.source_dir(root)
         if not _is_dir(project):
-            if component.sdist is None:  # else _fetch_sdists said why
+            if component.path is not None:  # else _fetch_sources said why
                 out.add(doc, ("components", name, "path"), f"folder does not exist: {project}",
                         fix="give the component's project folder, absolute or relative to release.yaml")
         elif component.tests:
@@ -308,23 +309,31 @@ def _check_pytest_args(release: Release, doc: YamlDocument, root: Path, out: Col
 
 def _source_key(component: Component) -> tuple[str, ...]:
     """Where release.yaml says where a component's sources are."""
-    return ("components", component.name, "sdist" if component.sdist else "path")
+    return ("components", component.name, "sdist" if component.sdist else "git" if component.git else "path")
 
 
 def _source_value(component: Component) -> str:
-    return component.sdist.url if component.sdist else str(component.path)
+    return component.sdist.url if component.sdist else component.git.url if component.git else str(component.path)
 
 
-def _fetch_sdists(release: Release, doc: YamlDocument, root: Path, out: Collector, progress: Progress) -> None:
-    """Fetch (once: shipyard's cache keeps them) the sdists components are pinned to; a download
-    that fails or does not match its sha256 is an issue of its component."""
+def _fetch_sources(release: Release, doc: YamlDocument, root: Path, out: Collector, progress: Progress) -> None:
+    """Fetch (once: shipyard's cache keeps them) the sdists and git commits components are pinned to;
+    a fetch that fails, an sdist that does not match its sha256, a commit the repository does not
+    hold or a subdirectory its tree lacks is an issue of its component."""
     for name, component in release.components.items():
-        if component.sdist is None:
-            continue
         try:
-            fetch_sdist(component.sdist.url, component.sdist.sha256, base=root, progress=progress)
+            if component.sdist is not None:
+                fetch_sdist(component.sdist.url, component.sdist.sha256, base=root, progress=progress)
+            elif component.git is not None:
+                pinned = component.git
+                fetch_commit(pinned.url, pinned.commit, base=root, progress=progress)
+                if pinned.subdirectory and not _is_dir(pinned.folder()):
+                    out.add(doc, ("components", name, "git", "subdirectory"),
+                            f"{pinned.url} at {pinned.commit[:12]} has no folder {pinned.subdirectory}",
+                            fix="give the project's folder relative to the repository's top",
+                            value=pinned.subdirectory)
         except ValueError as exc:
-            out.add(doc, ("components", name, "sdist"), str(exc), value=component.sdist.url)
+            out.add(doc, _source_key(component), str(exc), value=_source_value(component))
 
 
 def _is_dir(path: Path) -> bool:
@@ -560,7 +569,8 @@ def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str 
     settle (a setup.py-only project computes it); without it such a component keeps what
     release.yaml says. It needs a build frontend, a floor above this one, so the caller hands it
     in: the CLI passes `wheel/project_metadata.backend_requires_python` (cli/shared.load_release).
-    A component pinned to an sdist is fetched here, once, saying so on `progress` (default: stderr)."""
+    A component pinned to an sdist or a git commit is fetched here, once, saying so on `progress`
+    (default: stderr)."""
     out = Collector()
     docs: list[YamlDocument | None] = []
     for name in (release_file, feature_file):
@@ -585,7 +595,7 @@ def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str 
             pydantic_issues(exc, FeatureFile, feature_doc, out)
     pending: list[str] = []
     if release is not None and release_doc is not None:
-        _fetch_sdists(release, release_doc, root, out, progress or _say)
+        _fetch_sources(release, release_doc, root, out, progress or _say)
         _check_release(release, release_doc, root, out)
         if features is not None and feature_doc is not None:
             pending = _check_features(release, features, feature_doc, root, out)

@@ -50,8 +50,8 @@ def _budget_bytes(release: Release, record: ArtifactRecord) -> int | None:
     budget = kind_of(record.package_type).size_budget
     if budget == "release":
         variant = release.find_variant(record.variant)
-        mb = release.wheel_size_budget_mb(variant) if variant else release.release.wheel_size_budget_mb
-        return int(mb * 1024 * 1024)  # as wheel/checks.check_size counts a MiB
+        mb = release.wheel_size_budget_mb(variant)
+        return int(mb * 1024 * 1024) if mb else None  # as wheel/checks.check_size counts a MiB
     if budget == "recorded" and isinstance(record.build.get("budget_mb"), int | float):
         return int(record.build["budget_mb"] * 1_000_000)  # docker counts MB (image/build.py)
     return None

@@ -71,12 +71,22 @@ def check_platform_tag(wheel: Path, expected: set[str]) -> list[CheckFailure]:
     return []
 
 
-def check_size(wheel: Path, budget_mb: float) -> list[CheckFailure]:
+def check_size(wheel: Path, budget_mb: float | None) -> list[CheckFailure]:
+    """The wheel is within `budget_mb` MiB; None: no budget, nothing to check (size_budget_note says so)."""
     size = wheel.stat().st_size
-    if size > budget_mb * 1024 * 1024:
+    if budget_mb is not None and size > budget_mb * 1024 * 1024:
         return [CheckFailure(wheel.name, "size budget",
                              f"{size / 1048576:.1f} MiB is over the budget of {budget_mb:g} MiB (release.yaml)")]
     return []
+
+
+def size_budget_note(release: Release, variant: Variant) -> str | None:
+    """The one line a build of `variant` says when its wheels have no size budget to be checked against
+    (neither the variant nor the release sets wheel_size_budget_mb); None when they have one."""
+    if release.wheel_size_budget_mb(variant) is not None:
+        return None
+    return (f"wheel sizes of variant {variant.name} are not checked: release.yaml sets no wheel_size_budget_mb "
+            f"(add one under release: or under the variant to check them)")
 
 
 def check_shared_libraries(wheel: Path, policy: str) -> list[CheckFailure]:
@@ -336,7 +346,7 @@ def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Compo
     # One line for a wrong kind: the platform tag it implies is then wrong too, and says less.
     kind = check_kind(wheel, component.kind, component=component.name)
     if cell.is_pure:
-        return failures + kind + check_size(wheel, release.release.wheel_size_budget_mb) + check_vendored_libraries(
+        return failures + kind + check_size(wheel, release.wheel_size_budget_mb(None)) + check_vendored_libraries(
             wheel, component.vendored_libraries, component=component.name)
     platform = release.platforms[cell.platform]
     failures += kind or check_platform_tag(

@@ -85,6 +85,8 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
                             f"match the selection")
     also, dependencies = dependency_cells(spec, request, inventory, progress)
     cells += also
+    if note := checks.size_budget_note(release, variant):
+        progress(note)
     resolved: dict[str, Toolchain] = {}
     # Cells the project itself rules out: shown and recorded as such, never built, never failures.
     outcomes: list[CellOutcome] = [CellOutcome(n.cell, "not applicable", detail=n.reason) for n in ruled_out]
