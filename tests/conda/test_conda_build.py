@@ -89,9 +89,9 @@ def test_matrix_has_the_conda_cells(repo):
 
 def test_shipyard_build_still_builds_only_wheels(repo):
     from shipyard.wheel.build_request import BuildRequest
-    from shipyard.wheel.variant_wheels import _cells
+    from shipyard.wheel.cell_selection import selected_cells
 
-    cells, ruled_out = _cells(load_spec(repo), BuildRequest(variant="cpu"), discover())
+    cells, ruled_out = selected_cells(load_spec(repo), BuildRequest(variant="cpu"), discover())
     assert cells and {c.package_type for c in cells} == {"wheel"}
     assert ruled_out == []  # every ember component admits every Python of the release
 
