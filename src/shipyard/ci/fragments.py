@@ -68,10 +68,13 @@ STALE_PLAN_FIX = "the workflows are not release.yaml's: run `shipyard ci generat
 
 
 def planned_cells(release: Release, jobs: Sequence[PlannedJob], plan: Path) -> list[str]:
-    """The cell ids the plan's jobs build: each job's cells in release.yaml's matrix (ci/jobs.py),
-    narrowed to the components and Pythons the plan gave it. InputError (exit 2) for a job
-    release.yaml does not have."""
+    """The cell ids the plan's jobs build that the merged manifest must record: each job's cells in
+    release.yaml's matrix (ci/jobs.py), narrowed to the components and Pythons the plan gave it,
+    of the kinds whose builds record failed cells too (KINDS' records_failed_cells: a conda job
+    withholds a failed package, so its missing cell may be a failed one). InputError (exit 2) for
+    a job release.yaml does not have."""
     from shipyard.ci.jobs import PlanFilter, build_jobs, docker_jobs
+    from shipyard.release.kinds import KINDS
 
     by_id = {job.id: job for job in [*build_jobs(release), *docker_jobs(release)]}  # an image job has no cells
     cells: list[str] = []
@@ -80,6 +83,8 @@ def planned_cells(release: Release, jobs: Sequence[PlannedJob], plan: Path) -> l
             raise input_error(plan, "(file)", f"job {planned.id} is no build job of release.yaml", STALE_PLAN_FIX,
                               value=planned.id)
         job = by_id[planned.id]
+        if not KINDS[job.kind].records_failed_cells:
+            continue
         if (planned.pythons, planned.components) == (job.pythons, job.components):
             cells += job.cells
             continue
