@@ -30,7 +30,10 @@ def _docker_client() -> dict[str, str]:
 def _pull_bases() -> dict[str, object]:
     return {"name": "Base images (release.yaml's images.base_image and python_image, pulled)",
             "env": {"VARIANT": "${{ matrix.variant }}"},
-            "run": "mapfile -t bases < <(shipyard image bases --variant \"$VARIANT\")\n"
+            # A command substitution, not `mapfile < <(…)`: a process substitution's failure never
+            # reaches the script, and the step would go on with no bases at all.
+            "run": "refs=$(shipyard image bases --variant \"$VARIANT\")\n"
+                   "mapfile -t bases <<< \"$refs\"\n"
                    "for ref in \"${bases[@]}\"; do\n"
                    "  docker image inspect \"$ref\" >/dev/null 2>&1 || docker pull --quiet \"$ref\"\n"
                    # range, not join: a docker CLI that decodes the inspect JSON generically

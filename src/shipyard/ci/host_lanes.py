@@ -49,12 +49,17 @@ def _windows_cuda_step(lane: Lane) -> Step:
 
 
 def _msvc_step() -> Step:
+    # Only what vcvars64 changed goes to GITHUB_ENV: `set` lists the whole environment, and exporting
+    # the rest would pin the runner's own variables (and any a later step sets) to this step's values.
     return {"name": "MSVC environment (vcvars64 of the runner's Visual Studio)", "shell": "pwsh",
             "run": "$vs = & \"${env:ProgramFiles(x86)}\\Microsoft Visual Studio\\Installer\\vswhere.exe\" "
                    "-latest -property installationPath\n"
+                   "$before = @{}  # case-insensitive, as Windows' variable names are\n"
+                   "Get-ChildItem env: | ForEach-Object { $before[$_.Name] = $_.Value }\n"
                    "cmd /c \"`\"$vs\\VC\\Auxiliary\\Build\\vcvars64.bat`\" >nul && set\" | ForEach-Object {\n"
-                   "  if ($_ -match '^([^=]+)=(.*)$') { \"$($matches[1])=$($matches[2])\" | "
-                   "Out-File -Append -Encoding utf8 $env:GITHUB_ENV }\n"
+                   "  if ($_ -match '^([^=]+)=(.*)$' -and $before[$matches[1]] -cne $matches[2]) {\n"
+                   "    \"$($matches[1])=$($matches[2])\" | Out-File -Append -Encoding utf8 $env:GITHUB_ENV\n"
+                   "  }\n"
                    "}\n"}
 
 

@@ -41,6 +41,11 @@ INSTALL_ENV = {"UV_CACHE_DIR": ".venv/uv-cache"}
 RELEASE_ARTIFACT_COMPRESSION = 1
 
 
+# Every upload a re-run of its job makes again: a re-run of a failed job uploads under the same
+# name, which upload-artifact v4 refuses (409 Conflict) unless it may replace the earlier one.
+RERUN_UPLOAD: dict[str, Any] = {"overwrite": True}
+
+
 def checkout() -> Step:
     return {"name": "Check out", "uses": uses("actions/checkout"), "with": {"persist-credentials": False}}
 
@@ -177,7 +182,8 @@ def build_cache() -> list[Step]:
     return [
         {"name": "Cache key (shipyard's own, from the job's sources and release.yaml)", "id": "cache-key",
          "env": {"JOB_ID": "${{ matrix.id }}"},
-         "run": "echo \"key=$(shipyard ci cache-key \"$JOB_ID\")\" >> \"$GITHUB_OUTPUT\"\n"},
+         # The key first, on a line of its own: inside echo's argument its failure would be lost.
+         "run": "key=$(shipyard ci cache-key \"$JOB_ID\")\necho \"key=$key\" >> \"$GITHUB_OUTPUT\"\n"},
         {"name": "Build cache", "uses": uses("actions/cache"),
          "with": {"path": ".shipyard/cache", "key": "${{ steps.cache-key.outputs.key }}",
                   "restore-keys": "${{ matrix.id }}-"}},
@@ -200,7 +206,8 @@ def download_fragments(pattern: str, name: str) -> list[Step]:
 def upload_fragment() -> Step:
     return {"name": "Upload artifacts and manifest fragment", "uses": uses("actions/upload-artifact"),
             "with": {"name": "fragment-${{ matrix.id }}", "path": "dist/", "if-no-files-found": "error",
-                     "retention-days": 14, "compression-level": RELEASE_ARTIFACT_COMPRESSION}}
+                     "retention-days": 14, "compression-level": RELEASE_ARTIFACT_COMPRESSION,
+                     **RERUN_UPLOAD}}
 
 
 def signing_env(spec: Spec) -> dict[str, str]:

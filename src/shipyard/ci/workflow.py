@@ -28,7 +28,7 @@ from shipyard.ci.host_lanes import host_lane
 from shipyard.ci.jobs import Lane, host_runner, lanes
 from shipyard.ci.linux_lanes import linux_lane, mobile_lane
 from shipyard.ci.runners import TIMEOUT_MINUTES
-from shipyard.ci.steps import RELEASE_ARTIFACT_COMPRESSION, Job, Step, checkout, host_tools
+from shipyard.ci.steps import RELEASE_ARTIFACT_COMPRESSION, RERUN_UPLOAD, Job, Step, checkout, host_tools
 from shipyard.errors import SpecError
 from shipyard.release.destinations import PublishTarget, registry_base
 from shipyard.release.kinds import KINDS
@@ -60,7 +60,13 @@ def _lane_job(spec: Spec, lane: Lane, all_lanes: list[Lane]) -> Job:
     if lane.name.endswith("-pure"):  # tested against the native packages of its builder's variant
         needs += [other.job_id for other in all_lanes if other.name == f"{lane.kind}-linux"]
     needs += [other.job_id for other in all_lanes if other.name in kind.ci_after_lanes]
-    job_if = {"if": AFTER_FAILED_LANES} if len(needs) > 1 else {}  # after other lanes, failed ones too
+    # A narrowed plan leaves a lane `{"include":[]}`, a matrix GitHub refuses ("Matrix must define at
+    # least one vector"): such a lane is skipped, and a skipped lane lets the jobs after it run.
+    has_jobs = f"fromJSON(needs.plan.outputs.{lane.output}).include[0] != null"
+    if len(needs) > 1:  # after other lanes, failed or skipped ones too
+        job_if = {"if": f"${{{{ {AFTER_FAILED_LANES_CONDITION} && {has_jobs} }}}}"}
+    else:
+        job_if = {"if": has_jobs}
     timeout = kind.ci_cuda_timeout_minutes if any(j.cuda for j in lane.jobs) else kind.ci_timeout_minutes
     job: Job = {
         "name": f"{lane.job_id} ${{{{ matrix.id }}}}",
@@ -114,7 +120,8 @@ def _plan_job(spec: Spec, all_lanes: list[Lane]) -> Job:
 
 # Jobs after the lanes run when a lane failed too (a failing stable feature fails its lane after
 # the upload): what happens next is decided by the fragments, the gate and the channel.
-AFTER_FAILED_LANES = "${{ !cancelled() && needs.plan.result == 'success' }}"
+AFTER_FAILED_LANES_CONDITION = "!cancelled() && needs.plan.result == 'success'"
+AFTER_FAILED_LANES = f"${{{{ {AFTER_FAILED_LANES_CONDITION} }}}}"
 
 
 def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
@@ -140,15 +147,18 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
                    "run": "shipyard report --dist dist\nshipyard notes --dist dist\n"},
                   {"name": "Upload the release report and notes", "uses": uses("actions/upload-artifact"),
                    "with": {"name": "release-report", "path": "dist/report/\ndist/RELEASE_NOTES.md\n",
-                            "if-no-files-found": "error", "retention-days": 30}},
+                            "if-no-files-found": "error", "retention-days": 30, **RERUN_UPLOAD}},
                   {"name": "Upload the release", "uses": uses("actions/upload-artifact"),
                    "with": {"name": "release-dist", "path": "dist/", "if-no-files-found": "error",
-                            "retention-days": 30, "compression-level": RELEASE_ARTIFACT_COMPRESSION}},
-                  # A job that failed before its upload left no fragment: the release is incomplete.
-                  {"name": "Every build job of the plan uploaded its fragment",
+                            "retention-days": 30, "compression-level": RELEASE_ARTIFACT_COMPRESSION,
+                            **RERUN_UPLOAD}},
+                  # A job that failed before its upload left no fragment, and a fragment may lack a
+                  # cell: the release is incomplete, this job fails, and the publish job (which needs
+                  # this one's success) publishes nothing.
+                  {"name": "Every cell of the plan is in the manifest (every build job uploaded its fragment)",
                    "env": {"PLAN": "${{ toJSON(needs.plan.outputs) }}"},
                    "run": "printf '%s' \"$PLAN\" > \"$RUNNER_TEMP/plan.json\"\n"
-                          "shipyard ci fragments --plan \"$RUNNER_TEMP/plan.json\" fragments\n"}],
+                          "shipyard ci fragments --plan \"$RUNNER_TEMP/plan.json\" --dist dist fragments\n"}],
     }
 
 
@@ -234,11 +244,20 @@ def workflows(spec: Spec) -> dict[Path, dict[str, Any]]:
     release_channel = f"${{{{ inputs.channel || {_tag_channel(spec, prerelease, final)} }}}}"
     return {
         WORKFLOWS / "release.yml": _workflow(spec, "release", release_on, release_channel,
-                                             "release-${{ github.ref }}", "release"),
+                                             "release-${{ github.ref }}", _release_environment(release_channel, final)),
         WORKFLOWS / "nightly.yml": _workflow(spec, "nightly", {"schedule": [{"cron": "0 3 * * *"}],
                                                                "workflow_dispatch": {"inputs": dict(PLAN_INPUTS)}},
                                              nightly, "nightly", nightly),
     }
+
+
+def _release_environment(channel: str, final: str) -> str:
+    """The publish job's environment in release.yml: `release` (whose protection rules a repository
+    restricts to tags) for the channel that holds releases only; no environment for the others,
+    so a test upload never waits for a release's reviewers. The plan job refuses the final channel
+    from anything but a release tag (`shipyard ci plan`)."""
+    inner = channel.removeprefix("${{ ").removesuffix(" }}")
+    return f"${{{{ ({inner}) == '{final}' && 'release' || '' }}}}"
 
 
 def _tag_channel(spec: Spec, prerelease: str, final: str) -> str:

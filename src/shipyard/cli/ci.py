@@ -7,10 +7,13 @@ import argparse
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shipyard.cli.shared import console, err_console, load_release
 from shipyard.errors import MergeError, RunFailed, ToolchainMissing, UsageError, WorkflowDrift
+
+if TYPE_CHECKING:
+    from shipyard.release.spec import Release
 
 
 def cmd_ci_generate(args: argparse.Namespace) -> int:
@@ -72,6 +75,8 @@ def cmd_ci_plan(args: argparse.Namespace) -> int:
         raise UsageError(problem)
     if args.channel not in spec.release.channels:
         raise UsageError(f"--channel {args.channel}: release.yaml's channels are {', '.join(spec.release.channels)}")
+    if (problem := _final_channel_problem(spec.release, args.channel, ref, tagged is not None)) is not None:
+        raise UsageError(problem)
     only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python), platforms=_names(args.platform),
                       package_types=_names(args.package_type),
                       components=(tagged.component,) if tagged and tagged.component else ())
@@ -84,6 +89,21 @@ def cmd_ci_plan(args: argparse.Namespace) -> int:
         entries = json.loads(value)["include"]
         err_console.print(f"{name}: {len(entries)} jobs ({sum(int(e['cells']) for e in entries)} cells)")
     return 0
+
+
+def _final_channel_problem(release: Release, channel: str, ref: str, tagged: bool) -> str | None:
+    """Why a run of `ref` may not publish to `channel` because it is no release tag, or None. The
+    channel that holds releases takes only a tagged run: release.yml lets a dispatch choose the
+    channel from any branch, and that branch's head is no release."""
+    from shipyard.release.tag_channels import pipeline_channels
+
+    pipeline = pipeline_channels(list(release.channels))
+    if pipeline is None or channel != pipeline.final or tagged:
+        return None
+    others = ", ".join(c for c in pipeline.candidates if c != channel) or pipeline.nightly
+    return (f"--ref: channel {channel} is published only from a release tag (v{release.release.version}, or "
+            f"<component>-v<its version>); push that tag, or dispatch another channel ({others}) "
+            f"(got {ref or 'no ref'})")
 
 
 def cmd_ci_pythons(args: argparse.Namespace) -> int:
@@ -131,7 +151,8 @@ def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
 
 
 def cmd_ci_fragments(args: argparse.Namespace) -> int:
-    from shipyard.ci.fragments import missing_fragments, read_plan_jobs
+    from shipyard.ci.fragments import missing_cells, missing_fragments, planned_cells, read_plan_jobs
+    from shipyard.record.manifest import MANIFEST_FIX, require_manifest
 
     jobs = read_plan_jobs(Path(args.plan))
     missing = missing_fragments(jobs, Path(args.folder))
@@ -140,6 +161,18 @@ def cmd_ci_fragments(args: argparse.Namespace) -> int:
         raise MergeError(f"{len(missing)} of {expected} build jobs uploaded no fragment (they failed before "
                          f"their upload; their logs say why): {', '.join(missing)}")
     console.print(f"every build job of the plan uploaded its fragment ({expected})")
+    if args.dist is None:
+        return 0
+    # A fragment can still lack cells of its job: the release is complete when every planned cell
+    # has a record (an artifact, failing features included, or not applicable).
+    cells = planned_cells(load_release(args).release, jobs, Path(args.plan))
+    manifest = require_manifest(Path(args.dist) / "manifest.json", MANIFEST_FIX)
+    absent = missing_cells(cells, manifest)
+    if absent:
+        raise MergeError(f"{Path(args.dist) / 'manifest.json'}: {len(absent)} of {len(cells)} cells of the plan have "
+                         f"no record, so the release is incomplete and is not published; the logs of their jobs say "
+                         f"why: {', '.join(absent)}")
+    console.print(f"every cell of the plan is in the merged manifest ({len(cells)})")
     return 0
 
 
@@ -262,6 +295,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "fragment")
     f.add_argument("--plan", required=True, help="a JSON file of the plan job's outputs (toJSON(needs.plan.outputs))")
     f.add_argument("folder", help="where the fragments were downloaded (fragment-<job id>/ each)")
+    f.add_argument("--dist", help="also fail unless the merged manifest in this folder records every cell of the "
+                                  "plan (as an artifact or not applicable)")
     f.set_defaults(func=cmd_ci_fragments)
     t = csub.add_parser("trusted-publishing", help="(publish job) check that the job's OIDC token is exchanged for "
                                                     "an upload token of a pypi target (shipyard publish does the "

@@ -97,6 +97,14 @@ class ArtifactKind(Protocol):
         ...
 
     @property
+    def records_failed_cells(self) -> bool:
+        """Its build records a cell whose tests failed (the gate decides on it), so a cell with no
+        record in the merged manifest is one that was never built (`shipyard ci fragments --dist`).
+        A kind that withholds a failed package from dist/ (conda, mobile) is checked by its
+        job's fragment only."""
+        ...
+
+    @property
     def is_image(self) -> bool:
         """It is an image in the docker engine, named by its reference (repo:tag) and identified by
         its image id, not a file under dist/."""
@@ -168,6 +176,7 @@ class KindDescription:
     host_interpreter: bool = True
     keeps_glibc_promise: bool = False
     vendors_libraries: bool = False
+    records_failed_cells: bool = False
     is_image: bool = False
     file_suffixes: tuple[str, ...] = ()
     contents_check: ContentsCheck | None = None
@@ -191,7 +200,8 @@ _CHANNEL = "--publish-channel \"$SHIPYARD_CHANNEL\"\n"
 WHEEL: Final = KindDescription(
     name="wheel", letter="w", noun="wheel", plural="wheels", installers=("pip", "uv"),
     publish_targets=("devpi", "pypi", "static"), pure_once=True, keeps_glibc_promise=True,
-    vendors_libraries=True, file_suffixes=(".whl",), contents_check="record", size_budget="release",
+    vendors_libraries=True, records_failed_cells=True, file_suffixes=(".whl",), contents_check="record",
+    size_budget="release",
     ci_lanes=_per_os_lanes("wheel"),
     ci_build_command="shipyard build --variant \"$VARIANT\" \"${component_args[@]}\" " + _CHANNEL,
     ci_timeout_minutes=120, ci_cuda_timeout_minutes=180)
