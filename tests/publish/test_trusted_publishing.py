@@ -80,6 +80,9 @@ FAILURES = [
       "and environment as a trusted publisher"]),
     ("the index fails to mint", {"faults": {"mint": 502}}, True,
      ["step 3 of 3", "after 2 tries", "HTTP 502", "run the job again later"]),
+    ("the index rate-limits past the deadline", {"faults": {"mint": 429}, "retry_after": "3600"}, True,
+     ["step 3 of 3", "HTTP 429", "asks to wait 3600 s (Retry-After), beyond the retry deadline of 120 s",
+      "run the job again later"]),
     ("the mint answer is malformed", {"faults": {"mint": "garbage"}}, True,
      ["step 3 of 3", "a malformed answer: no 'token' string in it"]),
 ]
