@@ -36,7 +36,8 @@ def _project(server: PypiServer, tmp_path: Path, *, upload_url: str | None = Non
     server.add_user(user, password)
     # -v: every log line too, so that a credential in any of them would be seen.
     return PublishProject.laid_out(tmp_path, {DEVPI_TARGET: f"    kind: pypi\n    url: {upload_url or server.url}\n"
-                                                            f"    index_url: {server.simple}\n"},
+                                                            f"    index_url: {server.simple}\n"
+                                                            "    channels: [nightly]\n"},
                                    {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password},
                                    tries=3, verbose=True)
 
@@ -170,3 +171,20 @@ def test_an_index_that_rate_limits_past_the_deadline_stops_the_publish_in_one_li
     assert f"{busy.url}simple/: HTTP 429 Too Many Requests asks to wait 3600 s (Retry-After), beyond the retry " \
            f"deadline of 120 s" in lines[0], lines
     assert "Traceback" not in out + err
+
+
+def test_a_pypi_target_without_channels_is_refused_in_one_line_before_anything_is_published(tmp_path: Path, capsys):
+    # #52 item 8: taking every channel by default sent nightly development versions to PyPI.
+    root = tmp_path / "root"
+    point_release_yaml(root, {DEVPI_TARGET: "    kind: pypi\n    url: http://127.0.0.1:9/\n"
+                                            "    index_url: http://127.0.0.1:9/simple/\n"})
+    _dist(tmp_path / "dist", "pc")
+    code = main(["--root", str(root), "publish", "--channel", "nightly", "--dist", str(tmp_path / "dist"),
+                 "--state", str(tmp_path / "state")])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[0] == "error: 1 problem in the release description:" and len(lines) == 2, lines  # SpecError's form
+    assert "release.yaml:" in lines[1] and "publish.wheels-staging" in lines[1], lines
+    assert "set channels (e.g. channels: [release])" in lines[1], lines
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.jsonl"))

@@ -32,7 +32,8 @@ def _root(tmp_path: Path, standin: OidcStandIn, upload_url: str = "http://127.0.
           index_url: str = "http://127.0.0.1:9/simple/") -> Path:
     root = tmp_path / "root"
     point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {upload_url}\n    index_url: {index_url}\n"
-                                            f"    trusted_publishing: true\n    oidc_url: {standin.url}\n"})
+                                            f"    trusted_publishing: true\n    oidc_url: {standin.url}\n"
+                                            f"    channels: [nightly]\n"})
     return root
 
 
