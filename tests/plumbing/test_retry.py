@@ -18,8 +18,9 @@ POLICY = RetryPolicy(tries=4, first_pause=0.01, timeout=5, deadline=30)
 
 
 def test_a_429_is_tried_again_after_the_wait_its_retry_after_asks_for_in_seconds_or_as_a_date():
-    # The date is read when the second 429 is sent: about 2 s ahead, 1 to 2 s once rounded to a second.
-    with busy_server([(429, {"Retry-After": "1"}), (429, {"Retry-After": formatdate(time.time() + 2.5, usegmt=True)}),
+    # The date is written now and read after the first wait (1 s): at least 3.5 - 1 (a date has no
+    # fraction of a second) - 1 = 1.5 s ahead then, with room for a slow first round trip.
+    with busy_server([(429, {"Retry-After": "1"}), (429, {"Retry-After": formatdate(time.time() + 3.5, usegmt=True)}),
                       (200, {})]) as busy:
         session = bounded_session(POLICY)
         response = with_retries("list ab", busy.url, lambda: session.get(f"{busy.url}simple/ab/"), POLICY)
