@@ -71,7 +71,7 @@ def bench_pypi(base: Path) -> tuple[float, float, PublishReport, PublishReport]:
         password = secrets.token_urlsafe(18)
         server.add_user("bench", password)
         point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {server.url}\n"
-                                                f"    index_url: {server.simple}\n"})
+                                                f"    index_url: {server.simple}\n    channels: [nightly]\n"})
         os.environ.update({"SHIPYARD_PYPI_USERNAME": "bench", "SHIPYARD_PYPI_PASSWORD": password})
         return _twice(root, PublishRequest(channel="nightly", dist=dist, state=base / "state",
                                            targets=("wheels-staging",)))

@@ -214,7 +214,8 @@ def test_trusted_publishing_where_the_target_supports_it(ci_copy):
     spec_copy = ci_copy
     spec_copy.edit("release.yaml", "    kind: devpi\n    url: http://127.0.0.1:8081/\n"
                    "    username_env: SHIPYARD_PYPI_USERNAME\n    password_env: SHIPYARD_PYPI_PASSWORD\n",
-                   "    kind: pypi\n    url: https://upload.pypi.org/legacy/\n    trusted_publishing: true\n")
+                   "    kind: pypi\n    url: https://upload.pypi.org/legacy/\n    trusted_publishing: true\n"
+                   "    channels: [release]\n")
     text = generate(load_spec(spec_copy.root))[Path(".github/workflows/release.yml")]
     publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
     assert publish["permissions"] == {"contents": "read", "id-token": "write"}

@@ -349,7 +349,8 @@ def test_a_pypi_target_reads_the_pep_691_json_an_index_serves(servers: Servers, 
     devpi_target = f"    kind: devpi\n    url: {servers.devpi.url}/\n"
     assert devpi_target in text
     (root / "release.yaml").write_text(text.replace(
-        devpi_target, f"    kind: pypi\n    url: {index}\n    index_url: {index}+simple/\n"))
+        devpi_target, f"    kind: pypi\n    url: {index}\n    index_url: {index}+simple/\n"
+                       f"    channels: [nightly]\n"))
     project = Project(root=root, dist=tmp_path / "dist", user=user,
                       env={"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password})
     synthetic_dist(project.dist, [])

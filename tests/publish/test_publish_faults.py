@@ -411,7 +411,7 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                 "  images:\n    kind: docker\n",
                 f"  pypi-index:\n    kind: pypi\n    url: {pypi_proxy.url}/\n    index_url: {pypi_proxy.url}/simple/\n"
                 f"    username_env: {PYPI_USER_ENV[0]}\n    password_env: {PYPI_USER_ENV[1]}\n"
-                f"    default_variant: cpu\n"
+                f"    default_variant: cpu\n    channels: [nightly, test, release]\n"
                 f"  images:\n    kind: docker\n", 1)
             assert "pypi-index:" in text
             (root / "release.yaml").write_text(text)

@@ -5,13 +5,14 @@ API twine uses and PEP 503 HTML, with no staging, as PyPI-compatible indexes are
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.fault_proxy import FaultProxy
 from support.publish_project import PublishProject
-from support.publish_servers import PypiServer, pip_installed_sha, pypi_server
+from support.publish_servers import PypiServer, busy_server, pip_installed_sha, pypi_server
 from support.release_copy import point_release_yaml
 from support.synthetic_release import VERSION, features, make_wheel, record, write_manifest
 
@@ -35,7 +36,8 @@ def _project(server: PypiServer, tmp_path: Path, *, upload_url: str | None = Non
     server.add_user(user, password)
     # -v: every log line too, so that a credential in any of them would be seen.
     return PublishProject.laid_out(tmp_path, {DEVPI_TARGET: f"    kind: pypi\n    url: {upload_url or server.url}\n"
-                                                            f"    index_url: {server.simple}\n"},
+                                                            f"    index_url: {server.simple}\n"
+                                                            "    channels: [nightly]\n"},
                                    {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password},
                                    tries=3, verbose=True)
 
@@ -146,3 +148,43 @@ def test_a_pypi_target_takes_only_the_channels_it_names_and_is_not_promoted_to(t
     said = " ".join(capsys.readouterr().err.split())
     assert "a pypi target is one index without channels" in said, said
     assert "shipyard publish --channel release --target <name>" in said, said
+
+
+def test_an_index_that_rate_limits_past_the_deadline_stops_the_publish_in_one_line(tmp_path: Path, capsys,
+                                                                                    monkeypatch):
+    # #52 item 5: a 429 asking for an hour is not slept through, and not mistaken for an answer.
+    monkeypatch.setenv("SHIPYARD_PYPI_USERNAME", "u")
+    monkeypatch.setenv("SHIPYARD_PYPI_PASSWORD", secrets.token_urlsafe(18))
+    with busy_server([(429, {"Retry-After": "3600"})]) as busy:
+        root = tmp_path / "root"
+        point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {busy.url}legacy/\n"
+                                                f"    index_url: {busy.url}simple/\n    channels: [nightly]\n"})
+        _dist(tmp_path / "dist", "pr")
+        started = time.monotonic()
+        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+                     "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--first-pause", "0.01"])
+    out, err = capsys.readouterr()
+    assert code == 7, out + err
+    assert time.monotonic() - started < 30
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert f"{busy.url}simple/: HTTP 429 Too Many Requests asks to wait 3600 s (Retry-After), beyond the retry " \
+           f"deadline of 120 s" in lines[0], lines
+    assert "Traceback" not in out + err
+
+
+def test_a_pypi_target_without_channels_is_refused_in_one_line_before_anything_is_published(tmp_path: Path, capsys):
+    # #52 item 8: taking every channel by default sent nightly development versions to PyPI.
+    root = tmp_path / "root"
+    point_release_yaml(root, {DEVPI_TARGET: "    kind: pypi\n    url: http://127.0.0.1:9/\n"
+                                            "    index_url: http://127.0.0.1:9/simple/\n"})
+    _dist(tmp_path / "dist", "pc")
+    code = main(["--root", str(root), "publish", "--channel", "nightly", "--dist", str(tmp_path / "dist"),
+                 "--state", str(tmp_path / "state")])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[0] == "error: 1 problem in the release description:" and len(lines) == 2, lines  # SpecError's form
+    assert "release.yaml:" in lines[1] and "publish.wheels-staging" in lines[1], lines
+    assert "set channels (e.g. channels: [release])" in lines[1], lines
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.jsonl"))

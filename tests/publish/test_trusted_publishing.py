@@ -32,7 +32,8 @@ def _root(tmp_path: Path, standin: OidcStandIn, upload_url: str = "http://127.0.
           index_url: str = "http://127.0.0.1:9/simple/") -> Path:
     root = tmp_path / "root"
     point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {upload_url}\n    index_url: {index_url}\n"
-                                            f"    trusted_publishing: true\n    oidc_url: {standin.url}\n"})
+                                            f"    trusted_publishing: true\n    oidc_url: {standin.url}\n"
+                                            f"    channels: [nightly]\n"})
     return root
 
 
@@ -80,6 +81,9 @@ FAILURES = [
       "and environment as a trusted publisher"]),
     ("the index fails to mint", {"faults": {"mint": 502}}, True,
      ["step 3 of 3", "after 2 tries", "HTTP 502", "run the job again later"]),
+    ("the index rate-limits past the deadline", {"faults": {"mint": 429}, "retry_after": "3600"}, True,
+     ["step 3 of 3", "HTTP 429", "asks to wait 3600 s (Retry-After), beyond the retry deadline of 120 s",
+      "run the job again later"]),
     ("the mint answer is malformed", {"faults": {"mint": "garbage"}}, True,
      ["step 3 of 3", "a malformed answer: no 'token' string in it"]),
 ]

@@ -12,8 +12,8 @@ token service nor PyPI can run here: shaped as their documentation specifies, on
   upload index accept it, as PyPI's own tokens are accepted by its upload endpoint).
 
 `faults` makes one endpoint misbehave: {"audience"|"github"|"mint": an HTTP status, or "garbage"
-for a 200 that is not the documented JSON}; `issue_for` makes GitHub issue tokens for another
-audience than the one asked for.
+for a 200 that is not the documented JSON}; `retry_after` is sent with a faulted 429 or 503 (a
+rate limit); `issue_for` makes GitHub issue tokens for another audience than the one asked for.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class OidcStandIn:
     audience: str = "pypi"
     issue_for: str | None = None
     faults: dict[str, int | str] = field(default_factory=dict)
+    retry_after: str | None = None
     on_mint: Callable[[str], None] = lambda _token: None
     issued: list[str] = field(default_factory=list)  # every JWT the GitHub side gave out
     minted: list[str] = field(default_factory=list)  # every upload token the PyPI side gave out
@@ -113,6 +114,8 @@ def oidc_standin(**options: object) -> Iterator[OidcStandIn]:
                                              {k.lower(): v for k, v in self.headers.items()}, body)
             data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
             self.send_response(status)
+            if standin.retry_after is not None and status in (429, 503):
+                self.send_header("Retry-After", standin.retry_after)
             self.send_header("Content-Type", "text/html" if isinstance(payload, str) else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -161,6 +161,45 @@ def serving_in_thread(server: ThreadingHTTPServer) -> Iterator[None]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@dataclass
+class BusyServer:
+    """A loopback server that answers every request with the next of `answers` (status, headers),
+    the last one over and over: a rate-limiting index (429 with Retry-After) in a test."""
+
+    answers: list[tuple[int, dict[str, str]]]
+    url: str = ""
+    requests: list[tuple[str, str, float]] = field(default_factory=list)  # method, path, monotonic time
+
+
+@contextmanager
+def busy_server(answers: list[tuple[int, dict[str, str]]]) -> Iterator[BusyServer]:
+    busy = BusyServer(answers)
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            busy.requests.append((self.command, self.path, time.monotonic()))
+            status, headers = busy.answers[min(len(busy.requests), len(busy.answers)) - 1]
+            body = b"{}" if status == 200 else b"slow down"
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_HEAD = _serve
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    busy.url = f"http://127.0.0.1:{server.server_address[1]}/"
+    with serving_in_thread(server):
+        yield busy
 
 
 @dataclass

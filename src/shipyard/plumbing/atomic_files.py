@@ -1,6 +1,8 @@
 """Files that appear whole: written beside their place under a name of their own, then renamed
 over it, so that a reader (or a second run writing the same file) sees the old file or the new
-one, never half of either."""
+one, never half of either. And folders that survive a crash: `sync_tree` before a rename makes
+them visible, `sync_folder` after it, so that a power cut cannot leave a switched name pointing at
+files the disk never got."""
 
 from __future__ import annotations
 
@@ -52,3 +54,29 @@ def replace_if_changed(staged: Path, target: Path, mode: int = 0o644) -> bool:
     os.chmod(staged, mode)
     os.replace(staged, target)
     return True
+
+
+def sync_folder(folder: Path) -> None:
+    """fsync `folder` itself: the names created, renamed or removed in it reach the disk."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_tree(root: Path) -> None:
+    """fsync every file and folder under `root`, and `root`, deepest first: everything in it is on
+    the disk before a rename makes it visible. Symlinks are not followed."""
+    for folder, _, files in os.walk(root, topdown=False):
+        here = Path(folder)
+        for name in files:
+            path = here / name
+            if path.is_symlink():
+                continue
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        sync_folder(here)

@@ -2,7 +2,9 @@
 
 `<parent>/<name>` is a symlink to `<parent>/.<name>-gen-<n>`. A writer stages generation n+1
 beside it, checks it, and only then replaces the symlink in one rename; readers that resolve the
-link per request see one whole generation or the other. The conda channel (conda/channel.py) and
+link per request see one whole generation or the other. The staged generation is fsynced before
+the rename and the parent folder after it: a crash or power cut right after a switch leaves the
+link pointing at a whole generation, never at files the disk has not got. The conda channel (conda/channel.py) and
 the published trees (publish/static_tree.py, publish/conda_channel.py) are such folders.
 """
 
@@ -16,6 +18,7 @@ import shutil
 from pathlib import Path
 
 from shipyard.errors import GenerationError
+from shipyard.plumbing.atomic_files import sync_folder, sync_tree
 
 _GENERATION = re.compile(r"^\.(?P<name>.+)-gen-(?P<n>\d+)$")
 
@@ -44,16 +47,20 @@ def next_generation(link: Path) -> Path:
 
 
 def switch(link: Path, generation: Path) -> None:
-    """Point `link` at `generation` in one step."""
+    """Point `link` at `generation` in one step, once every file of it is on the disk."""
+    sync_tree(generation)
     tmp = link.parent / f".{link.name}.link-{os.getpid()}"
     tmp.unlink(missing_ok=True)
     os.symlink(generation.name, tmp)
+    sync_folder(link.parent)  # the generation's own name, and the new link's
     if link.is_dir() and not link.is_symlink():
         # The plain folder of an older layout: exchange it with the symlink, then remove it.
         _exchange(tmp, link)
+        sync_folder(link.parent)
         shutil.rmtree(tmp)
         return
     os.replace(tmp, link)
+    sync_folder(link.parent)  # the switch itself
 
 
 def _exchange(a: Path, b: Path) -> None:

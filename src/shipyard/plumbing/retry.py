@@ -1,6 +1,10 @@
-"""HTTP with bounded retries: 5xx responses, connection resets and timeouts are tried again after
-a growing pause, a bounded number of times; then RetriesExhausted names the artifact, the server
-and the last response. Every request has a timeout, so a stalled server cannot hang a publish.
+"""HTTP with bounded retries: 5xx responses, 429 (too many requests), connection resets and
+timeouts are tried again after a growing pause, a bounded number of times; then RetriesExhausted
+names the artifact, the server and the last response. A server that says how long to wait
+(`Retry-After`, in seconds or as an HTTP date, on a 429 or a 503) is waited for instead, within
+the policy's deadline: a wait that would end past it fails at once, naming the wait asked for, since
+sleeping through it would only hold the job. Every request has a timeout, so a stalled server cannot
+hang a publish.
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import requests
@@ -26,6 +32,9 @@ class RetryPolicy:
     first_pause: float = 0.5  # seconds; doubled after each failure, up to max_pause
     max_pause: float = 8.0
     timeout: float = 60.0  # seconds to connect, and between two reads
+    # Seconds from a call's first try by which its last try starts: the longest a Retry-After is
+    # waited for (PyPI and registries ask for seconds to a minute when they rate-limit).
+    deadline: float = 120.0
 
     def pauses(self) -> list[float]:
         return [min(self.max_pause, self.first_pause * 2 ** i) for i in range(self.tries - 1)]
@@ -69,16 +78,43 @@ def gist(exc: Exception, scrub: Callable[[str], str] = str) -> str:
     return scrub(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
+# Statuses a server sends when it will answer later: tried again, after the wait it asks for.
+_BUSY = (429, 503)
+
+
+def retry_after(response: requests.Response, now: float | None = None) -> float | None:
+    """The seconds a 429 or 503 asks to wait (`Retry-After`: seconds, or an HTTP date); None when
+    it asks for nothing readable. A date in the past is no wait."""
+    if response.status_code not in _BUSY:
+        return None
+    value = response.headers.get("Retry-After", "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT; a zone-less one is read as such
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
 def retry(attempt: Callable[[], T], policy: RetryPolicy, *, label: str, errors: tuple[type[Exception], ...],
           failure: Callable[[Exception], str], gave_up: Callable[[str], str],
-          fault: Callable[[T], str | None] = lambda _: None) -> T:
+          fault: Callable[[T], str | None] = lambda _: None,
+          asked_wait: Callable[[T], float | None] = lambda _: None,
+          too_long: Callable[[str, float], str] | None = None) -> T:
     """The one retry loop: call `attempt` at most `policy.tries` times, pausing as the policy says
     after each try that raised one of `errors` (described by `failure`, which must scrub secrets) or
     returned a result `fault` describes as a fault; return the first good result, else raise
-    RetriesExhausted with `gave_up(the last failure)`."""
+    RetriesExhausted with `gave_up(the last failure)`. A faulty result for which `asked_wait` gives
+    seconds is waited for that long instead; when that wait would end past `policy.deadline` (from
+    the first try), RetriesExhausted with `too_long(the failure, the wait)` at once."""
     last = "no response"
     pauses = policy.pauses()
+    started = time.monotonic()
     for number in range(policy.tries):
+        asked: float | None = None
         try:
             result = attempt()
         except errors as exc:
@@ -87,19 +123,36 @@ def retry(attempt: Callable[[], T], policy: RetryPolicy, *, label: str, errors: 
             if (fault_text := fault(result)) is None:
                 return result
             last = fault_text
+            asked = asked_wait(result)
         if number < len(pauses):
-            log.info("%s: %s; trying again in %.1f s", label, last, pauses[number])
-            time.sleep(pauses[number])
+            pause = pauses[number]
+            if asked is not None:
+                if time.monotonic() - started + asked > policy.deadline:
+                    raise RetriesExhausted(too_long(last, asked) if too_long else
+                                           f"{label}: {last} asks to wait {asked:.0f} s, beyond the retry "
+                                           f"deadline of {policy.deadline:.0f} s; try again later")
+                pause = asked
+            log.info("%s: %s; trying again in %.1f s", label, last, pause)
+            time.sleep(pause)
     raise RetriesExhausted(gave_up(last))
 
 
 def with_retries(what: str, server: str, attempt: Callable[[], requests.Response], policy: RetryPolicy,
-                 *, scrub: Callable[[str], str] = str) -> requests.Response:
-    """Call `attempt` until it returns a response below 500, at most `policy.tries` times.
-    A 4xx is returned to the caller (it is an answer, not a fault)."""
+                 *, scrub: Callable[[str], str] = str, gave_up: Callable[[str], str] | None = None,
+                 too_long: Callable[[str, float], str] | None = None) -> requests.Response:
+    """Call `attempt` until it returns a response below 500 other than a 429, at most `policy.tries`
+    times, waiting as long as a `Retry-After` asks (within the policy's deadline). Any other 4xx is
+    returned to the caller (it is an answer, not a fault). `gave_up` and `too_long` word the failure
+    (default: the step, the server, the last response, and the wait asked for)."""
     return retry(
         attempt, policy, label=f"{what}: {server}",
         errors=BROKEN_READS,
         failure=lambda exc: gist(exc, scrub),
-        fault=lambda response: describe(response) if response.status_code >= 500 else None,
-        gave_up=lambda last: f"{what}: {server}: gave up after {policy.tries} tries; last response: {last}")
+        fault=lambda response: describe(response) if response.status_code >= 500 or response.status_code == 429
+        else None,
+        asked_wait=retry_after,
+        gave_up=gave_up or (lambda last: f"{what}: {server}: gave up after {policy.tries} tries; last response: "
+                                         f"{last}"),
+        too_long=too_long or (lambda last, wait: f"{what}: {server}: {last} asks to wait {wait:.0f} s "
+                                                 f"(Retry-After), beyond the retry deadline of "
+                                                 f"{policy.deadline:.0f} s; publish again later"))

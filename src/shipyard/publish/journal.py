@@ -3,7 +3,8 @@
 A publish killed at any moment (kill -9) is finished by running it again: each step is recorded
 after it happened (fsync'd), and on a re-run the targets read the journal to skip what was
 already verified, while the servers' own listings decide what still needs uploading. The last
-line of a killed run may be cut short; it is ignored. The journal holds names, hashes and URLs
+line of a killed run may be cut short; it is ignored, and cut off before the next entry is
+appended. The journal holds names, hashes and URLs
 without credentials, never a secret.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.errors import InputError
+from shipyard.plumbing.atomic_files import sync_folder
 from shipyard.plumbing.identifiers import file_name_problem, image_reference_problem
 from shipyard.plumbing.input_files import decode_input, input_error, parse_json_input, read_input_bytes
 
@@ -27,19 +29,43 @@ JOURNAL_FIX = "delete the journal (a re-run checks every file against the server
 _SHA256 = re.compile(r"(sha256:)?[0-9a-f]{64}")
 
 
+def _cut_torn_line(fd: int) -> None:
+    """Truncate the file open as `fd` after its last newline when its end has none (a write that a
+    kill cut short)."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            os.ftruncate(fd, start + newline + 1)
+            return
+        end = start
+    os.ftruncate(fd, 0)  # one line, all of it torn
+
+
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def record(self, event: str, **fields: Any) -> None:
+        """Append one entry and fsync it (and, for a new journal, its folder) before returning: a
+        step recorded is a step a re-run can trust. A last line cut short by a kill is cut off
+        first, so that it does not become a damaged line in the middle of the journal."""
         line = json.dumps({"event": event, "time": round(time.time(), 3), **fields}, sort_keys=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            _cut_torn_line(fd)
             os.write(fd, (line + "\n").encode())
             os.fsync(fd)
         finally:
             os.close(fd)
+        if created:
+            sync_folder(self.path.parent)
 
     def events(self, event: str | None = None) -> list[dict[str, Any]]:
         """Every entry (of kind `event`); InputError (one line, exit 2) naming the line of one that

@@ -77,12 +77,17 @@ class _Exchange:
 
     def answer(self, step: _Step, send: Callable[[], requests.Response], key: str) -> str:
         """The string under `key` of the step's JSON answer; one-line failures."""
+        later = "the server is failing or out of reach; run the job again later"
         try:
-            response = with_retries(step.title, public_url(step.url), send, self.policy, scrub=self.scrub)
+            response = with_retries(
+                step.title, public_url(step.url), send, self.policy, scrub=self.scrub,
+                gave_up=lambda last: str(self.fail(step, f"no answer but failures after {self.policy.tries} tries "
+                                                         f"(last: {last})", later)),
+                too_long=lambda last, wait: str(self.fail(
+                    step, f"{last} asks to wait {wait:.0f} s (Retry-After), beyond the retry deadline of "
+                          f"{self.policy.deadline:.0f} s", "the server is rate-limiting; run the job again later")))
         except RetriesExhausted as exc:
-            raise self.fail(step, f"no answer but failures after {self.policy.tries} tries (last: "
-                                  f"{str(exc).rpartition('last response: ')[2]})",
-                            "the server is failing or out of reach; run the job again later") from None
+            raise TrustedPublishingFailed(str(exc)) from None
         try:
             data = response.json()
         except ValueError:

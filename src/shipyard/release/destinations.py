@@ -101,7 +101,7 @@ class PublishTarget(Frozen):
     # plain HTTP on a loopback host.
     ca_file: str | None = None
     # The channels this target publishes to (empty: every one). An index without channels (pypi)
-    # names the one that should reach it, so a nightly never lands on PyPI.
+    # must name the ones that should reach it, so a nightly never lands on PyPI.
     channels: tuple[str, ...] = ()
     username_env: str | None = Field(default=None, pattern=ENV_NAME)
     password_env: str | None = Field(default=None, pattern=ENV_NAME)
@@ -143,6 +143,12 @@ class PublishTarget(Frozen):
         if not self.default_variant:
             raise ValueError("a pypi target takes the wheels of one variant under the plain version (PyPI refuses "
                              "local versions such as +cpu); set default_variant (e.g. cpu)")
+        if not self.channels:
+            # Taking every channel would send nightly development versions to PyPI, where no
+            # file name can ever be taken back.
+            raise ValueError("a pypi target is one index without channels, so it names the channels that reach "
+                             "it; set channels (e.g. channels: [release]), else every nightly would be uploaded "
+                             "there")
         if self.trusted_publishing:
             if self.username_env or self.password_env or self.token_env:
                 raise ValueError("trusted_publishing mints its own token; remove username_env, password_env and "

@@ -1,5 +1,7 @@
 """A wheel rewritten without a rebuild: another version, and extra .dist-info files, every other
 entry copied byte for byte (the PyPI flavour's plain version, a PEP 825 variant of one package).
+Both folders named after the version move with it: `<name>-<version>.dist-info` and
+`<name>-<version>.data` (scripts, headers, data files), as installers look them up by that name.
 
 The `wheel` package's WheelFile checks every hash of the source wheel while reading it and
 writes RECORD (sha256 and size of every entry) while writing the new one. The result depends
@@ -50,13 +52,15 @@ def repack(wheel: Path, target: Path, *, version: str, add: Mapping[str, bytes] 
         record_date = source.getinfo(source.record_path).date_time
         with WheelFile(tmp, "w") as out:
             new_info = out.dist_info_path
+            old_data, new_data = (f"{info.removesuffix('.dist-info')}.data" for info in (old_info, new_info))
             for info in source.infolist():
                 if info.filename == source.record_path or info.filename in {f"{old_info}/{a}" for a in add}:
                     continue
                 data = source.read(info)  # WheelFile checks the entry against the source's RECORD
                 entry_name = info.filename
-                if entry_name.startswith(old_info + "/"):
-                    entry_name = new_info + entry_name[len(old_info):]
+                for old, new in ((old_info, new_info), (old_data, new_data)):
+                    if entry_name.startswith(old + "/"):
+                        entry_name = new + entry_name[len(old):]
                 if entry_name == f"{new_info}/METADATA":
                     data = re.sub(rb"(?m)^Version: .*$", f"Version: {version}".encode(), data, count=1)
                 entry = ZipInfo(entry_name, date_time=info.date_time)
