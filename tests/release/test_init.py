@@ -143,3 +143,44 @@ def test_init_writes_no_size_budget_and_says_how_to_add_one(tmp_path, capsys, mo
     assert "add `wheel_size_budget_mb: N`" in text
     assert main(["validate", "--root", str(tmp_path)]) == 0
     assert load_spec(tmp_path).release.release.wheel_size_budget_mb is None
+
+
+def _sdist(project: Path, out: Path) -> Path:
+    """`project`'s sdist as its authors would release it: one top folder `<name>-<version>/`."""
+    import tarfile
+
+    out.mkdir(parents=True, exist_ok=True)
+    top = f"{project.name}-0.3.1"
+    target = out / f"{top}.tar.gz"
+    with tarfile.open(target, "w:gz") as tar:
+        tar.add(project, arcname=top)
+    return target
+
+
+def test_init_pins_a_released_sdist_given_as_url_and_sha256(tmp_path, capsys, monkeypatch):
+    import hashlib
+
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "tutorial"
+    sdist = _sdist(fixture / "tinypure", tmp_path / "sdists")
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    root = tmp_path / "release"
+    shutil.copytree(fixture / "tinyext", root / "tinyext")
+    assert _init(root, str(root / "tinyext"), f"{sdist.as_uri()}#sha256={digest}") == 0, capsys.readouterr().err
+    spec = load_spec(root, backend_reader=backend_requires_python)
+    pinned = spec.release.components["tinypure"]
+    assert pinned.path is None and pinned.sdist is not None
+    assert (pinned.sdist.url, pinned.sdist.sha256) == (sdist.as_uri(), digest)
+    # its own version (the release's is tinyext's 1.2.0), its tags tinypure-v0.3.1, its test ids its own
+    assert pinned.version == "0.3.1" and spec.release.release.version == "1.2.0"
+    feature = next(f for f in spec.features.features if f.component == "tinypure")
+    assert feature.tests == ("tests/",) and feature.since == "0.3.1"
+    assert main(["--root", str(root), "validate"]) == 0, capsys.readouterr().err
+    # a wrong sha256: one line, nothing written
+    other = tmp_path / "other"
+    shutil.copytree(fixture / "tinyext", other / "tinyext")
+    capsys.readouterr()
+    assert _init(other, str(other / "tinyext"), f"{sdist.as_uri()}#sha256={'0' * 64}") == 2
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("fetching ")]
+    assert len(err) == 1 and err[0].startswith(f"error: init: {sdist.as_uri()} ") and digest in err[0], err
+    assert not (other / "release.yaml").exists()

@@ -19,9 +19,11 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from shipyard.errors import ToolError
+from shipyard.errors import ToolError, UsageError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.input_files import input_error
+from shipyard.plumbing.pinned_sdists import fetch_sdist
+from shipyard.plumbing.progress import Progress
 from shipyard.release.fields import supported_pythons
 from shipyard.release.project_survey import (
     ProjectMetadata,
@@ -51,13 +53,35 @@ class StartingProject:
     survey: ProjectSurvey
     outside_release: bool = False
     outside_repository: bool = False
+    sdist: PinnedSdistProject | None = None  # its sources are this sdist, not a folder
 
 
-def write_starting_release(root: Path, projects: Sequence[Path], host_pythons: Sequence[str], *,
+@dataclass(frozen=True)
+class PinnedSdistProject:
+    """A project given as its released sdist, pinned: `URL#sha256=HEX` on init's command line."""
+
+    url: str
+    sha256: str
+
+    @classmethod
+    def parse(cls, argument: str) -> PinnedSdistProject | None:
+        """`URL#sha256=HEX` as a pinned sdist; None for anything else (a folder)."""
+        url, sep, digest = argument.partition("#sha256=")
+        if not sep:
+            return None
+        if not url or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+            raise input_error(Path(argument), "(sdist)", "is no pinned sdist: the form is URL#sha256=<64 hex digits>",
+                              "give the sdist's URL and its sha256 as its index lists it")
+        return cls(url, digest.lower())
+
+
+def write_starting_release(root: Path, projects: Sequence[Path | PinnedSdistProject], host_pythons: Sequence[str], *,
                            read_metadata: MetadataReader, backend_reader: BackendRequiresPython | None = None,
-                           force: bool = False, repository: Path | None = None) -> tuple[Path, Path]:
+                           force: bool = False, repository: Path | None = None,
+                           progress: Progress = lambda _: None) -> tuple[Path, Path]:
     """Write release.yaml and feature_status.yaml into `root` for `projects` (folders of Python
-    projects, inside `root` or anywhere), building for those of `host_pythons` some project supports.
+    projects, inside `root` or anywhere, or pinned sdists, fetched into shipyard's cache as validate
+    fetches them), building for those of `host_pythons` some project supports.
     `repository`: what the generated workflows check out (default `root`); a project outside it gets
     a comment that no CI job can build it. Refuses to replace existing files unless `force`. Returns
     the two files written."""
@@ -67,18 +91,26 @@ def write_starting_release(root: Path, projects: Sequence[Path], host_pythons: S
             if target.exists():
                 raise input_error(target, "(file)", "already exists; init writes a new release",
                                   "pass --force to replace it, or edit it yourself")
-    started = _start_all(root, projects, read_metadata, repository or root)
+    started = _start_all(root, projects, read_metadata, repository or root, progress)
     release_text = release_yaml(root, started, host_pythons)
     feature_text = feature_status_yaml(root, started)
     _check_then_write(root, targets, (release_text, feature_text), backend_reader)
     return targets
 
 
-def _start_all(root: Path, projects: Sequence[Path], read_metadata: MetadataReader,
-               repository: Path) -> list[StartingProject]:
+def _start_all(root: Path, projects: Sequence[Path | PinnedSdistProject], read_metadata: MetadataReader,
+               repository: Path, progress: Progress) -> list[StartingProject]:
     """Each project read: refused when it is no Python project or repeats a name."""
     started: list[StartingProject] = []
-    for number, project in enumerate(projects):
+    for number, given in enumerate(projects):
+        pinned = given if isinstance(given, PinnedSdistProject) else None
+        if isinstance(given, PinnedSdistProject):
+            try:
+                project = fetch_sdist(given.url, given.sha256, base=root, progress=progress)
+            except ValueError as exc:  # one line already: the url, what is wrong and the fix
+                raise UsageError(f"init: {exc}") from exc
+        else:
+            project = given
         if not project.is_dir() or not is_python_project(project):
             raise input_error(project, "(folder)", "is no Python project (no pyproject.toml, no setup.py)",
                               "give the folder that holds the project's pyproject.toml or setup.py")
@@ -88,6 +120,10 @@ def _start_all(root: Path, projects: Sequence[Path], read_metadata: MetadataRead
             raise input_error(project, "(folder)", f"is a second project named {name}",
                               "give each project once")
         folder = project.resolve()
+        if pinned is not None:  # fetched by every command and CI job: never outside what they reach
+            started.append(StartingProject(name, "", metadata, survey(project, metadata), outside_release=True,
+                                           sdist=pinned))
+            continue
         started.append(StartingProject(name, project_path(folder, root), metadata, survey(project, metadata),
                                        outside_release=not folder.is_relative_to(root.resolve()),
                                        outside_repository=not folder.is_relative_to(repository.resolve())))
@@ -200,7 +236,15 @@ def release_yaml(root: Path, started: Sequence[StartingProject], host_pythons: S
             lines.append("    # DECIDE: this folder lies outside the repository, so the generated workflows cannot")
             lines.append("    # build it on GitHub (`shipyard ci generate` refuses it); local builds work. For CI, pin")
             lines.append("    # its released sdist instead: `sdist: {url: ..., sha256: ...}` (docs/release-yaml.md).")
-        lines.append(f"    path: {_scalar(s.path)}")
+        if s.sdist is not None:
+            lines.append("    # Its released sdist, fetched and checked against its sha256 by every command.")
+            lines.append(f"    sdist: {{url: {_scalar(s.sdist.url)}, sha256: {s.sdist.sha256}}}")
+        else:
+            lines.append(f"    path: {_scalar(s.path)}")
+        if (own := _own_version(s, started)) is not None:
+            lines.append("    # Its own version (the release's is the first project's): its tags are "
+                         f"{s.name}-v{own}.")
+            lines.append(f"    version: {_scalar(own)}")
         lines.append(f"    # {'native' if facts.native else 'pure'}: {facts.kind_reason}.")
         lines.append(f"    kind: {'python-native' if facts.native else 'python-pure'}")
         if facts.import_name:
@@ -235,6 +279,13 @@ def release_yaml(root: Path, started: Sequence[StartingProject], host_pythons: S
     return "\n".join(lines) + "\n"
 
 
+def _own_version(project: StartingProject, started: Sequence[StartingProject]) -> str | None:
+    """The project's version when it is not the release's (the first project's), else None."""
+    family = started[0].metadata.version or PLACEHOLDER_VERSION
+    version = project.metadata.version
+    return version if version and version != family and project is not started[0] else None
+
+
 def feature_status_yaml(root: Path, started: Sequence[StartingProject]) -> str:
     """feature_status.yaml's text: one feature per project, proved by its tests folder."""
     version = started[0].metadata.version or PLACEHOLDER_VERSION
@@ -255,7 +306,7 @@ def feature_status_yaml(root: Path, started: Sequence[StartingProject]) -> str:
             f"  - id: {feature_id}",
             f"    title: {json.dumps(title if len(title) >= 3 else f'{s.name} works')}",
             f"    component: {_scalar(s.name)}",
-            f"    since: {_scalar(version)}",
+            f"    since: {_scalar(_own_version(s, started) or version)}",
             "    status: beta",
         ]
         if not s.survey.tests:
