@@ -1,16 +1,24 @@
 """The registry client's configuration, without a server: which scheme and namespace a docker
-target's url means, and where its ca_file may appear (the client against real registries:
+target's url means, and where its ca_file may appear; a bearer token asked for again when it
+expired, against a loopback stand-in (the client against real registries:
 test_publish_registry_auth.py, test_publish_images.py)."""
 
 from __future__ import annotations
 
+import base64
+import json
+import secrets
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from support.publish_servers import serving_in_thread
 
 from shipyard.errors import UsageError
-from shipyard.publish.registry_client import trust
+from shipyard.plumbing.retry import RetryPolicy
+from shipyard.publish.credentials import Credentials
+from shipyard.publish.registry_client import RegistryClient, trust
 from shipyard.release.destinations import PublishTarget, registry_base
 
 
@@ -39,3 +47,50 @@ def test_ca_file_belongs_to_a_docker_target_and_must_exist(tmp_path: Path) -> No
     assert trust(target, tmp_path) == str(tmp_path / "certs" / "ca.pem")
     assert trust(target.model_copy(update={"ca_file": None}), tmp_path) in (True, *[
         p for p in ("/usr/lib/ssl/cert.pem", "/etc/ssl/certs/ca-certificates.crt") if Path(p).exists()])
+
+
+def test_a_bearer_token_that_expired_between_two_calls_is_asked_for_again(tmp_path: Path) -> None:
+    # #52 item 2: a registry token lives minutes (Docker Hub's: 5) and a publish of large images
+    # outlives it; the next call's 401 is met with a new token, not reported as a failure.
+    live: set[str] = set()
+    asked: list[str] = []
+
+    class Registry(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path.startswith("/token"):
+                assert self.headers.get("Authorization") == "Basic " + base64.b64encode(b"u:p").decode()
+                token = secrets.token_hex(8)
+                live.add(token)
+                asked.append(token)
+                self._answer(200, {"token": token})
+            elif self.headers.get("Authorization", "").removeprefix("Bearer ") in live:
+                self._answer(200, {"name": "r", "tags": ["1.7.0"]})
+            else:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", f'Bearer realm="http://127.0.0.1:{self.server.server_address[1]}'
+                                                     f'/token",service="reg",scope="repository:r:pull"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        def _answer(self, status: int, body: dict[str, object]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    server.daemon_threads = True
+    with serving_in_thread(server):
+        target = PublishTarget(name="images", kind="docker", url=f"http://127.0.0.1:{server.server_address[1]}",
+                               username_env="U", password_env="P")
+        client = RegistryClient(target, tmp_path, Credentials("u", "p"), RetryPolicy(tries=2, first_pause=0.01),
+                                lambda text: text)
+        assert client.request("GET", "list tags", "r/tags/list").json()["tags"] == ["1.7.0"]
+        live.clear()  # every token given out so far expires
+        assert client.request("GET", "list tags", "r/tags/list").json()["tags"] == ["1.7.0"]
+    assert len(asked) == 2

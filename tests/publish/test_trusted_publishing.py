@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from support.oidc_standin import OidcStandIn, oidc_standin
 from support.publish_servers import pip_installed_sha, pypi_server
+from support.pypi_standin import pypi_standin
 from support.release_copy import point_release_yaml
 from support.shipyard_process import run_shipyard
 from support.synthetic_release import VERSION, features, make_wheel, record, write_manifest
@@ -37,15 +38,18 @@ def _root(tmp_path: Path, standin: OidcStandIn, upload_url: str = "http://127.0.
     return root
 
 
-def _dist(dist: Path, project: str) -> Path:
-    """dist/ with cpu and cu118 wheels of `project` and its manifest; the wheel the pypi target gets."""
-    records = []
-    for variant, tag in (("cpu", "cpu"), ("cuda11", "cu118")):
-        wheel = make_wheel(dist / "whl" / tag / project, project, f"{VERSION}+{tag}")
-        records.append(record(dist, wheel, component=project, package_type="wheel", variant=variant, tag=tag,
-                              tests=features()))
+def _dist(dist: Path, *projects: str) -> list[Path]:
+    """dist/ with cpu and cu118 wheels of each project and its manifest; the wheels the pypi target gets."""
+    records, plain = [], []
+    for project in projects:
+        for variant, tag in (("cpu", "cpu"), ("cuda11", "cu118")):
+            wheel = make_wheel(dist / "whl" / tag / project, project, f"{VERSION}+{tag}")
+            records.append(record(dist, wheel, component=project, package_type="wheel", variant=variant, tag=tag,
+                                  tests=features()))
+            if tag == "cpu":
+                plain.append(plain_version_wheel(wheel, dist.parent / "plain"))
     write_manifest(dist, records)
-    return plain_version_wheel(dist / records[0].path, dist.parent / "plain")
+    return plain
 
 
 @pytest.fixture
@@ -121,7 +125,7 @@ def test_an_upload_with_the_minted_token_reaches_pip_and_the_token_is_in_no_outp
     with pypi_server(tmp_path / "pypiserver") as server, \
             oidc_standin(on_mint=lambda token: server.add_user("__token__", token)) as standin:
         root = _root(tmp_path, standin, server.url, server.simple)
-        wheel = _dist(tmp_path / "dist", "tpok")
+        [wheel] = _dist(tmp_path / "dist", "tpok")
         github_env = tmp_path / "github_env"
         github_env.write_text("")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SHIPYARD_", "ACTIONS_"))} | {
@@ -131,16 +135,43 @@ def test_an_upload_with_the_minted_token_reaches_pip_and_the_token_is_in_no_outp
         done = run_shipyard("-v", "--root", root, "publish", "--channel", "nightly", "--target", "wheels-staging",
                             "--dist", tmp_path / "dist", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
-        [identity], [token] = standin.issued, standin.minted
+        # Two exchanges: the check before any server changes, and the token the uploads use (minted right
+        # before them, #52 item 2).
+        [identity, *_], [token, *_] = standin.issued, standin.minted
+        assert len(standin.issued) == len(standin.minted) == 2
         assert server.files() == {wheel.name: sha256_of(wheel)}
         assert pip_installed_sha(server.simple, f"tpok=={VERSION}", tmp_path / "pip") == sha256_of(wheel)
-    # Both tokens are masked before anything else is printed, and appear nowhere else.
-    assert done.stdout.splitlines()[:2] == [f"{MASK}{identity}", f"{MASK}{token}"], done.stdout[:500]
-    rest = "\n".join(done.stdout.splitlines()[2:]) + done.stderr
+    # Every token is masked before anything else is printed (the later ones before they are used), and
+    # appears nowhere else.
+    lines = done.stdout.splitlines()
+    assert lines[:2] == [f"{MASK}{identity}", f"{MASK}{token}"], done.stdout[:500]
+    masks = [f"{MASK}{secret}" for pair in zip(standin.issued, standin.minted, strict=True) for secret in pair]
+    assert [line for line in lines if line.startswith(MASK)] == masks, done.stdout[:1000]
+    rest = "\n".join(line for line in lines if not line.startswith(MASK)) + done.stderr
     assert "upload tpok" in rest  # -v: what was said is there, without the tokens
-    for secret in (identity, token, standin.request_token):
+    for secret in (*standin.issued, *standin.minted, standin.request_token):
         assert secret not in rest
         for path in tmp_path.rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
     assert github_env.read_text() == ""
+
+
+def test_a_release_that_outlives_its_upload_token_is_published_whole(github_job, tmp_path, capsys, monkeypatch):
+    # #52 item 2: tokens live 1.5 s here (PyPI's 15 min), four uploads take 0.6 s each. A token minted
+    # once at the start was refused halfway and left a partial release on the index.
+    with oidc_standin(token_lifetime=1.5) as oidc, \
+            pypi_standin(lambda user, password: user == "__token__" and oidc.live(password),
+                         upload_pause=0.6) as index:
+        root = _root(tmp_path, oidc, index.url, index.simple)
+        wheels = _dist(tmp_path / "dist", "tla", "tlb", "tlc", "tld")
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", oidc.request_url)
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", oidc.request_token)
+        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+                     "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--first-pause", "0.01"])
+        out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert index.sha256s() == {w.name: sha256_of(w) for w in wheels}
+    assert len(oidc.minted) >= 3  # the start's check, before the uploads, and after a refusal
+    for secret in [oidc.request_token, *oidc.issued, *oidc.minted]:
+        assert secret not in out + err

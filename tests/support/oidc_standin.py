@@ -13,7 +13,9 @@ token service nor PyPI can run here: shaped as their documentation specifies, on
 
 `faults` makes one endpoint misbehave: {"audience"|"github"|"mint": an HTTP status, or "garbage"
 for a 200 that is not the documented JSON}; `retry_after` is sent with a faulted 429 or 503 (a
-rate limit); `issue_for` makes GitHub issue tokens for another audience than the one asked for.
+rate limit); `issue_for` makes GitHub issue tokens for another audience than the one asked for;
+`token_lifetime` makes minted tokens expire that many seconds after they are minted (`live` says
+whether one still holds), as PyPI's expire after 15 minutes.
 """
 
 from __future__ import annotations
@@ -45,7 +47,13 @@ class OidcStandIn:
     on_mint: Callable[[str], None] = lambda _token: None
     issued: list[str] = field(default_factory=list)  # every JWT the GitHub side gave out
     minted: list[str] = field(default_factory=list)  # every upload token the PyPI side gave out
+    token_lifetime: float = 900.0
+    expiry: dict[str, float] = field(default_factory=dict)  # minted token -> time.monotonic() it expires at
     url: str = ""
+
+    def live(self, token: str) -> bool:
+        """Whether `token` is one this stand-in minted and it has not expired."""
+        return time.monotonic() < self.expiry.get(token, 0.0)
 
     @property
     def request_url(self) -> str:
@@ -88,9 +96,10 @@ class OidcStandIn:
                 return 422, {"message": "Token request failed", "errors": [
                     {"code": "invalid-token", "description": f"invalid audience {claims['aud']!r}"}]}
             minted = "pypi-" + secrets.token_urlsafe(48)
+            self.expiry[minted] = time.monotonic() + self.token_lifetime
             self.on_mint(minted)
             self.minted.append(minted)
-            return 200, {"success": True, "token": minted, "expires": int(time.time()) + 900}
+            return 200, {"success": True, "token": minted, "expires": int(time.time() + self.token_lifetime)}
         return 404, {"message": "not found"}
 
     def _faulted(self, endpoint: str) -> tuple[int, object] | None:

@@ -2,6 +2,12 @@
 trusted publishing (a pypi target with `trusted_publishing: true`), whose upload token is minted in
 this process through GitHub's OIDC token (publish/trusted_publishing.py) and kept in memory.
 
+A minted token lives minutes (PyPI's: 15), and a release that pushes images first, or uploads
+large wheels, outlives it. So the exchange runs at the start only as a check that it works (a
+broken trust relation stops the run before any server changes; that token is dropped), then
+again right before the target's first upload, and once more when an upload is refused with
+401/403 (`renewal_for`).
+
 Every variable of every target taking part is read before anything is uploaded, so a missing one
 stops the run before it changes any server. Values live in `Credentials` (whose repr hides them)
 and leave it only into request headers; each is handed to redaction.py the moment it is
@@ -11,7 +17,7 @@ read, which removes it from any text shipyard shows.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shipyard.errors import MissingCredential, public_url
@@ -59,10 +65,22 @@ def read_credentials(target: PublishTarget, environ: Mapping[str, str] | None = 
 def credentials_for(target: PublishTarget, policy: RetryPolicy) -> Credentials:
     """The target's credentials: minted by trusted publishing, or read from its variables."""
     if target.trusted_publishing:  # only a pypi target may say it
-        from shipyard.publish.trusted_publishing import mint_upload_token
-
-        return Credentials("__token__", mint_upload_token(target, policy))
+        return _minted(target, policy)
     return read_credentials(target)
+
+
+def renewal_for(target: PublishTarget, policy: RetryPolicy) -> Callable[[], Credentials] | None:
+    """How the target gets fresh credentials when its token is short-lived (trusted publishing):
+    a new exchange per call. None for credentials that do not expire during a run."""
+    if not target.trusted_publishing:
+        return None
+    return lambda: _minted(target, policy)
+
+
+def _minted(target: PublishTarget, policy: RetryPolicy) -> Credentials:
+    from shipyard.publish.trusted_publishing import mint_upload_token
+
+    return Credentials("__token__", mint_upload_token(target, policy))
 
 
 def scrub(text: str, credentials: Iterable[Credentials]) -> str:

@@ -15,6 +15,7 @@ the index: the same sha256 is success, another is refused naming both.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -128,6 +129,8 @@ class PypiBackend(Backend):
                        files={f.filename: f.sha256 for f in files})
         projects = sorted({f.project for f in files})
         shown = {name: e for p in projects for name, e in self._page(p).items()}
+        if any(f.filename not in shown for f in files):
+            self._renew_token()  # a minted token is young when the uploads begin, whatever ran before
         for f in files:
             if f.filename in shown:  # uploaded by a run that stopped before its end
                 self._same_bytes(f, self._stated_sha256(shown[f.filename]))
@@ -162,8 +165,20 @@ class PypiBackend(Backend):
                                      f"{served}; this one has sha256 {f.sha256}. A published name never changes "
                                      f"its bytes: publish a new version (or build number)")
 
+    def _renew_token(self) -> None:
+        """A fresh upload token, for a target whose token is minted (trusted publishing)."""
+        if self.ctx.renew is not None:
+            self.ctx = dataclasses.replace(self.ctx, credentials=self.ctx.renew())
+
     def _upload(self, f: PublishFile) -> None:
         response = twine_upload.upload(self.ctx, self.upload_url, public_url(self.upload_url), f)
+        if response.status_code in (401, 403) and self.ctx.renew is not None:
+            # A minted token expired during a long run of uploads (PyPI answers 403): one new
+            # exchange and the same file again; a refusal of the fresh token is reported below.
+            self.ctx.progress(f"{self.target.name}: {describe(response)} for {f.filename}: minting a new upload "
+                              f"token")
+            self._renew_token()
+            response = twine_upload.upload(self.ctx, self.upload_url, public_url(self.upload_url), f)
         if response.status_code in (400, 409):
             # "File already exists" (PyPI: 400, pypiserver: 409 or 400): a try whose answer was lost, or
             # another publisher. The index decides: the same bytes are done, others are refused.

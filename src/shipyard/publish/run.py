@@ -22,7 +22,7 @@ from shipyard.errors import ImmutableFileError, PublishError, ShipyardError, Usa
 from shipyard.plumbing.progress import Progress
 from shipyard.plumbing.retry import RetryPolicy
 from shipyard.publish.conda_channel import CondaChannelBackend
-from shipyard.publish.credentials import Credentials, credentials_for
+from shipyard.publish.credentials import Credentials, credentials_for, renewal_for
 from shipyard.publish.devpi import DevpiBackend
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile, files_for
@@ -106,7 +106,8 @@ class Session:
         for target in targets:
             ctx = TargetContext(target=target, root=spec.root, credentials=creds.get(target.name, Credentials()),
                                 policy=policy, journal=Journal(state / "publish" / f"{target.name}.jsonl"),
-                                scrub=redact, progress=progress)
+                                scrub=redact, progress=progress,
+                                renew=renewal_for(target, policy) if target.name in creds else None)
             self.backends[target.name] = BACKENDS[target.kind](ctx)
 
     def scrub(self, text: str) -> str:

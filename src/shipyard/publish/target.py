@@ -46,6 +46,9 @@ class TargetContext:
     journal: Journal
     scrub: Callable[[str], str]  # masks every credential of the run in a message
     progress: Progress
+    # Fresh credentials for a target whose token expires within a run (trusted publishing):
+    # credentials.renewal_for. None: `credentials` hold for the whole run.
+    renew: Callable[[], Credentials] | None = None
 
 
 class Backend(ABC):
