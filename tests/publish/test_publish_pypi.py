@@ -13,6 +13,7 @@ import pytest
 from support.fault_proxy import FaultProxy
 from support.publish_project import PublishProject
 from support.publish_servers import PypiServer, busy_server, pip_installed_sha, pypi_server
+from support.pypi_standin import pypi_standin
 from support.release_copy import point_release_yaml
 from support.synthetic_release import VERSION, features, make_wheel, record, write_manifest
 
@@ -188,3 +189,28 @@ def test_a_pypi_target_without_channels_is_refused_in_one_line_before_anything_i
     assert "release.yaml:" in lines[1] and "publish.wheels-staging" in lines[1], lines
     assert "set channels (e.g. channels: [release])" in lines[1], lines
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.jsonl"))
+
+
+def test_a_component_is_uploaded_before_the_components_that_depend_on_it(tmp_path: Path, capsys, monkeypatch):
+    # #52 item 8: each upload to PyPI is visible at once. With emberaudio's wheel up before ember's,
+    # `pip install emberaudio` in between (or after a publish stopped there) finds no ember 1.7.0.
+    monkeypatch.setenv("SHIPYARD_PYPI_USERNAME", "u")
+    monkeypatch.setenv("SHIPYARD_PYPI_PASSWORD", password := secrets.token_urlsafe(18))
+    dist, records = tmp_path / "dist", []
+    # The manifest lists the dependents first: the order a release.yaml may well name them in.
+    for project, requires in (("uoaudio", [f"uocore=={VERSION}", "numpy>=1.20"]), ("uovision", [f"uocore=={VERSION}"]),
+                              ("uocore", ["numpy>=1.20"])):
+        for variant, tag in (("cpu", "cpu"), ("cuda11", "cu118")):
+            wheel = make_wheel(dist / "whl" / tag / project, project, f"{VERSION}+{tag}", requires=requires)
+            records.append(record(dist, wheel, component=project, package_type="wheel", variant=variant, tag=tag,
+                                  tests=features()))
+    write_manifest(dist, records)
+    with pypi_standin(lambda user, given: (user, given) == ("u", password)) as index:
+        root = tmp_path / "root"
+        point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {index.url}\n"
+                                                f"    index_url: {index.simple}\n    channels: [nightly]\n"})
+        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+                     "--dist", str(dist), "--state", str(tmp_path / "state")])
+        out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert [name.split("-")[0] for name in index.uploaded] == ["uocore", "uoaudio", "uovision"], index.uploaded

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import docker
@@ -23,15 +23,17 @@ RECIPE = REPO / "tests" / "fixtures" / "conda" / "featured" / "recipe.yaml"
 VERSION = "1.7.0"
 
 
-def make_wheel(folder: Path, project: str, version: str, *, payload: str = "") -> Path:
-    """A pure-Python wheel `project-version-py3-none-any.whl` holding one module."""
+def make_wheel(folder: Path, project: str, version: str, *, payload: str = "", requires: Sequence[str] = ()) -> Path:
+    """A pure-Python wheel `project-version-py3-none-any.whl` holding one module; `requires` are its
+    Requires-Dist."""
     folder.mkdir(parents=True, exist_ok=True)
     module = project.replace("-", "_")
     path = folder / f"{module}-{version}-py3-none-any.whl"
     info = f"{module}-{version}.dist-info"
     with source_date_epoch(1603800000), WheelFile(path, "w") as wf:  # the same bytes on every run
         wf.writestr(f"{module}/__init__.py", f"VERSION = {version!r}\nPAYLOAD = {payload!r}\n")
-        wf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n")
+        wf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
+                                         + "".join(f"Requires-Dist: {r}\n" for r in requires))
         wf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: shipyard-tests\nRoot-Is-Purelib: true\n"
                                      "Tag: py3-none-any\n")
     return path

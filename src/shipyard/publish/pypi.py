@@ -37,6 +37,7 @@ from shipyard.publish import twine_upload
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
 from shipyard.publish.target import Backend, Listed, TargetContext
+from shipyard.publish.upload_order import dependencies_first
 
 
 def _version(filename: str) -> str | None:
@@ -131,7 +132,7 @@ class PypiBackend(Backend):
         shown = {name: e for p in projects for name, e in self._page(p).items()}
         if any(f.filename not in shown for f in files):
             self._renew_token()  # a minted token is young when the uploads begin, whatever ran before
-        for f in files:
+        for f in dependencies_first(files):  # each upload is visible at once: the required ones first
             if f.filename in shown:  # uploaded by a run that stopped before its end
                 self._same_bytes(f, self._stated_sha256(shown[f.filename]))
                 continue
