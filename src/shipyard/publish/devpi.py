@@ -9,11 +9,22 @@ sha256, and only then adds the staging index to the visible index's bases with o
 reader sees all of the new files or none. Every index is non-volatile, so devpi itself also
 refuses other bytes under a published name. A re-run finds the same staging index (same files,
 same name), skips what is there and verified (journal), and finishes the switch.
+
+Bounded bases. Adding each publish's staging index to the bases would grow them by one per
+publish forever (devpi walks every base on every read). So a visible index has at most two
+bases: its archive (`<visible>-stage-archive`, no bases of its own, holding every file published
+before) and the newest staging index. Before a switch, the files of every other base are copied
+into the archive on the server (devpi's push, per project version; file by file where the archive
+holds part of a version already) and read back there; the one PATCH then sets the bases to
+[archive, new staging]. Nothing visible is hidden at any moment (what leaves the bases is in the
+archive first), and the chain is one level deep. The folded staging indexes stay (devpi refuses
+to delete a non-volatile index) but no reader walks them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -174,7 +185,7 @@ class DevpiBackend(Backend):
                                    f"publish again")
             journal.record("verified", target=self.target.name, where=staging, file=f.filename, sha256=f.sha256)
         self._ensure_index(visible)
-        self._add_base(visible, staging)
+        self._switch(visible, staging)
         journal.record("switched", target=self.target.name, channel=channel, index=visible, staging=staging,
                        files={f.filename: f.sha256 for f in files})
         self.ctx.progress(f"{self.target.name}: {visible}: {len(files)} files visible")
@@ -196,15 +207,70 @@ class DevpiBackend(Backend):
             return  # a try whose answer was lost made it
         self._expect(response, f"create index {name}")
 
-    def _add_base(self, visible: str, staging: str) -> None:
+    def _switch(self, visible: str, staging: str) -> None:
+        """`visible`'s bases become [its archive, `staging`], every other base folded into the archive first."""
         response = self._get(f"{self.base}/{visible}", f"look up index {visible}")
         self._expect(response, f"look up index {visible}")
-        if staging in response.json()["result"].get("bases", []):
+        archive = f"{visible}-stage-archive"
+        wanted = [archive, staging]
+        bases = list(response.json()["result"].get("bases", []))
+        if bases == wanted:
             return
+        self._ensure_index(archive)
+        for older in bases:
+            if older not in wanted:
+                self._fold(older, archive)
         response = with_retries(f"make {staging} visible in {visible}", self.base,
-                                lambda: self.writer.patch(f"{self.base}/{visible}", json=[f"bases+={staging}"]),
+                                lambda: self.writer.patch(f"{self.base}/{visible}",
+                                                          json=[f"bases={','.join(wanted)}"]),
                                 self.ctx.policy, scrub=self.ctx.scrub)
         self._expect(response, f"make {staging} visible in {visible}")
+
+    def _fold(self, source: str, archive: str) -> None:
+        """Every file of the index `source` also in `archive`, with the same sha256 (read back)."""
+        for project in self._projects(source):
+            held = {e["filename"]: e["hashes"]["sha256"] for e in self._project_files(archive, project)}
+            versions: dict[str, list[dict[str, Any]]] = {}
+            for entry in self._project_files(source, project):
+                versions.setdefault(str(parse_wheel_filename(entry["filename"])[1]), []).append(entry)
+            for version, entries in sorted(versions.items()):
+                for entry in entries:
+                    if entry["filename"] in held and held[entry["filename"]] != entry["hashes"]["sha256"]:
+                        raise ImmutableFileError(
+                            f"{entry['filename']}: {self.base}/{archive} holds it with sha256 "
+                            f"{held[entry['filename']]}, {source} with {entry['hashes']['sha256']}; a published "
+                            f"name never changes its bytes: check the server's storage")
+                missing = [e for e in entries if e["filename"] not in held]
+                if not missing:
+                    continue
+                self.ctx.progress(f"{self.target.name}: keep {project} {version} of {source} in {archive}")
+                if len(missing) == len(entries):  # devpi copies the whole version on the server
+                    self._push(source, archive, project, version)
+                else:  # the archive refuses a version's push when it holds one of its files
+                    for entry in missing:
+                        self._copy_file(entry, archive, project, version)
+            shown = {e["filename"]: e["hashes"]["sha256"] for e in self._project_files(archive, project)}
+            for entry in (e for group in versions.values() for e in group):
+                if shown.get(entry["filename"]) != entry["hashes"]["sha256"]:
+                    raise PublishError(f"{entry['filename']}: {self.base}: copied from {source} to {archive} but "
+                                       f"not listed there with its sha256; nothing became invisible: publish again")
+
+    def _push(self, source: str, archive: str, project: str, version: str) -> None:
+        what = f"copy {project} {version} from {source} to {archive}"
+        body = {"name": project, "version": version, "targetindex": archive}
+        response = with_retries(what, self.base, lambda: self.writer.post(f"{self.base}/{source}", json=body),
+                                self.ctx.policy, scrub=self.ctx.scrub)
+        if response.status_code == 409:
+            return  # a try whose answer was lost made it: _fold reads the archive back
+        self._expect(response, what)
+
+    def _copy_file(self, entry: dict[str, Any], archive: str, project: str, version: str) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / entry["filename"]
+            path.write_bytes(self._download(entry["url"], entry["filename"]))
+            sha256 = entry["hashes"]["sha256"]
+            self._upload(PublishFile(PLAIN_INDEX, entry["filename"], path, sha256, project, version,
+                                     entry["filename"]), archive)
 
     def _upload(self, f: PublishFile, staging: str) -> None:
         response = twine_upload.upload(self.ctx, f"{self.base}/{staging}/", self.base, f)
