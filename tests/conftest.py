@@ -28,7 +28,7 @@ from shipyard.conda.bootstrap import (
 )
 from shipyard.conda.bootstrap_plan import bootstrap_cuda_versions
 from shipyard.host.toolchains.obtain import obtain_sysroot
-from shipyard.host.toolchains.sysroot import sysroot_recipes
+from shipyard.release.build_routes import sysroot_recipes
 from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,8 @@ from shipyard.host.doctor import describe
 from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
 from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple, toolkit_glibc
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
-from shipyard.host.toolchains.sysroot import Sysroot, recipe_for_glibc, sysroot_recipes
+from shipyard.host.toolchains.sysroot import Sysroot
+from shipyard.release.build_routes import recipe_for_glibc, sysroot_recipes
 from shipyard.release.matrix import expand
 from shipyard.release.spec import Platform
 from shipyard.release.validate import load_spec
@@ -73,15 +74,16 @@ def test_without_the_sysroot_the_fix_is_to_install_it() -> None:
         "2.31 as a sysroot, from this machine's mirror)")
 
 
-def test_an_older_promise_than_any_sysroot_points_at_an_older_builder_image() -> None:
+def test_an_older_promise_than_any_sysroot_names_the_promise_that_builds() -> None:
     release = _release()
     older = release.model_copy(update={"platforms": {**release.platforms, "linux-x86_64": release.platforms[
         "linux-x86_64"].model_copy(update={"wheel_platform_tag": "manylinux_2_28_x86_64"})}})
     assert recipe_for_glibc("2.28") is None and recipe_for_glibc("2.31") == sysroot_recipes()[0]
     missing = resolve(_cell("ember-cpu-linux-x86_64-cp311-wheel"), older, _inventory())
     assert isinstance(missing, Missing)
-    assert "glibc 2.28 or older" in missing.what
-    assert "quay.io/pypa/manylinux_2_28_x86_64" in missing.fix
+    assert "promises glibc 2.28, older than any compiler shipyard has" in missing.what
+    # validate refuses the same promise; the fix is a value that builds, never the user's own
+    assert missing.fix.endswith("promise manylinux_2_31_x86_64 (installs on Debian 11, Ubuntu 20.04, RHEL 9 and newer)")
 
 
 def _toolkit(root: Path, version: str, runtime: Path | None) -> CudaToolkit:

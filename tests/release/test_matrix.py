@@ -115,10 +115,8 @@ def test_filters_accept_names_and_tags(repo, capsys):
 
 
 def test_github_format_refuses_more_jobs_than_one_matrix_may_hold(spec_copy, capsys):
-    # Three more Linux platforms push the whole matrix past GitHub's 256 jobs per matrix.
-    spec_copy.edit("release.yaml", "  windows-amd64:\n", "".join(
-        f"  linux-{arch}:\n    os: linux\n    arch: {arch}\n    wheel_platform_tag: manylinux_2_35_{arch}\n"
-        f"    github_runner: ubuntu-22.04-arm\n" for arch in ("aarch64", "ppc64le", "s390x")) + "  windows-amd64:\n")
+    # Two more platforms (built on their own runners) push the whole matrix past GitHub's 256 jobs per matrix.
+    spec_copy.edit("release.yaml", "  windows-amd64:\n", "  windows-arm64: {}\n  macos-x86_64: {}\n  windows-amd64:\n")
     cells = expand(load_spec(spec_copy.root).release)
     assert len(cells) > GITHUB_MATRIX_LIMIT
     assert main(["--root", str(spec_copy.root), "matrix", "--format", "github"]) == 2

@@ -20,6 +20,7 @@ from shipyard.ci.steps import (
     pythons_and_cache,
     signing_env,
 )
+from shipyard.release.build_routes import recipe_for_glibc
 from shipyard.release.kinds import KINDS
 from shipyard.release.spec import Spec
 
@@ -58,8 +59,6 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
 def _sysroot_steps(spec: Spec, lane: Lane) -> list[Step]:
     """Platform wheels whose glibc promise is older than the builder image's own compile against a
     sysroot (toolchains.sysroot), assembled from Debian's mirror like here."""
-    from shipyard.host.toolchains.sysroot import recipe_for_glibc
-
     promises = {spec.release.platforms[job.platform].promised_glibc for job in lane.jobs
                 if KINDS[job.kind].keeps_glibc_promise and job.platform in spec.release.platforms}
     recipes = sorted({r.name for glibc in promises if glibc and (r := recipe_for_glibc(glibc))})

@@ -10,8 +10,7 @@ from __future__ import annotations
 # on. Its own gcc links glibc 2.36, so the wheel jobs first assemble the sysroot that keeps
 # release.yaml's glibc promise (bullseye for manylinux_2_31, toolchains.sysroot) and compile
 # against it, as here; auditwheel then repairs every wheel to exactly that tag. A promise older
-# than any sysroot Debian's mirror can give (manylinux_2_28, manylinux2014) needs an older image
-# here instead (quay.io/pypa/manylinux_2_28_x86_64), as docs/glibc.md, "Older glibc promises", says.
+# than any sysroot (manylinux_2_28, manylinux2014) is refused at validate (release/build_routes.py).
 # ci/bootstrap.sh sets the machine up, as here.
 LINUX_BUILDER_IMAGE = "debian:bookworm"
 

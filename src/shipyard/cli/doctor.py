@@ -53,7 +53,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_toolchain_install(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
     from shipyard.host.toolchains.obtain import obtain_cuda_toolkit, obtain_sysroot
-    from shipyard.host.toolchains.sysroot import sysroot_recipes
+    from shipyard.release.build_routes import sysroot_recipes
 
     say = lambda step: console.print(f"  [cyan]•[/] {step}")  # noqa: E731
     sysroots = [r.name for r in sysroot_recipes()]

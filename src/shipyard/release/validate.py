@@ -29,6 +29,7 @@ from shipyard.plumbing.input_files import read_input_bytes
 from shipyard.plumbing.pinned_commits import fetch_commit
 from shipyard.plumbing.pinned_sdists import fetch_sdist
 from shipyard.plumbing.progress import Progress
+from shipyard.release.build_routes import unbuildable
 from shipyard.release.credential_variables import watch_credential_variables
 from shipyard.release.cuda_archs import supported_archs
 from shipyard.release.feature_markers import marker_issues
@@ -148,6 +149,10 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
         problem = _platform_tag_problem(platform)
         if problem:
             out.add(doc, ("platforms", name, "wheel_platform_tag"), problem)
+        elif refused := unbuildable(platform):
+            # Refused here, not as a doctor row or a CI job that fails after its set-up.
+            out.add(doc, ("platforms", name, refused.key), refused.reason, fix=refused.needed,
+                    value=getattr(platform, refused.key))
     _check_signing_key_file(release, doc, root, out)
     _check_exclusions(release, doc, out)
     _check_images(release, doc, out)

@@ -44,7 +44,7 @@ def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Pro
     CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc older than any sysroot)."""
     from shipyard.errors import ToolchainMissing
     from shipyard.host.toolchains.discover import discover
-    from shipyard.host.toolchains.sysroot import recipe_for_glibc
+    from shipyard.release.build_routes import recipe_for_glibc
 
     platform = spec.release.platforms.get(discover().host_platform)
     glibc = platform.promised_glibc if platform else None

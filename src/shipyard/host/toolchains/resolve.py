@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
 from shipyard.host.toolchains.glibc import glibc_tuple, toolkit_glibc
 from shipyard.plumbing.hashing import sha256_hex
+from shipyard.release.build_routes import recipe_for_glibc, unbuildable
 from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import Cell
-from shipyard.release.spec import Release
+from shipyard.release.spec import Platform, Release
 
 
 @dataclass(frozen=True)
@@ -68,27 +69,25 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
     glibc = platform.promised_glibc if kind.keeps_glibc_promise else None
     compiler = inventory.compiler_at_most(None, glibc=glibc)
     if compiler is None:
-        return _missing_compiler(inventory, platform.wheel_platform_tag, glibc)
+        return _missing_compiler(inventory, platform, glibc)
     if not variant.is_cuda:
         return Toolchain(interpreter, compiler, None, None)
     return _resolve_cuda(cell, release, inventory, interpreter, compiler, glibc)
 
 
-def _missing_compiler(inventory: Inventory, platform_tag: str, glibc: str | None) -> Missing:
+def _missing_compiler(inventory: Inventory, platform: Platform, glibc: str | None) -> Missing:
     if glibc is None or not inventory.compilers:
         return Missing("no C++ compiler (g++-N)", "apt-get install -y g++")
-    from shipyard.host.toolchains.sysroot import recipe_for_glibc
-
+    refused = unbuildable(platform)
+    if refused is not None:  # validate refuses it too: the fix is what would build, never the value itself
+        return Missing(refused.reason, refused.needed)
     host = inventory.compilers[0].glibc or "?"
-    what = (f"no C++ compiler links against glibc {glibc} or older, as {platform_tag} promises "
+    what = (f"no C++ compiler links against glibc {glibc} or older, as {platform.wheel_platform_tag} promises "
             f"(this host's gcc links its glibc {host})")
     recipe = recipe_for_glibc(glibc)
-    if recipe is not None:
-        return Missing(what, f"shipyard toolchain install {recipe.name}   (Debian {recipe.suite}'s gcc "
-                             f"{recipe.gcc} and glibc {recipe.glibc} as a sysroot, from this machine's mirror)")
-    return Missing(what, f"build these wheels in an older builder image on the CI runners (for manylinux_2_28: "
-                         f"quay.io/pypa/manylinux_2_28_x86_64; for manylinux2014: quay.io/pypa/manylinux2014_x86_64), "
-                         f"or promise a newer glibc in release.yaml ({platform_tag})")
+    assert recipe is not None  # a promise no sysroot keeps is unbuildable
+    return Missing(what, f"shipyard toolchain install {recipe.name}   (Debian {recipe.suite}'s gcc "
+                         f"{recipe.gcc} and glibc {recipe.glibc} as a sysroot, from this machine's mirror)")
 
 
 def _resolve_pure(release: Release, inventory: Inventory) -> Toolchain | Missing:
@@ -131,7 +130,7 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
         return Missing(f"CUDA {variant.cuda} needs a host gcc at most {variant.host_gcc_max} that links glibc "
                        f"{glibc} or older; the {compiler.origin}'s gcc is {compiler.major}",
                        "build this variant in an older builder image on the CI runners, one whose gcc nvcc "
-                       f"{variant.cuda} accepts (docs/glibc.md, \"Older glibc promises\")")
+                       f"{variant.cuda} accepts (as CUDA 10.2 builds in its own builder image, docs/glibc.md)")
     if glibc is not None:
         needs = toolkit_glibc(toolkit.root)
         if needs.runtime and glibc_tuple(needs.runtime) > glibc_tuple(glibc):

@@ -15,12 +15,10 @@ import os
 import shutil
 import stat
 import tempfile
-import tomllib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -30,6 +28,9 @@ from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.hashing import sha256_hex
 
+# The recipes are what release/build_routes.py decides a platform's route by: read there, once.
+from shipyard.release.build_routes import SYSROOT_TRIPLE, SysrootRecipe, sysroot_recipes
+
 _RECIPE_FORMAT = "1"  # bump when the assembly below changes what a sysroot holds
 _MANIFEST = "sysroot.json"
 # Which .deb put each file into the tree: the sysroot has no dpkg database, and an SBOM must name
@@ -38,19 +39,7 @@ _MANIFEST = "sysroot.json"
 # the same, so its identity (and every cache key built on it) is unchanged, and a shipyard that
 # predates the file accepts a sysroot that has it (the shared cache does not flip between them).
 _OWNERS = "owners.json"
-_TRIPLE = "x86_64-linux-gnu"
-
-
-@dataclass(frozen=True)
-class SysrootRecipe:
-    """One entry of resources/sysroots.toml."""
-
-    name: str  # "bullseye"
-    suite: str
-    component: str
-    glibc: str  # "2.31"
-    gcc: int
-    packages: tuple[str, ...]
+_TRIPLE = SYSROOT_TRIPLE
 
 
 @dataclass(frozen=True)
@@ -114,18 +103,6 @@ def _owners(path: Path, identity: str) -> tuple[dict[str, DebPackage], dict[str,
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ToolchainMissing(f"{path}: unreadable ({exc}); reassemble the sysroot: rm -rf {path.parent} && "
                                f"shipyard toolchain install {path.parent.name}") from None
-
-
-def sysroot_recipes() -> list[SysrootRecipe]:
-    data = tomllib.loads(resources.files("shipyard.resources").joinpath("sysroots.toml").read_text())
-    return [SysrootRecipe(name, t["suite"], t["component"], t["glibc"], int(t["gcc"]), tuple(t["packages"]))
-            for name, t in data["sysroots"].items()]
-
-
-def recipe_for_glibc(promise: str) -> SysrootRecipe | None:
-    """The recipe with the newest glibc that still keeps `promise` ('2.31'), if any."""
-    fitting = [r for r in sysroot_recipes() if glibc_tuple(r.glibc) <= glibc_tuple(promise)]
-    return max(fitting, key=lambda r: glibc_tuple(r.glibc)) if fitting else None
 
 
 def find_installed_sysroots(cache: Path) -> list[Sysroot]:
