@@ -375,6 +375,32 @@ def test_libember_is_published_only_when_a_package_built_on_it_passed(conda_repo
     assert "ember-cpu-linux-x86_64-cp311-conda" not in manifest.by_cell()
 
 
+def test_a_package_built_only_for_the_selections_tests_is_recorded_not_tested(conda_repo, tmp_path):
+    """`--component emberaudio` also builds ember (and its core): published for emberaudio's tests
+    to install, recorded as the wheels' are (`not tested`, with why), and proven by nothing, so the
+    gate of a release channel does not take emberaudio's tests for ember's."""
+    from shipyard.conda.variant_packages import CondaRunRequest, publish_run
+    from shipyard.wheel.build_request import dependency_detail
+
+    spec = load_spec(conda_repo.root)
+    cells = _run_cells(spec, tmp_path / "built", {"3.11": True})
+    why = dependency_detail("ember", "emberaudio")
+    for cell in cells:
+        if cell.package.cell is not None and cell.package.cell.component == "ember":
+            cell.python, cell.test, cell.untested = None, None, why
+    request = CondaRunRequest(variant="cpu", state=tmp_path / "state", dist=tmp_path / "dist")
+    publish_run(spec, cells, [], request, lambda _: None)
+    manifest = read_manifest(tmp_path / "dist" / "manifest.json")
+    assert manifest is not None
+    records = manifest.by_cell()
+    for cell_id in ("ember-cpu-linux-x86_64-cp311-conda", "libember-cpu-linux-x86_64-conda"):
+        record = records[cell_id]
+        assert (record.build["result"], record.build["detail"], record.tests, record.proven_by) == (
+            "not tested", why, None, ()), cell_id
+    audio = records["emberaudio-any-conda"]
+    assert audio.tests is not None and audio.tests["result"] == "passed"
+
+
 def test_a_conda_record_carries_the_components_own_version(conda_repo, tmp_path):
     conda_repo.edit("release.yaml", "  emberaudio:\n    path: library/emberaudio\n",
                     "  emberaudio:\n    path: library/emberaudio\n    version: \"2.0.1\"\n")

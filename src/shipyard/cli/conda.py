@@ -115,7 +115,9 @@ def cmd_conda_build(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for cell in run.cells:
         done = "cached" if cell.package.result == "cached" else f"built in {cell.package.seconds:.0f} s"
-        if cell.test is None:
+        if cell.untested:  # built only because a selected component depends on it
+            verdict = f"[yellow]{cell.untested}[/]"
+        elif cell.test is None:
             verdict = "(no tests of its own)" if cell.python is None else "not run (--no-tests)"
         elif cell.test.passed:
             verdict = (f"[green]passed[/] (Python {cell.python}, "

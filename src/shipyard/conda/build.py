@@ -66,7 +66,7 @@ from shipyard.plumbing.command import patched_environ
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.progress import Progress
 from shipyard.release.matrix import Cell, expand, select
-from shipyard.release.spec import Spec, Variant
+from shipyard.release.spec import Release, Spec, Variant
 from shipyard.supply.sbom import CONDA_SBOM, conda_sbom
 from shipyard.wheel.native_core import REPRODUCIBLE_CMAKE_DEFINES, shipyard_cmake_defines
 
@@ -78,6 +78,12 @@ DEFAULT_BUILD_ROOTS = Path("/var/tmp/shipyard-conda")
 CONDA_SUBDIRS = {("linux", "x86_64"): "linux-64", ("linux", "aarch64"): "linux-aarch64",
                  ("windows", "amd64"): "win-64", ("macos", "arm64"): "osx-arm64", ("macos", "x86_64"): "osx-64"}
 _LOG_TAIL = 40
+
+
+def conda_subdir(release: Release, platform: str) -> str:
+    """conda's subdir of a platform of release.yaml: linux-x86_64 -> linux-64."""
+    found = release.platforms[platform]
+    return CONDA_SUBDIRS.get((found.os, found.arch), f"{found.os}-{found.arch}")
 
 
 def conda_build_root(variant: Variant) -> Path:
@@ -141,8 +147,7 @@ def build_conda_packages(spec: Spec, request: CondaBuildRequest,
     components = conda_components(release, request.components)
     pythons = run_pythons(release, request.pythons)
     inventory = discover()
-    platform = release.platforms[inventory.host_platform]
-    host_subdir = CONDA_SUBDIRS.get((platform.os, platform.arch), f"{platform.os}-{platform.arch}")
+    host_subdir = conda_subdir(release, inventory.host_platform)
     toolchain = variant_toolchain(release, variant, components, inventory)
     versions = component_versions(spec, nightly=request.nightly)
     config_file = write_variant_config(release, variant, request.state, versions)

@@ -6,6 +6,8 @@ then publish the ones that passed into dist/conda and record them in dist/manife
    made only on request (`--bootstrap-channel`); on a machine that reaches no conda channel (this
    one) it stands in for them, first in priority;
 2. build: conda/build.py (one variant per call, cached, byte-identical by the normalising repack);
+   a narrowed run (--component) also builds what its selection's tests install, unless a channel
+   they are served holds it (conda/dependency_packages.py), and does not test it;
 3. test: the output folder and the dependency channels are served over loopback HTTP with a
    token (conda/serve.py); each cell's package is installed by py-rattler into a fresh prefix,
    asking for its exact build, and its component's tests run with that prefix's Python
@@ -28,13 +30,21 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rattler.package import IndexJson
 
 from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
-from shipyard.conda.build import CondaBuildRequest, PackageOutcome, build_conda_packages, conda_output_dir
+from shipyard.conda.build import (
+    CondaBuildRequest,
+    PackageOutcome,
+    build_conda_packages,
+    conda_output_dir,
+    conda_subdir,
+)
 from shipyard.conda.build_plan import conda_components, not_applicable_cells, run_pythons
 from shipyard.conda.channel import conda_artifact_record, publish_packages
+from shipyard.conda.dependency_packages import dependency_components
 from shipyard.conda.package_tests import BuiltPackage, run_conda_package_tests
 from shipyard.conda.preflight import spec_name
 from shipyard.conda.serve import serve_channel
@@ -50,7 +60,7 @@ from shipyard.release.matrix import NotApplicable
 from shipyard.release.pytest_selection import selection_of
 from shipyard.release.spec import Spec
 from shipyard.testing.verdict import TestRun, feature_gate, judge_identity
-from shipyard.wheel.build_request import default_test_jobs
+from shipyard.wheel.build_request import default_test_jobs, dependency_detail
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,9 @@ class CondaCell:
     # A package without tests of its own (the core, the mutex): the cells of the packages that depend
     # on it and passed, whose tests prove it (the manifest's `proven_by`, record/gate.py).
     proven_by: tuple[str, ...] = ()
+    # Why a package with tests of its own was not tested: built only because a selected component
+    # depends on it (--component; build_request.dependency_detail). Nothing proves it then.
+    untested: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -109,6 +122,18 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
                          f"(variants: {', '.join(release.variants)})")
     pythons = tuple(run_pythons(release, request.pythons))
     components = conda_components(release, request.components)
+    # The release's own channel in dist/conda: what other runs published there, e.g. the native
+    # packages a CI lane merged from other lanes' fragments before building its pure ones. Searched
+    # after this run's own output, so a package this run builds is never taken from an older one.
+    release_channel = request.dist / "conda"
+    output = conda_output_dir(request.state, variant)
+    # A narrowed run also builds what its selection's tests install, unless a channel they are
+    # served holds it already: the build plan gets the whole list, the added ones are not tested.
+    dependencies = dependency_components(
+        spec, request.components, variant, pythons, [output, release_channel],
+        conda_subdir(release, _host_platform(spec)), progress) if request.components else {}
+    if dependencies:
+        components = conda_components(release, (*request.components, *dependencies))
     ruled_out = tuple(not_applicable_cells(release, variant, _host_platform(spec), components, list(pythons)))
     for skipped in ruled_out:
         progress(f"{skipped.cell.id}: not applicable ({skipped.reason}), not built")
@@ -117,13 +142,10 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
         publish_run(spec, [], ruled_out, request, progress)
         return CondaRun([], request.channels, (), ruled_out)
     channels = dependency_channels(spec, request, pythons, variant.cuda, progress)
-    # The release's own channel in dist/conda: what other runs published there, e.g. the native
-    # packages a CI lane merged from other lanes' fragments before building its pure ones. Searched
-    # after this run's own output, so a package this run builds is never taken from an older one.
-    release_channel = request.dist / "conda"
     after = (release_channel.resolve().as_uri(),) if (release_channel / "noarch" / "repodata.json").is_file() else ()
     build_request = CondaBuildRequest(variant=variant.name, channels=channels, pythons=pythons,
-                                      components=request.components, state=request.state, jobs=request.jobs,
+                                      components=tuple(c.name for c in components) if request.components
+                                      else (), state=request.state, jobs=request.jobs,
                                       recipe_tests=not request.tests, nightly=request.nightly,
                                       after_output=after)
     packages = build_conda_packages(spec, build_request, progress)
@@ -131,10 +153,13 @@ def run_conda_variant(spec: Spec, request: CondaRunRequest, progress: Progress =
     first = 0 if request.tests else -1
     cells: list[CondaCell] = []
     for package in packages:
+        if package.cell is not None and (dependent := dependencies.get(package.cell.component)) is not None:
+            cells.append(CondaCell(package, untested=dependency_detail(package.cell.component, dependent)))
+            continue
         cells += [CondaCell(package, python) for python in pythons_to_test(spec, package, pythons)[first:]] or [
             CondaCell(package)]
     if request.tests:
-        _test_all(spec, cells, (*channels, *after), conda_output_dir(request.state, variant), request, progress)
+        _test_all(spec, cells, (*channels, *after), output, request, progress)
     published = publish_run(spec, cells, ruled_out, request, progress)
     return CondaRun(cells, channels, published, ruled_out)
 
@@ -322,8 +347,7 @@ def publish_run(spec: Spec, cells: list[CondaCell], ruled_out: Sequence[NotAppli
             features=tuple(FeatureRecord(id=i, title=t, status=s)
                            for i, t, s in spec.features_for(matrix_cell.component, platform)),
             tests=_tests_record(cell, kept),
-            build={"key": cell.package.key, "result": cell.package.result, "seconds": round(cell.package.seconds, 2),
-                   "package": cell.package.label}, proven_by=cell.proven_by))
+            build=_build_record(cell), proven_by=cell.proven_by))
     merge_artifacts(request.dist / "manifest.json", release=release.release.name, version=release_version,
                     records=records, not_applicable=skipped)
     return update.packages
@@ -341,7 +365,7 @@ def publishable(cells: Sequence[CondaCell]) -> list[CondaCell]:
     for cell in cells:
         if cell.package.label in failed:
             continue
-        if cell.test is None:
+        if cell.test is None and cell.untested is None:
             cell.proven_by = tuple(sorted({c.package.cell.id for c in cells if c.package.cell is not None
                                            and c.test is not None and c.package.label in passed
                                            and cell.package.name in depends[c.package.label]}))
@@ -355,6 +379,17 @@ def publishable(cells: Sequence[CondaCell]) -> list[CondaCell]:
                 continue
         kept.append(cell)
     return kept
+
+
+def _build_record(cell: CondaCell) -> dict[str, Any]:
+    """The manifest's `build` of a package; one built only for the selection's tests is recorded
+    as the wheels' are (`not tested`, with why), its cache hit kept as `cached`."""
+    package = cell.package
+    record: dict[str, Any] = {"key": package.key, "result": package.result,
+                                 "seconds": round(package.seconds, 2), "package": package.label}
+    if cell.untested:
+        record |= {"result": "not tested", "detail": cell.untested, "cached": package.result == "cached"}
+    return record
 
 
 def _one_per_package(cells: Sequence[CondaCell]) -> list[CondaCell]:
