@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -44,7 +45,8 @@ def tutorial_script() -> str:
 def test_the_tutorial_reads_from_pip_install_to_a_published_nightly():
     script = tutorial_script()
     for command in ("pip install --quiet 'shipyard[act]'", "shipyard init tinyext", "shipyard validate",
-                    "shipyard build --variant cpu", "shipyard ci generate", "shipyard ci run --workflow nightly"):
+                    "shipyard toolchain install bullseye", "shipyard doctor", "shipyard build --variant cpu",
+                    "shipyard ci generate", "shipyard ci run --workflow nightly"):
         assert command in script, command
     assert SDIST_URL in script and DEVPI_URL in script  # the addresses the run replaces
 
@@ -57,7 +59,8 @@ def test_every_command_of_the_tutorial_runs_as_written(tmp_path: Path, docker_en
     home.mkdir()
     # tinypure's sdist, served where the tutorial's URL points
     sdists = tmp_path / "sdists"
-    subprocess.run([UV, "build", "--sdist", "--quiet", "--out-dir", str(sdists), str(PROJECTS / "tinypure")],
+    source = shutil.copytree(PROJECTS / "tinypure", tmp_path / "tinypure")  # setuptools writes egg-info into it
+    subprocess.run([UV, "build", "--sdist", "--quiet", "--out-dir", str(sdists), str(source)],
                    check=True, timeout=600, capture_output=True)
     (sdist,) = sdists.glob("tinypure-0.3.1.tar.gz")
     constraint = tmp_path / "constraints.txt"  # this checkout's shipyard, whatever another index holds

@@ -179,6 +179,32 @@ def test_an_sdist_with_a_member_escaping_its_folder_is_refused(tmp_path, capsys,
     assert not list(tmp_path.rglob("escaped.txt"))
 
 
+@pytest.mark.parametrize("link", [("tinypkg-1.0/up", "../../outside"), ("tinypkg-1.0/abs", "/etc/passwd")])
+def test_an_sdist_is_unpacked_safely_by_a_python_without_tarfiles_filters(tmp_path, capsys, cache, monkeypatch, link):
+    """Debian 12's python3 (3.11.2, what a CI job's container runs shipyard on) predates tarfile's
+    extraction filters (3.11.4): shipyard checks the members itself (a job failed with
+    "module 'tarfile' has no attribute 'FilterError'" before)."""
+    for name in ("data_filter", "FilterError"):
+        monkeypatch.delattr(tarfile, name)
+    good = tmp_path / "tinypkg-1.0.tar.gz"
+    sha = _sdist(good, _project(tmp_path / "src" / "tinypkg"))
+    root = _release(tmp_path / "release", f"    sdist:\n      url: {good.as_uri()}\n      sha256: {sha}")
+    assert main(["--root", str(root), "validate"]) == 0, _lines(capsys)
+    assert (cache / "sdists" / sha / "pyproject.toml").is_file()
+    evil = tmp_path / "evil-1.0.tar.gz"
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(tmp_path / "src" / "tinypkg", arcname="tinypkg-1.0")
+        info = tarfile.TarInfo(link[0])
+        info.type, info.linkname = tarfile.SYMTYPE, link[1]
+        tar.addfile(info)
+    bad = hashlib.sha256(evil.read_bytes()).hexdigest()
+    root = _release(tmp_path / "release2", f"    sdist:\n      url: {evil.as_uri()}\n      sha256: {bad}")
+    assert main(["--root", str(root), "validate"]) == 2
+    problems = [line for line in _lines(capsys) if "components.tinypkg.sdist" in line]
+    assert len(problems) == 1 and f"refused: its member {link[0]!r}" in problems[0], problems
+    assert not (cache / "sdists" / bad).exists()
+
+
 def test_path_and_sdist_together_are_refused(tmp_path, capsys, cache):
     root = _release(tmp_path / "release", f"    path: ../x\n    sdist: {{url: x.tar.gz, sha256: {'a' * 64}}}")
     assert main(["--root", str(root), "validate"]) == 2
