@@ -11,6 +11,7 @@ import pytest
 from shipyard.cli import main
 from shipyard.host.toolchains.discover import find_interpreters
 from shipyard.release.fields import supported_pythons
+from shipyard.release.starting_release import ignore_outputs
 from shipyard.release.validate import load_spec
 from shipyard.wheel.project_metadata import backend_requires_python
 
@@ -176,6 +177,11 @@ def test_init_pins_a_released_sdist_given_as_url_and_sha256(tmp_path, capsys, mo
     feature = next(f for f in spec.features.features if f.component == "tinypure")
     assert feature.tests == ("tests/",) and feature.since == "0.3.1"
     assert main(["--root", str(root), "validate"]) == 0, capsys.readouterr().err
+    # what the commands write beside it is never committed: a CI job would find stale wheels in dist/
+    assert (root / ".gitignore").read_text() == "# shipyard's outputs (shipyard init)\n/dist/\n/.shipyard/\n"
+    (root / ".gitignore").write_text("*.pyc\ndist/")  # a user's own, without a final newline
+    assert ignore_outputs(root) == ["/.shipyard/"]
+    assert (root / ".gitignore").read_text() == "*.pyc\ndist/\n# shipyard's outputs (shipyard init)\n/.shipyard/\n"
     # a wrong sha256: one line, nothing written
     other = tmp_path / "other"
     shutil.copytree(fixture / "tinyext", other / "tinyext")

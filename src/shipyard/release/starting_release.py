@@ -95,7 +95,26 @@ def write_starting_release(root: Path, projects: Sequence[Path | PinnedSdistProj
     release_text = release_yaml(root, started, host_pythons)
     feature_text = feature_status_yaml(root, started)
     _check_then_write(root, targets, (release_text, feature_text), backend_reader)
+    ignore_outputs(root)
     return targets
+
+
+# What the commands write beside release.yaml: dist/ (the artifacts) and .shipyard/ (work, caches,
+# keys). Committed, a CI job would find last week's wheels in its dist/ and refuse them.
+OUTPUT_FOLDERS = ("/dist/", "/.shipyard/")
+
+
+def ignore_outputs(root: Path) -> list[str]:
+    """Add the output folders .gitignore lacks to `root`/.gitignore; returns the lines added."""
+    ignore = root / ".gitignore"
+    text = ignore.read_text() if ignore.is_file() else ""
+    present = {line.strip().strip("/") for line in text.splitlines()}  # dist, dist/ and /dist/ alike
+    missing = [line for line in OUTPUT_FOLDERS if line.strip("/") not in present]
+    if missing:
+        lead = "" if not text or text.endswith("\n") else "\n"
+        added = "# shipyard's outputs (shipyard init)\n" + "".join(f"{m}\n" for m in missing)
+        write_atomic(ignore, text + lead + added)
+    return missing
 
 
 def _start_all(root: Path, projects: Sequence[Path | PinnedSdistProject], read_metadata: MetadataReader,
