@@ -86,7 +86,11 @@ def test_every_command_of_the_tutorial_runs_as_written(tmp_path: Path, docker_en
     assert done.returncode == 0, output[-6000:]
     assert password not in output
     release = tmp_path / "tiny-release"
-    assert not list(release.rglob("shipyard")) and not (release / "ci").exists()  # a user's repository
+    committed = subprocess.run(["git", "ls-files"], cwd=release, capture_output=True, text=True, check=True,
+                               timeout=60).stdout.split()
+    # a user's repository: the projects, the release and the workflows; no shipyard, no build outputs
+    assert sorted({name.split("/")[0] for name in committed}) == [
+        ".github", ".gitignore", "feature_status.yaml", "release.yaml", "tinyext"], committed
     # the sdist is pinned, not copied in; the C extension is the repository's own folder
     text = (release / "release.yaml").read_text()
     assert f"sha256: {hashlib.sha256(sdist.read_bytes()).hexdigest()}" in text, text
