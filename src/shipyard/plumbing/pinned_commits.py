@@ -11,15 +11,12 @@ ValueError carrying one line with its fix, which validate turns into an issue of
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from shipyard.errors import ToolError
 from shipyard.plumbing import command
 from shipyard.plumbing.cache_folder import cache_root
-from shipyard.plumbing.pinned_sdists import unpack_one_folder
+from shipyard.plumbing.pinned_sdists import fetch_once, unpack_one_folder
 from shipyard.plumbing.progress import Progress
 
 GIT_FOLDER = "git"
@@ -40,11 +37,8 @@ def fetch_commit(url: str, commit: str, *, base: Path, progress: Progress) -> Pa
     a path relative to `base`), fetched once; ValueError (one line) when the repository cannot be
     reached, does not hold the commit, or its tree cannot be laid out safely."""
     target = commit_folder(url, commit)
-    if target.is_dir():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}-", dir=target.parent))
-    try:
+
+    def lay_out(staging: Path) -> Path:
         progress(f"fetching {url} at {commit[:12]} (once: kept in {target.parent})")
         repository = staging / "repository.git"
         _git(["init", "--quiet", "--bare", repository], url, cwd=base)
@@ -59,19 +53,10 @@ def fetch_commit(url: str, commit: str, *, base: Path, progress: Progress) -> Pa
         archive = staging / "tree.tar"
         _git(["-C", repository, "archive", "--format=tar", f"--prefix={_TOP}/", "-o", archive, commit], url,
              cwd=base)
-        top = unpack_one_folder(url, archive, staging / "unpacked",
-                                fix="pin a commit whose tree keeps its files and links inside it")
-        try:
-            os.replace(top, target)
-        except OSError:
-            if not target.is_dir():  # else another process put the same tree there first
-                raise
-    except OSError as exc:
-        raise ValueError(f"cannot fetch {url} into {target.parent}: {exc.strerror or exc}; make the cache "
-                         f"writable ($SHIPYARD_CACHE names another)") from exc
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+        return unpack_one_folder(url, archive, staging / "unpacked",
+                                 fix="pin a commit whose tree keeps its files and links inside it")
+
+    return fetch_once(url, target, lay_out)
 
 
 def _fetchable(url: str, base: Path) -> str:

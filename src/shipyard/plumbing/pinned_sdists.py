@@ -15,6 +15,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
@@ -45,23 +46,33 @@ def fetch_sdist(url: str, sha256: str, *, base: Path, progress: Progress) -> Pat
     """The unpacked project folder of the sdist at `url` (a `file://` URL or a path relative to
     `base` works too), fetched and checked once; ValueError (one line) when it cannot be had, does
     not match `sha256`, or is not a safe tarball with a single top folder."""
-    target = sdist_folder(sha256)
-    if target.is_dir():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Staged beside the target (same file system, one rename) and removed whatever happens.
-    staging = Path(tempfile.mkdtemp(prefix=f".{sha256[:12]}-", dir=target.parent))
-    try:
+
+    def lay_out(staging: Path) -> Path:
         archive = staging / "sdist"
         got = _download(url, archive, base=base, progress=progress)
         if got != sha256:
             raise ValueError(f"{url} has sha256 {got}, not the pinned {sha256}; pin the sha256 of the file "
                              f"the url serves (sha256sum, or the index's page), or fix the url")
-        top = unpack_one_folder(url, archive, staging / "tree", fix="pin an sdist as its index serves it")
+        return unpack_one_folder(url, archive, staging / "tree", fix="pin an sdist as its index serves it")
+
+    return fetch_once(url, sdist_folder(sha256), lay_out)
+
+
+def fetch_once(url: str, target: Path, lay_out: Callable[[Path], Path]) -> Path:
+    """`target` (a folder of shipyard's cache that, once there, is what `url` pinned for good), made
+    once: `lay_out(staging)` makes the folder in a staging folder beside `target` (the same file
+    system: one rename puts it in place) that is removed whatever happens, so a failure leaves
+    nothing. ValueError (one line) when the cache cannot be written."""
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name[:12]}-", dir=target.parent))
+    try:
+        top = lay_out(staging)
         try:
             os.replace(top, target)
         except OSError:
-            if not target.is_dir():  # else another process put the same bytes there first
+            if not target.is_dir():  # else another process put the same pinned folder there first
                 raise
     except OSError as exc:
         raise ValueError(f"cannot fetch {url} into {target.parent}: {exc.strerror or exc}; make the cache "
