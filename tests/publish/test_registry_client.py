@@ -6,14 +6,12 @@ test_publish_registry_auth.py, test_publish_images.py)."""
 from __future__ import annotations
 
 import base64
-import json
 import secrets
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from support.publish_servers import serving_in_thread
+from support.publish_servers import QuietHandler, loopback_server
 
 from shipyard.errors import UsageError
 from shipyard.plumbing.retry import RetryPolicy
@@ -55,16 +53,16 @@ def test_a_bearer_token_that_expired_between_two_calls_is_asked_for_again(tmp_pa
     live: set[str] = set()
     asked: list[str] = []
 
-    class Registry(BaseHTTPRequestHandler):
+    class Registry(QuietHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path.startswith("/token"):
                 assert self.headers.get("Authorization") == "Basic " + base64.b64encode(b"u:p").decode()
                 token = secrets.token_hex(8)
                 live.add(token)
                 asked.append(token)
-                self._answer(200, {"token": token})
+                self.send_json(200, {"token": token})
             elif self.headers.get("Authorization", "").removeprefix("Bearer ") in live:
-                self._answer(200, {"name": "r", "tags": ["1.7.0"]})
+                self.send_json(200, {"name": "r", "tags": ["1.7.0"]})
             else:
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", f'Bearer realm="http://127.0.0.1:{self.server.server_address[1]}'
@@ -72,21 +70,8 @@ def test_a_bearer_token_that_expired_between_two_calls_is_asked_for_again(tmp_pa
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        def _answer(self, status: int, body: dict[str, object]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
-    server.daemon_threads = True
-    with serving_in_thread(server):
-        target = PublishTarget(name="images", kind="docker", url=f"http://127.0.0.1:{server.server_address[1]}",
+    with loopback_server(Registry) as url:
+        target = PublishTarget(name="images", kind="docker", url=url,
                                username_env="U", password_env="P")
         client = RegistryClient(target, tmp_path, Credentials("u", "p"), RetryPolicy(tries=2, first_pause=0.01),
                                 lambda text: text)

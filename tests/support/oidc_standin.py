@@ -27,10 +27,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from support.publish_servers import serving_in_thread
+from support.publish_servers import QuietHandler, loopback_server
 
 
 def _b64(data: bytes) -> str:
@@ -115,7 +114,7 @@ class OidcStandIn:
 def oidc_standin(**options: object) -> Iterator[OidcStandIn]:
     standin = OidcStandIn(**options)  # type: ignore[arg-type]
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _serve(self) -> None:
             parsed = urlparse(self.path)
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -132,11 +131,6 @@ def oidc_standin(**options: object) -> Iterator[OidcStandIn]:
 
         do_GET = do_POST = _serve
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    standin.url = f"http://127.0.0.1:{server.server_address[1]}"
-    with serving_in_thread(server):
+    with loopback_server(Handler) as url:
+        standin.url = url
         yield standin

@@ -148,6 +148,32 @@ def static_server(folder: Path, port: int = 0) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A stand-in server's request handler that logs nothing: the tests read what commands print."""
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+    def send_json(self, status: int, body: object) -> None:
+        """Answer `status` with `body` as JSON."""
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextmanager
+def loopback_server(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[str]:
+    """`handler` answering on 127.0.0.1 (`port`, or one the system picks) from a thread of its own
+    while the block runs; yields its base URL, `http://127.0.0.1:<port>` (no trailing slash)."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    with serving_in_thread(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+
+
 @contextmanager
 def serving_in_thread(server: ThreadingHTTPServer) -> Iterator[None]:
     """`server` answering from a thread of its own while the block runs; shut down and closed after."""
@@ -177,7 +203,7 @@ class BusyServer:
 def busy_server(answers: list[tuple[int, dict[str, str]]]) -> Iterator[BusyServer]:
     busy = BusyServer(answers)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _serve(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             busy.requests.append((self.command, self.path, time.monotonic()))
@@ -192,13 +218,8 @@ def busy_server(answers: list[tuple[int, dict[str, str]]]) -> Iterator[BusyServe
 
         do_GET = do_POST = do_PUT = do_PATCH = do_HEAD = _serve
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    busy.url = f"http://127.0.0.1:{server.server_address[1]}/"
-    with serving_in_thread(server):
+    with loopback_server(Handler) as url:
+        busy.url = f"{url}/"
         yield busy
 
 

@@ -20,10 +20,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.parser import BytesParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from packaging.utils import canonicalize_name
-from support.publish_servers import serving_in_thread
+from support.publish_servers import QuietHandler, loopback_server
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
@@ -80,7 +79,7 @@ class PypiStandIn:
 def pypi_standin(accepts: Callable[[str, str], bool], upload_pause: float = 0.0) -> Iterator[PypiStandIn]:
     standin = PypiStandIn(accepts, upload_pause)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def _send(self, status: int, data: bytes, content_type: str) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -102,11 +101,6 @@ def pypi_standin(accepts: Callable[[str, str], bool], upload_pause: float = 0.0)
             status, payload = standin.page(self.path.removeprefix("/simple/").strip("/"))
             self._send(status, json.dumps(payload).encode(), JSON_TYPE)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    standin.url = f"http://127.0.0.1:{server.server_address[1]}/"
-    with serving_in_thread(server):
+    with loopback_server(Handler) as url:
+        standin.url = f"{url}/"
         yield standin

@@ -23,7 +23,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -31,7 +30,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
-from support.publish_servers import serving_in_thread
+from support.publish_servers import QuietHandler, loopback_server
 
 
 def _name(common: str) -> x509.Name:
@@ -142,28 +141,16 @@ def token_service(folder: Path, user: str, password: str, port: int) -> Iterator
     service = TokenService(user, password, "shipyard-test-registry", "shipyard-test-issuer",
                            folder / "token-signer.crt")
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             query = parse_qs(urlparse(self.path).query)
             if not service.authorized(self.headers.get("Authorization")) or query.get("service") != [service.service]:
                 service.refused += 1
-                self._answer(401, {"errors": [{"code": "UNAUTHORIZED", "message": "wrong user or password"}]})
+                self.send_json(401, {"errors": [{"code": "UNAUTHORIZED", "message": "wrong user or password"}]})
                 return
             token = service.token(query.get("scope", []))
-            self._answer(200, {"token": token, "access_token": token, "expires_in": 300})
+            self.send_json(200, {"token": token, "access_token": token, "expires_in": 300})
 
-        def _answer(self, status: int, body: dict[str, object]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet: the tests read output
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     service.realm = f"http://127.0.0.1:{port}/token"
-    with serving_in_thread(server):
+    with loopback_server(Handler, port):
         yield service
