@@ -4,6 +4,7 @@ no checkout of its sources exists."""
 
 from __future__ import annotations
 
+import functools
 import time
 import tomllib
 from collections.abc import Sequence
@@ -20,8 +21,10 @@ APT_LISTS = Path("/var/lib/apt/lists")
 FRESH_LISTS_SECONDS = 3600
 
 
+@functools.cache
 def lane_packages() -> dict[str, tuple[str, ...]]:
-    """{lane: its apt packages}, as the package data lists them."""
+    """{lane: its apt packages}, as the package data lists them (read once: every container lane's
+    install step and `ci bootstrap`'s help ask)."""
     text = resources.files("shipyard.resources").joinpath("ci_lane_packages.toml").read_text(encoding="utf-8")
     return {lane: tuple(packages) for lane, packages in tomllib.loads(text)["lanes"].items()}
 
