@@ -459,7 +459,8 @@ def test_after_failed_lanes_the_manifest_merges_and_the_publish_job_gates_per_ch
     assert names[-1] == "Every cell of the plan is in the manifest (every build job uploaded its fragment)"
     check = manifest["steps"][-1]
     assert check["env"] == {"PLAN": "${{ toJSON(needs.plan.outputs) }}"}
-    assert 'shipyard ci fragments --plan "$RUNNER_TEMP/plan.json" --dist dist fragments\n' in check["run"]
+    assert ('shipyard ci fragments --plan "$RUNNER_TEMP/plan.json" --ref "$GITHUB_REF" --dist dist fragments\n'
+            in check["run"])
     assert not any("manifest gate" in step.get("run", "") for step in manifest["steps"])
     names = _steps(publish)
     gate = "Gate on the stable features for this channel"

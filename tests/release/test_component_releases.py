@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from support.report_release import host_without_tools
+from support.synthetic_release import features, make_wheel, record, write_manifest
 
 from shipyard.ci.workflow import workflows
 from shipyard.cli import main
+from shipyard.errors import MergeError
 from shipyard.release.validate import load_spec
 from shipyard.report.document import build_report
 from shipyard.report.notes import release_notes
@@ -55,12 +57,54 @@ def test_a_component_tag_plans_that_component_alone_on_shipyards_own_release(rep
     assert lanes["docker"]
 
 
-def test_a_pure_component_tested_against_the_runs_native_packages_is_refused_with_the_family_tag(repo, capsys):
+def test_a_pure_components_tag_builds_the_native_package_it_is_tested_against_and_releases_itself_alone(
+        repo, tmp_path, capsys):
+    """emberaudio-v1.7.0: emberaudio's tests install ember, which the pure lane takes from the same
+    run's native jobs of its kind, variant and builder. The plan builds those (and no other native
+    job: not Windows, macOS or CUDA); the manifest job keeps emberaudio alone, and its check of the
+    plan's cells asks for emberaudio's only."""
     code, lanes, err = _plan(repo, "refs/tags/emberaudio-v1.7.0", capsys)
-    assert code == 2 and lanes == {}
-    assert ("error: tag emberaudio-v1.7.0: emberaudio is a pure component, and the pipeline tests it against the "
-            "wheel-linux lane's packages of the same run (ember, embervision), which a release of emberaudio alone "
-            "does not build; release it with the family tag v1.7.0") in err
+    assert code == 0, err
+    assert ("tag emberaudio-v1.7.0: also builds ember (emberaudio depends on it; built and tested, not released)"
+            in err)
+    planned = {job["id"]: job["components"] for entries in lanes.values() for job in entries}
+    assert planned == {"wheel-ember-cpu-linux-x86_64": "ember", "wheel-pure-cpu-linux-x86_64-any": "emberaudio",
+                       "conda-ember-cpu-linux-x86_64": "ember", "conda-pure-cpu-linux-x86_64-any": "emberaudio"}
+    # The fragments such a run uploads: ember's job, and the pure job's (which merged ember's in).
+    ember = _fragment(tmp_path / "fragments", "fragment-wheel-ember-cpu-linux-x86_64", ["ember"])
+    pure = _fragment(tmp_path / "fragments", "fragment-wheel-pure-cpu-linux-x86_64-any", ["ember", "emberaudio"])
+    for job in ("conda-ember-cpu-linux-x86_64", "conda-pure-cpu-linux-x86_64-any"):
+        (tmp_path / "fragments" / f"fragment-{job}").mkdir()  # conda withholds failed cells: not counted
+        (tmp_path / "fragments" / f"fragment-{job}" / "manifest.json").write_text("{}")
+    dist = tmp_path / "dist"
+    ref = "refs/tags/emberaudio-v1.7.0"
+    merge = ["--root", str(repo), "manifest", "merge", "--dist", str(dist), "--ref", ref, str(ember), str(pure)]
+    assert main(merge) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{ref} releases emberaudio alone: left out ember (built for its tests)" in out, out
+    manifest = json.loads((dist / "manifest.json").read_text())
+    assert [a["component"] for a in manifest["artifacts"]] == ["emberaudio"]
+    assert sorted(p.name for p in dist.rglob("*.whl")) == ["emberaudio-1.7.0-py3-none-any.whl"]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({name: json.dumps({"include": entries}) for name, entries in lanes.items()}))
+    argv = ["--root", str(repo), "ci", "fragments", "--plan", str(plan), "--dist", str(dist),
+            str(tmp_path / "fragments")]
+    assert main([*argv, "--ref", ref]) == 0
+    assert "every cell of the plan is in the merged manifest (1)" in capsys.readouterr().out
+    # Without the tag, ember's five cells are missing from that manifest: the check names them.
+    assert main(argv) == MergeError.exit_code
+    assert "5 of 6 cells of the plan have no record" in " ".join(capsys.readouterr().err.split())
+
+
+def _fragment(folder: Path, name: str, components: list[str]) -> Path:
+    dist = folder / name
+    # The cells' ids as release.yaml's matrix names them (one Python of ember's is enough here).
+    cells = {"ember": "ember-cpu-linux-x86_64-cp311-wheel", "emberaudio": "emberaudio-any-wheel"}
+    records = [record(dist, make_wheel(dist / "whl" / "cpu" / component, component, "1.7.0"), component=component,
+                      package_type="wheel", variant="cpu", tag="cpu", tests=features(), version="1.7.0")
+               .model_copy(update={"cell_id": cells[component]}) for component in components]
+    write_manifest(dist, records, "1.7.0")
+    return dist
 
 
 def test_a_component_tag_of_another_version_is_refused_naming_the_components_version(thirdparty, capsys):

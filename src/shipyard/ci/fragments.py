@@ -4,8 +4,8 @@ manifest has no record of. Merging the fragments is record/merge.py's."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pydantic import BaseModel, StrictStr
@@ -67,9 +67,12 @@ def missing_fragments(jobs: Sequence[PlannedJob], folder: Path) -> list[str]:
 STALE_PLAN_FIX = "the workflows are not release.yaml's: run `shipyard ci generate` and commit the workflows"
 
 
-def planned_cells(release: Release, jobs: Sequence[PlannedJob], plan: Path) -> list[str]:
+def planned_cells(release: Release, jobs: Sequence[PlannedJob], plan: Path,
+                  released: Collection[str] | None = None) -> list[str]:
     """The cell ids the plan's jobs build that the merged manifest must record: each job's cells in
-    release.yaml's matrix (ci/jobs.py), narrowed to the components and Pythons the plan gave it,
+    release.yaml's matrix (ci/jobs.py), narrowed to the components and Pythons the plan gave it
+    (and to the `released` components: a component tag's run builds what its component depends
+    on too, and the manifest records the tagged one alone),
     of the kinds whose builds record failed cells too (KINDS' records_failed_cells: a conda job
     withholds a failed package, so its missing cell may be a failed one). InputError (exit 2) for
     a job release.yaml does not have."""
@@ -83,6 +86,10 @@ def planned_cells(release: Release, jobs: Sequence[PlannedJob], plan: Path) -> l
             raise input_error(plan, "(file)", f"job {planned.id} is no build job of release.yaml", STALE_PLAN_FIX,
                               value=planned.id)
         job = by_id[planned.id]
+        if released is not None:
+            planned = replace(planned, components=tuple(c for c in planned.components if c in released))
+            if not planned.components:
+                continue
         if not KINDS[job.kind].records_failed_cells:
             continue
         if (planned.pythons, planned.components) == (job.pythons, job.components):

@@ -194,9 +194,13 @@ class PlanFilter:
     pythons: tuple[str, ...] = ()
     platforms: tuple[str, ...] = ()  # the builders' platforms (a pure job builds on a Linux one)
     package_types: tuple[str, ...] = ()  # wheel, conda, mobile, docker
-    # A component tag's one component (release/release_tags.py): its jobs only, and no images,
-    # which bundle the whole family at its version.
+    # A component tag's one component (release/release_tags.py) and what it depends on within the
+    # release: their jobs only, and no images, which bundle the whole family at its version.
     components: tuple[str, ...] = ()
+    # Of `components`, those built only for the tests of the others (not released). A native job
+    # builds what it depends on itself; a pure job is tested against the native jobs of its kind,
+    # variant and builder (ci/linux_lanes.py downloads their fragments): only those are kept.
+    needed: tuple[str, ...] = ()
 
     def narrow(self, job: BuildJob) -> BuildJob | None:
         """`job` with only the Pythons kept, or None when it builds nothing kept. A pure job is built
@@ -225,35 +229,23 @@ class PlanFilter:
         return replace(job, pythons=pythons, cells=cells) if pythons else None
 
 
-def one_component_problem(release: Release, component: str) -> str | None:
-    """Why a run of `component` alone cannot build and test it (one line, with the fix), or None.
-    A pure component's lane is tested against the native packages its Linux lane built in the same
-    run (ci/linux_lanes.py downloads their fragments); a run of the pure component alone builds
-    none of them, and building them would publish them again."""
-    jobs = build_jobs(release)
-    for cell in expand(release):
-        lane = f"{cell.package_type}-linux"
-        if cell.component != component or not cell.is_pure:
-            continue
-        natives = sorted({name for job in jobs if job.lane == lane for name in job.components})
-        if natives:
-            return (f"{component} is a pure component, and the pipeline tests it against the {lane} lane's "
-                    f"packages of the same run ({', '.join(natives)}), which a release of {component} alone does "
-                    f"not build; release it with the family tag v{release.release.version}")
-    return None
-
-
 def plan_outputs(release: Release, only: PlanFilter | None = None) -> dict[str, str]:
     """The plan job's outputs: each lane's matrix as compact JSON, by output name. Narrowed by
     `only`, a lane left without jobs gets an empty matrix (`{"include":[]}`), so every output the
     workflow reads exists."""
-    out: dict[str, str] = {}
+    narrowed = []
     for lane in lanes(release):
         check_lane_size(lane)
         if only is not None:
             lane = replace(lane, jobs=tuple(kept for job in lane.jobs if (kept := only.narrow(job)) is not None))
-        out[lane.output] = json.dumps(lane.matrix(), separators=(",", ":"))
-    return out
+        narrowed.append(lane)
+    if only is not None and only.needed:
+        tested_against = {(job.kind, job.variant_tag, job.builder) for lane in narrowed for job in lane.jobs
+                          if job.platform == ANY}
+        narrowed = [replace(lane, jobs=tuple(
+            job for job in lane.jobs if job.platform == ANY or set(job.components) - set(only.needed)
+            or (job.kind, job.variant_tag, job.builder) in tested_against)) for lane in narrowed]
+    return {lane.output: json.dumps(lane.matrix(), separators=(",", ":")) for lane in narrowed}
 
 
 def host_runner(release: Release) -> str:

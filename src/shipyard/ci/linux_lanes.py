@@ -33,11 +33,14 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
     steps = [container_packages(), checkout(), *container_tools(lane.name), *pythons_and_cache()]
     # A pure lane is tested against its builder's native packages, where the release has any (a
     # release of pure components only has nothing to download, and its merge would find nothing).
-    if lane.name.endswith("-pure") and any(other.name == f"{lane.kind}-linux" for other in lanes(spec.release)):
+    natives = [other for other in lanes(spec.release) if other.name == f"{lane.kind}-linux"]
+    if lane.name.endswith("-pure") and natives:
         first = lane.jobs[0]
         kind = lane.kind
+        # A component tag of a pure component that needs no native one plans no native job.
         steps += download_fragments(f"fragment-{kind}-*-{first.variant_tag}-{first.builder}",
-                                    f"the {first.variant_tag} {first.builder} {kind} fragments it is tested against")
+                                    f"the {first.variant_tag} {first.builder} {kind} fragments it is tested against",
+                                    when=f"fromJSON(needs.plan.outputs.{natives[0].output}).include[0] != null")
     steps += _sysroot_steps(spec, lane)
     if any(job.cuda for job in lane.jobs):
         # Only a CUDA job installs its toolkit's host compiler (nvcc 11.8 takes gcc <= 11): the

@@ -194,12 +194,14 @@ def pythons_and_cache() -> list[Step]:
     return [job_pythons(), *build_cache()]
 
 
-def download_fragments(pattern: str, name: str) -> list[Step]:
-    """Fragments of earlier jobs this job builds on, merged into dist/ as the one manifest."""
+def download_fragments(pattern: str, name: str, when: str | None = None) -> list[Step]:
+    """Fragments of earlier jobs this job builds on, merged into dist/ as the one manifest; only
+    `when` (an expression) holds, if given."""
+    condition = {"if": when} if when else {}
     return [
-        {"name": f"Download {name}", "uses": uses("actions/download-artifact"),
+        {"name": f"Download {name}", **condition, "uses": uses("actions/download-artifact"),
          "with": {"pattern": pattern, "path": "fragments"}},
-        {"name": f"Merge {name} into dist/", "run": "shipyard manifest merge --dist dist fragments/*\n"},
+        {"name": f"Merge {name} into dist/", **condition, "run": "shipyard manifest merge --dist dist fragments/*\n"},
     ]
 
 

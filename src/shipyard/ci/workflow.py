@@ -135,8 +135,10 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
         "steps": [checkout(), *host_tools(spec),
                   {"name": "Download every fragment", "uses": uses("actions/download-artifact"),
                    "with": {"pattern": "fragment-*", "path": "fragments"}},
+                  # A component tag's run built what the component depends on too: the manifest
+                  # holds the tagged component alone (release/release_tags.py).
                   {"name": "Merge them into the one manifest",
-                   "run": "shipyard manifest merge --dist dist fragments/*\n"},
+                   "run": "shipyard manifest merge --dist dist --ref \"$GITHUB_REF\" fragments/*\n"},
                   # PEP 825 variants of the merged wheels (a repack), which the static tree serves
                   # beside the per-variant indexes.
                   *([{"name": "Wheel variants of the release (shipyard variants)",
@@ -158,7 +160,8 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
                   {"name": "Every cell of the plan is in the manifest (every build job uploaded its fragment)",
                    "env": {"PLAN": "${{ toJSON(needs.plan.outputs) }}"},
                    "run": "printf '%s' \"$PLAN\" > \"$RUNNER_TEMP/plan.json\"\n"
-                          "shipyard ci fragments --plan \"$RUNNER_TEMP/plan.json\" --dist dist fragments\n"}],
+                          "shipyard ci fragments --plan \"$RUNNER_TEMP/plan.json\" --ref \"$GITHUB_REF\" --dist dist "
+                          "fragments\n"}],
     }
 
 

@@ -57,18 +57,27 @@ def _names(value: str | None) -> tuple[str, ...]:
 def cmd_ci_plan(args: argparse.Namespace) -> int:
     import json
 
-    from shipyard.ci.jobs import PlanFilter, one_component_problem, plan_outputs
+    from shipyard.ci.jobs import PlanFilter, plan_outputs
     from shipyard.release.cell_filters import check_filters
     from shipyard.release.release_tags import tag_release
     from shipyard.release.tag_channels import tag_channel_problem
+    from shipyard.wheel.release_dependencies import selection_dependencies
 
     spec = load_release(args)
     ref = args.ref or ""
     # A tag push releases what the tag names (the family, or one component), at the version
     # release.yaml gives it; a branch or a dispatch releases everything.
     tagged = tag_release(spec.release, ref.removeprefix("refs/tags/")) if ref.startswith("refs/tags/") else None
-    if tagged and tagged.component and (problem := one_component_problem(spec.release, tagged.component)):
-        raise UsageError(f"tag {tagged.tag}: {problem}")
+    # A component tag builds what its component depends on within the release too (its tests
+    # install them, from the same run's packages); the manifest job keeps the tagged one alone.
+    components: tuple[str, ...] = ()
+    needed: tuple[str, ...] = ()
+    if tagged and tagged.component:
+        needed = tuple(selection_dependencies(spec, [tagged.component]))
+        components = (tagged.component, *needed)
+        if needed:
+            err_console.print(f"tag {tagged.tag}: also builds {', '.join(needed)} ({tagged.component} depends on "
+                              f"{'it' if len(needed) == 1 else 'them'}; built and tested, not released)")
     # Before the channel's name: release.yml names no channel for a pre-release tag it may not publish.
     if tagged and (problem := tag_channel_problem(tagged.tag, tagged.version, args.channel,
                                                   list(spec.release.channels))):
@@ -79,7 +88,7 @@ def cmd_ci_plan(args: argparse.Namespace) -> int:
         raise UsageError(problem)
     only = PlanFilter(variants=_names(args.variant), pythons=_names(args.python), platforms=_names(args.platform),
                       package_types=_names(args.package_type),
-                      components=(tagged.component,) if tagged and tagged.component else ())
+                      components=components, needed=needed)
     check_filters(spec.release, variant=only.variants, python=only.pythons, platform=only.platforms,
                   package_type=only.package_types)
     outputs = plan_outputs(spec.release, only if only != PlanFilter() else None)
@@ -153,6 +162,7 @@ def cmd_ci_trusted_publishing(args: argparse.Namespace) -> int:
 def cmd_ci_fragments(args: argparse.Namespace) -> int:
     from shipyard.ci.fragments import missing_cells, missing_fragments, planned_cells, read_plan_jobs
     from shipyard.record.manifest import MANIFEST_FIX, require_manifest
+    from shipyard.release.release_tags import released_components
 
     jobs = read_plan_jobs(Path(args.plan))
     missing = missing_fragments(jobs, Path(args.folder))
@@ -165,7 +175,8 @@ def cmd_ci_fragments(args: argparse.Namespace) -> int:
         return 0
     # A fragment can still lack cells of its job: the release is complete when every planned cell
     # has a record (an artifact, failing features included, or not applicable).
-    cells = planned_cells(load_release(args).release, jobs, Path(args.plan))
+    release = load_release(args).release
+    cells = planned_cells(release, jobs, Path(args.plan), released_components(release, args.ref))
     manifest = require_manifest(Path(args.dist) / "manifest.json", MANIFEST_FIX)
     absent = missing_cells(cells, manifest)
     if absent:
@@ -297,6 +308,8 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     f.add_argument("folder", help="where the fragments were downloaded (fragment-<job id>/ each)")
     f.add_argument("--dist", help="also fail unless the merged manifest in this folder records every cell of the "
                                   "plan (as an artifact or not applicable)")
+    f.add_argument("--ref", help="the run's git ref (GITHUB_REF): for a component tag, the manifest records that "
+                                 "component's cells only (the plan built what it depends on too)")
     f.set_defaults(func=cmd_ci_fragments)
     t = csub.add_parser("trusted-publishing", help="(publish job) check that the job's OIDC token is exchanged for "
                                                     "an upload token of a pypi target (shipyard publish does the "

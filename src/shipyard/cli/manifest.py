@@ -12,13 +12,18 @@ def cmd_manifest_merge(args: argparse.Namespace) -> int:
     from shipyard.conda.channel import place_packages
     from shipyard.record.merge import merge_fragments
     from shipyard.release.kinds import CONDA, WHEEL
+    from shipyard.release.release_tags import released_components
     from shipyard.wheel.index import place_wheels
 
     spec = load_release(args)
     dist = dist_folder(args)
+    released = released_components(spec.release, args.ref)
     report = merge_fragments([Path(f) for f in args.fragment], dist, release=spec.release.release.name,
                              version=spec.release.release.version,
-                             place={WHEEL.name: place_wheels, CONDA.name: place_packages})
+                             place={WHEEL.name: place_wheels, CONDA.name: place_packages}, components=released)
+    if report.left_out:
+        console.print(f"{args.ref} releases {', '.join(sorted(released or ()))} alone: left out "
+                      f"{', '.join(report.left_out)} (built for its tests)")
     console.print(f"merged {report.fragments} fragments ({report.records} records: {report.wheels} wheel files, "
                   f"{report.conda_packages} conda packages, {report.other_files} other files); "
                   f"{dist / 'manifest.json'} holds {report.total_artifacts} artifacts")
@@ -56,6 +61,8 @@ def add_manifest_commands(sub: argparse._SubParsersAction) -> None:  # type: ign
     m = msub.add_parser("merge", help="merge build jobs' dist/ folders (artifacts + manifest.json) into one dist/")
     m.add_argument("fragment", nargs="+", help="a fragment folder: a job's dist/ (holds manifest.json)")
     m.add_argument("--dist", help="the folder to merge into (default: <root>/dist)")
+    m.add_argument("--ref", help="the run's git ref (GITHUB_REF): a component tag (<component>-v<version>) merges "
+                                 "that component's records and files only; anything else merges all")
     m.set_defaults(func=cmd_manifest_merge)
     g = msub.add_parser("gate", help="fail when the manifest has a failing feature of a blocking status (stable) "
                                      "and the channel blocks")

@@ -16,7 +16,7 @@ conda/channel.place_packages).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +43,7 @@ PlaceFiles = Callable[[Sequence[Path], Path], None]
 class MergeReport:
     fragments: int
     records: int  # records taken from the fragments (one per cell)
+    left_out: tuple[str, ...]  # components whose records the fragments held and `components` left out
     wheels: int
     conda_packages: int
     other_files: int
@@ -72,9 +73,11 @@ def _refuse_symlinks(fragment: Path) -> None:
 
 
 def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, version: str,
-                    place: Mapping[str, PlaceFiles]) -> MergeReport:
+                    place: Mapping[str, PlaceFiles], components: Collection[str] | None = None) -> MergeReport:
     """Merge the fragment folders into `dist` (see the module docstring); `place` puts the wheels
-    and the conda packages into dist/, by package type."""
+    and the conda packages into dist/, by package type. With `components`, only their records and
+    files are merged: a component tag's run builds what the tagged component depends on too (its
+    tests install them), and releases the tagged one alone."""
     if not fragments:
         raise MergeError("no fragments to merge; pass the folders the build jobs uploaded (each holds a "
                          "manifest.json)")
@@ -86,6 +89,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     conda: list[Path] = []
     other: list[tuple[Path, str]] = []
     built: str | None = None  # the fragments' version: release.yaml's, or one nightly's (the same in every job)
+    left_out: set[str] = set()
     for fragment in fragments:
         manifest = require_manifest(fragment / "manifest.json", "a fragment is the dist/ folder a build job "
                                                                 "uploaded (fragment-<job id>): pass that folder")
@@ -97,8 +101,15 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
             raise MergeError(f"{fragment / 'manifest.json'}: version {manifest.version}, but another fragment is "
                              f"{built}; merge the fragments of one build (one commit, one channel) only")
         built = manifest.version
-        ruled_out |= {r.cell_id: r for r in manifest.not_applicable}
+        ruled_out |= {r.cell_id: r for r in manifest.not_applicable
+                      if components is None or r.component in components}
+        # A left-out record's files (its artifact, its provenance) stay out of dist/ with it.
+        dropped = [r for r in manifest.artifacts if components is not None and r.component not in components]
+        skipped = {fragment / name for r in dropped for name in (r.path, r.provenance) if name}
+        left_out |= {r.component for r in dropped}
         for record in manifest.artifacts:
+            if components is not None and record.component not in components:
+                continue
             if record.path:
                 source = recorded_file(fragment, record, record.path, "path")
                 if not source.is_file():
@@ -116,6 +127,8 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
             records[record.cell_id] = (record, fragment)
         fragment_wheels, fragment_conda, fragment_other = _fragment_files(fragment, manifest.artifacts)
         for path in [*fragment_wheels, *fragment_conda, *fragment_other]:
+            if path in skipped:
+                continue
             rel = path.relative_to(fragment).as_posix()
             digest = sha256_of(path)
             if rel in files and files[rel][1] != digest:
@@ -143,5 +156,6 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
     merged = merge_artifacts(dist / "manifest.json", release=release, version=built or version,
                              records=[record for record, _ in records.values()],
                              not_applicable=[r for cell, r in ruled_out.items() if cell not in records])
-    return MergeReport(fragments=len(fragments), records=len(records), wheels=len(wheels),
+    return MergeReport(fragments=len(fragments), records=len(records), left_out=tuple(sorted(left_out)),
+                       wheels=len(wheels),
                        conda_packages=len(conda), other_files=len(other), total_artifacts=len(merged.artifacts))

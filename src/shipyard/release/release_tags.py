@@ -53,3 +53,12 @@ def tag_release(release: Release, tag: str) -> TagRelease:
         raise UsageError(f"tag {tag}: release.yaml's version of {name} is {version} ({where}); tag "
                          f"{name}-v{version} (or {name}-v{version}-rcN), or change its version first")
     return TagRelease(tag, version, name)
+
+
+def released_components(release: Release, ref: str | None) -> frozenset[str] | None:
+    """The components a run of git ref `ref` (GITHUB_REF) releases: a component tag's one component;
+    None (every component) for the family tag, a branch, or no ref. A tag of no component or of
+    another version is refused (tag_release's UsageError)."""
+    if not ref or not ref.startswith("refs/tags/"):
+        return None
+    return frozenset(filter(None, [tag_release(release, ref.removeprefix("refs/tags/")).component])) or None
