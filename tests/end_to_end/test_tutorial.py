@@ -1,6 +1,6 @@
 """docs/third-party.md's tutorial, every command of it, in its order: shipyard installed from an
 index (a loopback one holding this checkout's wheel, standing in for PyPI) into a fresh venv, a
-fresh repository that holds no shipyard source, two projects (one copied in, one pinned by its
+fresh repository that holds no shipyard source, two projects (one beside the release folder, one pinned by its
 sdist), `init`, `validate`, `build`, the generated nightly under `shipyard ci run` publishing to
 a real devpi, and the published wheels installed by pip.
 
@@ -44,7 +44,7 @@ def tutorial_script() -> str:
 
 def test_the_tutorial_reads_from_pip_install_to_a_published_nightly():
     script = tutorial_script()
-    for command in ("pip install --quiet 'shipyard[act]'", "shipyard init tinyext", "shipyard validate",
+    for command in ("pip install --quiet 'shipyard[act]'", "shipyard init ../tinyext", "shipyard validate",
                     "shipyard toolchain install bullseye", "shipyard doctor", "shipyard build --variant cpu",
                     "shipyard ci generate", "shipyard ci run --workflow nightly --python 3.11"):
         assert command in script, command
@@ -85,16 +85,18 @@ def test_every_command_of_the_tutorial_runs_as_written(tmp_path: Path, docker_en
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     assert password not in output
-    release = tmp_path / "tiny-release"
-    committed = subprocess.run(["git", "ls-files"], cwd=release, capture_output=True, text=True, check=True,
+    repository = tmp_path / "tiny-release"
+    committed = subprocess.run(["git", "ls-files"], cwd=repository, capture_output=True, text=True, check=True,
                                timeout=60).stdout.split()
-    # a user's repository: the projects, the release and the workflows; no shipyard, no build outputs
-    assert sorted({name.split("/")[0] for name in committed}) == [
-        ".github", ".gitignore", "feature_status.yaml", "release.yaml", "tinyext"], committed
-    # the sdist is pinned, not copied in; the C extension is the repository's own folder
-    text = (release / "release.yaml").read_text()
+    # a user's repository: the project, the release folder beside it and the workflows at the top;
+    # no shipyard, no build outputs
+    assert sorted({name.split("/")[0] for name in committed}) == [".github", "release", "tinyext"], committed
+    assert sorted(name for name in committed if name.startswith("release/")) == [
+        "release/.gitignore", "release/feature_status.yaml", "release/release.yaml"], committed
+    # the sdist is pinned, not copied in; the C extension lies outside the release folder
+    text = (repository / "release" / "release.yaml").read_text()
     assert f"sha256: {hashlib.sha256(sdist.read_bytes()).hexdigest()}" in text, text
-    assert "path: tinyext" in text, text
+    assert 'path: "../tinyext"' in text, text
     # every job of the nightly ran and passed, and the last step printed what the wheels compute
     assert re.search(r"^publish\s.*success", done.stdout, re.M), done.stdout[-4000:]
     assert done.stdout.rstrip().endswith("42 hello, nightly"), done.stdout[-2000:]

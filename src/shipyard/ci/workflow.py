@@ -27,6 +27,7 @@ from shipyard.ci.docker_lane import docker_lane
 from shipyard.ci.host_lanes import host_lane
 from shipyard.ci.jobs import Lane, host_runner, lanes
 from shipyard.ci.linux_lanes import linux_lane, mobile_lane
+from shipyard.ci.release_folder import in_release_folder, release_folder
 from shipyard.ci.runners import TIMEOUT_MINUTES
 from shipyard.ci.steps import RELEASE_ARTIFACT_COMPRESSION, RERUN_UPLOAD, Job, Step, checkout, host_tools
 from shipyard.errors import SpecError
@@ -227,7 +228,8 @@ def _workflow(spec: Spec, name: str, on: dict[str, Any], channel: str, concurren
 
 
 def workflows(spec: Spec) -> dict[Path, dict[str, Any]]:
-    """release.yml and nightly.yml as data, by path relative to the repository root."""
+    """release.yml and nightly.yml as data, by path relative to the repository's top (which may hold
+    the release folder below it: ci/release_folder.py)."""
     pipeline = pipeline_channels(list(spec.release.channels))
     if pipeline is None:
         raise SpecError("release.yaml: channels: the pipeline needs a nightly channel and at least one "
@@ -245,12 +247,14 @@ def workflows(spec: Spec) -> dict[Path, dict[str, Any]]:
             **PLAN_INPUTS}},
     }
     release_channel = f"${{{{ inputs.channel || {_tag_channel(spec, prerelease, final)} }}}}"
+    folder = release_folder(spec.root)
     return {
-        WORKFLOWS / "release.yml": _workflow(spec, "release", release_on, release_channel,
-                                             "release-${{ github.ref }}", _release_environment(release_channel, final)),
-        WORKFLOWS / "nightly.yml": _workflow(spec, "nightly", {"schedule": [{"cron": "0 3 * * *"}],
-                                                               "workflow_dispatch": {"inputs": dict(PLAN_INPUTS)}},
-                                             nightly, "nightly", nightly),
+        WORKFLOWS / "release.yml": in_release_folder(_workflow(
+            spec, "release", release_on, release_channel, "release-${{ github.ref }}",
+            _release_environment(release_channel, final)), folder),
+        WORKFLOWS / "nightly.yml": in_release_folder(_workflow(
+            spec, "nightly", {"schedule": [{"cron": "0 3 * * *"}], "workflow_dispatch": {"inputs": dict(PLAN_INPUTS)}},
+            nightly, "nightly", nightly), folder),
     }
 
 

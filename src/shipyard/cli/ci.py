@@ -19,15 +19,16 @@ if TYPE_CHECKING:
 def cmd_ci_generate(args: argparse.Namespace) -> int:
     from shipyard.ci.drift import write_generated
     from shipyard.ci.jobs import lanes
-    from shipyard.ci.repository_sources import check_sources_in_repository
+    from shipyard.ci.repository_sources import check_sources_in_repository, repository_root
 
     spec = load_release(args)
     check_sources_in_repository(spec)
     changed = write_generated(spec)
     all_lanes = lanes(spec.release)
     jobs = sum(len(lane.jobs) for lane in all_lanes)
+    top = repository_root(spec.root)
     for path in changed:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path if top == spec.root.resolve() else top / path}")
     console.print(f"{'updated' if changed else 'unchanged'}: {len(all_lanes)} build lanes, {jobs} build jobs "
                   f"per release (plus plan, manifest and publish)")
     return 0
@@ -211,7 +212,12 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
         err_console.print(f"{row.name}: {row.result}{seconds}" + (f" ({row.reason})" if row.reason else ""),
                           markup=False, highlight=False)
 
-    outcome = run_workflow(spec.release, spec.root, request, work=Path(args.work) if args.work else None,
+    from shipyard.ci.repository_sources import repository_root
+
+    # act runs the repository's workflows on a clone of the whole repository (the release folder may
+    # be below its top: ci/release_folder.py).
+    outcome = run_workflow(spec.release, repository_root(spec.root), request,
+                           work=Path(args.work) if args.work else None,
                            secret_file=Path(args.secret_file) if args.secret_file else None,
                            progress=lambda text: err_console.print(text, markup=False, highlight=False),
                            on_job=finished)
