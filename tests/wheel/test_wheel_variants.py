@@ -42,8 +42,12 @@ EXPECTED = {
     "h100-cuda12": ("cu124", "its sm_90 SASS runs on NVIDIA H100 80GB HBM3 (9.0); built with CUDA 12.4"),
     "p100-cuda11": ("cu118", "its sm_60 SASS runs on Tesla P100-PCIE-16GB (6.0); built with CUDA 11.8"),
     "k40-old-driver": ("cpu", "the CPU build runs on any machine"),
-    "a100-a10-cuda12": ("cu124", "its sm_80 SASS runs on NVIDIA A100-SXM4-40GB (8.0), NVIDIA A10 (8.6)"),
-    "rtx3090-gtx1080-cuda12": ("cpu", "the CPU build runs on any machine"),
+    "a100-a10-cuda12": ("cu124", "its sm_80 SASS runs on NVIDIA A100-SXM4-40GB (8.0); its sm_86 SASS runs on "
+                                 "NVIDIA A10 (8.6)"),
+    "rtx3090-gtx1080-cuda12": ("cu124", "its sm_86 SASS runs on NVIDIA GeForce RTX 3090 (8.6); its sm_60 SASS runs "
+                                        "on NVIDIA GeForce GTX 1080 (6.1)"),
+    "rtx4090-gtx1080-cuda13": ("cu124", "its sm_86 SASS runs on NVIDIA GeForce RTX 4090 (8.9); its sm_60 SASS runs "
+                                        "on NVIDIA GeForce GTX 1080 (6.1)"),
     "no-driver": ("cpu", "the CPU build runs on any machine"),
 }
 
@@ -256,10 +260,14 @@ def test_a_variant_whose_code_cannot_run_on_the_gpu_is_never_chosen(variant_inde
     assert "none runs on the Tesla K40m (3.5)" in k40.dropped["cu102"], k40.dropped
     # cu118 needs a newer driver than CUDA 10.2 as well; cu102 alone is ruled out by its archs.
     assert "needs a driver for CUDA 11.8; this one supports CUDA 10.2" == k40.dropped["cu118"]
-    # An RTX 3090 (8.6) and a GTX 1080 (6.1): each CUDA build runs on one of them, none on both.
+    # An RTX 3090 (8.6) and a GTX 1080 (6.1): a fat binary's driver picks per GPU, so a build fits
+    # when each runs some code it carries (cu124: sm_86 on the one, sm_60 on the other).
     mixed = choose(variants_json, MACHINES / "rtx3090-gtx1080-cuda12.json")
-    assert mixed.ranked == ("cpu",)
-    assert "no one of them runs on every GPU here" in mixed.dropped["cu118"]
+    assert mixed.ranked == ("cu124", "cu118", "cu102", "cpu")
+    # With a CUDA 13 driver, cu130 (sm_75 and newer, PTX 12.0) still has nothing the GTX 1080 runs.
+    newer = choose(variants_json, MACHINES / "rtx4090-gtx1080-cuda13.json")
+    assert newer.ranked == ("cu124", "cu118", "cu102", "cpu")
+    assert "none runs on the NVIDIA GeForce GTX 1080 (6.1)" in newer.dropped["cu130"], newer.dropped
     # The H100 with a 12.8 driver: cu130 needs a CUDA 13 driver; cu102 has no SASS for 9.0, but its
     # compute_75 PTX is compiled by the driver at first use: it runs, ranked after the SASS builds.
     h100 = choose(variants_json, MACHINES / "h100-cuda12.json")

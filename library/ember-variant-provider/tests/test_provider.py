@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ember_variant_provider.archs import runnable_archs, runnable_on_all
+from ember_variant_provider.archs import runnable_archs
 from ember_variant_provider.machine import MACHINE_ENV, machine_from_description, nvml_description
 from ember_variant_provider.plugin import EmberVariantPlugin
 
@@ -41,13 +41,25 @@ def test_a_k40_with_an_old_driver_runs_only_sm_3x_up_to_35(monkeypatch):
     assert got["cuda_runtime"][0] == "10.2"
 
 
-def test_two_gpus_report_only_what_both_run(monkeypatch):
+def test_each_gpu_model_reports_what_it_runs_in_a_feature_of_its_own(monkeypatch):
+    # A build fits when every GPU runs some code it carries: one value per feature must match, so
+    # each model (oldest first) gets one, the models repeated over the four.
     got = supported("a100-a10-cuda12", monkeypatch)
-    assert "sm_80" in got["arch"] and "sm_86" not in got["arch"]
+    assert [got[name][0] for name in ("arch", "arch_2", "arch_3", "arch_4")] == ["sm_80", "sm_86", "sm_80", "sm_86"]
+    assert "sm_86" not in got["arch"] and "sm_86" in got["arch_2"]
     mixed = supported("rtx3090-gtx1080-cuda12", monkeypatch)
     assert mixed["platform"] == ["cuda", "cpu"]
-    assert not [a for a in mixed["arch"] if a.startswith("sm_")]
-    assert mixed["arch"][0] == "compute_61"
+    assert mixed["arch"][:2] == ["sm_61", "sm_60"] and mixed["arch_2"][:2] == ["sm_86", "sm_85"]
+    one = supported("h100-cuda12", monkeypatch)
+    assert one["arch"] == one["arch_2"] == one["arch_3"] == one["arch_4"]
+
+
+def test_more_gpu_models_than_features_report_the_cpu_build(monkeypatch, tmp_path):
+    devices = [{"name": f"GPU {m}.0", "cuda_compute_capability": [m, 0]} for m in (5, 6, 7, 8, 9)]
+    machine = tmp_path / "five.json"
+    machine.write_text(json.dumps({"nvml": {"cuda_driver_version": 12040, "devices": devices}}))
+    monkeypatch.setenv(MACHINE_ENV, str(machine))
+    assert {c.name: c.values for c in EmberVariantPlugin.get_supported_configs()} == {"platform": ["cpu"]}
 
 
 def test_no_driver_reports_cpu_only(monkeypatch):
@@ -71,8 +83,3 @@ def test_nvml_here_feeds_the_same_description(monkeypatch):
 def test_sass_runs_on_its_major_and_ptx_on_newer_gpus(cc, runs, never):
     archs = runnable_archs(cc)
     assert all(a in archs for a in runs) and not any(a in archs for a in never)
-
-
-def test_the_common_code_of_several_gpus_is_in_the_oldest_ones_order():
-    assert runnable_on_all([(8, 6), (8, 0)])[:2] == ["sm_80", "compute_80"]
-    assert runnable_on_all([]) == []

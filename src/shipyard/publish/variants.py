@@ -7,7 +7,10 @@ per-variant ones, `dist/whl/variants/`.
   being the variant's tag (cpu, cu118). Its properties, in release.yaml's `wheel_variants.namespace`:
   `platform` (cpu or cuda), `cuda_runtime` (the toolkit it was built with) and `arch`: the SASS
   (`sm_XY`) and PTX (`compute_XY`) its binaries really carry, as the manifest's `cuda_archs`
-  records the arch check's reading, never release.yaml's declared list.
+  records the arch check's reading, never release.yaml's declared list. The same list again under
+  `arch_2`, `arch_3` and `arch_4` (ARCH_FEATURES): an installer matches one value per feature and
+  every feature, so a provider gives each GPU model of a machine a feature of its own, and a build
+  fits when every model runs some code it carries (a fat binary's driver picks per GPU).
 - `<name>-<version>-variants.json` per project and version: what a variant-aware installer reads
   first, written by variantlib from the wheels' own variant.json.
 - An installer that knows nothing of variants reads the same index and sees only wheels it can
@@ -52,6 +55,7 @@ VARIANTS_INDEX = "variants"  # dist/whl/variants/, beside dist/whl/cpu/, dist/wh
 RECORD_FILE = "variant-wheels.json"  # next to dist/manifest.json
 GUIDE_FILE = "install.json"  # in the variants index: what `python -m <provider> --guide` reads
 PLATFORM, ARCH, RUNTIME = "platform", "arch", "cuda_runtime"
+ARCH_FEATURES = (ARCH, "arch_2", "arch_3", "arch_4")  # the provider's contract: one feature per GPU model
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ def variant_description(record: ArtifactRecord, release: Release) -> VariantDesc
                              f"with this shipyard (got none)")
         archs = (*record.cuda_archs.sass, *record.cuda_archs.ptx)
         properties = [VariantProperty(namespace, PLATFORM, "cuda"), VariantProperty(namespace, RUNTIME, variant.cuda),
-                      *(VariantProperty(namespace, ARCH, arch) for arch in archs)]
+                      *(VariantProperty(namespace, feature, arch) for feature in ARCH_FEATURES for arch in archs)]
     return VariantDescription(properties=properties, label=record.variant_tag)
 
 

@@ -10,8 +10,6 @@ NVIDIA's compatibility rules, as `cuobjdump` names the code a binary carries:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 # Every compute capability NVIDIA has shipped or may name: the values a variant may carry.
 _MAJORS = range(2, 13)
 _MINORS = range(0, 10)
@@ -39,18 +37,6 @@ def runnable_archs(cc: tuple[int, int]) -> list[str]:
     native = [sass(major, n) for n in range(minor, -1, -1)]
     jit = [ptx(m, n) for m in reversed(_MAJORS) for n in reversed(_MINORS) if (m, n) <= cc]
     return native + jit
-
-
-def runnable_on_all(ccs: Iterable[tuple[int, int]]) -> list[str]:
-    """The device code every one of these GPUs runs (a process may use any of them), in the
-    preference order of the oldest: code that one GPU cannot run fails there at its first kernel."""
-    ordered = sorted(set(ccs))
-    if not ordered:
-        return []
-    common = set(runnable_archs(ordered[0]))
-    for cc in ordered[1:]:
-        common &= set(runnable_archs(cc))
-    return [arch for arch in runnable_archs(ordered[0]) if arch in common]
 
 
 def runtime_value(major: int, minor: int) -> str:

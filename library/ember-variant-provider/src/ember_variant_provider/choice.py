@@ -12,9 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ember_variant_provider.archs import arch_runs_on
+from ember_variant_provider.archs import arch_runs_on, runnable_archs
 from ember_variant_provider.machine import MACHINE_ENV, Machine, current_machine
-from ember_variant_provider.plugin import ARCH, NAMESPACE, PLATFORM, RUNTIME, supported_configs
+from ember_variant_provider.plugin import (
+    ARCH,
+    ARCH_FEATURES,
+    NAMESPACE,
+    PLATFORM,
+    RUNTIME,
+    gpu_models,
+    supported_configs,
+)
 
 
 @dataclass(frozen=True)
@@ -62,21 +70,28 @@ def reason(props: dict[str, list[str]], machine: Machine) -> str:
     supported = {c.name: c.values for c in supported_configs(machine)}
     if not machine.has_cuda:
         return f"a CUDA build, and this machine has {machine.describe()}"
+    models = gpu_models(machine)
+    if len(models) > len(ARCH_FEATURES):
+        return (f"this machine has {len(models)} GPU models; the provider tells at most {len(ARCH_FEATURES)} apart "
+                f"({machine.describe()})")
     runtime = (props.get(RUNTIME) or ["?"])[0]
     assert machine.driver_cuda is not None
     driver = f"{machine.driver_cuda[0]}.{machine.driver_cuda[1]}"
     if runtime not in supported.get(RUNTIME, []):
         return f"needs a driver for CUDA {runtime}; this one supports CUDA {driver}"
     archs = props.get(ARCH, [])
-    common = [a for a in supported.get(ARCH, []) if a in archs]
-    if not common:
-        carried = ", ".join(archs) or "no device code"
-        blind = [g for g in machine.gpus if not any(arch_runs_on(a, g.compute_capability) for a in archs)]
-        if blind:
-            names = ", ".join(f"{g.name} ({g.cc})" for g in blind)
-            return (f"carries {carried}: none runs on the {names} (SASS sm_XY needs the same major and a minor of "
-                    f"at least Y, PTX compute_XY a GPU of X.Y or newer)")
-        return f"carries {carried}: no one of them runs on every GPU here ({machine.describe()})"
-    gpus = ", ".join(f"{g.name} ({g.cc})" for g in machine.gpus)
-    kind = "SASS" if common[0].startswith("sm_") else "PTX, compiled by the driver at first use,"
-    return f"its {common[0]} {kind} runs on {gpus}; built with CUDA {runtime}, the driver supports {driver}"
+    carried = ", ".join(archs) or "no device code"
+    blind = [g for g in machine.gpus if not any(arch_runs_on(a, g.compute_capability) for a in archs)]
+    if blind:
+        names = ", ".join(f"{g.name} ({g.cc})" for g in blind)
+        return (f"carries {carried}: none runs on the {names} (SASS sm_XY needs the same major and a minor of "
+                f"at least Y, PTX compute_XY a GPU of X.Y or newer)")
+    # The code the driver runs on each GPU: the first of that GPU's preferences the build carries.
+    runs = []
+    for gpu in machine.gpus:
+        arch = next(a for a in runnable_archs(gpu.compute_capability) if a in archs)
+        kind = "SASS" if arch.startswith("sm_") else "PTX, compiled by the driver at first use,"
+        runs.append((f"{arch} {kind}", f"{gpu.name} ({gpu.cc})"))
+    said = "; ".join(f"its {code} runs on {', '.join(g for c, g in runs if c == code)}"
+                     for code in dict.fromkeys(code for code, _ in runs))
+    return f"{said}; built with CUDA {runtime}, the driver supports {driver}"
