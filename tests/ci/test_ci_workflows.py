@@ -513,11 +513,12 @@ def test_conda_lanes_solve_from_release_yaml_channels_never_the_bootstrap(repo, 
     assert load_spec(repo).release.conda.channels == ("conda-forge",)  # type: ignore[union-attr]
 
 
-def test_cuda_10_2_builds_in_an_image_the_job_makes_from_a_published_installer(repo):
+def test_cuda_10_2_builds_in_an_image_the_job_makes_from_a_published_installer(repo, capsys):
     """NVIDIA's CUDA 10.2 image is gone: the job builds one from the Dockerfile in shipyard's package
     data, cached under its sha256, and runs the build step in that image (never run here)."""
     from importlib import resources
 
+    from shipyard.host.toolchains.cuda_recipes import cuda_toolkit_recipe
     from shipyard.plumbing.hashing import sha256_hex
 
     dockerfile = resources.files("shipyard.resources").joinpath("docker", "cuda10.2", "Dockerfile")
@@ -537,14 +538,28 @@ def test_cuda_10_2_builds_in_an_image_the_job_makes_from_a_published_installer(r
             assert load["if"] == "steps.builder-image.outputs.cache-hit == 'true'"
             assert make["if"] == "steps.builder-image.outputs.cache-hit != 'true'"
             assert make["env"]["TOOLKIT_IMAGE"] == load["env"]["TOOLKIT_IMAGE"] == image
-            assert (repo / make["env"]["DOCKERFILE_DIR"] / "Dockerfile").read_bytes() == dockerfile.read_bytes()
-            assert 'docker build --pull --tag "$TOOLKIT_IMAGE" "$DOCKERFILE_DIR"' in make["run"]
+            # The Dockerfile comes from the installed shipyard (a user's checkout holds no shipyard
+            # source), printed to docker build with no context.
+            assert make["env"]["CUDA_VERSION"] == "10.2"
+            assert ('shipyard ci builder-dockerfile "$CUDA_VERSION" | docker build --pull --tag "$TOOLKIT_IMAGE" -'
+                    in make["run"])
             assert 'docker save -o "$SAVED_IMAGE" "$TOOLKIT_IMAGE"' in make["run"]
             build = next(s for s in job["steps"] if s.get("id") == "build")
             assert names.index(make["name"]) < names.index(build["name"])
             assert build["env"]["TOOLKIT_IMAGE"] == image and '"$TOOLKIT_IMAGE" bash -euo pipefail -c' in build["run"]
+            # root in the image, the checkout the runner user's: git must be told the checkout is safe
+            assert "git config --global --add safe.directory /work" in build["run"]
+        # No step reads a file of shipyard's own sources from the checkout.
+        assert "src/shipyard" not in text
+    capsys.readouterr()
+    assert main(["ci", "builder-dockerfile", "10.2"]) == 0
+    assert capsys.readouterr().out == dockerfile.read_text()
     text = dockerfile.read_text()
-    assert re.search(r"^FROM ubuntu:18\.04$", text, flags=re.M)  # still published; gcc 7 (CUDA 10.2 wants <= 8)
+    assert re.search(r"^FROM ubuntu:18\.04$", text, flags=re.M)  # still published; gcc 8 (CUDA 10.2 wants <= 8)
+    # The image has the host compiler cuda_toolkits.toml names for 10.2, and builds use it.
+    host = cuda_toolkit_recipe("10.2").host_cxx
+    assert f" {host} " in text and f"CXX={host} " in text and f"CUDAHOSTCXX={host}" in text, host
+    assert int(host.removeprefix("g++-")) <= cuda_toolkit_recipe("10.2").host_gcc_max
     assert "cuda_10.2.89_440.33.01_linux.run" in text and "https://developer.download.nvidia.com/compute/cuda/10.2/" \
         "Prod" in text
     assert "md5sum -c" in text and "--toolkit" in text and "--driver" not in text

@@ -43,15 +43,25 @@ def test_workflows_of_a_release_below_the_top_run_their_steps_there(monorepo, ca
     assert f"wrote {top}/.github/workflows/release.yml" in capsys.readouterr().out
     assert not (monorepo / ".github").exists()
     paths = []
+    at_top = set()
     for name in ("nightly.yml", "release.yml"):
         workflow = yaml.safe_load((top / ".github" / "workflows" / name).read_text())
         assert workflow["defaults"]["run"] == {"shell": "bash", "working-directory": "release"}
-        for job in workflow["jobs"].values():
-            for step in job["steps"]:
+        for job_id, job in workflow["jobs"].items():
+            names = [step["name"] for step in job["steps"]]
+            checkout = next(i for i, step in enumerate(job["steps"]) if step.get("uses", "").startswith(
+                "actions/checkout@"))
+            for n, step in enumerate(job["steps"]):
+                # before the checkout, release/ does not exist yet: those steps run at the top
+                if "run" in step:
+                    assert step.get("working-directory") == ("." if n < checkout else None), (job_id, names[n])
+                    if n < checkout:
+                        at_top.add(names[n])
                 if step.get("uses", "").startswith(("actions/upload-artifact@", "actions/download-artifact@",
                                                     "actions/cache@")):
                     paths += [line for line in step["with"]["path"].splitlines() if line]
     assert paths and all(p.startswith("release/") for p in paths), paths
+    assert "Container packages (git for the checkout, Python for shipyard)" in at_top
     assert {"release/dist/", "release/fragments", "release/dist/RELEASE_NOTES.md"} <= set(paths)
     assert main(["--root", str(monorepo), "ci", "check"]) == 0
     # The committed workflow differs from what release.yaml generates: check says so, at the top.

@@ -37,14 +37,15 @@ BUILDER_REPOSITORY = "shipyard/cuda-builder"
 SAVED_IMAGE = ".shipyard/builder-image/image.tar"
 
 
-def builder_folder(cuda: str) -> str:
-    """The builder's Dockerfile folder as the checkout holds it (the workflow builds from there)."""
-    return f"src/shipyard/resources/docker/{CUDA_BUILDER_IMAGES[cuda]}"
+def builder_dockerfile(cuda: str) -> str:
+    """The builder's Dockerfile, from shipyard's package data: a user's checkout holds no shipyard
+    source, so the job prints it (`shipyard ci builder-dockerfile`) and builds with no context
+    (it copies nothing in)."""
+    return resources.files("shipyard.resources").joinpath("docker", CUDA_BUILDER_IMAGES[cuda], "Dockerfile").read_text()
 
 
 def builder_dockerfile_sha256(cuda: str) -> str:
-    dockerfile = resources.files("shipyard.resources").joinpath("docker", CUDA_BUILDER_IMAGES[cuda], "Dockerfile")
-    return sha256_hex(dockerfile.read_bytes())
+    return sha256_hex(builder_dockerfile(cuda).encode())
 
 
 def builder_image_tag(cuda: str) -> str:
@@ -53,8 +54,7 @@ def builder_image_tag(cuda: str) -> str:
 
 
 def _builder_steps(cuda: str) -> list[Step]:
-    env = {"TOOLKIT_IMAGE": builder_image_tag(cuda), "DOCKERFILE_DIR": builder_folder(cuda),
-           "SAVED_IMAGE": SAVED_IMAGE}
+    env = {"TOOLKIT_IMAGE": builder_image_tag(cuda), "CUDA_VERSION": cuda, "SAVED_IMAGE": SAVED_IMAGE}
     return [
         {"name": f"CUDA {cuda} builder image (cached by its Dockerfile's sha256)", "id": "builder-image",
          "uses": uses("actions/cache"),
@@ -63,7 +63,7 @@ def _builder_steps(cuda: str) -> list[Step]:
          "env": env, "run": "docker load -i \"$SAVED_IMAGE\"\n"},
         {"name": f"Build the CUDA {cuda} builder image from NVIDIA's archived installer",
          "if": "steps.builder-image.outputs.cache-hit != 'true'", "env": env,
-         "run": "docker build --pull --tag \"$TOOLKIT_IMAGE\" \"$DOCKERFILE_DIR\"\n"
+         "run": "shipyard ci builder-dockerfile \"$CUDA_VERSION\" | docker build --pull --tag \"$TOOLKIT_IMAGE\" -\n"
                 "mkdir -p \"$(dirname \"$SAVED_IMAGE\")\"\n"
                 "docker save -o \"$SAVED_IMAGE\" \"$TOOLKIT_IMAGE\"\n"},
     ]
@@ -79,7 +79,9 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
     signing = signing_env(spec)
     passed = "".join(f" -e {name}" for name in signing)  # by name: the value never is on a command line
     run = ("# The image's glibc (2.27) is too old for the actions' Node 20: only this step runs in it.\n"
-           "docker run --rm -v \"$PWD:/work\" -w /work -e VARIANT -e COMPONENTS -e PYTHONS -e SHIPYARD_CHANNEL"
+           "# The whole checkout at /work (a release folder below its top reaches the projects beside it),\n"
+           "# the step's own folder as the working directory.\n"
+           "docker run --rm -v \"$GITHUB_WORKSPACE:/work\" -w \"/work${PWD#\"$GITHUB_WORKSPACE\"}\" -e VARIANT -e COMPONENTS -e PYTHONS -e SHIPYARD_CHANNEL"
            " -e SHIPYARD_REQUIREMENT -e SHIPYARD_INDEX_URL -e SHIPYARD_WHEEL_URL"
            f"{passed} \\\n"
            "  -e OWNER=\"$(id -u):$(id -g)\" \\\n"
@@ -88,6 +90,9 @@ def cuda_builder_lane(spec: Spec, lane: Lane, command: str) -> Job:
            "  apt-get install -y -qq --no-install-recommends ca-certificates git g++ libpng-dev libjpeg-turbo8-dev \\\n"
            "    >/dev/null\n"
            "  trap \"chown -R $OWNER /work\" EXIT  # the runner (not root) cleans the workspace up\n"
+           "  # The checkout belongs to the runner user, not root: git (the build records the commit)\n"
+           "  # refuses a repository of another owner unless told it is safe.\n"
+           "  git config --global --add safe.directory /work\n"
            "  .venv-host/bin/uv venv --python " + tools_python(spec.release) + " .venv-image\n"
            + "".join(f"  {line}\n" for line in SHIPYARD_SOURCE.splitlines()) +
            f"  .venv-host/bin/uv pip install --python .venv-image {SHIPYARD_SOURCE_ARGS} cmake ninja\n"

@@ -33,7 +33,13 @@ def in_release_folder(workflow: dict[str, Any], folder: PurePosixPath) -> dict[s
     defaults = workflow.setdefault("defaults", {}).setdefault("run", {})
     defaults["working-directory"] = folder.as_posix()
     for job in workflow["jobs"].values():
+        # Before the checkout the release folder does not exist yet, and a step whose working
+        # directory is missing fails: those steps run at the workspace's top.
+        checked_out = False
         for step in job.get("steps", ()):
+            checked_out = checked_out or step.get("uses", "").startswith("actions/checkout@")
+            if not checked_out and "run" in step:
+                step["working-directory"] = "."
             inputs = step.get("with")
             if step.get("uses", "").startswith(_PATH_INPUTS) and inputs and "path" in inputs:
                 paths = [_below(line, folder) for line in inputs["path"].splitlines() if line.strip()]

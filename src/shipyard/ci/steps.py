@@ -142,7 +142,8 @@ def container_tools(apt_set: str) -> list[Step]:
     lane's apt packages (`shipyard ci bootstrap <lane>`)."""
     return [{"name": f"Install {shipyard_requirement()} and the {apt_set} lane's apt packages",
              "env": {"UV_REQUIREMENT": uv_requirement(), **shipyard_source_env(), **INSTALL_ENV},
-             "run": "git config --global --add safe.directory \"$PWD\"  # the checkout belongs to the runner's user\n"
+             "run": "git config --global --add safe.directory \"$GITHUB_WORKSPACE\"  # the checkout belongs to the "
+                    "runner's user\n"
                     # Debian's python3 has no pip of its own: the venv's (ensurepip) puts uv in, uv the rest.
                     "python3 -m venv .venv\n"
                     ".venv/bin/python -m pip install --quiet --disable-pip-version-check \"$UV_REQUIREMENT\"\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +147,13 @@ def cmd_ci_pythons(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ci_builder_dockerfile(args: argparse.Namespace) -> int:
+    from shipyard.ci.cuda_builder import builder_dockerfile
+
+    sys.stdout.write(builder_dockerfile(args.cuda))
+    return 0
+
+
 def cmd_ci_cache_key(args: argparse.Namespace) -> int:
     from shipyard.ci.cache import job_cache_key
 
@@ -277,6 +285,12 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     py = csub.add_parser("pythons", help="(build jobs) make these Pythons available, installing missing ones with uv")
     py.add_argument("python", nargs="+", help="Python versions, as release.yaml's pythons name them (3.11 …)")
     py.set_defaults(func=cmd_ci_pythons)
+    from shipyard.ci.runners import CUDA_BUILDER_IMAGES
+
+    d = csub.add_parser("builder-dockerfile", help="(CUDA image lanes) print the Dockerfile of a CUDA version's "
+                                                   "builder image, from shipyard's package data (docker build -)")
+    d.add_argument("cuda", choices=sorted(CUDA_BUILDER_IMAGES), help="the CUDA version no runner installs")
+    d.set_defaults(func=cmd_ci_builder_dockerfile)
     k = csub.add_parser("cache-key", help="(build jobs) the actions/cache key of a job: its id and shipyard's "
                                           "cache key of its inputs")
     k.add_argument("job", help="a job id of the plan, e.g. wheel-ember-cpu-linux-x86_64")

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from shipyard.errors import ToolchainMissing
+from shipyard.host.toolchains.cuda_recipes import nvcc_cxx_standard
 from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing import command
 from shipyard.release.spec import Component, Variant
@@ -26,6 +27,8 @@ def shipyard_cmake_defines(variant: Variant, toolchain: Toolchain) -> dict[str, 
             "SHIPYARD_CUDA_HOME": str(toolchain.cuda.root),
             "SHIPYARD_CUDA_HOST_CXX": str(toolchain.cuda_host_compiler.cxx),
             "SHIPYARD_CUDA_ARCHS": ";".join(variant.archs),
+            # nvcc 10.2 compiles C++14 at most: the project's .cu files get what the toolkit takes.
+            "SHIPYARD_CUDA_CXX_STANDARD": str(nvcc_cxx_standard(toolchain.cuda.version)),
         }
     return defines
 

@@ -8,6 +8,10 @@ foreach(var SHIPYARD_NVCC SHIPYARD_CUDA_HOME SHIPYARD_CUDA_ARCHS)
     message(FATAL_ERROR "EMBER_CORE_CUDA=ON needs -D${var}=... (see library/README.md)")
   endif()
 endforeach()
+# The newest C++ standard the toolkit's nvcc compiles (shipyard passes it: 14 for CUDA 10.2).
+if(NOT DEFINED SHIPYARD_CUDA_CXX_STANDARD OR "${SHIPYARD_CUDA_CXX_STANDARD}" STREQUAL "")
+  set(SHIPYARD_CUDA_CXX_STANDARD 17)
+endif()
 if(NOT DEFINED SHIPYARD_CUDA_HOST_CXX OR "${SHIPYARD_CUDA_HOST_CXX}" STREQUAL "")
   set(SHIPYARD_CUDA_HOST_CXX "${CMAKE_CXX_COMPILER}")
 endif()
@@ -61,7 +65,7 @@ function(ember_add_cuda_kernels target source)
     COMMAND "${SHIPYARD_NVCC}" -c "${CMAKE_CURRENT_SOURCE_DIR}/${source}" -o "${_obj}"
             -keep -keep-dir "${_keep}" -Xcudafe "--orig_src_path_name=${source}"
             -Xcicc "--orig_src_path_name=${source}"
-            -ccbin "${SHIPYARD_CUDA_HOST_CXX}" -std=c++17 -O3 ${EMBER_CUDA_GENCODE}
+            -ccbin "${SHIPYARD_CUDA_HOST_CXX}" -std=c++${SHIPYARD_CUDA_CXX_STANDARD} -O3 ${EMBER_CUDA_GENCODE}
             -Xcompiler "${_ember_xcompiler}"
             -I "${CMAKE_CURRENT_SOURCE_DIR}/include" -DEMBER_BUILDING -DEMBER_SHARED
     DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/${source}" ${_headers}

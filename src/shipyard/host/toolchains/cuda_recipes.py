@@ -42,6 +42,7 @@ class ToolkitRecipe:
     version: str
     host_cxx: str
     host_gcc_max: int
+    cxx_standard: int  # the newest C++ standard its nvcc compiles (14 for 10.2)
     debian: DebianSource | None = None
     wheels: tuple[str, ...] = ()
     home: Path | None = None
@@ -132,6 +133,7 @@ def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
             version=version,
             host_cxx=table["host_cxx"],
             host_gcc_max=int(table["host_gcc_max"]),
+            cxx_standard=int(table["cxx_standard"]),
             debian=debian,
             wheels=tuple(table.get("wheels", ())),
             home=Path(table["home"]) if table.get("home") else None,
@@ -150,6 +152,15 @@ def cuda_toolkit_recipe(version: str) -> ToolkitRecipe:
     known = ", ".join(r.version for r in cuda_toolkit_recipes())
     raise ToolchainMissing(f"shipyard knows no CUDA {version} toolkit (it knows {known}). Fix: use one of "
                            f"those, or add CUDA {version} to shipyard/resources/cuda_toolkits.toml")
+
+
+def nvcc_cxx_standard(version: str) -> int:
+    """The newest C++ standard nvcc `version` ("10.2") compiles: its recipe's, or for a toolkit
+    shipyard has no recipe for (one found on the host) that of the newest recipe not newer."""
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in v.split(".") if part.isdigit())
+    older = [r for r in cuda_toolkit_recipes() if key(r.version) <= key(version)]
+    return max(older, key=lambda r: key(r.version)).cxx_standard if older else cuda_toolkit_recipes()[0].cxx_standard
 
 
 def cuda_runtime_wheel(version: str) -> str:
