@@ -266,7 +266,7 @@ def test_a_publish_killed_before_the_channel_tag_or_the_moving_tag_is_finished_b
     args = ["--root", str(project.root), "publish", "--channel", "nightly", "--target", "images",
             "--dist", str(project.dist)]
     with monkeypatch.context() as patch:
-        patch.setattr(RegistryBackend, "_write_tag", killed)
+        patch.setattr(RegistryBackend, "_publish_tag", killed)
         with pytest.raises(_Killed):
             main(args)
     tag = f"{VERSION}-cpu-runtime-nightly"
