@@ -13,11 +13,14 @@ not exist, so a step that needed an engine would fail.
 
 from __future__ import annotations
 
+import io
+import tarfile
 import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from support.publish_project import PublishProject
@@ -25,7 +28,7 @@ from support.publish_servers import Registry, docker_registry
 from support.registry_images import PushedImage, push_image, recording_proxy, tag_image
 from support.synthetic_release import VERSION, image_record, write_manifest
 
-from shipyard.errors import ImmutableFileError
+from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.retry import RetryPolicy
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.image_copy import Repository, copy_image
@@ -206,3 +209,34 @@ def test_two_publishers_writing_one_published_tag_at_once_one_wins_and_the_other
         message = str(loser)
         for image in images:  # the winner's manifest and image id, and its own
             assert image.digest in message and image.image_id.removeprefix("sha256:") in message, message
+
+
+class _SavedByContainerdStore:
+    """An image as an engine with the containerd image store holds it: its id is its manifest's
+    digest, and `docker save` still gives its config and layers."""
+
+    attrs: ClassVar[dict[str, object]] = {"RootFS": {"Layers": []}}
+
+    def save(self, named: bool = False) -> Iterator[bytes]:
+        config = b'{"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}'
+        listing = b'[{"Config": "config.json", "Layers": []}]'
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for name, data in (("config.json", config), ("manifest.json", listing)):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        yield archive.getvalue()
+
+
+def test_an_image_of_the_containerd_store_is_refused_saying_what_to_do(registry: Registry, tmp_path: Path) -> None:
+    repo = _repo()
+    image_id = "d" * 64  # the manifest's digest, which such an engine calls the image's id
+    f = PublishFile("image", f"{repo}:{VERSION}-cpu-runtime", tmp_path, image_id, repo, VERSION,
+                    f"{repo}:{VERSION}-cpu-runtime")
+    with pytest.raises(PublishError) as refused:
+        _backend(registry, tmp_path, "containerd")._upload_saved(f, _SavedByContainerdStore(), repo)
+    message = str(refused.value)
+    assert "containerd image store" in message and "nothing was uploaded" in message, message
+    assert '"containerd-snapshotter": false' in message and "/etc/docker/daemon.json" in message, message
+    assert registry.tags(repo) == []

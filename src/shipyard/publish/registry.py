@@ -269,14 +269,22 @@ class RegistryBackend(Backend):
 
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:
         """Every image staged and verified first, then the channel tags, one PUT each: the
-        release's images appear together, and none before all of them are verified."""
+        release's images appear together, and none before all of them are verified. A registry
+        has no conditional write: after one pause, each tag this run wrote is read again, and one
+        a rival publisher wrote meanwhile ends the run (exit 8), the rival's manifest left as it is."""
         staged = [(f, *self._stage(channel, f)) for f in files]
+        written = []
         for f, digest, body in staged:
             repo, name = f.filename.split(":", 1)
-            self._publish_tag(repo, published_tag(name, channel), body, digest, f)
+            tag = published_tag(name, channel)
+            written.append((f, digest, repo, tag, self._publish_tag(repo, tag, body, digest, f)))
+        if any(put for *_, put in written):  # a rival whose PUT came after this run's read-back shows now
+            time.sleep(self.settle_seconds)
+        for f, digest, repo, tag, put in written:
+            if put:
+                self._still_published(repo, tag, digest, f)
             self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
-                                    ref=f"{self.host}/{repo}:{published_tag(name, channel)}", digest=digest,
-                                    sha256=f.sha256)
+                                    ref=f"{self.host}/{repo}:{tag}", digest=digest, sha256=f.sha256)
         self.ctx.progress(f"{self.target.name}: {self.host}/<repo>:<tag>-{channel}: {len(files)} images visible")
 
     def advance(self, channel: str, files: Sequence[PublishFile]) -> list[str]:
@@ -491,18 +499,22 @@ class RegistryBackend(Backend):
                                f"became visible under a channel tag: check the registry, then publish again")
         return body
 
-    def _publish_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
-        """The published tag, written as a registry allows it, having no conditional write: refused
-        when it names another manifest already; else one PUT, read back at once and again after
-        `settle_seconds`. Another manifest there means a rival publisher wrote the tag meanwhile and
-        won: ImmutableFileError naming both, and the tag is left as the winner wrote it."""
+    def _publish_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> bool:
+        """The published tag, written as a registry allows it: refused when it names another
+        manifest already; else one PUT, read back. Whether this run wrote it (`release` reads it
+        once more after a pause)."""
         held = self._digest(repo, tag)
+        if held == digest:  # a re-run, or a rival with the very same image
+            return False
         if held is None:
             self._put_tag(repo, tag, body, f)
-            held = self._digest(repo, tag)
-            if held == digest:  # a rival whose PUT came after this read shows after the pause
-                time.sleep(self.settle_seconds)
-                held = self._digest(repo, tag)
+        self._still_published(repo, tag, digest, f)
+        return True
+
+    def _still_published(self, repo: str, tag: str, digest: str, f: PublishFile) -> None:
+        """The tag names manifest `digest`; another manifest there means a rival publisher wrote the
+        tag meanwhile and won: ImmutableFileError naming both, and the tag is left as it wrote it."""
+        held = self._digest(repo, tag)
         if held is None:
             raise PublishError(f"{f.artifact}: {self.host}/{repo}:{tag} is not served after it was written; "
                                f"publish again")
