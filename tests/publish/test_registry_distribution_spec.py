@@ -115,6 +115,28 @@ def test_a_published_tag_past_the_first_page_is_a_conflict_found_by_one_head(
                                f"GET /v2/{project.repo}/manifests/{served.digest}"}, proxy.seen
 
 
+def test_a_moving_tag_does_not_go_back_when_the_newer_version_is_past_the_first_page(
+        registry: Registry, tmp_path: Path) -> None:
+    """The older nightly published again (a late re-run) on a registry that pages tags/list by
+    default: the newer nightly's tag, which the moving tag names, is on page 2."""
+    project = _project(tmp_path, registry, registry.address)
+    older, newer = f"{VERSION}.dev20261201", f"{VERSION}.dev20261202"
+    for number in range(2):  # page 1
+        push_image(registry, project.repo, f"0.{number}.0-cpu-runtime-nightly", f"old {number}")
+    first = push_image(registry, project.repo, f"{older}-cpu-runtime-nightly", "first night")
+    second = push_image(registry, project.repo, f"{newer}-cpu-runtime-nightly", "second night")
+    tag_image(registry, project.repo, second.digest, "nightly-cpu-runtime")
+    write_manifest(project.dist, [image_record(f"{project.repo}:{older}-cpu-runtime", first.image_id,
+                                               version=older)], older)
+    with recording_proxy(registry, default_page=2) as proxy:
+        code, out = _project(tmp_path, registry, proxy.url, project.repo).run("publish", "--channel", "nightly")
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert "nightly: 0 files published, 1 already there" in flat, out
+    assert f"{proxy.url}/{project.repo}:nightly-cpu-runtime left at {newer}, newer than {older}" in flat, out
+    assert registry.served_digest(project.repo, "nightly-cpu-runtime") == second.digest
+
+
 def test_promotion_copies_the_manifest_by_digest_without_an_engine(registry: Registry, tmp_path: Path) -> None:
     project = _project(tmp_path, registry, registry.address)
     nightly = push_image(registry, project.repo, f"{VERSION}-cpu-runtime-nightly", "promoted")
