@@ -259,6 +259,6 @@ def test_an_image_of_the_containerd_store_is_refused_saying_what_to_do(registry:
     with pytest.raises(PublishError) as refused:
         _backend(registry, tmp_path, "containerd")._upload_saved(f, _SavedByContainerdStore(), repo)
     message = str(refused.value)
-    assert "containerd image store" in message and "nothing was uploaded" in message, message
+    assert "containerd image store" in message and "nothing became visible" in message, message
     assert '"containerd-snapshotter": false' in message and "/etc/docker/daemon.json" in message, message
     assert registry.tags(repo) == []

@@ -31,12 +31,12 @@ A tag names a complete, verified image or nothing, and a published tag is never 
 refuses an image whose published tag already names another id (naming both), and leaves one that
 names the same id alone; what the tag names is asked with a HEAD of that exact tag (`shown`), and
 its manifest read only when its digest is new to the run and the journal. A registry has no
-conditional write, so step 3 is: HEAD (another manifest: refused), PUT, read back at once and after
-a short pause; a rival's manifest there means the rival won, and this publisher fails (exit 8)
-naming both and writes nothing over it. Staging tags stay (a registry can delete a manifest, not a tag). A
-killed publish is finished by running it again: the same image gives the same blobs and the same
-manifest bytes, blobs already there are not sent again, and an image the journal records as
-verified under its staging tag is not pushed again. A run killed before the moving tags finds
+conditional write, so step 3 is: HEAD (another manifest: refused), PUT, read back at once and
+after one pause per release; a rival's manifest there means the rival won, and this publisher
+fails (exit 8) naming both and writes nothing over it. Staging tags stay (a registry can delete a
+manifest, not a tag). A killed publish is finished by running it again: the same image gives the
+same blobs and the same manifest bytes, blobs already there are not sent again, and an image the
+journal records as verified under its staging tag is not pushed again. A run killed before the moving tags finds
 every image unchanged, and `advance`, which reads the registry rather than the journal, moves them.
 
 Promotion needs no engine: `fetch` reads the source channel's manifest by digest and its config
@@ -256,16 +256,9 @@ class RegistryBackend(Backend):
         return pull_blob(self._repository(repo), digest, path, self.ctx.policy)
 
     def fetched_sha256(self, path: Path) -> str:
-        """The id of the image `fetch` found (its config blob checked), or that `load` loaded, as
-        the engine holds it now."""
+        """The id of the image `fetch` found: its config's digest, the config blob checked against it."""
         source = SourceImage.read(path)
-        if source is not None:
-            return source.image_id.removeprefix("sha256:")
-        image_id = path.read_text().strip()
-        try:
-            return str(self.client.images.get(image_id).id).removeprefix("sha256:")
-        except docker.errors.ImageNotFound:
-            return f"no image {image_id} in the engine"
+        return source.image_id.removeprefix("sha256:") if source is not None else f"no image source in {path}"
 
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:
         """Every image staged and verified first, then the channel tags, one PUT each: the
@@ -458,7 +451,7 @@ class RegistryBackend(Backend):
             raise PublishError(f"{f.artifact}: the engine saves image sha256:{f.sha256} with a config that hashes to "
                                f"sha256:{sha256_of(config)}: this engine keeps images in the containerd image "
                                f"store, where an image's id is its manifest's digest, not its config's, and "
-                               f"dist/manifest.json records the id; nothing was uploaded: publish from an engine "
+                               f"dist/manifest.json records the id; nothing became visible: publish from an engine "
                                f"with the classic image store (\"features\": {{\"containerd-snapshotter\": false}} "
                                f"in /etc/docker/daemon.json, dockerd restarted), where shipyard image build records "
                                f"ids the registry can check; then publish from that engine")
