@@ -95,7 +95,7 @@ def test_an_image_goes_nightly_test_release_and_docker_pull_gets_the_recorded_id
     digest = registry.served_digest(project.repo, f"{VERSION}-cpu-runtime-nightly")
     assert digest is not None
     assert _pulled_id(client, registry, project.repo, f"{VERSION}-cpu-runtime-nightly") == image_id
-    # The engine now holds the image only as pulled from nightly: promotion pulls it again by digest.
+    # Promotion copies the manifest by digest, registry to registry: the engine is not asked.
     for source, channel in (("nightly", "test"), ("test", "release")):
         started = time.time_ns()
         code, out = project.run("promote", VERSION, "--from", source, "--to", channel)
@@ -266,7 +266,7 @@ def test_a_publish_killed_before_the_channel_tag_or_the_moving_tag_is_finished_b
     args = ["--root", str(project.root), "publish", "--channel", "nightly", "--target", "images",
             "--dist", str(project.dist)]
     with monkeypatch.context() as patch:
-        patch.setattr(RegistryBackend, "_write_tag", killed)
+        patch.setattr(RegistryBackend, "_publish_tag", killed)
         with pytest.raises(_Killed):
             main(args)
     tag = f"{VERSION}-cpu-runtime-nightly"

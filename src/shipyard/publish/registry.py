@@ -29,23 +29,28 @@ checkable on the registry without pulling a layer. A publish, per image:
 
 A tag names a complete, verified image or nothing, and a published tag is never moved: run.py
 refuses an image whose published tag already names another id (naming both), and leaves one that
-names the same id alone. Staging tags stay (a registry can delete a manifest, not a tag). A
-killed publish is finished by running it again: the same image gives the same blobs and the same
-manifest bytes, blobs already there are not sent again, and an image the journal records as
-verified under its staging tag is not pushed again. A run killed before the moving tags finds
+names the same id alone; what the tag names is asked with a HEAD of that exact tag (`shown`), and
+its manifest read only when its digest is new to the run and the journal. A registry has no
+conditional write, so step 3 is: HEAD (another manifest: refused), PUT, read back at once and
+after one pause per release; a rival's manifest there means the rival won, and this publisher
+fails (exit 8) naming both and writes nothing over it. Staging tags stay (a registry can delete a
+manifest, not a tag). A killed publish is finished by running it again: the same image gives the
+same blobs and the same manifest bytes, blobs already there are not sent again, and an image the
+journal records as verified under its staging tag is not pushed again. A run killed before the moving tags finds
 every image unchanged, and `advance`, which reads the registry rather than the journal, moves them.
 
-Promotion reads the image by digest from the source channel (manifest, config and layers, each
-checked against its digest), loads it into the engine (`docker load`), checks its id, and
-publishes it as above: the same layers and config, so the same manifest digest, without a rebuild.
+Promotion needs no engine: `fetch` reads the source channel's manifest by digest and its config
+blob (each checked against its digest) and hands on a `SourceImage`, which step 1 copies by digest
+under the staging tag (image_copy.py: blobs mounted or copied, the manifest's bytes unchanged), so
+the digest is the same in every channel, byte for byte.
 
 Every request goes through registry_client.RegistryClient (HTTPS with the target's CA bundle,
 basic or bearer-token auth as the registry asks, retry.py's retries). Why not the engine's own
 push and pull: the engine trusts a registry's CA only through /etc/docker/certs.d on the host,
 takes credentials per call but its own retry and auth logic, and would be a second client with
-its own failure modes; the engine is used only to save and load images, which touches no network.
+its own failure modes; the engine is used only to save images, which touches no network.
 Repositories are never enumerated (`_catalog` is not served to most users): a channel is read
-per repository the manifest names (tags/list, then the manifests).
+per repository the manifest names (tags/list, every page, then a HEAD per tag).
 """
 
 from __future__ import annotations
@@ -56,29 +61,38 @@ import json
 import shutil
 import tarfile
 import tempfile
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import docker
-import requests
 from docker.models.images import Image
 from packaging.version import InvalidVersion, Version
 
-from shipyard.errors import PublishError
+from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.host.docker_base import ensure_docker_engine
 from shipyard.image.tags import kind_of, moving_tag, published_tag, published_version, staging_tag
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
-from shipyard.plumbing.retry import BROKEN_READS, describe, gist, retry
+from shipyard.plumbing.retry import describe
+from shipyard.publish.image_copy import (
+    MANIFEST_V2,
+    MANIFESTS,
+    Repository,
+    copy_image,
+    holds_blob,
+    pull_blob,
+    push_blob,
+    read_manifest,
+)
 from shipyard.publish.layer_blobs import known_blobs, remember_blobs
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.registry_client import RegistryClient
 from shipyard.publish.target import Backend, Listed, TargetContext
 from shipyard.release.destinations import registry_base
 
-MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
-_MANIFESTS = ", ".join((MANIFEST_V2, "application/vnd.oci.image.manifest.v1+json"))
 _CONFIG = "application/vnd.docker.container.image.v1+json"
 _LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
@@ -91,8 +105,28 @@ def channel_reference(target_url: str, name: str, channel: str) -> str:
     return f"{host}/{namespace}/{tag}" if namespace else f"{host}/{tag}"
 
 
-class _Incomplete(Exception):
-    """A blob upload that did not end with the blob in the registry: started again from scratch."""
+@dataclass(frozen=True)
+class SourceImage:
+    """What promotion's `fetch` hands on: the image by manifest digest in the source channel's
+    repository, which `release` copies by digest (image_copy.py) instead of pushing from an engine."""
+
+    repo: str  # as the manifest record names it (ember), not its name in the API
+    digest: str  # the manifest's
+    image_id: str  # sha256:<config digest>, checked against the config blob's bytes
+
+    SUFFIX: ClassVar[str] = ".image-source.json"
+
+    def write(self, path: Path) -> Path:
+        write_atomic(path, json.dumps({"repo": self.repo, "digest": self.digest, "image_id": self.image_id}) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> SourceImage | None:
+        """The source a promotion's fetch wrote at `path`; None for any other file (a publish's)."""
+        if not path.name.endswith(cls.SUFFIX) or not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        return cls(str(data["repo"]), str(data["digest"]), str(data["image_id"]))
 
 
 class RegistryBackend(Backend):
@@ -101,6 +135,13 @@ class RegistryBackend(Backend):
         self.api = RegistryClient(ctx.target, ctx.root, ctx.credentials, ctx.policy, ctx.scrub)
         self.host = f"{self.api.host}/{self.api.namespace}" if self.api.namespace else self.api.host
         self._client: docker.DockerClient | None = None
+        # The `n` tags/list is asked for (None: the registry's own page size); every page is read.
+        self.tags_page_size: int | None = None
+        # How long a publisher waits after writing a published tag before it reads the tag back a
+        # second time: a rival's PUT that landed after this one's first read-back shows then.
+        self.settle_seconds = min(1.0, ctx.policy.first_pause * 2)
+        self._configs: dict[str, str] = {}  # manifest digest → its config's digest, as read this run
+        self._journal_read = False  # the journal's digests are in _configs
 
     @property
     def client(self) -> docker.DockerClient:
@@ -118,19 +159,33 @@ class RegistryBackend(Backend):
         """The repository's name in the API: under the url's namespace (ghcr.io/acme → acme/ember)."""
         return f"{self.api.namespace}/{repo}" if self.api.namespace else repo
 
+    def _repository(self, repo: str) -> Repository:
+        return Repository(self.api, self._repo(repo))
+
     def _tags(self, repo: str) -> list[str]:
-        response = self.api.request("GET", f"list the tags of {repo}", f"{self._repo(repo)}/tags/list")
-        if response.status_code == 404:
-            return []
-        if response.status_code != 200:
-            raise self.api.fail(f"list the tags of {repo}", response)
-        return sorted(response.json().get("tags") or [])
+        """Every tag of `repo`, every page of them."""
+        return self.api.tags(self._repo(repo), f"list the tags of {repo}", self.tags_page_size)
+
+    def _config_of(self, repo: str, digest: str) -> str:
+        """The config digest (the image id) of the manifest `digest`: from this run's reads or the
+        journal's records (a digest names one manifest for ever), else one GET of it by digest."""
+        if digest not in self._configs and not self._journal_read:
+            self._journal_read = True
+            for entry in (*self.ctx.journal.events("switched"), *self.ctx.journal.events("verified")):
+                manifest = entry.get("digest") or entry.get("sha256")
+                image_id = entry.get("sha256") if "digest" in entry else entry.get("image_id")
+                if isinstance(manifest, str) and isinstance(image_id, str):
+                    self._configs.setdefault(manifest, "sha256:" + image_id.removeprefix("sha256:"))
+        if digest not in self._configs:
+            body = read_manifest(self._repository(repo), digest)
+            self._configs[digest] = self._config_digest(body, f"{self.host}/{repo}@{digest}")
+        return self._configs[digest]
 
     def _manifest(self, repo: str, reference: str) -> tuple[bytes, str, str]:
         """(the manifest's bytes, its media type, its digest as computed from those bytes)."""
         what = f"read {repo}:{reference}" if ":" not in reference else f"read {repo}@{reference}"
         response = self.api.request("GET", what, f"{self._repo(repo)}/manifests/{reference}",
-                                    headers={"Accept": _MANIFESTS})
+                                    headers={"Accept": MANIFESTS})
         if response.status_code != 200:
             raise self.api.fail(what, response)
         kind = response.headers.get("Content-Type", "").split(";")[0]
@@ -149,8 +204,10 @@ class RegistryBackend(Backend):
 
     def listing(self, channel: str, *, indexes: Sequence[str] | None = None,
                 projects: Sequence[str] | None = None) -> list[Listed]:
-        """Every `<repo>:<tag>-<channel>` of the repositories `projects` with the image id its
-        manifest names. A registry is read per repository: most do not list their repositories."""
+        """Every `<repo>:<tag>-<channel>` of the repositories `projects` (every page of their tags)
+        with the image id its manifest names: a HEAD per tag, and a GET only of a manifest digest
+        neither this run nor the journal knows. A registry is read per repository: most do not list
+        their repositories."""
         if projects is None:
             raise TypeError("a registry is listed per repository: pass projects")
         out = []
@@ -159,105 +216,68 @@ class RegistryBackend(Backend):
             for tag in self._tags(repo):
                 if not tag.endswith(suffix):
                     continue
-                body, _, digest = self._manifest(repo, tag)
-                config = self._config_digest(body, f"{self.host}/{repo}:{tag}")
+                digest = self._digest(repo, tag)
+                if digest is None:  # deleted since the list was read
+                    continue
+                config = self._config_of(repo, digest)
                 name = tag.removesuffix(suffix)
                 out.append(Listed("image", f"{repo}:{name}", config.removeprefix("sha256:"), repo,
                                   name.split("-", 1)[0], f"{self.host}/{repo}@{digest}"))
         return out
 
+    def shown(self, channel: str, files: Sequence[PublishFile]) -> dict[tuple[str, str], str]:
+        """The image id each file's published tag names now: a HEAD of that exact tag (its
+        Docker-Content-Digest), no list of tags, and a GET of its manifest only when the digest is
+        not known (a registry counts manifest GETs against pull limits, HEADs not)."""
+        out = {}
+        for f in files:
+            repo, name = f.filename.split(":", 1)
+            digest = self._digest(repo, published_tag(name, channel))
+            if digest is not None:
+                out[f.index, f.filename] = self._config_of(repo, digest).removeprefix("sha256:")
+        return out
+
     def fetch(self, listed: Listed, dest: Path) -> Path:
-        """Read the listed image by manifest digest and load it into the engine; `dest/<repo>_<tag>.id`
-        holds the id it has there."""
+        """The listed image as promotion copies it: by manifest digest, registry to registry, with
+        no engine (`SourceImage`, in `dest`); its config blob is read and checked against the id."""
         digest = listed.url.rsplit("@", 1)[1]
         repo = listed.project
         where = f"{self.host}/{repo}@{digest}"
-        body, _, served = self._manifest(repo, digest)
-        if served != digest:
-            raise PublishError(f"pull {where}: the registry serves a manifest with digest {served}; try again")
-        manifest = json.loads(body)
+        body = read_manifest(self._repository(repo), digest)
+        config = self._config_digest(body, where)
         dest.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="pull-", dir=dest) as scratch:
-            folder = Path(scratch)
-            config = self._blob(repo, self._config_digest(body, where), folder / "config.json")
-            layers = []
-            for number, layer in enumerate(manifest.get("layers") or []):
-                blob = self._blob(repo, layer["digest"], folder / f"{number}.blob")
-                layers.append(self._unpacked(blob, str(layer.get("mediaType", "")), where))
-            archive = folder / "image.tar"
-            with tarfile.open(archive, "w") as tar:  # `docker save`'s own layout, which `docker load` reads
-                tar.add(config, arcname="config.json")
-                for number, layer_tar in enumerate(layers):
-                    tar.add(layer_tar, arcname=f"{number}/layer.tar")
-                entry = json.dumps([{"Config": "config.json", "RepoTags": None,
-                                     "Layers": [f"{n}/layer.tar" for n in range(len(layers))]}]).encode()
-                (folder / "manifest.json").write_bytes(entry)
-                tar.add(folder / "manifest.json", arcname="manifest.json")
-            try:
-                with archive.open("rb") as data:
-                    self.client.images.load(data)
-            except docker.errors.APIError as exc:
-                raise PublishError(self.api.scrub(f"load {where} into the docker engine: "
-                                                  f"{exc.explanation or exc}")) from None
-        image_id = self._config_digest(body, where)  # the engine names a loaded image by its config's digest
-        marker = dest / f"{listed.filename.replace(':', '_').replace('/', '_')}.id"
-        write_atomic(marker, image_id + "\n")
-        return marker
+        with tempfile.TemporaryDirectory(prefix="config-", dir=dest) as scratch:
+            self._blob(repo, config, Path(scratch) / "config.json")  # checked against its digest
+        source = SourceImage(repo, digest, config)
+        return source.write(dest / f"{listed.filename.replace(':', '_').replace('/', '_')}{SourceImage.SUFFIX}")
 
     def _blob(self, repo: str, digest: str, path: Path) -> Path:
-        """The blob `digest` of `repo` in `path`, checked against its digest. The body is streamed,
-        so a connection that breaks while it is read fails after the request's own retries: such a
-        read, and bytes that hash to another digest, are read again from the start, retry.py's way."""
-        what = f"read {self.host}/{repo}@{digest}"
-
-        def once() -> Path:
-            response = self.api.request("GET", what, f"{self._repo(repo)}/blobs/{digest}", stream=True)
-            if response.status_code != 200:
-                raise self.api.fail(what, response)
-            with response, path.open("wb") as out:
-                for chunk in response.iter_content(1 << 20):
-                    out.write(chunk)
-            got = "sha256:" + sha256_of(path)
-            if got != digest:
-                raise _Incomplete(f"the bytes served hash to {got}")
-            return path
-
-        return retry(once, self.ctx.policy, label=what, errors=(_Incomplete, *BROKEN_READS),
-                     failure=lambda exc: gist(exc, self.api.scrub),
-                     gave_up=lambda last: f"{what}: gave up after {self.ctx.policy.tries} tries; last: {last}")
-
-    @staticmethod
-    def _unpacked(blob: Path, media_type: str, where: str) -> Path:
-        """A layer as the uncompressed tar `docker load` takes."""
-        with blob.open("rb") as head:
-            magic = head.read(2)
-        if magic != b"\x1f\x8b":
-            if "zstd" in media_type:
-                raise PublishError(f"{where}: a zstd layer ({media_type}); shipyard reads gzip and plain tar layers")
-            return blob
-        out = blob.with_suffix(".tar")
-        with gzip.open(blob, "rb") as source, out.open("wb") as sink:
-            shutil.copyfileobj(source, sink, 1 << 20)
-        return out
+        """The blob `digest` of `repo` in `path`, checked against its digest (image_copy.pull_blob)."""
+        return pull_blob(self._repository(repo), digest, path, self.ctx.policy)
 
     def fetched_sha256(self, path: Path) -> str:
-        """The id of the image `fetch` loaded, as the engine holds it now."""
-        image_id = path.read_text().strip()
-        try:
-            return str(self.client.images.get(image_id).id).removeprefix("sha256:")
-        except docker.errors.ImageNotFound:
-            return f"no image {image_id} in the engine"
+        """The id of the image `fetch` found: its config's digest, the config blob checked against it."""
+        source = SourceImage.read(path)
+        return source.image_id.removeprefix("sha256:") if source is not None else f"no image source in {path}"
 
     def release(self, channel: str, files: Sequence[PublishFile]) -> None:
         """Every image staged and verified first, then the channel tags, one PUT each: the
-        release's images appear together, and none before all of them are verified."""
+        release's images appear together, and none before all of them are verified. A registry
+        has no conditional write: after one pause, each tag this run wrote is read again, and one
+        a rival publisher wrote meanwhile ends the run (exit 8), the rival's manifest left as it is."""
         staged = [(f, *self._stage(channel, f)) for f in files]
+        written = []
         for f, digest, body in staged:
             repo, name = f.filename.split(":", 1)
-            self._write_tag(repo, published_tag(name, channel), body, digest, f)
+            tag = published_tag(name, channel)
+            written.append((f, digest, repo, tag, self._publish_tag(repo, tag, body, digest, f)))
+        if any(put for *_, put in written):  # a rival whose PUT came after this run's read-back shows now
+            time.sleep(self.settle_seconds)
+        for f, digest, repo, tag, put in written:
+            if put:
+                self._still_published(repo, tag, digest, f)
             self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
-                                    ref=f"{self.host}/{repo}:{published_tag(name, channel)}", digest=digest,
-                                    sha256=f.sha256)
+                                    ref=f"{self.host}/{repo}:{tag}", digest=digest, sha256=f.sha256)
         self.ctx.progress(f"{self.target.name}: {self.host}/<repo>:<tag>-{channel}: {len(files)} images visible")
 
     def advance(self, channel: str, files: Sequence[PublishFile]) -> list[str]:
@@ -309,9 +329,11 @@ class RegistryBackend(Backend):
         return sorted(out, reverse=True)
 
     def preflight(self, files: Sequence[PublishFile]) -> None:
-        """The engine answers and holds every image by the id the manifest records."""
+        """The engine answers and holds every image by the id the manifest records (a promotion
+        copies by digest and needs no engine)."""
         for f in files:
-            self._local_image(f)
+            if SourceImage.read(f.path) is None:
+                self._local_image(f)
 
     def _local_image(self, f: PublishFile) -> Image:
         try:
@@ -330,7 +352,13 @@ class RegistryBackend(Backend):
         digest = self.ctx.journal.verified(stage_ref).get(f.filename)
         if digest is not None and self._tag_has(repo, staging, digest):
             return digest, self._verify(repo, digest, f)
-        digest = self._push(f, repo, staging)
+        source = SourceImage.read(f.path)
+        if source is not None:  # a promotion: the source channel's manifest, byte for byte
+            body = copy_image(self._repository(source.repo), source.digest, self._repository(repo), staging,
+                              self.ctx.policy)
+            digest = "sha256:" + sha256_hex(body)
+        else:
+            digest = self._push(f, repo, staging)
         self.ctx.journal.record("stage", target=self.target.name, channel=channel, image=f.filename,
                                 ref=stage_ref, digest=digest, sha256=f.sha256)
         body = self._verify(repo, digest, f)
@@ -364,11 +392,10 @@ class RegistryBackend(Backend):
             return None
         sizes = []
         for digest in (f"sha256:{f.sha256}", *blobs):
-            head = self._blob_head(repo, digest, f"push {f.artifact}")
-            length = head.headers.get("Content-Length", "") if head is not None else ""
-            if not length.isdigit():
+            size = holds_blob(self._repository(repo), digest, f"push {f.artifact}")
+            if not size:
                 return None  # not held (or held without a length to put in the manifest)
-            sizes.append(int(length))
+            sizes.append(size)
         return ({"mediaType": _CONFIG, "size": sizes[0], "digest": f"sha256:{f.sha256}"},
                 [{"mediaType": _LAYER, "size": size, "digest": digest}
                  for size, digest in zip(sizes[1:], blobs, strict=True)])
@@ -422,54 +449,28 @@ class RegistryBackend(Backend):
         archive.unlink()
         if "sha256:" + sha256_of(config) != f"sha256:{f.sha256}":
             raise PublishError(f"{f.artifact}: the engine saves image sha256:{f.sha256} with a config that hashes to "
-                               f"sha256:{sha256_of(config)}; an engine whose image ids are not config digests "
-                               f"(the containerd image store) is not supported")
+                               f"sha256:{sha256_of(config)}: this engine keeps images in the containerd image "
+                               f"store, where an image's id is its manifest's digest, not its config's, and "
+                               f"dist/manifest.json records the id; nothing became visible: publish from an engine "
+                               f"with the classic image store (\"features\": {{\"containerd-snapshotter\": false}} "
+                               f"in /etc/docker/daemon.json, dockerd restarted), where shipyard image build records "
+                               f"ids the registry can check; then publish from that engine")
         return config, layers
 
     def _upload_blob(self, f: PublishFile, repo: str, digest: str, path: Path) -> None:
-        """The blob in the registry: left alone when it is there, else uploaded in one PUT. An upload
-        whose answer is lost or refused midway is checked (HEAD) and started again as a whole."""
-        what = f"push {f.artifact}: blob {digest[:19]}"
-        api = self._repo(repo)
-
-        def there() -> bool:
-            return self._blob_head(repo, digest, what) is not None
-
-        def once() -> None:
-            if there():
-                return
-            start = self.api.request("POST", what, f"{api}/blobs/uploads/")
-            if start.status_code != 202 or "Location" not in start.headers:
-                if start.status_code in (401, 403):
-                    raise self.api.fail(what, start)
-                raise _Incomplete(describe(start))
-            location = start.headers["Location"]
-            put = self.api.request("PUT", what, f"{location}{'&' if '?' in location else '?'}digest={digest}",
-                                   body=path, headers={"Content-Type": "application/octet-stream"})
-            if put.status_code != 201 and not there():
-                raise _Incomplete(describe(put))
-
-        retry(once, self.ctx.policy, label=what, errors=(_Incomplete,), failure=str,
-              gave_up=lambda last: f"{what} to {self.host}: gave up after {self.ctx.policy.tries} tries; last "
-                                   f"response: {last}")
-
-    def _blob_head(self, repo: str, digest: str, what: str) -> requests.Response | None:
-        """The registry's answer to a HEAD of blob `digest` in `repo`; None when it does not hold it."""
-        head = self.api.request("HEAD", what, f"{self._repo(repo)}/blobs/{digest}")
-        if head.status_code in (401, 403):
-            raise self.api.fail(what, head)
-        return head if head.status_code == 200 else None
+        """The blob in the registry: left alone when it is there, else uploaded (image_copy.push_blob)."""
+        push_blob(self._repository(repo), digest, path, self.ctx.policy, f"push {f.artifact}: blob {digest[:19]}")
 
     def _tag_has(self, repo: str, tag: str, digest: str) -> bool:
         response = self.api.request("HEAD", f"read {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}",
-                                    headers={"Accept": _MANIFESTS})
+                                    headers={"Accept": MANIFESTS})
         return response.status_code == 200 and response.headers.get("Docker-Content-Digest") == digest
 
     def _digest(self, repo: str, tag: str) -> str | None:
         """The manifest digest the registry serves under `repo:tag`; None when there is no such tag."""
         what = f"read {self.host}/{repo}:{tag}"
         response = self.api.request("HEAD", what, f"{self._repo(repo)}/manifests/{tag}",
-                                    headers={"Accept": _MANIFESTS})
+                                    headers={"Accept": MANIFESTS})
         if response.status_code == 404:
             return None
         if response.status_code != 200:
@@ -491,13 +492,41 @@ class RegistryBackend(Backend):
                                f"became visible under a channel tag: check the registry, then publish again")
         return body
 
-    def _write_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
-        """One PUT of the verified manifest's bytes under a published or moving tag, then read it back."""
-        kind = self._media_type(body)
+    def _publish_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> bool:
+        """The published tag, written as a registry allows it: refused when it names another
+        manifest already; else one PUT, read back. Whether this run wrote it (`release` reads it
+        once more after a pause)."""
+        held = self._digest(repo, tag)
+        if held == digest:  # a re-run, or a rival with the very same image
+            return False
+        if held is None:
+            self._put_tag(repo, tag, body, f)
+        self._still_published(repo, tag, digest, f)
+        return True
+
+    def _still_published(self, repo: str, tag: str, digest: str, f: PublishFile) -> None:
+        """The tag names manifest `digest`; another manifest there means a rival publisher wrote the
+        tag meanwhile and won: ImmutableFileError naming both, and the tag is left as it wrote it."""
+        held = self._digest(repo, tag)
+        if held is None:
+            raise PublishError(f"{f.artifact}: {self.host}/{repo}:{tag} is not served after it was written; "
+                               f"publish again")
+        if held != digest:
+            winner = self._config_of(repo, held).removeprefix("sha256:")
+            raise ImmutableFileError(
+                f"{f.artifact}: {self.host}/{repo}:{tag} was published meanwhile by another publisher with manifest "
+                f"{held} (image sha256 {winner}); this one is manifest {digest} (image sha256 {f.sha256}); the tag "
+                f"is left as the other publisher wrote it: publish a new version (or build number) instead")
+
+    def _put_tag(self, repo: str, tag: str, body: bytes, f: PublishFile) -> None:
         response = self.api.request("PUT", f"tag {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}", body=body,
-                                    headers={"Content-Type": kind})
+                                    headers={"Content-Type": self._media_type(body)})
         if response.status_code not in (200, 201):
             raise self.api.fail(f"tag {f.artifact} as {repo}:{tag}", response)
+
+    def _write_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
+        """One PUT of the verified manifest's bytes under a moving tag, then read it back."""
+        self._put_tag(repo, tag, body, f)
         if not self._tag_has(repo, tag, digest):
             raise PublishError(f"{f.artifact}: {self.host}/{repo}:{tag} does not read back as {digest} after it "
                                f"was written; publish again")

@@ -13,6 +13,9 @@ write of the registry target goes through `RegistryClient.request`.
   `access_token`) from the JSON answer and send the request again with it. Tokens are kept per
   scope for the run, in memory only.
 - **Retries.** Each request goes through retry.py's policy (5xx, resets and timeouts tried again).
+- **Pages.** `tags` follows the `Link: <…>; rel="next"` header of `tags/list` to the last page (the
+  distribution spec's pagination; `n` asks for a page size): a registry that pages by default
+  would otherwise hide every tag past its first page.
 - **Secrets.** Passwords and tokens live in request headers only; every text this module puts
   in an error passes `scrub`; each token is handed to redaction.py as it arrives.
 """
@@ -99,6 +102,23 @@ class RegistryClient:
             else:
                 return response
         return response
+
+    def tags(self, repo: str, what: str, page_size: int | None = None) -> list[str]:
+        """Every tag of `repo` (its name in the API), read page after page as the `Link` header leads
+        (`page_size`: the `n` to ask for; None: the registry's own); [] when there is no such repository."""
+        path: str | None = f"{repo}/tags/list" + (f"?n={page_size}" if page_size else "")
+        tags: list[str] = []
+        seen: set[str] = set()
+        while path is not None and path not in seen:  # a registry that links a page to itself ends here
+            seen.add(path)
+            response = self.request("GET", what, path)
+            if response.status_code == 404 and not tags:
+                return []
+            if response.status_code != 200:
+                raise self.fail(what, response)
+            tags.extend(t for t in (response.json().get("tags") or []) if isinstance(t, str))
+            path = response.links.get("next", {}).get("url")
+        return sorted(set(tags))
 
     def _send(self, method: str, what: str, url: str, body: bytes | Path | None, headers: dict[str, str],
               scope: str | None, stream: bool) -> requests.Response:

@@ -150,8 +150,7 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
         reports[name] = TargetReport(name, backend.describe(channel))
         if not files:
             continue
-        shown = {(e.index, e.filename): e.sha256 for e in backend.listing(
-            channel, indexes=sorted({f.index for f in files}), projects=sorted({f.project for f in files}))}
+        shown = backend.shown(channel, files)
         new[name] = []
         for f in files:
             served = shown.get((f.index, f.filename))

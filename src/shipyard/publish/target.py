@@ -71,6 +71,12 @@ class Backend(ABC):
     def fetch(self, listed: Listed, dest: Path) -> Path:
         """Download a listed file into the folder `dest`; return its path."""
 
+    def shown(self, channel: str, files: Sequence[PublishFile]) -> dict[tuple[str, str], str]:
+        """The sha256 under which the channel shows each of `files`' names now, by (index, filename);
+        absent: not published. From `listing`, unless a target can ask for exactly those names."""
+        return {(e.index, e.filename): e.sha256 for e in self.listing(
+            channel, indexes=sorted({f.index for f in files}), projects=sorted({f.project for f in files}))}
+
     def preflight(self, files: Sequence[PublishFile]) -> None:  # noqa: B027 - a hook, no-op by default
         """Whatever else must hold before any target uploads anything (files are checked already)."""
 
