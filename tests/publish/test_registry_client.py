@@ -15,8 +15,9 @@ from support.publish_servers import QuietHandler, loopback_server
 
 from shipyard.errors import UsageError
 from shipyard.plumbing.retry import RetryPolicy
+from shipyard.publish.connection import target_trust as trust
 from shipyard.publish.credentials import Credentials
-from shipyard.publish.registry_client import RegistryClient, trust
+from shipyard.publish.registry_client import RegistryClient
 from shipyard.release.destinations import PublishTarget, registry_base
 
 
@@ -34,8 +35,8 @@ def test_a_url_without_a_scheme_is_https_except_on_loopback(url: str, expected: 
     assert registry_base(url) == expected
 
 
-def test_ca_file_belongs_to_a_docker_target_and_must_exist(tmp_path: Path) -> None:
-    with pytest.raises(ValidationError, match="ca_file .* belongs to a docker target"):
+def test_ca_file_belongs_to_a_target_reached_over_the_network_and_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="ca_file and proxy belong to a target shipyard reaches over the network"):
         PublishTarget(name="tree", kind="static", url="https://example.org/whl/", path="site", ca_file="ca.pem")
     target = PublishTarget(name="images", kind="docker", url="https://127.0.0.1:5443", ca_file="certs/ca.pem")
     with pytest.raises(UsageError, match=r"publish.images.ca_file: no such file; .* \(got certs/ca.pem\)"):

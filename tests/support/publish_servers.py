@@ -11,6 +11,7 @@ import json
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -165,13 +166,18 @@ class QuietHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def loopback_server(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[str]:
+def loopback_server(handler: type[BaseHTTPRequestHandler], port: int = 0, tls: Tls | None = None) -> Iterator[str]:
     """`handler` answering on 127.0.0.1 (`port`, or one the system picks) from a thread of its own
-    while the block runs; yields its base URL, `http://127.0.0.1:<port>` (no trailing slash)."""
+    while the block runs; yields its base URL, `http://127.0.0.1:<port>` (no trailing slash), or
+    `https://` with `tls` (its certificate, signed by its CA)."""
     server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls.certificate, tls.key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     with serving_in_thread(server):
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
 
 
 @contextmanager

@@ -20,9 +20,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.parser import BytesParser
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 from support.publish_servers import QuietHandler, loopback_server
+
+if TYPE_CHECKING:
+    from support.registry_auth import Tls
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
@@ -76,7 +80,8 @@ class PypiStandIn:
 
 
 @contextmanager
-def pypi_standin(accepts: Callable[[str, str], bool], upload_pause: float = 0.0) -> Iterator[PypiStandIn]:
+def pypi_standin(accepts: Callable[[str, str], bool], upload_pause: float = 0.0,
+                 tls: Tls | None = None) -> Iterator[PypiStandIn]:
     standin = PypiStandIn(accepts, upload_pause)
 
     class Handler(QuietHandler):
@@ -101,6 +106,6 @@ def pypi_standin(accepts: Callable[[str, str], bool], upload_pause: float = 0.0)
             status, payload = standin.page(self.path.removeprefix("/simple/").strip("/"))
             self._send(status, json.dumps(payload).encode(), JSON_TYPE)
 
-    with loopback_server(Handler) as url:
+    with loopback_server(Handler, tls=tls) as url:
         standin.url = f"{url}/"
         yield standin

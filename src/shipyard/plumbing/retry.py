@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import requests
 from requests.adapters import HTTPAdapter
 
-from shipyard.errors import RetriesExhausted
+from shipyard.errors import PublishError, RetriesExhausted
 
 log = logging.getLogger("shipyard.publish")
 T = TypeVar("T")
@@ -41,25 +41,45 @@ class RetryPolicy:
 
 
 class _TimeoutAdapter(HTTPAdapter):
-    """Gives every request the policy's timeout (twine's own requests set none) and no hidden
-    urllib3 retries: retrying is this module's job, bounded once."""
+    """Gives every request the policy's timeout (twine's own requests set none), its proxy, and
+    no hidden urllib3 retries: retrying is this module's job, bounded once."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, proxy: str | None) -> None:
         super().__init__(max_retries=0)
         self._timeout = timeout
+        self._proxy = proxy
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         if kwargs.get("timeout") is None:
             kwargs["timeout"] = self._timeout
+        if not kwargs.get("proxies"):
+            kwargs["proxies"] = request_proxies(request.url or "", self._proxy)
         return super().send(request, **kwargs)
 
 
-def bounded_session(policy: RetryPolicy, session: requests.Session | None = None) -> requests.Session:
-    """`session` (or a new one) with the policy's timeout on every request and no retries of its own."""
+def request_proxies(url: str, proxy: str | None) -> dict[str, str]:
+    """The proxies a request to `url` goes through: `proxy` (a target's own) for every URL, else the
+    standard environment variables (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, in either case) unless
+    NO_PROXY names the host, as curl and pip read them."""
+    if proxy:
+        return {"http": proxy, "https": proxy}
+    return requests.utils.get_environ_proxies(url)
+
+
+def bounded_session(policy: RetryPolicy, session: requests.Session | None = None, *,
+                    verify: str | bool = True, proxy: str | None = None) -> requests.Session:
+    """`session` (or a new one) with the policy's timeout on every request, no retries of its own,
+    the certificates it trusts (`verify`: a CA bundle's path, or True for the default store) and
+    its proxy (`proxy`, else the standard environment variables: request_proxies). Nothing else
+    comes from the environment (trust_env off: no netrc credentials, no REQUESTS_CA_BUNDLE), and
+    verification is never turned off."""
     session = session or requests.Session()
-    session.trust_env = False  # no proxies or netrc from the environment: targets are named in release.yaml
+    session.trust_env = False
+    if verify is False:
+        raise ValueError("certificate verification is never turned off; give the CA bundle to trust instead")
+    session.verify = verify
     for scheme in ("http://", "https://"):
-        session.mount(scheme, _TimeoutAdapter(policy.timeout))
+        session.mount(scheme, _TimeoutAdapter(policy.timeout, proxy))
     return session
 
 
@@ -70,6 +90,11 @@ def describe(response: requests.Response) -> str:
 # What requests raises when a connection breaks, stalls or ends a body early: worth another try.
 BROKEN_READS: tuple[type[Exception], ...] = (requests.ConnectionError, requests.Timeout,
                                              requests.exceptions.ChunkedEncodingError)
+
+
+def untrusted_certificate(exc: Exception) -> bool:
+    """Whether `exc` is a TLS verification failure (a certificate no trusted CA signed)."""
+    return isinstance(exc, requests.exceptions.SSLError) and "CERTIFICATE_VERIFY_FAILED" in str(exc)
 
 
 def gist(exc: Exception, scrub: Callable[[str], str] = str) -> str:
@@ -118,6 +143,10 @@ def retry(attempt: Callable[[], T], policy: RetryPolicy, *, label: str, errors: 
         try:
             result = attempt()
         except errors as exc:
+            if untrusted_certificate(exc):  # the same answer on every try: say what to trust
+                raise PublishError(f"{label}: the server's TLS certificate is not signed by a CA this target "
+                                   f"trusts ({failure(exc)}); set the target's ca_file in release.yaml to the PEM "
+                                   f"file of the CA that signed it (verification is never turned off)") from None
             last = failure(exc)
         else:
             if (fault_text := fault(result)) is None:

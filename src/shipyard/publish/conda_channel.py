@@ -21,7 +21,8 @@ from shipyard.conda.channel import publish_packages
 from shipyard.errors import PublishError
 from shipyard.plumbing.generations import current_generation
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.plumbing.retry import bounded_session, with_retries
+from shipyard.plumbing.retry import with_retries
+from shipyard.publish.connection import target_session
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import Backend, Listed, copy_file
 
@@ -73,7 +74,7 @@ class CondaChannelBackend(Backend):
         """Every new package as a user's solver downloads it: through the web server, with the token."""
         base = self.channel_url(channel, token=self.ctx.credentials.token)
         listed = {entry.filename: entry for entry in self.listing(channel)}
-        session = bounded_session(self.ctx.policy)
+        session = target_session(self.target, self.ctx.root, self.ctx.policy)
         for f in files:
             subdir = Path(listed[f.filename].url).parent.name
             response = with_retries(f"download {f.filename}", self.target.url,

@@ -36,8 +36,9 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.plumbing.retry import bounded_session, describe, with_retries
+from shipyard.plumbing.retry import describe, with_retries
 from shipyard.publish import twine_upload
+from shipyard.publish.connection import target_session
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.target import Backend, Listed, TargetContext
@@ -51,8 +52,8 @@ class DevpiBackend(Backend):
         super().__init__(ctx)
         self.base = ctx.target.url.rstrip("/")
         self.user = ctx.credentials.username or ""
-        self.reader = bounded_session(ctx.policy)  # anonymous: devpi indexes are world-readable
-        self.writer = bounded_session(ctx.policy)  # authenticated by _log_in, before the first write
+        self.reader = target_session(ctx.target, ctx.root, ctx.policy)  # anonymous: devpi indexes are world-readable
+        self.writer = target_session(ctx.target, ctx.root, ctx.policy)  # logged in by _log_in before a write
 
     # --- names -----------------------------------------------------------------------------
 

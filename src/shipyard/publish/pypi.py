@@ -32,8 +32,9 @@ from packaging.utils import (
 from shipyard.errors import ImmutableFileError, PublishError, public_url
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.plumbing.retry import bounded_session, describe, with_retries
+from shipyard.plumbing.retry import describe, with_retries
 from shipyard.publish import twine_upload
+from shipyard.publish.connection import target_session
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
 from shipyard.publish.target import Backend, Listed, TargetContext
@@ -54,7 +55,7 @@ class PypiBackend(Backend):
         super().__init__(ctx)
         self.upload_url = ctx.target.url
         self.simple = ctx.target.simple_url
-        self.reader = bounded_session(ctx.policy)  # anonymous: the simple index is world-readable
+        self.reader = target_session(ctx.target, ctx.root, ctx.policy)  # anonymous: the simple index is world-readable
 
     def describe(self, channel: str) -> str:
         return public_url(self.simple)

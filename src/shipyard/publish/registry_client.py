@@ -1,8 +1,8 @@
 """The one HTTP client for a docker registry (the distribution API, /v2/): every image read and
 write of the registry target goes through `RegistryClient.request`.
 
-- **TLS.** `https://host` verifies the server against the target's `ca_file` (a PEM bundle,
-  relative to release.yaml), else the system trust store. A url without a scheme is
+- **TLS and proxies.** `https://host` verifies the server against the target's `ca_file`, else the
+  system trust store; requests go through its proxy (publish/connection.py). A url without a scheme is
   `https://`, except on a loopback host (127.0.0.1, localhost, ::1), which the docker engine
   also treats as plain HTTP by default.
 - **Auth as the registry asks for it.** A request goes out without credentials; a 401 names
@@ -23,34 +23,20 @@ write of the registry target goes through `RegistryClient.request`.
 from __future__ import annotations
 
 import re
-import ssl
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from shipyard.errors import PublishError, UsageError
-from shipyard.plumbing.retry import RetryPolicy, bounded_session, describe, with_retries
+from shipyard.errors import PublishError
+from shipyard.plumbing.retry import RetryPolicy, describe, with_retries
+from shipyard.publish.connection import target_session
 from shipyard.publish.credentials import Credentials
 from shipyard.redaction import keep_hidden
 from shipyard.release.destinations import PublishTarget, registry_base
 
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
-
-
-def trust(target: PublishTarget, root: Path) -> str | bool:
-    """What requests verifies the registry's certificate against: the target's ca_file, else the
-    system trust store (requests' own default would be certifi's bundle, not the system's)."""
-    if target.ca_file:
-        path = (root / target.ca_file).resolve()
-        if not path.is_file():
-            raise UsageError(f"release.yaml: publish.{target.name}.ca_file: no such file; give the PEM bundle of "
-                               f"the CA that signed the registry's certificate, relative to release.yaml "
-                               f"(got {target.ca_file})")
-        return str(path)
-    system = ssl.get_default_verify_paths().cafile
-    return system or True
 
 
 class RegistryClient:
@@ -61,8 +47,7 @@ class RegistryClient:
         self.credentials = credentials
         self.policy = policy
         self._scrub = scrub
-        self.session = bounded_session(policy)
-        self.session.verify = trust(target, root)
+        self.session = target_session(target, root, policy)
         self._tokens: dict[str, str] = {}  # scope → bearer token
         self._last_token: str | None = None
         self._scheme: str | None = None  # what the registry asked for last: basic or bearer

@@ -61,7 +61,7 @@ class _Exchange:
         self.policy = policy
         self.environ = environ
         self.announce = announce
-        self.session = bounded_session(policy)
+        self.session = bounded_session(policy, proxy=target.proxy)  # the index's mint endpoint: its proxy
 
     def scrub(self, text: str) -> str:
         return redact(text)

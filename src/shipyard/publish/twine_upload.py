@@ -10,7 +10,8 @@ import requests
 from twine.package import PackageFile
 from twine.repository import Repository
 
-from shipyard.plumbing.retry import bounded_session, with_retries
+from shipyard.plumbing.retry import with_retries
+from shipyard.publish.connection import target_session
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import TargetContext
 
@@ -21,7 +22,7 @@ def upload(ctx: TargetContext, repository_url: str, where: str, f: PublishFile) 
     credentials."""
     repository = Repository(repository_url, ctx.credentials.username, ctx.credentials.password,
                             disable_progress_bar=True)
-    repository.session = bounded_session(ctx.policy, repository.session)
+    repository.session = target_session(ctx.target, ctx.root, ctx.policy, repository.session)
     package = PackageFile.from_filename(str(f.path), None)
 
     def attempt() -> requests.Response:

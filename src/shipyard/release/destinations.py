@@ -48,6 +48,18 @@ _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za
                    r"|^\[[0-9A-Fa-f:.]+\]$")
 
 
+def _proxy_problem(proxy: str) -> str | None:
+    """What is wrong with a target's `proxy` ("message; fix"), or None; never repeats the value (it
+    may carry a password)."""
+    parsed = urlparse(proxy)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return "proxy must be an http:// or https:// URL of the proxy (e.g. http://proxy.example.org:3128)"
+    if parsed.username or parsed.password:
+        return ("proxy must not carry credentials (release.yaml is committed); give a proxy that needs none, "
+                "or set HTTPS_PROXY in the job's environment from a secret and remove proxy here")
+    return None
+
+
 def _publish_url_problem(url: str, kind: str | None) -> str | None:
     """What is wrong with `url` as a `kind` target's URL ("message; fix"), or None. Never repeats the
     URL: the part before '@', or the query, may be a credential."""
@@ -96,10 +108,13 @@ class PublishTarget(Frozen):
     # pypi with trusted_publishing: where /_/oidc/audience and /_/oidc/mint-token are (PyPI's and
     # TestPyPI's are known from url).
     oidc_url: str | None = None
-    # docker: the PEM bundle of the CA that signed the registry's certificate, relative to release.yaml
-    # (default: the system trust store). The url is https://host[:port], or host[:port]: https, and
-    # plain HTTP on a loopback host.
+    # The PEM bundle of the CA that signed the server's certificate, relative to release.yaml
+    # (default: the system trust store); any kind that talks to a server (publish/connection.py).
+    # A docker url is https://host[:port], or host[:port]: https, and plain HTTP on a loopback host.
     ca_file: str | None = None
+    # The proxy every request to this target goes through (http://host:port), instead of the
+    # standard HTTPS_PROXY / HTTP_PROXY / NO_PROXY variables, which apply otherwise.
+    proxy: str | None = None
     # The channels this target publishes to (empty: every one). An index without channels (pypi)
     # must name the ones that should reach it, so a nightly never lands on PyPI.
     channels: tuple[str, ...] = ()
@@ -125,8 +140,11 @@ class PublishTarget(Frozen):
                              "variables holding the devpi user and password")
         if self.kind != "pypi" and (self.index_url or self.trusted_publishing or self.oidc_url):
             raise ValueError("index_url, trusted_publishing and oidc_url belong to a pypi target; remove them here")
-        if self.kind != "docker" and self.ca_file:
-            raise ValueError("ca_file (the CA of a registry's certificate) belongs to a docker target; remove it here")
+        if self.kind == "static" and (self.ca_file or self.proxy):
+            raise ValueError("ca_file and proxy belong to a target shipyard reaches over the network; a static "
+                             "target writes a folder and reads it back from disk: remove them here")
+        if self.proxy and (problem := _proxy_problem(self.proxy)):
+            raise ValueError(problem)
         if self.kind == "pypi":
             self._pypi_fields()
         if self.kind == "conda" and not self.token_env:
