@@ -4,13 +4,14 @@ would put in the environment. `run` is `shipyard …` as that user runs it."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 from support.release_copy import point_release_yaml
-from support.shipyard_process import run_shipyard, without_shipyard_settings
+from support.shipyard_process import run_shipyard, shipyard_command, without_shipyard_settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,8 +37,17 @@ class PublishProject:
         """`shipyard [-v] --root ROOT ARGS --target … --dist DIST --tries N --first-pause 0.1 --timeout 10`
         in a process of its own whose environment is this one's without any SHIPYARD_* setting, plus
         `env` (default: the project's credentials); its exit status and its output, stdout then stderr."""
-        targets = [arg for target in self.targets for arg in ("--target", target)]
-        done = run_shipyard(*(["-v"] if self.verbose else []), "--root", self.root, *args, *targets,
-                            "--dist", self.dist, "--tries", str(tries or self.tries), "--first-pause", "0.1",
-                            "--timeout", "10", env=without_shipyard_settings(self.env if env is None else env))
+        done = run_shipyard(*self._arguments(args, tries), env=without_shipyard_settings(self.env if env is None
+                                                                                        else env))
         return done.returncode, done.stdout + done.stderr
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """What `run` runs, started and not waited for (two publishers at once); its output is piped,
+        stderr into stdout: `communicate()` it."""
+        return subprocess.Popen(shipyard_command(*self._arguments(args, None)), env=without_shipyard_settings(self.env),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+
+    def _arguments(self, args: tuple[str, ...], tries: int | None) -> list[str | Path]:
+        targets = [arg for target in self.targets for arg in ("--target", target)]
+        return [*(["-v"] if self.verbose else []), "--root", self.root, *args, *targets, "--dist", self.dist,
+                "--tries", str(tries or self.tries), "--first-pause", "0.1", "--timeout", "10"]
