@@ -4,10 +4,11 @@ exactly one wins, the other exits 8 in lines that name the target, the file and 
 what the server serves is the winner's, byte for byte, 20 rounds in a row. Each kind keeps one
 server for its rounds, with fresh names (or a fresh channel folder) per round.
 
-No hook synchronises the two: both start together and race through the same steps (the listing,
-the staging, the switch), and a round in which they overlap is what the code before the fix lost
-(the static tree and the conda channel then served the second one's bytes under the first one's
-name, both exiting 0)."""
+No hook synchronises the two: both are forked at the same instant (support.shipyard_process's
+ShipyardForks: whole `shipyard publish` processes, the CLI imported once for all of them) and race
+through the same steps (the listing, the staging, the switch); a round in which they overlap is what
+the code before the fix lost (the static tree and the conda channel then served the second one's
+bytes under the first one's name, both exiting 0)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ import pytest
 import requests
 from support.publish_project import PublishProject
 from support.publish_servers import PypiServer, Site, publish_site, pypi_server
+from support.shipyard_process import ShipyardForks
 from support.synthetic_release import VERSION, build_conda_packages, features, make_wheel, record, write_manifest
 
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 
 pytestmark = pytest.mark.slow
-ROUNDS = int(__import__("os").environ.get("RACE_ROUNDS", "20"))
+ROUNDS = 20
 DEVPI_TARGET = "    kind: devpi\n    url: http://127.0.0.1:8081/\n"
 
 
@@ -57,12 +59,21 @@ class Racer:
     sha256: str  # what its manifest records for the raced file (a pypi target's: the plain-version rewrite)
 
 
-def _race(target: str, filename: str, racers: tuple[Racer, Racer], served: Callable[[], str]) -> None:
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShipyardForks]:
+    forks = ShipyardForks(tmp_path_factory.mktemp("race-runs"))
+    yield forks
+    forks.close()
+
+
+def _race(forks: ShipyardForks, target: str, filename: str, racers: tuple[Racer, Racer],
+          served: Callable[[], str]) -> None:
     """Both racers publish to `target` at once: one exits 0, the other 8 naming `filename`, the target
     and both sha256s, and `served()` (the file downloaded back from the server) is the winner's."""
-    started = [r.project.start("publish", "--channel", "nightly", "--target", target) for r in racers]
-    outputs = [process.communicate(timeout=300)[0] for process in started]
-    codes = [process.returncode for process in started]
+    done = forks.together(*(r.project.command("publish", "--channel", "nightly", "--target", target)
+                            for r in racers))
+    codes = [code for code, _ in done]
+    outputs = [output for _, output in done]
     assert sorted(codes) == [0, 8], "\n---\n".join(outputs)
     winner, loser = (0, 1) if codes[0] == 0 else (1, 0)
     flat = " ".join(outputs[loser].split())
@@ -98,7 +109,8 @@ def _racers(folder: Path, replacements: dict[str, str], env: dict[str, str],
     return out[0], out[1]
 
 
-def test_two_publishers_of_one_static_tree_name_one_wins_and_its_bytes_stay(servers: Servers, tmp_path: Path):
+def test_two_publishers_of_one_static_tree_name_one_wins_and_its_bytes_stay(servers: Servers, forks: ShipyardForks,
+                                                                            tmp_path: Path):
     site = servers.site
     replacements = site.replacements(prefix="race")
     for n in range(ROUNDS):
@@ -115,7 +127,7 @@ def test_two_publishers_of_one_static_tree_name_one_wins_and_its_bytes_stay(serv
             assert entry["hashes"]["sha256"] == digest  # the index entry is the winner's too
             return digest
 
-        _race("wheels-tree", filename, racers, served)
+        _race(forks, "wheels-tree", filename, racers, served)
 
 
 def _other_bytes(package: Path, dest: Path, payload: str) -> Path:
@@ -135,7 +147,8 @@ def _conda_dist(package: Path, dist: Path, payload: str) -> str:
     return sha256_of(placed)
 
 
-def test_two_publishers_of_one_conda_package_name_one_wins_and_its_bytes_stay(servers: Servers, tmp_path: Path):
+def test_two_publishers_of_one_conda_package_name_one_wins_and_its_bytes_stay(servers: Servers, forks: ShipyardForks,
+                                                                              tmp_path: Path):
     site = servers.site
     filename = servers.conda_package.name
     for n in range(ROUNDS):
@@ -152,10 +165,11 @@ def test_two_publishers_of_one_conda_package_name_one_wins_and_its_bytes_stay(se
             assert entry["sha256"] == digest
             return digest
 
-        _race("conda-staging", filename, racers, served)
+        _race(forks, "conda-staging", filename, racers, served)
 
 
-def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: Servers, tmp_path: Path):
+def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: Servers, forks: ShipyardForks,
+                                                                      tmp_path: Path):
     devpi = servers.site.devpi
     user = "race" + secrets.token_hex(3)
     env = {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": devpi.add_user(user)}
@@ -175,10 +189,11 @@ def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: S
             assert entry["hashes"]["sha256"] == digest
             return digest
 
-        _race("wheels-staging", filename, racers, served)
+        _race(forks, "wheels-staging", filename, racers, served)
 
 
-def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiServer, tmp_path: Path):
+def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiServer, forks: ShipyardForks,
+                                                                     tmp_path: Path):
     user, password = "race" + secrets.token_hex(3), secrets.token_urlsafe(18)
     pypi.add_user(user, password)
     replacements = {DEVPI_TARGET: f"    kind: pypi\n    url: {pypi.url}\n    index_url: {pypi.simple}\n"
@@ -199,4 +214,4 @@ def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiS
             assert pypi.files()[filename] == digest
             return digest
 
-        _race("wheels-staging", filename, racers, served)
+        _race(forks, "wheels-staging", filename, racers, served)

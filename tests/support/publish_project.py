@@ -4,14 +4,13 @@ would put in the environment. `run` is `shipyard …` as that user runs it."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 from support.release_copy import point_release_yaml
-from support.shipyard_process import run_shipyard, shipyard_command, without_shipyard_settings
+from support.shipyard_process import run_shipyard, without_shipyard_settings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,11 +40,10 @@ class PublishProject:
                                                                                         else env))
         return done.returncode, done.stdout + done.stderr
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        """What `run` runs, started and not waited for (two publishers at once); its output is piped,
-        stderr into stdout: `communicate()` it."""
-        return subprocess.Popen(shipyard_command(*self._arguments(args, None)), env=without_shipyard_settings(self.env),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    def command(self, *args: str) -> tuple[list[str | Path], dict[str, str]]:
+        """What `run` runs: the arguments after `shipyard`, and the whole environment (for
+        shipyard_process.ShipyardForks, which starts several at once)."""
+        return self._arguments(args, None), without_shipyard_settings(self.env)
 
     def _arguments(self, args: tuple[str, ...], tries: int | None) -> list[str | Path]:
         targets = [arg for target in self.targets for arg in ("--target", target)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -155,6 +156,8 @@ class PypiBackend(Backend):
             if verified.get(f.filename) == f.sha256:
                 continue
             digest = sha256_hex(self._download(entry.url, f.filename))
+            if digest != f.sha256 and self.settled_sha256(f, digest) == f.sha256:
+                digest = sha256_hex(self._download(entry.url, f.filename))  # read while it was written
             if digest != f.sha256:
                 # The page states this run's sha256 and the file is another's: a publisher that wrote
                 # the same name at the same moment (an index that checks and stores in two steps).
@@ -187,8 +190,26 @@ class PypiBackend(Backend):
                                f"uploaded is kept), or wait longer with --visible-within")
         return shown
 
+    def settled_sha256(self, f: PublishFile, served: str) -> str:
+        """pypiserver creates an uploaded file, then writes it: while it writes, its page states the
+        sha256 of what is written so far (of nothing, at first). So a sha256 that is not this run's
+        is read again, after a pause, until two reads agree (for up to `visible_within` seconds):
+        the loser of a race names the winner's bytes, not a half-written file's."""
+        last = [served]
+
+        def look() -> str | None:
+            time.sleep(self.ctx.policy.first_pause)
+            entry = self._page(f.project).get(f.filename)
+            now = self._stated_sha256(entry) if entry is not None else None
+            agreed = now is not None and now == last[-1]
+            last.append(now or "")
+            return now if agreed else None
+
+        return wait_for(look, self.ctx.policy, label=f"{self.target.name}: {f.filename}: read its sha256 again") \
+            or last[-1] or served
+
     def _same_bytes(self, f: PublishFile, served: str) -> None:
-        if served != f.sha256:
+        if served != f.sha256 and (served := self.settled_sha256(f, served)) != f.sha256:
             raise names_taken([name_taken(self.target.name, public_url(self.simple), f.filename, served, f.sha256)],
                               outcome="the index keeps the file it holds")
 

@@ -159,6 +159,8 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
                 new[name].append(f)
             elif served == f.sha256:
                 reports[name].unchanged.append(f)
+            elif (served := backend.settled_sha256(f, served)) == f.sha256:
+                reports[name].unchanged.append(f)  # it was being written by a publish of the same bytes
             else:
                 conflicts.append(name_taken(name, f"{channel}/{f.index}", f.filename, served, f.sha256))
     if conflicts:

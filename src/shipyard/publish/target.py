@@ -82,6 +82,12 @@ class Backend(ABC):
         version than they name; what moved or stayed, one line each. Most targets have none."""
         return []
 
+    def settled_sha256(self, f: PublishFile, served: str) -> str:
+        """The sha256 the target serves under `f`'s name, `served` as a listing stated it, once it
+        stops changing. A target that shows a file only whole (a staged switch, a server's own
+        transaction) has `served`; one that stores an upload in two steps overrides this."""
+        return served
+
     def fetched_sha256(self, path: Path) -> str:
         """The sha256 of what `fetch` returned (the file's; a registry's: the pulled image's id)."""
         return sha256_of(path)
