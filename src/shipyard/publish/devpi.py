@@ -208,7 +208,7 @@ class DevpiBackend(Backend):
             staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
             missing = ", ".join(f.filename for f in files if f.filename not in staged)
             raise PublishError(f"{self.target.name}: {self.base}: not visible yet: {missing} uploaded to {staging}, "
-                               f"and it did not list it within {self.ctx.policy.visible_within:.0f} s; nothing "
+                               f"and it did not list it within {self.ctx.policy.visible_within:g} s; nothing "
                                f"became visible: publish again later to resume, or wait longer with "
                                f"--visible-within")
         return staged

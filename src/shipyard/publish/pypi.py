@@ -186,7 +186,7 @@ class PypiBackend(Backend):
             missing = ", ".join(f.filename for f in files if f.filename not in shown)
             raise PublishError(f"{self.target.name}: {where}: not visible yet: {missing} uploaded to "
                                f"{public_url(self.upload_url)}, and the simple index did not list it within "
-                               f"{self.ctx.policy.visible_within:.0f} s; publish again later to resume (what was "
+                               f"{self.ctx.policy.visible_within:g} s; publish again later to resume (what was "
                                f"uploaded is kept), or wait longer with --visible-within")
         return shown
 
