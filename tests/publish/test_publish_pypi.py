@@ -214,3 +214,46 @@ def test_a_component_is_uploaded_before_the_components_that_depend_on_it(tmp_pat
         out, err = capsys.readouterr()
     assert code == 0, out + err
     assert [name.split("-")[0] for name in index.uploaded] == ["uocore", "uoaudio", "uovision"], index.uploaded
+
+
+def _publish_to(index_url: str, simple: str, tmp_path: Path, *options: str) -> int:
+    root = tmp_path / "root"
+    point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {index_url}\n"
+                                            f"    index_url: {simple}\n    channels: [nightly]\n"})
+    return main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+                 "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--first-pause", "0.01",
+                 *options])
+
+
+def test_an_index_whose_page_lags_behind_an_upload_is_read_again_until_it_lists_it(tmp_path: Path, capsys,
+                                                                                    monkeypatch):
+    # #52 item 3: a CDN in front of PyPI serves its cached page (without the new file) for a while
+    # after an upload; the read-back failed on the first stale read, with advice about index_url.
+    monkeypatch.setenv("SHIPYARD_PYPI_USERNAME", "u")
+    monkeypatch.setenv("SHIPYARD_PYPI_PASSWORD", password := secrets.token_urlsafe(18))
+    [(filename, wheel)] = _dist(tmp_path / "dist", "lag").items()
+    with pypi_standin(lambda user, given: (user, given) == ("u", password), stale_reads=4) as index:
+        code = _publish_to(index.url, index.simple, tmp_path, "--visible-within", "10")
+        out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert index.sha256s() == {filename: sha256_of(wheel)}
+    assert "1 files published" in " ".join(out.split()), out
+
+
+def test_an_index_that_never_lists_an_upload_stops_in_one_line_saying_how_long_it_waited(tmp_path: Path, capsys,
+                                                                                          monkeypatch):
+    monkeypatch.setenv("SHIPYARD_PYPI_USERNAME", "u")
+    monkeypatch.setenv("SHIPYARD_PYPI_PASSWORD", password := secrets.token_urlsafe(18))
+    [(filename, _)] = _dist(tmp_path / "dist", "never").items()
+    with pypi_standin(lambda user, given: (user, given) == ("u", password), stale_reads=10**6) as index:
+        started = time.monotonic()
+        code = _publish_to(index.url, index.simple, tmp_path, "--visible-within", "0.5")
+        out, err = capsys.readouterr()
+    assert code == 7, out + err
+    assert time.monotonic() - started < 10
+    assert index.page_reads > 3  # it did look again
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("  wheels-staging: upload")]
+    assert len(lines) == 1, lines
+    assert f"wheels-staging: {index.simple}: not visible yet: {filename} uploaded to {index.url}" in lines[0], lines
+    assert "did not list it within 0.5 s" in lines[0] and "publish again later to resume" in lines[0], lines
+    assert "check that index_url" not in lines[0]

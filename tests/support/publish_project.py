@@ -36,8 +36,16 @@ class PublishProject:
         """`shipyard [-v] --root ROOT ARGS --target … --dist DIST --tries N --first-pause 0.1 --timeout 10`
         in a process of its own whose environment is this one's without any SHIPYARD_* setting, plus
         `env` (default: the project's credentials); its exit status and its output, stdout then stderr."""
-        targets = [arg for target in self.targets for arg in ("--target", target)]
-        done = run_shipyard(*(["-v"] if self.verbose else []), "--root", self.root, *args, *targets,
-                            "--dist", self.dist, "--tries", str(tries or self.tries), "--first-pause", "0.1",
-                            "--timeout", "10", env=without_shipyard_settings(self.env if env is None else env))
+        done = run_shipyard(*self._arguments(args, tries), env=without_shipyard_settings(self.env if env is None
+                                                                                        else env))
         return done.returncode, done.stdout + done.stderr
+
+    def command(self, *args: str) -> tuple[list[str | Path], dict[str, str]]:
+        """What `run` runs: the arguments after `shipyard`, and the whole environment (for
+        shipyard_process.ShipyardForks, which starts several at once)."""
+        return self._arguments(args, None), without_shipyard_settings(self.env)
+
+    def _arguments(self, args: tuple[str, ...], tries: int | None) -> list[str | Path]:
+        targets = [arg for target in self.targets for arg in ("--target", target)]
+        return [*(["-v"] if self.verbose else []), "--root", self.root, *args, *targets, "--dist", self.dist,
+                "--tries", str(tries or self.tries), "--first-pause", "0.1", "--timeout", "10"]

@@ -7,7 +7,9 @@ tests that need an index which starts in no time and decides per upload whether 
   invalid or expired token), 400 "File already exists" for a name it holds. Each upload waits
   `upload_pause` seconds after the auth check, as a large file takes time to arrive and store.
 - GET /simple/<project>/ answers the project's files in PEP 691 JSON with their sha256; 404 for a
-  project it does not hold. GET /files/<filename> serves the bytes.
+  project it does not hold. GET /files/<filename> serves the bytes. With `stale_reads`, the first
+  that many reads of a page after an upload to its project answer the page as it was before that
+  upload, as a CDN in front of PyPI serves its cached copy for a while.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ class PypiStandIn:
     refused: list[str] = field(default_factory=list)  # filenames whose upload was refused (403)
     uploaded: list[str] = field(default_factory=list)  # filenames in the order they were stored
     url: str = ""
+    stale_reads: int = 0
+    stale: dict[str, tuple[int, list[str]]] = field(default_factory=dict)  # project -> (reads left, files shown)
+    page_reads: int = 0
 
     @property
     def simple(self) -> str:
@@ -65,13 +70,21 @@ class PypiStandIn:
         time.sleep(self.upload_pause)
         if filename in self.files:
             return 400, "File already exists."
+        project = canonicalize_name(fields["name"].decode())
+        if self.stale_reads:
+            self.stale[project] = (self.stale_reads, list(self.projects.get(project, [])))
         self.files[filename] = fields["content"]
-        self.projects.setdefault(canonicalize_name(fields["name"].decode()), []).append(filename)
+        self.projects.setdefault(project, []).append(filename)
         self.uploaded.append(filename)
         return 200, "OK"
 
     def page(self, project: str) -> tuple[int, object]:
+        self.page_reads += 1
         names = self.projects.get(canonicalize_name(project))
+        left, shown = self.stale.get(canonicalize_name(project), (0, []))
+        if left > 0:
+            self.stale[canonicalize_name(project)] = (left - 1, shown)
+            names = shown or None
         if names is None:
             return 404, {"message": "not found"}
         sha256s = self.sha256s()
@@ -81,8 +94,8 @@ class PypiStandIn:
 
 @contextmanager
 def pypi_standin(accepts: Callable[[str, str], bool], upload_pause: float = 0.0,
-                 tls: Tls | None = None) -> Iterator[PypiStandIn]:
-    standin = PypiStandIn(accepts, upload_pause)
+                 stale_reads: int = 0, tls: Tls | None = None) -> Iterator[PypiStandIn]:
+    standin = PypiStandIn(accepts, upload_pause, stale_reads=stale_reads)
 
     class Handler(QuietHandler):
         def _send(self, status: int, data: bytes, content_type: str) -> None:

@@ -5,6 +5,7 @@ kill, a secret that must not reach any of its output)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -36,3 +37,72 @@ def run_shipyard(*args: str | Path, env: Mapping[str, str] | None = None, cwd: P
         raise AssertionError(f"`shipyard {' '.join(map(str, args))}` exited {done.returncode}:\n"
                              f"{done.stdout}{done.stderr}")
     return done
+
+
+# The zygote: shipyard's CLI imported once; per line of JSON on stdin (a list of runs), one forked
+# child per run, all forked at the same instant; their exit statuses as one line of JSON.
+_ZYGOTE = """
+import json, os, sys, traceback
+from shipyard.cli import main
+import shipyard.publish.run  # the publishing modules are imported by the command itself: here, once
+
+for line in sys.stdin:
+    pids = []
+    for run in json.loads(line):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                out = os.open(run["output"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(out, 1)
+                os.dup2(out, 2)
+                os.environ.clear()
+                os.environ.update(run["env"])
+                code = main(run["argv"])
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 2
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        pids.append(pid)
+    print(json.dumps([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]), flush=True)
+"""
+
+
+class ShipyardForks:
+    """Whole `shipyard` processes started together, many times over, cheaply: one Python process
+    imports the CLI once and forks a child per command (its own pid, environment, output, exit
+    status and locks, as `python -m shipyard.cli` has), the children of one call at the same
+    instant. For tests that start the same command hundreds of times (two publishers racing, round
+    after round), where the interpreter's start and imports (half a second of CPU) would be most
+    of the cost."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.count = 0
+        self.process = subprocess.Popen([sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+
+    def together(self, *runs: tuple[list[str | Path], Mapping[str, str]]) -> list[tuple[int, str]]:
+        """Each (arguments, whole environment) as `shipyard ARGUMENTS`, all started at once; each
+        one's exit status and output (stdout and stderr as they interleaved)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        outputs = []
+        batch = []
+        for argv, env in runs:
+            self.count += 1
+            outputs.append(self.folder / f"run-{self.count}.out")
+            batch.append({"argv": [str(a) for a in argv], "env": dict(env), "output": str(outputs[-1])})
+        self.process.stdin.write(json.dumps(batch) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, "the forking shipyard process ended"
+        return [(code, out.read_text()) for code, out in zip(json.loads(line), outputs, strict=True)]
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)

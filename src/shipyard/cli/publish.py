@@ -16,7 +16,8 @@ if TYPE_CHECKING:  # requests, which the publishing modules import, takes a fift
 def _policy(args: argparse.Namespace) -> RetryPolicy:
     from shipyard.plumbing.retry import RetryPolicy
 
-    return RetryPolicy(tries=args.tries, timeout=args.timeout, first_pause=args.first_pause)
+    return RetryPolicy(tries=args.tries, timeout=args.timeout, first_pause=args.first_pause,
+                       visible_within=args.visible_within)
 
 
 def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishReport
@@ -74,6 +75,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds a server may stay silent (default 60)")
     p.add_argument("--first-pause", type=float, default=0.5,
                    help="seconds before the first retry, doubled after each (default 0.5)")
+    p.add_argument("--visible-within", type=float, default=120.0,
+                   help="seconds an index may take to list an upload (a CDN's cached page) before the publish "
+                        "stops saying it is not visible yet (default 120)")
 
 
 def add_publish_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

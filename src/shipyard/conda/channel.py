@@ -10,8 +10,10 @@ generation and leaves the channel exactly as it was. A first run that finds `dis
 plain folder (an older layout, or a channel copied in by hand) exchanges it for the symlink in
 one step (Linux renameat2 RENAME_EXCHANGE), so readers never see the channel missing.
 
-Publishers serialise on an flock of `dist/.conda.lock`. Readers (the test server, an HTTP
-server in front of dist/) resolve the symlink per request: they see one generation or the other.
+Publishers serialise on an flock of `dist/.conda.lock`; a published channel (publish/conda_channel.py)
+also has each of them check, with the lock held, that no name it adds is live with other bytes.
+Readers (the test server, an HTTP server in front of dist/) resolve the symlink per request: they
+see one generation or the other.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import errno
 import json
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,13 +97,18 @@ def place_packages(packages: Sequence[Path], dist: Path) -> None:
 
 
 def publish_packages(channel: Path, packages: Sequence[Path], *, expected: Mapping[str, str] | None = None,
-                     keep_previous: bool = False) -> ChannelUpdate:
+                     keep_previous: bool = False,
+                     taken: Callable[[Sequence[NameTaken]], Exception] | None = None) -> ChannelUpdate:
     """Add `packages` to the channel at `channel` (e.g. dist/conda) and re-index it atomically.
     A package with the file name of one already there replaces it. `expected` (file name: sha256,
     the manifest's) is checked against the staged copies and the index before the switch, so a
     file that changed after it was tested never becomes visible. `keep_previous` keeps the
     generation that was live until the switch, for readers still downloading from it (a served
-    channel); otherwise only the live generation stays."""
+    channel); otherwise only the live generation stays. With `taken` (a published channel, whose names
+    never change bytes), a package the live generation holds under its name with other bytes is not
+    replaced: checked with the lock held, so that of two publishers racing under one name the second
+    finds the first's package; nothing is staged and the exception `taken` makes of every such name
+    is raised."""
     incoming = [_Incoming(p.resolve(), package_subdir(p)) for p in packages]
     seen: dict[str, Path] = {}
     for item in incoming:
@@ -112,6 +119,8 @@ def publish_packages(channel: Path, packages: Sequence[Path], *, expected: Mappi
     channel.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(channel.parent / f".{channel.name}.lock"):
         current = current_generation(channel)
+        if taken is not None and current is not None and (held := _held_with_other_bytes(current, incoming)):
+            raise taken(held)
         generation = next_generation(channel)
         try:
             added, replaced, unchanged, listed = _stage(generation, current, incoming)
@@ -126,6 +135,24 @@ def publish_packages(channel: Path, packages: Sequence[Path], *, expected: Mappi
         remove_unused_generations(channel, previous=current if keep_previous else None)
     return ChannelUpdate(channel=channel, generation=generation, added=tuple(added), replaced=tuple(replaced),
                          unchanged=tuple(unchanged), packages=tuple(listed))
+
+
+@dataclass(frozen=True)
+class NameTaken:
+    """A package name (`subdir/file name`) a channel holds with other bytes than the one offered."""
+
+    key: str
+    served: str  # the sha256 of the package the channel holds
+    offered: str
+
+
+def _held_with_other_bytes(current: Path, incoming: Sequence[_Incoming]) -> list[NameTaken]:
+    out = []
+    for item in incoming:
+        held = current / item.key
+        if held.is_file() and (served := sha256_of(held)) != (offered := sha256_of(item.source)):
+            out.append(NameTaken(item.key, served, offered))
+    return out
 
 
 def _stage(generation: Path, current: Path | None,

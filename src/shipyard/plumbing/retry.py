@@ -35,6 +35,9 @@ class RetryPolicy:
     # Seconds from a call's first try by which its last try starts: the longest a Retry-After is
     # waited for (PyPI and registries ask for seconds to a minute when they rate-limit).
     deadline: float = 120.0
+    # Seconds an index may take to show a file after its upload (a CDN in front of PyPI serves a
+    # cached page for a while) before a publish says it is not visible yet.
+    visible_within: float = 120.0
 
     def pauses(self) -> list[float]:
         return [min(self.max_pause, self.first_pause * 2 ** i) for i in range(self.tries - 1)]
@@ -185,3 +188,22 @@ def with_retries(what: str, server: str, attempt: Callable[[], requests.Response
         too_long=too_long or (lambda last, wait: f"{what}: {server}: {last} asks to wait {wait:.0f} s "
                                                  f"(Retry-After), beyond the retry deadline of "
                                                  f"{policy.deadline:.0f} s; publish again later"))
+
+
+def wait_for(look: Callable[[], T | None], policy: RetryPolicy, *, label: str) -> T | None:
+    """Call `look` until it returns something other than None, pausing after each None as the
+    policy's retries do (doubling, up to `max_pause`), until `policy.visible_within` seconds have
+    passed since the first call: what `look` returned, or None when that time ran out. For reads
+    that may lag behind a write (an index's cached page right after an upload)."""
+    started = time.monotonic()
+    pause = policy.first_pause
+    while True:
+        found = look()
+        if found is not None:
+            return found
+        left = policy.visible_within - (time.monotonic() - started)
+        if left <= 0:
+            return None
+        log.info("%s: not yet; looking again in %.1f s", label, min(pause, left))
+        time.sleep(min(pause, left))
+        pause = min(policy.max_pause, pause * 2)

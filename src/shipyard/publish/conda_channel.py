@@ -6,25 +6,29 @@ indexed with py-rattler, every package checked against its repodata entry (sha25
 its staged copy against the manifest's sha256 (run.py checked the file too, but it may change
 before it is copied), then the channel's symlink is swapped, so a solver sees the release whole
 or not at all. The generation live before the swap stays for downloads in flight; one staged by
-a killed publish is removed by the next. After the swap, every new package is downloaded back
-over HTTP, through the web server, with the token.
+a killed publish is removed by the next. With the channel's lock held, before staging, a name the
+live generation holds with other bytes stops the publish (exit 8, both sha256s named): of two
+publishers racing under one name, the first to switch wins and the channel keeps its packages.
+After the swap, every new package is downloaded back over HTTP, through the web server, with the
+token.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from shipyard.conda.channel import publish_packages
-from shipyard.errors import PublishError
+from shipyard.conda.channel import NameTaken, publish_packages
+from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.generations import current_generation
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.retry import with_retries
 from shipyard.publish.connection import target_session
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.target import Backend, Listed, copy_file
+from shipyard.publish.target import Backend, Listed, copy_file, name_taken, names_taken
 
 
 def conda_channel_url(target_url: str, channel: str, *, token: str | None) -> str:
@@ -64,11 +68,19 @@ class CondaChannelBackend(Backend):
         self.ctx.journal.record("stage", target=self.target.name, channel=channel,
                                 files={f.filename: f.sha256 for f in files})
         update = publish_packages(self.folder / channel, [f.path for f in files],
-                                  expected={f.filename: f.sha256 for f in files}, keep_previous=True)
+                                  expected={f.filename: f.sha256 for f in files}, keep_previous=True,
+                                  taken=partial(self._taken, channel))
         self.ctx.journal.record("switched", target=self.target.name, channel=channel,
                                 generation=update.generation.name, files={f.filename: f.sha256 for f in files})
         self._read_back(channel, files)
         self.ctx.progress(f"{self.target.name}: {self.describe(channel)}: {len(files)} packages visible")
+
+    def _taken(self, channel: str, held: Sequence[NameTaken]) -> ImmutableFileError:
+        """Another publisher made these names visible first (or they were published before run.py
+        read the listing): its packages stay, this run stops."""
+        return names_taken([name_taken(self.target.name, f"{channel}/{h.key.split('/')[0]}", h.key.split("/", 1)[1],
+                                       h.served, h.offered) for h in held],
+                           outcome=f"nothing became visible on {self.target.name}, and the channel is as it was")
 
     def _read_back(self, channel: str, files: Sequence[PublishFile]) -> None:
         """Every new package as a user's solver downloads it: through the web server, with the token."""

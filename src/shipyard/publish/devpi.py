@@ -10,6 +10,12 @@ reader sees all of the new files or none. Every index is non-volatile, so devpi 
 refuses other bytes under a published name. A re-run finds the same staging index (same files,
 same name), skips what is there and verified (journal), and finishes the switch.
 
+Racing publishers. Two publishers with other bytes under one name stage into two staging indexes
+(their names differ with the bytes), so before its switch each takes its names in
+`<visible>-stage-names`, a non-volatile index no reader sees: devpi takes a name there once (the same
+bytes again: 200; other bytes: 409), in one server transaction, so the first to take it makes it
+visible and the other stops (exit 8) naming both sha256s, its staging index never visible.
+
 Bounded bases. Adding each publish's staging index to the bases would grow them by one per
 publish forever (devpi walks every base on every read). So a visible index has at most two
 bases: its archive (`<visible>-stage-archive`, no bases of its own, holding every file published
@@ -36,12 +42,12 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.plumbing.retry import describe, with_retries
+from shipyard.plumbing.retry import describe, wait_for, with_retries
 from shipyard.publish import twine_upload
 from shipyard.publish.connection import target_session
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
-from shipyard.publish.target import Backend, Listed, TargetContext
+from shipyard.publish.target import Backend, Listed, TargetContext, name_taken, names_taken
 
 _JSON = "application/vnd.pypi.simple.v1+json"
 _INDEX = {"type": "stage", "bases": [], "volatile": False}
@@ -171,31 +177,74 @@ class DevpiBackend(Backend):
             journal.record("uploaded", target=self.target.name, where=staging, file=f.filename, sha256=f.sha256)
         # Read every file back from the server before anything becomes visible.
         verified = journal.verified(staging)
-        staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
+        staged = self._listed(staging, files)
         for f in files:
             if verified.get(f.filename) == f.sha256:
                 continue
-            entry = staged.get(f.filename)
-            if entry is None:
-                raise PublishError(f"{f.filename}: {self.base}: uploaded to {staging} but not listed there; publish "
-                                   f"again")
+            entry = staged[f.filename]
             digest = sha256_hex(self._download(entry["url"], f.filename))
             if digest != f.sha256:
                 raise PublishError(f"{f.filename}: {self.base}: {staging} serves sha256 {digest}, expected "
                                    f"{f.sha256}; nothing became visible: check the server's storage, then "
                                    f"publish again")
             journal.record("verified", target=self.target.name, where=staging, file=f.filename, sha256=f.sha256)
+        self._claim(channel, index, files)
         self._ensure_index(visible)
         self._switch(visible, staging)
         journal.record("switched", target=self.target.name, channel=channel, index=visible, staging=staging,
                        files={f.filename: f.sha256 for f in files})
         self.ctx.progress(f"{self.target.name}: {visible}: {len(files)} files visible")
 
+    def _listed(self, staging: str, files: Sequence[PublishFile]) -> dict[str, dict[str, Any]]:
+        """Every file's entry in `staging`, once it lists them all (read again, with growing pauses,
+        for up to the policy's `visible_within` seconds: a devpi replica shows an upload late)."""
+        projects = sorted({f.project for f in files})
+
+        def look() -> dict[str, dict[str, Any]] | None:
+            staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
+            return staged if all(f.filename in staged for f in files) else None
+
+        staged = wait_for(look, self.ctx.policy, label=f"{self.target.name}: {self.base}/{staging}: list the uploads")
+        if staged is None:
+            staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
+            missing = ", ".join(f.filename for f in files if f.filename not in staged)
+            raise PublishError(f"{self.target.name}: {self.base}: not visible yet: {missing} uploaded to {staging}, "
+                               f"and it did not list it within {self.ctx.policy.visible_within:g} s; nothing "
+                               f"became visible: publish again later to resume, or wait longer with "
+                               f"--visible-within")
+        return staged
+
+    def _claim(self, channel: str, index: str, files: Sequence[PublishFile]) -> None:
+        """Take every file's name in `<visible>-stage-names` before the switch, with devpi's own
+        conditional write: a non-volatile index takes a file name once, answering an upload of the
+        same bytes again 200 and of other bytes 409. No reader sees that index (no index has it as
+        a base); it only decides which of two publishers racing with other bytes under one name
+        makes it visible: the other stops here (exit 8), before its switch, naming both sha256s."""
+        names = f"{self.index_name(channel, index)}-stage-names"
+        self._ensure_index(names)
+        held = {e["filename"]: e["hashes"]["sha256"] for p in sorted({f.project for f in files})
+                for e in self._project_files(names, p)}
+        taken = []
+        for f in files:
+            served = held.get(f.filename)
+            if served is None:
+                response = twine_upload.upload(self.ctx, f"{self.base}/{names}/", self.base, f)
+                if response.status_code != 409:
+                    self._expect(response, f"take the name {f.filename} in {names}")
+                    continue
+                served = {e["filename"]: e["hashes"]["sha256"]
+                          for e in self._project_files(names, f.project)}.get(f.filename)
+            if served is not None and served != f.sha256:
+                taken.append(name_taken(self.target.name, f"{self.base}/{self.index_name(channel, index)}", f.filename,
+                                        served, f.sha256))
+        if taken:
+            raise names_taken(taken, outcome=f"nothing became visible on {self.target.name}; the index keeps what "
+                                             f"it shows")
+
     def _same_bytes(self, f: PublishFile, served: str, where: str) -> None:
         if served != f.sha256:
-            raise ImmutableFileError(f"{f.filename}: {self.base}/{where} already holds it with sha256 {served}; "
-                                     f"this one has sha256 {f.sha256}. A published name never changes its "
-                                     f"bytes: publish a new version (or build number)")
+            raise names_taken([name_taken(self.target.name, f"{self.base}/{where}", f.filename, served, f.sha256)],
+                              outcome="nothing became visible")
 
     def _ensure_index(self, name: str) -> None:
         response = self._get(f"{self.base}/{name}", f"look up index {name}")

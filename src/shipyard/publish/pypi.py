@@ -9,14 +9,22 @@ then every one is read back from the simple index and its sha256 checked. While 
 can see some files of the new version and not others (docs/publishing.md says what that means).
 
 Immutability: run.py refuses a published name with other bytes before anything is uploaded, from
-`listing`; an upload answered "file exists" (a try whose answer was lost, or a race) is re-read from
-the index: the same sha256 is success, another is refused naming both.
+`listing`; then the index's own refusal decides (an index takes a file name once: pypiserver without
+`--overwrite` answers 409, or 400 to twine, PyPI 400): an upload answered "file exists" (a try whose
+answer was lost, or another publisher that got there first) is re-read from the index: the same
+sha256 is success, another stops the run (exit 8) naming both. Both racing publishers upload in the
+same order (dependencies first) and a loser stops at its first refused file, so one wins every file.
+
+Patience: right after an upload the simple page may be an older one (PyPI's CDN caches pages), so a
+file missing from it is looked for again, with growing pauses, for `--visible-within` seconds
+(default 120) before the run stops saying it is not visible yet; a re-run resumes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,15 +37,15 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from shipyard.errors import ImmutableFileError, PublishError, public_url
+from shipyard.errors import PublishError, public_url
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.plumbing.retry import describe, with_retries
+from shipyard.plumbing.retry import describe, wait_for, with_retries
 from shipyard.publish import twine_upload
 from shipyard.publish.connection import target_session
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
-from shipyard.publish.target import Backend, Listed, TargetContext
+from shipyard.publish.target import Backend, Listed, TargetContext, name_taken, names_taken
 from shipyard.publish.upload_order import dependencies_first
 
 
@@ -142,30 +150,69 @@ class PypiBackend(Backend):
             journal.record("uploaded", target=self.target.name, where=where, file=f.filename, sha256=f.sha256)
         # The index has no staging: every file is up before any is checked, and each is then read back.
         verified = journal.verified(where)
-        shown = {name: e for p in projects for name, e in self._page(p).items()}
+        shown = self._listed(files)
         for f in files:
-            entry = shown.get(f.filename)
-            if entry is None:
-                raise PublishError(f"{f.filename}: {where}: uploaded to {public_url(self.upload_url)} but the "
-                                   f"simple index does not list it; check that index_url is the index of that "
-                                   f"upload URL, then publish again")
+            entry = shown[f.filename]
             self._same_bytes(f, self._stated_sha256(entry))
             if verified.get(f.filename) == f.sha256:
                 continue
             digest = sha256_hex(self._download(entry.url, f.filename))
+            if digest != f.sha256 and self.settled_sha256(f, digest) == f.sha256:
+                digest = sha256_hex(self._download(entry.url, f.filename))  # read while it was written
             if digest != f.sha256:
-                raise PublishError(f"{f.filename}: {where} serves sha256 {digest}, expected {f.sha256}; check "
-                                   f"the server's storage, then publish again")
+                # The page states this run's sha256 and the file is another's: a publisher that wrote
+                # the same name at the same moment (an index that checks and stores in two steps).
+                raise names_taken([name_taken(self.target.name, where, f.filename, digest, f.sha256)],
+                                  outcome=f"{where} serves other bytes under that name than its page "
+                                          f"states; check the server's storage before publishing again")
             journal.record("verified", target=self.target.name, where=where, file=f.filename, sha256=f.sha256)
         journal.record("released", target=self.target.name, channel=channel, index=where,
                        files={f.filename: f.sha256 for f in files})
         self.ctx.progress(f"{self.target.name}: {where}: {len(files)} files uploaded and verified")
 
+    def _listed(self, files: Sequence[PublishFile]) -> dict[str, IndexedFile]:
+        """Every file's entry on its project page, once the index lists them all: right after an
+        upload a page may be an older one (a CDN's cache), so it is read again, with growing pauses,
+        for up to the policy's `visible_within` seconds."""
+        projects = sorted({f.project for f in files})
+
+        def look() -> dict[str, IndexedFile] | None:
+            shown = {name: e for p in projects for name, e in self._page(p).items()}
+            return shown if all(f.filename in shown for f in files) else None
+
+        where = public_url(self.simple)
+        shown = wait_for(look, self.ctx.policy, label=f"{self.target.name}: {where}: list the uploads")
+        if shown is None:
+            shown = {name: e for p in projects for name, e in self._page(p).items()}
+            missing = ", ".join(f.filename for f in files if f.filename not in shown)
+            raise PublishError(f"{self.target.name}: {where}: not visible yet: {missing} uploaded to "
+                               f"{public_url(self.upload_url)}, and the simple index did not list it within "
+                               f"{self.ctx.policy.visible_within:g} s; publish again later to resume (what was "
+                               f"uploaded is kept), or wait longer with --visible-within")
+        return shown
+
+    def settled_sha256(self, f: PublishFile, served: str) -> str:
+        """pypiserver creates an uploaded file, then writes it: while it writes, its page states the
+        sha256 of what is written so far (of nothing, at first). So a sha256 that is not this run's
+        is read again, after a pause, until two reads agree (for up to `visible_within` seconds):
+        the loser of a race names the winner's bytes, not a half-written file's."""
+        last = [served]
+
+        def look() -> str | None:
+            time.sleep(self.ctx.policy.first_pause)
+            entry = self._page(f.project).get(f.filename)
+            now = self._stated_sha256(entry) if entry is not None else None
+            agreed = now is not None and now == last[-1]
+            last.append(now or "")
+            return now if agreed else None
+
+        return wait_for(look, self.ctx.policy, label=f"{self.target.name}: {f.filename}: read its sha256 again") \
+            or last[-1] or served
+
     def _same_bytes(self, f: PublishFile, served: str) -> None:
-        if served != f.sha256:
-            raise ImmutableFileError(f"{f.filename}: {public_url(self.simple)} already holds it with sha256 "
-                                     f"{served}; this one has sha256 {f.sha256}. A published name never changes "
-                                     f"its bytes: publish a new version (or build number)")
+        if served != f.sha256 and (served := self.settled_sha256(f, served)) != f.sha256:
+            raise names_taken([name_taken(self.target.name, public_url(self.simple), f.filename, served, f.sha256)],
+                              outcome="the index keeps the file it holds")
 
     def _renew_token(self) -> None:
         """A fresh upload token, for a target whose token is minted (trusted publishing)."""
@@ -181,13 +228,13 @@ class PypiBackend(Backend):
                               f"token")
             self._renew_token()
             response = twine_upload.upload(self.ctx, self.upload_url, public_url(self.upload_url), f)
-        if response.status_code in (400, 409):
+        if response.status_code == 409 or (response.status_code == 400 and "exist" in response.text.lower()):
             # "File already exists" (PyPI: 400, pypiserver: 409 or 400): a try whose answer was lost, or
-            # another publisher. The index decides: the same bytes are done, others are refused.
-            entry = self._page(f.project).get(f.filename)
-            if entry is not None:
-                self._same_bytes(f, self._stated_sha256(entry))
-                return
+            # another publisher. The index decides: the same bytes are done, others are refused. Its
+            # page may not list the file yet (a cached page): read for a while.
+            entry = self._listed([f])[f.filename]
+            self._same_bytes(f, self._stated_sha256(entry))
+            return
         if 300 <= response.status_code < 400:
             raise PublishError(f"upload {f.filename}: {public_url(self.upload_url)}: {describe(response)} to "
                                f"{public_url(response.headers.get('Location', '?'))}; set url of the target "

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from shipyard.errors import ImmutableFileError, PublishError, ShipyardError, UsageError, nearest
+from shipyard.errors import PublishError, ShipyardError, UsageError, nearest
 from shipyard.plumbing.progress import Progress
 from shipyard.plumbing.retry import RetryPolicy
 from shipyard.publish.conda_channel import CondaChannelBackend
@@ -29,7 +29,7 @@ from shipyard.publish.plan import PublishFile, files_for
 from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.registry import RegistryBackend
 from shipyard.publish.static_tree import StaticTreeBackend
-from shipyard.publish.target import Backend, TargetContext
+from shipyard.publish.target import Backend, TargetContext, name_taken, names_taken
 from shipyard.record.gate import Gating, gate
 from shipyard.record.manifest import ArtifactRecord, Manifest, release_manifest
 from shipyard.redaction import redact
@@ -158,12 +158,12 @@ def _release(session: Session, channel: str, version: str, gating: Gating,
                 new[name].append(f)
             elif served == f.sha256:
                 reports[name].unchanged.append(f)
+            elif (served := backend.settled_sha256(f, served)) == f.sha256:
+                reports[name].unchanged.append(f)  # it was being written by a publish of the same bytes
             else:
-                conflicts.append(f"{name}: {channel}/{f.index}: {f.filename} is published with sha256 {served}; "
-                                 f"this one has sha256 {f.sha256}")
+                conflicts.append(name_taken(name, f"{channel}/{f.index}", f.filename, served, f.sha256))
     if conflicts:
-        raise ImmutableFileError("a published file name never changes its bytes; nothing was uploaded:\n  "
-                                 + "\n  ".join(conflicts) + "\npublish a new version (or build number) instead")
+        raise names_taken(conflicts, outcome="nothing was uploaded")
     for name, files in new.items():
         if files:
             session.backends[name].preflight(files)  # e.g. the engine holds every image: before any upload

@@ -25,7 +25,7 @@ from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.generations import current_generation, next_generation, remove_unused_generations, switch
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plan import PublishFile
-from shipyard.publish.target import Backend, Listed, copy_file
+from shipyard.publish.target import Backend, Listed, copy_file, name_taken, names_taken
 from shipyard.publish.variants import VARIANTS_INDEX, write_variants_json
 from shipyard.wheel.index import version_in_wheel_name, write_index
 
@@ -61,6 +61,12 @@ class StaticTreeBackend(Backend):
         self.folder.mkdir(parents=True, exist_ok=True)
         with exclusive(self.folder / f".{channel}.lock"):
             live = current_generation(link)
+            # Under the lock, on the generation this switch replaces: another publisher may have made
+            # one of these names visible since run.py read the listing. Its bytes stay.
+            taken = self._taken(channel, live, files)
+            if taken:
+                raise names_taken(taken, outcome=f"nothing became visible on {self.target.name}, and what "
+                                                 f"{link} shows is as it was")
             staged = next_generation(link)
             try:
                 self._stage(staged, live, files)
@@ -77,6 +83,17 @@ class StaticTreeBackend(Backend):
             remove_unused_generations(link, previous=live)
         self.ctx.progress(f"{self.target.name}: {link}: {len(files)} files visible")
 
+    def _taken(self, channel: str, live: Path | None, files: Sequence[PublishFile]) -> list[str]:
+        """A `name_taken` line for each file that `live` holds with other bytes."""
+        if live is None:
+            return []
+        out = []
+        for f in files:
+            held = live / f.index / f.project / f.filename
+            if held.is_file() and (served := sha256_of(held)) != f.sha256:
+                out.append(name_taken(self.target.name, f"{channel}/{f.index}", f.filename, served, f.sha256))
+        return out
+
     def _stage(self, staged: Path, live: Path | None, files: Sequence[PublishFile]) -> None:
         staged.mkdir(mode=0o755)
         if live is not None:
@@ -87,7 +104,7 @@ class StaticTreeBackend(Backend):
         for f in files:
             target = staged / f.index / f.project / f.filename
             if target.exists():
-                target.unlink()  # a same-bytes file (the immutability check ran before)
+                continue  # linked from the live generation, with these bytes (_taken, under the lock)
             copy_file(f.path, target.parent)
             os.chmod(target, 0o644)
         for project in sorted((staged / VARIANTS_INDEX).glob("*/")):

@@ -3,8 +3,10 @@
 A target lists what a channel shows (`listing`), makes new files visible in a channel
 (`release`: staged, verified by reading them back, then one switch per index), moves the names
 that follow a channel's newest release once it is all visible (`advance`), and fetches a listed
-file (`fetch`, for promotion). Immutability and idempotence are decided once, above the
-targets (run.py), from `listing`.
+file (`fetch`, for promotion). Immutability is checked twice: once above the targets (run.py),
+from `listing`, before anything is uploaded; and again by each target at the moment it makes a name
+visible, under its own lock or by the server's own refusal, since another publisher may have made
+the same name visible in between (`name_taken` words both).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard.errors import public_url
+from shipyard.errors import ImmutableFileError, public_url
 from shipyard.plumbing.atomic_files import copy_atomic
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
@@ -86,6 +88,12 @@ class Backend(ABC):
         version than they name; what moved or stayed, one line each. Most targets have none."""
         return []
 
+    def settled_sha256(self, f: PublishFile, served: str) -> str:
+        """The sha256 the target serves under `f`'s name, `served` as a listing stated it, once it
+        stops changing. A target that shows a file only whole (a staged switch, a server's own
+        transaction) has `served`; one that stores an upload in two steps overrides this."""
+        return served
+
     def fetched_sha256(self, path: Path) -> str:
         """The sha256 of what `fetch` returned (the file's; a registry's: the pulled image's id)."""
         return sha256_of(path)
@@ -100,6 +108,18 @@ class Backend(ABC):
         if self.target.path is None:
             raise TypeError(f"publish target {self.target.name} ({self.target.kind}) has no folder")
         return (self.ctx.root / self.target.path).resolve()
+
+
+def name_taken(target: str, where: str, filename: str, served: str, own: str) -> str:
+    """The one line for a file name published with other bytes: the target, where, the file, the
+    sha256 served (whoever published it first) and this run's."""
+    return f"{target}: {where}: {filename} is published with sha256 {served}; this one has sha256 {own}"
+
+
+def names_taken(lines: Sequence[str], *, outcome: str) -> ImmutableFileError:
+    """Every `name_taken` line of a target (or a run), and what the run did about it (`outcome`)."""
+    return ImmutableFileError(f"a published file name never changes its bytes; {outcome}:\n  " + "\n  ".join(lines)
+                              + "\npublish a new version (or build number) instead")
 
 
 def copy_file(source: Path, dest_dir: Path) -> Path:
