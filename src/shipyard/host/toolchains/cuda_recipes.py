@@ -143,6 +143,9 @@ def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
         if source not in TOOLKIT_SOURCES:
             raise ToolchainMissing(f"shipyard/resources/cuda_toolkits.toml: toolkits.{version}.source: one of "
                                    f"{', '.join(TOOLKIT_SOURCES)}; fix the table (got {source!r})")
+        if source == "pypi" and not table.get("wheel_prefix"):
+            raise ToolchainMissing(f"shipyard/resources/cuda_toolkits.toml: toolkits.{version}.wheel_prefix: a "
+                                   "toolkit from PyPI names the folder its wheels unpack into; add it (got none)")
         debian = None
         if source == "debian":
             debian = DebianSource(table["suite"], table["component"], tuple(table["debs"]),
