@@ -291,7 +291,18 @@ def tests(session: nox.Session) -> None:
     _install_shipyard(session, "test", bytecode=True)  # the suite starts thousands of Pythons from it
     with scratch_tmpfs.scratch_env(session.log, session.warn) as env:  # ci/scratch_tmpfs.py
         session.run("pytest", "-n", "auto", "--dist", "loadgroup",
-                    *(session.posargs or ["-m", "not tutorial", "tests"]), env=env)
+                    *(session.posargs or ["-m", "not tutorial and not bare_toolkits", "tests"]), env=env)
+
+
+@nox.session(name="toolkits-bare")
+def toolkits_bare(session: nox.Session) -> None:
+    """`shipyard toolchain install` for every Linux CUDA variant of release.yaml inside a bare
+    debian:bookworm container, shipyard from this checkout's wheel: each toolkit from PyPI and
+    Debian's mirror alone, its proof line and wall time printed (cuda10.2 refused with its reason)."""
+    _all_system_packages(session)  # docker, debootstrap
+    _install_shipyard(session, "test")
+    session.run("pytest", "-p", "no:cacheprovider", "-s", "-n", "0", "tests/host/test_toolkits_bare.py",
+                "-m", "bare_toolkits", *session.posargs)
 
 
 @nox.session(name="tutorial")

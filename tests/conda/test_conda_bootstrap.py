@@ -207,7 +207,7 @@ def test_a_missing_pyenv_python_names_the_version_and_the_fix(tmp_path: Path,
 
 
 def test_a_cuda_version_without_a_runtime_wheel_is_left_out_or_named(tmp_path: Path) -> None:
-    assert bootstrap_cuda_versions(["10.2", "11.8", "12.4", "13.0"]) == ("11.8", "12.4")
+    assert bootstrap_cuda_versions(["10.2", "11.8", "12.4", "13.0"]) == ("11.8", "12.4", "13.0")
     with pytest.raises(ToolchainMissing, match=r"CUDA 10\.2 runtime.*cuda_toolkits\.toml"):
         ensure_bootstrap_channel(pythons=[], cuda_versions=["10.2"], cache_root=tmp_path / "cache")
 

@@ -110,9 +110,6 @@ def cuda12(toolkit_cache: Path) -> InstalledCudaToolkit:
 
 @pytest.fixture(scope="session")
 def cuda13(toolkit_cache: Path) -> InstalledCudaToolkit:
-    home = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda-13.0")
-    if not (home / "bin" / "nvcc").exists() and not Path("/usr/local/cuda-13.0/bin/nvcc").exists():
-        pytest.skip("no CUDA 13.0 nvcc on this host (/usr/local/cuda-13.0 or CUDA_HOME)")
     return install_cuda_toolkit("13.0", ARCHS["13.0"], toolkit_cache)
 
 
@@ -209,12 +206,19 @@ def test_unobtainable_toolkits_say_where_they_build(version: str, tmp_path: Path
     assert not any(tmp_path.iterdir())
 
 
+def _fake_nvcc(home: Path, version: str) -> None:
+    """`home`/bin/nvcc that answers `--version` as CUDA `version`'s does (and nothing more)."""
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "nvcc").write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {version}, V{version}.0'\n")
+    (home / "bin" / "nvcc").chmod(0o755)
+
+
 def test_cuda_home_of_another_version_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not Path("/usr/local/cuda-13.0/bin/nvcc").exists():
-        pytest.skip("needs /usr/local/cuda-13.0")
-    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda-13.0")
-    with pytest.raises(ToolchainMissing, match=r"/usr/local/cuda-13\.0 holds CUDA 13\.0"):
-        install_cuda_toolkit("10.2", ["7.5"], tmp_path)
+    home = tmp_path / "cuda-13.0"
+    _fake_nvcc(home, "13.0")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    with pytest.raises(ToolchainMissing, match=rf"{home} holds CUDA 13\.0"):
+        install_cuda_toolkit("10.2", ["7.5"], tmp_path / "cache")
 
 
 def test_find_installed_skips_broken_entries(tmp_path: Path) -> None:
@@ -273,6 +277,77 @@ def test_arch_check_wants_the_sass_list_plus_one_ptx(tmp_path: Path, sass: str, 
     found = DeviceCode(frozenset(sass.split()), frozenset(ptx.split()))
     failures = [str(f) for f in checks.check_cuda_archs(wheel, ("8.0", "9.0"), lambda _: found)]
     assert failures == [f"{wheel.name}: {line}" for line in expected]
+
+
+# --- every toolkit from a registry ------------------------------------------------------------------
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_no_recipe_names_a_folder_of_one_machine() -> None:
+    import tomllib
+    from importlib import resources
+
+    text = resources.files("shipyard.resources").joinpath("cuda_toolkits.toml").read_text()
+    for version, table in tomllib.loads(text)["toolkits"].items():
+        assert "home" not in table, f"{version}: home = {table['home']!r} exists on one machine only"
+        assert not [s for s in _strings(table) if s.startswith(("/", "~"))], version
+    for recipe in cuda_toolkit_recipes():
+        # A toolkit not assembled from a registry is one no registry carries, and says so.
+        assert recipe.from_registry or recipe.unobtainable, recipe.version
+
+
+def test_cuda_13_comes_from_pypi_whatever_the_host_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shipyard.host.toolchains.cuda_recipes import cuda_runtime_wheel, plan_cuda_toolkit
+
+    # A CUDA 13.0 on the host (CUDA_HOME) changes nothing: a runner without one gets the same toolkit.
+    home = tmp_path / "cuda-13.0"
+    _fake_nvcc(home, "13.0")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    plan = plan_cuda_toolkit("13.0", "7.5;8.0;8.6;9.0;10.0;12.0")
+    assert plan.home is None and plan.recipe.source == "pypi"
+    names = {w.split("==")[0] for w in plan.recipe.wheels}
+    assert {"nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-cuobjdump"} <= names
+    assert all("==" in w for w in plan.recipe.wheels)  # exact pins: the same toolkit everywhere
+    assert cuda_runtime_wheel("13.0").startswith("nvidia-cuda-runtime==13.0.")
+
+
+def _fake_entry(cache: Path, version: str, components: list[str]) -> Path:
+    """A cache entry whose nvcc answers `--version` as CUDA `version`'s does, proved for 7.5."""
+    entry = cache / f"cuda-{version}"
+    _fake_nvcc(entry, version)
+    (entry / "toolchain.json").write_text(json.dumps({
+        "schema": 1, "version": version, "nvcc": "bin/nvcc", "cuobjdump": "bin/cuobjdump",
+        "include_dir": "include", "lib_dir": "lib64", "host_cxx": "/bin/sh", "supported_archs": ["7.5"],
+        "verified_archs": ["7.5"], "identity": "x", "components": components}))
+    return entry
+
+
+def test_an_entry_made_another_way_than_the_recipe_says_is_assembled_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shipyard.host.toolchains.cuda_recipes import cuda_toolkit_recipe
+
+    # No index and no config: pip cannot fetch anything, so an install that downloads fails at once.
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    pins = [f"wheel:{w}" for w in cuda_toolkit_recipe("13.0").wheels]
+    # The entry the recipe asks for is used as it is, offline.
+    same = _fake_entry(tmp_path / "same", "13.0", pins)
+    assert install_cuda_toolkit("13.0", ["7.5"], tmp_path / "same").root == same
+    # One linked from the host's /usr/local/cuda-13.0 (what shipyard made before 13.0 came from PyPI)
+    # is assembled again, and stays in place until a new one is proved.
+    linked = _fake_entry(tmp_path / "linked", "13.0", ["home:/usr/local/cuda-13.0", pins[-1]])
+    with pytest.raises(ToolError, match="pip download"):
+        install_cuda_toolkit("13.0", ["7.5"], tmp_path / "linked")
+    assert (linked / "toolchain.json").is_file()
 
 
 # --- real installs ----------------------------------------------------------------------------------

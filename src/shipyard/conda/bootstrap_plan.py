@@ -131,8 +131,8 @@ def bootstrap_request(*, pythons: Sequence[str], cuda_versions: Sequence[str], r
 
 def bootstrap_cuda_versions(cuda_versions: Iterable[str]) -> tuple[str, ...]:
     """Of the release's CUDA versions, those whose runtime this machine can repack: the ones whose
-    toolkit resources/cuda_toolkits.toml assembles here from NVIDIA's wheels (11.8, 12.4), not
-    those it cannot obtain (10.2, 11.0) nor a host install without a runtime wheel pin (13.0)."""
+    toolkit resources/cuda_toolkits.toml assembles from NVIDIA's wheels (11.8, 12.4, 13.0), not
+    those it cannot obtain (10.2, 11.0), which name no runtime wheel."""
     usable = []
     for version in _sorted_versions(cuda_versions):
         try:
@@ -405,7 +405,7 @@ def _planned_packages(record: Mapping[str, Any], interpreters: Mapping[str, _Pye
         plan.append(package("cuda-version", cuda, f"cuda-version {cuda}", (),
                             _render("cuda-version", {"cuda_version": cuda}), {}))
         wheel = _read_wheel(wheels_dir / file)
-        lib_dir = _unpacked_wheel(wheels_dir / file, downloads / "unpacked") / "nvidia" / "cuda_runtime" / "lib"
+        lib_dir = _cudart_folder(_unpacked_wheel(wheels_dir / file, downloads / "unpacked"), file)
         recipe = _render("cuda-cudart", {"version": wheel.version, "cuda_version": cuda, "wheel": file,
                                          "wheel_sha256": wheel.sha256, "lib_dir": str(lib_dir)})
         plan.append(package("cuda-cudart", wheel.version, f"cuda-cudart {wheel.version}", ("cuda-version",),
@@ -495,6 +495,16 @@ def _ordered(plan: list[BootstrapPackage]) -> list[BootstrapPackage]:
 
 
 # --- unpacked downloads -----------------------------------------------------------------------
+
+def _cudart_folder(unpacked: Path, wheel: str) -> Path:
+    """The folder of an unpacked runtime wheel that holds libcudart.so.*: nvidia/cuda_runtime/lib up to
+    CUDA 12, nvidia/cu13/lib from CUDA 13 (whose wheels share one folder)."""
+    found = sorted({library.parent for library in unpacked.glob("nvidia/*/lib/libcudart.so.*")})
+    if len(found) != 1:
+        raise ToolError(f"conda bootstrap channel: {wheel} holds libcudart.so.* in {len(found)} folders, "
+                        "expected one under nvidia/*/lib; update the cuda-cudart repack (conda/bootstrap_plan.py)")
+    return found[0]
+
 
 def _unpacked_wheel(wheel: Path, root: Path) -> Path:
     return _unpacked(wheel, root, lambda target: unpack_wheel(wheel, target))

@@ -2,9 +2,10 @@
 
 The tree is laid out like NVIDIA's own (bin/nvcc with its nvcc.profile, bin/cuobjdump, include/,
 lib64/, nvvm/), from Debian's non-free `nvidia-cuda-toolkit` .deb for the compiler and NVIDIA's
-PyPI wheels for headers and libraries, or from a toolkit already on the host (CUDA_HOME,
-/usr/local/cuda-X.Y) plus a cuobjdump of its generation. The proof: nvcc compiles a kernel for
-every requested arch, g++ links it, and cuobjdump finds exactly those SASS archs."""
+PyPI wheels for headers and libraries, from NVIDIA's PyPI wheels alone (CUDA 13), or from a
+toolkit already on the host (CUDA_HOME, /usr/local/cuda-X.Y) plus a cuobjdump of its generation.
+The proof: nvcc compiles a kernel for every requested arch, g++ links it, and cuobjdump finds
+exactly those SASS archs."""
 
 from __future__ import annotations
 
@@ -72,10 +73,17 @@ NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice
 LD_LIBRARY_PATH += $(TOP)/lib64:
 PATH            += $(TOP)/host-compiler:$(TOP)/nvvm/bin:$(_HERE_):
 INCLUDES        +=  "-I$(TOP)/include" $(_SPACE_)
-LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/lib64/stubs" "-L$(TOP)/lib64"
+{system_includes}LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/lib64/stubs" "-L$(TOP)/lib64"
 CUDAFE_FLAGS    +=
 PTXAS_FLAGS     +=
 """
+# CUDA 13 keeps CCCL (cub/, thrust/, cuda/) in include/cccl, which its nvcc adds as a system include.
+_CCCL_SYSTEM_INCLUDES = 'SYSTEM_INCLUDES +=  "-isystem" "$(TOP)/include/cccl" $(_SPACE_)\n'
+
+
+def _nvcc_profile(tree: Path) -> str:
+    """Our nvcc.profile for `tree`: CCCL's folder as a system include where the toolkit keeps it apart."""
+    return _NVCC_PROFILE.format(system_includes=_CCCL_SYSTEM_INCLUDES if (tree / "include" / "cccl").is_dir() else "")
 
 
 # The proof: device code that needs libdevice (sinf), the fp16 headers and CCCL's headers,
@@ -154,11 +162,7 @@ def assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, work
                           say: Progress) -> tuple[tuple[str, ...], int]:
     """Fetch and unpack the .debs and wheels, and lay out `tree`; returns (components, bytes fetched)."""
     assert recipe.debian is not None
-    if platform.system() != "Linux" or platform.machine() != "x86_64":
-        raise ToolchainMissing(
-            f"CUDA {recipe.version} is assembled from Debian's amd64 packages, so only on x86_64 Linux "
-            f"(this is {platform.system()} {platform.machine()}). Fix: set CUDA_HOME to a CUDA "
-            f"{recipe.version} toolkit on this host, or build these cells on an x86_64 Linux host")
+    _refuse_other_platforms(recipe, "Debian's amd64 packages and NVIDIA's x86_64 wheels")
     for tool in ("apt-get", "dpkg-deb"):
         if not shutil.which(tool):
             raise ToolchainMissing(
@@ -192,7 +196,25 @@ def assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, work
         _move_into(library, tree / "lib64" / library.name)
     # The unversioned name is what `-lcudart` and CMake's find_library look for.
     (tree / "lib64" / "libcudart.so").symlink_to(cudart[0].name)
-    (tree / "bin" / "nvcc.profile").write_text(_NVCC_PROFILE)
+    _write_nvcc_profile(tree, recipe, host_cxx)
+
+    components = tuple(_deb_component(deb, recipe.debian) for deb in debs) + tuple(
+        _wheel_component(w) for w in wheels)
+    return components, sum(p.stat().st_size for p in (*debs, *wheels))
+
+
+def _refuse_other_platforms(recipe: ToolkitRecipe, packages: str) -> None:
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        raise ToolchainMissing(
+            f"CUDA {recipe.version} is assembled from {packages}, so only on x86_64 Linux "
+            f"(this is {platform.system()} {platform.machine()}). Fix: build these cells on an x86_64 Linux host")
+
+
+def _write_nvcc_profile(tree: Path, recipe: ToolkitRecipe, host_cxx: Path) -> None:
+    """Our nvcc.profile (in place of a package's), and host-compiler/ with the gcc nvcc accepts."""
+    profile = tree / "bin" / "nvcc.profile"
+    profile.unlink(missing_ok=True)  # NVIDIA's wheel brings one that points at targets/x86_64-linux
+    profile.write_text(_nvcc_profile(tree))
     host_dir = tree / "host-compiler"
     host_dir.mkdir()
     (host_dir / "g++").symlink_to(host_cxx)
@@ -200,9 +222,42 @@ def assemble_from_debian(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, work
     if host_cc:
         (host_dir / "gcc").symlink_to(host_cc)
 
-    components = tuple(_deb_component(deb, recipe.debian) for deb in debs) + tuple(
-        _wheel_component(w) for w in wheels)
-    return components, sum(p.stat().st_size for p in (*debs, *wheels))
+
+# --- assembling from PyPI alone -----------------------------------------------------------------
+
+def assemble_from_pypi(recipe: ToolkitRecipe, host_cxx: Path, tree: Path, work: Path,
+                       say: Progress) -> tuple[tuple[str, ...], int]:
+    """Fetch and unpack NVIDIA's wheels, and make their common folder (`wheel_prefix`) the toolkit
+    `tree`; returns (components, bytes fetched)."""
+    assert recipe.wheel_prefix is not None, recipe.version
+    _refuse_other_platforms(recipe, "NVIDIA's x86_64 wheels")
+    wheels = _download_wheels(recipe.wheels, work / "wheels", say)
+    say(f"unpack: {len(wheels)} wheels")
+    wheel_root = work / "wheel-root"
+    for wheel in wheels:
+        # One folder per wheel, merged below: two wheels bringing the same file is an error, not an overwrite.
+        unpack_wheel(wheel, wheel_root / wheel.name)
+    say(f"assemble: CUDA {recipe.version} (every part from NVIDIA's PyPI wheels)")
+    tree.mkdir(parents=True)
+    for wheel in wheels:
+        unpacked = wheel_root / wheel.name
+        for leftover in unpacked.rglob("__init__.py"):
+            leftover.unlink()
+        shutil.rmtree(unpacked / recipe.wheel_prefix / ".metadata", ignore_errors=True)  # NVIDIA's build scans
+        _move_into(unpacked / recipe.wheel_prefix, tree)
+    lib = tree / "lib"
+    if not sorted(lib.glob("libcudart.so.*")):
+        raise ToolError(f"assemble: the wheels hold no {recipe.wheel_prefix}/lib/libcudart.so.*; "
+                        "update the wheel pins in shipyard/resources/cuda_toolkits.toml")
+    # The unversioned names are what `-lcudart` and CMake's find_library look for, and lib64/ is
+    # where they look first (NVIDIA's own 13.0 has lib64 -> lib too).
+    for library in sorted(lib.glob("lib*.so.*")):
+        unversioned = lib / (library.name.split(".so.", 1)[0] + ".so")
+        if not unversioned.exists():
+            unversioned.symlink_to(library.name)
+    (tree / "lib64").symlink_to("lib")
+    _write_nvcc_profile(tree, recipe, host_cxx)
+    return tuple(_wheel_component(w) for w in wheels), sum(w.stat().st_size for w in wheels)
 
 
 def _download_debs(source: DebianSource, apt_dir: Path, say: Progress) -> list[Path]:

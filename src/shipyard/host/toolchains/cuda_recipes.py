@@ -1,7 +1,7 @@
-"""How each CUDA version is obtained on this machine (resources/cuda_toolkits.toml, one recipe per
-version, its archs from resources/cuda_archs.toml), the plan for one install (ToolkitPlan: the
-recipe, the archs to prove, and whether the host's own toolkit is linked or Debian's and NVIDIA's
-packages are assembled), and what a proved toolkit in the cache is (InstalledCudaToolkit).
+"""How each CUDA version is obtained (resources/cuda_toolkits.toml, one recipe per version, its archs
+from resources/cuda_archs.toml), the plan for one install (ToolkitPlan: the recipe, the archs to
+prove, and whether the host's own toolkit is linked or registry packages are assembled: Debian's and
+NVIDIA's, or NVIDIA's PyPI wheels alone), and what a proved toolkit in the cache is (InstalledCudaToolkit).
 cuda_assembly.py assembles and proves a toolkit as the plan says; cuda_toolkit.py installs it into
 the cache and finds it again."""
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -35,20 +36,33 @@ class DebianSource:
     upstream: str  # the .deb version must be "<upstream>~<debian revision>"
 
 
+# Where a toolkit comes from: "debian" (the compiler from Debian's .debs, headers and libraries from
+# PyPI wheels), "pypi" (every part from NVIDIA's PyPI wheels), "local" (a toolkit on the host).
+ToolkitSource = Literal["debian", "pypi", "local"]
+TOOLKIT_SOURCES: tuple[ToolkitSource, ...] = ("debian", "pypi", "local")
+
+
 @dataclass(frozen=True)
 class ToolkitRecipe:
-    """How one CUDA version is obtained here (one table of resources/cuda_toolkits.toml)."""
+    """How one CUDA version is obtained (one table of resources/cuda_toolkits.toml)."""
 
     version: str
     host_cxx: str
     host_gcc_max: int
     cxx_standard: int  # the newest C++ standard its nvcc compiles (14 for 10.2)
+    source: ToolkitSource = "local"
     debian: DebianSource | None = None
     wheels: tuple[str, ...] = ()
+    wheel_prefix: str | None = None  # source "pypi": the folder of the wheels that is the toolkit's tree
     home: Path | None = None
     cuobjdump_wheel: str | None = None
     cuobjdump_in_wheel: str | None = None
     unobtainable: str | None = None
+
+    @property
+    def from_registry(self) -> bool:
+        """Whether the toolkit is assembled from registry packages, the same way on every host."""
+        return self.source != "local"
 
     @property
     def archs(self) -> tuple[str, ...]:
@@ -95,7 +109,7 @@ class ToolkitPlan:
 
     recipe: ToolkitRecipe
     archs: tuple[str, ...]  # "major.minor", what the proof compiles SASS for ("+PTX" dropped)
-    home: Path | None  # the host's toolkit to link into the cache; None: assembled from Debian and PyPI
+    home: Path | None  # the host's toolkit to link into the cache; None: assembled from registry packages
 
     @property
     def version(self) -> str:
@@ -112,7 +126,7 @@ def plan_cuda_toolkit(version: str, archs: Sequence[str] | str) -> ToolkitPlan:
     needed, an arch outside the version's range), SpecError for an arch not in major.minor form."""
     recipe = cuda_toolkit_recipe(version)
     wanted = _requested_archs(archs)
-    home = _local_home(recipe) if recipe.debian is None else None
+    home = None if recipe.from_registry else _local_home(recipe)
     _refuse_unsupported_archs(recipe, wanted, None)
     return ToolkitPlan(recipe, wanted, home)
 
@@ -125,8 +139,15 @@ def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
     text = resources.files("shipyard.resources").joinpath("cuda_toolkits.toml").read_text()
     recipes = []
     for version, table in tomllib.loads(text)["toolkits"].items():
+        source = table["source"]
+        if source not in TOOLKIT_SOURCES:
+            raise ToolchainMissing(f"shipyard/resources/cuda_toolkits.toml: toolkits.{version}.source: one of "
+                                   f"{', '.join(TOOLKIT_SOURCES)}; fix the table (got {source!r})")
+        if source == "pypi" and not table.get("wheel_prefix"):
+            raise ToolchainMissing(f"shipyard/resources/cuda_toolkits.toml: toolkits.{version}.wheel_prefix: a "
+                                   "toolkit from PyPI names the folder its wheels unpack into; add it (got none)")
         debian = None
-        if table["source"] == "debian":
+        if source == "debian":
             debian = DebianSource(table["suite"], table["component"], tuple(table["debs"]),
                                   table["deb_upstream"])
         recipes.append(ToolkitRecipe(
@@ -134,8 +155,10 @@ def cuda_toolkit_recipes() -> tuple[ToolkitRecipe, ...]:
             host_cxx=table["host_cxx"],
             host_gcc_max=int(table["host_gcc_max"]),
             cxx_standard=int(table["cxx_standard"]),
+            source=source,
             debian=debian,
             wheels=tuple(table.get("wheels", ())),
+            wheel_prefix=table.get("wheel_prefix"),
             home=Path(table["home"]) if table.get("home") else None,
             cuobjdump_wheel=table.get("cuobjdump_wheel"),
             cuobjdump_in_wheel=table.get("cuobjdump_in_wheel"),

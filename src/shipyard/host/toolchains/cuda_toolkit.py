@@ -7,11 +7,12 @@ cuobjdump finds exactly those SASS archs) and only then renamed into place with 
 `toolchain.json` inside: a cache entry either is whole and proved, or is not there.
 
 Where the pieces come from is data (resources/cuda_toolkits.toml): Debian's non-free
-`nvidia-cuda-toolkit` .deb for the compiler, NVIDIA's PyPI wheels for headers and libraries, or
-a toolkit already on the host (CUDA_HOME, /usr/local/cuda-X.Y) plus a cuobjdump of its generation.
+`nvidia-cuda-toolkit` .deb for the compiler and NVIDIA's PyPI wheels for headers and libraries,
+NVIDIA's PyPI wheels alone, or a toolkit already on the host (CUDA_HOME, /usr/local/cuda-X.Y)
+plus a cuobjdump of its generation.
 
 The recipes, the shapes and the plan for one install (plan_cuda_toolkit: which recipe, which archs,
-the host's toolkit or Debian's and NVIDIA's packages) live in cuda_recipes.py, the assembly and the
+the host's toolkit or registry packages) live in cuda_recipes.py, the assembly and the
 proof in cuda_assembly.py, reading a binary's device code in cuobjdump.py; this module acts on the
 plan: it installs into the cache and finds again.
 """
@@ -31,8 +32,15 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from shipyard.errors import ToolchainMissing, ToolError
-from shipyard.host.toolchains.cuda_assembly import assemble_from_debian, assemble_from_home, prove_toolkit
+from shipyard.host.toolchains.cuda_assembly import (
+    assemble_from_debian,
+    assemble_from_home,
+    assemble_from_pypi,
+    prove_toolkit,
+)
 from shipyard.host.toolchains.cuda_recipes import (
     InstalledCudaToolkit,
     ToolkitPlan,
@@ -77,10 +85,12 @@ def install_cuda_toolkit(version: str, archs: Sequence[str], cache_root: Path, *
         staging = Path(tempfile.mkdtemp(prefix=f".cuda-{recipe.version}.staging-", dir=cache_root))
         try:
             tree, work = staging / "toolkit", staging / "work"
-            if plan.home is None:
-                components, downloaded = assemble_from_debian(recipe, host_cxx, tree, work, say)
-            else:
+            if plan.home is not None:
                 components, downloaded = assemble_from_home(recipe, plan.home, tree, work, say)
+            elif recipe.source == "pypi":
+                components, downloaded = assemble_from_pypi(recipe, host_cxx, tree, work, say)
+            else:
+                components, downloaded = assemble_from_debian(recipe, host_cxx, tree, work, say)
             toolkit = _describe(tree, recipe, host_cxx, components)
             plan.refuse_unsupported(toolkit.supported_archs)
             prove_toolkit(toolkit, plan.archs, work / "proof", say)
@@ -143,7 +153,31 @@ def _usable_entry(entry: Path, recipe: ToolkitRecipe) -> InstalledCudaToolkit | 
         log.warning("reinstalling CUDA %s: %s does not run (%s)", recipe.version, toolkit.nvcc,
                     answer.strip()[-200:])
         return None
+    changed = _recipe_change(toolkit, recipe)
+    if changed:
+        log.warning("reinstalling CUDA %s: the recipe changed since %s was assembled (%s)", recipe.version,
+                    toolkit.root, changed)
+        return None
     return toolkit
+
+
+def _recipe_change(toolkit: InstalledCudaToolkit, recipe: ToolkitRecipe) -> str | None:
+    """What differs between the wheels `toolkit` was assembled from and those `recipe` pins now
+    (a toolkit linked from the host where the recipe now assembles one included); None when nothing
+    does, or for a host's toolkit the recipe still asks for."""
+    if not recipe.from_registry:
+        return None
+    had = {c for c in toolkit.components if c.startswith(("wheel:", "home:"))}
+    wanted = {_wheel_component(pin) for pin in recipe.wheels}
+    if had == wanted:
+        return None
+    return f"had {', '.join(sorted(had - wanted)) or 'nothing else'}; wants {', '.join(sorted(wanted - had)) or 'less'}"
+
+
+def _wheel_component(pin: str) -> str:
+    """A recipe's wheel pin as a toolkit's components name it: wheel:nvidia-cuda-nvcc==13.0.88."""
+    name, version = pin.split("==", 1)
+    return f"wheel:{canonicalize_name(name)}=={version.strip()}"
 
 
 def _ensure_proved(toolkit: InstalledCudaToolkit, plan: ToolkitPlan, cache_root: Path,
