@@ -63,7 +63,7 @@ def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: 
     mine = [a for a in artifacts if a.package_type in wanted]
     if target.kind == "static":  # PyTorch's layout, and the PEP 825 variants index beside it
         return _wheel_files(target, mine, dist, derived, release_tags) + _variant_files(dist, mine)
-    if target.kind == "devpi":
+    if target.kind in ("devpi", "s3"):  # s3: the static tree's layout, without the variants index yet
         return _wheel_files(target, mine, dist, derived, release_tags)
     if target.kind == "pypi":  # one index, as PyPI is: the plain versions only
         return [f for f in _wheel_files(target, mine, dist, derived, release_tags) if f.index == PLAIN_INDEX]

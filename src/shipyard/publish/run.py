@@ -28,6 +28,7 @@ from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile, files_for
 from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.registry import RegistryBackend
+from shipyard.publish.s3_tree import S3TreeBackend
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext, name_taken, names_taken
 from shipyard.record.gate import Gating, gate
@@ -40,7 +41,7 @@ from shipyard.release.spec import Spec
 
 T = TypeVar("T")
 BACKENDS: dict[str, type[Backend]] = {"devpi": DevpiBackend, "pypi": PypiBackend, "static": StaticTreeBackend,
-                                      "conda": CondaChannelBackend, "docker": RegistryBackend}
+                                      "conda": CondaChannelBackend, "docker": RegistryBackend, "s3": S3TreeBackend}
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ from shipyard.release.place_urls import checked_image, checked_place, place_prob
 # The URL schemes each kind of publish target speaks ('' is a bare host:port, as registries are named).
 URL_SCHEMES_BY_TARGET: dict[str, tuple[str, ...]] = {
     "devpi": ("http", "https"), "pypi": ("http", "https"), "static": ("http", "https"), "conda": ("http", "https"),
-    "docker": ("", "http", "https"),
+    "docker": ("", "http", "https"), "s3": ("http", "https"),
 }
 _URL_EXAMPLES = {"devpi": "https://devpi.example.org/", "pypi": "https://upload.pypi.org/legacy/",
                  "static": "https://example.org/whl/", "conda": "https://example.org/conda/",
-                 "docker": "127.0.0.1:5000"}
+                 "docker": "127.0.0.1:5000", "s3": "https://download.example.org/whl/"}
 # The simple index (PEP 691 / PEP 503) and the trusted-publishing host of the upload URLs a
 # `pypi` target may leave at that: PyPI's and TestPyPI's.
 KNOWN_INDEXES: dict[str, tuple[str, str]] = {
@@ -92,10 +92,12 @@ class PublishTarget(Frozen):
     simple index), which gets the default variant's wheels under the plain version; `static` a
     PyTorch-layout tree (`<path>/<channel>/<tag>/<project>/`) that a web server serves at url;
     `conda` a static channel (`<path>/<channel>/<subdir>/`) served at url with conda's
-    /t/<token>/; `docker` a registry (url: https://host[:port] or host[:port])."""
+    /t/<token>/; `docker` a registry (url: https://host[:port] or host[:port]); `s3` the static
+    tree's layout in an S3 bucket (`<prefix><channel>/<tag>/<project>/`, publish/s3_tree.py) that
+    users read at url (a CDN or the bucket's website)."""
 
     name: str
-    kind: Literal["devpi", "pypi", "static", "conda", "docker"]
+    kind: Literal["devpi", "pypi", "static", "conda", "docker", "s3"]
     url: str
     path: str | None = None  # static and conda: the folder the web server serves, relative to release.yaml
     # devpi and pypi: the variant whose wheels are also published under the plain version (PyPI refuses +cpu).
@@ -108,6 +110,14 @@ class PublishTarget(Frozen):
     # pypi with trusted_publishing: where /_/oidc/audience and /_/oidc/mint-token are (PyPI's and
     # TestPyPI's are known from url).
     oidc_url: str | None = None
+    # s3: the bucket, the key prefix under it (`whl/`), and the S3-compatible endpoint (default:
+    # AWS's, in region). Its credentials: username_env and password_env name the variables of the
+    # access key id and secret access key, else boto3's own chain (AWS_ACCESS_KEY_ID, a web-identity
+    # role from the job's OIDC token).
+    bucket: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+    prefix: str = Field(default="", pattern=r"^([A-Za-z0-9._-]+/)*$")
+    endpoint_url: str | None = None
+    region: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$")
     # The PEM bundle of the CA that signed the server's certificate, relative to release.yaml
     # (default: the system trust store); any kind that talks to a server (publish/connection.py).
     # A docker url is https://host[:port], or host[:port]: https, and plain HTTP on a loopback host.
@@ -128,6 +138,10 @@ class PublishTarget(Frozen):
 
     @model_validator(mode="after")
     def _fields_fit_kind(self) -> PublishTarget:
+        if self.kind == "s3":
+            self._s3_fields()
+        elif self.bucket or self.prefix or self.endpoint_url or self.region:
+            raise ValueError("bucket, prefix, endpoint_url and region belong to an s3 target; remove them here")
         if self.kind in ("static", "conda") and not self.path:
             raise ValueError(f"a {self.kind} target writes files that a web server serves; set path to that "
                              f"folder, relative to release.yaml (e.g. dist/site/{self.kind})")
@@ -196,6 +210,19 @@ class PublishTarget(Frozen):
     def mint_base(self) -> str:
         """Where a pypi target's /_/oidc/ endpoints are."""
         return (self.oidc_url or (self.known_index or ("", ""))[1]).rstrip("/")
+
+    def _s3_fields(self) -> None:
+        if not self.bucket:
+            raise ValueError("an s3 target needs bucket: the S3 bucket the tree is written to (and prefix, the key "
+                             "prefix under it, e.g. whl/)")
+        if self.endpoint_url and (problem := _publish_url_problem(self.endpoint_url, "s3")):
+            raise ValueError(f"endpoint_url: {problem}")
+        if bool(self.username_env) != bool(self.password_env):
+            raise ValueError("an s3 target names both username_env and password_env (the variables of the access key "
+                             "id and the secret access key), or neither (boto3's own credential chain)")
+        if self.token_env:
+            raise ValueError("an s3 target takes no token_env; name the access key's variables in username_env and "
+                             "password_env, or neither")
 
     def credential_envs(self) -> tuple[str, ...]:
         """The environment variables this target's credentials come from."""

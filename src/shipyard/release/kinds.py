@@ -199,7 +199,7 @@ _CHANNEL = "--publish-channel \"$SHIPYARD_CHANNEL\"\n"
 
 WHEEL: Final = KindDescription(
     name="wheel", letter="w", noun="wheel", plural="wheels", installers=("pip", "uv"),
-    publish_targets=("devpi", "pypi", "static"), pure_once=True, keeps_glibc_promise=True,
+    publish_targets=("devpi", "pypi", "static", "s3"), pure_once=True, keeps_glibc_promise=True,
     vendors_libraries=True, records_failed_cells=True, file_suffixes=(".whl",), contents_check="record",
     size_budget="release",
     ci_lanes=_per_os_lanes("wheel"),

@@ -189,8 +189,8 @@ def _platform_label(release: Release, platform: str) -> str:
 
 def publish_targets_for(release: Release, package_type: str) -> list[PublishTarget]:
     """The publish targets of `package_type`, the one a user installs from first: PyTorch's download
-    layout (static) before a devpi or PyPI-compatible index."""
-    preferred = ("static", "pypi", "devpi")
+    layout (static, or in a bucket: s3) before a devpi or PyPI-compatible index."""
+    preferred = ("static", "s3", "pypi", "devpi")
     found = [t for t in release.publish.values() if package_type in kinds_taken_by(t.kind)]
     return sorted(found, key=lambda t: preferred.index(t.kind) if t.kind in preferred else 0)
 
@@ -198,7 +198,7 @@ def publish_targets_for(release: Release, package_type: str) -> list[PublishTarg
 def wheel_index_url(target: PublishTarget, channel: str, tag: str, variant: str) -> str | None:
     """The `--index-url` of `variant`'s wheels on `target` ('' for PyPI itself), or None when the
     target does not take that variant's wheels."""
-    if target.kind == "static":
+    if target.kind in ("static", "s3"):  # s3: the same layout, read at the bucket's url
         return f"{target.url.rstrip('/')}/{channel}/{tag}/"
     if target.kind == "pypi":
         if target.default_variant != variant:

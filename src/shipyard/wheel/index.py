@@ -14,6 +14,7 @@ import json
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -63,13 +64,17 @@ def write_index(variant_dir: Path) -> list[str]:
         if variant_dir.is_dir() else []
     for project in projects:
         _write_project(variant_dir / project, project)
-    links = "\n".join(f'    <a href="{quote(p)}/">{html.escape(p)}</a><br/>' for p in projects)
-    write_atomic(variant_dir / "index.html", _page("Simple index", links))
-    write_atomic(variant_dir / "index.json", json.dumps({
-        "meta": {"api-version": "1.1"},
-        "projects": [{"name": p} for p in projects],
-    }, indent=1, sort_keys=True) + "\n")
+    for name, text in root_pages(projects).items():
+        write_atomic(variant_dir / name, text)
     return projects
+
+
+def root_pages(projects: Sequence[str]) -> dict[str, str]:
+    """A variant index's root pages (index.html, index.json) listing `projects`, by file name."""
+    links = "\n".join(f'    <a href="{quote(p)}/">{html.escape(p)}</a><br/>' for p in projects)
+    return {"index.html": _page("Simple index", links),
+            "index.json": json.dumps({"meta": {"api-version": "1.1"}, "projects": [{"name": p} for p in projects]},
+                                     indent=1, sort_keys=True) + "\n"}
 
 
 def version_in_wheel_name(filename: str) -> str:
@@ -84,28 +89,35 @@ def version_in_wheel_name(filename: str) -> str:
 
 
 def _write_project(folder: Path, project: str) -> None:
-    wheels = sorted([*folder.glob("*.whl"), *folder.glob("*-variants.json")])
-    files = []
-    versions = set()
+    files = [index_entry(path) for path in sorted([*folder.glob("*.whl"), *folder.glob("*-variants.json")])]
+    for name, text in project_pages(project, files).items():
+        write_atomic(folder / name, text)
+
+
+def index_entry(path: Path) -> dict[str, Any]:
+    """What a project page says of one file (a wheel, or a `*-variants.json`): PEP 691's entry."""
+    entry: dict[str, Any] = {"filename": path.name, "url": quote(path.name), "hashes": {"sha256": sha256_of(path)},
+                             "size": path.stat().st_size}
+    python = requires_python(path) if path.suffix == ".whl" else None
+    if python:
+        entry["requires-python"] = python
+    return entry
+
+
+def project_pages(project: str, files: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """A project's pages (index.html, index.json) listing `files` (index_entry's entries), by file
+    name: the one place both are written, from a folder here or from a remote index's entries."""
+    files = sorted(files, key=lambda entry: entry["filename"])
+    versions = {version_in_wheel_name(e["filename"]) for e in files if e["filename"].endswith(".whl")}
     anchors = []
-    for wheel in wheels:
-        digest = sha256_of(wheel)
-        if wheel.suffix == ".whl":
-            versions.add(version_in_wheel_name(wheel.name))
-        href = f"{quote(wheel.name)}#sha256={digest}"
-        python = requires_python(wheel) if wheel.suffix == ".whl" else None
+    for entry in files:
+        python = entry.get("requires-python")
         attr = f' data-requires-python="{html.escape(python)}"' if python else ""
-        anchors.append(f'    <a href="{href}"{attr}>{html.escape(wheel.name)}</a><br/>')
-        entry = {"filename": wheel.name, "url": quote(wheel.name), "hashes": {"sha256": digest},
-                 "size": wheel.stat().st_size}
-        if python:
-            entry["requires-python"] = python
-        files.append(entry)
-    write_atomic(folder / "index.html", _page(f"Links for {project}", "\n".join(anchors)))
-    write_atomic(folder / "index.json", json.dumps({
-        "meta": {"api-version": "1.1"}, "name": project, "files": files,
-        "versions": sorted(versions),
-    }, indent=1, sort_keys=True) + "\n")
+        anchors.append(f'    <a href="{quote(entry["filename"])}#sha256={entry["hashes"]["sha256"]}"{attr}>'
+                       f'{html.escape(entry["filename"])}</a><br/>')
+    return {"index.html": _page(f"Links for {project}", "\n".join(anchors)),
+            "index.json": json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": list(files),
+                                      "versions": sorted(versions)}, indent=1, sort_keys=True) + "\n"}
 
 
 def _page(title: str, body: str) -> str:

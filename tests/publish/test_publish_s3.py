@@ -1,0 +1,144 @@
+"""The `s3` target kind (#51 item 5): the static tree's layout in an S3 bucket, through boto3,
+against moto's S3 server on loopback. moto is a stand-in for an S3-compatible store (it speaks the
+S3 API, conditional writes and checksums included, and checks no credentials); no real store is
+reachable from here. What users of the bucket would read is what is asserted: the objects, the
+pages' entries and their sha256, a re-publish that changes nothing, a name that never changes its
+bytes, and two publishers merging into one page."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from support.release_copy import point_release_yaml
+from support.synthetic_release import features, make_wheel, record, write_manifest
+
+from shipyard.cli import main
+
+BUCKET = "ember-downloads"
+STATIC_TARGET = "    kind: static\n    url: http://127.0.0.1:8083/whl/\n    path: dist/site/whl\n"
+VERSION = "1.7.0.dev20261206"
+
+moto_server = pytest.importorskip("moto.server", reason="moto (a test dependency) is not installed: pip install "
+                                                         "-e '.[test]'")
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[tuple[str, object]]:
+    """moto's S3 server on 127.0.0.1 with the bucket, and a client of it."""
+    import boto3
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                              aws_secret_access_key="test")
+        client.create_bucket(Bucket=BUCKET)
+        yield endpoint, client
+    finally:
+        server.stop()
+
+
+def _root(tmp_path: Path, endpoint: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "root"
+    point_release_yaml(root, {STATIC_TARGET: (
+        f"    kind: s3\n    url: https://download.example.org/whl/\n    bucket: {BUCKET}\n    prefix: {prefix}\n"
+        f"    endpoint_url: {endpoint}\n    region: us-east-1\n"
+        f"    username_env: SHIPYARD_S3_KEY_ID\n    password_env: SHIPYARD_S3_SECRET\n")})
+    monkeypatch.setenv("SHIPYARD_S3_KEY_ID", "test")
+    monkeypatch.setenv("SHIPYARD_S3_SECRET", secrets.token_urlsafe(18))
+    return root
+
+
+def _dist(folder: Path, projects: tuple[str, ...], payload: str = "") -> Path:
+    dist = folder / "dist"
+    records = []
+    for project in projects:
+        for variant, tag in (("cpu", "cpu"), ("cuda11", "cu118")):
+            wheel = make_wheel(dist / "whl" / tag / project, project, f"{VERSION}+{tag}", payload=payload)
+            records.append(record(dist, wheel, component=project, package_type="wheel", variant=variant, tag=tag,
+                                  tests=features(), version=VERSION))
+    write_manifest(dist, records, VERSION)
+    return dist
+
+
+def _publish(root: Path, dist: Path, state: Path) -> int:
+    return main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-tree",
+                 "--dist", str(dist), "--state", str(state)])
+
+
+def _page(client, key: str) -> dict:  # type: ignore[no-untyped-def]
+    return json.loads(client.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+
+
+def test_a_release_goes_to_the_bucket_in_the_trees_layout_and_a_name_never_changes_its_bytes(
+        s3, tmp_path, monkeypatch, capsys):
+    endpoint, client = s3
+    root = _root(tmp_path, endpoint, "one/whl/", monkeypatch)
+    dist = _dist(tmp_path / "a", ("uocore", "uovision"))
+    assert _publish(root, dist, tmp_path / "state") == 0, capsys.readouterr()
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"s3://{BUCKET}/one/whl/nightly/" in out and f"{VERSION} on nightly: 4 files published" in out, out
+    manifest = json.loads((dist / "manifest.json").read_text())
+    for artifact in manifest["artifacts"]:
+        tag, project, name = artifact["variant_tag"], artifact["component"], artifact["name"]
+        body = client.get_object(Bucket=BUCKET, Key=f"one/whl/nightly/{tag}/{project}/{name}")["Body"].read()
+        assert hashlib.sha256(body).hexdigest() == artifact["sha256"]
+        page = _page(client, f"one/whl/nightly/{tag}/{project}/index.json")
+        assert {f["filename"]: f["hashes"]["sha256"] for f in page["files"]} == {name: artifact["sha256"]}
+        html = client.get_object(Bucket=BUCKET, Key=f"one/whl/nightly/{tag}/{project}/index.html")["Body"].read()
+        assert f"{quote(name)}#sha256={artifact['sha256']}".encode() in html
+    root_page = _page(client, "one/whl/nightly/cpu/index.json")
+    assert [p["name"] for p in root_page["projects"]] == ["uocore", "uovision"]
+    # Unchanged: nothing is written again.
+    assert _publish(root, dist, tmp_path / "state2") == 0
+    assert f"{VERSION} on nightly: 0 files published, 4 already there" in " ".join(capsys.readouterr().out.split())
+    # Other bytes under a published name: exit 8 naming both, and what is served stays.
+    other = _dist(tmp_path / "b", ("uocore",), payload="other bytes")
+    assert _publish(root, other, tmp_path / "state3") == 8
+    err = " ".join(capsys.readouterr().err.split())
+    first = next(a for a in manifest["artifacts"] if a["component"] == "uocore" and a["variant_tag"] == "cpu")
+    assert first["sha256"] in err and "a published file name never changes its bytes" in err, err
+    body = client.get_object(Bucket=BUCKET, Key=f"one/whl/nightly/cpu/uocore/{first['name']}")["Body"].read()
+    assert hashlib.sha256(body).hexdigest() == first["sha256"]
+
+
+def test_two_publishers_of_different_projects_keep_each_others_files_on_a_shared_page(s3, tmp_path, monkeypatch):
+    """The root page of a tag is written only if it is still the page read (If-Match its ETag): a
+    publisher whose page another changed in between reads it again and merges."""
+    from shipyard.publish.s3_tree import S3TreeBackend
+
+    endpoint, client = s3
+    root = _root(tmp_path, endpoint, "two/whl/", monkeypatch)
+    from shipyard.plumbing.retry import RetryPolicy
+    from shipyard.publish.credentials import Credentials
+    from shipyard.publish.journal import Journal
+    from shipyard.publish.target import TargetContext
+    from shipyard.release.validate import load_spec
+
+    target = load_spec(root).release.publish["wheels-tree"]
+    ctx = TargetContext(target, root, Credentials(username="test", password=secrets.token_urlsafe(18)), RetryPolicy(),
+                        Journal(tmp_path / "journal.jsonl"), str, lambda _: None)
+    backend = S3TreeBackend(ctx)
+    folder = "two/whl/nightly/cpu"
+    reads = []
+
+    def pages_from(page):  # type: ignore[no-untyped-def]
+        reads.append(page)
+        if len(reads) == 1:  # another publisher writes its project in between this read and this write
+            client.put_object(Bucket=BUCKET, Key=f"{folder}/index.json",
+                              Body=json.dumps({"meta": {"api-version": "1.1"}, "projects": [{"name": "theirs"}]}))
+        from shipyard.wheel.index import root_pages
+
+        return root_pages(sorted({p["name"] for p in (page or {}).get("projects", [])} | {"mine"}))
+
+    backend._merge_page(folder, pages_from)
+    assert len(reads) == 2 and reads[0] is None
+    assert [p["name"] for p in _page(client, f"{folder}/index.json")["projects"]] == ["mine", "theirs"]
