@@ -1,5 +1,6 @@
 """Two `shipyard publish` processes at once, with other bytes under the same file names, against
-the real servers (issue #52, item 1): on every target kind but the registries (their own tests),
+the real servers (issue #52, item 1): on every target kind but the registries (their own tests;
+the s3 kind against moto's S3 server, a stand-in: support/s3_standin.py),
 exactly one wins, the other exits 8 in lines that name the target, the file and both sha256s, and
 what the server serves is the winner's, byte for byte, 20 rounds in a row. Each kind keeps one
 server for its rounds, with fresh names (or a fresh channel folder) per round.
@@ -12,6 +13,7 @@ bytes under the first one's name, both exiting 0)."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import zipfile
 from collections.abc import Callable, Iterator
@@ -22,6 +24,7 @@ import pytest
 import requests
 from support.publish_project import PublishProject
 from support.publish_servers import PypiServer, Site, publish_site, pypi_server
+from support.s3_standin import STATIC_TARGET, S3StandIn, s3_standin
 from support.shipyard_process import ShipyardForks
 from support.synthetic_release import VERSION, build_conda_packages, features, make_wheel, record, write_manifest
 
@@ -215,3 +218,31 @@ def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiS
             return digest
 
         _race(forks, "wheels-staging", filename, racers, served)
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3StandIn]:
+    pytest.importorskip("moto.server", reason="moto (a test dependency) is not installed: pip install -e '.[test]'")
+    with s3_standin() as running:
+        yield running
+
+
+def test_two_publishers_of_one_s3_name_one_wins_and_its_bytes_stay(s3: S3StandIn, forks: ShipyardForks,
+                                                                  tmp_path: Path):
+    """The store's own conditional write (If-None-Match: *) decides; the loser names both."""
+    for n in range(ROUNDS):
+        project = "rs" + secrets.token_hex(4)
+        prefix = f"race{n}/whl/"
+        filename = f"{project}-{VERSION}+cpu-py3-none-any.whl"
+        racers = _racers(tmp_path / f"r{n}", {STATIC_TARGET: s3.target(prefix)}, s3.credentials(),
+                         lambda dist, payload, p=project: sha256_of(_wheel_dist(dist, p, payload)))  # type: ignore[misc]
+        folder = f"{prefix}nightly/cpu/{project}"
+
+        def served(folder: str = folder, filename: str = filename) -> str:
+            [entry] = [e for e in json.loads(s3.object_bytes(f"{folder}/index.json"))["files"]
+                       if e["filename"] == filename]
+            digest = sha256_hex(s3.object_bytes(f"{folder}/{filename}"))
+            assert entry["hashes"]["sha256"] == digest  # the page lists the winner's
+            return digest
+
+        _race(forks, "wheels-tree", filename, racers, served)

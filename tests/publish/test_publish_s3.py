@@ -16,44 +16,27 @@ from urllib.parse import quote
 
 import pytest
 from support.release_copy import point_release_yaml
+from support.s3_standin import BUCKET, STATIC_TARGET, S3StandIn, s3_standin
 from support.synthetic_release import features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
 
-BUCKET = "ember-downloads"
-STATIC_TARGET = "    kind: static\n    url: http://127.0.0.1:8083/whl/\n    path: dist/site/whl\n"
 VERSION = "1.7.0.dev20261206"
 
-moto_server = pytest.importorskip("moto.server", reason="moto (a test dependency) is not installed: pip install "
-                                                         "-e '.[test]'")
+pytest.importorskip("moto.server", reason="moto (a test dependency) is not installed: pip install -e '.[test]'")
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[tuple[str, object]]:
-    """moto's S3 server on 127.0.0.1 with the bucket, and a client of it."""
-    import boto3
-
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                              aws_secret_access_key="test")
-        client.create_bucket(Bucket=BUCKET)
-        yield endpoint, client
-    finally:
-        server.stop()
+def s3() -> Iterator[S3StandIn]:
+    with s3_standin() as running:
+        yield running
 
 
-def _root(tmp_path: Path, endpoint: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _root(tmp_path: Path, s3: S3StandIn, prefix: str, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "root"
-    point_release_yaml(root, {STATIC_TARGET: (
-        f"    kind: s3\n    url: https://download.example.org/whl/\n    bucket: {BUCKET}\n    prefix: {prefix}\n"
-        f"    endpoint_url: {endpoint}\n    region: us-east-1\n"
-        f"    username_env: SHIPYARD_S3_KEY_ID\n    password_env: SHIPYARD_S3_SECRET\n")})
-    monkeypatch.setenv("SHIPYARD_S3_KEY_ID", "test")
-    monkeypatch.setenv("SHIPYARD_S3_SECRET", secrets.token_urlsafe(18))
+    point_release_yaml(root, {STATIC_TARGET: s3.target(prefix)})
+    for name, value in s3.credentials().items():
+        monkeypatch.setenv(name, value)
     return root
 
 
@@ -80,8 +63,8 @@ def _page(client, key: str) -> dict:  # type: ignore[no-untyped-def]
 
 def test_a_release_goes_to_the_bucket_in_the_trees_layout_and_a_name_never_changes_its_bytes(
         s3, tmp_path, monkeypatch, capsys):
-    endpoint, client = s3
-    root = _root(tmp_path, endpoint, "one/whl/", monkeypatch)
+    client = s3.client
+    root = _root(tmp_path, s3, "one/whl/", monkeypatch)
     dist = _dist(tmp_path / "a", ("uocore", "uovision"))
     assert _publish(root, dist, tmp_path / "state") == 0, capsys.readouterr()
     out = " ".join(capsys.readouterr().out.split())
@@ -115,8 +98,8 @@ def test_two_publishers_of_different_projects_keep_each_others_files_on_a_shared
     publisher whose page another changed in between reads it again and merges."""
     from shipyard.publish.s3_tree import S3TreeBackend
 
-    endpoint, client = s3
-    root = _root(tmp_path, endpoint, "two/whl/", monkeypatch)
+    client = s3.client
+    root = _root(tmp_path, s3, "two/whl/", monkeypatch)
     from shipyard.plumbing.retry import RetryPolicy
     from shipyard.publish.credentials import Credentials
     from shipyard.publish.journal import Journal
