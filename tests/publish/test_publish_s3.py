@@ -40,15 +40,15 @@ def _root(tmp_path: Path, s3: S3StandIn, prefix: str, monkeypatch: pytest.Monkey
     return root
 
 
-def _dist(folder: Path, projects: tuple[str, ...], payload: str = "") -> Path:
+def _dist(folder: Path, projects: tuple[str, ...], payload: str = "", version: str = VERSION) -> Path:
     dist = folder / "dist"
     records = []
     for project in projects:
         for variant, tag in (("cpu", "cpu"), ("cuda11", "cu118")):
-            wheel = make_wheel(dist / "whl" / tag / project, project, f"{VERSION}+{tag}", payload=payload)
+            wheel = make_wheel(dist / "whl" / tag / project, project, f"{version}+{tag}", payload=payload)
             records.append(record(dist, wheel, component=project, package_type="wheel", variant=variant, tag=tag,
-                                  tests=features(), version=VERSION))
-    write_manifest(dist, records, VERSION)
+                                  tests=features(), version=version))
+    write_manifest(dist, records, version)
     return dist
 
 
@@ -125,3 +125,18 @@ def test_two_publishers_of_different_projects_keep_each_others_files_on_a_shared
     backend._merge_page(folder, pages_from)
     assert len(reads) == 2 and reads[0] is None
     assert [p["name"] for p in _page(client, f"{folder}/index.json")["projects"]] == ["mine", "theirs"]
+
+
+def test_a_promotion_copies_the_release_within_the_bucket_byte_for_byte(s3, tmp_path, monkeypatch, capsys):
+    root = _root(tmp_path, s3, "three/whl/", monkeypatch)
+    dist = _dist(tmp_path / "a", ("uocore",), version="1.7.0")
+    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-tree", "--dist",
+                 str(dist), "--state", str(tmp_path / "state")]) == 0, capsys.readouterr()
+    assert main(["--root", str(root), "promote", "1.7.0", "--from", "nightly", "--to", "test", "--target",
+                 "wheels-tree", "--dist", str(dist), "--state", str(tmp_path / "state")]) == 0, capsys.readouterr()
+    for artifact in json.loads((dist / "manifest.json").read_text())["artifacts"]:
+        folder = f"three/whl/test/{artifact['variant_tag']}/uocore"
+        page = _page(s3.client, f"{folder}/index.json")
+        assert [(f["filename"], f["hashes"]["sha256"]) for f in page["files"]] == [(artifact["name"],
+                                                                                     artifact["sha256"])]
+        assert hashlib.sha256(s3.object_bytes(f"{folder}/{artifact['name']}")).hexdigest() == artifact["sha256"]
