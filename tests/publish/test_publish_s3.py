@@ -7,19 +7,29 @@ bytes, and two publishers merging into one page."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+import zstandard
 from support.release_copy import point_release_yaml
 from support.s3_standin import BUCKET, STATIC_TARGET, S3StandIn, s3_standin
-from support.synthetic_release import features, make_wheel, record, write_manifest
+from support.synthetic_release import build_conda_packages, features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
+from shipyard.plumbing.retry import RetryPolicy
+from shipyard.publish.credentials import Credentials
+from shipyard.publish.journal import Journal
+from shipyard.publish.s3_objects import S3Objects
+from shipyard.publish.target import TargetContext
+from shipyard.release.validate import load_spec
+from shipyard.wheel.index import root_pages
 
 VERSION = "1.7.0.dev20261206"
 
@@ -96,35 +106,25 @@ def test_a_release_goes_to_the_bucket_in_the_trees_layout_and_a_name_never_chang
 def test_two_publishers_of_different_projects_keep_each_others_files_on_a_shared_page(s3, tmp_path, monkeypatch):
     """The root page of a tag is written only if it is still the page read (If-Match its ETag): a
     publisher whose page another changed in between reads it again and merges."""
-    from shipyard.publish.s3_tree import S3TreeBackend
-
-    client = s3.client
     root = _root(tmp_path, s3, "two/whl/", monkeypatch)
-    from shipyard.plumbing.retry import RetryPolicy
-    from shipyard.publish.credentials import Credentials
-    from shipyard.publish.journal import Journal
-    from shipyard.publish.target import TargetContext
-    from shipyard.release.validate import load_spec
-
     target = load_spec(root).release.publish["wheels-tree"]
     ctx = TargetContext(target, root, Credentials(username="test", password=secrets.token_urlsafe(18)), RetryPolicy(),
                         Journal(tmp_path / "journal.jsonl"), str, lambda _: None)
-    backend = S3TreeBackend(ctx)
-    folder = "two/whl/nightly/cpu"
+    objects = S3Objects(ctx)
+    key = "two/whl/nightly/cpu/index.json"
     reads = []
 
-    def pages_from(page):  # type: ignore[no-untyped-def]
+    def made_from(page):  # type: ignore[no-untyped-def]
         reads.append(page)
         if len(reads) == 1:  # another publisher writes its project in between this read and this write
-            client.put_object(Bucket=BUCKET, Key=f"{folder}/index.json",
-                              Body=json.dumps({"meta": {"api-version": "1.1"}, "projects": [{"name": "theirs"}]}))
-        from shipyard.wheel.index import root_pages
+            s3.client.put_object(Bucket=BUCKET, Key=key,
+                                 Body=json.dumps({"meta": {"api-version": "1.1"}, "projects": [{"name": "theirs"}]}))
+        names = sorted({p["name"] for p in (page or {}).get("projects", [])} | {"mine"})
+        return {key: (root_pages(names)["index.json"].encode(), "application/json")}
 
-        return root_pages(sorted({p["name"] for p in (page or {}).get("projects", [])} | {"mine"}))
-
-    backend._merge_page(folder, pages_from)
+    objects.merge_json(key, made_from)
     assert len(reads) == 2 and reads[0] is None
-    assert [p["name"] for p in _page(client, f"{folder}/index.json")["projects"]] == ["mine", "theirs"]
+    assert [p["name"] for p in _page(s3.client, key)["projects"]] == ["mine", "theirs"]
 
 
 def test_a_promotion_copies_the_release_within_the_bucket_byte_for_byte(s3, tmp_path, monkeypatch, capsys):
@@ -140,3 +140,41 @@ def test_a_promotion_copies_the_release_within_the_bucket_byte_for_byte(s3, tmp_
         assert [(f["filename"], f["hashes"]["sha256"]) for f in page["files"]] == [(artifact["name"],
                                                                                      artifact["sha256"])]
         assert hashlib.sha256(s3.object_bytes(f"{folder}/{artifact['name']}")).hexdigest() == artifact["sha256"]
+
+
+CONDA_TARGET = ("    kind: conda\n    url: http://127.0.0.1:8082/conda/\n    path: dist/site/conda\n"
+                "    token_env: SHIPYARD_CONDA_TOKEN\n")
+
+
+@pytest.mark.slow
+def test_a_conda_channel_in_the_bucket_is_what_a_solver_reads_from_it(s3, tmp_path, monkeypatch, capsys):
+    """`layout: conda`: the package once, then repodata.json (and .zst) merged; rattler solves
+    from the bucket's URL (moto serves it over HTTP as a bucket's website would)."""
+    from rattler import Channel, Gateway, solve
+
+    [package] = build_conda_packages(tmp_path / "built", ["cpu"])
+    root = _root(tmp_path, s3, "four/whl/", monkeypatch)
+    text = (root / "release.yaml").read_text().replace(CONDA_TARGET, s3.target("four/conda/").replace(
+        "    username_env", "    layout: conda\n    username_env"))
+    (root / "release.yaml").write_text(text)
+    dist = tmp_path / "dist"
+    placed = dist / "conda" / "noarch" / package.name
+    placed.parent.mkdir(parents=True)
+    shutil.copyfile(package, placed)
+    write_manifest(dist, [record(dist, placed, component="ember", package_type="conda", variant="cpu", tag="cpu",
+                                 tests=features())])
+    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "conda-staging", "--dist",
+                 str(dist), "--state", str(tmp_path / "state")]) == 0, capsys.readouterr()
+    repodata = json.loads(s3.object_bytes("four/conda/nightly/noarch/repodata.json"))
+    entry = repodata["packages.conda"][package.name]
+    assert entry["sha256"] == hashlib.sha256(package.read_bytes()).hexdigest()
+    assert json.loads(zstandard.ZstdDecompressor().decompressobj().decompress(
+        s3.object_bytes("four/conda/nightly/noarch/repodata.json.zst"))) == repodata
+    records = asyncio.run(solve([Channel(f"{s3.endpoint}/{BUCKET}/four/conda/nightly")], [entry["name"]],
+                                platforms=["linux-64", "noarch"], gateway=Gateway(cache_dir=tmp_path / "cache")))
+    assert [(r.name.normalized, r.sha256.hex() if isinstance(r.sha256, bytes) else str(r.sha256))
+            for r in records] == [(entry["name"], entry["sha256"])]
+    # Unchanged: nothing again; the channel still lists the package once.
+    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "conda-staging", "--dist",
+                 str(dist), "--state", str(tmp_path / "state2")]) == 0
+    assert "0 files published, 1 already there" in " ".join(capsys.readouterr().out.split())

@@ -4,6 +4,7 @@ publish to, no real store being reachable from the machine the suite runs on."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,6 +51,9 @@ def s3_standin() -> Iterator[S3StandIn]:
         client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
                               aws_secret_access_key="test")
         client.create_bucket(Bucket=BUCKET)
+        # Anyone reads it over HTTP, as a bucket behind a download site is read (a policy, not ACLs).
+        client.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/*"}]}))
         yield S3StandIn(endpoint, client)
     finally:
         server.stop()

@@ -24,7 +24,7 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.publish.variants import RECORD_FILE, RECORD_FIX, VARIANTS_INDEX, read_variant_record
 from shipyard.record.manifest import ArtifactRecord, artifact_file, recorded_file
-from shipyard.release.destinations import PublishTarget
+from shipyard.release.destinations import S3_CONDA_ROUTE, PublishTarget
 from shipyard.release.kinds import kinds_taken_by
 from shipyard.wheel.index import version_in_wheel_name
 
@@ -59,15 +59,15 @@ def local_file(dist: Path, artifact: ArtifactRecord) -> Path:
 def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: Path,
               derived: Path, release_tags: Sequence[str] = ()) -> list[PublishFile]:
     """Every file `target` receives for these artifacts; `derived` holds the PyPI flavour's rewrites."""
-    wanted = kinds_taken_by(target.kind)
+    wanted = kinds_taken_by(target.route)
     mine = [a for a in artifacts if a.package_type in wanted]
     if target.kind == "static":  # PyTorch's layout, and the PEP 825 variants index beside it
         return _wheel_files(target, mine, dist, derived, release_tags) + _variant_files(dist, mine)
-    if target.kind in ("devpi", "s3"):  # s3: the static tree's layout, without the variants index yet
+    if target.route in ("devpi", "s3"):  # s3: the static tree's layout, without the variants index yet
         return _wheel_files(target, mine, dist, derived, release_tags)
     if target.kind == "pypi":  # one index, as PyPI is: the plain versions only
         return [f for f in _wheel_files(target, mine, dist, derived, release_tags) if f.index == PLAIN_INDEX]
-    if target.kind == "conda":
+    if target.route in ("conda", S3_CONDA_ROUTE):
         # name-version-build.conda: the package name is what a channel lists it under.
         return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.name.rsplit("-", 2)[0], a.version,
                             a.name) for a in mine]

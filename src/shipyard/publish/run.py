@@ -28,6 +28,7 @@ from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile, files_for
 from shipyard.publish.pypi import PypiBackend
 from shipyard.publish.registry import RegistryBackend
+from shipyard.publish.s3_conda import S3CondaBackend
 from shipyard.publish.s3_tree import S3TreeBackend
 from shipyard.publish.static_tree import StaticTreeBackend
 from shipyard.publish.target import Backend, TargetContext, name_taken, names_taken
@@ -35,13 +36,14 @@ from shipyard.record.gate import Gating, gate
 from shipyard.record.manifest import ArtifactRecord, Manifest, release_manifest
 from shipyard.redaction import redact
 from shipyard.release.channel_version import require_channel_version
-from shipyard.release.destinations import PublishTarget, ReleaseChannel
+from shipyard.release.destinations import S3_CONDA_ROUTE, PublishTarget, ReleaseChannel
 from shipyard.release.kinds import WHEEL, kinds_taken_by
 from shipyard.release.spec import Spec
 
 T = TypeVar("T")
 BACKENDS: dict[str, type[Backend]] = {"devpi": DevpiBackend, "pypi": PypiBackend, "static": StaticTreeBackend,
-                                      "conda": CondaChannelBackend, "docker": RegistryBackend, "s3": S3TreeBackend}
+                                      "conda": CondaChannelBackend, "docker": RegistryBackend, "s3": S3TreeBackend,
+                                      S3_CONDA_ROUTE: S3CondaBackend}
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class Session:
                                 policy=policy, journal=Journal(state / "publish" / f"{target.name}.jsonl"),
                                 scrub=redact, progress=progress,
                                 renew=renewal_for(target, policy) if target.name in creds else None)
-            self.backends[target.name] = BACKENDS[target.kind](ctx)
+            self.backends[target.name] = BACKENDS[target.route](ctx)
 
     def scrub(self, text: str) -> str:
         return redact(text)
@@ -231,7 +233,7 @@ def promote(spec: Spec, request: PromoteRequest, progress: Progress = lambda _: 
                          f"file against the manifest")
     # A pypi index has no channels to copy between (see above); the others take the channel they name.
     targets = [t for t in targets if t.kind != "pypi" and t.takes(destination.name)]
-    needed = [t for t in targets if any(a.package_type in kinds_taken_by(t.kind) for a in artifacts)]
+    needed = [t for t in targets if any(a.package_type in kinds_taken_by(t.route) for a in artifacts)]
     session = Session(spec, targets, needed, request.state, request.policy, progress)
     plans = {t.name: _copied(session.backends[t.name], t, source.name, request, artifacts) for t in targets}
     return _release(session, destination.name, request.version, gating, plans)
@@ -241,7 +243,7 @@ def _copied(backend: Backend, target: PublishTarget, channel: str, request: Prom
             artifacts: list[ArtifactRecord]) -> list[PublishFile]:
     """The files of the version in the source channel, fetched and checked: a name the manifest
     records must have the manifest's sha256; every artifact for this target must be there."""
-    mine = {a.name: a for a in artifacts if a.package_type in kinds_taken_by(target.kind)}
+    mine = {a.name: a for a in artifacts if a.package_type in kinds_taken_by(target.route)}
     if not mine:
         return []
     # The release's files: those the manifest names (a conda mutex has its own version, 1.0) and

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlparse
 
 from pydantic import (
@@ -83,6 +83,10 @@ def _publish_url_problem(url: str, kind: str | None) -> str | None:
     return None
 
 
+# An s3 target whose bucket holds a conda channel (layout: conda): the one route that is no kind.
+S3_CONDA_ROUTE = "s3-conda"
+
+
 class PublishTarget(Frozen):
     """Where artifacts go. Credentials are named by environment variable, never inlined.
 
@@ -118,6 +122,8 @@ class PublishTarget(Frozen):
     prefix: str = Field(default="", pattern=r"^([A-Za-z0-9._-]+/)*$")
     endpoint_url: str | None = None
     region: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$")
+    # s3: what the bucket holds under the prefix: the static tree's wheels, or a conda channel.
+    layout: Literal["wheels", "conda"] | None = None
     # The PEM bundle of the CA that signed the server's certificate, relative to release.yaml
     # (default: the system trust store); any kind that talks to a server (publish/connection.py).
     # A docker url is https://host[:port], or host[:port]: https, and plain HTTP on a loopback host.
@@ -140,8 +146,8 @@ class PublishTarget(Frozen):
     def _fields_fit_kind(self) -> PublishTarget:
         if self.kind == "s3":
             self._s3_fields()
-        elif self.bucket or self.prefix or self.endpoint_url or self.region:
-            raise ValueError("bucket, prefix, endpoint_url and region belong to an s3 target; remove them here")
+        elif self.bucket or self.prefix or self.endpoint_url or self.region or self.layout:
+            raise ValueError("bucket, prefix, endpoint_url, region and layout belong to an s3 target; remove them here")
         if self.kind in ("static", "conda") and not self.path:
             raise ValueError(f"a {self.kind} target writes files that a web server serves; set path to that "
                              f"folder, relative to release.yaml (e.g. dist/site/{self.kind})")
@@ -223,6 +229,12 @@ class PublishTarget(Frozen):
         if self.token_env:
             raise ValueError("an s3 target takes no token_env; name the access key's variables in username_env and "
                              "password_env, or neither")
+
+    @property
+    def route(self) -> str:
+        """The kind of place this target is, as KINDS' publish_targets and the publish backends name
+        it: its kind, or for an s3 bucket holding a conda channel `s3-conda`."""
+        return S3_CONDA_ROUTE if self.kind == "s3" and self.layout == "conda" else self.kind
 
     def credential_envs(self) -> tuple[str, ...]:
         """The environment variables this target's credentials come from."""
@@ -392,3 +404,7 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+# Every kind of place a target is (PublishTarget.route): its kinds, and the conda channel in a bucket.
+ROUTES = frozenset((*get_args(PublishTarget.model_fields["kind"].annotation), S3_CONDA_ROUTE))

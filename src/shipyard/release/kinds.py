@@ -207,7 +207,7 @@ WHEEL: Final = KindDescription(
     ci_timeout_minutes=120, ci_cuda_timeout_minutes=180)
 CONDA: Final = KindDescription(
     name="conda", letter="c", noun="conda package", plural="conda packages", installers=("conda",),
-    publish_targets=("conda",), pure_once=True, splits_native_core=True, host_interpreter=False,
+    publish_targets=("conda", "s3-conda"), pure_once=True, splits_native_core=True, host_interpreter=False,
     file_suffixes=(".conda", ".tar.bz2"), contents_check="paths", ci_lanes=_per_os_lanes("conda"),
     ci_build_command="shipyard conda build --variant \"$VARIANT\" \"${component_args[@]}\" " + _CHANNEL,
     ci_timeout_minutes=120, ci_cuda_timeout_minutes=120, recipe="recipes/{name}/recipe.yaml")

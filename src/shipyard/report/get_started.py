@@ -191,7 +191,7 @@ def publish_targets_for(release: Release, package_type: str) -> list[PublishTarg
     """The publish targets of `package_type`, the one a user installs from first: PyTorch's download
     layout (static, or in a bucket: s3) before a devpi or PyPI-compatible index."""
     preferred = ("static", "s3", "pypi", "devpi")
-    found = [t for t in release.publish.values() if package_type in kinds_taken_by(t.kind)]
+    found = [t for t in release.publish.values() if package_type in kinds_taken_by(t.route)]
     return sorted(found, key=lambda t: preferred.index(t.kind) if t.kind in preferred else 0)
 
 

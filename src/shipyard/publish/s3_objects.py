@@ -1,0 +1,180 @@
+"""The objects of an `s3` target's bucket (or any S3-compatible store), through boto3: what both of
+its layouts (a wheel tree, publish/s3_tree.py; a conda channel, publish/s3_conda.py) do with them.
+
+- **Immutable objects.** A package is written only where no object is (`If-None-Match: *`, the
+  store's own conditional write). When one is there, its SHA-256 decides: the same bytes (a resumed
+  run) are left as they are; other bytes are named (`put_once`), and the caller stops the release
+  with exit 8 before any index changes.
+- **Read back.** Every package is read back by the SHA-256 the store computed from the bytes it
+  received (`ChecksumSHA256`, asked for on each write), against the manifest's.
+- **Indexes last, merged.** An index (a project page, a repodata.json) is written from what it
+  lists now plus the new entries, and only if it is still the index that was read (`If-Match` its
+  ETag; `If-None-Match: *` for a new one). One that another publisher changed in between is read
+  and merged again (`merge_json`), so two publishers never drop each other's entries.
+- **Credentials.** The access key from the variables `username_env` and `password_env` name, or
+  boto3's own chain (the job's OIDC role through `aws-actions/configure-aws-credentials`,
+  AWS_ACCESS_KEY_ID); ca_file and proxy as for every kind (publish/connection.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from shipyard.errors import PublishError
+from shipyard.plumbing.retry import request_proxies
+from shipyard.publish.connection import target_trust
+from shipyard.publish.plan import PublishFile
+from shipyard.publish.target import TargetContext, name_taken
+
+MERGE_ATTEMPTS = 8  # tries of one index's conditional write against other publishers
+# What a conditional write answers when its condition no longer holds (AWS: 412, or 409 when two
+# conditional writes of one key overlap).
+CONFLICTS = ("PreconditionFailed", "ConditionalRequestConflict")
+JsonIndex = dict[str, Any]
+
+
+def error_code(exc: Exception) -> str:
+    """The store's error code of a botocore ClientError ("" for anything else)."""
+    response = getattr(exc, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def sha256_of_checksum(checksum: str) -> str:
+    """S3's ChecksumSHA256 (base64 of the digest) as hex."""
+    return base64.b64decode(checksum).hex()
+
+
+class S3Objects:
+    """The target's bucket under its prefix; every failure one line naming the target, the step,
+    the bucket and the store's error code."""
+
+    def __init__(self, ctx: TargetContext) -> None:
+        import boto3
+        from botocore.config import Config
+
+        target = ctx.target
+        proxies = request_proxies(target.endpoint_url or "https://s3.amazonaws.com/", target.proxy)
+        config = Config(connect_timeout=ctx.policy.timeout, read_timeout=ctx.policy.timeout,
+                        retries={"max_attempts": ctx.policy.tries, "mode": "standard"}, proxies=proxies or None,
+                        request_checksum_calculation="when_required")
+        keys = ({"aws_access_key_id": ctx.credentials.username, "aws_secret_access_key": ctx.credentials.password}
+                if target.username_env else {})
+        self.client = boto3.client("s3", endpoint_url=target.endpoint_url, region_name=target.region, config=config,
+                                   verify=target_trust(target, ctx.root), **keys)
+        self.ctx = ctx
+        self.bucket = str(target.bucket)
+        self.prefix = target.prefix
+
+    def key(self, channel: str, *parts: str) -> str:
+        return self.prefix + "/".join((channel, *parts))
+
+    def where(self, key: str = "") -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def failed(self, what: str, exc: Exception) -> PublishError:
+        return PublishError(self.ctx.scrub(f"{self.ctx.target.name}: {what}: s3://{self.bucket}: "
+                                           f"{error_code(exc) or exc}"))
+
+    def call(self, what: str, call: Callable[[], Any]) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return call()
+        except (ClientError, BotoCoreError) as exc:
+            raise self.failed(what, exc) from None
+
+    def keys_under(self, base: str) -> Iterator[str]:
+        """Every key that starts with `base`, all pages of the listing."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in self.call(f"list {base}", lambda: list(paginator.paginate(Bucket=self.bucket, Prefix=base))):
+            for item in page.get("Contents", []):
+                yield str(item["Key"])
+
+    def download(self, key: str, dest: Path) -> Path:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self.call(f"download {dest.name}", lambda: self.client.download_file(self.bucket, key, str(dest)))
+        return dest
+
+    # --- packages ------------------------------------------------------------------------------
+
+    def put_once(self, key: str, f: PublishFile) -> str | None:
+        """Write `f` under `key` where no object is; None when it is there now with its bytes, else
+        the line naming the bytes already published under its name."""
+        from botocore.exceptions import ClientError
+
+        try:
+            with f.path.open("rb") as body:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*",
+                                       ChecksumAlgorithm="SHA256", ContentType="application/octet-stream")
+            return None
+        except ClientError as exc:
+            if error_code(exc) not in CONFLICTS:
+                raise self.failed(f"upload {f.filename}", exc) from None
+        served = self.served_sha256(key, f.filename)
+        return None if served == f.sha256 else name_taken(self.ctx.target.name, self.where(key), f.filename, served,
+                                                           f.sha256)
+
+    def served_sha256(self, key: str, filename: str) -> str:
+        """The SHA-256 of the object under `key`: the store's checksum, else its bytes read."""
+        head = self.call(f"read back {filename}", lambda: self.client.head_object(
+            Bucket=self.bucket, Key=key, ChecksumMode="ENABLED"))
+        if head.get("ChecksumSHA256"):
+            return sha256_of_checksum(str(head["ChecksumSHA256"]))
+        got = self.call(f"read back {filename}", lambda: self.client.get_object(Bucket=self.bucket, Key=key))
+        return hashlib.sha256(got["Body"].read()).hexdigest()
+
+    def read_back(self, key: str, f: PublishFile) -> None:
+        served = self.served_sha256(key, f.filename)
+        if served != f.sha256:
+            raise PublishError(f"{self.ctx.target.name}: {f.filename}: {self.where(key)} reads back as sha256 "
+                               f"{served}, expected {f.sha256}; no index lists it: publish again")
+
+    # --- indexes -------------------------------------------------------------------------------
+
+    def read_json(self, key: str) -> tuple[JsonIndex | None, str | None]:
+        """The JSON object under `key` and its ETag; (None, None) when there is none."""
+        from botocore.exceptions import ClientError
+
+        try:
+            got = self.client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if error_code(exc) in ("NoSuchKey", "404"):
+                return None, None
+            raise self.failed(f"read {key}", exc) from None
+        return json.loads(got["Body"].read()), str(got["ETag"])
+
+    def put(self, key: str, body: bytes, content_type: str, *, etag: str | None = None,
+            conditional: bool = False) -> bool:
+        """Write `body` under `key`; with `conditional`, only if it is still the object of `etag` (or
+        none is there, for no etag): False when another writer changed it in between."""
+        from botocore.exceptions import ClientError
+
+        condition = ({"IfMatch": etag} if etag else {"IfNoneMatch": "*"}) if conditional else {}
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, **condition)
+        except ClientError as exc:
+            if conditional and error_code(exc) in CONFLICTS:
+                return False
+            raise self.failed(f"write {key}", exc) from None
+        return True
+
+    def merge_json(self, key: str, made_from: Callable[[JsonIndex | None], Mapping[str, tuple[bytes, str]]]) -> None:
+        """Write the index `key` and the files beside it that `made_from` makes of the index there
+        now (file key -> body and content type; `key`'s own entry first, written only over the index
+        read), again from a fresh read while another writer changes it in between."""
+        for _ in range(MERGE_ATTEMPTS):
+            data, etag = self.read_json(key)
+            files = dict(made_from(data))
+            body, content_type = files.pop(key)
+            if self.put(key, body, content_type, etag=etag, conditional=True):
+                # The files made from the same index follow it (a reader of either sees the same entries).
+                for other, (other_body, other_type) in files.items():
+                    self.put(other, other_body, other_type)
+                return
+        raise PublishError(f"{self.ctx.target.name}: {self.where(key)}: changed by another writer {MERGE_ATTEMPTS} "
+                           f"times while this run merged into it; publish again (what is uploaded stays)")
