@@ -8,8 +8,10 @@ bytes, and two publishers merging into one page."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
+import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -18,10 +20,12 @@ from urllib.parse import quote
 
 import pytest
 import zstandard
+from support.oidc_standin import oidc_standin
 from support.release_copy import point_release_yaml
 from support.s3_standin import BUCKET, STATIC_TARGET, S3StandIn, s3_standin
 from support.synthetic_release import build_conda_packages, features, make_wheel, record, write_manifest
 
+from shipyard.ci.workflow import workflows
 from shipyard.cli import main
 from shipyard.plumbing.retry import RetryPolicy
 from shipyard.publish.credentials import Credentials
@@ -178,3 +182,47 @@ def test_a_conda_channel_in_the_bucket_is_what_a_solver_reads_from_it(s3, tmp_pa
     assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "conda-staging", "--dist",
                  str(dist), "--state", str(tmp_path / "state2")]) == 0
     assert "0 files published, 1 already there" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_role_assumed_with_the_jobs_oidc_token_publishes_without_an_access_key(s3, tmp_path, monkeypatch, capsys):
+    """role_arn: GitHub's ID token (the stand-in's, for audience sts.amazonaws.com) traded at the
+    store's STS (moto's) for the role's temporary credentials; no access key anywhere."""
+    with oidc_standin() as oidc:
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", oidc.request_url)
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", oidc.request_token)
+        root = tmp_path / "root"
+        role = "arn:aws:iam::123456789012:role/shipyard-publish"
+        point_release_yaml(root, {STATIC_TARGET: s3.target("five/whl/").split("    username_env")[0]
+                                  + f"    role_arn: {role}\n"})
+        dist = _dist(tmp_path / "a", ("uocore",))
+        assert _publish(root, dist, tmp_path / "state") == 0, capsys.readouterr()
+        out, err = capsys.readouterr()
+        assert oidc.request_token not in out + err and not any(jwt in out + err for jwt in oidc.issued)
+        [jwt] = oidc.issued
+        claims = json.loads(base64.urlsafe_b64decode(jwt.split(".")[1] + "=="))
+        assert claims["aud"] == "sts.amazonaws.com"
+    name = json.loads((dist / "manifest.json").read_text())["artifacts"][0]["name"]
+    assert s3.object_bytes(f"five/whl/nightly/cpu/uocore/{name}")
+    # The publish job of the generated workflow may ask for that token.
+    workflow = workflows(load_spec(root))[Path(".github/workflows/release.yml")]
+    assert workflow["jobs"]["publish"]["permissions"]["id-token"] == "write"
+
+
+def test_an_s3_target_says_what_it_lacks_or_holds_too_much_of():
+    from pydantic import ValidationError
+
+    from shipyard.release.destinations import PublishTarget
+
+    base = {"name": "tree", "kind": "s3", "url": "https://download.example.org/whl/"}
+    for extra, says in (({}, "an s3 target needs bucket"),
+                        ({"bucket": BUCKET, "role_arn": "arn:aws:iam::123456789012:role/r", "username_env": "A",
+                          "password_env": "B"}, "from role_arn (the job's OIDC token) or from username_env"),
+                        ({"bucket": BUCKET, "username_env": "A"}, "names both username_env and password_env"),
+                        ({"bucket": BUCKET, "role_arn": "role/r"}, "role_arn"),
+                        ({"bucket": BUCKET, "endpoint_url": "s3.example.org"}, "endpoint_url")):
+        with pytest.raises(ValidationError, match=re.escape(says)):
+            PublishTarget(**base, **extra)
+    with pytest.raises(ValidationError, match="belong to an s3 target"):
+        PublishTarget(name="idx", kind="devpi", url="https://devpi.example.org/", username_env="A", password_env="B",
+                      bucket=BUCKET)
+    assert PublishTarget(**base, bucket=BUCKET, layout="conda").route == "s3-conda"

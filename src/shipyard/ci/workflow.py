@@ -167,8 +167,10 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
 
 
 def trusted_publishing(target: PublishTarget) -> bool:
-    """Whether `target` publishes with GitHub's OIDC token (`shipyard publish` mints its upload token)."""
-    return target.trusted_publishing  # only a pypi target may say it (release/destinations.py)
+    """Whether `target` publishes with GitHub's OIDC token: a pypi target mints its upload token
+    with it, an s3 target with role_arn trades it for the role's credentials (`shipyard publish`
+    does either itself)."""
+    return target.trusted_publishing or target.role_arn is not None
 
 
 def _publish_job(spec: Spec, all_lanes: list[Lane], environment: str) -> Job:
@@ -187,7 +189,7 @@ def _publish_job(spec: Spec, all_lanes: list[Lane], environment: str) -> Job:
              {"name": "Load the images", "run": "for tar in dist/images/*.tar; do\n"
                                                 "  if [ -e \"$tar\" ]; then docker load -i \"$tar\"; fi\n"
                                                 "done\n"}]
-    if oidc:  # the publish step mints each upload token itself and keeps it in memory
+    if oidc:  # the publish step asks for GitHub's ID token itself, and keeps what it trades it for in memory
         permissions["id-token"] = "write"
     if any(t.kind == "docker" and registry_base(t.url)[1] == "ghcr.io" for t in targets.values()):
         permissions["packages"] = "write"  # GitHub's container registry takes the job's GITHUB_TOKEN

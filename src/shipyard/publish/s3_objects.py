@@ -30,6 +30,7 @@ from shipyard.plumbing.retry import request_proxies
 from shipyard.publish.connection import target_trust
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import TargetContext, name_taken
+from shipyard.redaction import keep_hidden
 
 MERGE_ATTEMPTS = 8  # tries of one index's conditional write against other publishers
 # What a conditional write answers when its condition no longer holds (AWS: 412, or 409 when two
@@ -49,6 +50,34 @@ def sha256_of_checksum(checksum: str) -> str:
     return base64.b64decode(checksum).hex()
 
 
+STS_AUDIENCE = "sts.amazonaws.com"  # what AWS (and MinIO's STS) expects a GitHub ID token to be for
+
+
+def _assumed_role(ctx: TargetContext, config: Any, verify: str | bool) -> dict[str, str]:
+    """The temporary credentials of the target's role_arn, for GitHub's ID token (AssumeRoleWithWebIdentity
+    at the store's STS: endpoint_url's, else the region's), hidden from every later line."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from shipyard.publish.trusted_publishing import github_id_token
+
+    target = ctx.target
+    token = github_id_token(target, ctx.policy, STS_AUDIENCE)
+    sts = boto3.client("sts", endpoint_url=target.endpoint_url, region_name=target.region or "us-east-1",
+                       config=config, verify=verify, aws_access_key_id="", aws_secret_access_key="")
+    try:
+        answer = sts.assume_role_with_web_identity(RoleArn=str(target.role_arn), RoleSessionName="shipyard-publish",
+                                                   WebIdentityToken=token, DurationSeconds=3600)
+    except (ClientError, BotoCoreError) as exc:
+        raise PublishError(ctx.scrub(f"{target.name}: assume role {target.role_arn} with the job's OIDC token: "
+                                     f"{error_code(exc) or exc}; the role's trust policy must allow this repository's "
+                                     f"token (audience {STS_AUDIENCE})")) from None
+    found = answer["Credentials"]
+    keep_hidden(found["SecretAccessKey"], found["SessionToken"])
+    return {"aws_access_key_id": found["AccessKeyId"], "aws_secret_access_key": found["SecretAccessKey"],
+            "aws_session_token": found["SessionToken"]}
+
+
 class S3Objects:
     """The target's bucket under its prefix; every failure one line naming the target, the step,
     the bucket and the store's error code."""
@@ -62,10 +91,14 @@ class S3Objects:
         config = Config(connect_timeout=ctx.policy.timeout, read_timeout=ctx.policy.timeout,
                         retries={"max_attempts": ctx.policy.tries, "mode": "standard"}, proxies=proxies or None,
                         request_checksum_calculation="when_required")
-        keys = ({"aws_access_key_id": ctx.credentials.username, "aws_secret_access_key": ctx.credentials.password}
-                if target.username_env else {})
+        verify = target_trust(target, ctx.root)
+        keys: dict[str, str | None] = {}
+        if target.role_arn:
+            keys = dict(_assumed_role(ctx, config, verify))
+        elif target.username_env:
+            keys = {"aws_access_key_id": ctx.credentials.username, "aws_secret_access_key": ctx.credentials.password}
         self.client = boto3.client("s3", endpoint_url=target.endpoint_url, region_name=target.region, config=config,
-                                   verify=target_trust(target, ctx.root), **keys)
+                                   verify=verify, **keys)
         self.ctx = ctx
         self.bucket = str(target.bucket)
         self.prefix = target.prefix

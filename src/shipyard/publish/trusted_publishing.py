@@ -112,24 +112,25 @@ class _Exchange:
         text = " ".join(response.text.split())[:200]
         return f" ({text})" if text else ""
 
-    def run(self) -> str:
-        base = self.target.mint_base
-        name = self.target.name
+    def request_variables(self, title: str) -> tuple[str, str]:
+        """$ACTIONS_ID_TOKEN_REQUEST_URL and _TOKEN, or TrustedPublishingFailed naming what is not set."""
         request_url, request_token = self.environ.get(REQUEST_URL, ""), self.environ.get(REQUEST_TOKEN, "")
-        github = _Step("step 2 of 3 (the ID token from GitHub)", request_url,
-                       "GitHub refused the ID token request: the job needs `permissions: id-token: write` and "
-                       "the request token is valid only while the job runs")
         if not (request_url and request_token):
             missing = " and ".join(v for v, value in ((REQUEST_URL, request_url), (REQUEST_TOKEN, request_token))
                                    if not value)
             raise TrustedPublishingFailed(
-                f"trusted publishing for {name}: {github.title}: {missing} not set; run it in a GitHub Actions "
+                f"trusted publishing for {self.target.name}: {title}: {missing} not set; run it in a GitHub Actions "
                 f"job with `permissions: id-token: write` (the publish job `shipyard ci generate` writes has it)")
+        return request_url, request_token
+
+    def id_token(self, audience: str, title: str, for_whom: str) -> str:
+        """GitHub's ID token for `audience` (a JWT), masked and hidden as soon as it is known; `title`
+        names the step in a failure, `for_whom` what asked for `audience` (the index, the role)."""
+        request_url, request_token = self.request_variables(title)
+        github = _Step(title, request_url,
+                       "GitHub refused the ID token request: the job needs `permissions: id-token: write` and "
+                       "the request token is valid only while the job runs")
         self.learn(request_token)
-        audience_step = _Step("step 1 of 3 (the audience from the index)", f"{base}/_/oidc/audience",
-                              f"check oidc_url of the publish target {name} in release.yaml: the index must "
-                              f"serve /_/oidc/audience (PyPI: https://pypi.org, TestPyPI: https://test.pypi.org)")
-        audience = self.answer(audience_step, lambda: self.session.get(audience_step.url), "audience")
         separator = "&" if "?" in request_url else "?"
         github_url = f"{request_url}{separator}audience={quote(audience, safe='')}"
         identity = self.answer(github, lambda: self.session.get(
@@ -138,8 +139,20 @@ class _Exchange:
         self.announce(identity, self.environ)
         issued_for = _claims(identity).get("aud")
         if issued_for is not None and audience not in ([issued_for] if isinstance(issued_for, str) else issued_for):
-            raise self.fail(github, f"GitHub issued the ID token for audience {issued_for!r}, the index asked for "
-                                    f"{audience!r}", f"check that oidc_url of {name} is the index the upload goes to")
+            raise self.fail(github, f"GitHub issued the ID token for audience {issued_for!r}, {for_whom} asked for "
+                                    f"{audience!r}", f"check that oidc_url of {self.target.name} is the index the "
+                                                     f"upload goes to")
+        return identity
+
+    def run(self) -> str:
+        base = self.target.mint_base
+        name = self.target.name
+        audience_step = _Step("step 1 of 3 (the audience from the index)", f"{base}/_/oidc/audience",
+                              f"check oidc_url of the publish target {name} in release.yaml: the index must "
+                              f"serve /_/oidc/audience (PyPI: https://pypi.org, TestPyPI: https://test.pypi.org)")
+        self.request_variables("step 2 of 3 (the ID token from GitHub)")  # before any request: named at once
+        audience = self.answer(audience_step, lambda: self.session.get(audience_step.url), "audience")
+        identity = self.id_token(audience, "step 2 of 3 (the ID token from GitHub)", "the index")
         mint = _Step("step 3 of 3 (the upload token from the index)", f"{base}/_/oidc/mint-token",
                      f"register this repository, its workflow file and environment as a trusted publisher of the "
                      f"project on {public_url(base)} (the project's Settings, Publishing), or fix oidc_url of {name}")
@@ -166,6 +179,14 @@ def mint_upload_token(target: PublishTarget, policy: RetryPolicy, environ: Mappi
     """A short-lived upload token for `target` (a pypi target with trusted_publishing), through
     GitHub's ID token; both are given to `announce` (masked) as soon as they are known."""
     return _Exchange(target, policy, os.environ if environ is None else environ, announce).run()
+
+
+def github_id_token(target: PublishTarget, policy: RetryPolicy, audience: str, environ: Mapping[str, str] | None = None,
+                    announce: Callable[[str, Mapping[str, str]], None] = mask) -> str:
+    """GitHub's ID token for `audience`, for a target that trades it itself (an s3 target's role:
+    sts.amazonaws.com); masked and hidden as soon as it is known."""
+    exchange = _Exchange(target, policy, os.environ if environ is None else environ, announce)
+    return exchange.id_token(audience, "the ID token from GitHub", "the role")
 
 
 def check_trusted_publishing(spec: Spec, target_name: str, policy: RetryPolicy | None = None) -> str:

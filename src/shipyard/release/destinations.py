@@ -124,6 +124,9 @@ class PublishTarget(Frozen):
     region: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$")
     # s3: what the bucket holds under the prefix: the static tree's wheels, or a conda channel.
     layout: Literal["wheels", "conda"] | None = None
+    # s3: the role a GitHub job assumes with its OIDC token (AssumeRoleWithWebIdentity at the store's
+    # STS, audience sts.amazonaws.com), instead of an access key: no long-lived secret.
+    role_arn: str | None = Field(default=None, pattern=r"^arn:[a-z0-9-]+:iam:[a-z0-9-]*:[0-9]*:role/[\w+=,.@/-]+$")
     # The PEM bundle of the CA that signed the server's certificate, relative to release.yaml
     # (default: the system trust store); any kind that talks to a server (publish/connection.py).
     # A docker url is https://host[:port], or host[:port]: https, and plain HTTP on a loopback host.
@@ -146,8 +149,9 @@ class PublishTarget(Frozen):
     def _fields_fit_kind(self) -> PublishTarget:
         if self.kind == "s3":
             self._s3_fields()
-        elif self.bucket or self.prefix or self.endpoint_url or self.region or self.layout:
-            raise ValueError("bucket, prefix, endpoint_url, region and layout belong to an s3 target; remove them here")
+        elif self.bucket or self.prefix or self.endpoint_url or self.region or self.layout or self.role_arn:
+            raise ValueError("bucket, prefix, endpoint_url, region, layout and role_arn belong to an s3 target; "
+                             "remove them here")
         if self.kind in ("static", "conda") and not self.path:
             raise ValueError(f"a {self.kind} target writes files that a web server serves; set path to that "
                              f"folder, relative to release.yaml (e.g. dist/site/{self.kind})")
@@ -223,6 +227,9 @@ class PublishTarget(Frozen):
                              "prefix under it, e.g. whl/)")
         if self.endpoint_url and (problem := _publish_url_problem(self.endpoint_url, "s3")):
             raise ValueError(f"endpoint_url: {problem}")
+        if self.role_arn and (self.username_env or self.password_env):
+            raise ValueError("an s3 target takes its credentials from role_arn (the job's OIDC token) or from "
+                             "username_env and password_env (an access key), not both; remove one")
         if bool(self.username_env) != bool(self.password_env):
             raise ValueError("an s3 target names both username_env and password_env (the variables of the access key "
                              "id and the secret access key), or neither (boto3's own credential chain)")
