@@ -259,8 +259,10 @@ def notes(session: nox.Session) -> None:
 
 @nox.session(name="bench-publish")
 def bench_publish(session: nox.Session) -> None:
-    """An unchanged re-publish of 100 artifacts against a real devpi server and a real pypiserver (goal: at most
-    2 s each), beside the first."""
+    """An unchanged re-publish of 100 artifacts per target kind, each published alone to real servers on
+    127.0.0.1 (devpi, static tree, pypiserver, conda channel, docker-registry with a docker engine's images),
+    beside the first; goal: at most 1 s per kind, and the exit status says whether every kind met it
+    (-- --profile DIR: a profile of one more re-publish per kind)."""
     _install_shipyard(session, "test")
     session.run("python", "benchmarks/bench_publish.py", *session.posargs)
 

@@ -63,6 +63,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -95,6 +96,10 @@ from shipyard.release.destinations import registry_base
 
 _CONFIG = "application/vnd.docker.container.image.v1+json"
 _LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+# HEADs in flight at once when a run reads many tags (every published and moving tag of a release):
+# one at a time, an unchanged re-publish of 100 images waited 300 round trips, each with the
+# registry checking the password (a bcrypt hash per request with htpasswd).
+_READERS = 4
 
 
 def channel_reference(target_url: str, name: str, channel: str) -> str:
@@ -142,6 +147,9 @@ class RegistryBackend(Backend):
         self.settle_seconds = min(1.0, ctx.policy.first_pause * 2)
         self._configs: dict[str, str] = {}  # manifest digest → its config's digest, as read this run
         self._journal_read = False  # the journal's digests are in _configs
+        # (repo, published tag) → the manifest digest it named when this run read or wrote it: a
+        # published tag never moves, so `advance` does not ask again what `shown` or `release` saw.
+        self._published_digests: dict[tuple[str, str], str] = {}
 
     @property
     def client(self) -> docker.DockerClient:
@@ -229,13 +237,21 @@ class RegistryBackend(Backend):
         """The image id each file's published tag names now: a HEAD of that exact tag (its
         Docker-Content-Digest), no list of tags, and a GET of its manifest only when the digest is
         not known (a registry counts manifest GETs against pull limits, HEADs not)."""
+        refs = [(f, self._published_ref(f, channel)) for f in files]
+        digests = self._digests([ref for _, ref in refs])
         out = {}
-        for f in files:
-            repo, name = f.filename.split(":", 1)
-            digest = self._digest(repo, published_tag(name, channel))
+        for f, ref in refs:
+            digest = digests[ref]
             if digest is not None:
-                out[f.index, f.filename] = self._config_of(repo, digest).removeprefix("sha256:")
+                self._published_digests[ref] = digest
+                out[f.index, f.filename] = self._config_of(ref[0], digest).removeprefix("sha256:")
         return out
+
+    @staticmethod
+    def _published_ref(f: PublishFile, channel: str) -> tuple[str, str]:
+        """(repo, the published tag of `f` in `channel`)."""
+        repo, name = f.filename.split(":", 1)
+        return repo, published_tag(name, channel)
 
     def fetch(self, listed: Listed, dest: Path) -> Path:
         """The listed image as promotion copies it: by manifest digest, registry to registry, with
@@ -276,6 +292,7 @@ class RegistryBackend(Backend):
         for f, digest, repo, tag, put in written:
             if put:
                 self._still_published(repo, tag, digest, f)
+            self._published_digests[repo, tag] = digest
             self.ctx.journal.record("switched", target=self.target.name, channel=channel, image=f.filename,
                                     ref=f"{self.host}/{repo}:{tag}", digest=digest, sha256=f.sha256)
         self.ctx.progress(f"{self.target.name}: {self.host}/<repo>:<tag>-{channel}: {len(files)} images visible")
@@ -286,7 +303,18 @@ class RegistryBackend(Backend):
         when it names that manifest already, and left, said, when it names a newer version."""
         said = []
         newer: dict[tuple[str, str], list[tuple[Version, str]]] = {}  # (repo, kind) → published tags, newest first
-        for f in sorted(files, key=lambda f: _version(f.version) or Version("0")):  # the newest moves last
+        ordered = sorted(files, key=lambda f: _version(f.version) or Version("0"))  # the newest moves last
+        # What every moving tag names now, and each published tag this run has not read yet, read
+        # up front a few at a time; a moving tag this loop writes is known from then on.
+        reads = [self._published_ref(f, channel) for f in ordered]
+        reads = [r for r in reads if r not in self._published_digests]
+        for f in ordered:
+            kind = kind_of(f.filename, f.version)
+            if kind is not None:
+                repo = f.filename.split(":", 1)[0]
+                reads.append((repo, moving_tag(repo, channel, kind).split(":", 1)[1]))
+        now = self._digests(reads)
+        for f in ordered:
             repo, name = f.filename.split(":", 1)
             kind = kind_of(f.filename, f.version)
             if kind is None:  # not `<version>-<kind>`: no kind of image for a moving tag to follow
@@ -295,11 +323,12 @@ class RegistryBackend(Backend):
                 continue
             moving = moving_tag(repo, channel, kind).split(":", 1)[1]
             ref = f"{self.host}/{repo}:{moving}"
-            digest = self._digest(repo, published_tag(name, channel))
+            published = (repo, published_tag(name, channel))
+            digest = self._published_digests.get(published) or now[published]
             if digest is None:
                 raise PublishError(f"{f.artifact}: {self.host}/{repo}:{published_tag(name, channel)} is not served "
                                    f"after it was published; publish again")
-            current = self._digest(repo, moving)
+            current = now[repo, moving]
             if current == digest:
                 continue
             if current is not None:
@@ -314,6 +343,7 @@ class RegistryBackend(Backend):
             if served != digest:
                 raise PublishError(f"{f.artifact}: {self.host}/{repo}@{digest} reads back as {served}; publish again")
             self._write_tag(repo, moving, body, digest, f)
+            now[repo, moving] = digest
             self.ctx.journal.record("moved", target=self.target.name, channel=channel, image=f.filename,
                                     ref=ref, digest=digest, was=current)
             said.append(f"{ref} moved to {f.version} ({digest})" + (f", was {current}" if current else ""))
@@ -465,6 +495,18 @@ class RegistryBackend(Backend):
         response = self.api.request("HEAD", f"read {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}",
                                     headers={"Accept": MANIFESTS})
         return response.status_code == 200 and response.headers.get("Docker-Content-Digest") == digest
+
+    def _digests(self, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
+        """`_digest` of each (repo, tag), up to _READERS HEADs in flight at once. The first goes
+        alone: its 401 settles the auth the registry asks for (basic, or a token) before the others
+        go out with it."""
+        unique = list(dict.fromkeys(refs))
+        if not unique:
+            return {}
+        out = {unique[0]: self._digest(*unique[0])}
+        with ThreadPoolExecutor(max_workers=_READERS) as pool:
+            out.update(zip(unique[1:], pool.map(lambda ref: self._digest(*ref), unique[1:]), strict=True))
+        return out
 
     def _digest(self, repo: str, tag: str) -> str | None:
         """The manifest digest the registry serves under `repo:tag`; None when there is no such tag."""
