@@ -1,6 +1,6 @@
 """Two `shipyard publish` processes at once, with other bytes under the same file names, against
-the real servers (issue #52, item 1): on every target kind but the registries (their own tests;
-the s3 kind against moto's S3 server, a stand-in: support/s3_standin.py),
+the real servers (issue #52, item 1): on every target kind (the s3 kind against moto's S3
+server, a stand-in: support/s3_standin.py; the registry with images in the docker engine),
 exactly one wins, the other exits 8 in lines that name the target, the file and both sha256s, and
 what the server serves is the winner's, byte for byte, 20 rounds in a row. Each kind keeps one
 server for its rounds, with fresh names (or a fresh channel folder) per round.
@@ -20,13 +20,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 import pytest
 import requests
 from support.publish_project import PublishProject
-from support.publish_servers import PypiServer, Site, publish_site, pypi_server
+from support.publish_servers import MANIFEST_V2, PypiServer, Registry, Site, docker_registry, publish_site, pypi_server
 from support.s3_standin import STATIC_TARGET, S3StandIn, s3_standin
 from support.shipyard_process import ShipyardForks
-from support.synthetic_release import VERSION, build_conda_packages, features, make_wheel, record, write_manifest
+from support.synthetic_release import (
+    VERSION,
+    build_conda_packages,
+    features,
+    image_record,
+    import_image,
+    make_wheel,
+    record,
+    remove_images,
+    write_manifest,
+)
 
 from shipyard.plumbing.hashing import sha256_hex, sha256_of
 from shipyard.publish.plain_version import plain_version_wheel
@@ -246,3 +257,46 @@ def test_two_publishers_of_one_s3_name_one_wins_and_its_bytes_stay(s3: S3StandIn
             return digest
 
         _race(forks, "wheels-tree", filename, racers, served)
+
+
+@pytest.fixture(scope="module")
+def registry(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    with docker_registry(tmp_path_factory.mktemp("race-registry")) as server:
+        yield server
+
+
+def test_two_publishers_of_one_registry_tag_one_wins_and_its_image_stays(registry: Registry, forks: ShipyardForks,
+                                                                        tmp_path: Path):
+    """Two images (other ids) under one version tag, pushed by two processes at once: a tag has no
+    conditional write, so each writes, reads back and reads again (publish/registry.py); the one whose
+    image the tag does not hold exits 8 naming both ids, and never writes over the winner."""
+    client = docker.from_env(timeout=300)
+    credentials = {"SHIPYARD_REGISTRY_USERNAME": registry.user, "SHIPYARD_REGISTRY_PASSWORD": registry.password}
+    repos = []
+    try:
+        for n in range(ROUNDS):
+            repo = f"shipyard-race-{secrets.token_hex(4)}"
+            repos.append(repo)
+            ref = f"{repo}:{VERSION}-cpu-runtime"
+
+            def dist_of(dist: Path, payload: str, ref: str = ref) -> str:
+                image_id = import_image(dist.parent / "images", ref, payload)  # the engine keeps both by id
+                dist.mkdir(parents=True, exist_ok=True)
+                write_manifest(dist, [image_record(ref, image_id)])
+                return image_id.removeprefix("sha256:")
+
+            racers = _racers(tmp_path / f"r{n}", {"url: 127.0.0.1:5000": f"url: {registry.address}"}, credentials,
+                             dist_of)
+
+            def served(repo: str = repo) -> str:
+                """The image id (config digest) of what the channel's version tag names."""
+                manifest = requests.get(f"http://{registry.address}/v2/{repo}/manifests/{VERSION}-cpu-runtime-nightly",
+                                        auth=(registry.user, registry.password), headers={"Accept": MANIFEST_V2},
+                                        timeout=30)
+                assert manifest.status_code == 200, manifest.text
+                return str(manifest.json()["config"]["digest"]).removeprefix("sha256:")
+
+            _race(forks, "images", ref, racers, served)
+    finally:
+        for repo in repos:
+            remove_images(client, repo)

@@ -556,7 +556,8 @@ class RegistryBackend(Backend):
         if held != digest:
             winner = self._config_of(repo, held).removeprefix("sha256:")
             raise ImmutableFileError(
-                f"{f.artifact}: {self.host}/{repo}:{tag} was published meanwhile by another publisher with manifest "
+                f"{self.target.name}: {f.artifact}: {self.host}/{repo}:{tag} was published meanwhile by another "
+                f"publisher with manifest "
                 f"{held} (image sha256 {winner}); this one is manifest {digest} (image sha256 {f.sha256}); the tag "
                 f"is left as the other publisher wrote it: publish a new version (or build number) instead")
 
