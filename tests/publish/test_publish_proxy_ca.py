@@ -6,55 +6,20 @@ a CA this test makes; the proxy is a real CONNECT proxy from PyPI (proxy.py) on 
 from __future__ import annotations
 
 import secrets
-import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import requests
-from support.publish_servers import unbound_port
+from support.connect_proxy import PROXY, connect_proxy
 from support.pypi_standin import pypi_standin
 from support.registry_auth import make_tls
 from support.release_copy import point_release_yaml
 from support.synthetic_release import features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
-from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.release.destinations import PublishTarget
 
 DEVPI_TARGET = "    kind: devpi\n    url: http://127.0.0.1:8081/\n"
-PROXY = shutil.which("proxy") or str(Path(sys.executable).parent / "proxy")
-
-
-@contextmanager
-def connect_proxy(folder: Path) -> Iterator[tuple[str, Path]]:
-    """proxy.py on a claimed loopback port; its URL and its log (one line per tunnel it opened)."""
-    log = folder / "proxy.log"
-    with claimed_port_range() as ports:
-        port = unbound_port(ports)
-        process = subprocess.Popen([PROXY, "--hostname", "127.0.0.1", "--port", str(port), "--num-acceptors", "1",
-                                    "--num-workers", "1", "--log-file", str(log), "--log-level", "INFO"],
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    requests.get(f"http://127.0.0.1:{port}/", timeout=1)
-                    break
-                except requests.ConnectionError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        started = log.read_text() if log.exists() else ""
-                        raise RuntimeError(f"proxy.py did not start: {started}") from None
-                    time.sleep(0.1)
-            yield f"http://127.0.0.1:{port}", log
-        finally:
-            process.terminate()
-            process.wait(timeout=20)
 
 
 def _dist(tmp_path: Path) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from support.connect_proxy import connect_proxy
 from support.publish_project import PublishProject
 from support.publish_servers import Registry, docker_registry
 from support.registry_auth import Tls, make_tls
@@ -154,3 +155,19 @@ def test_the_bearer_token_flow_publishes_and_promotes_and_never_shows_a_token(
     for secret in [PASSWORD, *issued]:
         assert all(secret not in text for text in outputs)
         assert secret.encode() not in written
+
+
+def test_a_registry_behind_a_private_ca_is_reached_through_a_connect_proxy(
+        tls: Tls, client: docker.DockerClient, tmp_path: Path, made: list[Project]) -> None:
+    """#52 item 4 for the docker kind: HTTPS_PROXY (proxy.py on loopback) and the target's ca_file;
+    the image's blobs and manifest go through the tunnel, and the tag is on the registry's disk."""
+    with docker_registry(tmp_path / "registry", password=PASSWORD, tls=tls) as registry, \
+            connect_proxy(tmp_path) as (proxy, log):
+        project = _project(tmp_path / "ok", client, _https(registry, tls))
+        made.append(project)
+        code, out = project.run("publish", "--channel", "nightly",
+                                env={**_credentials(PASSWORD), "HTTPS_PROXY": proxy, "NO_PROXY": "", "no_proxy": ""})
+        assert code == 0, out
+        _published(registry, project, "nightly")
+        assert f"CONNECT {registry.address}" in log.read_text(), log.read_text()
+        assert PASSWORD not in out

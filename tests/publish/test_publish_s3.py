@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import pytest
 import zstandard
+from support.connect_proxy import connect_proxy
 from support.oidc_standin import oidc_standin
 from support.release_copy import point_release_yaml
 from support.s3_standin import BUCKET, STATIC_TARGET, S3StandIn, s3_standin
@@ -226,3 +227,15 @@ def test_an_s3_target_says_what_it_lacks_or_holds_too_much_of():
         PublishTarget(name="idx", kind="devpi", url="https://devpi.example.org/", username_env="A", password_env="B",
                       bucket=BUCKET)
     assert PublishTarget(**base, bucket=BUCKET, layout="conda").route == "s3-conda"
+
+
+def test_the_bucket_is_reached_through_the_proxy_the_environment_names(s3, tmp_path, monkeypatch, capsys):
+    """#52 item 4 for the s3 kind: HTTP_PROXY (proxy.py on loopback) carries boto3's requests."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    root = _root(tmp_path, s3, "six/whl/", monkeypatch)
+    with connect_proxy(tmp_path) as (proxy, log):
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        assert _publish(root, _dist(tmp_path / "a", ("uocore",)), tmp_path / "state") == 0, capsys.readouterr()
+        carried = log.read_text()
+    assert s3.endpoint.removeprefix("http://") in carried, carried
