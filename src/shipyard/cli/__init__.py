@@ -43,6 +43,9 @@ def _global_options(parser: argparse.ArgumentParser, *, after_the_command: bool)
     unset = argparse.SUPPRESS
     parser.add_argument("--root", default=unset if after_the_command else ".",
                         help="folder holding release.yaml (default: .)")
+    parser.add_argument("--targets", default=unset if after_the_command else None, metavar="FILE",
+                        help="a local targets file: stand-ins for release.yaml's publish targets, under the same "
+                             "names (publish and promote here against local servers; docs/publishing.md)")
     parser.add_argument("-v", "--verbose", action="store_true", default=unset if after_the_command else False,
                         help="log every external command")
 

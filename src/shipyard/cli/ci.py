@@ -17,11 +17,21 @@ if TYPE_CHECKING:
     from shipyard.release.spec import Release
 
 
+def _without_stand_ins(args: argparse.Namespace) -> None:
+    """UsageError when `--targets` is given to a command about the workflows: they are generated
+    from, and publish to, release.yaml's own targets; stand-ins are for publish and promote here."""
+    if getattr(args, "targets", None):
+        raise UsageError(f"--targets {args.targets}: the workflows are generated from release.yaml's own publish "
+                         f"targets and publish to them; stand-ins are for `shipyard publish` and `promote` here: "
+                         f"drop --targets")
+
+
 def cmd_ci_generate(args: argparse.Namespace) -> int:
     from shipyard.ci.drift import write_generated
     from shipyard.ci.jobs import lanes
     from shipyard.ci.repository_sources import check_sources_in_repository, repository_root
 
+    _without_stand_ins(args)
     spec = load_release(args)
     check_sources_in_repository(spec)
     changed = write_generated(spec)
@@ -39,6 +49,7 @@ def cmd_ci_check(args: argparse.Namespace) -> int:
     from shipyard.ci.drift import drift
     from shipyard.ci.repository_sources import check_sources_in_repository
 
+    _without_stand_ins(args)
     spec = load_release(args)
     check_sources_in_repository(spec)
     drifted = drift(spec)
@@ -203,6 +214,7 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
     from shipyard.local_ci.act_run import RunRequest
     from shipyard.local_ci.workflow_run import run_workflow
 
+    _without_stand_ins(args)
     spec = load_release(args)
     platforms = _names(",".join(args.platform or [])) or tuple(
         name for name, platform in spec.release.platforms.items() if platform.os == "linux")

@@ -26,8 +26,10 @@ err_console = Console(stderr=True, highlight=False, width=_WIDTH, emoji=False)
 
 
 def load_release(args: argparse.Namespace) -> Spec:
-    """The release under `--root`, validated."""
-    return load_spec(Path(args.root), backend_reader=backend_requires_python)
+    """The release under `--root`, validated; its publish targets the stand-ins of `--targets`, when given."""
+    targets = getattr(args, "targets", None)
+    return load_spec(Path(args.root), backend_reader=backend_requires_python,
+                     targets_file=Path(targets) if targets else None)
 
 
 def dist_folder(args: argparse.Namespace) -> Path:

@@ -36,6 +36,7 @@ from shipyard.release.feature_markers import marker_issues
 from shipyard.release.fields import PackageType, StatusVocabulary
 from shipyard.release.issues import Collector, pydantic_issues
 from shipyard.release.kinds import CONDA, KINDS, WHEEL
+from shipyard.release.local_targets import stand_in_targets
 from shipyard.release.matrix import excluded_cells, exclusion_cells, surviving_platforms
 from shipyard.release.project_declaration import declared_requires_python
 from shipyard.release.pytest_selection import parse_pytest_args
@@ -567,7 +568,8 @@ def _say(line: str) -> None:
 
 
 def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str = "feature_status.yaml", *,
-              backend_reader: BackendRequiresPython | None = None, progress: Progress | None = None) -> Spec:
+              backend_reader: BackendRequiresPython | None = None, progress: Progress | None = None,
+              targets_file: Path | None = None) -> Spec:
     """Validate both files under `root`; raise SpecError listing every issue found.
 
     `backend_reader` asks a project's build backend for the Requires-Python its own files do not
@@ -575,7 +577,8 @@ def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str 
     release.yaml says. It needs a build frontend, a floor above this one, so the caller hands it
     in: the CLI passes `wheel/project_metadata.backend_requires_python` (cli/shared.load_release).
     A component pinned to an sdist or a git commit is fetched here, once, saying so on `progress`
-    (default: stderr)."""
+    (default: stderr). `targets_file`: a local targets file whose stand-ins take the place of
+    release.yaml's publish targets (release/local_targets.py)."""
     out = Collector()
     docs: list[YamlDocument | None] = []
     for name in (release_file, feature_file):
@@ -587,6 +590,10 @@ def load_spec(root: Path, release_file: str = "release.yaml", feature_file: str 
     release_doc, feature_doc = docs
     if release_doc is not None:
         out.issues.extend(watch_credential_variables(release_doc))
+    if release_doc is not None and targets_file is not None:
+        stand_ins = stand_in_targets(targets_file, release_doc, out)
+        if stand_ins is not None:
+            release_doc.data["publish"] = stand_ins
     release = features = None
     if release_doc is not None:
         try:

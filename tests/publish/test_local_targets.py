@@ -1,0 +1,59 @@
+"""A local targets file (`shipyard --targets FILE`, #51 item 5): the committed release.yaml names
+the real targets, the file a stand-in for each under the same name, and `publish` goes to the
+stand-ins; a target without a stand-in, or a stand-in of no target, stops the run in one line per
+problem, naming the file; the workflow commands refuse it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from support.release_copy import point_release_yaml
+from support.synthetic_release import features, make_wheel, record, write_manifest
+
+from shipyard.cli import main
+
+VERSION = "1.7.0.dev20261206"
+
+
+def _targets_file(root: Path, tree: Path, *, drop: str | None = None, extra: bool = False,
+                  name: str = "targets.local.yaml") -> Path:
+    """release.yaml's publish targets with the static tree pointed at `tree`: the stand-ins."""
+    publish = yaml.safe_load((root / "release.yaml").read_text())["publish"]
+    publish["wheels-tree"] = {"kind": "static", "url": "http://127.0.0.1:8999/whl/", "path": str(tree)}
+    if drop:
+        del publish[drop]
+    if extra:
+        publish["nightly-mirror"] = {"kind": "static", "url": "http://127.0.0.1:8998/whl/", "path": str(tree)}
+    path = root / name
+    path.write_text(yaml.safe_dump({"publish": publish}, sort_keys=False))
+    return path
+
+
+def test_publish_goes_to_the_stand_ins_of_a_local_targets_file(tmp_path, capsys):
+    root = tmp_path / "root"
+    point_release_yaml(root, {})
+    dist = tmp_path / "dist"
+    wheel = make_wheel(dist / "whl" / "cpu" / "uocore", "uocore", f"{VERSION}+cpu")
+    write_manifest(dist, [record(dist, wheel, component="uocore", package_type="wheel", variant="cpu", tag="cpu",
+                                 tests=features(), version=VERSION)], VERSION)
+    tree = tmp_path / "stand-in-tree"
+    targets = _targets_file(root, tree)
+    argv = ["--root", str(root), "--targets", str(targets), "publish", "--channel", "nightly", "--target",
+            "wheels-tree", "--dist", str(dist), "--state", str(tmp_path / "state")]
+    assert main(argv) == 0, capsys.readouterr()
+    page = json.loads((tree / "nightly" / "cpu" / "uocore" / "index.json").read_text())
+    assert [f["filename"] for f in page["files"]] == [wheel.name]
+    assert not (root / "dist" / "site").exists()  # release.yaml's own tree got nothing
+    # Every target needs its stand-in, and the file names no other target.
+    for broken, says in ((_targets_file(root, tree, drop="images", name="short.yaml"),
+                          "release.yaml's target images has no stand-in"),
+                         (_targets_file(root, tree, extra=True, name="long.yaml"),
+                          "release.yaml names no target nightly-mirror")):
+        assert main([*argv[:3], str(broken), *argv[4:]]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"{broken}:" in err and says in err, err
+    # The workflows come from release.yaml's own targets.
+    assert main(["--root", str(root), "--targets", str(targets), "ci", "generate"]) == 2
+    assert "the workflows are generated from release.yaml's own publish targets" in capsys.readouterr().err
