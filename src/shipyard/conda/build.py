@@ -157,14 +157,14 @@ def build_conda_packages(spec: Spec, request: CondaBuildRequest,
     channels = list(request.channels) + ([output.resolve().as_uri()] if (output / "noarch" / "repodata.json").is_file()
                                          else [])
     root = conda_build_root(variant)
-    progress(f"conda {variant.name}: variant config {config_file}; build root {root}")
+    progress(f"variant config {config_file}; build root {root}")
     with exclusive(root.parent / f".{root.name}.lock"):
         _reset(root)
         mirror_checkout(spec.root, root / "checkout")
         env_base = _build_env(variant, toolchain)
         ordered = plan_builds(spec, variant, components, pythons, cells, config, versions, root, env_base)
         produced = {p.name for p in ordered}
-        progress(f"conda {variant.name}: preflight, solving {len(ordered)} packages' requirements")
+        progress(f"preflight, solving {len(ordered)} packages' requirements")
         # The release's channel (after_output) answers the preflight's solve of what the packages
         # run with; it is not a channel of their builds, which record their channels in
         # info/about.json: one package built in two lanes must come out the same bytes.
