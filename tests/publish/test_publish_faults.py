@@ -469,6 +469,7 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
             def run_until_done(argv: list[str], what: str) -> None:
                 """`argv` under one fault per run, drawn at random; a clean run after ATTEMPTS."""
                 out = b""
+                history: list[str] = []  # each run's fault and how it ended, for a failure's message
                 for attempt in range(ATTEMPTS + 1):
                     assert time.monotonic() - started < DEADLINE, f"over {DEADLINE} s: {tally}"
                     clean = attempt == ATTEMPTS
@@ -542,6 +543,8 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                             covered.add("rate-limit")
                     for process, out in zip(processes, outs, strict=True):
                         runs["ok" if process.returncode == 0 else "failed"] += 1
+                        history.append(f"{kind}: exit {process.returncode}: "
+                                       f"{(out.decode().strip().splitlines() or [''])[-1][:300]}")
                         said = f"{what} under {kind}: exit {process.returncode}: {out.decode()[-3000:]}"
                         # killed, or a clean failure: never exit 8 (the bytes are the same), never a crash
                         assert process.returncode in (0, -9, 7), said
@@ -552,8 +555,8 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                                 unretried.append(said.split("\n", 1)[0][:400])
                     if all(process.returncode == 0 for process in processes):
                         return  # else the next run resumes (after two at once: the loser's work)
-                pytest.fail(f"{what} {argv[-1]} did not finish after {ATTEMPTS + 1} runs; the last said:\n"
-                            f"{out.decode()[-3000:]}")
+                pytest.fail(f"{what} {argv[-1]} did not finish after {ATTEMPTS + 1} runs:\n" + "\n".join(history) +
+                            f"\nthe last said:\n{out.decode()[-3000:]}")
 
             try:
                 for release in range(MAX_RELEASES):
