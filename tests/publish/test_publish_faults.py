@@ -668,3 +668,4 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
     assert total >= FAULTS, tally
     assert covered >= set(KINDS), (sorted(set(KINDS) - covered), tally)
     assert _lost_answers(tally) >= 1, tally  # an upload the server took whose answer never arrived
+    assert any(" drop on " in key for key in tally), tally  # a connection closed without an answer
