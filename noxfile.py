@@ -332,6 +332,23 @@ def fuzz(session: nox.Session) -> None:
                 "tests/project/test_input_fuzz.py", env={"SHIPYARD_FUZZ_EXAMPLES": examples})
 
 
+@nox.session(name="faults")
+def faults(session: nox.Session) -> None:
+    """The fault suite's long budget (tests/publish/test_publish_faults.py): releases published and
+    promoted to every target kind under kills, restarts, failing proxies, 429s, two publishers at
+    once and expiring tokens until at least N faults were injected; prints the seed first and the
+    tally by kind of fault and by target. `-- N` sets N (default 200; the CI suite runs 45), `-- N
+    SEED` the seed too (a run prints its own)."""
+    _all_system_packages(session)  # docker, docker-registry, htpasswd
+    _install_shipyard(session, "test", bytecode=True)  # the suite starts hundreds of publishers
+    count = session.posargs[0] if session.posargs else "200"
+    seed = session.posargs[1] if len(session.posargs) > 1 else str(random.SystemRandom().randrange(10**6))
+    session.log(f"fault suite: at least {count} faults, seed {seed} (again: nox -s faults -- {count} {seed})")
+    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
+        session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-s", "tests/publish/test_publish_faults.py",
+                    env={**env, "SHIPYARD_FAULT_COUNT": count, "SHIPYARD_FAULT_SEED": seed})
+
+
 @nox.session(name="native")
 def native(session: nox.Session) -> None:
     """ember's core natively: portable paths, clang -Werror, Windows DLLs under wine, ASan+UBSan and TSan

@@ -1,5 +1,7 @@
 """A fault-injecting TCP proxy on loopback (Debian 12 has no toxiproxy): in front of a server, it
-answers some connections with a 503, resets others, stalls others, and passes the rest through.
+answers some connections with a 503 or a 429 (`Retry-After: 1`, a rate limit), resets others (RST),
+drops others (closes with a FIN without answering: "the server closed the connection without a
+response"), stalls others, and passes the rest through ("slow": after a pause, not counted as a fault).
 
 A `plan` decides per new connection, from its number and its first request line (so a test can
 fail uploads and let reads through); the proxy counts every fault it injected, by fault and
@@ -28,15 +30,16 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
-Fault = str  # "pass", "503", "reset", "stall", "lost", "cut-request", "cut-answer", "cut-body"
+Fault = str  # "pass", "slow", "503", "429", "reset", "drop", "stall", "lost", "cut-request", "cut-answer", "cut-body"
 
 
 class FaultProxy:
     def __init__(self, upstream_port: int, plan: Callable[[int, str], Fault], *, stall_seconds: float = 5.0,
-                 seed: int = 0) -> None:
+                 slow_seconds: float = 0.1, seed: int = 0) -> None:
         self.upstream_port = upstream_port
         self.plan = plan
         self.stall_seconds = stall_seconds
+        self.slow_seconds = slow_seconds
         self.injected: Counter[str] = Counter()  # fault -> count
         self.injected_by_method: Counter[tuple[str, str]] = Counter()  # (fault, request method) -> count
         self._rng = random.Random(seed)  # where a cut falls; drawn in the proxy's thread only
@@ -83,7 +86,7 @@ class FaultProxy:
         first = _one_request_per_connection(first)
         line = first.split(b"\r\n", 1)[0].decode("latin-1")
         fault = self.plan(self.connections, line)
-        if fault != "pass":
+        if fault not in ("pass", "slow"):
             self.injected[fault] += 1
             self.injected_by_method[(fault, line.split(" ", 1)[0])] += 1
         try:
@@ -91,6 +94,13 @@ class FaultProxy:
                 writer.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 11\r\nConnection: close\r\n\r\n"
                              b"injected 503")
                 await writer.drain()
+                return
+            if fault == "429":  # a rate limit that names its wait, as PyPI's and registries' do
+                writer.write(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 12\r\n"
+                             b"Connection: close\r\n\r\ninjected 429")
+                await writer.drain()
+                return
+            if fault == "drop":  # the finally's close: a FIN, no answer (a reset is an RST)
                 return
             if fault == "lost":
                 await self._forward_until_answered(first, reader)
@@ -104,6 +114,8 @@ class FaultProxy:
             if fault == "stall":
                 await asyncio.sleep(self.stall_seconds)
                 return
+            if fault == "slow":
+                await asyncio.sleep(self.slow_seconds)
             await self._pipe(first, reader, writer)
         finally:
             with contextlib.suppress(Exception):

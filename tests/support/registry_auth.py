@@ -32,6 +32,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 from support.publish_servers import QuietHandler, loopback_server
 
+REGISTRY_LEEWAY = 60  # seconds distribution accepts a token past its `exp` (and before its `nbf`)
+
 
 def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
@@ -99,6 +101,9 @@ class TokenService:
     realm: str = ""
     issued: list[str] = field(default_factory=list)  # every token handed out, for the tests' secret greps
     refused: int = 0
+    # Seconds the registry accepts a token for (None: 300 s of `exp`); a test may change it between
+    # publishes. Set, `exp` is moved back by the registry's leeway, so a token really expires then.
+    lifetime: int | None = None
 
     def __post_init__(self) -> None:
         self._key = _key()
@@ -112,8 +117,9 @@ class TokenService:
         self.rootcertbundle.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         self._x5c = base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()
 
-    def token(self, scopes: list[str]) -> str:
-        """A JWT granting each `repository:<name>:<actions>` of `scopes`, signed RS256, x5c in its header."""
+    def token(self, scopes: list[str], lifetime: int | None = None) -> str:
+        """A JWT granting each `repository:<name>:<actions>` of `scopes`, signed RS256, x5c in its header,
+        accepted for `lifetime` seconds (default: the service's `lifetime`)."""
         access = []
         for scope in scopes:
             kind, _, rest = scope.partition(":")
@@ -121,7 +127,11 @@ class TokenService:
             access.append({"type": kind, "name": name, "actions": [a for a in actions.split(",") if a]})
         now = int(time.time())
         header = {"typ": "JWT", "alg": "RS256", "x5c": [self._x5c]}
-        claims = {"iss": self.issuer, "sub": self.user, "aud": self.service, "exp": now + 300, "nbf": now - 10,
+        lifetime = self.lifetime if lifetime is None else lifetime
+        # distribution's token check adds a leeway of 60 s to `exp` (token.go, Leeway): a token that must
+        # stop working after `lifetime` seconds states an `exp` that much earlier.
+        exp = now + 300 if lifetime is None else now + lifetime - REGISTRY_LEEWAY
+        claims = {"iss": self.issuer, "sub": self.user, "aud": self.service, "exp": exp, "nbf": now - 10,
                   "iat": now, "jti": secrets.token_hex(8), "access": access}
         signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
         signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
@@ -149,7 +159,7 @@ def token_service(folder: Path, user: str, password: str, port: int) -> Iterator
                 self.send_json(401, {"errors": [{"code": "UNAUTHORIZED", "message": "wrong user or password"}]})
                 return
             token = service.token(query.get("scope", []))
-            self.send_json(200, {"token": token, "access_token": token, "expires_in": 300})
+            self.send_json(200, {"token": token, "access_token": token, "expires_in": service.lifetime or 300})
 
     service.realm = f"http://127.0.0.1:{port}/token"
     with loopback_server(Handler, port):
