@@ -42,12 +42,12 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.plumbing.retry import describe, wait_for, with_retries
+from shipyard.plumbing.retry import describe, with_retries
 from shipyard.publish import twine_upload
 from shipyard.publish.connection import target_session
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
-from shipyard.publish.target import Backend, Listed, TargetContext, name_taken, names_taken
+from shipyard.publish.target import Backend, Listed, TargetContext, listed_within, name_taken, names_taken
 
 _JSON = "application/vnd.pypi.simple.v1+json"
 _INDEX = {"type": "stage", "bases": [], "volatile": False}
@@ -199,18 +199,13 @@ class DevpiBackend(Backend):
         """Every file's entry in `staging`, once it lists them all (read again, with growing pauses,
         for up to the policy's `visible_within` seconds: a devpi replica shows an upload late)."""
         projects = sorted({f.project for f in files})
-
-        def look() -> dict[str, dict[str, Any]] | None:
-            staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
-            return staged if all(f.filename in staged for f in files) else None
-
-        staged = wait_for(look, self.ctx.policy, label=f"{self.target.name}: {self.base}/{staging}: list the uploads")
-        if staged is None:
-            staged = {e["filename"]: e for p in projects for e in self._project_files(staging, p)}
-            missing = ", ".join(f.filename for f in files if f.filename not in staged)
-            raise PublishError(f"{self.target.name}: {self.base}: not visible yet: {missing} uploaded to {staging}, "
-                               f"and it did not list it within {self.ctx.policy.visible_within:g} s; nothing "
-                               f"became visible: publish again later to resume, or wait longer with "
+        staged, missing = listed_within(
+            files, lambda: {e["filename"]: e for p in projects for e in self._project_files(staging, p)},
+            self.ctx.policy, label=f"{self.target.name}: {self.base}/{staging}: list the uploads")
+        if missing:
+            raise PublishError(f"{self.target.name}: {self.base}: not visible yet: {', '.join(missing)} uploaded to "
+                               f"{staging}, and it did not list it within {self.ctx.policy.visible_within:g} s; "
+                               f"nothing became visible: publish again later to resume, or wait longer with "
                                f"--visible-within")
         return staged
 

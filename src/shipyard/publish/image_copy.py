@@ -61,18 +61,27 @@ def copy_image(source: Repository, digest: str, dest: Repository, tag: str, poli
     first; the manifest's bytes (the same digest)."""
     body = read_manifest(source, digest)
     data = json.loads(body)
-    kind = str(data.get("mediaType") or "application/vnd.oci.image.manifest.v1+json")
+    kind = manifest_media_type(body)
     if not isinstance(data.get("config"), dict) or not isinstance(data.get("layers"), list):
         raise PublishError(f"{source.where}@{digest}: not a single-platform image manifest (media type {kind}); "
                            f"shipyard copies single-platform images")
     for blob in (data["config"], *data["layers"]):
         _blob_into(source, dest, str(blob["digest"]), policy)
-    what = f"tag {dest.where}:{tag}"
-    response = dest.api.request("PUT", what, f"{dest.name}/manifests/{tag}", body=body,
-                                headers={"Content-Type": kind})
-    if response.status_code not in (200, 201):
-        raise dest.api.fail(what, response)
+    put_manifest(dest, tag, body, f"tag {dest.where}:{tag}")
     return body
+
+
+def manifest_media_type(body: bytes) -> str:
+    """The media type a manifest states (OCI's when it states none): its Content-Type on a PUT."""
+    return str(json.loads(body).get("mediaType") or "application/vnd.oci.image.manifest.v1+json")
+
+
+def put_manifest(repo: Repository, tag: str, body: bytes, what: str) -> None:
+    """PUT the manifest `body` under `repo:tag` as its own media type; a refusal fails naming `what`."""
+    response = repo.api.request("PUT", what, f"{repo.name}/manifests/{tag}", body=body,
+                                headers={"Content-Type": manifest_media_type(body)})
+    if response.status_code not in (200, 201):
+        raise repo.api.fail(what, response)
 
 
 def holds_blob(repo: Repository, digest: str, what: str) -> int | None:

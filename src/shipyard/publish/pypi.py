@@ -45,7 +45,7 @@ from shipyard.publish import twine_upload
 from shipyard.publish.connection import target_session
 from shipyard.publish.plan import PLAIN_INDEX, PublishFile
 from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
-from shipyard.publish.target import Backend, Listed, TargetContext, name_taken, names_taken
+from shipyard.publish.target import Backend, Listed, TargetContext, listed_within, name_taken, names_taken
 from shipyard.publish.upload_order import dependencies_first
 
 
@@ -175,17 +175,11 @@ class PypiBackend(Backend):
         upload a page may be an older one (a CDN's cache), so it is read again, with growing pauses,
         for up to the policy's `visible_within` seconds."""
         projects = sorted({f.project for f in files})
-
-        def look() -> dict[str, IndexedFile] | None:
-            shown = {name: e for p in projects for name, e in self._page(p).items()}
-            return shown if all(f.filename in shown for f in files) else None
-
         where = public_url(self.simple)
-        shown = wait_for(look, self.ctx.policy, label=f"{self.target.name}: {where}: list the uploads")
-        if shown is None:
-            shown = {name: e for p in projects for name, e in self._page(p).items()}
-            missing = ", ".join(f.filename for f in files if f.filename not in shown)
-            raise PublishError(f"{self.target.name}: {where}: not visible yet: {missing} uploaded to "
+        shown, missing = listed_within(files, lambda: {name: e for p in projects for name, e in self._page(p).items()},
+                                       self.ctx.policy, label=f"{self.target.name}: {where}: list the uploads")
+        if missing:
+            raise PublishError(f"{self.target.name}: {where}: not visible yet: {', '.join(missing)} uploaded to "
                                f"{public_url(self.upload_url)}, and the simple index did not list it within "
                                f"{self.ctx.policy.visible_within:g} s; publish again later to resume (what was "
                                f"uploaded is kept), or wait longer with --visible-within")

@@ -86,6 +86,7 @@ from shipyard.publish.image_copy import (
     holds_blob,
     pull_blob,
     push_blob,
+    put_manifest,
     read_manifest,
 )
 from shipyard.publish.layer_blobs import known_blobs, remember_blobs
@@ -407,11 +408,7 @@ class RegistryBackend(Backend):
         manifest = {"schemaVersion": 2, "mediaType": MANIFEST_V2, "config": config, "layers": layers}
         body = json.dumps(manifest, indent=3).encode()
         digest = "sha256:" + sha256_hex(body)
-        what = f"push {f.artifact} as {self.host}/{repo}:{tag}"
-        response = self.api.request("PUT", what, f"{self._repo(repo)}/manifests/{tag}", body=body,
-                                    headers={"Content-Type": MANIFEST_V2})
-        if response.status_code not in (200, 201):
-            raise self.api.fail(what, response)
+        put_manifest(self._repository(repo), tag, body, f"push {f.artifact} as {self.host}/{repo}:{tag}")
         return digest
 
     def _held(self, f: PublishFile, image: Image, repo: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
@@ -562,10 +559,7 @@ class RegistryBackend(Backend):
                 f"is left as the other publisher wrote it: publish a new version (or build number) instead")
 
     def _put_tag(self, repo: str, tag: str, body: bytes, f: PublishFile) -> None:
-        response = self.api.request("PUT", f"tag {repo}:{tag}", f"{self._repo(repo)}/manifests/{tag}", body=body,
-                                    headers={"Content-Type": self._media_type(body)})
-        if response.status_code not in (200, 201):
-            raise self.api.fail(f"tag {f.artifact} as {repo}:{tag}", response)
+        put_manifest(self._repository(repo), tag, body, f"tag {f.artifact} as {repo}:{tag}")
 
     def _write_tag(self, repo: str, tag: str, body: bytes, digest: str, f: PublishFile) -> None:
         """One PUT of the verified manifest's bytes under a moving tag, then read it back."""
@@ -573,10 +567,6 @@ class RegistryBackend(Backend):
         if not self._tag_has(repo, tag, digest):
             raise PublishError(f"{f.artifact}: {self.host}/{repo}:{tag} does not read back as {digest} after it "
                                f"was written; publish again")
-
-    @staticmethod
-    def _media_type(body: bytes) -> str:
-        return str(json.loads(body).get("mediaType") or "application/vnd.oci.image.manifest.v1+json")
 
 
 def _version(text: str) -> Version | None:

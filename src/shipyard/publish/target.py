@@ -15,16 +15,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from shipyard.errors import ImmutableFileError, public_url
 from shipyard.plumbing.atomic_files import copy_atomic
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.progress import Progress
-from shipyard.plumbing.retry import RetryPolicy
+from shipyard.plumbing.retry import RetryPolicy, wait_for
 from shipyard.publish.credentials import Credentials
 from shipyard.publish.journal import Journal
 from shipyard.publish.plan import PublishFile
 from shipyard.release.destinations import PublishTarget
+
+Entry = TypeVar("Entry")
 
 
 @dataclass(frozen=True)
@@ -124,3 +127,19 @@ def names_taken(lines: Sequence[str], *, outcome: str) -> ImmutableFileError:
 
 def copy_file(source: Path, dest_dir: Path) -> Path:
     return copy_atomic(source, dest_dir / source.name)
+
+
+def listed_within(files: Sequence[PublishFile], read: Callable[[], dict[str, Entry]], policy: RetryPolicy, *,
+                  label: str) -> tuple[dict[str, Entry], list[str]]:
+    """What `read` lists (by file name) once it lists every one of `files`: read again, with growing
+    pauses, for up to the policy's `visible_within` seconds (an index may show an upload late). When
+    that time ran out: the last read, and the names of `files` it still lacks."""
+    last: dict[str, Entry] = {}
+
+    def look() -> dict[str, Entry] | None:
+        nonlocal last
+        last = read()
+        return last if all(f.filename in last for f in files) else None
+
+    found = wait_for(look, policy, label=label)
+    return (found, []) if found is not None else (last, [f.filename for f in files if f.filename not in last])
