@@ -14,7 +14,9 @@ unchanged:
 - conda channel: 100 .conda packages, the suite's fixture recipe built by rattler-build once per
   variant tag (100 tags; about 0.05 s each, so no scaling down);
 - docker registry: 100 image tags of 4 tiny images (`docker import` of one file each, then
-  `docker tag`): the first publish pushes 4 images' blobs, the re-publish is what is timed.
+  `docker tag`): the first publish pushes 4 images' blobs, the re-publish is what is timed;
+- s3, both layouts: the static tree's 100 wheels and the conda channel's 100 packages in a bucket
+  of moto's S3 server (a stand-in for an S3-compatible store: no real store is reachable here).
 
 Printed side by side: the first publish, the re-publish, their ratio and the files, and whether the
 re-publish met the goal. Exit status 0 only when every row met it.
@@ -41,6 +43,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.docker_daemon import ensure_engine, stop_started_engine  # noqa: E402
 from support.publish_servers import docker_registry, publish_site, pypi_server  # noqa: E402
+from support.s3_standin import s3_standin  # noqa: E402
 from support.synthetic_release import (  # noqa: E402
     build_conda_packages,
     features,
@@ -154,6 +157,7 @@ def run_rows(base: Path, profile: Path | None) -> list[tuple[str, Figures | str]
         site = stack.enter_context(publish_site(base))
         pypi = stack.enter_context(pypi_server(base / "pypiserver"))
         registry = stack.enter_context(docker_registry(base / "registry"))
+        bucket = stack.enter_context(s3_standin())
         devpi_password = site.devpi.add_user("bench")
         pypi_password = secrets.token_urlsafe(18)
         pypi.add_user("bench", pypi_password)
@@ -165,14 +169,19 @@ def run_rows(base: Path, profile: Path | None) -> list[tuple[str, Figures | str]
         release_yaml.write_text(text.replace(IMAGES_TARGET, (
             f"  pypi-index:\n    kind: pypi\n    url: {pypi.url}\n    index_url: {pypi.simple}\n"
             f"    username_env: {PYPI_ENV[0]}\n    password_env: {PYPI_ENV[1]}\n"
-            f"    default_variant: cpu\n    channels: [nightly]\n{IMAGES_TARGET}"), 1))
+            f"    default_variant: cpu\n    channels: [nightly]\n"
+            f"  bucket-tree:\n{bucket.target('bench/whl/')}"
+            f"  bucket-conda:\n{bucket.target('bench/conda/', layout='conda')}"
+            f"{IMAGES_TARGET}"), 1))
         os.environ.update({"SHIPYARD_PYPI_USERNAME": "bench", "SHIPYARD_PYPI_PASSWORD": devpi_password,
                            "SHIPYARD_CONDA_TOKEN": site.token, PYPI_ENV[0]: "bench", PYPI_ENV[1]: pypi_password,
                            "SHIPYARD_REGISTRY_USERNAME": registry.user,
-                           "SHIPYARD_REGISTRY_PASSWORD": registry.password})
+                           "SHIPYARD_REGISTRY_PASSWORD": registry.password, **bucket.credentials()})
         rows = (Row("devpi", "wheels-staging", wheel_dist), Row("static tree", "wheels-tree", wheel_dist),
                 Row("pypi (pypiserver)", "pypi-index", pypi_dist), Row("conda channel", "conda-staging", conda_dist),
-                Row("docker registry", "images", image_dist(repo, base / "images")))
+                Row("docker registry", "images", image_dist(repo, base / "images")),
+                Row("s3 wheel tree (moto)", "bucket-tree", wheel_dist),
+                Row("s3 conda channel (moto)", "bucket-conda", conda_dist))
         for row in rows:
             folder = base / row.target
             try:

@@ -1,9 +1,10 @@
 """The fault suite (#13, #29 item 5): successive releases (wheels, conda packages and two images
 each) published to every target kind (devpi, a pypi index served by pypiserver, the static tree,
-the conda channel, the docker registry) and then promoted nightly -> test, each run under one
-fault drawn at random from the first attempt: kill -9 of the publisher at a random moment or at
-a random request of a server, devpi, pypiserver and registry restarts mid-upload, proxies in
-front of devpi, pypiserver and the registry that answer 503, reset, drop the connection without
+the conda channel, the docker registry, a wheel tree in an S3 bucket: moto's server, a stand-in)
+and then promoted nightly -> test, each run under one fault drawn at random from the first
+attempt: kill -9 of the publisher at a random moment or at a random request of a server, devpi,
+pypiserver and registry restarts mid-upload, proxies in front of devpi, pypiserver, the registry
+and the bucket that answer 503, reset, drop the connection without
 an answer, stall, cut a request mid-body, cut an answer mid-body, or lose the answer after the
 server has acted (so the "already done" paths run), a rate limit (a request or two answered 429
 with `Retry-After: 1`), two `shipyard publish` (or promote) processes at once on the same
@@ -14,7 +15,8 @@ outlives its first token). A reader polls every index of every target and channe
 registry's tags, and checks every snapshot it takes: one page (a project's index, a channel's repodata) must
 show a release whole or not at all, and a page read later must not lack a release a page read
 earlier showed (a switch is one step and never undone). Asserted: no partial release on the
-targets that stage (pypi has no staging: its between-uploads views are counted, not refused), no
+targets that stage (pypi and s3 have no staging: a project page is whole or absent, and their views
+with a release on some pages only are counted, not refused), no
 file with bytes other than the manifest's, and after the resumed runs every file and image is
 there exactly once. Every loop is bounded in count and time; traffic stays on 127.0.0.1.
 
@@ -46,6 +48,7 @@ import requests
 from packaging.version import Version
 from support.fault_proxy import FaultProxy
 from support.publish_servers import MANIFEST_V2, PypiServer, Registry, docker_registry, publish_site, pypi_server
+from support.s3_standin import BUCKET, S3StandIn, s3_standin
 from support.shipyard_process import shipyard_command, without_shipyard_settings
 from support.synthetic_release import (
     build_conda_packages,
@@ -79,10 +82,13 @@ TOKEN_LIFETIME = 2  # seconds a registry token works in an "expiring-token" run�
 SLOW_REGISTRY = 0.1  # …whose registry answers each request this much later (a run outlives its token)
 LOST_ANSWERS = ("lost", "cut-answer")  # the server acted, the client never learned it
 # One run's fault, drawn at random (those not seen yet first).
-KINDS = ("kill", "kill-at-request", "proxy-devpi", "proxy-pypi", "proxy-registry", "restart-devpi",
+KINDS = ("kill", "kill-at-request", "proxy-devpi", "proxy-pypi", "proxy-registry", "proxy-s3", "restart-devpi",
          "restart-pypi", "restart-registry", "rate-limit", "two-publishers", "expiring-token")
 SEED = int(os.environ.get("SHIPYARD_FAULT_SEED") or secrets.randbelow(10**6))
 PYPI_USER_ENV = ("SHIPYARD_PYPISERVER_USERNAME", "SHIPYARD_PYPISERVER_PASSWORD")
+S3_PREFIX = "faults/whl/"  # the bucket's wheel tree (moto's S3 server on loopback, a stand-in for a store)
+# Targets with no staging: each project page is whole or absent, a release appears page by page.
+UNSTAGED = ("pypi", "s3")
 
 
 class ServerFaults:
@@ -146,11 +152,12 @@ class ServerFaults:
 class Reader(threading.Thread):
     """Polls every page of every target and channel; checks every snapshot it takes."""
 
-    def __init__(self, devpi: str, user: str, tree: str, conda: str, pypi: PypiServer,
+    def __init__(self, devpi: str, user: str, tree: str, conda: str, pypi: PypiServer, bucket: str,
                  expected: dict[str, dict[str, dict[str, dict[str, str]]]],
                  registry: Registry, repo: str, images: dict[str, dict[str, str]]):
         super().__init__(daemon=True)
         self.devpi, self.user, self.tree, self.conda, self.pypi = devpi, user, tree, conda, pypi
+        self.bucket = bucket  # the S3 wheel tree's base URL, read over plain HTTP as a download site is
         # version -> label kind (devpi:cpu, tree:cu118, conda, pypi, …) -> page -> file name -> sha256
         self.expected = expected
         self.registry, self.repo = registry, repo
@@ -159,7 +166,7 @@ class Reader(threading.Thread):
         self.partial: list[str] = []  # on a target that stages: a defect
         self.partial_by_target: Counter[str] = Counter()
         self.wrong_bytes: list[str] = []
-        self.pypi_between_uploads = 0  # pypi: a release in some pages only (no staging; documented)
+        self.between_uploads: Counter[str] = Counter()  # UNSTAGED: a release in some pages only (documented)
         self.snapshots = 0
         self.unreadable = 0  # labels of a snapshot cut short by a server restarting
         self.mid_switch = 0  # views with some of a release's channel tags written, the others staged and verified
@@ -209,6 +216,7 @@ class Reader(threading.Thread):
                 read(f"devpi:{tag}@{channel}", self._devpi_pages(index))
                 if tag != "plain":
                     read(f"tree:{tag}@{channel}", self._tree_pages(f"{self.tree}{channel}/{tag}/"))
+                    read(f"s3:{tag}@{channel}", self._tree_pages(f"{self.bucket}{channel}/{tag}/"))
             read(f"conda@{channel}", self._conda_pages(f"{self.conda}{channel}/noarch/repodata.json"))
         read("registry", self._registry_pages())
         read("pypi", self._pypi_pages())
@@ -226,8 +234,10 @@ class Reader(threading.Thread):
             files = {}
             for entry in (page.json() if page else {}).get("files", []):
                 # A listed file must be there to download: an index never runs ahead of its files.
-                head = self.session.head(f"{base}{project}/{entry['url']}", timeout=10)
-                name = entry["filename"] if head.status_code == 200 else f"MISSING {entry['filename']}"
+                # A GET, not a HEAD: moto's server refuses an anonymous HEAD that the bucket's policy
+                # allows (the GET it allows), and the files are tiny.
+                with self.session.get(f"{base}{project}/{entry['url']}", timeout=10, stream=True) as got:
+                    name = entry["filename"] if got.status_code == 200 else f"MISSING {entry['filename']}"
                 files[name] = entry["hashes"]["sha256"]
             yield project, files
 
@@ -354,8 +364,9 @@ class Reader(threading.Thread):
                         if name in want and want[name] != sha:
                             self.wrong_bytes.append(f"{label} {page}: {name} listed with sha256 {sha}, the manifest "
                                                     f"says {want[name]}")
-                    if kind == "pypi":  # no staging: a release appears page by page (one file each)
-                        self.pypi_between_uploads += bool(shown_before and not have)
+                    unstaged = kind.split(":")[0] in UNSTAGED  # a release appears page by page
+                    if unstaged and shown_before and not have:
+                        self.between_uploads[kind.split(":")[0]] += 1
                     elif (have and set(have) != set(want)) or (shown_before and not have):
                         self.partial_by_target[kind.split(":")[0]] += 1
                         self.partial.append(f"{label} {version}: page {page} shows {sorted(have)}, a release is "
@@ -371,7 +382,7 @@ def _expected(version: str, records: dict[str, str], plain: dict[str, str],
     for tag in ("cpu", "cu118"):
         pages = {p: {(n := f"{p}-{version}+{tag}-py3-none-any.whl"): records[n]} for p in PROJECTS}
         pages["emberaudio"] = {(n := f"emberaudio-{version}-py3-none-any.whl"): records[n]}
-        out[f"devpi:{tag}"] = out[f"tree:{tag}"] = pages
+        out[f"devpi:{tag}"] = out[f"tree:{tag}"] = out[f"s3:{tag}"] = pages
     out["devpi:plain"] = out["pypi"] = {p: {n: sha for n, sha in plain.items() if n.startswith(f"{p}-")}
                                         for p in PAGES}
     out["conda"] = {"noarch": {p.name: records[p.name] for p in conda}}
@@ -421,19 +432,23 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
     repo = f"shipyard-faults-{uuid.uuid4().hex[:8]}"
     made: set[str] = set()
     with publish_site(tmp_path) as site, pypi_server(tmp_path / "pypiserver") as pypi, \
-            docker_registry(tmp_path / "registry", bearer=True) as registry:
+            docker_registry(tmp_path / "registry", bearer=True) as registry, s3_standin() as bucket:
         registry_port = int(registry.address.rsplit(":", 1)[1])
         plans = {"devpi": ServerFaults("devpi", SEED + 1, site.devpi.restart, lambda *_: True, _is_upload),
                  "pypi": ServerFaults("pypi", SEED + 2, lambda: restart_pypi(), lambda *_: True, _is_upload),
+                 # moto keeps its objects in memory: a restart would lose the bucket, not test a resume.
+                 "s3": ServerFaults("s3", SEED + 7, lambda: None, lambda *_: True, _is_upload),
                  "registry": ServerFaults("registry", SEED + 3, registry.restart, _registry_may_fail,
                                           lambda method, path: True)}
         tokens = registry.tokens
         assert tokens is not None
         with FaultProxy(site.devpi.port, plans["devpi"], stall_seconds=2, seed=SEED + 4) as devpi_proxy, \
                 FaultProxy(pypi.port, plans["pypi"], stall_seconds=2, seed=SEED + 5) as pypi_proxy, \
+                FaultProxy(int(bucket.endpoint.rsplit(":", 1)[1]), plans["s3"], stall_seconds=2,
+                           seed=SEED + 8) as s3_proxy, \
                 FaultProxy(registry_port, plans["registry"], stall_seconds=2, slow_seconds=SLOW_REGISTRY,
                            seed=SEED + 6) as registry_proxy:
-            proxies = {"devpi": devpi_proxy, "pypi": pypi_proxy, "registry": registry_proxy}
+            proxies = {"devpi": devpi_proxy, "pypi": pypi_proxy, "registry": registry_proxy, "s3": s3_proxy}
 
             def restart_pypi() -> None:
                 pypi.restart()
@@ -451,16 +466,18 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                 f"  pypi-index:\n    kind: pypi\n    url: {pypi_proxy.url}/\n    index_url: {pypi_proxy.url}/simple/\n"
                 f"    username_env: {PYPI_USER_ENV[0]}\n    password_env: {PYPI_USER_ENV[1]}\n"
                 f"    default_variant: cpu\n    channels: [nightly, test, release]\n"
+                f"  bucket-tree:\n{S3StandIn(s3_proxy.url, bucket.client).target(S3_PREFIX)}"
                 f"  images:\n    kind: docker\n", 1)
             assert "pypi-index:" in text
             (root / "release.yaml").write_text(text)
             env = without_shipyard_settings({
                 "SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password, "SHIPYARD_CONDA_TOKEN": token,
                 "SHIPYARD_REGISTRY_USERNAME": registry.user, "SHIPYARD_REGISTRY_PASSWORD": registry.password,
-                PYPI_USER_ENV[0]: user, PYPI_USER_ENV[1]: pypi_password})
+                PYPI_USER_ENV[0]: user, PYPI_USER_ENV[1]: pypi_password, **bucket.credentials()})
             expected: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
             images: dict[str, dict[str, str]] = {}
-            reader = Reader(devpi.url, user, tree, conda + "conda/", pypi, expected, registry, repo, images)
+            reader = Reader(devpi.url, user, tree, conda + "conda/", pypi, f"{bucket.endpoint}/{BUCKET}/{S3_PREFIX}",
+                            expected, registry, repo, images)
             reader.start()
             runs: Counter[str] = Counter()
             covered: set[str] = set()
@@ -643,19 +660,19 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
         fault = key.split(": ", 1)[1]
         # A server's faults are its target's; a kill or two publishers at once hit every target (the
         # static tree and the conda channel have no server of their own: they meet only those).
-        target = next((t for t in ("devpi", "pypi", "registry") if t in fault), "every target")
+        target = next((t for t in ("devpi", "pypi", "registry", "s3") if t in fault), "every target")
         by_target[target] += count
-        kind = re.sub(r"^(devpi|pypi|registry) ", "", fault).split(" on ")[0]
-        kind = re.sub(r" at a (devpi|pypi|registry) request", " at a server's request", kind)
+        kind = re.sub(r"^(devpi|pypi|registry|s3) ", "", fault).split(" on ")[0]
+        kind = re.sub(r" at a (devpi|pypi|registry|s3) request", " at a server's request", kind)
         by_kind[kind] += count
     lines = [f"fault tally (seed {SEED}, at least {FAULTS} faults asked): {total} faults injected in "
              f"{time.monotonic() - started:.0f} s over {len(expected)} releases published and promoted to devpi, "
-             f"pypi (pypiserver), the static tree, the conda channel and the registry",
+             f"pypi (pypiserver), the static tree, the conda channel, the registry and an S3 bucket's wheel tree",
              "  by kind of fault:", *(f"    {count:5d}  {kind}" for kind, count in sorted(by_kind.items())),
              "  by target:", *(f"    {count:5d}  {target}" for target, count in sorted(by_target.items())),
              f"  publisher runs: {runs['failed']} interrupted or failed, {runs['ok']} finished",
              f"  reader: {reader.snapshots} snapshots, every one checked ({reader.unreadable} targets' reads cut "
-             f"short by a restart, checked as far as read); {reader.pypi_between_uploads} pypi views between uploads "
+             f"short by a restart, checked as far as read); {dict(reader.between_uploads)} views between uploads "
              f"(no staging); {reader.mid_switch} views between the channel tags of one release's images",
              f"  {len(reader.partial)} partial releases seen {dict(reader.partial_by_target)}; {len(lost)} files or "
              f"images lost, {len(duplicated)} duplicated, {len(reader.wrong_bytes)} with other bytes",

@@ -1,6 +1,6 @@
 """A fault-injecting TCP proxy on loopback (Debian 12 has no toxiproxy): in front of a server, it
-answers some connections with a 503 or a 429 (`Retry-After: 1`, a rate limit), resets others (RST),
-drops others (closes with a FIN without answering: "the server closed the connection without a
+answers some connections with a 503 or a 429 (a rate limit, `Retry-After: 1` unless told otherwise),
+resets others (RST), drops others (closes with a FIN without answering: "the server closed the connection without a
 response"), stalls others, and passes the rest through ("slow": after a pause, not counted as a fault).
 
 A `plan` decides per new connection, from its number and its first request line (so a test can
@@ -35,11 +35,12 @@ Fault = str  # "pass", "slow", "503", "429", "reset", "drop", "stall", "lost", "
 
 class FaultProxy:
     def __init__(self, upstream_port: int, plan: Callable[[int, str], Fault], *, stall_seconds: float = 5.0,
-                 slow_seconds: float = 0.1, seed: int = 0) -> None:
+                 slow_seconds: float = 0.1, seed: int = 0, retry_after: int = 1) -> None:
         self.upstream_port = upstream_port
         self.plan = plan
         self.stall_seconds = stall_seconds
         self.slow_seconds = slow_seconds
+        self.retry_after = retry_after  # the seconds a 429 asks to wait
         self.injected: Counter[str] = Counter()  # fault -> count
         self.injected_by_method: Counter[tuple[str, str]] = Counter()  # (fault, request method) -> count
         self._rng = random.Random(seed)  # where a cut falls; drawn in the proxy's thread only
@@ -96,7 +97,8 @@ class FaultProxy:
                 await writer.drain()
                 return
             if fault == "429":  # a rate limit that names its wait, as PyPI's and registries' do
-                writer.write(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1\r\nContent-Length: 12\r\n"
+                writer.write(f"HTTP/1.1 429 Too Many Requests\r\nRetry-After: {self.retry_after}\r\n".encode() +
+                             b"Content-Length: 12\r\n"
                              b"Connection: close\r\n\r\ninjected 429")
                 await writer.drain()
                 return

@@ -22,10 +22,11 @@ class S3StandIn:
     endpoint: str
     client: Any  # a boto3 S3 client of it
 
-    def target(self, prefix: str) -> str:
-        """The wheels-tree target's lines for the bucket under `prefix` (`one/whl/`)."""
+    def target(self, prefix: str, *, layout: str = "wheels") -> str:
+        """An s3 target's lines for the bucket under `prefix` (`one/whl/`), in `layout`."""
         return (f"    kind: s3\n    url: https://download.example.org/whl/\n    bucket: {BUCKET}\n"
-                f"    prefix: {prefix}\n    endpoint_url: {self.endpoint}\n    region: us-east-1\n"
+                f"    prefix: {prefix}\n    layout: {layout}\n    endpoint_url: {self.endpoint}\n"
+                f"    region: us-east-1\n"
                 f"    username_env: {KEY_ENVS[0]}\n    password_env: {KEY_ENVS[1]}\n")
 
     @staticmethod

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -110,7 +110,17 @@ def gist(exc: Exception, scrub: Callable[[str], str] = str) -> str:
 _BUSY = (429, 503)
 
 
-def retry_after(response: requests.Response, now: float | None = None) -> float | None:
+class BusyAnswer(Protocol):
+    """What retry_after reads of an answer: requests' responses and botocore's alike."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def retry_after(response: BusyAnswer, now: float | None = None) -> float | None:
     """The seconds a 429 or 503 asks to wait (`Retry-After`: seconds, or an HTTP date); None when
     it asks for nothing readable. A date in the past is no wait."""
     if response.status_code not in _BUSY:

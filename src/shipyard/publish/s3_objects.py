@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.errors import PublishError
-from shipyard.plumbing.retry import request_proxies
+from shipyard.plumbing.retry import RetryPolicy, request_proxies, retry_after
 from shipyard.publish.connection import target_trust
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import TargetContext, name_taken
@@ -48,6 +48,25 @@ def error_code(exc: Exception) -> str:
 def sha256_of_checksum(checksum: str) -> str:
     """S3's ChecksumSHA256 (base64 of the digest) as hex."""
     return base64.b64decode(checksum).hex()
+
+
+def rate_limit_pause(policy: RetryPolicy) -> Callable[..., float | None]:
+    """A botocore `needs-retry` handler for a bare HTTP 429: botocore's retry modes retry 5xx and
+    the store's own throttling codes (SlowDown), not a 429 without them, which a proxy, a CDN or an
+    S3-compatible store in front of one answers. It is tried again within the policy's tries, after
+    the wait its Retry-After asks (else the policy's pause); a wait longer than the policy's
+    deadline is not waited for: the call fails on the 429 at once."""
+    pauses = policy.pauses()
+
+    def pause(response: Any = None, attempts: int = 1, **_: Any) -> float | None:
+        answer = response[0] if response else None
+        if answer is None or answer.status_code != 429 or attempts >= policy.tries:
+            return None
+        asked = retry_after(answer)
+        wait = pauses[min(attempts, len(pauses)) - 1] if asked is None else asked
+        return None if wait > policy.deadline else wait
+
+    return pause
 
 
 STS_AUDIENCE = "sts.amazonaws.com"  # what AWS (and MinIO's STS) expects a GitHub ID token to be for
@@ -89,7 +108,7 @@ class S3Objects:
         target = ctx.target
         proxies = request_proxies(target.endpoint_url or "https://s3.amazonaws.com/", target.proxy)
         config = Config(connect_timeout=ctx.policy.timeout, read_timeout=ctx.policy.timeout,
-                        retries={"max_attempts": ctx.policy.tries, "mode": "standard"}, proxies=proxies or None,
+                        retries={"total_max_attempts": ctx.policy.tries, "mode": "standard"}, proxies=proxies or None,
                         request_checksum_calculation="when_required")
         verify = target_trust(target, ctx.root)
         keys: dict[str, str | None] = {}
@@ -99,6 +118,7 @@ class S3Objects:
             keys = {"aws_access_key_id": ctx.credentials.username, "aws_secret_access_key": ctx.credentials.password}
         self.client = boto3.client("s3", endpoint_url=target.endpoint_url, region_name=target.region, config=config,
                                    verify=verify, **keys)
+        self.client.meta.events.register_first("needs-retry.s3", rate_limit_pause(ctx.policy))
         self.ctx = ctx
         self.bucket = str(target.bucket)
         self.prefix = target.prefix
@@ -110,8 +130,20 @@ class S3Objects:
         return f"s3://{self.bucket}/{key}"
 
     def failed(self, what: str, exc: Exception) -> PublishError:
-        return PublishError(self.ctx.scrub(f"{self.ctx.target.name}: {what}: s3://{self.bucket}: "
-                                           f"{error_code(exc) or exc}"))
+        """The one line of a failed call; one that botocore tried again (5xx, 429, a broken
+        connection: its standard retry mode, within the policy's tries) says it gave up."""
+        from botocore.exceptions import ConnectionError as BrokenConnection
+        from botocore.exceptions import HTTPClientError
+
+        response = getattr(exc, "response", None)
+        tries = 1
+        if isinstance(response, dict):
+            tries += int(response.get("ResponseMetadata", {}).get("RetryAttempts", 0))
+        elif isinstance(exc, BrokenConnection | HTTPClientError):
+            tries = self.ctx.policy.tries
+        last = error_code(exc) or str(exc)
+        said = f"gave up after {tries} tries; last response: {last}" if tries > 1 else last
+        return PublishError(self.ctx.scrub(f"{self.ctx.target.name}: {what}: s3://{self.bucket}: {said}"))
 
     def call(self, what: str, call: Callable[[], Any]) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
