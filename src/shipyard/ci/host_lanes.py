@@ -1,6 +1,10 @@
-"""The Windows and macOS lanes: on their runners, with the runner's compilers (MSVC, Xcode clang),
-the libraries the wheels vendor from a named source (vcpkg, Homebrew), and delvewheel or delocate
-repairing each wheel inside `shipyard build` (wheel/repair.py), as auditwheel does on Linux.
+"""The Windows and macOS lanes: on their runners, with the runner's compilers (MSVC, Xcode clang)
+and the libraries the wheels vendor from a named source (vcpkg, Homebrew).
+
+Wheels build with cibuildwheel (pinned, ci/cibuildwheel_config.py): its configuration comes from
+`shipyard ci cibuildwheel` (the job's cells, the native core built once in `before-all`, delvewheel or
+delocate repairing each wheel), and `shipyard build --wheelhouse` then labels, checks, tests, records
+and attests those wheels as on Linux. Conda packages build inside `shipyard conda build`.
 
 Checked on the machine these were written on as generated text only (actionlint, the tests in
 tests/ci/test_ci_workflows.py): no Windows or macOS runner was ever run (docs/pipeline.md).
@@ -8,9 +12,11 @@ tests/ci/test_ci_workflows.py): no Windows or macOS runner was ever run (docs/pi
 
 from __future__ import annotations
 
+from shipyard.ci.cibuildwheel_config import CIBUILDWHEEL_PIN
 from shipyard.ci.jobs import Lane
 from shipyard.ci.runners import CUDA_WINDOWS_RELEASES, VCPKG_TRIPLET, VENDORED_LIBRARY_SOURCES
 from shipyard.ci.steps import (
+    JOB_ARGS,
     MATRIX_ENV,
     PYTHONS_ENV,
     Job,
@@ -23,7 +29,7 @@ from shipyard.ci.steps import (
     signing_env,
 )
 from shipyard.errors import SpecError
-from shipyard.release.kinds import KINDS
+from shipyard.release.kinds import KINDS, WHEEL
 from shipyard.release.spec import Spec
 
 
@@ -107,9 +113,35 @@ def _library_step(os_name: str, libraries: list[str], components: list[str]) -> 
                    "echo \"CMAKE_PREFIX_PATH=$prefixes\" >> \"$GITHUB_ENV\"\n"}
 
 
+# Where the job's cibuildwheel writes its wheels, which `shipyard build --wheelhouse` takes.
+WHEELHOUSE = "wheelhouse"
+
+
+def _cibuildwheel_steps() -> list[Step]:
+    """cibuildwheel, pinned, beside shipyard (with ninja: the native core's CMake generator, as
+    here), then one run per component of the job with the configuration shipyard writes for it. A
+    failure here is a build that did not finish: the job fails before any upload."""
+    return [
+        {"name": f"Install {CIBUILDWHEEL_PIN} and ninja beside shipyard",
+         "env": {"CIBUILDWHEEL": CIBUILDWHEEL_PIN},
+         "run": "python -m uv pip install --python \"$(python -c 'import sys; print(sys.executable)')\" "
+                "\"$CIBUILDWHEEL\" ninja\n"},
+        {"name": "Build and repair every Python's wheel with cibuildwheel (shipyard ci cibuildwheel)",
+         "env": {**MATRIX_ENV, **PYTHONS_ENV, "PLATFORM": "${{ matrix.platform }}"},
+         "run": JOB_ARGS +
+                "for component in \"${components[@]}\"; do\n"
+                "  config=\"$RUNNER_TEMP/cibuildwheel-$component.toml\"\n"
+                "  project=$(shipyard ci cibuildwheel --platform \"$PLATFORM\" --variant \"$VARIANT\" "
+                "--component \"$component\" \"${python_args[@]}\" --output \"$config\")\n"
+                f"  python -m cibuildwheel --config-file \"$config\" --output-dir {WHEELHOUSE} \"$project\"\n"
+                "done\n"},
+    ]
+
+
 def host_lane(spec: Spec, lane: Lane, command: str) -> Job:
     """Windows and macOS jobs. shipyard's install brings delvewheel (Windows) or delocate (macOS)
-    by its platform markers; `shipyard build` repairs each wheel with it before testing it."""
+    by its platform markers: cibuildwheel repairs each wheel with it (`shipyard conda build` needs
+    neither)."""
     steps = [checkout(), *host_tools(spec)]
     if lane.os == "windows":
         steps.append(_msvc_step())
@@ -118,7 +150,11 @@ def host_lane(spec: Spec, lane: Lane, command: str) -> Job:
     libraries = vendored_libraries(spec, lane)
     if libraries:
         steps.append(_library_step(lane.os, libraries, vendoring_components(spec, lane)))
-    steps += [*pythons_and_cache(),
-              *build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},
-                                      for_job(command))]
+    steps += pythons_and_cache()
+    name = "Build and test every Python"
+    if lane.kind == WHEEL.name:
+        steps += _cibuildwheel_steps()
+        command = f"{command.rstrip()} --wheelhouse {WHEELHOUSE}"
+        name = "Label, check, test and record every Python's wheel (shipyard build --wheelhouse)"
+    steps += build_upload_and_judge(name, {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)}, for_job(command))
     return {"steps": steps}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from rich.table import Table
 
@@ -38,7 +39,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         test_pythons=tuple(args.test_python or ()),
         dist=dist_folder(args), state=state_folder(args),
         jobs=args.jobs, test_jobs=args.test_jobs or default_test_jobs(),
-        test_installer=args.test_installer, nightly=builds_nightly(args, spec))
+        test_installer=args.test_installer, nightly=builds_nightly(args, spec), wheelhouse=_wheelhouse(args))
     with live_progress(err_console, f"build {args.variant}") as progress:
         if args.install_toolchain:
             install_toolchain_if_obtainable(spec, args.variant, progress)
@@ -66,6 +67,20 @@ def cmd_build(args: argparse.Namespace) -> int:
                   f"{request.dist / 'manifest.json'}; index: {request.dist / 'whl'}")
     sign_after_build(spec, request.dist, console, err_console)
     return build_exit_status(outcomes)
+
+
+def _wheelhouse(args: argparse.Namespace) -> Path | None:
+    """--wheelhouse, checked to be a folder (not with --container: its wheels are built already)."""
+    if args.wheelhouse is None:
+        return None
+    if args.container:
+        raise UsageError(f"--wheelhouse {args.wheelhouse}: its wheels are built already, --container builds them; "
+                         f"drop one of the two")
+    folder = Path(args.wheelhouse)
+    if not folder.is_dir():
+        raise UsageError(f"--wheelhouse {args.wheelhouse}: no such folder; pass the folder cibuildwheel wrote its "
+                         f"wheels to (--output-dir)")
+    return folder.resolve()
 
 
 def _check_test_pythons(args: argparse.Namespace) -> None:
@@ -118,6 +133,9 @@ def add_build_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
                    help="report cells whose toolchain is missing as skipped instead of failing")
     p.add_argument("--container", action="store_true",
                    help="build native wheels with cibuildwheel in a local manylinux-style image")
+    p.add_argument("--wheelhouse", metavar="FOLDER",
+                   help="take the native cells' wheels from this folder (cibuildwheel's, repaired) instead of building "
+                        "them; they are labelled, checked, tested and recorded as built ones")
     p.add_argument("--no-tests", action="store_true", help="build and check only")
     p.add_argument("--test-python", action="append", metavar="PYTHON",
                    help="test only the cells of this Python (repeatable); every selected Python is still built "

@@ -267,6 +267,45 @@ def _variables(given: list[str]) -> dict[str, str]:
     return variables
 
 
+def cmd_ci_cibuildwheel(args: argparse.Namespace) -> int:
+    from shipyard.ci.cibuildwheel_config import cibuildwheel_config
+
+    spec = load_release(args)
+    config = cibuildwheel_config(spec, platform=args.platform, variant=args.variant, component=args.component,
+                                 pythons=tuple(args.python or ()),
+                                 core_prefix=Path(args.core_prefix) if args.core_prefix else None)
+    if args.output:
+        Path(args.output).write_text(config.toml())
+        err_console.print(f"wrote {args.output}: cibuildwheel --platform {config.platform} builds "
+                          f"{' '.join(config.build)}", markup=False, highlight=False)
+        print(config.project)  # the package folder cibuildwheel takes as its argument
+    else:
+        sys.stdout.write(config.toml())
+    return 0
+
+
+def cmd_ci_native_core(args: argparse.Namespace) -> int:
+    from shipyard.ci.cibuildwheel_config import cibuildwheel_platform, platform_cells
+    from shipyard.cli.shared import state_folder
+    from shipyard.wheel.native_core import build_core_once
+
+    spec = load_release(args)
+    cibuildwheel_platform(spec, args.platform)  # one line for a platform the cibuildwheel lanes do not build
+    variant = spec.release.find_variant(args.variant)
+    component = spec.release.components.get(args.component)
+    if variant is None or component is None or component.native_core is None:
+        with_core = [name for name, c in spec.release.components.items() if c.native_core is not None]
+        raise UsageError(f"--variant {args.variant} --component {args.component}: not a variant and a component with "
+                         f"a native_core in release.yaml; components with one: {', '.join(with_core) or 'none'}")
+    cells = platform_cells(spec, args.platform, variant.name, component.name)
+    if not cells:
+        raise UsageError(f"--platform {args.platform}: release.yaml builds no {component.name} wheel of variant "
+                         f"{variant.name} there; `shipyard matrix` lists the cells")
+    prefix = build_core_once(spec, cells[0], prefix=Path(args.prefix).resolve(), state=state_folder(args))
+    console.print(f"[green]built[/]: {component.name}'s core for {variant.tag} in {prefix}")
+    return 0
+
+
 def cmd_ci_bootstrap(args: argparse.Namespace) -> int:
     from shipyard.host.apt_install import install_lane_packages
 
@@ -307,6 +346,25 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "cache key of its inputs")
     k.add_argument("job", help="a job id of the plan, e.g. wheel-ember-cpu-linux-x86_64")
     k.set_defaults(func=cmd_ci_cache_key)
+    cw = csub.add_parser("cibuildwheel", help="(Windows and macOS wheel jobs) the cibuildwheel configuration of a "
+                                              "job's cells, from release.yaml (cibuildwheel --config-file)")
+    cw.add_argument("--platform", required=True, help="a Windows or macOS platform of release.yaml (windows-amd64 …)")
+    cw.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
+    cw.add_argument("--component", required=True, help="the component the job builds")
+    cw.add_argument("--python", action="append", help="only this Python (repeatable; default: the release's)")
+    cw.add_argument("--core-prefix", help="where before-all installs the native core (default: "
+                                          "<root>/.shipyard/cibuildwheel/<component>-<tag>-core)")
+    cw.add_argument("--output", help="write the TOML here and print the component's folder (cibuildwheel's package "
+                                     "argument); default: print the TOML")
+    cw.set_defaults(func=cmd_ci_cibuildwheel)
+    nc = csub.add_parser("native-core", help="(cibuildwheel's before-all) build a component's native core for a "
+                                             "variant once, for every Python's build to link")
+    nc.add_argument("--platform", required=True, help="the Windows or macOS platform of release.yaml it is built for")
+    nc.add_argument("--variant", required=True, help="variant name or tag")
+    nc.add_argument("--component", required=True, help="a component with a native_core")
+    nc.add_argument("--prefix", required=True, help="the install prefix every Python's build links")
+    nc.add_argument("--state", help="work folder (default: <root>/.shipyard)")
+    nc.set_defaults(func=cmd_ci_native_core)
     b = csub.add_parser("bootstrap", help="(Linux container jobs) install the apt packages a CI lane needs, "
                                           "those not installed yet (as root)")
     from shipyard.host.apt_install import lane_packages

@@ -49,6 +49,9 @@ class BuildRequest:
     test_jobs: int = field(default_factory=default_test_jobs)  # cells tested side by side
     test_installer: str = "uv"  # uv (one real pip resolution per Python) or pip (every cell)
     nightly: bool = False  # development versions dated by the commit (release/channel_version.py)
+    # Repaired wheels built elsewhere (cibuildwheel's wheelhouse on a Windows or macOS runner) that
+    # the native cells take instead of building: labelled, checked, tested and recorded the same way.
+    wheelhouse: Path | None = None
 
 
 @dataclass

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
+import sys
 from pathlib import Path
 
 from shipyard.errors import ToolchainMissing
+from shipyard.host.source_tree import git_info
 from shipyard.host.toolchains.cuda_recipes import nvcc_cxx_standard
-from shipyard.host.toolchains.resolve import Toolchain
+from shipyard.host.toolchains.discover import discover
+from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.plumbing import command
-from shipyard.release.spec import Component, Variant
+from shipyard.release.matrix import Cell
+from shipyard.release.spec import Component, Spec, Variant
 
 
 def shipyard_cmake_defines(variant: Variant, toolchain: Toolchain) -> dict[str, str]:
@@ -41,6 +46,8 @@ REPRODUCIBLE_CMAKE_DEFINES = {"CMAKE_BUILD_WITH_INSTALL_RPATH": "ON"}
 def reproducible_env(source_root: Path, build_dir: Path, epoch: int, toolchain: Toolchain) -> dict[str, str]:
     """Environment for compilers: no absolute paths in binaries, fixed timestamps."""
     prefix_maps = f"-ffile-prefix-map={source_root}=. -ffile-prefix-map={build_dir}=build"
+    if toolchain.compiler is None and sys.platform == "win32":
+        prefix_maps = ""  # the runner's MSVC (vcvars64) refuses gcc's and clang's -ffile-prefix-map
     env = {
         "SOURCE_DATE_EPOCH": str(epoch),
         "CFLAGS": prefix_maps,
@@ -179,3 +186,20 @@ def seed_cmake_platform(build_dir: Path, platform: dict[str, dict[str, str]]) ->
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     return {**platform["entries"], "CMAKE_PLATFORM_INFO_INITIALIZED": "1"}
+
+
+def build_core_once(spec: Spec, cell: Cell, *, prefix: Path, state: Path) -> Path:
+    """Build `cell`'s component core for its variant on this host into `prefix`, for every Python's
+    build to link (a cibuildwheel job's `before-all`: ci/cibuildwheel_config.py). On a Windows or
+    macOS runner without a g++-N, a CPU core builds with the compiler CMake finds there (MSVC from
+    vcvars64, Xcode's clang); anything else needs the toolchain `shipyard build` would use."""
+    release = spec.release
+    component, variant = release.components[cell.component], release.variants[cell.variant]
+    toolchain = resolve(cell, release, discover())
+    if isinstance(toolchain, Missing):
+        if variant.is_cuda or release.platforms[cell.platform].os == "linux":
+            raise ToolchainMissing(f"{cell.id}: {toolchain}")
+        toolchain = Toolchain(None, None, None, None)
+    work = state / "build" / f"{component.name}-{variant.tag}-core"
+    return build_native_core(component, variant, toolchain, source_root=spec.root, build_dir=work, prefix=prefix,
+                             epoch=git_info(spec.root).commit_time, jobs=os.cpu_count() or 1)

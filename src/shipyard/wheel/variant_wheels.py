@@ -11,6 +11,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
 from shipyard.errors import BuildError, ShipyardError, ToolchainMissing, UsageError
 from shipyard.host.source_tree import git_info, hash_tree
 from shipyard.host.toolchains.discover import Inventory, discover
@@ -36,7 +38,7 @@ from shipyard.release.project_declaration import (
     vcs_state,
     writes_into_sources,
 )
-from shipyard.release.spec import Component, Spec
+from shipyard.release.spec import Component, Release, Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
 from shipyard.wheel import checks
 from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
@@ -69,6 +71,18 @@ def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: To
     return Toolchain(chosen, None, None, None)
 
 
+def _taken_toolchain(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | Missing:
+    """A native cell whose wheel comes from the wheelhouse compiles nothing here: it needs only the
+    Python its tests run with (a pure cell builds as ever)."""
+    if cell.is_pure or cell.python is None:
+        return resolve(cell, release, inventory)
+    interpreter = inventory.interpreter(cell.python)
+    if interpreter is None:
+        return Missing(f"no Python {cell.python} interpreter to test the wheelhouse's wheel with",
+                       f"shipyard ci pythons {cell.python}")
+    return Toolchain(interpreter, None, None, None)
+
+
 def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda _: None) -> list[CellOutcome]:
     """Build and test every selected wheel cell of one variant; merge the manifest."""
     release = spec.release
@@ -92,7 +106,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     outcomes: list[CellOutcome] = [CellOutcome(n.cell, "not applicable", detail=n.reason) for n in ruled_out]
     missing: list[str] = []
     for cell in cells:
-        result = resolve(cell, release, inventory)
+        result = _taken_toolchain(cell, release, inventory) if request.wheelhouse else resolve(cell, release, inventory)
         if isinstance(result, Missing):
             missing.append(f"{cell.id}: {result}")
             outcomes.append(CellOutcome(cell, "unavailable", detail=str(result)))
@@ -174,7 +188,8 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
                 component = ctx.spec.release.components[name]
                 core: NativeCoreBuild | None = None
                 hooks: dict[str, Future[PrestartedPython | None]] = {}
-                if component.native_core is not None:
+                # A wheelhouse's wheels link the core cibuildwheel's before-all built.
+                if component.native_core is not None and not _taken(ctx, component_cells[0]):
                     try:
                         core_toolchain = resolved[component_cells[0].id]
                         core_key = _core_key(ctx, component, core_toolchain)
@@ -234,7 +249,7 @@ def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list
     wanted: dict[tuple[Path, Path], Toolchain] = {}
     for cell in cells:
         interpreter = resolved[cell.id].interpreter
-        if interpreter is not None:
+        if interpreter is not None and not _taken(ctx, cell):
             wanted.setdefault((interpreter.path, ctx.spec.component_dir(cell.component)),
                               resolved[cell.id])
     for (_, project), toolchain in wanted.items():
@@ -291,25 +306,55 @@ def _build_cell(ctx: BuildContext, cell: Cell, component: Component, toolchain: 
         return CellOutcome(cell, "failed", time.monotonic() - start, detail=f"build: {exc}")
 
 
+def _taken(ctx: BuildContext, cell: Cell) -> bool:
+    """Whether `cell`'s wheel comes from the request's wheelhouse instead of a build here."""
+    return ctx.request.wheelhouse is not None and not cell.is_pure
+
+
+def wheelhouse_wheel(wheelhouse: Path, cell: Cell) -> Path:
+    """The one wheel of `cell`'s component and Python in `wheelhouse`; BuildError naming what is
+    there otherwise."""
+    wheels = sorted(wheelhouse.glob("*.whl"))
+    found = []
+    for wheel in wheels:
+        name, _, _, tags = parse_wheel_filename(wheel.name)
+        if name == canonicalize_name(cell.component) and any(t.interpreter == cell.python_tag for t in tags):
+            found.append(wheel)
+    if len(found) != 1:
+        raise BuildError(f"{cell.id}: the wheelhouse {wheelhouse} holds {len(found)} wheels of {cell.component} for "
+                         f"{cell.python_tag}, expected one (it holds: {', '.join(w.name for w in wheels) or 'none'})")
+    return found[0]
+
+
 def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
                           core: NativeCoreBuild | None, jobs: int, start: float,
                           prestarted: Future[PrestartedPython | None] | None) -> CellOutcome:
     project = component.source_dir(ctx.root)
     assert toolchain.interpreter is not None
-    env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
     pure = component.kind == "python-pure"
-    # A version computed from git (setuptools_scm) changes with a tag, not with the sources.
-    vcs = vcs_state(project) if uses_vcs_version(env.requirements) else ""
-    key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
-                    toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
-                    python=None if pure else cell.python,
-                    extra={"core": core.key if core else "", "container": str(ctx.request.container), "vcs": vcs})
+    taken = wheelhouse_wheel(ctx.request.wheelhouse, cell) if ctx.request.wheelhouse and not pure else None
+    if taken is not None:
+        # Built and repaired by cibuildwheel: its bytes are the build's whole input here.
+        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
+                        toolchain=f"wheelhouse/{sha256_of(taken)}", python=cell.python)
+    else:
+        env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
+        # A version computed from git (setuptools_scm) changes with a tag, not with the sources.
+        vcs = vcs_state(project) if uses_vcs_version(env.requirements) else ""
+        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
+                        toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
+                        python=None if pure else cell.python,
+                        extra={"core": core.key if core else "", "container": str(ctx.request.container), "vcs": vcs})
     # cudart comes from the variant's toolkit; auditwheel must find it to vendor it, the SBOM to trace it.
     libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
     with ctx.cache.building(key):
         entry = ctx.cache.get(key)
         cached = entry is not None
-        if entry is None:
+        if entry is None and taken is not None:
+            ctx.progress(f"take {cell.id} from the wheelhouse ({taken.name})")
+            entry = ctx.cache.put(key, [taken], {"kind": "wheel", "cell": cell.id, "seconds": time.monotonic() - start,
+                                                 "wheelhouse": taken.name})
+        elif entry is None:
             ctx.progress(f"build {cell.id}")
             raw = _raw_build(ctx, cell, component, toolchain, env, project, core, jobs, _started(prestarted))
             platform = builder_platform(ctx.spec.release, cell)  # a pure wheel passes repair untouched
