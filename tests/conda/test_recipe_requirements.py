@@ -6,6 +6,7 @@ bootstrap channel that holds every name those requirements use here. Rendering o
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from shipyard.conda.bootstrap import release_requirements
 from shipyard.conda.bootstrap_plan import bootstrap_cuda_versions, bootstrap_request
 from shipyard.conda.build_plan import component_versions
 from shipyard.conda.preflight import requirements_of, spec_name
+from shipyard.conda.recipes import mirror_checkout, stage_recipe
 from shipyard.conda.variants import variant_config
 from shipyard.release.validate import load_spec
 
@@ -160,3 +162,17 @@ def test_the_bootstrap_channel_holds_every_build_and_host_requirement_of_the_rec
                         needed.setdefault(spec_name(spec_text), set()).add(f"{name} ({env})")
         missing = {n: sorted(users) for n, users in needed.items() if n not in held | produced}
         assert missing == {}, variant
+
+
+def test_a_staged_recipe_holds_copies_of_its_scripts_not_links_to_the_checkout(tmp_path: Path) -> None:
+    """rattler-build packs the staged recipe folder into info/recipe/: a link there would name this
+    checkout's path (bytes that depend on where it lives) and hold no script."""
+    mirror = tmp_path / "checkout"
+    mirror_checkout(REPO, mirror)
+    staged = stage_recipe(REPO, mirror, "ember", {"shipyard": {}})
+    scripts = sorted(p.name for p in staged.path.parent.iterdir() if p.name != "recipe.yaml")
+    assert scripts == ["build_ember.bat", "build_ember.sh", "build_libember.bat", "build_libember.sh"]
+    for name in scripts:
+        copy, original = staged.path.parent / name, REPO / "recipes" / "ember" / name
+        assert not copy.is_symlink() and copy.read_bytes() == original.read_bytes(), name
+        assert os.access(copy, os.X_OK) == os.access(original, os.X_OK), name
