@@ -18,7 +18,7 @@ import pytest
 from shipyard.conda.bootstrap import ensure_bootstrap_channel
 from shipyard.errors import ToolError
 
-PINNED_REQUEST = "041efb72d666ef7f00003b1fa97114a3de25a0e76fb6bee8ba3738711ce38a10"
+PINNED_REQUEST = "2a93c7f02591dfa9b8614fc1d02ff755c4a4f3878974d32d08ffef64b5c72ad6"
 
 
 def _fake_pyenv(root: Path) -> Path:

@@ -153,17 +153,19 @@ def test_a_solver_installs_python_numpy_and_pytest_that_work(bootstrap: Bootstra
 
 @pytest.mark.slow
 def test_cuda_runtime_comes_with_its_cuda_version(bootstrap: BootstrapChannel, tmp_path: Path) -> None:
+    """conda-forge's names on each side of CUDA 12: cudatoolkit for 11.8, cuda-version + cuda-cudart after."""
     prefix = tmp_path / "env0"
-    installed = _versions(_solve(bootstrap.url(), ["cuda-cudart 11.8.*"], tmp_path))
-    assert installed["cuda-version"] == "11.8"
-    assert installed["cuda-cudart"].startswith("11.8.")
+    installed = _versions(_solve(bootstrap.url(), ["cudatoolkit 11.8.*"], tmp_path))
+    assert installed["cudatoolkit"].startswith("11.8.") and "cuda-version" not in installed
     library = prefix / "lib" / "libcudart.so.11.0"
     assert library.is_file() and library.read_bytes()[:4] == b"\x7fELF"
-    # cuda-version refuses a driver older than its CUDA release.
-    refused = _solve(bootstrap.url(), ["cuda-cudart 11.8.*"], tmp_path, cuda="11.2")
+    # it refuses a driver older than its CUDA release.
+    refused = _solve(bootstrap.url(), ["cudatoolkit 11.8.*"], tmp_path, cuda="11.2")
     assert refused.unsatisfiable and "__cuda" in refused.unsatisfiable, refused
-    accepted = _solve(bootstrap.url(), ["cuda-cudart 11.8.*"], tmp_path, cuda="12.4")
-    assert _versions(accepted)["cuda-version"] == "11.8"
+    split = _versions(_solve(bootstrap.url(), ["cuda-cudart 12.4.*"], tmp_path, cuda="12.4"))
+    assert split["cuda-version"] == "12.4" and split["cuda-cudart"].startswith("12.4.")
+    refused = _solve(bootstrap.url(), ["cuda-cudart 12.4.*"], tmp_path, cuda="11.8")
+    assert refused.unsatisfiable and "__cuda" in refused.unsatisfiable, refused
 
 
 @pytest.mark.slow

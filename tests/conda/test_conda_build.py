@@ -40,10 +40,15 @@ def test_variant_config_comes_from_release_yaml(spec_copy, tmp_path):
     assert path == tmp_path / "state" / "conda" / "variants" / "cuda11.yaml"
     assert yaml.safe_load(path.read_text()) == {
         "release_version": [release.release.version], "variant_tag": ["cu118"], "cuda_version": ["11.8"],
-        "cuda_archs": [";".join(release.variants["cuda11"].archs)], "python": ["3.10", "3.12"],
-        "python_min": ["3.10"]}
+        "cuda_archs": [";".join(release.variants["cuda11"].archs)],
+        # conda-forge's CUDA 11 packages: cudatoolkit, and nvcc_<subdir> for compiler('cuda')
+        "cuda_runtime": ["cudatoolkit"], "cuda_compiler": ["nvcc"], "cuda_compiler_version": ["11.8"],
+        "python": ["3.10", "3.12"], "python_min": ["3.10"]}
     cpu = yaml.safe_load(write_variant_config(release, release.variants["cpu"], tmp_path / "state").read_text())
     assert (cpu["variant_tag"], cpu["cuda_version"], cpu["cuda_archs"]) == (["cpu"], ["none"], ["none"])
+    assert cpu["cuda_runtime"] == ["none"] and "cuda_compiler" not in cpu
+    cu124 = yaml.safe_load(write_variant_config(release, release.variants["cuda12"], tmp_path / "state").read_text())
+    assert (cu124["cuda_runtime"], cu124["cuda_compiler"]) == (["cuda-cudart"], ["cuda-nvcc"])
 
 
 def test_conda_channels_are_validated_in_release_yaml(spec_copy):

@@ -127,7 +127,9 @@ def test_asking_for_cu118_never_yields_a_cpu_package(with_cuda: Released, tmp_pa
     for name in ("ember", "libember"):
         assert "cu118" in builds[name] and "cpu" not in builds[name], builds
     assert builds["ember-variant"] == "cu118"
-    assert result.named("cuda-cudart") is not None and result.named("cuda-cudart").version.startswith("11.8")
+    # CUDA 11 is conda-forge's single cudatoolkit package (cuda-cudart starts at CUDA 12)
+    assert result.named("cudatoolkit") is not None and result.named("cudatoolkit").version.startswith("11.8")
+    assert result.named("cuda-cudart") is None
     assert (tmp_path / "prefix" / "lib" / "libcudart.so.11.0").exists()
 
 
@@ -254,7 +256,8 @@ def test_cu118_libember_depends_on_the_matching_cuda_runtime(repo: Path, with_cu
     variant = load_spec(repo).release.variants["cuda11"]
     lib = _published(with_cuda, f"libember-{variant.tag}-linux-x86_64-conda")
     assert lib.name.startswith("libember-") and f"-{variant.tag}_h" in lib.name
-    assert f"cuda-cudart {variant.cuda}.*" in IndexJson.from_package_archive(lib).depends
+    depends = IndexJson.from_package_archive(lib).depends
+    assert f"cudatoolkit {variant.cuda}.*" in depends and not [d for d in depends if d.startswith("cuda-cudart")]
     mutex = _published(with_cuda, f"ember-variant-{variant.tag}-conda")
     assert IndexJson.from_package_archive(mutex).constrains == [f"__cuda >={variant.cuda}"]
 

@@ -11,9 +11,17 @@ shipyard/resources/conda_bootstrap/ and saying in its `about` where its bytes ca
   as conda-forge gives them, conda/names.py) with their dependency closure, versions chosen by pip's
   own resolver for each Python, repacked from PyPI wheels (`noarch: python` for pure wheels, one
   build per Python for binary ones);
-- `cuda-version X.Y` and `cuda-cudart` per CUDA version, the runtime from NVIDIA's PyPI wheel (the
-  pin that resources/cuda_toolkits.toml gives the toolkit of that version);
-- `libpng` and `libjpeg-turbo` from Debian's .debs (resources/conda_bootstrap/debian_libraries.toml).
+- per CUDA version, conda-forge's packages of its major (conda/cuda_packages.py): `cudatoolkit X.Y`
+  up to CUDA 11, `cuda-version X.Y` and `cuda-cudart` from 12, the runtime from NVIDIA's PyPI wheel
+  (the pin that resources/cuda_toolkits.toml gives the toolkit of that version);
+- `libpng` and `libjpeg-turbo` from Debian's .debs (resources/conda_bootstrap/debian_libraries.toml);
+- stand-ins for the build tools the recipes' build requirements name (bootstrap_plan.HOST_TOOLS):
+  `cmake`, `ninja`, `gcc_linux-64` and `gxx_linux-64` (what compiler('c') and compiler('cxx') render
+  to) hold wrappers that run this machine's programs, and the compilers' activation points CC and
+  CXX at this machine's gcc and g++; `nvcc_linux-64` (CUDA 11) and `cuda-nvcc_linux-64` (12 and up),
+  what compiler('cuda') renders to, hold nothing, because shipyard hands each build the toolkit it
+  assembled in SHIPYARD_CMAKE_ARGS. None of them holds a tool's bytes: they work on the machine that
+  built the channel only, and say so in their `about`.
 
 Caching, in `<cache_root>` (default: shipyard's cache / conda-bootstrap):
 - `requests/<request key>.json`: what a request (Pythons, CUDA versions, pyenv builds, templates,

@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -32,6 +33,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from shipyard.conda.cuda_packages import cuda_conda_packages
 from shipyard.conda.names import conda_name
 from shipyard.errors import BuildError, ToolchainMissing, ToolError
 from shipyard.host.apt_sources import download_debs
@@ -46,6 +48,9 @@ from shipyard.plumbing.wheel_metadata import dist_info, read_metadata
 # Bump when this module changes what a package holds without its recipe text changing.
 REVISION = "1"
 
+# The one conda platform the bootstrap channel builds for (and names compiler packages after).
+SUBDIR = "linux-64"
+
 
 # The wheel platform pip resolves for: the oldest manylinux every wheel here still ships.
 WHEEL_PLATFORM = "manylinux2014_x86_64"
@@ -58,6 +63,38 @@ TEMPLATES = "conda_bootstrap"
 # a release adds its components' build backends, dependencies and test requirements
 # (conda/bootstrap.py `release_requirements`).
 ROOT_REQUIREMENTS = ("numpy", "pytest", "pip", "scikit-build-core", "installer")
+
+
+@dataclass(frozen=True)
+class HostToolStandIn:
+    """A package of conda-forge's that the recipes' build requirements name (cmake, ninja, and what
+    `compiler('c')` / `compiler('cxx')` render to on linux-64), stood in for by this machine's
+    program: wrappers in bin/, and for a compiler an activation that points CC or CXX at it."""
+
+    name: str
+    programs: tuple[str, ...]  # found on PATH; the first reports the version
+    version_flag: str
+    activates: str = ""  # the variable a compiler's activation sets to the first program
+
+
+HOST_TOOLS = (
+    HostToolStandIn("cmake", ("cmake", "ctest", "cpack"), "--version"),
+    HostToolStandIn("ninja", ("ninja",), "--version"),
+    # rattler-build's defaults on Linux: compiler('c') is gcc_<subdir>, compiler('cxx') gxx_<subdir>.
+    HostToolStandIn(f"gcc_{SUBDIR}", ("gcc",), "-dumpfullversion", activates="CC"),
+    HostToolStandIn(f"gxx_{SUBDIR}", ("g++",), "-dumpfullversion", activates="CXX"),
+)
+
+
+def stand_in_names(cuda_versions: Iterable[str]) -> tuple[str, ...]:
+    """The names the channel holds for the recipes' build tools and CUDA packages (beside python,
+    the Python packages and the Debian libraries): the host tools, then per CUDA version its
+    runtime packages and its compiler package (conda/cuda_packages.py says which)."""
+    names = [tool.name for tool in HOST_TOOLS]
+    for cuda in _sorted_versions(cuda_versions):
+        packages = cuda_conda_packages(cuda)
+        names += [*packages.runtime_packages(), packages.compiler_package(SUBDIR)]
+    return tuple(dict.fromkeys(names))
 
 
 # --- the public entry point ---------------------------------------------------------------------
@@ -106,6 +143,13 @@ class BootstrapRequest:
         channel = _json_digest({"revision": REVISION, "packages": [p.key for p in packages]})
         return BootstrapPlan(request=self.key, record={**record, "channel": channel}, channel=channel,
                              packages=tuple(packages))
+
+    def top_level_names(self) -> frozenset[str]:
+        """The names the channel holds whatever pip resolves (the roots' closures add more): python
+        and python_abi, each root requirement, the Debian libraries and the stand-ins for the
+        recipes' build tools and CUDA packages."""
+        return frozenset({"python", "python_abi", *(conda_name(Requirement(r).name) for r in self.roots),
+                          *_debian_libraries()["libraries"], *stand_in_names(self.cudart_pins)})
 
 
 def bootstrap_request(*, pythons: Sequence[str], cuda_versions: Sequence[str], requirements: Sequence[str] = (),
@@ -402,14 +446,29 @@ def _planned_packages(record: Mapping[str, Any], interpreters: Mapping[str, _Pye
                                 {"host_python": host.identity}))
 
     for cuda, file in sorted(record["cudart"].items(), key=lambda item: _version_key(item[0])):
-        plan.append(package("cuda-version", cuda, f"cuda-version {cuda}", (),
-                            _render("cuda-version", {"cuda_version": cuda}), {}))
+        packages = cuda_conda_packages(cuda)
         wheel = _read_wheel(wheels_dir / file)
         lib_dir = _cudart_folder(_unpacked_wheel(wheels_dir / file, downloads / "unpacked"), file)
-        recipe = _render("cuda-cudart", {"version": wheel.version, "cuda_version": cuda, "wheel": file,
-                                         "wheel_sha256": wheel.sha256, "lib_dir": str(lib_dir)})
-        plan.append(package("cuda-cudart", wheel.version, f"cuda-cudart {wheel.version}", ("cuda-version",),
-                            recipe, {}))
+        runtime = {"version": wheel.version, "cuda_version": cuda, "wheel": file, "wheel_sha256": wheel.sha256,
+                   "lib_dir": str(lib_dir)}
+        if packages.split:
+            plan.append(package("cuda-version", cuda, f"cuda-version {cuda}", (),
+                                _render("cuda-version", {"cuda_version": cuda}), {}))
+            plan.append(package("cuda-cudart", wheel.version, f"cuda-cudart {wheel.version}", ("cuda-version",),
+                                _render("cuda-cudart", runtime), {}))
+        else:
+            plan.append(package("cudatoolkit", wheel.version, f"cudatoolkit {wheel.version}", (),
+                                _render("cudatoolkit", runtime), {}))
+        compiler = packages.compiler_package(SUBDIR)
+        plan.append(package(compiler, cuda, f"{compiler} {cuda}", (),
+                            _host_tool_recipe(compiler, cuda, {}, ""), {}))
+
+    for tool in HOST_TOOLS:
+        found = _host_programs(tool)
+        version = _tool_version(tool, found[tool.programs[0]])
+        activation = f"{tool.activates}={found[tool.programs[0]]}" if tool.activates else ""
+        plan.append(package(tool.name, version, f"{tool.name} {version} (stand-in: {found[tool.programs[0]]})", (),
+                            _host_tool_recipe(tool.name, version, found, activation), {}))
 
     libraries = _debian_libraries()["libraries"]
     for conda, file in sorted(record["debs"].items()):
@@ -421,7 +480,52 @@ def _planned_packages(record: Mapping[str, Any], interpreters: Mapping[str, _Pye
                                          "lib_dir": str(lib_dir), "libraries": spec["libraries"]},
                          _setter(("tests", 0, "package_contents", "files"), list(spec["files"])))
         plan.append(package(conda, version, f"{conda} {version}", (), recipe, {}))
+    missing = set(stand_in_names(record["cudart"])) - {p.name for p in plan}
+    if missing:  # stand_in_names answers without planning: it must name what the plan builds
+        raise BuildError(f"conda bootstrap channel: the plan lacks the stand-ins {sorted(missing)} that "
+                         "stand_in_names promises (conda/bootstrap_plan.py)")
     return _ordered(plan)
+
+
+def _host_programs(tool: HostToolStandIn) -> dict[str, Path]:
+    """Where this machine's programs of `tool` are; ToolchainMissing names the one it lacks."""
+    found = {}
+    for program in tool.programs:
+        where = shutil.which(program)
+        if where is None:
+            raise ToolchainMissing(f"conda bootstrap channel: {tool.name} stands in with this machine's "
+                                   f"{program}, which is not on PATH. Fix: install it (Debian: apt-get install "
+                                   f"{'g++' if tool.activates else tool.name}), or build with a channel that has "
+                                   f"conda-forge's {tool.name} (--channel)")
+        found[program] = Path(where)
+    return found
+
+
+def _tool_version(tool: HostToolStandIn, program: Path) -> str:
+    """`cmake version 3.25.1` -> 3.25.1: the first dotted number the program prints."""
+    out = command.run([program, tool.version_flag], timeout=60, what=f"{program} {tool.version_flag}").stdout
+    match = re.search(r"\d+(?:\.\d+)+", out)
+    if match is None:
+        raise ToolError(f"conda bootstrap channel: {program} {tool.version_flag} printed no version "
+                        f"({out.strip()[:80]!r}); {tool.name} cannot stand in with it")
+    return match.group(0)
+
+
+def _host_tool_recipe(name: str, version: str, programs: Mapping[str, Path], activation: str) -> str:
+    """The stand-in's recipe: one wrapper per program, and its activation script (if any)."""
+    def fill(recipe: dict[str, Any]) -> None:
+        script = ['mkdir -p "$PREFIX/bin" "$PREFIX/etc/conda/activate.d"']
+        for program, path in programs.items():
+            target = shlex.quote(str(path))
+            script.append(f"printf '#!/bin/sh\\nexec %s \"$@\"\\n' {target} > \"$PREFIX/bin/{program}\"")
+            script.append(f'chmod 755 "$PREFIX/bin/{program}"')
+        line = f"export {activation}" if activation else "# nothing to activate: shipyard hands the build its toolkit"
+        script.append(f"printf '%s\\n' {shlex.quote(line)} > \"$PREFIX/etc/conda/activate.d/shipyard-{name}.sh\"")
+        recipe["build"]["script"] = script
+
+    shown = " ".join(str(p) for p in programs.values()) or "nothing (metadata only)"
+    return _render("host-tool", {"name": name, "version": version, "programs": shown,
+                                 "activation": activation or "nothing"}, fill)
 
 
 def _installer_wheel(files: Iterable[str], python: str) -> str:

@@ -222,8 +222,11 @@ def _rendered(spec: Spec, variant: Variant, components: list[Component], pythons
                 if ident in planned:
                     continue
                 sources = _source_paths(spec, component, name)
+                # The recipe folder too: the build scripts beside recipe.yaml (build_<output>.sh and
+                # .bat) decide the bytes as much as the recipe text, which the key holds already.
                 item = PlannedBuild(rv, staged, _cell_of(cells, component, name, python), env,
-                                _sources_hash(sources), source_date(spec.root, [*sources, staged.original.parent]),
+                                _sources_hash([*sources, staged.original.parent]),
+                                source_date(spec.root, [*sources, staged.original.parent]),
                                 PreflightPackage("-".join(ident), staged.original, "", {}))
                 item.check.subdir = item.subdir
                 item.check.requirements = requirements_of(rv.recipe.to_dict())

@@ -87,7 +87,9 @@ def mirror_checkout(root: Path, mirror: Path) -> None:
 
 def stage_recipe(root: Path, mirror: Path, name: str, extra: dict[str, Any]) -> StagedRecipe:
     """Copy recipes/<name>/recipe.yaml into the mirror with `extra` appended as its top-level
-    `extra:` (the recipe itself must not have one); the folder's other files are linked."""
+    `extra:` (the recipe itself must not have one), and the folder's other files (the build
+    scripts) beside it: copied, not linked, because rattler-build packs the recipe folder into
+    info/recipe/, where a link would name this checkout's path instead of holding the script."""
     original = recipe_file(root, name)
     doc = _load(original)
     if not isinstance(doc.data, dict):
@@ -108,8 +110,14 @@ def stage_recipe(root: Path, mirror: Path, name: str, extra: dict[str, Any]) -> 
         folder.unlink()
     folder.mkdir(parents=True, exist_ok=True)
     for entry in sorted(original.parent.iterdir()):
-        if entry.name != "recipe.yaml" and not (folder / entry.name).exists():
-            os.symlink(entry, folder / entry.name)
+        target = folder / entry.name
+        if entry.name == "recipe.yaml" or target.exists():
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, target)
+        else:
+            shutil.copyfile(entry, target)
+            shutil.copymode(entry, target)
     staged = folder / "recipe.yaml"
     staged.write_text(text, encoding="utf-8")
     return StagedRecipe(name, original, staged, text)

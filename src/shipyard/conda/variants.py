@@ -4,6 +4,11 @@ The recipes under recipes/ name no version, Python, CUDA version or arch list: a
 come from this file, one per variant, written to `.shipyard/conda/variants/<variant>.yaml`.
 Each component keeps its own version (`<component>_version`, dashes as underscores, e.g.
 `ember_version`): a recipe names its own and those of the components it depends on.
+
+A CUDA variant also says which of conda-forge's CUDA packages it builds and runs with
+(conda/cuda_packages.py): `cuda_runtime` (`cudatoolkit` up to CUDA 11, `cuda-cudart` from 12;
+`none` for CPU), and conda-forge's own keys for `${{ compiler('cuda') }}`, `cuda_compiler`
+(`nvcc`, `cuda-nvcc`) and `cuda_compiler_version`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 import yaml
 from packaging.version import Version
 
+from shipyard.conda.cuda_packages import cuda_conda_packages
 from shipyard.plumbing.atomic_files import write_atomic
 from shipyard.release.spec import Release, Variant
 
@@ -31,11 +37,17 @@ def variant_config(release: Release, variant: Variant, versions: Mapping[str, st
     """The variant keys of one variant. Each is a one-element list except `python`: one
     rendering per Python of the release. `versions`: each conda component's own version."""
     pythons = list(release.pythons)
+    cuda: dict[str, list[str]] = {"cuda_runtime": [NO_CUDA]}
+    if variant.cuda:
+        packages = cuda_conda_packages(variant.cuda)
+        cuda = {"cuda_runtime": [packages.runtime], "cuda_compiler": [packages.compiler],
+                "cuda_compiler_version": [variant.cuda]}
     return {
         "release_version": [release.release.version],
         "variant_tag": [variant.tag],
         "cuda_version": [variant.cuda or NO_CUDA],
         "cuda_archs": [";".join(variant.archs) or NO_CUDA],
+        **cuda,
         "python": pythons,
         # noarch: python packages build with, and require at least, the oldest Python.
         "python_min": [min(pythons, key=Version)],
