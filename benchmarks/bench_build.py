@@ -8,6 +8,9 @@
    jobs, where wall time does not.
 2. An unchanged re-run of `shipyard build --variant cpu` (everything cached): shipyard's own
    seconds.
+3. abi3 (a component's `limited_api`): building the fixture release tests/fixtures/abi3release for
+   every Python vs for one. Its one cp39-abi3 wheel per variant is built once either way, so the
+   goal is <= 1.05x; its tests on each Python are the test stage's, not measured here.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from shipyard.wheel.native_core import shipyard_cmake_defines
 from shipyard.wheel.variant_wheels import build_variant
 
 ROOT = Path(__file__).resolve().parent.parent
+ABI3_RELEASE = ROOT / "tests" / "fixtures" / "abi3release"
 
 
 @dataclass(frozen=True)
@@ -99,14 +103,39 @@ def plain_builds(project: Path, state: Path, pythons: tuple[str, ...], defines: 
         shutil.rmtree(out, ignore_errors=True)
 
 
+def abi3_row(rounds: int) -> None:
+    """The abi3 row: the fixture abi3 release built for every Python here vs for the lowest alone,
+    alternating for `rounds` rounds (medians), build venvs warmed first."""
+    work = Path(tempfile.mkdtemp(prefix="bench-abi3-"))
+    try:
+        root = work / "release"
+        shutil.copytree(ABI3_RELEASE, root)
+        spec = load_spec(root)
+        (component,) = spec.release.components
+        pythons = tuple(p for p in spec.release.pythons if discover().interpreter(p))
+        state, dist = root / ".shipyard", root / "dist"
+        for python in pythons:
+            ensure_build_env(discover().interpreter(python), root / spec.release.components[component].path, state)
+        costs = [(shipyard_build(spec, state, dist, component, pythons[:1], "cpu"),
+                  shipyard_build(spec, state, dist, component, pythons, "cpu")) for _ in range(rounds)]
+        one, many = median([a for a, _ in costs]), median([b for _, b in costs])
+        report("abi3 (one wheel):", one, many, len(pythons), "  (goal <= 1.05x)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--component", default="ember")
     parser.add_argument("--variant", default="cpu", help="variant name, e.g. cpu or cuda11")
     parser.add_argument("--skip-rerun", action="store_true", help="skip the unchanged re-run measurement")
+    parser.add_argument("--abi3-only", action="store_true", help="measure the abi3 row alone")
     parser.add_argument("--rounds", type=int, default=3,
                         help="alternating rounds of shipyard's 1- and N-Python builds (medians reported)")
     args = parser.parse_args()
+    if args.abi3_only:
+        abi3_row(args.rounds)
+        return 0
     spec = load_spec(ROOT)
     component = spec.release.components[args.component]
     project = ROOT / component.path
@@ -144,6 +173,7 @@ def main() -> int:
     print(f"  shipyard {n}-Python build vs plain: {ship_all.wall / plain_all.wall:5.2f}x the time, "
           f"{ship_all.cpu / plain_all.cpu:5.2f}x the CPU")
     shutil.rmtree(work, ignore_errors=True)
+    abi3_row(args.rounds)
     if not args.skip_rerun:
         request = BuildRequest(variant="cpu", dist=ROOT / "dist", state=ROOT / ".shipyard")
         first = timed(lambda: build_variant(spec, request))

@@ -95,7 +95,8 @@ def build_jobs(release: Release, cells: Iterable[Cell] | None = None) -> list[Bu
         platform = MOBILE_PLATFORM if KINDS[kind].on_mobile_targets else first.platform  # ANY for a pure job
         variant = release.variants[variant_name]
         builder = builder_platform(release, first)
-        pythons = tuple(dict.fromkeys(c.python for c in members if c.python))
+        # An abi3 cell's job sets up every Python it is tested on, its one build's among them.
+        pythons = tuple(dict.fromkeys(p for c in members for p in c.test_pythons))
         if first.is_pure:  # built once, with the release's Pythons available for its tests
             pythons = release.pythons
         components = tuple(dict.fromkeys(c.component for c in members))

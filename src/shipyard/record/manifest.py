@@ -142,6 +142,10 @@ class ArtifactRecord(CellRecord):
     # The cells whose tests prove this artifact when it has none of its own (record/gate.py): an
     # image's wheels, the conda core package's and the mutex's dependent packages. Empty: itself.
     proven_by: tuple[str, ...] = ()
+    # An abi3 wheel's (one wheel for every Python; `python` is the one that built it): the Pythons
+    # its tests ran on, `tests` their one verdict (tests.pythons: each one's result). Empty for
+    # every other artifact, whose tests ran on its own `python`.
+    tested_pythons: tuple[str, ...] = ()
 
     @field_validator("tests")
     @classmethod

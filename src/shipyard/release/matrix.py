@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shipyard.errors import SpecError, UsageError
-from shipyard.release.kinds import KINDS
+from shipyard.release.kinds import KINDS, WHEEL
 from shipyard.release.spec import Exclusion, Platform, Release
 
 # Variant, variant tag and platform of a pure cell: one py3-none-any wheel for every variant and platform.
@@ -34,21 +34,44 @@ class Cell:
     platforms: tuple[str, ...] = ()
     # The package's name when it is not the component's: the conda core package (libember).
     package: str = ""
+    # An abi3 cell (its component's limited_api, e.g. "3.9"): one wheel built with `python` (the
+    # lowest Python of the release its project admits), tested on each of `pythons`.
+    limited_api: str = ""
+    pythons: tuple[str, ...] = ()
 
     @property
     def is_pure(self) -> bool:
         return self.platform == ANY
 
     @property
+    def is_abi3(self) -> bool:
+        return bool(self.limited_api)
+
+    @property
     def python_tag(self) -> str | None:
         return "cp" + self.python.replace(".", "") if self.python else None
+
+    @property
+    def interpreter_tags(self) -> str | None:
+        """The python and abi tags of the cell's wheel: 'cp311-cp311', or 'cp39-abi3' for an abi3
+        cell (its limited-API floor, whichever Python built it); None without a Python."""
+        if self.is_abi3:
+            return f"cp{self.limited_api.replace('.', '')}-abi3"
+        return f"{self.python_tag}-{self.python_tag}" if self.python_tag else None
+
+    @property
+    def test_pythons(self) -> tuple[str, ...]:
+        """The Pythons the cell's artifact is tested on: an abi3 cell's every Python, else its own."""
+        return self.pythons or ((self.python,) if self.python else ())
 
     @property
     def id(self) -> str:
         if self.is_pure:
             return f"{self.component}-{ANY}-{self.package_type}"
         parts = [self.package or self.component, self.variant_tag, self.platform]
-        if self.python_tag:
+        if self.is_abi3:
+            parts.append(f"cp{self.limited_api.replace('.', '')}-abi3")
+        elif self.python_tag:
             parts.append(self.python_tag)
         parts.append(self.package_type)
         return "-".join(parts)
@@ -95,18 +118,37 @@ def expand(release: Release) -> list[Cell]:
     kept = [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None
             and not not_applicable_reason(release, cell)]
     pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
+    abi3 = {c.name: c.limited_api for c in release.components.values() if c.limited_api}
     out: list[Cell] = []
-    collapsed: set[tuple[str, str]] = set()
+    collapsed: set[tuple[str, ...]] = set()
     for cell in kept:
         group = (cell.component, cell.package_type)
+        if cell.component in abi3 and cell.package_type == WHEEL.name:
+            # One abi3 wheel per variant and platform serves every Python: its Pythons become test cells.
+            build = (*group, cell.variant, cell.platform)
+            if build not in collapsed:
+                collapsed.add(build)
+                same = [c for c in kept if (c.component, c.package_type, c.variant, c.platform) == build]
+                out.append(_abi3_cell(cell, abi3[cell.component], same))
         # A pure component builds a py3-none-any wheel, a `noarch: python` conda package: once.
-        if cell.component not in pure or not KINDS[cell.package_type].pure_once:
+        elif cell.component not in pure or not KINDS[cell.package_type].pure_once:
             out.append(cell)
         elif group not in collapsed:
             collapsed.add(group)
             out.append(_pure_cell(cell.component, cell.package_type,
                                   [c for c in kept if (c.component, c.package_type) == group]))
     return out
+
+
+def _python_order(python: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in python.split("."))
+
+
+def _abi3_cell(first: Cell, limited_api: str, covered: list[Cell]) -> Cell:
+    """The one abi3 wheel cell of `covered` (one variant and platform, a cell per Python): built
+    with the lowest of their Pythons, tested on all of them, in order."""
+    pythons = tuple(sorted((c.python for c in covered if c.python), key=_python_order))
+    return replace(first, python=pythons[0], limited_api=limited_api, pythons=pythons)
 
 
 @dataclass(frozen=True)
@@ -219,7 +261,7 @@ def select(cells: list[Cell], *, variant: str | None = None, platform: str | Non
             continue
         if component and cell.component != component:
             continue
-        if python and cell.python != python:
+        if python and cell.python != python and python not in cell.pythons:  # an abi3 cell's test Pythons
             continue
         out.append(cell)
     return out

@@ -110,6 +110,16 @@ def _requirement(value: Any) -> Any:
     return value
 
 
+def _limited_api(value: Any) -> Any:
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        raise ValueError(f"limited_api given as a number ({value!r}), which YAML may misread (3.10 is 3.1); "
+                         f"write it quoted, e.g. \"3.9\"")
+    if not isinstance(value, str) or not re.fullmatch(r"3\.\d+", value) or int(value.split(".")[1]) < 2:
+        raise ValueError("not a limited-API version; write the oldest Python the extensions' limited API "
+                         "keeps to, quoted, \"3.2\" or later, e.g. \"3.9\"")
+    return value
+
+
 def _lowercase_hex(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value  # as `sha256sum`, PyPI or a commit page shows it
 
@@ -182,6 +192,10 @@ class Component(Frozen):
     # setup.cfg) when not given; a setup.py-only project states it here. The matrix's other
     # Pythons become "not applicable" cells, never failures.
     requires_python: Annotated[str, BeforeValidator(_requires_python)] | None = None
+    # The oldest Python whose limited API (PEP 384) the extensions keep to: one wheel per platform
+    # and variant, tagged cp39-abi3, built with the lowest Python and tested on every Python of the
+    # release (validate.py holds it to the release's Pythons; wheel/limited_api.py builds and audits it).
+    limited_api: Annotated[str, BeforeValidator(_limited_api)] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> Component:
@@ -204,6 +218,13 @@ class Component(Frozen):
         if wrong:
             raise ValueError(f"a {self.kind} component cannot be packaged as {', '.join(wrong)}; "
                              f"use {', '.join(allowed)}, or change its kind")
+        return self
+
+    @model_validator(mode="after")
+    def _limited_api_needs_extensions(self) -> Component:
+        if self.limited_api and self.kind != "python-native":
+            raise ValueError(f"limited_api applies to extension modules; component {self.name!r} is "
+                             f"{self.kind}: remove limited_api")
         return self
 
     @model_validator(mode="after")
@@ -243,6 +264,11 @@ class Component(Frozen):
         if self.tests is None or self.tests_folder(root).is_relative_to(root.resolve()):
             return root.resolve()
         return self.source_dir(root).resolve()
+
+    @property
+    def abi3_tag(self) -> str | None:
+        """The Python tag of the one abi3 wheel (limited_api "3.9" -> "cp39"), None without limited_api."""
+        return "cp" + self.limited_api.replace(".", "") if self.limited_api else None
 
     def admits_python(self, python: str) -> bool:
         """Whether `requires_python` admits some release of Python `python` (major.minor)."""

@@ -112,6 +112,8 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
                 out.add(doc, ("components", name, "tests"), f"the tests folder does not exist: {tests}",
                         fix="create it, or give the folder that holds the component's tests, relative to the "
                             "project's folder")
+        if component.limited_api and (problem := limited_api_problem(component.limited_api, release.pythons)):
+            out.add(doc, ("components", name, "limited_api"), problem)
         if any(KINDS[t].on_mobile_targets for t in component.package_types) and not release.mobile_targets:
             out.add(doc, ("components", name, "package_types"),
                     "package type 'mobile' needs mobile_targets; add a mobile_targets section")
@@ -158,6 +160,16 @@ def _check_release(release: Release, doc: YamlDocument, root: Path, out: Collect
     _check_exclusions(release, doc, out)
     _check_images(release, doc, out)
     _check_pytest_args(release, doc, root, out)
+
+
+def limited_api_problem(floor: str, pythons: tuple[str, ...]) -> str | None:
+    """Why the limited-API floor `floor` does not fit the release's `pythons`, or None: its one
+    abi3 wheel is built with the lowest of them, which must offer that limited API."""
+    lowest = min(pythons, key=lambda p: tuple(int(n) for n in p.split(".")))
+    if tuple(int(n) for n in floor.split(".")) <= tuple(int(n) for n in lowest.split(".")):
+        return None
+    return (f"is above the release's lowest Python ({lowest}), whose build could not offer that limited API; "
+            f"set limited_api: \"{lowest}\" or lower, or drop Python {lowest} from pythons")
 
 
 def _check_pipeline_channels(release: Release, doc: YamlDocument, root: Path, out: Collector) -> None:

@@ -69,6 +69,7 @@ class CellOutcome:
     build: dict[str, object] = field(default_factory=dict)
     test_json: dict[str, object] | None = None
     cuda_archs: CudaArchs | None = None  # what its binaries verifiably carry (None: no kernels)
+    tested_pythons: tuple[str, ...] = ()  # an abi3 cell's: the Pythons whose tests ran on its one wheel
 
     @property
     def size(self) -> int | None:

@@ -24,7 +24,9 @@ def _matching(cells: list[Cell], request: BuildRequest, inventory: Inventory) ->
     if request.components:
         cells = [c for c in cells if c.component in request.components]
     if request.pythons:
-        cells = [c for c in cells if c.python in request.pythons or c.is_pure]
+        # An abi3 cell is one build for every Python: any of its Pythons selects it (and is tested).
+        cells = [c for c in cells if c.python in request.pythons or c.is_pure
+                 or set(c.pythons) & set(request.pythons)]
     return cells
 
 
@@ -65,7 +67,7 @@ def dependency_cells(spec: Spec, request: BuildRequest, inventory: Inventory,
 def _indexed(spec: Spec, cell: Cell, variant_dir: Path) -> bool:
     """Whether the variant's index holds a wheel of `cell` (its Python and platform, or a pure one)."""
     wanted = ("py3-none-any" if cell.is_pure else
-              f"{cell.python_tag}-{cell.python_tag}-{spec.release.platforms[cell.platform].wheel_platform_tag}")
+              f"{cell.interpreter_tags}-{spec.release.platforms[cell.platform].wheel_platform_tag}")
     for wheel in (variant_dir / canonicalize_name(cell.component)).glob("*.whl"):
         try:
             tags = parse_wheel_filename(wheel.name)[3]

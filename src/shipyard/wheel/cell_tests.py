@@ -37,6 +37,7 @@ class _TestTask:
     installer: str
     local_deps: list[Path]  # the wheels of the variant index its install can pull in
     key: str = ""
+    test_json: dict[str, Any] | None = None  # its run's verdict (TestRun.to_json), once it ran
 
     @property
     def wheel(self) -> Path:
@@ -47,7 +48,8 @@ class _TestTask:
 def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dict[str, Toolchain],
                    variant_dir: Path) -> None:
     """Test every built cell from the variant index: cached verdicts at once, the rest side by
-    side (ctx.request.test_jobs at a time), each cell with its own venv, TMPDIR and ports."""
+    side (ctx.request.test_jobs at a time), each cell with its own venv, TMPDIR and ports. An abi3
+    cell's one wheel is tested on each of its Pythons, and their verdicts make its one verdict."""
     local = {canonicalize_name(n) for n in ctx.spec.release.components}
     tasks: list[_TestTask] = []
     for outcome in outcomes:
@@ -60,22 +62,20 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
         if not component.tests:
             outcome.detail = "no tests declared"
             continue
-        interpreter = resolved[outcome.cell.id].interpreter
-        assert interpreter is not None
-        test_pythons = ctx.request.test_pythons
-        if test_pythons and not outcome.cell.is_pure and outcome.cell.python not in test_pythons:
+        interpreters = _test_interpreters(ctx, outcome, resolved)
+        if not interpreters:
             # Built, repaired and arch-checked like every cell; only its suite is left out, and it
             # says so: a cell that did not run its tests never reads as passed (nor as cached).
-            outcome.result, outcome.detail = "not tested", untested_detail(test_pythons)
+            outcome.result, outcome.detail = "not tested", untested_detail(ctx.request.test_pythons)
             continue
         tests_dir = component.tests_folder(ctx.root)
         # A pure wheel is tested here, so this host's platform gates it.
         platform = ctx.inventory.host_platform if outcome.cell.is_pure else outcome.cell.platform
         gate = feature_gate(ctx.spec, component.name, platform, tests_dir, component.test_id_root(ctx.root))
-        tasks.append(_TestTask(outcome, interpreter, tests_dir, gate,
-                               sorted(f.id for f in ctx.spec.features.features if f.component != component.name),
-                               installer=ctx.request.test_installer,
-                               local_deps=_local_dependency_wheels(outcome.wheel, variant_dir, local)))
+        others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
+        deps = _local_dependency_wheels(outcome.wheel, variant_dir, local)
+        tasks += [_TestTask(outcome, interpreter, tests_dir, gate, others, installer=ctx.request.test_installer,
+                            local_deps=deps) for interpreter in interpreters]
     if ctx.request.test_installer == "uv":
         _choose_pip_cells(tasks)
     pending = []
@@ -85,17 +85,72 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
         if entry is None:
             pending.append(task)
         else:
-            task.outcome.test_json = entry.metadata()["tests"]
-            _judge(task, cached=True)
-    if not pending:
-        return
-    with ThreadPoolExecutor(max_workers=max(1, min(ctx.request.test_jobs, len(pending)))) as pool:
-        for task, error in zip(pending, pool.map(lambda t: _run_tests(ctx, t, variant_dir, local), pending),
-                               strict=True):
-            if error:
-                task.outcome.result, task.outcome.detail = "failed", f"test: {error}"
-            else:
-                _judge(task, cached=False)
+            task.test_json = entry.metadata()["tests"]
+    errors: dict[int, str] = {}
+    if pending:
+        with ThreadPoolExecutor(max_workers=max(1, min(ctx.request.test_jobs, len(pending)))) as pool:
+            for task, error in zip(pending, pool.map(lambda t: _run_tests(ctx, t, variant_dir, local), pending),
+                                   strict=True):
+                if error:
+                    errors[id(task.outcome)] = errors.get(id(task.outcome), "") or _on_python(task, error)
+    by_outcome: dict[int, list[_TestTask]] = {}
+    for task in tasks:
+        by_outcome.setdefault(id(task.outcome), []).append(task)
+    for group in by_outcome.values():
+        outcome = group[0].outcome
+        if id(outcome) in errors:
+            outcome.result, outcome.detail = "failed", f"test: {errors[id(outcome)]}"
+            continue
+        runs = {task.interpreter.version: task.test_json for task in group if task.test_json is not None}
+        if outcome.cell.is_abi3:
+            outcome.tested_pythons = tuple(runs)
+            outcome.test_json = merged_runs(runs)
+        else:
+            outcome.test_json = next(iter(runs.values()))
+        _judge(group[0], cached=all(task not in pending for task in group))
+
+
+def _test_interpreters(ctx: BuildContext, outcome: CellOutcome, resolved: dict[str, Toolchain]) -> list[Interpreter]:
+    """The interpreters `outcome`'s cell is tested with: its own; each of an abi3 cell's Pythons
+    (those the build selected, --python and --test-python) found here. Empty: none to test with."""
+    cell, request = outcome.cell, ctx.request
+    if not cell.is_abi3:
+        interpreter = resolved[cell.id].interpreter
+        assert interpreter is not None
+        left_out = request.test_pythons and not cell.is_pure and cell.python not in request.test_pythons
+        return [] if left_out else [interpreter]
+    wanted = [p for p in cell.pythons if (not request.pythons or p in request.pythons)
+              and (not request.test_pythons or p in request.test_pythons)]
+    found = [i for p in wanted if (i := ctx.inventory.interpreter(p)) is not None]
+    if missing := [p for p in wanted if ctx.inventory.interpreter(p) is None]:
+        ctx.progress(f"{cell.id}: not tested on Python {', '.join(missing)}: no interpreter here "
+                     f"(the manifest lists the Pythons it was tested on)")
+    return found
+
+
+def _on_python(task: _TestTask, error: str) -> str:
+    """`error` of an abi3 cell's test run, naming the Python it ran on."""
+    return f"Python {task.interpreter.version}: {error}" if task.outcome.cell.is_abi3 else error
+
+
+def merged_runs(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One verdict for a wheel tested on several Pythons (an abi3 cell), by Python: failed when any
+    run failed, each problem and each failed feature naming its Python; every feature's entry is
+    that of a run where it failed, else of the first run; `pythons` holds each run's result."""
+    failing = [python for python, run in runs.items() if run["result"] != "passed"]
+    merged = dict(runs[failing[0] if failing else next(iter(runs))])
+    features: dict[str, dict[str, Any]] = {}
+    for python, run in runs.items():
+        for fid, feature in run["features"].items():
+            if fid not in features or (feature["result"] == "failed" and features[fid]["result"] != "failed"):
+                summary = feature.get("summary")
+                failed = feature["result"] == "failed"
+                features[fid] = {**feature, "summary": f"Python {python}: {summary}" if failed else summary}
+    merged |= {"result": "failed" if failing else "passed", "features": features,
+               "problems": [f"Python {python}: {p}" for python, run in runs.items() for p in run["problems"]],
+               "seconds": round(sum(run["seconds"] for run in runs.values()), 2),
+               "pythons": {python: run["result"] for python, run in runs.items()}}
+    return merged
 
 
 def prefetch_test_wheelhouse(ctx: BuildContext, outcome: CellOutcome, interpreter: Interpreter) -> None:
@@ -142,16 +197,18 @@ def _test_key(ctx: BuildContext, task: _TestTask) -> str:
                    # and the files beside the tests change the verdict as the tests do.
                    "project": hash_tree(component.source_dir(ctx.root))}
     return cache_key(kind="test", sources=hash_tree(task.tests_dir), spec_section=test_inputs,
-                     toolchain=task.interpreter.identity, python=task.outcome.cell.python)
+                     toolchain=task.interpreter.identity, python=task.interpreter.version)
 
 
 def _run_tests(ctx: BuildContext, task: _TestTask, variant_dir: Path, local: set[NormalizedName]) -> str:
     """Run one cell's tests; record the verdict (cached when it passed). An error in words, or ''."""
     outcome = task.outcome
     component = ctx.spec.release.components[outcome.cell.component]
-    label = f"test {outcome.cell.id} ({task.installer})"
+    # An abi3 cell's Pythons each test the one wheel in a folder of their own.
+    run_id = f"{outcome.cell.id}-py{task.interpreter.version}" if outcome.cell.is_abi3 else outcome.cell.id
+    label = f"test {run_id} ({task.installer})"
     ctx.progress(label)
-    work = ctx.request.state / "test" / outcome.cell.id
+    work = ctx.request.state / "test" / run_id
     try:
         with claimed_port_range() as ports, running(ctx.progress, label):
             run = run_component_tests(
@@ -164,12 +221,12 @@ def _run_tests(ctx: BuildContext, task: _TestTask, variant_dir: Path, local: set
             scripts = console_script_problems(work / "venv", component.console_scripts)
     except ShipyardError as exc:
         return str(exc)
-    outcome.test_json = run.to_json()
+    task.test_json = run.to_json()
     if scripts:
-        outcome.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
+        task.test_json |= {"result": "failed", "problems": [*run.problems, *scripts]}
     outcome.seconds += run.seconds
     if run.passed and not scripts:
-        ctx.cache.put(task.key, [], {"kind": "test", "tests": outcome.test_json})
+        ctx.cache.put(task.key, [], {"kind": "test", "tests": task.test_json})
     return ""
 
 

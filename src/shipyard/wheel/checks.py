@@ -21,6 +21,7 @@ from shipyard.release.cuda_archs import DeviceCode, expected_device_code, ptx_ar
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Component, Release, Variant
 from shipyard.supply.binaries import ELF_MAGIC, needed_libraries
+from shipyard.wheel.limited_api import abi3_problems
 
 
 @dataclass(frozen=True)
@@ -349,8 +350,10 @@ def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Compo
         return failures + kind + check_size(wheel, release.wheel_size_budget_mb(None)) + check_vendored_libraries(
             wheel, component.vendored_libraries, component=component.name)
     platform = release.platforms[cell.platform]
-    failures += kind or check_platform_tag(
-        wheel, {f"{cell.python_tag}-{cell.python_tag}-{platform.wheel_platform_tag}"})
+    failures += kind or check_platform_tag(wheel, {f"{cell.interpreter_tags}-{platform.wheel_platform_tag}"})
+    if cell.is_abi3 and not kind:
+        failures += [CheckFailure(wheel.name, f"components.{component.name}.limited_api", problem)
+                     for problem in abi3_problems(wheel, cell.limited_api)]
     failures += check_size(wheel, release.wheel_size_budget_mb(variant))
     if component.kind == "python-native" and platform.os == "linux":
         failures += check_shared_libraries(wheel, policy_of(platform.wheel_platform_tag))

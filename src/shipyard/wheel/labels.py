@@ -51,6 +51,8 @@ def package_files(spec: Spec, cell: Cell, component: Component, variant: Variant
                 "variant_tag": variant.tag, "cuda_version": variant.cuda, "cuda_archs": list(variant.archs),
                 "git_sha": git_sha, "python": cell.python, "platform": cell.platform,
                 "verified_cuda_archs": cuda_archs.to_json() if cuda_archs else None}
+        if cell.is_abi3:  # `python` built it; the one wheel serves these
+            info |= {"limited_api": cell.limited_api, "pythons": list(cell.pythons)}
         features = features_document(spec, component.name, cell.platform)
     return {f"{component.import_name}/_build_info.json": _dump(info),
             f"{component.import_name}/_features.json": _dump(features)}

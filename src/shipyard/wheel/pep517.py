@@ -39,11 +39,14 @@ def prestart_build_hook(project: Path, env: BuildEnv, *, extra_env: dict[str, st
 
 def build_wheel(project: Path, env: BuildEnv, out_dir: Path, *, cmake_defines: dict[str, str],
                 extra_env: dict[str, str], build_dir: Path | None, jobs: int,
-                prestarted: PrestartedPython | None = None) -> Path:
+                prestarted: PrestartedPython | None = None,
+                config_settings: dict[str, str] | None = None) -> Path:
     """The backend's build_wheel hook, run by `env`'s Python without isolation (in `prestarted`
     when it was started for this build); returns the wheel. `env` already holds every build
-    requirement (ensure_build_env checked them), so there is no per-build dependency check."""
+    requirement (ensure_build_env checked them), so there is no per-build dependency check.
+    `config_settings`: further settings for the backend (an abi3 wheel's tag, limited_api.py)."""
     settings: dict[str, str | list[str]] = {f"cmake.define.{k}": v for k, v in cmake_defines.items()}
+    settings |= config_settings or {}
     if build_dir is not None:
         settings["build-dir"] = str(build_dir)
     what = f"build {project.name} wheel for Python {env.interpreter.version}"

@@ -40,7 +40,7 @@ from shipyard.release.project_declaration import (
 )
 from shipyard.release.spec import Component, Release, Spec
 from shipyard.supply.sbom import sbom_toolchain, wheel_sbom_files
-from shipyard.wheel import checks
+from shipyard.wheel import checks, limited_api
 from shipyard.wheel.auditwheel_worker import AuditwheelWorkers
 from shipyard.wheel.build_env import BuildEnv, copy_project, ensure_build_env
 from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
@@ -418,6 +418,9 @@ def _cell_environment(ctx: BuildContext, cell: Cell, toolchain: Toolchain, env: 
     if cell.python and not ctx.request.container and (
             headers := python_header_flags(env.python, toolchain, build_dir / "python-headers", copy=copy)):
         environment |= {flags: f"{environment[flags]} {headers}" for flags in ("CFLAGS", "CXXFLAGS")}
+    if cell.is_abi3:
+        environment |= {flags: f"{environment.get(flags, '')} {limited_api.compiler_flags(cell.limited_api)}".strip()
+                        for flags in ("CFLAGS", "CXXFLAGS")}
     return environment
 
 
@@ -431,6 +434,8 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
     defines = shipyard_cmake_defines(ctx.variant, toolchain) | REPRODUCIBLE_CMAKE_DEFINES if cmake else {}
     if core is not None and component.native_core is not None:
         defines[component.native_core.prefix_define] = str(core.prefix)
+    # An abi3 cell's one wheel: the backend tags it cp<floor>-abi3 (the project marks its extensions).
+    settings = limited_api.backend_settings(backend, cell.limited_api, component=component.name) if cell.is_abi3 else {}
     build_dir = ctx.request.state / "build" / cell.id
     # A cell is only rebuilt when its inputs changed: start from an empty folder, so nothing
     # from the last build (CMake's cached paths to an older core, stale objects) leaks in.
@@ -440,7 +445,8 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
         # A pure cell has no Python of its own: it builds with the one its toolchain chose.
         # (The core's toolchain probes stay out: the container's compiler may not be the core's.)
         python = cell.python or (toolchain.interpreter.version if toolchain.interpreter else "")
-        return _container_build(ctx, cell, component, toolchain, project, out, defines, environment, python)
+        return _container_build(ctx, cell, component, toolchain, project, out, defines, environment, python,
+                                settings)
     if writes_into_sources(backend):
         # Backends without an out-of-tree build folder write into the project (setuptools' build/
         # and egg-info, meson-python's .mesonpy-*): each cell builds a copy of its own, git
@@ -451,11 +457,13 @@ def _raw_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: T
         # The core's configure already asked this toolchain what every Python's would ask again.
         defines = core.probes | seed_cmake_platform(build_dir, core.platform) | defines
     return build_wheel(project, env, out, cmake_defines=defines, extra_env=environment,
-                       build_dir=build_dir if cmake else None, jobs=jobs, prestarted=prestarted)
+                       build_dir=build_dir if cmake else None, jobs=jobs, prestarted=prestarted,
+                       config_settings=settings)
 
 
 def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, project: Path,
-                     out: Path, defines: dict[str, str], environment: dict[str, str], python: str) -> Path:
+                     out: Path, defines: dict[str, str], environment: dict[str, str], python: str,
+                     backend_settings: dict[str, str]) -> Path:
     """The same build through cibuildwheel in the local manylinux-style image (`--container`)."""
     from shipyard.host.docker_base import build_manylinux_image, ensure_docker_engine
     from shipyard.wheel.container import build_wheels_in_container, host_path
@@ -468,7 +476,7 @@ def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolch
                                   progress=ctx.progress)
     # Host paths (the prebuilt core) are seen under /host inside cibuildwheel's container.
     settings = {f"cmake.define.{k}": host_path(Path(v)) if Path(v).is_absolute() and Path(v).exists() else v
-                for k, v in defines.items()}
+                for k, v in defines.items()} | backend_settings
     env = {k: v for k, v in environment.items() if k not in ("CC", "CXX", "CFLAGS", "CXXFLAGS")}
     if toolchain.compiler is not None and toolchain.compiler.sysroot is not None:
         # The image's own gcc links its glibc (bookworm's); the sysroot's, seen under /host, keeps
@@ -498,7 +506,7 @@ def _record(ctx: BuildContext, outcomes: list[CellOutcome], ruled_out: list[NotA
             features=tuple(FeatureRecord(id=i, title=t, status=s) for i, t, s in ctx.spec.features_for(
                 cell.component, ctx.inventory.host_platform if cell.is_pure else cell.platform)),
             tests=outcome.test_json, build={**outcome.build, "result": outcome.result, "detail": outcome.detail},
-            cuda_archs=outcome.cuda_archs))
+            cuda_archs=outcome.cuda_archs, tested_pythons=outcome.tested_pythons))
     skipped = [NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason) for n in ruled_out]
     merge_artifacts(ctx.request.dist / "manifest.json", release=release.release.name,
                     version=ctx.version(release.release.version), records=records, not_applicable=skipped)
