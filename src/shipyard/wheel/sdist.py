@@ -25,11 +25,11 @@ from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import ArtifactRecord, FeatureRecord
 from shipyard.release.kinds import SDIST
 from shipyard.release.matrix import Cell, expand, select
-from shipyard.release.project_declaration import uses_vcs_version, vcs_state
+from shipyard.release.project_declaration import build_backend, uses_vcs_version, vcs_state, writes_into_sources
 from shipyard.release.spec import Component
 from shipyard.supply.binaries import archive_files
 from shipyard.supply.sbom import sdist_sbom
-from shipyard.wheel.build_env import BuildEnv, ensure_build_env, hook_runner
+from shipyard.wheel.build_env import BuildEnv, copy_project, ensure_build_env, hook_runner
 from shipyard.wheel.build_request import BuildContext
 
 
@@ -160,7 +160,14 @@ def make_component_sdist(ctx: BuildContext, cell: Cell, component: Component,
         cached = entry is not None
         if entry is None:
             ctx.progress(f"build {cell.id}")
-            made = build_sdist(source, env, ctx.request.state / "sdist" / cell.id, epoch=ctx.git.commit_time)
+            project = source
+            if writes_into_sources(build_backend(source)):
+                # setuptools writes egg-info into the project, and its next sdist takes every file that
+                # egg-info's SOURCES.txt lists (a header MANIFEST.in no longer names): build in a clean copy.
+                work = ctx.request.state / "build" / cell.id
+                shutil.rmtree(work, ignore_errors=True)
+                project = copy_project(source, work / source.name)
+            made = build_sdist(project, env, ctx.request.state / "sdist" / cell.id, epoch=ctx.git.commit_time)
             entry = ctx.cache.put(key, [made], {"kind": "sdist", "cell": cell.id, "seconds": time.monotonic() - start})
         built = entry.files()[0]
     contents = check_sdist(built, source)  # every run: the message names what is missing each time
