@@ -7,6 +7,7 @@ extension, tests/fixtures/sdist_cext, whose header only MANIFEST.in brings into 
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import sys
@@ -130,3 +131,42 @@ def test_the_sdist_reaches_pypiserver_and_pip_builds_it_from_source(tmp_path: Pa
         assert pip_installed_sha(server.simple, "sdcext==1.7.0", tmp_path / "pip", "--no-binary", ":all:",
                                  "--no-build-isolation") == sha256_of(sdist)
     print(f"sdist publish and pip install from source: {time.monotonic() - start:.1f} s")
+
+
+# --- shipyard build ------------------------------------------------------------------------------
+
+RELEASE_YAML = """schema_version: 1
+release: {name: sdr, version: 1.7.0}
+components:
+  sdcext: {path: library/sdcext, kind: python-native, import_name: sdcext, package_types: [wheel, sdist]}
+variants: {cpu: {tag: cpu}}
+platforms:
+  linux-x86_64: {os: linux, arch: x86_64, wheel_platform_tag: manylinux_2_31_x86_64, github_runner: ubuntu-22.04}
+pythons: ["%s"]
+"""
+
+
+@pytest.mark.slow
+def test_shipyard_build_records_the_sdist_and_fails_when_a_header_leaves_it(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from shipyard.cli import main
+
+    root = tmp_path / "release"
+    shutil.copytree(FIXTURE, root / "library" / "sdcext")
+    (root / "release.yaml").write_text(RELEASE_YAML % f"{sys.version_info.major}.{sys.version_info.minor}")
+    (root / "feature_status.yaml").write_text(
+        "schema_version: 1\nfeatures:\n  - {id: sdcext.answer, title: the answer, component: sdcext, since: 1.7.0,\n"
+        "     status: beta, tests: [library/sdcext/tests]}\n")
+    assert main(["--root", str(root), "build", "--variant", "cpu", "--no-tests"]) == 0
+    manifest = json.loads((root / "dist" / "manifest.json").read_text())
+    [sdist] = [a for a in manifest["artifacts"] if a["package_type"] == "sdist"]
+    assert (sdist["cell_id"], sdist["path"]) == ("sdcext-any-sdist", "sdist/sdcext-1.7.0.tar.gz")
+    assert sdist["proven_by"] == [a["cell_id"] for a in manifest["artifacts"] if a["package_type"] == "wheel"]
+    assert (root / "dist" / sdist["build"]["sbom"]).is_file()
+    assert not list((root / "library" / "sdcext").rglob("*.egg-info"))  # built in a copy
+    capsys.readouterr()
+    # The sources change (the header leaves MANIFEST.in): the next build's sdist lacks it, and says so.
+    (root / "library" / "sdcext" / "MANIFEST.in").write_text("")
+    assert main(["--root", str(root), "build", "--variant", "cpu", "--no-tests"]) == 5
+    said = " ".join(capsys.readouterr().err.split())
+    assert "sdist: sdcext-1.7.0.tar.gz lacks 1 source file(s) of" in said and ": src/sdcext/sdcext.h; add them" in said
