@@ -100,6 +100,6 @@ def test_each_kind_names_real_publish_targets_and_its_own_installers_and_lanes()
 
 
 def test_a_package_type_the_registry_does_not_know_is_a_plain_file_with_a_question_mark() -> None:
-    unknown = kind_of("sdist")
+    unknown = kind_of("wheelhouse")
     assert (unknown.letter, unknown.is_image, unknown.contents_check, unknown.size_budget) == ("?", False, None, None)
     assert kind_of(None) is UNKNOWN and kind_of("wheel") is KINDS["wheel"]

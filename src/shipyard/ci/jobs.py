@@ -83,6 +83,8 @@ def build_jobs(release: Release, cells: Iterable[Cell] | None = None) -> list[Bu
     """The jobs that build `cells` (default: the whole matrix), in matrix order."""
     jobs: dict[tuple[str, str, str, str], list[Cell]] = {}
     for cell in expand(release) if cells is None else cells:
+        if not KINDS[cell.package_type].ci_lanes:
+            continue  # made by another kind's jobs (an sdist by `shipyard build`), in their lanes
         if cell.is_pure:  # with the other pure components tested against the same variant and builder
             key = (cell.package_type, PURE, cell.variants[0], builder_platform(release, cell).name)
         else:

@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 import requests
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
 from shipyard.errors import ImmutableFileError, PublishError
 from shipyard.plumbing.atomic_files import write_atomic
@@ -46,7 +46,7 @@ from shipyard.plumbing.retry import describe, with_retries
 from shipyard.publish import twine_upload
 from shipyard.publish.connection import target_session
 from shipyard.publish.credentials import Credentials
-from shipyard.publish.plan import PLAIN_INDEX, PublishFile
+from shipyard.publish.plan import PLAIN_INDEX, PublishFile, distribution_version
 from shipyard.publish.target import Backend, Listed, TargetContext, listed_within, name_taken, names_taken
 
 _JSON = "application/vnd.pypi.simple.v1+json"
@@ -114,7 +114,9 @@ class DevpiBackend(Backend):
             name = self.index_name(channel, index)
             for project in projects if projects is not None else self._projects(name):
                 for entry in self._project_files(name, canonicalize_name(project)):
-                    _, version, _, _ = parse_wheel_filename(entry["filename"])
+                    version = distribution_version(entry["filename"])
+                    if version is None:
+                        continue  # not a distribution shipyard publishes: not its business
                     out.append(Listed(index, entry["filename"], entry["hashes"]["sha256"], canonicalize_name(project),
                                       str(version), entry["url"]))
         return out
@@ -277,7 +279,7 @@ class DevpiBackend(Backend):
             held = {e["filename"]: e["hashes"]["sha256"] for e in self._project_files(archive, project)}
             versions: dict[str, list[dict[str, Any]]] = {}
             for entry in self._project_files(source, project):
-                versions.setdefault(str(parse_wheel_filename(entry["filename"])[1]), []).append(entry)
+                versions.setdefault(distribution_version(entry["filename"]) or "", []).append(entry)
             for version, entries in sorted(versions.items()):
                 for entry in entries:
                     if entry["filename"] in held and held[entry["filename"]] != entry["hashes"]["sha256"]:

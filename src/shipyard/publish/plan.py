@@ -6,8 +6,9 @@ index of each target.
 - Indexes: a native wheel goes to its variant's index (cpu, cu118); a pure wheel to every
   variant index of the run (PyTorch publishes its pure packages in each); with the PyPI flavour,
   the default variant's wheels and the pure ones also to the plain index ("pypi"), native ones
-  rewritten under the plain version. A conda package goes to the channel ("conda"), an image to
-  the registry ("image").
+  rewritten under the plain version. An sdist goes into each index its wheels go to (with the PyPI
+  flavour, the plain one too; it has no local version to rewrite). A conda package goes to the
+  channel ("conda"), an image to the registry ("image").
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 
 from shipyard.errors import PublishError
 from shipyard.plumbing.confined_paths import confined
@@ -25,7 +32,7 @@ from shipyard.publish.plain_version import plain_version_wheel
 from shipyard.publish.variants import RECORD_FILE, RECORD_FIX, VARIANTS_INDEX, read_variant_record
 from shipyard.record.manifest import ArtifactRecord, artifact_file, recorded_file
 from shipyard.release.destinations import S3_CONDA_ROUTE, PublishTarget
-from shipyard.release.kinds import kinds_taken_by
+from shipyard.release.kinds import SDIST, kinds_taken_by
 from shipyard.wheel.index import version_in_wheel_name
 
 PLAIN_INDEX = "pypi"  # the index of the PyPI flavour: plain versions, as PyPI holds them
@@ -61,12 +68,18 @@ def files_for(target: PublishTarget, artifacts: Sequence[ArtifactRecord], dist: 
     """Every file `target` receives for these artifacts; `derived` holds the PyPI flavour's rewrites."""
     wanted = kinds_taken_by(target.route)
     mine = [a for a in artifacts if a.package_type in wanted]
+    # An sdist goes beside the wheels, into each index they go to (it has no local version).
+    sdists = [a for a in mine if a.package_type == SDIST.name]
+    mine = [a for a in mine if a.package_type != SDIST.name]
     if target.kind == "static":  # PyTorch's layout, and the PEP 825 variants index beside it
         return _wheel_files(target, mine, dist, derived, release_tags) + _variant_files(dist, mine)
     if target.route in ("devpi", "s3"):  # s3: the static tree's layout, without the variants index yet
-        return _wheel_files(target, mine, dist, derived, release_tags)
+        wheels = _wheel_files(target, mine, dist, derived, release_tags)
+        indexes = sorted({f.index for f in wheels}) or [PLAIN_INDEX]
+        return wheels + _sdist_files(sdists, dist, indexes)
     if target.kind == "pypi":  # one index, as PyPI is: the plain versions only
-        return [f for f in _wheel_files(target, mine, dist, derived, release_tags) if f.index == PLAIN_INDEX]
+        return ([f for f in _wheel_files(target, mine, dist, derived, release_tags) if f.index == PLAIN_INDEX]
+                + _sdist_files(sdists, dist, [PLAIN_INDEX]))
     if target.route in ("conda", S3_CONDA_ROUTE):
         # name-version-build.conda: the package name is what a channel lists it under.
         return [PublishFile("conda", a.name, local_file(dist, a), a.sha256, a.name.rsplit("-", 2)[0], a.version,
@@ -120,6 +133,27 @@ def _variant_files(dist: Path, wheels: list[ArtifactRecord]) -> list[PublishFile
                                f"changed since; run `shipyard variants` again, then publish")
         out.append(PublishFile(VARIANTS_INDEX, f.name, path, f.sha256, canonicalize_name(f.name.split("-", 1)[0]),
                                version_in_wheel_name(f.name), f.source.name))
+    return out
+
+
+def distribution_version(filename: str) -> str | None:
+    """The version a wheel's or an sdist's file name carries; None for a file that is neither (an
+    .asc, an egg: not a distribution shipyard publishes)."""
+    try:
+        if filename.endswith(".whl"):
+            return str(parse_wheel_filename(filename)[1])
+        return str(parse_sdist_filename(filename)[1])
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+
+
+def _sdist_files(sdists: list[ArtifactRecord], dist: Path, indexes: list[str]) -> list[PublishFile]:
+    out = []
+    for artifact in sdists:
+        path = local_file(dist, artifact)
+        name, version = parse_sdist_filename(path.name)
+        out += [PublishFile(index, path.name, path, artifact.sha256, canonicalize_name(name), str(version),
+                            artifact.name) for index in indexes]
     return out
 
 

@@ -29,13 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import requests
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import canonicalize_name
 
 from shipyard.errors import PublishError, public_url
 from shipyard.plumbing.atomic_files import write_atomic
@@ -43,19 +37,10 @@ from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.retry import describe, wait_for, with_retries
 from shipyard.publish import twine_upload
 from shipyard.publish.connection import target_session
-from shipyard.publish.plan import PLAIN_INDEX, PublishFile
+from shipyard.publish.plan import PLAIN_INDEX, PublishFile, distribution_version
 from shipyard.publish.simple_index import ACCEPT, IndexedFile, project_files, project_names
 from shipyard.publish.target import Backend, Listed, TargetContext, listed_within, name_taken, names_taken
 from shipyard.publish.upload_order import dependencies_first
-
-
-def _version(filename: str) -> str | None:
-    try:
-        if filename.endswith(".whl"):
-            return str(parse_wheel_filename(filename)[1])
-        return str(parse_sdist_filename(filename)[1])
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        return None  # not a distribution shipyard publishes (an .asc, an egg): not its business
 
 
 class PypiBackend(Backend):
@@ -105,7 +90,7 @@ class PypiBackend(Backend):
         out = []
         for project in projects if projects is not None else self._projects():
             for entry in self._page(project).values():
-                version = _version(entry.filename)
+                version = distribution_version(entry.filename)
                 if version is None:
                     continue
                 out.append(Listed(PLAIN_INDEX, entry.filename, self._stated_sha256(entry), canonicalize_name(project),

@@ -18,7 +18,7 @@ from pydantic import (
 )
 
 ComponentKind = Literal["python-native", "python-pure", "native"]
-PackageType = Literal["wheel", "mobile", "conda", "docker"]
+PackageType = Literal["wheel", "mobile", "conda", "docker", "sdist"]
 # A feature's status: a name of feature_status.yaml's vocabulary (StatusVocabulary), checked
 # against it by release/validate.py, which knows the file's own vocabulary.
 Status = str

@@ -21,7 +21,8 @@ from typing import Final, Literal, Protocol, runtime_checkable
 # "record": the members against RECORD and the SBOM against the binaries (a wheel); "paths": the
 # files against info/paths.json, and the SBOM of a .conda; "tarball-sbom": the SBOM inside a
 # .tar.gz; "labelled-sbom": the SBOM file beside it whose sha256 the image's label names.
-ContentsCheck = Literal["record", "paths", "tarball-sbom", "labelled-sbom"]
+# "source-sbom": the SBOM file beside an sdist lists each of its files with its sha256.
+ContentsCheck = Literal["record", "paths", "tarball-sbom", "labelled-sbom", "source-sbom"]
 # Where the size budget the report shows comes from (report/artifacts.py): "release": release.yaml's
 # wheel_size_budget_mb of the variant, in MiB (as wheel/checks.py counts); "recorded": the build's
 # own `budget_mb`, in MB (as docker counts, image/build.py).
@@ -71,6 +72,12 @@ class ArtifactKind(Protocol):
     @property
     def pure_once(self) -> bool:
         """A pure component's cells of it collapse into one pure cell for every variant and platform."""
+        ...
+
+    @property
+    def once_per_component(self) -> bool:
+        """One cell per component, pure or native: made once from its sources for every variant,
+        platform and Python (an sdist), by the build of another kind (`shipyard build`)."""
         ...
 
     @property
@@ -172,6 +179,7 @@ class KindDescription:
     publish_targets: tuple[str, ...] = ()
     on_mobile_targets: bool = False
     pure_once: bool = False
+    once_per_component: bool = False
     splits_native_core: bool = False
     host_interpreter: bool = True
     keeps_glibc_promise: bool = False
@@ -220,6 +228,13 @@ IMAGE: Final = KindDescription(
     is_image=True, contents_check="labelled-sbom", size_budget="recorded", ci_lanes=("docker",),
     ci_after_lanes=("wheel-linux", "wheel-pure"))
 
+# No installer or lane of its own: pip installs it where no wheel fits (`--no-binary :all:`), and
+# `shipyard build` makes it in the wheel lanes, then builds that component's wheels from it.
+SDIST: Final = KindDescription(
+    name="sdist", letter="s", noun="source distribution", plural="source distributions",
+    publish_targets=("devpi", "pypi"), pure_once=True, once_per_component=True, file_suffixes=(".tar.gz",),
+    contents_check="source-sbom")
+
 # Every kind, by package type; the order is the workflows' lane order and the get-started page's
 # installer order. A new kind is one description above and one line here (docs/architecture.md).
 KINDS: Final[dict[str, ArtifactKind]] = {
@@ -227,6 +242,9 @@ KINDS: Final[dict[str, ArtifactKind]] = {
     CONDA.name: CONDA,
     MOBILE.name: MOBILE,
     IMAGE.name: IMAGE,
+    # Last: the mobile tarball's ending is `.tar.gz` too, and supply/repro.py counts a dist/ file as
+    # the first kind whose ending it has.
+    SDIST.name: SDIST,
 }
 
 # What the stages assume of a package type they do not know (a hand-edited manifest may name one):

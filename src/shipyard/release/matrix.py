@@ -93,6 +93,8 @@ def _all_cells(release: Release) -> Iterator[Cell]:
                     continue
                 for platform in release.platforms:
                     pythons: tuple[str | None, ...] = release.pythons if component.is_python else (None,)
+                    if kind.once_per_component:  # made from the sources, for no Python in particular
+                        pythons = (None,)
                     if kind.splits_native_core and component.native_core is not None:
                         # conda splits the core out (libember: once per platform and variant),
                         # as conda-forge splits libtorch from pytorch.
@@ -114,7 +116,7 @@ def _excluded_by(cell: Cell, exclusions: tuple[Exclusion, ...]) -> Exclusion | N
 def expand(release: Release) -> list[Cell]:
     """Every cell of the release, in release.yaml order, exclusions removed; the wheel cells
     of a pure component collapse into one pure cell, at the place of its first, and so do its
-    conda cells (one `noarch: python` package)."""
+    conda cells (one `noarch: python` package), and the sdist cells of any component (one sdist)."""
     kept = [cell for cell in _all_cells(release) if _excluded_by(cell, release.exclusions) is None
             and not not_applicable_reason(release, cell)]
     pure = {c.name for c in release.components.values() if c.kind == "python-pure"}
@@ -123,6 +125,7 @@ def expand(release: Release) -> list[Cell]:
     collapsed: set[tuple[str, ...]] = set()
     for cell in kept:
         group = (cell.component, cell.package_type)
+        kind = KINDS[cell.package_type]
         if cell.component in abi3 and cell.package_type == WHEEL.name:
             # One abi3 wheel per variant and platform serves every Python: its Pythons become test cells.
             build = (*group, cell.variant, cell.platform)
@@ -130,8 +133,9 @@ def expand(release: Release) -> list[Cell]:
                 collapsed.add(build)
                 same = [c for c in kept if (c.component, c.package_type, c.variant, c.platform) == build]
                 out.append(_abi3_cell(cell, abi3[cell.component], same))
-        # A pure component builds a py3-none-any wheel, a `noarch: python` conda package: once.
-        elif cell.component not in pure or not KINDS[cell.package_type].pure_once:
+        # A pure component builds a py3-none-any wheel, a `noarch: python` conda package: once;
+        # any component one sdist.
+        elif not (kind.once_per_component or (cell.component in pure and kind.pure_once)):
             out.append(cell)
         elif group not in collapsed:
             collapsed.add(group)

@@ -81,8 +81,8 @@ class NativeCore(Frozen):
 # Which package types each kind of component can be built into: a wheel needs a Python
 # package, a mobile archive needs a native library.
 PACKAGE_TYPES_BY_KIND: dict[str, tuple[str, ...]] = {
-    "python-native": ("wheel", "conda", "docker"),
-    "python-pure": ("wheel", "conda", "docker"),
+    "python-native": ("wheel", "conda", "docker", "sdist"),
+    "python-pure": ("wheel", "conda", "docker", "sdist"),
     "native": ("mobile", "conda", "docker"),
 }
 

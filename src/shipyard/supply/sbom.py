@@ -325,6 +325,18 @@ def image_sbom(contents: ImageContents, *, epoch: int) -> bytes:
     return render(subject, parts, epoch=epoch)
 
 
+def sdist_sbom(files: dict[str, bytes], *, name: str, version: str, epoch: int) -> bytes:
+    """The SBOM of an sdist: each of its files (below its top folder) with its sha256. Written
+    beside it (dist/sboms/), since an sdist has no place for one; verify compares the two."""
+    parts = [_built(path, sha256_hex(data), where=ARCHIVE_PATH) for path, data in sorted(files.items())]
+    return render(SbomSubject(name=name, version=version), parts, epoch=epoch)
+
+
+def read_sdist_sbom(path: Path) -> SbomListing:
+    """What the SBOM file beside an sdist says (InputError, one line, when it is not one)."""
+    return _listing(path.name, path.read_bytes(), path)
+
+
 # --- reading ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

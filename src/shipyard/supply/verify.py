@@ -2,10 +2,12 @@
 verifies against K, the statement's subject is this file's name and sha256, and what is inside
 it is what it says: a wheel's members match RECORD and its SBOM lists every binary in it, wherever
 it lies (vendored or built); a conda package's files match info/paths.json one by one; a mobile
-tarball's SBOM lists its binaries and every library they link."""
+tarball's SBOM lists its binaries and every library they link; an sdist's SBOM file beside it
+lists each of its files with its sha256."""
 
 from __future__ import annotations
 
+import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ from shipyard.supply.sbom import (
     SbomListing,
     read_conda_sbom,
     read_mobile_sbom,
+    read_sdist_sbom,
     read_wheel_sbom,
 )
 
@@ -159,6 +162,8 @@ def _verify_one(dist: Path, record: ArtifactRecord, key: Key) -> Iterator[CheckR
         yield check_mobile_sbom(artifact, record.version)
     elif kind.contents_check == "labelled-sbom":
         yield _verify_image_sbom(dist, record)
+    elif kind.contents_check == "source-sbom":
+        yield _verify_sdist_sbom(dist, record, artifact)
 
 
 def _engine_image_id(tag: str) -> str | None:
@@ -189,6 +194,29 @@ def _verify_image_sbom(dist: Path, record: ArtifactRecord) -> CheckResult:
         return CheckResult(name, "sbom", False, f"{relative} has sha256 {digest[:16]}…, the image's {SBOM_LABEL} "
                                                 f"label names {labelled or 'nothing'}")
     return CheckResult(name, "sbom", True, f"{relative} is the SBOM the image's label names")
+
+
+def _verify_sdist_sbom(dist: Path, record: ArtifactRecord, sdist: Path) -> CheckResult:
+    """An sdist's SBOM is the file beside it (build.sbom) that lists each of its files with its sha256."""
+    name = record.name
+    relative = record.build.get("sbom")
+    if not isinstance(relative, str) or not relative:
+        return CheckResult(name, "sbom", False, "no SBOM file recorded (build.sbom); rebuild the sdist")
+    sbom = recorded_file(dist, record, relative, "build.sbom")
+    if not sbom.is_file():
+        return CheckResult(name, "sbom", False, f"no SBOM file at {relative}; rebuild the sdist")
+    listed = read_sdist_sbom(sbom).built
+    with tarfile.open(sdist, "r:gz") as tar:
+        held = {path: sha256_hex(data) for path, data in archive_files(tar).items()}
+    unlisted = sorted(set(held) - set(listed))
+    absent = sorted(set(listed) - set(held))
+    changed = sorted(p for p in set(held) & set(listed) if held[p] != listed[p])
+    problems = ([f"not in the SBOM: {', '.join(unlisted)}"] if unlisted else []) + \
+        ([f"listed but not in the sdist: {', '.join(absent)}"] if absent else []) + \
+        ([f"sha256 differs: {', '.join(changed)}"] if changed else [])
+    if problems:
+        return CheckResult(name, "sbom", False, f"{relative}: " + "; ".join(problems))
+    return CheckResult(name, "sbom", True, f"{relative} lists each of its {len(held)} files (sha256)")
 
 
 def _verify_conda_paths(package: Path) -> CheckResult:

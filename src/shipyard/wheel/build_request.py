@@ -119,10 +119,17 @@ class BuildContext:
     # The components a narrowed build (--component) also builds, each with the selected one that
     # depends on it: built, checked and indexed for the selection's tests, not tested themselves.
     dependencies: Mapping[str, str] = field(default_factory=dict)
+    # The folder each component's wheels build from where it is not its sources: its sdist,
+    # unpacked (wheel/sdist.py), when the release makes one.
+    projects: Mapping[str, Path] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
         return self.spec.root
+
+    def project(self, component: str) -> Path:
+        """The folder `component`'s wheels build from: its unpacked sdist, else its sources."""
+        return self.projects.get(component) or self.spec.component_dir(component)
 
     def version(self, version: str) -> str:
         """`version` as this build gives it: its nightly version when built for nightly, else itself."""

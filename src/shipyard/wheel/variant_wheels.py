@@ -60,6 +60,7 @@ from shipyard.wheel.native_core import (
 )
 from shipyard.wheel.pep517 import build_wheel, prestart_build_hook
 from shipyard.wheel.repair import local_version, relabel_wheel, repair_wheel
+from shipyard.wheel.sdist import ComponentSdist, make_component_sdist, sdist_cells, sdist_record
 
 
 def _pure_interpreter(request: BuildRequest, inventory: Inventory, toolchain: Toolchain,
@@ -123,7 +124,10 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     with AuditwheelWorkers(limit=request.jobs, ahead=platform_cells) as auditwheel:
         ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
                            BuildCache(request.state / "cache"), progress, auditwheel, dependencies)
-        built = _build_all(ctx, buildable, resolved)
+        sdists, unbuilt = _make_sdists(ctx, buildable, resolved)
+        ctx = replace(ctx, projects={name: made.project for name, made in sdists.items()})
+        unbuilt_components = {o.cell.component for o in unbuilt}
+        built = unbuilt + _build_all(ctx, [c for c in buildable if c.component not in unbuilt_components], resolved)
     variant_dir = request.dist / "whl" / ctx.variant.tag
     touched = {variant_dir}
     for outcome in built:
@@ -138,12 +142,33 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     if request.run_tests:
         run_cell_tests(ctx, built, resolved, variant_dir)
     outcomes += built
-    _record(ctx, built, ruled_out)
+    _record(ctx, built, ruled_out, sdists)
     order = {c.id: i for i, c in enumerate([*cells, *(n.cell for n in ruled_out)])}
     return sorted(outcomes, key=lambda o: order[o.cell.id])
 
 
 # --- build ----------------------------------------------------------------------------------
+
+def _make_sdists(ctx: BuildContext, cells: list[Cell],
+                 resolved: dict[str, Toolchain]) -> tuple[dict[str, ComponentSdist], list[CellOutcome]]:
+    """The sdist of each component of `cells` that the release makes one for, built with the
+    interpreter of its first cell; the wheel cells of a component whose sdist failed, failed with
+    the reason (a broken sdist fails the release, as `python -m build` would)."""
+    components = list(dict.fromkeys(c.component for c in cells))
+    made: dict[str, ComponentSdist] = {}
+    failed: list[CellOutcome] = []
+    for name, sdist_cell in sdist_cells(ctx, components).items():
+        first = next(c for c in cells if c.component == name)
+        interpreter = resolved[first.id].interpreter
+        assert interpreter is not None
+        start = time.monotonic()
+        try:
+            made[name] = make_component_sdist(ctx, sdist_cell, ctx.spec.release.components[name], interpreter)
+        except ShipyardError as exc:
+            seconds = time.monotonic() - start
+            failed += [CellOutcome(c, "failed", seconds, detail=f"sdist: {exc}") for c in cells if c.component == name]
+    return made, failed
+
 
 def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
     release = ctx.spec.release
@@ -232,7 +257,7 @@ def _prestart_hook(ctx: BuildContext, cell: Cell, component: Component, toolchai
                    jobs: int) -> PrestartedPython | None:
     """The build hook's Python of a native cell, started with the environment its build will
     have; None where the build runs elsewhere (a container) or in a copy of the project."""
-    project = component.source_dir(ctx.root)
+    project = ctx.project(component.name)
     if ctx.request.container or cell.is_pure or writes_into_sources(build_backend(project)):
         return None
     assert toolchain.interpreter is not None
@@ -250,7 +275,7 @@ def _prepare_build_envs(ctx: BuildContext, pool: ThreadPoolExecutor, cells: list
     for cell in cells:
         interpreter = resolved[cell.id].interpreter
         if interpreter is not None and not _taken(ctx, cell):
-            wanted.setdefault((interpreter.path, ctx.spec.component_dir(cell.component)),
+            wanted.setdefault((interpreter.path, ctx.project(cell.component)),
                               resolved[cell.id])
     for (_, project), toolchain in wanted.items():
         assert toolchain.interpreter is not None
@@ -329,7 +354,7 @@ def wheelhouse_wheel(wheelhouse: Path, cell: Cell) -> Path:
 def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, toolchain: Toolchain, sources: str,
                           core: NativeCoreBuild | None, jobs: int, start: float,
                           prestarted: Future[PrestartedPython | None] | None) -> CellOutcome:
-    project = component.source_dir(ctx.root)
+    project = ctx.project(component.name)
     assert toolchain.interpreter is not None
     pure = component.kind == "python-pure"
     taken = wheelhouse_wheel(ctx.request.wheelhouse, cell) if ctx.request.wheelhouse and not pure else None
@@ -340,11 +365,15 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
     else:
         env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
         # A version computed from git (setuptools_scm) changes with a tag, not with the sources.
-        vcs = vcs_state(project) if uses_vcs_version(env.requirements) else ""
+        vcs = vcs_state(component.source_dir(ctx.root)) if uses_vcs_version(env.requirements) else ""
         key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
                         toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                         python=None if pure else cell.python,
-                        extra={"core": core.key if core else "", "container": str(ctx.request.container), "vcs": vcs})
+                        extra={"core": core.key if core else "", "container": str(ctx.request.container),
+                               "vcs": vcs,
+                               # built from its sdist (those bytes), or from the sources
+                               "sdist": ctx.projects[component.name].name if component.name in ctx.projects
+                               else ""})
     # cudart comes from the variant's toolkit; auditwheel must find it to vendor it, the SBOM to trace it.
     libs = [toolchain.cuda.root / "lib64"] if toolchain.cuda else []
     with ctx.cache.building(key):
@@ -492,9 +521,13 @@ def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolch
 
 # --- record ---------------------------------------------------------------------------------
 
-def _record(ctx: BuildContext, outcomes: list[CellOutcome], ruled_out: list[NotApplicable]) -> None:
+def _record(ctx: BuildContext, outcomes: list[CellOutcome], ruled_out: list[NotApplicable],
+            sdists: dict[str, ComponentSdist]) -> None:
     release = ctx.spec.release
-    records = []
+    # An sdist has no tests of its own: the wheels built from it in this run prove it.
+    records = [sdist_record(ctx, made, tuple(o.cell.id for o in outcomes if o.cell.component == name and
+                                             o.wheel is not None and o.wheel.is_relative_to(ctx.request.dist)))
+               for name, made in sdists.items()]
     for outcome in outcomes:
         if outcome.wheel is None or not outcome.wheel.is_relative_to(ctx.request.dist):
             continue  # unavailable, or failed before it reached the index
