@@ -569,7 +569,7 @@ def test_faults_never_show_a_partial_release_and_resumed_runs_lose_and_duplicate
                             last = out.decode().strip().splitlines()[-1]
                             assert b"Traceback" not in out and last.startswith("error: "), said
                             if b"gave up after 3 tries; last response:" not in out:  # failed without retrying
-                                unretried.append(said.split("\n", 1)[0][:400])
+                                unretried.append(f"{what} under {kind}: {last[:400]}")  # its one line
                     if all(process.returncode == 0 for process in processes):
                         return  # else the next run resumes (after two at once: the loser's work)
                 pytest.fail(f"{what} {argv[-1]} did not finish after {ATTEMPTS + 1} runs:\n" + "\n".join(history) +
