@@ -179,3 +179,13 @@ def test_a_runtime_replaced_in_place_is_read_again(tmp_path: Path) -> None:
     newer = Path(sys.executable).resolve()
     shutil.copyfile(newer, runtime)
     assert toolkit_glibc(toolkit.root).runtime == glibc_required(newer) != ""
+
+
+def test_toolchain_install_refuses_a_glibc_the_zig_route_does_not_target(capsys: pytest.CaptureFixture[str]) -> None:
+    from shipyard.cli import main
+
+    assert main(["--root", str(REPO), "toolchain", "install", "zig-2.12"]) == 2
+    captured = capsys.readouterr()
+    assert " ".join(captured.err.split()) == (
+        "error: 'zig-2.12' names no glibc the zig route targets: zig-<glibc> with a glibc from 2.17 up to the "
+        "oldest sysroot's (e.g. zig-2.17); newer promises build with a sysroot (bullseye)")

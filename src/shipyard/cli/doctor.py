@@ -53,7 +53,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_toolchain_install(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
     from shipyard.host.toolchains.obtain import obtain_cuda_toolkit, obtain_sysroot, obtain_zig_compiler
-    from shipyard.release.build_routes import oldest_buildable_tag, sysroot_recipes, zig_target_named
+    from shipyard.release.build_routes import ZIG_OLDEST_GLIBC, sysroot_recipes, zig_target_named
 
     say = lambda step: console.print(f"  [cyan]•[/] {step}")  # noqa: E731
     sysroots = [r.name for r in sysroot_recipes()]
@@ -65,10 +65,9 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
     if args.name.startswith("zig-"):
         target = zig_target_named(args.name)
         if target is None:
-            oldest = oldest_buildable_tag().removeprefix("manylinux_").rsplit("_", 1)[0].replace("_", ".")
             raise UsageError(f"{args.name!r} names no glibc the zig route targets: zig-<glibc> with a glibc from "
-                             f"{oldest} up to the oldest sysroot's (e.g. zig-{oldest}); newer promises build with a "
-                             f"sysroot ({', '.join(sysroots)})")
+                             f"{ZIG_OLDEST_GLIBC} up to the oldest sysroot's (e.g. zig-{ZIG_OLDEST_GLIBC}); newer "
+                             f"promises build with a sysroot ({', '.join(sysroots)})")
         zig = obtain_zig_compiler(target, say)
         console.print(f"[green]ready[/]: {zig.name} at {zig.root} (clang {zig.clang_version}; CC={zig.cc} "
                       f"CXX={zig.cxx})")
