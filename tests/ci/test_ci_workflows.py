@@ -816,3 +816,17 @@ def test_the_msvc_step_exports_only_what_vcvars_changed(repo, name):
     compare = lines.index("  if ($_ -match '^([^=]+)=(.*)$' -and $before[$matches[1]] -cne $matches[2]) {")
     assert before < compare and "GITHUB_ENV" in lines[compare + 1] and lines[compare + 2] == "  }"
     assert sum("GITHUB_ENV" in line for line in lines) == 1
+
+
+def test_an_older_glibc_promise_installs_zig_for_it_in_the_wheel_lane(ci_copy):
+    """manylinux2014 builds with zig's clang for glibc 2.17 (release/build_routes.py): the Linux wheel jobs
+    write its wrappers where they wrote the bullseye sysroot, from the release.yaml value alone."""
+    ci_copy.edit("release.yaml", "wheel_platform_tag: manylinux_2_31_x86_64",
+                 "wheel_platform_tag: manylinux2014_x86_64")
+    workflow = yaml.load(generate(load_spec(ci_copy.root))[Path(".github/workflows/release.yml")],
+                         Loader=yaml.BaseLoader)
+    job = workflow["jobs"]["wheel-linux"]
+    step = "zig-2.17 compiler (shipyard toolchain install zig-2.17)"
+    assert step in _steps(job)
+    assert _run_of(job, step) == "shipyard toolchain install zig-2.17\n"
+    assert not any("bullseye" in step for step in _steps(job))

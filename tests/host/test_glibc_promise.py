@@ -1,5 +1,6 @@
 """The platform tag's glibc promise decides the compiler: release.yaml's manylinux_2_31 builds with
-the bullseye sysroot's gcc, never this host's, and what cannot keep a promise says why and the fix."""
+the bullseye sysroot's gcc, never this host's, manylinux2014 and manylinux_2_28 with zig's clang for
+exactly that glibc, and what cannot keep a promise says why and the fix."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter
 from shipyard.host.toolchains.glibc import glibc_required, glibc_tuple, toolkit_glibc
 from shipyard.host.toolchains.resolve import Missing, Toolchain, resolve
 from shipyard.host.toolchains.sysroot import Sysroot
-from shipyard.release.build_routes import recipe_for_glibc, sysroot_recipes
+from shipyard.host.toolchains.zig import ZigCompiler, find_zig
+from shipyard.release.build_routes import ZigTarget, recipe_for_glibc, route_for_glibc, sysroot_recipes
 from shipyard.release.matrix import expand
 from shipyard.release.spec import Platform
 from shipyard.release.validate import load_spec
@@ -26,12 +28,22 @@ BULLSEYE = Sysroot("bullseye", Path("/cache/sysroots/bullseye"), "2.31", 10, "10
 HOST_12 = Compiler(12, Path("/usr/bin/gcc-12"), Path("/usr/bin/g++-12"), "12.2.0", "2.36")
 HOST_11 = Compiler(11, Path("/usr/bin/gcc-11"), Path("/usr/bin/g++-11"), "11.3.0", "2.36")
 SYSROOT_10 = Compiler(10, BULLSEYE.cc, BULLSEYE.cxx, "10.2.1", "2.31", BULLSEYE)
+ZIG_2_17 = ZigCompiler(Path("/cache/zig/0.17.1-glibc2.17"), "0.17.1", "22.1.8", "2.17", "0123456789abcdef")
+ZIG_217 = Compiler(22, ZIG_2_17.cc, ZIG_2_17.cxx, "0.17.1", "2.17", zig=ZIG_2_17)
 
 
-def _inventory(*, sysroots: tuple[Compiler, ...] = (SYSROOT_10,), toolkits: tuple[CudaToolkit, ...] = ()) -> Inventory:
+def _inventory(*, sysroots: tuple[Compiler, ...] = (SYSROOT_10,), toolkits: tuple[CudaToolkit, ...] = (),
+               zig: tuple[Compiler, ...] = ()) -> Inventory:
     pythons = tuple(Interpreter(v, f"{v}.1", Path(f"/py/{v}/bin/python"), "feed") for v in ("3.9", "3.11"))
     return Inventory("linux-x86_64", pythons, (HOST_11, HOST_12), toolkits, {}, {}, None, None, None,
-                     sysroot_compilers=sysroots)
+                     sysroot_compilers=sysroots, zig_compilers=zig)
+
+
+def _promising(tag: str):  # noqa: ANN202
+    """ember's release with its Linux platform promising `tag`."""
+    release = _release()
+    return release.model_copy(update={"platforms": {**release.platforms, "linux-x86_64": release.platforms[
+        "linux-x86_64"].model_copy(update={"wheel_platform_tag": tag})}})
 
 
 @cache
@@ -74,16 +86,57 @@ def test_without_the_sysroot_the_fix_is_to_install_it() -> None:
         "2.31 as a sysroot, from this machine's mirror)")
 
 
-def test_an_older_promise_than_any_sysroot_names_the_promise_that_builds() -> None:
-    release = _release()
-    older = release.model_copy(update={"platforms": {**release.platforms, "linux-x86_64": release.platforms[
-        "linux-x86_64"].model_copy(update={"wheel_platform_tag": "manylinux_2_28_x86_64"})}})
+def test_the_route_of_each_glibc_promise() -> None:
+    """One place maps a promise to what builds it: bullseye's gcc for what it keeps, zig for exactly the
+    promised glibc down to manylinux2014's, nothing older."""
     assert recipe_for_glibc("2.28") is None and recipe_for_glibc("2.31") == sysroot_recipes()[0]
-    missing = resolve(_cell("ember-cpu-linux-x86_64-cp311-wheel"), older, _inventory())
-    assert isinstance(missing, Missing)
-    assert "promises glibc 2.28, older than any compiler shipyard has" in missing.what
-    # validate refuses the same promise; the fix is a value that builds, never the user's own
-    assert missing.fix.endswith("promise manylinux_2_31_x86_64 (installs on Debian 11, Ubuntu 20.04, RHEL 9 and newer)")
+    assert route_for_glibc("2.31") == route_for_glibc("2.35") == sysroot_recipes()[0]
+    assert route_for_glibc("2.28") == ZigTarget("2.28") and route_for_glibc("2.17") == ZigTarget("2.17")
+    assert ZigTarget("2.17").triple == "x86_64-linux-gnu.2.17" and ZigTarget("2.17").name == "zig-2.17"
+    assert route_for_glibc("2.12") is None
+
+
+def test_manylinux2014_wheels_build_with_zig_for_glibc_2_17() -> None:
+    cell = _cell("ember-cpu-linux-x86_64-cp311-wheel")
+    chosen = resolve(cell, _promising("manylinux2014_x86_64"), _inventory(zig=(ZIG_217,)))
+    assert isinstance(chosen, Toolchain) and chosen.compiler == ZIG_217
+    # what the doctor's row says: the toolchain the target uses, by name
+    assert describe(chosen) == "python 3.11.1, zig 0.17.1 for glibc 2.17 (clang 22.1.8)"
+    # the bullseye promise stays on the sysroot's gcc with zig installed
+    same = resolve(cell, _release(), _inventory(zig=(ZIG_217,)))
+    assert isinstance(same, Toolchain) and same.compiler == SYSROOT_10
+    # zig and its glibc target are part of the cache key
+    other = replace(ZIG_217, zig=replace(ZIG_2_17, glibc="2.28"))
+    assert len({Toolchain(None, c, None, None).identity for c in (ZIG_217, other, SYSROOT_10)}) == 3
+
+
+def test_without_zig_for_the_promise_the_fix_is_to_install_it() -> None:
+    """zig for glibc 2.17 does not serve a 2.28 promise (each target is its own), and the fix names the
+    value that works, not the user's tag back."""
+    zig = find_zig()
+    assert zig is not None, "the ziglang package (a dependency of shipyard) is not installed"
+    missing = resolve(_cell("ember-cpu-linux-x86_64-cp311-wheel"), _promising("manylinux_2_28_x86_64"),
+                      _inventory(zig=(ZIG_217,)))
+    assert str(missing) == (
+        "no compiler targets glibc 2.28's symbol versions, as manylinux_2_28_x86_64 promises. Fix: shipyard "
+        f"toolchain install zig-2.28   (zig {zig.version}'s clang from the ziglang package, targeting "
+        "x86_64-linux-gnu.2.28; no download)")
+
+
+def test_what_zig_cannot_build_says_the_promise_that_can() -> None:
+    older = _promising("manylinux2014_x86_64")
+    # nvcc takes gcc as its host compiler, not zig's clang
+    cuda = resolve(_cell("ember-cu118-linux-x86_64-cp311-wheel"), older,
+                   _inventory(zig=(ZIG_217,), toolkits=(CudaToolkit("11.8", Path("/cuda"), Path("/cuda/bin/nvcc"),
+                                                                    Path("/cuda/bin/cuobjdump"), "cache", "id"),)))
+    assert isinstance(cuda, Missing) and "zig 0.17.1 for glibc 2.17, which nvcc does not take" in cuda.what
+    assert "promise manylinux_2_31_x86_64" in cuda.fix
+    # zig carries no libpng of that glibc's age; the host's needs the host's glibc
+    vendoring = resolve(_cell("embervision-cpu-linux-x86_64-cp311-wheel"), older, _inventory(zig=(ZIG_217,)))
+    assert isinstance(vendoring, Missing)
+    assert vendoring.what == ("embervision links and vendors libpng, libjpeg, and zig 0.17.1 for glibc 2.17 has no "
+                              "build of them for that glibc")
+    assert vendoring.fix.startswith("promise manylinux_2_31_x86_64 for linux-x86_64")
 
 
 def _toolkit(root: Path, version: str, runtime: Path | None) -> CudaToolkit:
@@ -126,3 +179,13 @@ def test_a_runtime_replaced_in_place_is_read_again(tmp_path: Path) -> None:
     newer = Path(sys.executable).resolve()
     shutil.copyfile(newer, runtime)
     assert toolkit_glibc(toolkit.root).runtime == glibc_required(newer) != ""
+
+
+def test_toolchain_install_refuses_a_glibc_the_zig_route_does_not_target(capsys: pytest.CaptureFixture[str]) -> None:
+    from shipyard.cli import main
+
+    assert main(["--root", str(REPO), "toolchain", "install", "zig-2.12"]) == 2
+    captured = capsys.readouterr()
+    assert " ".join(captured.err.split()) == (
+        "error: 'zig-2.12' names no glibc the zig route targets: zig-<glibc> with a glibc from 2.17 up to the "
+        "oldest sysroot's (e.g. zig-2.17); newer promises build with a sysroot (bullseye)")

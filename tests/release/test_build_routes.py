@@ -38,24 +38,25 @@ def _validate(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list
 REFUSED = [
     ("musllinux", "  linux-x86_64:\n    wheel_platform_tag: musllinux_1_2_x86_64\n",
      "platforms.linux-x86_64.wheel_platform_tag: musllinux_1_2_x86_64 needs a musl C library, compiler and Python, "
-     "and shipyard has none: its sysroots are Debian's (glibc) and its Pythons glibc builds; a musl toolchain and "
-     "musl Pythons (an Alpine builder), which shipyard does not have; promise manylinux_2_31_x86_64 instead, or "
+     "and shipyard has none: its compilers target glibc and its Pythons are glibc builds; a musl toolchain and "
+     "musl Pythons (an Alpine builder), which shipyard does not have; promise manylinux_2_17_x86_64 instead, or "
      "remove the platform (got 'musllinux_1_2_x86_64')"),
     ("aarch64", LINUX + "  linux-aarch64: {}\n",
      "platforms.linux-aarch64.arch: no route builds aarch64 Linux wheels: shipyard's Linux compilers are the "
-     "bullseye sysroot's, x86_64 only (amd64 .debs), and it has no aarch64 one for the builder container on "
-     "ubuntu-22.04-arm; an aarch64 sysroot, which shipyard does not have; remove the platform (Linux wheels build "
-     "for linux-x86_64, manylinux_2_31_x86_64) (got 'aarch64')"),
-    ("manylinux2014", "  linux-x86_64:\n    wheel_platform_tag: manylinux2014_x86_64\n",
-     "platforms.linux-x86_64.wheel_platform_tag: manylinux2014_x86_64 promises glibc 2.17, older than any compiler "
-     "shipyard has: its oldest sysroot is Debian bullseye's glibc 2.31 (no older Debian suite is served by the "
-     "machine's mirror); a compiler that targets glibc 2.17's symbol versions, which shipyard does not have; promise "
-     "manylinux_2_31_x86_64 (installs on Debian 11, Ubuntu 20.04, RHEL 9 and newer) (got 'manylinux2014_x86_64')"),
-    ("manylinux_2_28", "  linux-x86_64:\n    wheel_platform_tag: manylinux_2_28_x86_64\n",
-     "platforms.linux-x86_64.wheel_platform_tag: manylinux_2_28_x86_64 promises glibc 2.28, older than any compiler"),
+     "bullseye sysroot's and zig's, x86_64 only (amd64 .debs, x86_64 targets), and it has no aarch64 sysroot for "
+     "the builder container on ubuntu-22.04-arm; an aarch64 sysroot, which shipyard does not have; remove the "
+     "platform (Linux wheels build for linux-x86_64, manylinux_2_17_x86_64) (got 'aarch64')"),
+    # Older than manylinux2014, the oldest glibc the zig route targets: the fix names the one that builds.
+    ("manylinux2010", "  linux-x86_64:\n    wheel_platform_tag: manylinux2010_x86_64\n",
+     "platforms.linux-x86_64.wheel_platform_tag: manylinux2010_x86_64 promises glibc 2.12, older than any compiler "
+     "shipyard has: its oldest target is manylinux2014's glibc 2.17 (zig), the oldest policy pip and PyPI's build "
+     "images still serve; a compiler and Pythons for glibc 2.12, which shipyard does not have; promise "
+     "manylinux_2_17_x86_64 (manylinux2014: installs on CentOS 7, RHEL 8, Debian 8, Ubuntu 14.04 and newer) "
+     "(got 'manylinux2010_x86_64')"),
     ("no auditwheel policy", "  linux-x86_64:\n    wheel_platform_tag: manylinux_2_32_x86_64\n",
      "platforms.linux-x86_64.wheel_platform_tag: auditwheel, which repairs every Linux wheel to exactly its tag, has "
-     "no manylinux_2_32 policy (it has manylinux_2_31, manylinux_2_34,"),
+     "no manylinux_2_32 policy (it has manylinux_2_17, manylinux_2_24, manylinux_2_26, manylinux_2_27, "
+     "manylinux_2_28, manylinux_2_31, manylinux_2_34,"),
     ("arm runner for x86_64", "  linux-x86_64:\n    github_runner: ubuntu-24.04-arm\n",
      "platforms.linux-x86_64.github_runner: ubuntu-24.04-arm is an arm64 runner: its builder container and compilers "
      "are arm64, not x86_64; an x86_64 runner; set github_runner to one (e.g. ubuntu-22.04) (got 'ubuntu-24.04-arm')"),
@@ -87,6 +88,10 @@ ALLOWED = [
     ("the bullseye promise", LINUX),
     # A newer promise than the sysroot's glibc: the wheels need no newer symbol, and auditwheel has the policy.
     ("a newer glibc promise", "  linux-x86_64:\n    wheel_platform_tag: manylinux_2_35_x86_64\n"),
+    # Older than any sysroot: zig's clang targets the promised glibc itself (issue #53).
+    ("manylinux2014", "  linux-x86_64:\n    wheel_platform_tag: manylinux2014_x86_64\n"),
+    ("manylinux_2_17", "  linux-x86_64:\n    wheel_platform_tag: manylinux_2_17_x86_64\n"),
+    ("manylinux_2_28 (RHEL 8)", "  linux-x86_64:\n    wheel_platform_tag: manylinux_2_28_x86_64\n"),
     ("windows and macos on their runners", LINUX + "  windows-amd64: {}\n  windows-arm64: {}\n  macos-arm64: {}\n"
                                                    "  macos-x86_64: {}\n"),
     ("a self-hosted runner label", "  linux-x86_64:\n    github_runner: gpu-builder\n"),
@@ -104,12 +109,12 @@ def test_doctor_fix_for_a_tag_no_compiler_keeps_names_a_value_that_works(tmp_pat
     fix for an unbuildable promise names a tag that builds, never the user's own value back."""
     release = load_spec(_release_with(tmp_path, LINUX)).release
     older = release.model_copy(update={"platforms": {"linux-x86_64": release.platforms["linux-x86_64"].model_copy(
-        update={"wheel_platform_tag": "manylinux_2_28_x86_64"})}})
+        update={"wheel_platform_tag": "manylinux2010_x86_64"})}})
     cell = next(c for c in expand(older) if c.id == "fixcext-cpu-linux-x86_64-cp311-wheel")
     host = Compiler(12, Path("/usr/bin/gcc-12"), Path("/usr/bin/g++-12"), "12.2.0", "2.36")
     python = Interpreter("3.11", "3.11.1", Path("/py/3.11/bin/python"), "feed")
     inventory = Inventory("linux-x86_64", (python,), (host,), (), {}, {}, None, None, None)
     missing = resolve(cell, older, inventory)
     assert isinstance(missing, Missing)
-    assert "promise manylinux_2_31_x86_64" in missing.fix
-    assert "manylinux_2_28" not in missing.fix
+    assert "promise manylinux_2_17_x86_64" in missing.fix
+    assert "manylinux2010" not in missing.fix

@@ -20,7 +20,7 @@ from shipyard.ci.steps import (
     pythons_and_cache,
     signing_env,
 )
-from shipyard.release.build_routes import recipe_for_glibc
+from shipyard.release.build_routes import SysrootRecipe, route_for_glibc
 from shipyard.release.kinds import KINDS
 from shipyard.release.spec import Spec
 
@@ -41,7 +41,7 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
         steps += download_fragments(f"fragment-{kind}-*-{first.variant_tag}-{first.builder}",
                                     f"the {first.variant_tag} {first.builder} {kind} fragments it is tested against",
                                     when=f"fromJSON(needs.plan.outputs.{natives[0].output}).include[0] != null")
-    steps += _sysroot_steps(spec, lane)
+    steps += _glibc_route_steps(spec, lane)
     if any(job.cuda for job in lane.jobs):
         # Only a CUDA job installs its toolkit's host compiler (nvcc 11.8 takes gcc <= 11): the
         # lane's apt set has the builder image's own g++ alone.
@@ -59,14 +59,16 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
     return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
 
 
-def _sysroot_steps(spec: Spec, lane: Lane) -> list[Step]:
+def _glibc_route_steps(spec: Spec, lane: Lane) -> list[Step]:
     """Platform wheels whose glibc promise is older than the builder image's own compile against a
-    sysroot (toolchains.sysroot), assembled from Debian's mirror like here."""
+    sysroot (toolchains.sysroot), assembled from Debian's mirror like here, or with zig's clang
+    (toolchains.zig, from the ziglang package shipyard installed)."""
     promises = {spec.release.platforms[job.platform].promised_glibc for job in lane.jobs
                 if KINDS[job.kind].keeps_glibc_promise and job.platform in spec.release.platforms}
-    recipes = sorted({r.name for glibc in promises if glibc and (r := recipe_for_glibc(glibc))})
-    return [{"name": f"{name} sysroot (shipyard toolchain install {name})",
-             "run": f"shipyard toolchain install {name}\n"} for name in recipes]
+    routes = {r.name: r for glibc in promises if glibc and (r := route_for_glibc(glibc))}
+    return [{"name": f"{name} {'sysroot' if isinstance(route, SysrootRecipe) else 'compiler'} "
+                     f"(shipyard toolchain install {name})",
+             "run": f"shipyard toolchain install {name}\n"} for name, route in sorted(routes.items())]
 
 
 def mobile_lane(spec: Spec, lane: Lane, command: str) -> Job:

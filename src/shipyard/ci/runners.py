@@ -7,10 +7,10 @@ in one place, because it describes GitHub's machines rather than the release.
 from __future__ import annotations
 
 # The image Linux jobs build in: the same Debian 12 builder this repository's wheels are made
-# on. Its own gcc links glibc 2.36, so the wheel jobs first assemble the sysroot that keeps
-# release.yaml's glibc promise (bullseye for manylinux_2_31, toolchains.sysroot) and compile
-# against it, as here; auditwheel then repairs every wheel to exactly that tag. A promise older
-# than any sysroot (manylinux_2_28, manylinux2014) is refused at validate (release/build_routes.py).
+# on. Its own gcc links glibc 2.36, so the wheel jobs first install the compiler that keeps
+# release.yaml's glibc promise (the bullseye sysroot for manylinux_2_31, toolchains.sysroot; zig's
+# clang for manylinux_2_28 and manylinux2014, toolchains.zig; release/build_routes.py chooses) and
+# compile with it, as here; auditwheel then repairs every wheel to exactly that tag.
 # ci/bootstrap.sh sets the machine up, as here.
 LINUX_BUILDER_IMAGE = "debian:bookworm"
 

@@ -52,8 +52,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_toolchain_install(args: argparse.Namespace) -> int:
     from shipyard.errors import UsageError, nearest
-    from shipyard.host.toolchains.obtain import obtain_cuda_toolkit, obtain_sysroot
-    from shipyard.release.build_routes import sysroot_recipes
+    from shipyard.host.toolchains.obtain import obtain_cuda_toolkit, obtain_sysroot, obtain_zig_compiler
+    from shipyard.release.build_routes import ZIG_OLDEST_GLIBC, sysroot_recipes, zig_target_named
 
     say = lambda step: console.print(f"  [cyan]•[/] {step}")  # noqa: E731
     sysroots = [r.name for r in sysroot_recipes()]
@@ -62,6 +62,16 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
         console.print(f"[green]ready[/]: the {sysroot.name} sysroot at {sysroot.root} (g++ {sysroot.gcc_version}, "
                       f"glibc {sysroot.glibc}; CC={sysroot.cc} CXX={sysroot.cxx})")
         return 0
+    if args.name.startswith("zig-"):
+        target = zig_target_named(args.name)
+        if target is None:
+            raise UsageError(f"{args.name!r} names no glibc the zig route targets: zig-<glibc> with a glibc from "
+                             f"{ZIG_OLDEST_GLIBC} up to the oldest sysroot's (e.g. zig-{ZIG_OLDEST_GLIBC}); newer "
+                             f"promises build with a sysroot ({', '.join(sysroots)})")
+        zig = obtain_zig_compiler(target, say)
+        console.print(f"[green]ready[/]: {zig.name} at {zig.root} (clang {zig.clang_version}; CC={zig.cc} "
+                      f"CXX={zig.cxx})")
+        return 0
     spec = load_release(args)
     variant = spec.release.variants.get(args.name)
     if variant is None:
@@ -69,7 +79,8 @@ def cmd_toolchain_install(args: argparse.Namespace) -> int:
         hint = nearest(args.name, cuda_variants + sysroots)
         raise UsageError(f"no variant named {args.name!r} in release.yaml"
                             + (f"; did you mean {hint!r}?" if hint else "")
-                            + f" (CUDA variants: {', '.join(cuda_variants)}; sysroots: {', '.join(sysroots)})")
+                            + f" (CUDA variants: {', '.join(cuda_variants)}; sysroots: {', '.join(sysroots)}; "
+                              "zig for an older glibc: zig-2.17 …)")
     if not variant.cuda:
         raise UsageError(f"variant {args.name!r} needs no toolkit (it has no cuda version)")
     toolkit = obtain_cuda_toolkit(variant, say)
@@ -89,6 +100,7 @@ def add_doctor_commands(sub: argparse._SubParsersAction) -> None:  # type: ignor
     p = sub.add_parser("toolchain", help="manage toolchains in shipyard's cache")
     tsub = p.add_subparsers(dest="toolchain_command", required=True)
     tp = tsub.add_parser("install", help="assemble a CUDA toolkit for a variant (cuda11, cuda12, cuda13), "
-                                          "or a sysroot (bullseye: gcc 10, glibc 2.31)")
-    tp.add_argument("name", help="a CUDA variant of release.yaml (cuda11 …) or a sysroot (bullseye)")
+                                          "a sysroot (bullseye: gcc 10, glibc 2.31), or zig's clang for an "
+                                          "older glibc (zig-2.17: manylinux2014, zig-2.28: manylinux_2_28)")
+    tp.add_argument("name", help="a CUDA variant of release.yaml (cuda11 …), a sysroot (bullseye) or zig-<glibc>")
     tp.set_defaults(func=cmd_toolchain_install)

@@ -42,7 +42,9 @@ def describe(toolchain: Toolchain) -> str:
     if toolchain.interpreter:
         parts.append(f"python {toolchain.interpreter.full_version}")
     if toolchain.compiler:
-        parts.append(f"g++ {toolchain.compiler.version}" + _links(toolchain.compiler))
+        compiler = toolchain.compiler
+        parts.append(f"{compiler.origin} (clang {compiler.zig.clang_version})" if compiler.zig is not None
+                     else f"g++ {compiler.version}" + _links(compiler))
     if toolchain.cuda:
         parts.append(f"nvcc {toolchain.cuda.version} ({toolchain.cuda.origin}{_toolkit_glibc(toolchain)})")
     if toolchain.cuda_host_compiler:

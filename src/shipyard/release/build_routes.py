@@ -2,11 +2,15 @@
 
 The one place for these facts: `validate` refuses a platform no route builds (one line per platform,
 with the reason and what would be needed), `doctor` names a value that works in its fix, and the CI
-lane generator assembles the sysroot a platform's promise takes. A route to Linux wheels is:
+lane generator installs the compiler a platform's promise takes (`route_for_glibc`). A route to Linux
+wheels is:
 
-- a compiler that links a glibc no newer than the tag promises: a Debian sysroot of
-  resources/sysroots.toml (bullseye, glibc 2.31), whose gcc runs on an x86_64 host (this machine,
-  or the `debian:bookworm` builder container on the platform's runner, ci/runners.py);
+- a compiler that links a glibc no newer than the tag promises, run on an x86_64 host (this machine,
+  or the `debian:bookworm` builder container on the platform's runner, ci/runners.py): a Debian
+  sysroot of resources/sysroots.toml (bullseye, glibc 2.31) for the promises it keeps, and for older
+  ones, down to manylinux2014 (glibc 2.17), zig's clang from the `ziglang` package (a dependency of
+  shipyard, so on every host shipyard is) targeting exactly the promised glibc's symbol versions
+  (host/toolchains/zig.py);
 - an interpreter for the architecture: pyenv's here, uv's on the runner, all glibc builds;
 - auditwheel, which repairs every manylinux wheel to exactly its tag (`--only-plat`) and knows only
   its own policies (manylinux_2_31, 2_34 …, no 2_32 or 2_33).
@@ -71,10 +75,53 @@ def recipe_for_glibc(promise: str) -> SysrootRecipe | None:
     return max(fitting, key=lambda r: _glibc_tuple(r.glibc)) if fitting else None
 
 
+# The oldest glibc the zig route targets: manylinux2014's, the oldest manylinux policy pip, cibuildwheel
+# and PyPI's build images still serve. zig's clang would target an older one too, but no Python the
+# project could test on runs there, and CentOS 6 (glibc 2.12) has been out of support since 2020.
+ZIG_OLDEST_GLIBC = "2.17"
+
+
+@dataclass(frozen=True)
+class ZigTarget:
+    """zig's clang targeting one glibc's symbol versions (host/toolchains/zig.py): the route for a
+    promise older than any sysroot's glibc."""
+
+    glibc: str  # "2.17"
+
+    @property
+    def name(self) -> str:
+        """What `shipyard toolchain install` takes: zig-2.17."""
+        return f"zig-{self.glibc}"
+
+    @property
+    def triple(self) -> str:
+        """zig's -target: x86_64-linux-gnu.2.17 (the glibc version picks the symbol versions linked)."""
+        return f"{SYSROOT_TRIPLE}.{self.glibc}"
+
+
+def zig_target_named(name: str) -> ZigTarget | None:
+    """The zig target `shipyard toolchain install` names (zig-2.17), None for another name or a glibc
+    the zig route does not serve."""
+    match = re.fullmatch(r"zig-(\d+\.\d+)", name)
+    if match is None:
+        return None
+    route = route_for_glibc(match.group(1))
+    return route if isinstance(route, ZigTarget) and route.glibc == match.group(1) else None
+
+
+def route_for_glibc(promise: str) -> SysrootRecipe | ZigTarget | None:
+    """What compiles wheels that keep a glibc `promise` ('2.17'): the sysroot with the newest glibc that
+    keeps it (bullseye for 2.31 and newer), else zig targeting the promise itself (2.17 … 2.30); None
+    for a promise older than manylinux2014's."""
+    if (recipe := recipe_for_glibc(promise)) is not None:
+        return recipe
+    return ZigTarget(promise) if _glibc_tuple(promise) >= _glibc_tuple(ZIG_OLDEST_GLIBC) else None
+
+
 def oldest_buildable_tag(arch: str = LINUX_WHEEL_ARCH) -> str:
-    """The oldest-glibc manylinux tag a sysroot keeps: manylinux_2_31_x86_64, the value to promise."""
-    oldest = min(sysroot_recipes(), key=lambda r: _glibc_tuple(r.glibc))
-    return f"manylinux_{oldest.glibc.replace('.', '_')}_{arch}"
+    """The oldest-glibc manylinux tag a route keeps: manylinux2014's (manylinux_2_17_x86_64), the value
+    to promise where an older one is refused."""
+    return f"manylinux_{ZIG_OLDEST_GLIBC.replace('.', '_')}_{arch}"
 
 
 @functools.cache
@@ -109,13 +156,14 @@ def unbuildable(platform: Platform) -> Unbuildable | None:
     if arch != LINUX_WHEEL_ARCH:
         sysroots = ", ".join(r.name for r in sysroot_recipes())
         return Unbuildable("arch", f"no route builds {platform.arch} Linux wheels: shipyard's Linux compilers are "
-                           f"the {sysroots} sysroot's, {LINUX_WHEEL_ARCH} only (amd64 .debs), and it has no "
-                           f"{platform.arch} one for the builder container on {platform.github_runner}",
+                           f"the {sysroots} sysroot's and zig's, {LINUX_WHEEL_ARCH} only (amd64 .debs, x86_64 "
+                           f"targets), and it has no {platform.arch} sysroot for the builder container on "
+                           f"{platform.github_runner}",
                            f"an {platform.arch} sysroot, which shipyard does not have; remove the platform (Linux "
                            f"wheels build for linux-{LINUX_WHEEL_ARCH}, {works})")
     if tag.startswith("musllinux"):
         return Unbuildable("wheel_platform_tag", f"{tag} needs a musl C library, compiler and Python, and shipyard "
-                           f"has none: its sysroots are Debian's (glibc) and its Pythons glibc builds",
+                           f"has none: its compilers target glibc and its Pythons are glibc builds",
                            f"a musl toolchain and musl Pythons (an Alpine builder), which shipyard does not have; "
                            f"promise {works} instead, or remove the platform")
     if runner is not None:
@@ -123,18 +171,17 @@ def unbuildable(platform: Platform) -> Unbuildable | None:
     glibc = platform.promised_glibc
     if glibc is None:
         return None  # linux_x86_64: the host's compiler, no repair (a tag PyPI refuses, but it builds)
-    if recipe_for_glibc(glibc) is None:
-        oldest = min(sysroot_recipes(), key=lambda r: _glibc_tuple(r.glibc))
+    if route_for_glibc(glibc) is None:
         return Unbuildable("wheel_platform_tag", f"{tag} promises glibc {glibc}, older than any compiler shipyard "
-                           f"has: its oldest sysroot is Debian {oldest.suite}'s glibc {oldest.glibc} (no older "
-                           f"Debian suite is served by the machine's mirror)",
-                           f"a compiler that targets glibc {glibc}'s symbol versions, which shipyard does not "
-                           f"have; promise {works} (installs on Debian 11, Ubuntu 20.04, RHEL 9 and newer)")
+                           f"has: its oldest target is manylinux2014's glibc {ZIG_OLDEST_GLIBC} (zig), the oldest "
+                           f"policy pip and PyPI's build images still serve",
+                           f"a compiler and Pythons for glibc {glibc}, which shipyard does not have; promise "
+                           f"{works} (manylinux2014: installs on CentOS 7, RHEL 8, Debian 8, Ubuntu 14.04 and newer)")
     policies = auditwheel_policies(arch)
     policy = re.sub(rf"_{re.escape(arch)}$", "", tag)
     if policies is not None and policy not in policies:
         known = sorted((p for p in policies if p.startswith("manylinux_")
-                        and recipe_for_glibc(p.removeprefix("manylinux_").replace("_", ".")) is not None),
+                        and route_for_glibc(p.removeprefix("manylinux_").replace("_", ".")) is not None),
                        key=lambda p: _glibc_tuple(p.removeprefix("manylinux_").replace("_", ".")))
         return Unbuildable("wheel_platform_tag", f"auditwheel, which repairs every Linux wheel to exactly its "
                            f"tag, has no {policy} policy (it has {', '.join(known)})",

@@ -118,7 +118,9 @@ def toolchain_components(toolchain: Toolchain) -> list[Component]:
     if toolchain.interpreter:
         tools.append(_tool("cpython", toolchain.interpreter.full_version, toolchain.interpreter.binary_sha256))
     if toolchain.compiler:
-        tools.append(_tool("gcc", toolchain.compiler.version, _compiler_detail(toolchain.compiler)))
+        # zig's clang is named as zig, its version zig's (the identity names the clang and the glibc target).
+        tools.append(_tool("zig" if toolchain.compiler.zig else "gcc", toolchain.compiler.version,
+                           _compiler_detail(toolchain.compiler)))
     if toolchain.cuda:
         tools.append(_tool("nvcc", toolchain.cuda.version, toolchain.cuda.identity))
     if toolchain.cuda_host_compiler:
@@ -128,9 +130,9 @@ def toolchain_components(toolchain: Toolchain) -> list[Component]:
 
 
 def _compiler_detail(compiler: Compiler) -> str:
-    """The host's g++ by its path; a sysroot's by the sysroot and its identity (10.2.1@bullseye:…),
-    not by its path in this machine's cache, so the SBOM does not depend on where that is."""
-    return compiler.identity if compiler.sysroot else str(compiler.cxx)
+    """The host's g++ by its path; a sysroot's by the sysroot and its identity (10.2.1@bullseye:…), zig's
+    by its version and target, not by a path in this machine's cache, so the SBOM does not depend on where that is."""
+    return compiler.identity if compiler.sysroot or compiler.zig else str(compiler.cxx)
 
 
 def sbom_toolchain(toolchain: Toolchain, *, pure: bool) -> Toolchain:

@@ -49,6 +49,22 @@ def manylinux_allowed_libraries(policy: str) -> frozenset[str]:
     raise KeyError(f"auditwheel knows no policy {policy!r}")
 
 
+def labelled_platform_tags(platform_tag: str) -> frozenset[str]:
+    """The platform tags auditwheel labels a wheel repaired to `platform_tag` with: the tag and its
+    policy's other names (manylinux2014_x86_64 and manylinux_2_17_x86_64 are one policy, and auditwheel
+    writes both, as PyPI's own manylinux2014 wheels carry them)."""
+    policy = policy_of(platform_tag)
+    arch = platform_tag.removeprefix(policy)
+    if not platform_tag.startswith("manylinux"):
+        return frozenset({platform_tag})
+    text = resources.files("auditwheel.policy").joinpath("manylinux-policy.json").read_text()
+    for entry in json.loads(text):
+        names = (entry["name"], *entry.get("aliases", ()))
+        if policy in names:
+            return frozenset(f"{name}{arch}" for name in names)
+    return frozenset({platform_tag})
+
+
 def _elf_members(zf: zipfile.ZipFile) -> list[str]:
     return [n for n in zf.namelist() if not n.endswith("/") and zf.read(n)[:4] == b"\x7fELF"]
 
@@ -350,7 +366,8 @@ def check_cell_wheel(wheel: Path, release: Release, cell: Cell, component: Compo
         return failures + kind + check_size(wheel, release.wheel_size_budget_mb(None)) + check_vendored_libraries(
             wheel, component.vendored_libraries, component=component.name)
     platform = release.platforms[cell.platform]
-    failures += kind or check_platform_tag(wheel, {f"{cell.interpreter_tags}-{platform.wheel_platform_tag}"})
+    labels = labelled_platform_tags(platform.wheel_platform_tag)
+    failures += kind or check_platform_tag(wheel, {f"{cell.interpreter_tags}-{tag}" for tag in labels})
     if cell.is_abi3 and not kind:
         failures += [CheckFailure(wheel.name, f"components.{component.name}.limited_api", problem)
                      for problem in abi3_problems(wheel, cell.limited_api)]

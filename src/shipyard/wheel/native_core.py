@@ -26,6 +26,9 @@ def shipyard_cmake_defines(variant: Variant, toolchain: Toolchain) -> dict[str, 
         # find_package looks in the sysroot first (its libpng, not the host's); the compiler
         # wrappers already pass --sysroot, so this changes where CMake searches, not how it compiles.
         defines["CMAKE_SYSROOT"] = str(toolchain.compiler.sysroot.tree)
+    if toolchain.compiler and toolchain.compiler.zig:
+        # zig's archiver beside its compiler: a bare runner needs no binutils for a static library.
+        defines |= {"CMAKE_AR": str(toolchain.compiler.zig.ar), "CMAKE_RANLIB": str(toolchain.compiler.zig.ranlib)}
     if variant.is_cuda and toolchain.cuda and toolchain.cuda_host_compiler:
         defines |= {
             "SHIPYARD_NVCC": str(toolchain.cuda.nvcc),
@@ -61,16 +64,16 @@ def reproducible_env(source_root: Path, build_dir: Path, epoch: int, toolchain: 
 
 
 def python_header_flags(python: Path, toolchain: Toolchain, into: Path, *, copy: bool = True) -> str:
-    """Compiler flags that let a sysroot compiler use `python`'s headers; "" when none are needed.
+    """Compiler flags that let a sysroot compiler (or zig's) use `python`'s headers; "" when none are needed.
 
     Debian's python3.X-dev splits pyconfig.h per architecture: /usr/include/python3.X/pyconfig.h
     only includes <x86_64-linux-gnu/python3.X/pyconfig.h>, which lives under the host's
-    /usr/include. A sysroot compiler searches the sysroot's /usr/include instead (the host's
-    glibc headers must not leak in), so the include fails. The one real pyconfig.h is copied into
-    `into`/<multiarch>/python3.X/ (unless `copy` is false: the flags only) and that folder,
-    holding nothing else, goes on the search path.
+    /usr/include. A sysroot compiler searches the sysroot's /usr/include instead, and zig's clang its
+    own glibc's headers (the host's glibc headers must not leak in), so the include fails. The one
+    real pyconfig.h is copied into `into`/<multiarch>/python3.X/ (unless `copy` is false: the flags
+    only) and that folder, holding nothing else, goes on the search path.
     """
-    if toolchain.compiler is None or toolchain.compiler.sysroot is None:
+    if toolchain.compiler is None or toolchain.compiler.searches_host_headers:
         return ""
     include, multiarch, version = _header_layout(python)
     real = Path("/usr/include", multiarch, f"python{version}", "pyconfig.h")

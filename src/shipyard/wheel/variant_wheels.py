@@ -497,6 +497,11 @@ def _container_build(ctx: BuildContext, cell: Cell, component: Component, toolch
     from shipyard.host.docker_base import build_manylinux_image, ensure_docker_engine
     from shipyard.wheel.container import build_wheels_in_container, host_path
 
+    if toolchain.compiler is not None and toolchain.compiler.zig is not None:
+        # The wrappers run the zig of shipyard's own environment, which the image does not hold.
+        raise UsageError(f"{cell.id}: --container builds with the image's compiler or a sysroot, and "
+                         f"{ctx.spec.release.platforms[cell.platform].wheel_platform_tag} takes "
+                         f"{toolchain.compiler.origin}; build it on the host (without --container)")
     ensure_docker_engine(required=True)
     if ctx.variant.is_cuda and not cell.is_pure:
         raise UsageError(f"{cell.id}: --container builds CPU cells only; the local image has no CUDA "

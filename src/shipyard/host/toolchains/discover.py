@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from shipyard.errors import ToolError
 from shipyard.host.toolchains.glibc import glibc_tuple, host_glibc
 from shipyard.host.toolchains.sysroot import Sysroot, find_installed_sysroots
+from shipyard.host.toolchains.zig import ZigCompiler, find_installed_zig_compilers
 from shipyard.plumbing import command
 from shipyard.plumbing.cache_folder import cache_root
 
@@ -50,24 +51,35 @@ class Interpreter:
 
 @dataclass(frozen=True)
 class Compiler:
-    """A C/C++ compiler pair (gcc-N / g++-N): the host's own, or a sysroot's (toolchains.sysroot)."""
+    """A C/C++ compiler pair: gcc-N / g++-N, the host's own or a sysroot's (toolchains.sysroot), or
+    zig's clang targeting one glibc (toolchains.zig; `major` is then clang's)."""
 
     major: int
     cc: Path
     cxx: Path
     version: str
-    glibc: str = ""  # the glibc its objects link against: the host's, or its sysroot's
+    glibc: str = ""  # the glibc its objects link against: the host's, its sysroot's, zig's target
     sysroot: Sysroot | None = None
+    zig: ZigCompiler | None = None
 
     @property
     def identity(self) -> str:
-        """What cache keys use: the version, and which sysroot's libraries it links."""
+        """What cache keys use: the version, and which sysroot's libraries (or zig target) it links."""
+        if self.zig is not None:
+            return f"zig-{self.zig.zig_version}@glibc-{self.zig.glibc}:{self.zig.identity}"
         return self.version if self.sysroot is None else f"{self.version}@{self.sysroot.name}:{self.sysroot.identity}"
 
     @property
     def origin(self) -> str:
-        """Where it links from, in words: 'host' or 'bullseye sysroot'."""
+        """Where it links from, in words: 'host', 'bullseye sysroot' or 'zig 0.17.1 for glibc 2.17'."""
+        if self.zig is not None:
+            return self.zig.name
         return "host" if self.sysroot is None else f"{self.sysroot.name} sysroot"
+
+    @property
+    def searches_host_headers(self) -> bool:
+        """Whether it finds the host's /usr/include (a sysroot's gcc and zig's clang do not)."""
+        return self.sysroot is None and self.zig is None
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,7 @@ class Inventory:
     docker_engine: str | None  # server version, when an engine answers
     android_ndk: Path | None
     sysroot_compilers: tuple[Compiler, ...] = ()  # assembled sysroots' (toolchains.sysroot)
+    zig_compilers: tuple[Compiler, ...] = ()  # zig's, one per glibc target installed (toolchains.zig)
 
     def interpreter(self, version: str) -> Interpreter | None:
         return next((i for i in self.interpreters if i.version == version), None)
@@ -109,6 +122,11 @@ class Inventory:
             if c.glibc and glibc_tuple(c.glibc) <= glibc_tuple(glibc))
         fitting = [c for c in candidates if major is None or c.major <= major]
         return max(fitting, key=lambda c: (c.major, c.sysroot is None)) if fitting else None
+
+    def zig_compiler(self, glibc: str) -> Compiler | None:
+        """zig's clang for exactly `glibc`, when `shipyard toolchain install zig-<glibc>` wrote it. Never
+        among compiler_at_most's: which glibc promise zig serves is build_routes' choice alone."""
+        return next((c for c in self.zig_compilers if c.glibc == glibc), None)
 
     def cuda_toolkit(self, version: str) -> CudaToolkit | None:
         return next((t for t in self.cuda_toolkits if t.version == version), None)
@@ -185,6 +203,13 @@ def find_sysroot_compilers() -> tuple[Compiler, ...]:
                  for s in find_installed_sysroots(toolchain_cache()))
 
 
+def find_zig_compilers() -> tuple[Compiler, ...]:
+    """zig's clang for each glibc target installed in the toolchain cache (`shipyard toolchain install zig-2.17`)."""
+    return tuple(Compiler(int(z.clang_version.split(".")[0]) if z.clang_version[:1].isdigit() else 0,
+                          z.cc, z.cxx, z.zig_version, z.glibc, zig=z)
+                 for z in find_installed_zig_compilers(toolchain_cache()))
+
+
 def _gcc_version(cxx: Path) -> str:
     try:
         return command.run([cxx, "-dumpfullversion"], timeout=30).stdout.strip()
@@ -259,6 +284,7 @@ def discover(cross_compilers: tuple[tuple[str, str], ...] = (), emulators: tuple
         docker_engine=_docker_engine(),
         android_ndk=Path(ndk) if ndk and Path(ndk).is_dir() else None,
         sysroot_compilers=find_sysroot_compilers(),
+        zig_compilers=find_zig_compilers(),
     )
 
 

@@ -36,15 +36,22 @@ def host_glibc() -> str:
 
 def glibc_required(binary: Path) -> str:
     """The newest GLIBC_x.y symbol version an ELF file needs ('2.17'); '' when it needs none."""
+    return symbol_version_required(binary, "GLIBC")
+
+
+def symbol_version_required(binary: Path, library: str) -> str:
+    """The newest `library`_x.y symbol version an ELF file needs: GLIBC ('2.17'), GLIBCXX ('3.4.30'),
+    CXXABI; '' when it needs none."""
     stat = binary.stat()
-    return _glibc_required(binary.resolve(), (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
+    return _version_required(binary.resolve(), library,
+                             (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
 
 
 # Reading a toolkit's ELF files takes a tenth of a second each, and the report and the doctor
 # resolve every CUDA cell (each reading the same toolkit): read each file once per process,
 # again when it changes (the stat is part of the key).
 @functools.lru_cache(maxsize=1024)
-def _glibc_required(binary: Path, _stat: tuple[int, ...]) -> str:
+def _version_required(binary: Path, library: str, _stat: tuple[int, ...]) -> str:
     newest: tuple[int, ...] = ()
     with binary.open("rb") as fh:
         try:
@@ -55,7 +62,7 @@ def _glibc_required(binary: Path, _stat: tuple[int, ...]) -> str:
             return ""
         for _needed, auxiliaries in section.iter_versions():  # type: ignore[attr-defined]
             for aux in auxiliaries:
-                match = re.fullmatch(r"GLIBC_(\d+(?:\.\d+)+)", aux.name)
+                match = re.fullmatch(rf"{re.escape(library)}_(\d+(?:\.\d+)+)", aux.name)
                 if match:
                     newest = max(newest, glibc_tuple(match.group(1)))
     return ".".join(map(str, newest))

@@ -1,5 +1,5 @@
-"""Obtaining what a build needs on this host when it is missing: the sysroot for the platform's glibc
-promise, the variant's CUDA toolkit. Each installer here leaves this process's view of the host
+"""Obtaining what a build needs on this host when it is missing: the sysroot or the zig wrappers for the
+platform's glibc promise, the variant's CUDA toolkit. Each installer here leaves this process's view of the host
 (`discover`, cached) looking again, whether it assembled the toolchain or found it there: another
 process (a parallel nox session, another test worker) may have put it there after this one looked."""
 
@@ -13,6 +13,8 @@ from shipyard.release.spec import Spec
 if TYPE_CHECKING:
     from shipyard.host.toolchains.cuda_toolkit import InstalledCudaToolkit
     from shipyard.host.toolchains.sysroot import Sysroot
+    from shipyard.host.toolchains.zig import ZigCompiler
+    from shipyard.release.build_routes import ZigTarget
     from shipyard.release.spec import Variant
 
 
@@ -23,6 +25,17 @@ def obtain_sysroot(name: str, progress: Progress) -> Sysroot:
 
     try:
         return install_sysroot(name, toolchain_cache(), progress=progress)
+    finally:
+        discover.cache_clear()
+
+
+def obtain_zig_compiler(target: ZigTarget, progress: Progress) -> ZigCompiler:
+    """zig's clang for `target`'s glibc, its wrappers written in shipyard's cache and proved unless there."""
+    from shipyard.host.toolchains.discover import discover, toolchain_cache
+    from shipyard.host.toolchains.zig import install_zig_compiler
+
+    try:
+        return install_zig_compiler(target, toolchain_cache(), progress=progress)
     finally:
         discover.cache_clear()
 
@@ -40,16 +53,20 @@ def obtain_cuda_toolkit(variant: Variant, progress: Progress) -> InstalledCudaTo
 
 
 def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Progress) -> None:
-    """Assemble the sysroot this host's wheels need to keep their glibc promise, and the variant's
-    CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc older than any sysroot)."""
+    """Assemble the sysroot (or write the zig wrappers) this host's wheels need to keep their glibc
+    promise, and the variant's CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc
+    older than manylinux2014's)."""
     from shipyard.errors import ToolchainMissing
     from shipyard.host.toolchains.discover import discover
-    from shipyard.release.build_routes import recipe_for_glibc
+    from shipyard.release.build_routes import SysrootRecipe, ZigTarget, route_for_glibc
 
     platform = spec.release.platforms.get(discover().host_platform)
     glibc = platform.promised_glibc if platform else None
-    if glibc and discover().compiler_at_most(None, glibc=glibc) is None and (recipe := recipe_for_glibc(glibc)):
-        obtain_sysroot(recipe.name, progress)
+    route = route_for_glibc(glibc) if glibc else None
+    if isinstance(route, ZigTarget) and discover().zig_compiler(route.glibc) is None:
+        obtain_zig_compiler(route, progress)
+    elif isinstance(route, SysrootRecipe) and discover().compiler_at_most(None, glibc=glibc) is None:
+        obtain_sysroot(route.name, progress)
     variant = spec.release.find_variant(variant_name)
     if variant is None or not variant.cuda:
         return

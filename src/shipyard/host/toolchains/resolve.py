@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from shipyard.host.toolchains.discover import Compiler, CudaToolkit, Interpreter, Inventory
 from shipyard.host.toolchains.glibc import glibc_tuple, toolkit_glibc
 from shipyard.plumbing.hashing import sha256_hex
-from shipyard.release.build_routes import recipe_for_glibc, unbuildable
+from shipyard.release.build_routes import SysrootRecipe, ZigTarget, route_for_glibc, unbuildable
 from shipyard.release.kinds import KINDS
 from shipyard.release.matrix import Cell
 from shipyard.release.spec import Platform, Release
@@ -67,27 +67,46 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
         return Toolchain(interpreter, None, None, None)
     # A wheel keeps its platform tag's glibc promise only when compiled against that glibc or older.
     glibc = platform.promised_glibc if kind.keeps_glibc_promise else None
-    compiler = inventory.compiler_at_most(None, glibc=glibc)
+    route = route_for_glibc(glibc) if glibc else None
+    compiler = inventory.zig_compiler(route.glibc) if isinstance(route, ZigTarget) else \
+        inventory.compiler_at_most(None, glibc=glibc)
     if compiler is None:
         return _missing_compiler(inventory, platform, glibc)
+    if compiler.zig is not None and component.vendored_libraries:
+        # The host's libpng needs the host's glibc, and zig carries no system libraries of its own.
+        return Missing(f"{component.name} links and vendors {', '.join(component.vendored_libraries)}, and "
+                       f"{compiler.origin} has no build of them for that glibc",
+                       f"promise manylinux_2_31_x86_64 for {cell.platform} (the bullseye sysroot carries them), "
+                       f"or vendor no system library in this component")
     if not variant.is_cuda:
         return Toolchain(interpreter, compiler, None, None)
     return _resolve_cuda(cell, release, inventory, interpreter, compiler, glibc)
 
 
 def _missing_compiler(inventory: Inventory, platform: Platform, glibc: str | None) -> Missing:
-    if glibc is None or not inventory.compilers:
-        return Missing("no C++ compiler (g++-N)", "apt-get install -y g++")
-    refused = unbuildable(platform)
+    refused = unbuildable(platform) if glibc is not None else None
     if refused is not None:  # validate refuses it too: the fix is what would build, never the value itself
         return Missing(refused.reason, refused.needed)
+    route = route_for_glibc(glibc) if glibc is not None else None
+    if isinstance(route, ZigTarget):
+        from shipyard.host.toolchains.zig import find_zig, ziglang_requirement
+
+        zig = find_zig()
+        what = f"no compiler targets glibc {glibc}'s symbol versions, as {platform.wheel_platform_tag} promises"
+        if zig is None:
+            return Missing(f"{what} (the zig route needs the ziglang package, which is not installed)",
+                           f"pip install '{ziglang_requirement()}' (a dependency of shipyard), then shipyard "
+                           f"toolchain install {route.name}")
+        return Missing(what, f"shipyard toolchain install {route.name}   (zig {zig.version}'s clang from the "
+                             f"ziglang package, targeting {route.triple}; no download)")
+    if glibc is None or not inventory.compilers:
+        return Missing("no C++ compiler (g++-N)", "apt-get install -y g++")
     host = inventory.compilers[0].glibc or "?"
     what = (f"no C++ compiler links against glibc {glibc} or older, as {platform.wheel_platform_tag} promises "
             f"(this host's gcc links its glibc {host})")
-    recipe = recipe_for_glibc(glibc)
-    assert recipe is not None  # a promise no sysroot keeps is unbuildable
-    return Missing(what, f"shipyard toolchain install {recipe.name}   (Debian {recipe.suite}'s gcc "
-                         f"{recipe.gcc} and glibc {recipe.glibc} as a sysroot, from this machine's mirror)")
+    assert isinstance(route, SysrootRecipe)  # a promise no route keeps is unbuildable
+    return Missing(what, f"shipyard toolchain install {route.name}   (Debian {route.suite}'s gcc "
+                         f"{route.gcc} and glibc {route.glibc} as a sysroot, from this machine's mirror)")
 
 
 def _resolve_pure(release: Release, inventory: Inventory) -> Toolchain | Missing:
@@ -122,6 +141,12 @@ def _resolve_cuda(cell: Cell, release: Release, inventory: Inventory, interprete
     if toolkit.cuobjdump is None:
         return Missing(f"CUDA {variant.cuda} toolkit at {toolkit.root} has no cuobjdump for the arch check",
                        f"shipyard toolchain install {variant.name}")
+    if compiler.zig is not None:
+        # nvcc takes gcc (or its own list of host compilers) as -ccbin, never zig's clang.
+        return Missing(f"CUDA {variant.cuda} needs a host gcc that links glibc {glibc} or older for nvcc, and "
+                       f"the promise's compiler is {compiler.origin}, which nvcc does not take",
+                       "exclude this variant from the platform in release.yaml (exclusions), or promise "
+                       "manylinux_2_31_x86_64 for it (the bullseye sysroot's gcc 10 is nvcc's host compiler there)")
     host = inventory.compiler_at_most(variant.host_gcc_max, glibc=glibc)
     if host is None:
         if glibc is None:
