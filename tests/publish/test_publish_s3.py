@@ -283,3 +283,31 @@ def test_a_store_that_keeps_failing_is_given_up_on_in_one_line_naming_the_tries(
     err = capsys.readouterr().err
     assert code == 7, err
     assert f"s3://{BUCKET}: gave up after 2 tries; last response: 503" in err, err
+
+
+def test_an_index_whose_answer_breaks_mid_body_is_read_again(s3, tmp_path, monkeypatch, capsys):
+    """The fault suite's find (seeds of `nox -s faults -- 200`): a GET whose body breaks while it
+    is read fails after botocore returned, outside its retries. The GET and the read are tried
+    again together. Fails on the code before: a traceback (exit 1) from the unchanged re-publish."""
+    from support.fault_proxy import FaultProxy
+
+    armed: list[str] = []  # the index pages whose first GET was cut
+
+    def plan(number: int, line: str) -> str:
+        method, path = (line.split(" ") + ["", ""])[:2]
+        if armed and method == "GET" and path.split("?")[0].endswith("/index.json") and path not in armed:
+            armed.append(path)
+            return "cut-body"
+        return "pass"
+
+    port = int(s3.endpoint.rsplit(":", 1)[1])
+    with FaultProxy(port, plan) as proxy:
+        root = _root(tmp_path, S3StandIn(proxy.url, s3.client), "nine/whl/", monkeypatch)
+        dist = _dist(tmp_path / "a", ("cutcore",))
+        assert _publish(root, dist, tmp_path / "state") == 0, capsys.readouterr()
+        armed.append("armed")
+        code = _publish(root, dist, tmp_path / "state2")
+        out = capsys.readouterr()
+        assert code == 0, out
+        assert proxy.injected["cut-body"] >= 1, proxy.injected
+    assert "Traceback" not in out.err

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.errors import PublishError
-from shipyard.plumbing.retry import RetryPolicy, request_proxies, retry_after
+from shipyard.plumbing.retry import RetryPolicy, gist, request_proxies, retry, retry_after
 from shipyard.publish.connection import target_trust
 from shipyard.publish.plan import PublishFile
 from shipyard.publish.target import TargetContext, name_taken
@@ -162,7 +162,13 @@ class S3Objects:
 
     def download(self, key: str, dest: Path) -> Path:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        self.call(f"download {dest.name}", lambda: self.client.download_file(self.bucket, key, str(dest)))
+        from botocore.exceptions import BotoCoreError, ClientError
+        from s3transfer.exceptions import RetriesExceededError  # boto3's downloads: retried there, then this
+
+        try:
+            self.client.download_file(self.bucket, key, str(dest))
+        except (ClientError, BotoCoreError, RetriesExceededError) as exc:
+            raise self.failed(f"download {dest.name}", exc) from None
         return dest
 
     # --- packages ------------------------------------------------------------------------------
@@ -170,13 +176,15 @@ class S3Objects:
     def put_once(self, key: str, f: PublishFile) -> str | None:
         """Write `f` under `key` where no object is; None when it is there now with its bytes, else
         the line naming the bytes already published under its name."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             with f.path.open("rb") as body:
                 self.client.put_object(Bucket=self.bucket, Key=key, Body=body, IfNoneMatch="*",
                                        ChecksumAlgorithm="SHA256", ContentType="application/octet-stream")
             return None
+        except BotoCoreError as exc:  # a connection that kept breaking: botocore tried again
+            raise self.failed(f"upload {f.filename}", exc) from None
         except ClientError as exc:
             if error_code(exc) not in CONFLICTS:
                 raise self.failed(f"upload {f.filename}", exc) from None
@@ -190,8 +198,11 @@ class S3Objects:
             Bucket=self.bucket, Key=key, ChecksumMode="ENABLED"))
         if head.get("ChecksumSHA256"):
             return sha256_of_checksum(str(head["ChecksumSHA256"]))
-        got = self.call(f"read back {filename}", lambda: self.client.get_object(Bucket=self.bucket, Key=key))
-        return hashlib.sha256(got["Body"].read()).hexdigest()
+        got = self.get_bytes(f"read back {filename}", key)
+        if got is None:
+            raise PublishError(f"{self.ctx.target.name}: {filename}: {self.where(key)} is gone right after its "
+                               f"HEAD; publish again")
+        return hashlib.sha256(got[0]).hexdigest()
 
     def read_back(self, key: str, f: PublishFile) -> None:
         served = self.served_sha256(key, f.filename)
@@ -201,27 +212,47 @@ class S3Objects:
 
     # --- indexes -------------------------------------------------------------------------------
 
+    def get_bytes(self, what: str, key: str) -> tuple[bytes, str] | None:
+        """The object under `key` and its ETag; None when there is none. botocore tries a GET again
+        itself, but not a body whose connection breaks while it is read (after the call returned):
+        the GET and its read are tried again together, within the policy's tries."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        def attempt() -> tuple[bytes, str] | None:
+            try:
+                got = self.client.get_object(Bucket=self.bucket, Key=key)
+            except ClientError as exc:
+                if error_code(exc) in ("NoSuchKey", "404"):
+                    return None
+                raise self.failed(what, exc) from None
+            except BotoCoreError as exc:  # the GET itself: botocore tried it again already
+                raise self.failed(what, exc) from None
+            return bytes(got["Body"].read()), str(got["ETag"])  # a cut body raises a BotoCoreError
+
+        name = self.ctx.target.name
+        return retry(attempt, self.ctx.policy, label=f"{name}: {what}", errors=(BotoCoreError,),
+                     failure=lambda exc: gist(exc, self.ctx.scrub),
+                     gave_up=lambda last: self.ctx.scrub(f"{name}: {what}: s3://{self.bucket}: gave up after "
+                                                         f"{self.ctx.policy.tries} tries; last response: {last}"))
+
     def read_json(self, key: str) -> tuple[JsonIndex | None, str | None]:
         """The JSON object under `key` and its ETag; (None, None) when there is none."""
-        from botocore.exceptions import ClientError
-
-        try:
-            got = self.client.get_object(Bucket=self.bucket, Key=key)
-        except ClientError as exc:
-            if error_code(exc) in ("NoSuchKey", "404"):
-                return None, None
-            raise self.failed(f"read {key}", exc) from None
-        return json.loads(got["Body"].read()), str(got["ETag"])
+        got = self.get_bytes(f"read {key}", key)
+        if got is None:
+            return None, None
+        return json.loads(got[0]), got[1]
 
     def put(self, key: str, body: bytes, content_type: str, *, etag: str | None = None,
             conditional: bool = False) -> bool:
         """Write `body` under `key`; with `conditional`, only if it is still the object of `etag` (or
         none is there, for no etag): False when another writer changed it in between."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         condition = ({"IfMatch": etag} if etag else {"IfNoneMatch": "*"}) if conditional else {}
         try:
             self.client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType=content_type, **condition)
+        except BotoCoreError as exc:  # a connection that kept breaking: botocore tried again
+            raise self.failed(f"write {key}", exc) from None
         except ClientError as exc:
             if conditional and error_code(exc) in CONFLICTS:
                 return False
