@@ -170,8 +170,8 @@ def run_rows(base: Path, profile: Path | None) -> list[tuple[str, Figures | str]
                            "SHIPYARD_CONDA_TOKEN": site.token, PYPI_ENV[0]: "bench", PYPI_ENV[1]: pypi_password,
                            "SHIPYARD_REGISTRY_USERNAME": registry.user,
                            "SHIPYARD_REGISTRY_PASSWORD": registry.password})
-        rows = (Row("devpi", "wheels-staging", wheel_dist), Row("static tree", "wheels-tree", wheel_dist),
-                Row("pypi (pypiserver)", "pypi-index", pypi_dist), Row("conda channel", "conda-staging", conda_dist),
+        rows = (Row("devpi", "pypi", wheel_dist), Row("static tree", "wheels-tree", wheel_dist),
+                Row("pypi (pypiserver)", "pypi-index", pypi_dist), Row("conda channel", "conda-channel", conda_dist),
                 Row("docker registry", "images", image_dist(repo, base / "images")))
         for row in rows:
             folder = base / row.target

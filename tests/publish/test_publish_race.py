@@ -179,7 +179,7 @@ def test_two_publishers_of_one_conda_package_name_one_wins_and_its_bytes_stay(se
             assert entry["sha256"] == digest
             return digest
 
-        _race(forks, "conda-staging", filename, racers, served)
+        _race(forks, "conda-channel", filename, racers, served)
 
 
 def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: Servers, forks: ShipyardForks,
@@ -203,7 +203,7 @@ def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: S
             assert entry["hashes"]["sha256"] == digest
             return digest
 
-        _race(forks, "wheels-staging", filename, racers, served)
+        _race(forks, "pypi", filename, racers, served)
 
 
 def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiServer, forks: ShipyardForks,
@@ -228,7 +228,7 @@ def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiS
             assert pypi.files()[filename] == digest
             return digest
 
-        _race(forks, "wheels-staging", filename, racers, served)
+        _race(forks, "pypi", filename, racers, served)
 
 
 @pytest.fixture(scope="module")

@@ -42,10 +42,21 @@ def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishRe
     console.print(f"{report.version} on {report.channel}: {uploaded} files published, {unchanged} already there")
 
 
+def _with_stand_ins(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with --targets taken from the environment when not given (release/local_targets.py:
+    how `shipyard ci run --targets FILE` reaches the workflow's publish step)."""
+    import os
+
+    from shipyard.release.local_targets import targets_file_for
+
+    return argparse.Namespace(**{**vars(args), "targets": targets_file_for(getattr(args, "targets", None),
+                                                                           os.environ)})
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     from shipyard.publish.run import PublishRequest, publish
 
-    spec = load_release(args)
+    spec = load_release(_with_stand_ins(args))
     dist, state = dist_folder(args), state_folder(args)
     request = PublishRequest(channel=args.channel, dist=dist, state=state, targets=tuple(args.target or ()),
                              policy=_policy(args))
@@ -57,7 +68,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from shipyard.publish.run import PromoteRequest, promote
 
-    spec = load_release(args)
+    spec = load_release(_with_stand_ins(args))
     dist, state = dist_folder(args), state_folder(args)
     request = PromoteRequest(version=args.version, source=args.source, destination=args.destination, dist=dist,
                              state=state, targets=tuple(args.target or ()), policy=_policy(args))
