@@ -188,7 +188,9 @@ def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: S
     user = "race" + secrets.token_hex(3)
     env = {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": devpi.add_user(user)}
     # The variant index only: the race is decided per index, and one is enough to show it.
-    replacements = {**servers.site.replacements(prefix=user), "    default_variant: cpu\n": ""}
+    replacements = {**servers.site.replacements(prefix=user),
+                    "    password_env: SHIPYARD_PYPI_PASSWORD\n    default_variant: cpu\n":
+                    "    password_env: SHIPYARD_PYPI_PASSWORD\n"}
     for n in range(ROUNDS):
         project = "rd" + secrets.token_hex(4)
         filename = f"{project}-{VERSION}+cpu-py3-none-any.whl"
