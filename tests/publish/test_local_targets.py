@@ -85,5 +85,6 @@ def test_the_committed_release_publishes_to_the_committed_stand_ins_when_the_var
     assert "publish.wheels-tree.role_arn_env: the environment variable SHIPYARD_S3_ROLE_ARN is not set" in err, err
     monkeypatch.setenv("SHIPYARD_TARGETS", str(targets))
     assert main(argv) == 0, capsys.readouterr()
+    assert f"stand-ins: the targets of {targets} (SHIPYARD_TARGETS)" in " ".join(capsys.readouterr().err.split())
     page = json.loads((tree / "nightly" / "cpu" / "uocore" / "index.json").read_text())
     assert [f["filename"] for f in page["files"]] == [wheel.name]

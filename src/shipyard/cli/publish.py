@@ -47,10 +47,14 @@ def _with_stand_ins(args: argparse.Namespace) -> argparse.Namespace:
     how `shipyard ci run --targets FILE` reaches the workflow's publish step)."""
     import os
 
-    from shipyard.release.local_targets import targets_file_for
+    from shipyard.release.local_targets import TARGETS_VARIABLE, targets_file_for
 
-    return argparse.Namespace(**{**vars(args), "targets": targets_file_for(getattr(args, "targets", None),
-                                                                           os.environ)})
+    given = getattr(args, "targets", None)
+    found = targets_file_for(given, os.environ)
+    if found and not given:  # said, so that a variable left set never sends a release elsewhere unseen
+        err_console.print(f"stand-ins: the targets of {found} ({TARGETS_VARIABLE}) take release.yaml's places",
+                          markup=False, highlight=False)
+    return argparse.Namespace(**{**vars(args), "targets": found})
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
