@@ -177,8 +177,8 @@ def run_rows(base: Path, profile: Path | None) -> list[tuple[str, Figures | str]
                            "SHIPYARD_CONDA_TOKEN": site.token, PYPI_ENV[0]: "bench", PYPI_ENV[1]: pypi_password,
                            "SHIPYARD_REGISTRY_USERNAME": registry.user,
                            "SHIPYARD_REGISTRY_PASSWORD": registry.password, **bucket.credentials()})
-        rows = (Row("devpi", "wheels-staging", wheel_dist), Row("static tree", "wheels-tree", wheel_dist),
-                Row("pypi (pypiserver)", "pypi-index", pypi_dist), Row("conda channel", "conda-staging", conda_dist),
+        rows = (Row("devpi", "pypi", wheel_dist), Row("static tree", "wheels-tree", wheel_dist),
+                Row("pypi (pypiserver)", "pypi-index", pypi_dist), Row("conda channel", "conda-channel", conda_dist),
                 Row("docker registry", "images", image_dist(repo, base / "images")),
                 Row("s3 wheel tree (moto)", "bucket-tree", wheel_dist),
                 Row("s3 conda channel (moto)", "bucket-conda", conda_dist))

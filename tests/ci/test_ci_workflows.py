@@ -158,7 +158,9 @@ def test_hygiene(repo, name):
     for job_id, job in workflow["jobs"].items():
         assert int(job["timeout-minutes"]) > 0, job_id
         assert job["permissions"]["contents"] == "read", job_id
-        assert set(job["permissions"]) <= {"contents", "id-token"}, job_id
+        # The OIDC token and the registry's write belong to the publish job alone.
+        assert set(job["permissions"]) <= ({"contents", "id-token", "packages"} if job_id == "publish"
+                                           else {"contents"}), job_id
         if "strategy" in job:
             assert job["strategy"]["fail-fast"] == "false", job_id
         for step in job["steps"]:
@@ -172,6 +174,14 @@ def test_hygiene(repo, name):
         if f"{action}@{sha}" in text:
             assert f"{action}@{sha}  # {tag}" in text
     publish = workflow["jobs"]["publish"]
+    # ember's release.yaml names the real places: PyPI and TestPyPI by trusted publishing and the
+    # bucket by a role (the job's OIDC token), GitHub's registry with the job's own token.
+    assert publish["permissions"] == {"contents": "read", "id-token": "write", "packages": "write"}
+    step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
+    assert step["env"] == {"GHCR_USERNAME": "${{ secrets.GHCR_USERNAME }}",
+                           "GITHUB_TOKEN": "${{ secrets.GITHUB_TOKEN }}",
+                           "SHIPYARD_S3_ROLE_ARN": "${{ vars.SHIPYARD_S3_ROLE_ARN }}"}
+    assert "SHIPYARD_TARGETS" not in text  # the stand-ins' variable is set by a local run only
     assert publish["environment"] == "nightly" or publish["environment"].endswith("&& 'release' || '' }}")
     assert set(publish["needs"]) == set(workflow["jobs"]) - {"publish", "plan"}
     run = "\n".join(s.get("run", "") for s in workflow["jobs"]["manifest"]["steps"])
@@ -184,6 +194,7 @@ def test_no_secret_value_in_the_workflows_only_secret_references(ci_copy, monkey
     values = {"SHIPYARD_PYPI_USERNAME": "release-bot-7f3a", "SHIPYARD_PYPI_PASSWORD": "pw-9c1e55aa0b",
               "SHIPYARD_CONDA_TOKEN": "tok-31d0f8e2", "SHIPYARD_REGISTRY_USERNAME": "reg-user-5b",
               "SHIPYARD_REGISTRY_PASSWORD": "reg-pw-c2e7d1",
+              "SHIPYARD_TESTPYPI_USERNAME": "test-bot-41", "SHIPYARD_TESTPYPI_PASSWORD": "pw-test-8d2f",
               "SHIPYARD_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----\nMC4CAQAw-not-a-key\n-----END PRIVATE KEY-----"}
     for key, value in values.items():
         monkeypatch.setenv(key, value)

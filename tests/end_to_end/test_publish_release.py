@@ -34,7 +34,7 @@ from shipyard.testing.venv import uv_binary
 
 pytestmark = pytest.mark.slow
 PYTHON = "3.11"
-_CONDA_TOKEN_ENV = "SHIPYARD_CONDA_TOKEN"  # release.yaml's conda-staging token_env, as the page names it
+_CONDA_TOKEN_ENV = "SHIPYARD_CONDA_TOKEN"  # release.yaml's conda-channel token_env, as the page names it
 
 
 @pytest.fixture(scope="session")
@@ -153,8 +153,8 @@ def test_a_release_goes_nightly_test_release_and_users_install_the_tested_bytes(
         try:
             for step, (source, channel) in enumerate(((None, "nightly"), ("nightly", "test"), ("test", "release"))):
                 if source is None:
-                    shipyard("publish", "--channel", channel, "--target", "wheels-staging", "--target", "wheels-tree",
-                             "--target", "conda-staging", "--target", "images")
+                    shipyard("publish", "--channel", channel, "--target", "pypi", "--target", "wheels-tree",
+                             "--target", "conda-channel", "--target", "images")
                 else:
                     shipyard("promote", manifest.version, "--from", source, "--to", channel)
                 where = tmp_path / channel

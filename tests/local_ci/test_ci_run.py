@@ -112,13 +112,13 @@ def test_the_folders_static_and_conda_targets_publish_into_are_mounted_where_the
     and ends with the job, which the run says."""
     from shipyard.local_ci.workflow_run import served_folders
 
-    release = load_spec(repo).release
+    release = load_spec(repo, targets_file=repo / "local-targets.yaml").release
     targets = dict(release.publish)
     targets["wheels-tree"] = targets["wheels-tree"].model_copy(update={"path": str(tmp_path / "served" / "whl")})
     folders, notes = served_folders(release.model_copy(update={"publish": targets}))
     assert folders == (tmp_path / "served" / "whl",) and folders[0].is_dir()
-    assert notes == [f"publish.conda-staging.path dist/site/conda is inside the publish job's workspace, which "
-                     f"ends with the job; to publish where {targets['conda-staging'].url} is served, "
+    assert notes == [f"publish.conda-channel.path dist/site/conda is inside the publish job's workspace, which "
+                     f"ends with the job; to publish where {targets['conda-channel'].url} is served, "
                      f"make path absolute (the folder that server serves: a local run mounts it)"]
     argv = act_run.act_command(replace(_setup(tmp_path, host, repo), served_folders=folders))
     pairs = list(zip(argv, argv[1:], strict=False))
@@ -482,3 +482,44 @@ def test_the_repository_variables_a_workflow_reads_come_from_the_environment_or_
         act_run.run_act(replace(setup, act=tmp_path / "no-act"), lambda record: None)
     assert (folder.root / "act.vars").read_text() == 'SHIPYARD_INDEX_URL="http://x/"\n'
     assert main(["--root", str(repo), "ci", "run", "--var", "not a name=1"]) == 2
+
+
+def test_a_local_targets_file_reaches_the_publish_step_through_the_env_file_and_one_read_only_mount(
+        tmp_path, host, repo, capsys):
+    """`ci run --targets FILE`: the committed workflow stays as it is (its publish step runs a plain
+    `shipyard publish` with the real targets' secrets); the run copies the file into its folder,
+    mounts it read-only at that path, and the 0600 env file every step reads names it in
+    SHIPYARD_TARGETS beside the stand-ins' credentials from this environment."""
+    from shipyard.local_ci.publish_stand_ins import stage_stand_in_targets
+
+    targets = repo / "local-targets.yaml"
+    release = load_spec(repo, targets_file=targets).release
+    environ = {**host, "SHIPYARD_PYPI_USERNAME": "ci", "SHIPYARD_PYPI_PASSWORD": "pw-devpi-1e4b",
+               "SHIPYARD_CONDA_TOKEN": "tok-5c9d"}
+    setup = _setup(tmp_path, host, repo)
+    stand_ins = stage_stand_in_targets(targets, setup.folder, release, environ)
+    assert stand_ins.file == setup.folder.root / "local-targets.yaml"
+    assert stand_ins.file.read_text() == targets.read_text()
+    assert stand_ins.unset == ("SHIPYARD_TESTPYPI_USERNAME", "SHIPYARD_TESTPYPI_PASSWORD",
+                               "SHIPYARD_REGISTRY_USERNAME", "SHIPYARD_REGISTRY_PASSWORD")
+    act_run.write_env_file(setup.share, setup.folder, stand_ins.env)
+    env_text = setup.folder.env_file.read_text()
+    assert stat.S_IMODE(setup.folder.env_file.stat().st_mode) == 0o600
+    assert f'SHIPYARD_TARGETS="{stand_ins.file}"\n' in env_text
+    assert 'SHIPYARD_PYPI_PASSWORD="pw-devpi-1e4b"\n' in env_text and 'SHIPYARD_CONDA_TOKEN="tok-5c9d"\n' in env_text
+    argv = act_run.act_command(replace(setup, read_only_files=(stand_ins.file,)))
+    assert "pw-devpi-1e4b" not in "\n".join(argv)
+    options = argv[argv.index("--container-options") + 1]
+    assert f"-v {stand_ins.file}:{stand_ins.file}:ro" in options
+    # The publish step it reaches: `shipyard publish` with only the real targets' secrets, which name
+    # none of the stand-ins' variables; nothing in the workflow sets SHIPYARD_TARGETS.
+    text = (repo / ".github" / "workflows" / "nightly.yml").read_text()
+    publish = yaml.safe_load(text)["jobs"]["publish"]
+    step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
+    assert step["run"].strip() == 'shipyard publish --channel "$SHIPYARD_CHANNEL"'
+    assert not set(step["env"]) & set(stand_ins.env) and "SHIPYARD_TARGETS" not in text
+    # The command takes --targets (generate and check still refuse it): a bad job is refused as without it.
+    assert main(["--root", str(repo), "--targets", str(targets), "ci", "run", "--job", "wheel-linx"]) == 2
+    assert "no job 'wheel-linx'" in capsys.readouterr().err
+    assert main(["--root", str(repo), "--targets", str(targets), "ci", "check"]) == 2
+    assert "drop --targets" in capsys.readouterr().err

@@ -155,14 +155,14 @@ def test_merge_refuses_a_fragment_holding_a_symlink_to_a_file_outside(repo, tmp_
 # --- the publish journal: a verified file is a file name or an image --------------------------
 
 def test_a_journal_line_naming_a_path_out_is_refused(tmp_path):
-    journal = Journal(tmp_path / "state" / "publish" / "wheels-staging.jsonl")
-    journal.record("verified", target="wheels-staging", where="stage", file="ember-1.7.0-py3-none-any.whl",
+    journal = Journal(tmp_path / "state" / "publish" / "pypi.jsonl")
+    journal.record("verified", target="pypi", where="stage", file="ember-1.7.0-py3-none-any.whl",
                    sha256="0" * 64)
-    journal.record("verified", target="wheels-staging", where="stage", file="ember:1.7.0-cpu-runtime",
+    journal.record("verified", target="pypi", where="stage", file="ember:1.7.0-cpu-runtime",
                    sha256="1" * 64)
     assert journal.verified("stage") == {"ember-1.7.0-py3-none-any.whl": "0" * 64,
                                          "ember:1.7.0-cpu-runtime": "1" * 64}
-    journal.record("verified", target="wheels-staging", where="stage", file="../../../etc/passwd", sha256="2" * 64)
+    journal.record("verified", target="pypi", where="stage", file="../../../etc/passwd", sha256="2" * 64)
     with pytest.raises(InputError) as info:
         journal.verified("stage")
     assert str(info.value).startswith(f"{journal.path}: verified.file: names no file a publish sends")

@@ -46,11 +46,11 @@ PLACES = [
      f"      runtime_budget_mb: 320\n      base_image: ci:{PASSWORD}@registry.example.org/debian\n",
      "images.variants.cpu.base_image", PASSWORD),
     ("a conda target's url with /t/<token>/", "    url: http://127.0.0.1:8082/conda/\n",
-     f"    url: http://127.0.0.1:8082/t/{CONDA_TOKEN}/conda/\n", "publish.conda-staging.url", CONDA_TOKEN),
+     f"    url: http://127.0.0.1:8082/t/{CONDA_TOKEN}/conda/\n", "publish.conda-channel.url", CONDA_TOKEN),
     ("a publish url with ?token=", "    url: http://127.0.0.1:8083/whl/\n",
      f"    url: http://127.0.0.1:8083/whl/?token={PASSWORD}\n", "publish.wheels-tree.url", PASSWORD),
     ("a password holding '/'", "    url: http://127.0.0.1:8081/\n", "    url: http://admin:pa/ss@127.0.0.1:8081/\n",
-     "publish.wheels-staging.url", ":pa/ss"),
+     "publish.pypi.url", ":pa/ss"),
 ]
 
 
@@ -97,7 +97,7 @@ def test_a_target_secret_too_short_to_hide_is_refused_when_it_is_set(spec_copy, 
     code, out, err = _validate(spec_copy.root, capsys)
     assert code == 2, err
     [line] = [x for x in err.splitlines() if x.startswith("  ")]
-    assert line.endswith(": publish.wheels-staging.password_env: the environment variable SHIPYARD_PYPI_PASSWORD "
+    assert line.endswith(": publish.pypi.password_env: the environment variable SHIPYARD_PYPI_PASSWORD "
                          "holds a secret shorter than 8 characters, which cannot be hidden in logs; set "
                          "SHIPYARD_PYPI_PASSWORD to a longer password or token"), line
     assert "pw-1" not in out + err

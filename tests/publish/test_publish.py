@@ -132,12 +132,12 @@ def test_republishing_the_same_bytes_uploads_nothing(servers: Servers, tmp_path:
     synthetic_dist(project.dist, servers.conda_packages)
     assert project.run("publish", "--channel", "nightly")[0] == 0
     indexes = servers.devpi.indexes(project.user)
-    journal = (project.root / ".shipyard" / "publish" / "wheels-staging.jsonl").read_text()
+    journal = (project.root / ".shipyard" / "publish" / "pypi.jsonl").read_text()
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 0, out
     assert "nightly: 0 files published" in " ".join(out.split()), out
     assert servers.devpi.indexes(project.user) == indexes
-    assert (project.root / ".shipyard" / "publish" / "wheels-staging.jsonl").read_text() == journal
+    assert (project.root / ".shipyard" / "publish" / "pypi.jsonl").read_text() == journal
 
 
 def test_a_devpi_publish_sends_the_password_once(servers: Servers, tmp_path: Path, capsys, monkeypatch):
@@ -160,7 +160,7 @@ def test_a_devpi_publish_sends_the_password_once(servers: Servers, tmp_path: Pat
         return send(self, request, **kwargs)
 
     monkeypatch.setattr(requests.Session, "send", recording)
-    code = main(["-v", "--root", str(project.root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+    code = main(["-v", "--root", str(project.root), "publish", "--channel", "nightly", "--target", "pypi",
                  "--dist", str(project.dist)])
     shown = "".join(capsys.readouterr())
     assert code == 0, shown
@@ -189,12 +189,12 @@ def test_a_devpi_publish_sends_the_password_once(servers: Servers, tmp_path: Pat
 def test_a_published_name_with_other_bytes_is_refused_naming_both_hashes(servers: Servers, tmp_path: Path):
     project = _project(servers, tmp_path)
     first = {r.name: r for r in synthetic_dist(project.dist, [])}
-    assert project.run("publish", "--channel", "nightly", "--target", "wheels-staging")[0] == 0
+    assert project.run("publish", "--channel", "nightly", "--target", "pypi")[0] == 0
     indexes = servers.devpi.indexes(project.user)
     second = {r.name: r for r in synthetic_dist(project.dist, [], payload="rebuilt")}  # same names, other bytes
     name = f"ember-{VERSION}+cpu-py3-none-any.whl"
     assert first[name].sha256 != second[name].sha256
-    code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+    code, out = project.run("publish", "--channel", "nightly", "--target", "pypi")
     assert code == 8, out
     flat = " ".join(out.split())
     assert first[name].sha256 in flat and second[name].sha256 in flat and name in flat
@@ -266,7 +266,7 @@ def test_a_missing_credential_stops_before_any_upload(servers: Servers, tmp_path
     code, out = project.run("publish", "--channel", "nightly")
     assert code == 2, out
     flat = " ".join(out.split())
-    assert "publish.conda-staging.token_env: the environment variable SHIPYARD_CONDA_TOKEN is not set" in flat
+    assert "publish.conda-channel.token_env: the environment variable SHIPYARD_CONDA_TOKEN is not set" in flat
     assert servers.devpi.indexes(project.user) == []
     assert not (servers.folder / "whl" / project.user).exists()
 
@@ -279,7 +279,7 @@ def test_a_server_that_keeps_failing_is_named_with_the_artifact_and_its_last_res
     with FaultProxy(servers.devpi.port, uploads_fail) as proxy:
         project = _project(servers, tmp_path, devpi_url=proxy.url)
         synthetic_dist(project.dist, [])
-        code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+        code, out = project.run("publish", "--channel", "nightly", "--target", "pypi")
     assert code == 7, out
     flat = " ".join(out.split())
     assert "upload emberaudio-1.7.0-py3-none-any.whl" in flat or "upload ember-1.7.0+" in flat
@@ -310,12 +310,12 @@ def test_secrets_appear_in_no_output_and_no_written_file(servers: Servers, tmp_p
         codes.append(shipyard("publish", "--channel", "release"))  # gate failure
         synthetic_dist(project.dist, servers.conda_packages)
         proxy.plan = lambda n, line: "503" if line.startswith("POST") else "pass"
-        codes.append(shipyard("promote", VERSION, "--from", "test", "--to", "release", "--target", "wheels-staging"))
+        codes.append(shipyard("promote", VERSION, "--from", "test", "--to", "release", "--target", "pypi"))
         proxy.plan = lambda n, line: "reset"
-        codes.append(shipyard("publish", "--channel", "test", "--target", "wheels-staging"))
+        codes.append(shipyard("publish", "--channel", "test", "--target", "pypi"))
         monkeypatch.setenv("SHIPYARD_PYPI_PASSWORD", "wrong-" + SECRET)  # a refused login
         proxy.plan = lambda n, line: "pass"
-        codes.append(shipyard("publish", "--channel", "release", "--target", "wheels-staging"))
+        codes.append(shipyard("publish", "--channel", "release", "--target", "pypi"))
         monkeypatch.delenv("SHIPYARD_CONDA_TOKEN")
         codes.append(shipyard("publish", "--channel", "release"))
     assert codes[:3] == [0, 0, 0] and all(c != 0 for c in codes[3:]), codes
@@ -354,7 +354,7 @@ def test_a_pypi_target_reads_the_pep_691_json_an_index_serves(servers: Servers, 
     project = Project(root=root, dist=tmp_path / "dist", user=user,
                       env={"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password})
     synthetic_dist(project.dist, [])
-    code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+    code, out = project.run("publish", "--channel", "nightly", "--target", "pypi")
     assert code == 0, out
     assert "2 files published" in " ".join(out.split()), out  # ember under the plain version, emberaudio
     page = requests.get(f"{index}+simple/ember/", headers={"Accept": ACCEPT}, timeout=30)
@@ -362,6 +362,6 @@ def test_a_pypi_target_reads_the_pep_691_json_an_index_serves(servers: Servers, 
     plain = plain_version_wheel(project.dist / "whl" / "cpu" / "ember" / f"ember-{VERSION}+cpu-py3-none-any.whl",
                                 tmp_path / "plain")
     assert pip_installed_sha(f"{index}+simple/", f"ember=={VERSION}", tmp_path / "pip") == sha256_of(plain)
-    code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+    code, out = project.run("publish", "--channel", "nightly", "--target", "pypi")
     assert code == 0, out
     assert "0 files published, 2 already there" in " ".join(out.split()), out

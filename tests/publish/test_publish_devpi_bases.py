@@ -40,7 +40,7 @@ def test_three_publishes_keep_at_most_two_bases_one_level_deep_and_serve_every_v
                     for day in (1, 2, 3)]
         for version in versions:  # three nightlies, each publish a staging index of its own
             synthetic_dist(dist, [], version=version, payload=version)
-            code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+            code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "pypi",
                          "--dist", str(dist), "--state", str(tmp_path / "state")])
             assert code == 0, capsys.readouterr()
         visible = [name for name in devpi.indexes(user) if "-stage-" not in name]

@@ -46,8 +46,8 @@ def test_the_pypi_flavour_rewrites_version_dist_info_and_record_and_gives_the_sa
 def test_files_for_each_target_put_pure_wheels_in_every_variant_and_the_default_variant_in_the_plain_index(
         repo: Path, tmp_path: Path):
     records = synthetic_dist(tmp_path / "dist")
-    spec = load_spec(repo)
-    pypi = files_for(spec.release.publish["wheels-staging"], records, tmp_path / "dist", tmp_path / "derived")
+    spec = load_spec(repo, targets_file=repo / "local-targets.yaml")
+    pypi = files_for(spec.release.publish["pypi"], records, tmp_path / "dist", tmp_path / "derived")
     by_index: dict[str, set[str]] = {}
     for f in pypi:
         by_index.setdefault(f.index, set()).add(f.filename)
@@ -63,7 +63,7 @@ def test_a_release_of_pure_packages_only_puts_them_in_every_variant_index(repo: 
     """With no native wheel to stand beside, a pure wheel goes into each of the release's variant
     indexes (and the plain one); without the release's tags it is refused, naming the fix."""
     records = [r for r in synthetic_dist(tmp_path / "dist") if r.variant_tag == "any"]
-    target = load_spec(repo).release.publish["wheels-staging"]
+    target = load_spec(repo, targets_file=repo / "local-targets.yaml").release.publish["pypi"]
     files = files_for(target, records, tmp_path / "dist", tmp_path / "derived", ("cpu",))
     assert {(f.index, f.filename) for f in files} == {("cpu", f"emberaudio-{VERSION}-py3-none-any.whl"),
                                                       (PLAIN_INDEX, f"emberaudio-{VERSION}-py3-none-any.whl")}
@@ -83,13 +83,13 @@ def test_the_gate_blocks_a_failing_stable_feature_and_only_marks_it_on_nightly(r
 
 
 def test_credentials_come_from_the_named_variables_and_a_missing_one_is_named(repo: Path):
-    target = load_spec(repo).release.publish["wheels-staging"]
+    target = load_spec(repo, targets_file=repo / "local-targets.yaml").release.publish["pypi"]
     creds = read_credentials(target, {"SHIPYARD_PYPI_USERNAME": "ci", "SHIPYARD_PYPI_PASSWORD": "pw-1234567"})
     assert creds.basic_auth() == ("ci", "pw-1234567") and "pw-1234567" not in repr(creds)
     with pytest.raises(MissingCredential) as missing:
         read_credentials(target, {"SHIPYARD_PYPI_USERNAME": "ci", "SHIPYARD_PYPI_PASSWORD": ""})
     message = str(missing.value)
-    assert "publish.wheels-staging.password_env" in message and "SHIPYARD_PYPI_PASSWORD" in message
+    assert "publish.pypi.password_env" in message and "SHIPYARD_PYPI_PASSWORD" in message
     assert scrub("GET http://h/t/tok123/conda/x pw-1234567", [creds]) == "GET http://h/t/***/conda/x ***"
     assert scrub("nothing", [Credentials()]) == "nothing"
 
@@ -98,8 +98,8 @@ def test_credentials_come_from_the_named_variables_and_a_missing_one_is_named(re
     ("    path: dist/site/whl\n", "",
      "publish.wheels-tree: a static target writes files that a web server serves; set path"),
     ("    default_variant: cpu\n", "    default_variant: cpux\n",
-     "publish.wheels-staging.default_variant: names no variant; use one of cpu"),
-    ("    token_env: SHIPYARD_CONDA_TOKEN\n", "", "publish.conda-staging: a conda target needs token_env"),
+     "publish.pypi.default_variant: names no variant; use one of cpu"),
+    ("    token_env: SHIPYARD_CONDA_TOKEN\n", "", "publish.conda-channel: a conda target needs token_env"),
     ("  release: {gate: block}\n", "  release: {gate: maybe}\n", "channels.release.gate"),
 ], ids=["static without path", "unknown default variant", "conda without token", "unknown gate"])
 def test_publish_settings_are_checked_with_file_key_and_fix(spec_copy: SpecCopy, capsys, old: str, new: str,
@@ -113,8 +113,8 @@ def test_publish_settings_are_checked_with_file_key_and_fix(spec_copy: SpecCopy,
 def test_publish_names_an_unknown_channel_or_target_with_the_nearest(repo: Path, capsys):
     assert main(["--root", str(repo), "publish", "--channel", "nighty"]) == 2
     assert "did you mean 'nightly'" in capsys.readouterr().err
-    assert main(["--root", str(repo), "publish", "--channel", "nightly", "--target", "wheels-stagin"]) == 2
-    assert "did you mean 'wheels-staging'" in capsys.readouterr().err
+    assert main(["--root", str(repo), "publish", "--channel", "nightly", "--target", "pypy"]) == 2
+    assert "did you mean 'pypi'" in capsys.readouterr().err
     assert main(["--root", str(repo), "promote", "1.7.0", "--from", "release", "--to", "test"]) == 2
     assert "forward only (nightly → test → release)" in capsys.readouterr().err
 

@@ -49,7 +49,7 @@ def test_a_release_goes_through_a_connect_proxy_to_an_index_behind_a_private_ca(
             target = (f"    kind: pypi\n    url: {index.url}\n    index_url: {index.simple}\n    channels: [nightly]\n"
                       + (f"    ca_file: {ca_file}\n" if ca_file else ""))
             point_release_yaml(root, {DEVPI_TARGET: target})
-            return main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+            return main(["--root", str(root), "publish", "--channel", "nightly", "--target", "pypi",
                          "--dist", str(dist), "--state", str(tmp_path / state / "state")])
 
         # Without the CA, the certificate is refused at once (no five tries), and nothing is sent.
@@ -78,7 +78,7 @@ def test_a_targets_own_proxy_must_be_a_url_without_credentials(tmp_path, capsys)
         point_release_yaml(root, {DEVPI_TARGET: target.format(bad)})
         assert main(["--root", str(root), "validate"]) == 2
         err = " ".join(capsys.readouterr().err.split())
-        assert "publish.wheels-staging" in err and says in err, err
+        assert "publish.pypi" in err and says in err, err
         assert "hunter2xyz" not in err
     with pytest.raises(ValueError, match="a static target writes a folder"):
         PublishTarget(name="tree", kind="static", url="https://example.org/whl/", path="site", ca_file="ca.pem")

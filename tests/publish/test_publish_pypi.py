@@ -60,7 +60,7 @@ def _dist(dist: Path, *projects: str, payload: str = "") -> dict[str, Path]:
 
 
 def _publish(project: PublishProject) -> tuple[int, str]:
-    return project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+    return project.run("publish", "--channel", "nightly", "--target", "pypi")
 
 
 @pytest.mark.slow
@@ -78,12 +78,12 @@ def test_a_release_reaches_pip_through_the_upload_api_and_a_republish_uploads_no
     assert not any("+cu118" in f or f.startswith(f"{name}-{VERSION}+") for f in server.files())
     assert pip_installed_sha(server.simple, f"{name}=={VERSION}", tmp_path / "pip") == sha256_of(wheel)
     stored = {p.name: p.stat().st_mtime_ns for p in server.packages.iterdir()}
-    journal = (project.root / ".shipyard" / "publish" / "wheels-staging.jsonl").read_text()
+    journal = (project.root / ".shipyard" / "publish" / "pypi.jsonl").read_text()
     code, out = _publish(project)
     assert code == 0, out
     assert "0 files published, 1 already there" in " ".join(out.split()), out
     assert {p.name: p.stat().st_mtime_ns for p in server.packages.iterdir()} == stored
-    assert (project.root / ".shipyard" / "publish" / "wheels-staging.jsonl").read_text() == journal
+    assert (project.root / ".shipyard" / "publish" / "pypi.jsonl").read_text() == journal
     password = project.env["SHIPYARD_PYPI_PASSWORD"]
     assert password not in first_out + out
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and password.encode() in p.read_bytes()]
@@ -138,13 +138,13 @@ def test_a_pypi_target_takes_only_the_channels_it_names_and_is_not_promoted_to(t
     # Every target: the tree takes the wheels; the pypi target is left out, so its unset credentials
     # (a MissingCredential, exit 2, were it taking part) and its unreachable URL do not matter.
     assert main(["--root", str(root), "publish", "--channel", "nightly", *common]) == 0, capsys.readouterr()
-    assert "wheels-staging" in capsys.readouterr().out
+    assert "pypi" in capsys.readouterr().out
     assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-tree",
-                 "--target", "wheels-staging", *common]) == 2
+                 "--target", "pypi", *common]) == 2
     said = " ".join(capsys.readouterr().err.split())
-    assert ("--target wheels-staging --channel nightly: release.yaml's publish.wheels-staging.channels names "
+    assert ("--target pypi --channel nightly: release.yaml's publish.pypi.channels names "
             "release only") in said, said
-    common += ["--target", "wheels-staging"]
+    common += ["--target", "pypi"]
     assert main(["--root", str(root), "promote", VERSION, "--from", "test", "--to", "release", *common]) == 2
     said = " ".join(capsys.readouterr().err.split())
     assert "a pypi target is one index without channels" in said, said
@@ -162,7 +162,7 @@ def test_an_index_that_rate_limits_past_the_deadline_stops_the_publish_in_one_li
                                                 f"    index_url: {busy.url}simple/\n    channels: [nightly]\n"})
         _dist(tmp_path / "dist", "pr")
         started = time.monotonic()
-        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "pypi",
                      "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--first-pause", "0.01"])
     out, err = capsys.readouterr()
     assert code == 7, out + err
@@ -186,7 +186,7 @@ def test_a_pypi_target_without_channels_is_refused_in_one_line_before_anything_i
     assert code == 2, out + err
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines[0] == "error: 1 problem in the release description:" and len(lines) == 2, lines  # SpecError's form
-    assert "release.yaml:" in lines[1] and "publish.wheels-staging" in lines[1], lines
+    assert "release.yaml:" in lines[1] and "publish.pypi" in lines[1], lines
     assert "set channels (e.g. channels: [release])" in lines[1], lines
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.jsonl"))
 
@@ -209,7 +209,7 @@ def test_a_component_is_uploaded_before_the_components_that_depend_on_it(tmp_pat
         root = tmp_path / "root"
         point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {index.url}\n"
                                                 f"    index_url: {index.simple}\n    channels: [nightly]\n"})
-        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "pypi",
                      "--dist", str(dist), "--state", str(tmp_path / "state")])
         out, err = capsys.readouterr()
     assert code == 0, out + err
@@ -220,7 +220,7 @@ def _publish_to(index_url: str, simple: str, tmp_path: Path, *options: str) -> i
     root = tmp_path / "root"
     point_release_yaml(root, {DEVPI_TARGET: f"    kind: pypi\n    url: {index_url}\n"
                                             f"    index_url: {simple}\n    channels: [nightly]\n"})
-    return main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+    return main(["--root", str(root), "publish", "--channel", "nightly", "--target", "pypi",
                  "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--first-pause", "0.01",
                  *options])
 
@@ -252,8 +252,8 @@ def test_an_index_that_never_lists_an_upload_stops_in_one_line_saying_how_long_i
     assert code == 7, out + err
     assert time.monotonic() - started < 10
     assert index.page_reads > 3  # it did look again
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("  wheels-staging: upload")]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("  pypi: upload")]
     assert len(lines) == 1, lines
-    assert f"wheels-staging: {index.simple}: not visible yet: {filename} uploaded to {index.url}" in lines[0], lines
+    assert f"pypi: {index.simple}: not visible yet: {filename} uploaded to {index.url}" in lines[0], lines
     assert "did not list it within 0.5 s" in lines[0] and "publish again later to resume" in lines[0], lines
     assert "check that index_url" not in lines[0]

@@ -179,7 +179,7 @@ def test_two_publishers_of_one_conda_package_name_one_wins_and_its_bytes_stay(se
             assert entry["sha256"] == digest
             return digest
 
-        _race(forks, "conda-staging", filename, racers, served)
+        _race(forks, "conda-channel", filename, racers, served)
 
 
 def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: Servers, forks: ShipyardForks,
@@ -188,7 +188,9 @@ def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: S
     user = "race" + secrets.token_hex(3)
     env = {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": devpi.add_user(user)}
     # The variant index only: the race is decided per index, and one is enough to show it.
-    replacements = {**servers.site.replacements(prefix=user), "    default_variant: cpu\n": ""}
+    replacements = {**servers.site.replacements(prefix=user),
+                    "    password_env: SHIPYARD_PYPI_PASSWORD\n    default_variant: cpu\n":
+                    "    password_env: SHIPYARD_PYPI_PASSWORD\n"}
     for n in range(ROUNDS):
         project = "rd" + secrets.token_hex(4)
         filename = f"{project}-{VERSION}+cpu-py3-none-any.whl"
@@ -203,7 +205,7 @@ def test_two_publishers_of_one_devpi_name_one_wins_and_its_bytes_stay(servers: S
             assert entry["hashes"]["sha256"] == digest
             return digest
 
-        _race(forks, "wheels-staging", filename, racers, served)
+        _race(forks, "pypi", filename, racers, served)
 
 
 def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiServer, forks: ShipyardForks,
@@ -228,7 +230,7 @@ def test_two_publishers_of_one_pypi_name_one_wins_and_its_bytes_stay(pypi: PypiS
             assert pypi.files()[filename] == digest
             return digest
 
-        _race(forks, "wheels-staging", filename, racers, served)
+        _race(forks, "pypi", filename, racers, served)
 
 
 @pytest.fixture(scope="module")

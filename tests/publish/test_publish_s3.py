@@ -167,7 +167,7 @@ def test_a_conda_channel_in_the_bucket_is_what_a_solver_reads_from_it(s3, tmp_pa
     shutil.copyfile(package, placed)
     write_manifest(dist, [record(dist, placed, component="ember", package_type="conda", variant="cpu", tag="cpu",
                                  tests=features())])
-    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "conda-staging", "--dist",
+    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "conda-channel", "--dist",
                  str(dist), "--state", str(tmp_path / "state")]) == 0, capsys.readouterr()
     repodata = json.loads(s3.object_bytes("four/conda/nightly/noarch/repodata.json"))
     entry = repodata["packages.conda"][package.name]
@@ -179,7 +179,7 @@ def test_a_conda_channel_in_the_bucket_is_what_a_solver_reads_from_it(s3, tmp_pa
     assert [(r.name.normalized, r.sha256.hex() if isinstance(r.sha256, bytes) else str(r.sha256))
             for r in records] == [(entry["name"], entry["sha256"])]
     # Unchanged: nothing again; the channel still lists the package once.
-    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "conda-staging", "--dist",
+    assert main(["--root", str(root), "publish", "--channel", "nightly", "--target", "conda-channel", "--dist",
                  str(dist), "--state", str(tmp_path / "state2")]) == 0
     assert "0 files published, 1 already there" in " ".join(capsys.readouterr().out.split())
 
@@ -208,6 +208,38 @@ def test_a_role_assumed_with_the_jobs_oidc_token_publishes_without_an_access_key
     assert workflow["jobs"]["publish"]["permissions"]["id-token"] == "write"
 
 
+def test_a_role_named_by_a_repository_variable_is_read_before_any_upload_and_then_assumed(
+        s3, tmp_path, monkeypatch, capsys):
+    """role_arn_env: release.yaml names the variable (ember's: SHIPYARD_S3_ROLE_ARN, a repository
+    variable the publish job passes), not the account. Unset or not an ARN: one line naming the key
+    and the variable, exit 2, nothing in the bucket; set: the role is assumed as role_arn's is."""
+    with oidc_standin() as oidc:
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", oidc.request_url)
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", oidc.request_token)
+        root = tmp_path / "root"
+        point_release_yaml(root, {STATIC_TARGET: s3.target("six/whl/").split("    username_env")[0]
+                                  + "    role_arn_env: SHIPYARD_S3_ROLE_ARN\n"})
+        dist = _dist(tmp_path / "a", ("uorole",))
+        monkeypatch.delenv("SHIPYARD_S3_ROLE_ARN", raising=False)
+        for value, says in ((None, "the environment variable SHIPYARD_S3_ROLE_ARN is not set"),
+                            ("role/shipyard-publish", "SHIPYARD_S3_ROLE_ARN holds no role ARN")):
+            if value is not None:
+                monkeypatch.setenv("SHIPYARD_S3_ROLE_ARN", value)
+            assert _publish(root, dist, tmp_path / "state") == 2
+            lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+            assert len(lines) == 1 and "publish.wheels-tree.role_arn_env: " in lines[0] and says in lines[0], lines
+            assert not list(s3.client.list_objects_v2(Bucket=BUCKET, Prefix="six/").get("Contents", []))
+        monkeypatch.setenv("SHIPYARD_S3_ROLE_ARN", "arn:aws:iam::123456789012:role/shipyard-publish")
+        assert _publish(root, dist, tmp_path / "state") == 0, capsys.readouterr()
+        assert len(oidc.issued) == 1
+    name = json.loads((dist / "manifest.json").read_text())["artifacts"][0]["name"]
+    assert s3.object_bytes(f"six/whl/nightly/cpu/uorole/{name}")
+    publish = workflows(load_spec(root))[Path(".github/workflows/release.yml")]["jobs"]["publish"]
+    assert publish["permissions"]["id-token"] == "write"
+    step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
+    assert step["env"]["SHIPYARD_S3_ROLE_ARN"] == "${{ vars.SHIPYARD_S3_ROLE_ARN }}"
+
+
 def test_an_s3_target_says_what_it_lacks_or_holds_too_much_of():
     from pydantic import ValidationError
 
@@ -219,12 +251,19 @@ def test_an_s3_target_says_what_it_lacks_or_holds_too_much_of():
                           "password_env": "B"}, "from role_arn (the job's OIDC token) or from username_env"),
                         ({"bucket": BUCKET, "username_env": "A"}, "names both username_env and password_env"),
                         ({"bucket": BUCKET, "role_arn": "role/r"}, "role_arn"),
+                        ({"bucket": BUCKET, "role_arn": "arn:aws:iam::123456789012:role/r", "role_arn_env": "R"},
+                         "names its role once: role_arn (the ARN) or role_arn_env"),
+                        ({"bucket": BUCKET, "role_arn_env": "R", "username_env": "A", "password_env": "B"},
+                         "from role_arn (the job's OIDC token) or from username_env"),
                         ({"bucket": BUCKET, "endpoint_url": "s3.example.org"}, "endpoint_url")):
         with pytest.raises(ValidationError, match=re.escape(says)):
             PublishTarget(**base, **extra)
     with pytest.raises(ValidationError, match="belong to an s3 target"):
         PublishTarget(name="idx", kind="devpi", url="https://devpi.example.org/", username_env="A", password_env="B",
                       bucket=BUCKET)
+    with pytest.raises(ValidationError, match="role_arn and role_arn_env belong to an s3 target"):
+        PublishTarget(name="idx", kind="devpi", url="https://devpi.example.org/", username_env="A", password_env="B",
+                      role_arn_env="R")
     assert PublishTarget(**base, bucket=BUCKET, layout="conda").route == "s3-conda"
 
 

@@ -104,13 +104,13 @@ def test_every_failure_of_the_exchange_is_one_line_naming_the_step_and_the_fix(
             # The job's request token; a stand-in told to expect another refuses it.
             monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN",
                                "job-" + standin.request_token if "request_token" in options else standin.request_token)
-        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "pypi",
                      "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--tries", "2",
                      "--first-pause", "0.01", "--timeout", "10"])
         out, err = capsys.readouterr()
     lines = [line for line in (out + err).splitlines() if line.strip()]
     assert code == 7, out + err
-    assert len(lines) == 1 and lines[0].startswith("error: trusted publishing for wheels-staging: "), lines
+    assert len(lines) == 1 and lines[0].startswith("error: trusted publishing for pypi: "), lines
     for words in says:
         assert words in lines[0], (words, lines[0])
     job_token = os.environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
@@ -132,7 +132,7 @@ def test_an_upload_with_the_minted_token_reaches_pip_and_the_token_is_in_no_outp
             "ACTIONS_ID_TOKEN_REQUEST_URL": standin.request_url,
             "ACTIONS_ID_TOKEN_REQUEST_TOKEN": standin.request_token, "GITHUB_ENV": str(github_env),
             "GITHUB_ACTIONS": "true"}
-        done = run_shipyard("-v", "--root", root, "publish", "--channel", "nightly", "--target", "wheels-staging",
+        done = run_shipyard("-v", "--root", root, "publish", "--channel", "nightly", "--target", "pypi",
                             "--dist", tmp_path / "dist", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         # Two exchanges: the check before any server changes, and the token the uploads use (minted right
@@ -167,7 +167,7 @@ def test_a_release_that_outlives_its_upload_token_is_published_whole(github_job,
         wheels = _dist(tmp_path / "dist", "tla", "tlb", "tlc", "tld")
         monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", oidc.request_url)
         monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", oidc.request_token)
-        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "wheels-staging",
+        code = main(["--root", str(root), "publish", "--channel", "nightly", "--target", "pypi",
                      "--dist", str(tmp_path / "dist"), "--state", str(tmp_path / "state"), "--first-pause", "0.01"])
         out, err = capsys.readouterr()
     assert code == 0, out + err

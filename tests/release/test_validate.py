@@ -140,7 +140,7 @@ def test_inline_secret_is_refused_and_never_echoed(spec_copy):
     spec_copy.edit(R, "    token_env: SHIPYARD_CONDA_TOKEN\n",
                    "    token_env: SHIPYARD_CONDA_TOKEN\n    token: s3cr3t-value\n")
     error = _one_error(spec_copy)
-    assert "publish.conda-staging: 'token' holds a secret inline" in error
+    assert "publish.conda-channel: 'token' holds a secret inline" in error
     assert "s3cr3t-value" not in error
 
 

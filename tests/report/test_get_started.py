@@ -69,13 +69,12 @@ def _expected(spec: Spec, platform: str, installer: str, variant: str, channel: 
     if (platform, variant) != ("linux-x86_64", "cpu"):
         return "reason", "Not built: the manifest holds no"
     tree = release.publish["wheels-tree"].url
-    conda = release.publish["conda-staging"].url.replace("http://127.0.0.1:8082/", "http://127.0.0.1:8082/t/"
-                                                                                 "$SHIPYARD_CONDA_TOKEN/")
+    conda = release.publish["conda-channel"].url  # a bucket's channel: public, no token in the path
     return "command", {
         "pip": f"pip3 install ember embervision emberaudio --index-url {tree}nightly/cpu/",
         "uv": f"uv pip install ember embervision emberaudio --index-url {tree}nightly/cpu/",
         "conda": f"conda install -c {conda}nightly/ -c conda-forge 'ember-variant ==1.0 cpu' ember emberaudio",
-        "docker": f"docker pull {release.publish['images'].url}/ember:1.7.0-cpu-runtime-nightly",
+        "docker": f"docker pull {release.publish['images'].url.removeprefix('https://')}/ember:1.7.0-cpu-runtime-nightly",
     }[installer]
 
 
@@ -139,5 +138,11 @@ def test_report_command_writes_the_page_beside_the_report(tmp_path: Path,
     assert main(["--root", str(REPO), "report", "--dist", str(tmp_path)]) == 0
     page = tmp_path / "report" / "get-started.html"
     assert f"wrote {page}" in " ".join(capsys.readouterr().out.split())
+    # release.yaml's real place: PyTorch's layout in the bucket, read at its URL
+    assert ("pip3 install ember embervision emberaudio --index-url "
+            "https://ember-ml-downloads.s3.us-east-1.amazonaws.com/whl/nightly/cpu/") in page.read_text()
+    # with the stand-ins here, the page names them
+    assert main(["--root", str(REPO), "--targets", str(REPO / "local-targets.yaml"), "report", "--dist",
+                 str(tmp_path)]) == 0
     assert "pip3 install ember embervision emberaudio --index-url http://127.0.0.1:8083/whl/nightly/cpu/" in (
         page.read_text())

@@ -24,7 +24,7 @@ PUBLIC_KEY = ".shipyard/keys/provenance-ed25519.pub.pem"
 WHEEL = "dist/whl/cpu/ember/ember-1.7.0-py3-none-any.whl"
 SBOM_MEMBER = "ember-1.7.0.dist-info/sboms/ember.cdx.json"
 GOOD_SBOM = {"metadata": {"component": {"name": "ember", "version": "1.7.0"}}, "components": []}
-JOURNAL = ".shipyard/publish/wheels-staging.jsonl"
+JOURNAL = ".shipyard/publish/pypi.jsonl"
 BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00"
 
 
@@ -77,8 +77,8 @@ def build_world(folder: Path) -> Path:
         assert main(["--root", str(root), "keygen"]) == 0
         signed_dist(root, json.dumps(GOOD_SBOM).encode())
         journal = Journal(root / JOURNAL)
-        journal.record("verified", target="wheels-staging", where="stage", file="a.whl", sha256="0" * 64)
-        journal.record("switched", target="wheels-staging", channel="nightly")
+        journal.record("verified", target="pypi", where="stage", file="a.whl", sha256="0" * 64)
+        journal.record("switched", target="pypi", channel="nightly")
     finally:
         if saved is not None:
             os.environ["SHIPYARD_SIGNING_KEY"] = saved

@@ -15,6 +15,21 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
+# The committed stand-ins of release.yaml's real publish targets (PyPI, TestPyPI, the bucket, GitHub's
+# registry), on 127.0.0.1: what `shipyard --targets local-targets.yaml` publishes to.
+LOCAL_TARGETS = REPO / "local-targets.yaml"
+
+
+def with_stand_ins(release_text: str, targets_text: str) -> str:
+    """release.yaml's text with its `publish:` section replaced by the targets file's, as `--targets`
+    replaces it when the release is loaded (release/local_targets.py)."""
+    start = release_text.index("\npublish:\n") + 1
+    end = re.search(r"^(?=\S)", release_text[start + len("publish:\n"):], re.MULTILINE)
+    stop = start + len("publish:\n") + (end.start() if end else len(release_text))
+    section = targets_text[targets_text.index("\npublish:\n") + 1:]
+    return release_text[:start] + section.rstrip("\n") + "\n\n" + release_text[stop:]
+
+
 def make_component_folders(root: Path) -> None:
     """Empty folders for every component of `root`/release.yaml, with its tests folder."""
     for component in yaml.safe_load((root / "release.yaml").read_text())["components"].values():
@@ -26,12 +41,16 @@ def make_component_folders(root: Path) -> None:
 class SpecCopy:
     """release.yaml + feature_status.yaml copied into `root` (a folder that exists), with empty
     component folders (and the tests folders release.yaml names), the recipes, and the test files
-    feature_status.yaml names."""
+    feature_status.yaml names. Its publish targets are the committed stand-ins (local-targets.yaml),
+    as `shipyard --targets local-targets.yaml` loads the release: a test never reaches for PyPI,
+    the bucket or GitHub's registry, and breaks or points the stand-ins as it did the loopback
+    targets release.yaml named before it named the real places."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        for name in ("release.yaml", "feature_status.yaml"):
-            shutil.copy(REPO / name, root / name)
+        shutil.copy(REPO / "feature_status.yaml", root / "feature_status.yaml")
+        (root / "release.yaml").write_text(with_stand_ins((REPO / "release.yaml").read_text(),
+                                                          LOCAL_TARGETS.read_text()))
         make_component_folders(root)
         # What validate checks beside the two files: the conda recipes, and the test files a stable
         # feature names (its tests must exist; read, never run), with the conftest.py files above them.
@@ -53,8 +72,9 @@ class SpecCopy:
 
 
 def point_release_yaml(root: Path, replacements: Mapping[str, str]) -> None:
-    """A SpecCopy in `root` (made if missing, overwritten if there), each `old: new` of
-    `replacements` applied to release.yaml wherever it occurs (a target's url or path)."""
+    """A SpecCopy in `root` (made if missing, overwritten if there; its targets the committed
+    stand-ins), each `old: new` of `replacements` applied to release.yaml wherever it occurs (a
+    stand-in's url or path)."""
     root.mkdir(parents=True, exist_ok=True)
     path = SpecCopy(root).root / "release.yaml"
     text = path.read_text()

@@ -170,7 +170,7 @@ def trusted_publishing(target: PublishTarget) -> bool:
     """Whether `target` publishes with GitHub's OIDC token: a pypi target mints its upload token
     with it, an s3 target with role_arn trades it for the role's credentials (`shipyard publish`
     does either itself)."""
-    return target.trusted_publishing or target.role_arn is not None
+    return target.trusted_publishing or target.assumes_role
 
 
 def _publish_job(spec: Spec, all_lanes: list[Lane], environment: str) -> Job:
@@ -178,6 +178,9 @@ def _publish_job(spec: Spec, all_lanes: list[Lane], environment: str) -> Job:
     oidc = [name for name, t in targets.items() if trusted_publishing(t)]
     secrets = {env: f"${{{{ secrets.{env} }}}}" for name, t in targets.items() if name not in oidc
                for env in t.credential_envs()}
+    # A role's ARN names an account but opens nothing (the role's trust policy decides): a repository
+    # variable, not a secret, so that a failed assumption's line shows which role was asked for.
+    secrets.update({t.role_arn_env: f"${{{{ vars.{t.role_arn_env} }}}}" for t in targets.values() if t.role_arn_env})
     permissions = {"contents": "read"}
     steps = [checkout(), *host_tools(spec),
              {"name": "Download the release", "uses": uses("actions/download-artifact"),

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 
 def _without_stand_ins(args: argparse.Namespace) -> None:
-    """UsageError when `--targets` is given to a command about the workflows: they are generated
-    from, and publish to, release.yaml's own targets; stand-ins are for publish and promote here."""
+    """UsageError when `--targets` is given to `ci generate` or `ci check`: the workflows are generated
+    from release.yaml's own targets; stand-ins are for publish, promote and `ci run` here."""
     if getattr(args, "targets", None):
         raise UsageError(f"--targets {args.targets}: the workflows are generated from release.yaml's own publish "
-                         f"targets and publish to them; stand-ins are for `shipyard publish` and `promote` here: "
+                         f"targets; stand-ins are for `shipyard publish`, `promote` and `ci run` here: "
                          f"drop --targets")
 
 
@@ -214,8 +214,7 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
     from shipyard.local_ci.act_run import RunRequest
     from shipyard.local_ci.workflow_run import run_workflow
 
-    _without_stand_ins(args)
-    spec = load_release(args)
+    spec = load_release(args)  # with --targets, the stand-ins: what the publish job will publish to
     platforms = _names(",".join(args.platform or [])) or tuple(
         name for name, platform in spec.release.platforms.items() if platform.os == "linux")
     request = RunRequest(workflow=args.workflow, job=args.job, variants=_names(",".join(args.variant or [])),
@@ -239,6 +238,7 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
     outcome = run_workflow(spec.release, repository_root(spec.root), request,
                            work=Path(args.work) if args.work else None,
                            secret_file=Path(args.secret_file) if args.secret_file else None,
+                           targets_file=Path(args.targets) if getattr(args, "targets", None) else None,
                            progress=lambda text: err_console.print(text, markup=False, highlight=False),
                            on_job=finished)
     print(render_table(outcome.rows))

@@ -42,10 +42,25 @@ def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishRe
     console.print(f"{report.version} on {report.channel}: {uploaded} files published, {unchanged} already there")
 
 
+def _with_stand_ins(args: argparse.Namespace) -> argparse.Namespace:
+    """`args` with --targets taken from the environment when not given (release/local_targets.py:
+    how `shipyard ci run --targets FILE` reaches the workflow's publish step)."""
+    import os
+
+    from shipyard.release.local_targets import TARGETS_VARIABLE, targets_file_for
+
+    given = getattr(args, "targets", None)
+    found = targets_file_for(given, os.environ)
+    if found and not given:  # said, so that a variable left set never sends a release elsewhere unseen
+        err_console.print(f"stand-ins: the targets of {found} ({TARGETS_VARIABLE}) take release.yaml's places",
+                          markup=False, highlight=False)
+    return argparse.Namespace(**{**vars(args), "targets": found})
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     from shipyard.publish.run import PublishRequest, publish
 
-    spec = load_release(args)
+    spec = load_release(_with_stand_ins(args))
     dist, state = dist_folder(args), state_folder(args)
     request = PublishRequest(channel=args.channel, dist=dist, state=state, targets=tuple(args.target or ()),
                              policy=_policy(args))
@@ -57,7 +72,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_promote(args: argparse.Namespace) -> int:
     from shipyard.publish.run import PromoteRequest, promote
 
-    spec = load_release(args)
+    spec = load_release(_with_stand_ins(args))
     dist, state = dist_folder(args), state_folder(args)
     request = PromoteRequest(version=args.version, source=args.source, destination=args.destination, dist=dist,
                              state=state, targets=tuple(args.target or ()), policy=_policy(args))

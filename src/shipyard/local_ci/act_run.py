@@ -155,6 +155,9 @@ class ActSetup:
     # release.yaml's static and conda targets publish into, which a web server on this host serves
     served_folders: tuple[Path, ...] = ()
     variables: Mapping[str, str] = field(default_factory=dict)  # RunRequest.variables
+    # host files mounted read-only at the same path into runner containers (a local targets file:
+    # publish_stand_ins.py)
+    read_only_files: tuple[Path, ...] = ()
 
 
 def find_act() -> Path:
@@ -275,10 +278,11 @@ def write_event(folder: RunFolder, inputs: Mapping[str, str], ref: str | None) -
     folder.event_file.write_text(json.dumps(event, indent=2) + "\n")
 
 
-def write_env_file(share: HostShare, folder: RunFolder) -> None:
+def write_env_file(share: HostShare, folder: RunFolder, extra: Mapping[str, str] | None = None) -> None:
     """The 0600 env file every step gets: the host share's variables (an index URL may hold a
-    password) and where setup-python's stand-in finds the Pythons."""
-    env = {**share.env, "SHIPYARD_ACT_PYTHONS": CONTAINER_PYTHONS}
+    password), where setup-python's stand-in finds the Pythons, and `extra` (a local targets
+    file's variable and its stand-ins' credentials)."""
+    env = {**share.env, "SHIPYARD_ACT_PYTHONS": CONTAINER_PYTHONS, **(extra or {})}
     write_private(folder.env_file, "".join(dotenv_line(k, v) for k, v in env.items()))
 
 
@@ -296,6 +300,7 @@ def act_command(setup: ActSetup) -> list[str]:
             "--action-cache-path", str(folder.act_cache)]
     mounts = [f"-v {setup.pythons[0]}:{setup.pythons[1]}:ro"] if setup.pythons is not None else []
     mounts += [f"-v {folder}:{folder}" for folder in setup.served_folders]
+    mounts += [f"-v {path}:{path}:ro" for path in setup.read_only_files]
     if mounts:
         argv += ["--container-options", " ".join(mounts)]
     if setup.cache_server is not None:

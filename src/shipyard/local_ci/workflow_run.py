@@ -26,6 +26,7 @@ from shipyard.host import docker_base
 from shipyard.local_ci import act_images, act_run
 from shipyard.local_ci.act_host import HostShare, pythons_mount, stage_share
 from shipyard.local_ci.act_report import ActLog, ExpectedJob, JobRow, expected_jobs, job_table, needed_jobs
+from shipyard.local_ci.publish_stand_ins import stage_stand_in_targets
 from shipyard.plumbing import command
 from shipyard.plumbing.file_lock import exclusive
 from shipyard.plumbing.port_ranges import claimed_port_range
@@ -162,9 +163,11 @@ def prepare_images(workflow: Mapping[str, Any], job_ids: list[str], share: HostS
 
 def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, work: Path | None = None,
                  secret_file: Path | None = None, environ: Mapping[str, str] = os.environ,
-                 progress: Progress | None = None,
+                 progress: Progress | None = None, targets_file: Path | None = None,
                  on_job: Callable[[JobRow], None] | None = None) -> RunOutcome:
-    """Run the committed workflow `request.workflow` under act; every job's row, and act's status."""
+    """Run the committed workflow `request.workflow` under act; every job's row, and act's status.
+    With `targets_file` (a local targets file; `release` then holds its stand-ins), the publish job
+    publishes to those stand-ins (publish_stand_ins.py)."""
     act = act_run.find_act()
     if secret_file is not None:
         act_run.check_private(secret_file)  # before any work: a loose secret file is refused at once
@@ -204,7 +207,11 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         for note in folder_notes:
             progress(note)
     clone = act_run.clean_clone(repo, folder)
-    act_run.write_env_file(share, folder)
+    stand_ins = None if targets_file is None else stage_stand_in_targets(targets_file, folder, release, environ)
+    if progress and stand_ins is not None and stand_ins.unset and "publish" in selected:
+        progress(f"the stand-ins of {targets_file} name credential variables this environment does not set: "
+                 f"{', '.join(stand_ins.unset)}; the publish job will stop at the first")
+    act_run.write_env_file(share, folder, stand_ins.env if stand_ins else None)
     secrets = act_run.write_secret_file(folder, act_run.workflow_secrets(text), environ, secret_file)
     act_run.write_event(folder, inputs, request.ref)
     linux = tuple(dict.fromkeys(p.github_runner for p in release.platforms.values() if p.os == "linux"))
@@ -212,7 +219,8 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
                              runner_labels=linux, share=share, pythons=pythons_mount(),
                              stand_ins=act_run.stage_stand_ins(folder), inputs=inputs, job=request.job,
                              cache_server=folder.root / "cache-server", served_folders=folders,
-                             variables=act_run.workflow_variables(text, environ, request.variables))
+                             variables=act_run.workflow_variables(text, environ, request.variables),
+                             read_only_files=(stand_ins.file,) if stand_ins else ())
     log = ActLog()
 
     def event(record: dict[str, object]) -> None:

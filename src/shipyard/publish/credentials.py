@@ -17,13 +17,14 @@ read, which removes it from any text shipyard shows.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shipyard.errors import MissingCredential, public_url
 from shipyard.plumbing.retry import RetryPolicy
 from shipyard.redaction import keep_hidden, redact
-from shipyard.release.destinations import PublishTarget
+from shipyard.release.destinations import ROLE_ARN, PublishTarget
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Credentials:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
+    # An s3 target's role (role_arn, or its role_arn_env's value): no secret, the trust policy guards it.
+    role_arn: str | None = None
 
     def __post_init__(self) -> None:
         keep_hidden(self.password, self.token)
@@ -59,7 +62,25 @@ def read_credentials(target: PublishTarget, environ: Mapping[str, str] | None = 
                 f"export {name} with the {key.removesuffix('_env')} for {public_url(target.url)} before publishing "
                 f"(nothing was uploaded)")
         values[key] = value
-    return Credentials(values["username_env"], values["password_env"], values["token_env"])
+    return Credentials(values["username_env"], values["password_env"], values["token_env"],
+                       target.role_arn or _role_from(target, env))
+
+
+def _role_from(target: PublishTarget, env: Mapping[str, str]) -> str | None:
+    """The ARN in the variable an s3 target's role_arn_env names, checked as release.yaml's role_arn is."""
+    name = target.role_arn_env
+    if name is None:
+        return None
+    value = env.get(name, "").strip()
+    where = f"release.yaml: publish.{target.name}.role_arn_env"
+    if not value:
+        raise MissingCredential(f"{where}: the environment variable {name} is not set; export {name} with the ARN of "
+                                f"the role to assume (on GitHub: the repository variable {name}) before publishing "
+                                f"(nothing was uploaded)")
+    if not re.match(ROLE_ARN, value):
+        raise MissingCredential(f"{where}: the environment variable {name} holds no role ARN; set it to one like "
+                                f"arn:aws:iam::<account>:role/<name> (nothing was uploaded)")
+    return value
 
 
 def credentials_for(target: PublishTarget, policy: RetryPolicy) -> Credentials:

@@ -73,22 +73,24 @@ STS_AUDIENCE = "sts.amazonaws.com"  # what AWS (and MinIO's STS) expects a GitHu
 
 
 def _assumed_role(ctx: TargetContext, config: Any, verify: str | bool) -> dict[str, str]:
-    """The temporary credentials of the target's role_arn, for GitHub's ID token (AssumeRoleWithWebIdentity
-    at the store's STS: endpoint_url's, else the region's), hidden from every later line."""
+    """The temporary credentials of the target's role (role_arn, or its role_arn_env's value), for
+    GitHub's ID token (AssumeRoleWithWebIdentity at the store's STS: endpoint_url's, else the
+    region's), hidden from every later line."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
     from shipyard.publish.trusted_publishing import github_id_token
 
     target = ctx.target
+    role = str(target.role_arn or ctx.credentials.role_arn)
     token = github_id_token(target, ctx.policy, STS_AUDIENCE)
     sts = boto3.client("sts", endpoint_url=target.endpoint_url, region_name=target.region or "us-east-1",
                        config=config, verify=verify, aws_access_key_id="", aws_secret_access_key="")
     try:
-        answer = sts.assume_role_with_web_identity(RoleArn=str(target.role_arn), RoleSessionName="shipyard-publish",
+        answer = sts.assume_role_with_web_identity(RoleArn=role, RoleSessionName="shipyard-publish",
                                                    WebIdentityToken=token, DurationSeconds=3600)
     except (ClientError, BotoCoreError) as exc:
-        raise PublishError(ctx.scrub(f"{target.name}: assume role {target.role_arn} with the job's OIDC token: "
+        raise PublishError(ctx.scrub(f"{target.name}: assume role {role} with the job's OIDC token: "
                                      f"{error_code(exc) or exc}; the role's trust policy must allow this repository's "
                                      f"token (audience {STS_AUDIENCE})")) from None
     found = answer["Credentials"]
@@ -112,7 +114,7 @@ class S3Objects:
                         request_checksum_calculation="when_required")
         verify = target_trust(target, ctx.root)
         keys: dict[str, str | None] = {}
-        if target.role_arn:
+        if target.assumes_role:
             keys = dict(_assumed_role(ctx, config, verify))
         elif target.username_env:
             keys = {"aws_access_key_id": ctx.credentials.username, "aws_secret_access_key": ctx.credentials.password}

@@ -83,6 +83,8 @@ def _publish_url_problem(url: str, kind: str | None) -> str | None:
     return None
 
 
+# An IAM role's ARN (an s3 target's role_arn, or the value of its role_arn_env).
+ROLE_ARN = r"^arn:[a-z0-9-]+:iam:[a-z0-9-]*:[0-9]*:role/[\w+=,.@/-]+$"
 # An s3 target whose bucket holds a conda channel (layout: conda): the one route that is no kind.
 S3_CONDA_ROUTE = "s3-conda"
 
@@ -126,7 +128,10 @@ class PublishTarget(Frozen):
     layout: Literal["wheels", "conda"] | None = None
     # s3: the role a GitHub job assumes with its OIDC token (AssumeRoleWithWebIdentity at the store's
     # STS, audience sts.amazonaws.com), instead of an access key: no long-lived secret.
-    role_arn: str | None = Field(default=None, pattern=r"^arn:[a-z0-9-]+:iam:[a-z0-9-]*:[0-9]*:role/[\w+=,.@/-]+$")
+    role_arn: str | None = Field(default=None, pattern=ROLE_ARN)
+    # s3: the name of the environment variable holding that role's ARN instead (the generated publish
+    # job sets it from the repository variable of that name), so release.yaml names no account.
+    role_arn_env: str | None = Field(default=None, pattern=ENV_NAME)
     # The PEM bundle of the CA that signed the server's certificate, relative to release.yaml
     # (default: the system trust store); any kind that talks to a server (publish/connection.py).
     # A docker url is https://host[:port], or host[:port]: https, and plain HTTP on a loopback host.
@@ -149,9 +154,10 @@ class PublishTarget(Frozen):
     def _fields_fit_kind(self) -> PublishTarget:
         if self.kind == "s3":
             self._s3_fields()
-        elif self.bucket or self.prefix or self.endpoint_url or self.region or self.layout or self.role_arn:
-            raise ValueError("bucket, prefix, endpoint_url, region, layout and role_arn belong to an s3 target; "
-                             "remove them here")
+        elif (self.bucket or self.prefix or self.endpoint_url or self.region or self.layout or self.role_arn
+              or self.role_arn_env):
+            raise ValueError("bucket, prefix, endpoint_url, region, layout, role_arn and role_arn_env belong to an s3 "
+                             "target; remove them here")
         if self.kind in ("static", "conda") and not self.path:
             raise ValueError(f"a {self.kind} target writes files that a web server serves; set path to that "
                              f"folder, relative to release.yaml (e.g. dist/site/{self.kind})")
@@ -227,7 +233,10 @@ class PublishTarget(Frozen):
                              "prefix under it, e.g. whl/)")
         if self.endpoint_url and (problem := _publish_url_problem(self.endpoint_url, "s3")):
             raise ValueError(f"endpoint_url: {problem}")
-        if self.role_arn and (self.username_env or self.password_env):
+        if self.role_arn and self.role_arn_env:
+            raise ValueError("an s3 target names its role once: role_arn (the ARN) or role_arn_env (the variable "
+                             "holding it); remove one")
+        if self.assumes_role and (self.username_env or self.password_env):
             raise ValueError("an s3 target takes its credentials from role_arn (the job's OIDC token) or from "
                              "username_env and password_env (an access key), not both; remove one")
         if bool(self.username_env) != bool(self.password_env):
@@ -236,6 +245,12 @@ class PublishTarget(Frozen):
         if self.token_env:
             raise ValueError("an s3 target takes no token_env; name the access key's variables in username_env and "
                              "password_env, or neither")
+
+    @property
+    def assumes_role(self) -> bool:
+        """Whether this s3 target trades the job's OIDC token for a role's credentials (role_arn or
+        role_arn_env)."""
+        return bool(self.role_arn or self.role_arn_env)
 
     @property
     def route(self) -> str:

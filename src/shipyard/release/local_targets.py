@@ -2,10 +2,16 @@
 one stand-in for each target release.yaml names, so that the committed release.yaml names the
 real targets (PyPI, a registry, a bucket) while `publish` and `promote` run here against stand-ins
 on this machine. Every target of release.yaml must have its stand-in and the file names no other:
-a run against half real, half local targets is never what was meant."""
+a run against half real, half local targets is never what was meant.
+
+Under `shipyard ci run --targets FILE` the committed workflow's publish step runs a plain `shipyard
+publish`: the run hands it the file through TARGETS_VARIABLE (local_ci/publish_stand_ins.py), which
+`publish` and `promote` read when no --targets is given. Only a local run sets it; the generated
+workflows never do."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +24,9 @@ from shipyard.release.fields import Frozen, named_entries
 from shipyard.release.issues import Collector, pydantic_issues
 from shipyard.release.yaml_source import YamlDocument, load_yaml
 
+# The variable `shipyard ci run --targets FILE` sets in its jobs: the targets file, for `publish` and
+# `promote` in the committed workflow's publish step.
+TARGETS_VARIABLE = "SHIPYARD_TARGETS"
 FIX = "give each target of release.yaml's publish its stand-in under the same name, and no other"
 
 
@@ -48,3 +57,9 @@ def stand_in_targets(path: Path, release_doc: YamlDocument, out: Collector) -> d
     for name in sorted(set(given) - set(named)):
         out.add(doc, ("publish", name), f"release.yaml names no target {name}; {FIX}", value=name)
     return None if set(given) != set(named) else given
+
+
+def targets_file_for(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The targets file of `publish` or `promote`: --targets when given, else TARGETS_VARIABLE's
+    value (a local `ci run`), else none (release.yaml's own targets)."""
+    return given or environ.get(TARGETS_VARIABLE) or None

@@ -145,8 +145,9 @@ def install_answer(release: Release, manifest: Manifest | None, platform: str, i
                   f"{main} for {platform}.")
     names = " ".join(held)
     if installer == "conda":
-        assert target.token_env is not None  # a conda target always names it (validated)
-        channel_url = conda_channel_url(target.url, channel, token=f"${target.token_env}")
+        # A conda target's channel is read with its token (/t/<token>/); a bucket's (s3) is public.
+        token = f"${target.token_env}" if target.token_env else None
+        channel_url = conda_channel_url(target.url, channel, token=token)
         dependencies = " ".join(f"-c {c}" for c in (release.conda.channels if release.conda else ()))
         # The mutex picks the variant: every variant-specific package requires its build (recipes/).
         # Written as the recipes require it: conda reads `name=1.0=tag` too, strict MatchSpec parsers
