@@ -197,3 +197,13 @@ def test_a_symbol_outside_the_limited_api_fails_the_cell_naming_it(tmp_path, cap
     out = captured.out + captured.err
     assert "components.fixabi3.limited_api" in out and "_PyLong_Copy" in out
     assert not list((root / "dist" / "whl").rglob("*.whl"))
+
+
+def test_the_github_matrix_gives_an_abi3_cell_every_python_it_is_tested_on(capsys):
+    """`shipyard matrix --format github`: a job built from an entry must provide each Python the
+    one abi3 wheel is tested on, not only the one that builds it. Fails on the code before: the
+    entry named its build Python alone."""
+    assert main(["--root", str(FIXTURE), "matrix", "--format", "github"]) == 0
+    [entry] = [e for e in json.loads(capsys.readouterr().out)["include"] if e["package_type"] == "wheel"]
+    assert entry["id"].endswith("-cp39-abi3-wheel"), entry
+    assert entry["test_pythons"].split() == ["3.9", "3.10", "3.11", "3.12", "3.13"], entry

@@ -63,6 +63,8 @@ def github_include(spec: Spec, cells: list[Cell]) -> dict[str, list[dict[str, st
             "variant_tag": cell.variant_tag, "cuda": cuda, "platform": cell.platform,
             "os": builder.os, "runner": builder.github_runner, "python": cell.python or "",
             "package_type": cell.package_type,
+            # The Pythons the job needs for the cell's tests: an abi3 cell's every one (its build's first).
+            "test_pythons": " ".join(cell.test_pythons),
         })
     return {"include": include}
 
