@@ -21,6 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
+from shipyard.host.toolchains.discover import toolkit_program
 from shipyard.plumbing import command
 from shipyard.release.cuda_archs import parse_arch_list
 from shipyard.release.cuda_archs import supported_archs as arch_table
@@ -243,7 +244,7 @@ def _local_home(recipe: ToolkitRecipe) -> Path:
     if recipe.home is not None:
         candidates.append(recipe.home)
     for home in candidates:
-        nvcc = home / "bin" / "nvcc"
+        nvcc = toolkit_program(home / "bin", "nvcc")
         if not nvcc.is_file():
             tried.append(f"{home} has no bin/nvcc")
             continue

@@ -8,6 +8,7 @@ import os
 import platform as host_platform
 import re
 import shutil
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cache
@@ -29,6 +30,11 @@ __all__ = ["cache_root"]  # re-exported: the one definition is plumbing/cache_fo
 
 def toolchain_cache() -> Path:
     return cache_root() / "toolchains"
+
+
+def toolkit_program(bin_dir: Path, name: str) -> Path:
+    """A program of a toolkit's bin/ folder: `nvcc`, or `nvcc.exe` on Windows (NVIDIA's installer)."""
+    return bin_dir / (f"{name}.exe" if sys.platform == "win32" else name)
 
 
 def pyenv_root() -> Path:
@@ -241,13 +247,13 @@ def find_cuda_toolkits() -> tuple[CudaToolkit, ...]:
         roots.append((Path(os.environ["CUDA_HOME"]), "CUDA_HOME"))
     roots += [(Path(p), "/usr/local") for p in sorted(glob.glob("/usr/local/cuda-*"))]
     for root, origin in roots:
-        nvcc = root / "bin" / "nvcc"
+        nvcc = toolkit_program(root / "bin", "nvcc")
         if not nvcc.exists():
             continue
         version = _nvcc_version(nvcc)
         if version is None or version[0] in found:
             continue
-        cuobjdump = root / "bin" / "cuobjdump"
+        cuobjdump = toolkit_program(root / "bin", "cuobjdump")
         found[version[0]] = CudaToolkit(version[0], root, nvcc, cuobjdump if cuobjdump.exists() else None,
                                         origin, version[1])
     return tuple(found[v] for v in sorted(found, key=lambda v: tuple(map(int, v.split(".")))))
