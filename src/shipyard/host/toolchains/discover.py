@@ -183,7 +183,28 @@ def find_interpreters() -> tuple[Interpreter, ...]:
         if exe and f"3.{minor}" not in found and ".pyenv/shims" not in exe:
             if (interpreter := probe_interpreter(Path(exe))) is not None and interpreter.version == f"3.{minor}":
                 found[interpreter.version] = interpreter
+    if sys.platform == "win32":
+        _launcher_interpreters(found)
     return tuple(sorted(found.values(), key=lambda i: tuple(map(int, i.version.split(".")))))
+
+
+def _launcher_interpreters(found: dict[str, Interpreter]) -> None:
+    """Windows: python.org's installers and actions/setup-python leave a python.exe per version in a
+    folder of its own, registered with the `py` launcher (PEP 514), and no python3.X on PATH; the
+    launcher names each one's executable."""
+    launcher = shutil.which("py")
+    if launcher is None:
+        return
+    for minor in range(8, 20):
+        if f"3.{minor}" in found:
+            continue
+        try:
+            exe = command.run([launcher, f"-3.{minor}", "-c", "import sys; print(sys.executable)"],
+                              timeout=60).stdout.strip()
+        except ToolError:
+            continue  # the launcher knows no such Python
+        if exe and (interpreter := probe_interpreter(Path(exe))) is not None and interpreter.version == f"3.{minor}":
+            found[interpreter.version] = interpreter
 
 
 def _keep_newest(found: dict[str, Interpreter], candidate: Interpreter) -> None:
