@@ -91,7 +91,9 @@ def test_the_configuration_reads_back_through_cibuildwheels_option_reader(repo, 
                                             "--require-target-macos-version 11.0 -w {dest_dir} -v {wheel}")
         else:
             assert environment == {}
-            assert build.repair_command == "delvewheel repair --no-dll nvcuda.dll -w {dest_dir} {wheel}"
+            # The core's DLL, vendored from the prefix before-all installed it in.
+            assert build.repair_command == (f'delvewheel repair --no-dll nvcuda.dll --add-path "{prefix}/lib" '
+                                            "-w {dest_dir} {wheel}")
 
 
 def test_a_cuda_job_on_windows_and_the_plans_pythons(repo, tmp_path, capsys):

@@ -187,13 +187,20 @@ def cibuildwheel_config(spec: Spec, *, platform: str, variant: str, component: s
                 {"SHIPYARD_VARIANT": found.tag, "SHIPYARD_CUDA": "ON" if found.is_cuda else "OFF",
                  **REPRODUCIBLE_CMAKE_DEFINES}.items()}
     before_all = ""
+    core_libraries = ""
     if described.native_core is not None:
         prefix = (core_prefix or root / ".shipyard" / "cibuildwheel" / f"{component}-{found.tag}-core").resolve()
         # Forward slashes: CMake takes them on Windows too, and no shell reads a backslash as an escape.
         settings[f"cmake.define.{described.native_core.prefix_define}"] = prefix.as_posix()
         before_all = (f"shipyard --root {_quoted(root.as_posix())} ci native-core --platform {platform} "
                       f"--variant {found.name} --component {component} --prefix {_quoted(prefix.as_posix())}")
+        core_libraries = (prefix / "lib").as_posix()
     repair = REPAIR_COMMANDS[names.platform].replace("{deployment_target}", target or "")
+    if names.platform == "windows" and core_libraries:
+        # The extensions load the core's DLL, which Windows finds on no rpath: delvewheel vendors it
+        # from the prefix `before-all` installed (its lib/: the core installs RUNTIME there) and
+        # patches the package to load it, as it does every other DLL.
+        repair = repair.replace(" -w {dest_dir}", f" --add-path {_quoted(core_libraries)} -w {{dest_dir}}")
     # The wheel loads, its vendored libraries with it, in each Python's own venv: a broken repair
     # stops here. The cell tests (feature gate, recorded in the manifest) run once, in `shipyard build
     # --wheelhouse` after cibuildwheel, whose exit status the job judges as on Linux.
