@@ -49,7 +49,7 @@ def _project(tmp_path: Path) -> Path:
 
 def test_the_sdist_kind_is_one_cell_per_component_and_goes_to_pypi_and_devpi_targets() -> None:
     assert KINDS["sdist"] is SDIST and kind_of("sdist") is SDIST
-    assert SDIST.once_per_component and SDIST.publish_targets == ("devpi", "pypi")
+    assert SDIST.once_per_component and SDIST.publish_targets == ("devpi", "pypi") and not SDIST.on_nightly
     assert SDIST.contents_check == "source-sbom" and SDIST.ci_lanes == ()
     release = Release.model_validate({
         "schema_version": 1, "release": {"name": "r", "version": "1.0.0"},
@@ -111,7 +111,11 @@ def test_a_tarball_without_pkg_info_is_no_sdist(tmp_path: Path) -> None:
 
 # --- publish -------------------------------------------------------------------------------------
 
-def test_the_sdist_reaches_pypiserver_and_pip_builds_it_from_source(tmp_path: Path) -> None:
+def test_the_sdist_reaches_pypiserver_on_test_and_pip_builds_it_from_source_but_nightly_holds_it_back(
+        tmp_path: Path) -> None:
+    """A nightly's wheels carry its development version, an sdist its project's own: beside
+    1.7.0.dev20261206 wheels, an sdist of 1.7.0 is the newer version and pip would build it instead
+    of installing the nightly. Nightly holds the sdist back and says so in one line; test sends it."""
     start = time.monotonic()
     with pypi_server(tmp_path / "server") as server:
         user, password = "u" + secrets.token_hex(4), secrets.token_urlsafe(18)
@@ -119,14 +123,23 @@ def test_the_sdist_reaches_pypiserver_and_pip_builds_it_from_source(tmp_path: Pa
         project = PublishProject.laid_out(
             tmp_path, {"    kind: devpi\n    url: http://127.0.0.1:8081/\n":
                        f"    kind: pypi\n    url: {server.url}\n    index_url: {server.simple}\n"
-                       "    channels: [nightly]\n"},
+                       "    channels: [nightly, test]\n"},
             {"SHIPYARD_PYPI_USERNAME": user, "SHIPYARD_PYPI_PASSWORD": password}, tries=3)
         sdist = build_sdist(_project(tmp_path), _env(), project.dist / "sdist", epoch=1603800000)
-        write_manifest(project.dist, [record(project.dist, sdist, component="sdcext", package_type="sdist",
-                                             variant="any", tag="any", tests=features())])
-        code, out = project.run("publish", "--channel", "nightly", "--target", "wheels-staging")
+        records = [record(project.dist, sdist, component="sdcext", package_type="sdist", variant="any", tag="any",
+                          tests=features())]
+        write_manifest(project.dist, records, version="1.7.0.dev20261206")  # built for nightly
+        code, out = project.run("publish", "--channel", "nightly", "--target", "pypi")
         assert code == 0, out
-        assert server.files()[sdist.name] == sha256_of(sdist)
+        said = [line for line in out.splitlines() if "held back" in line]
+        assert said == ["held back from nightly: sdcext-1.7.0.tar.gz (nightly publishes no sdists: an sdist carries "
+                        "its project's own version, not the nightly's development version; test and release publish "
+                        "them)"], out
+        assert "0 files published" in out and sdist.name not in server.files()
+        write_manifest(project.dist, records)  # built for test: the plain version
+        code, out = project.run("publish", "--channel", "test", "--target", "pypi")
+        assert code == 0, out
+        assert "held back" not in out and server.files()[sdist.name] == sha256_of(sdist)
         # --no-binary: pip builds the wheel from this sdist (with this Python's setuptools).
         assert pip_installed_sha(server.simple, "sdcext==1.7.0", tmp_path / "pip", "--no-binary", ":all:",
                                  "--no-build-isolation") == sha256_of(sdist)
