@@ -254,8 +254,8 @@ KINDS: Final[dict[str, ArtifactKind]] = {
     CONDA.name: CONDA,
     MOBILE.name: MOBILE,
     IMAGE.name: IMAGE,
-    # Last: the mobile tarball's ending is `.tar.gz` too, and supply/repro.py counts a dist/ file as
-    # the first kind whose ending it has.
+    # The mobile tarball's ending is `.tar.gz` too: supply/repro.py asks a file's manifest record
+    # which kind it is, and goes by the ending only where one kind has it.
     SDIST.name: SDIST,
 }
 
