@@ -7,6 +7,8 @@ extension, tests/fixtures/sdist_cext, whose header only MANIFEST.in brings into 
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import secrets
 import shutil
@@ -107,6 +109,75 @@ def test_a_tarball_without_pkg_info_is_no_sdist(tmp_path: Path) -> None:
         tar.add(tmp_path / "x-1.0", arcname="x-1.0")
     with pytest.raises(BuildError, match="no PKG-INFO below its top folder"):
         check_sdist(fake, tmp_path / "x-1.0")
+
+
+# --- verify --------------------------------------------------------------------------------------
+
+def _tiny_sdist(path: Path, files: dict[str, bytes]) -> Path:
+    """An sdist as a backend writes one: one top folder, name-version/, with PKG-INFO."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    top = path.name.removesuffix(".tar.gz")
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mtime = len(data), 1603800000
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _signed_sdist_dist(root: Path) -> tuple[Path, Path, Path]:
+    """A release root with a signing key and a dist/ holding one sdist, its SBOM beside it, recorded
+    and signed (`shipyard attest`) as `shipyard build` leaves them: (dist, sdist, SBOM)."""
+    from shipyard.cli import main
+
+    assert main(["--root", str(root), "keygen"]) == 0
+    dist = root / "dist"
+    files = {"PKG-INFO": b"Metadata-Version: 2.1\nName: ember\nVersion: 1.7.0\n",
+             "pyproject.toml": b"[project]\nname = 'ember'\nversion = '1.7.0'\n",
+             "src/ember/__init__.py": b"VERSION = '1.7.0'\n"}
+    sdist = _tiny_sdist(dist / "sdist" / "ember-1.7.0.tar.gz", files)
+    sbom = dist / "sboms" / f"{sdist.name}.cdx.json"
+    sbom.parent.mkdir(parents=True)
+    sbom.write_bytes(sdist_sbom(files, name="ember", version="1.7.0", epoch=1603800000))
+    made = record(dist, sdist, component="ember", package_type="sdist", variant="any", tag="any", tests=None)
+    write_manifest(dist, [made.model_copy(update={"build": {"sbom": "sboms/ember-1.7.0.tar.gz.cdx.json"}})])
+    assert main(["--root", str(root), "attest", "--dist", str(dist)]) == 0
+    return dist, sdist, sbom
+
+
+def test_verify_passes_a_signed_sdist_and_names_it_when_its_bytes_or_its_sbom_change(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.release_copy import SpecCopy
+
+    from shipyard.cli import main
+    from shipyard.errors import VERIFY_FAILED
+
+    monkeypatch.delenv("SHIPYARD_SIGNING_KEY", raising=False)
+    root = SpecCopy(tmp_path).root
+    dist, sdist, sbom = _signed_sdist_dist(root)
+    capsys.readouterr()
+    assert main(["--root", str(root), "verify", str(dist)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "sboms/ember-1.7.0.tar.gz.cdx.json lists each of its 3 files (sha256)" in out
+    assert "1 of 1 artifacts verified" in out
+    # The SBOM beside it disagrees (a file's sha256 in it is not the file's): named, with the file in the sdist.
+    good_sbom = sbom.read_bytes()
+    listed = hashlib.sha256(b"VERSION = '1.7.0'\n").hexdigest()
+    sbom.write_bytes(good_sbom.replace(listed.encode(), b"0" * 64))
+    assert main(["--root", str(root), "verify", str(dist)]) == VERIFY_FAILED
+    said = capsys.readouterr().err
+    assert ("ember-1.7.0.tar.gz: sbom: FAILED: sboms/ember-1.7.0.tar.gz.cdx.json: sha256 differs: "
+            "src/ember/__init__.py") in said, said
+    sbom.write_bytes(good_sbom)
+    # The sdist's bytes change after signing (one file more in it): its signed digest no longer holds.
+    _tiny_sdist(sdist, {"PKG-INFO": b"Metadata-Version: 2.1\nName: ember\nVersion: 1.7.0\n",
+                        "pyproject.toml": b"[project]\nname = 'ember'\nversion = '1.7.0'\n",
+                        "src/ember/__init__.py": b"VERSION = '1.7.0'\n", "src/ember/extra.py": b"x = 1\n"})
+    assert main(["--root", str(root), "verify", str(dist)]) == VERIFY_FAILED
+    said = " ".join(capsys.readouterr().err.split())
+    assert "ember-1.7.0.tar.gz: subject: FAILED: sha256 " in said and "the artifact changed after signing" in said
+    assert "ember-1.7.0.tar.gz: sbom: FAILED: sboms/ember-1.7.0.tar.gz.cdx.json: not in the SBOM: src/ember/extra.py" \
+        in said, said
 
 
 # --- publish -------------------------------------------------------------------------------------
