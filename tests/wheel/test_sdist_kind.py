@@ -242,6 +242,11 @@ def test_shipyard_build_records_the_sdist_and_fails_when_a_header_leaves_it(tmp_
         "schema_version: 1\nfeatures:\n  - {id: sdcext.answer, title: the answer, component: sdcext, since: 1.7.0,\n"
         "     status: beta, tests: [library/sdcext/tests]}\n")
     assert main(["--root", str(root), "build", "--variant", "cpu", "--no-tests"]) == 0
+    # The summary names the sdist in a row of its own, before the wheels built from it.
+    shown = capsys.readouterr().out
+    rows = [line for line in shown.splitlines() if "sdcext-" in line]
+    assert "sdcext-any-sdist" in rows[0] and "built" in rows[0] and "its wheels build from it" in rows[0], shown
+    assert len(rows) == 2 and "-wheel" in rows[1], shown
     manifest = json.loads((root / "dist" / "manifest.json").read_text())
     [sdist] = [a for a in manifest["artifacts"] if a["package_type"] == "sdist"]
     assert (sdist["cell_id"], sdist["path"]) == ("sdcext-any-sdist", "sdist/sdcext-1.7.0.tar.gz")
@@ -253,4 +258,5 @@ def test_shipyard_build_records_the_sdist_and_fails_when_a_header_leaves_it(tmp_
     (root / "library" / "sdcext" / "MANIFEST.in").write_text("")
     assert main(["--root", str(root), "build", "--variant", "cpu", "--no-tests"]) == 5
     said = " ".join(capsys.readouterr().err.split())
+    assert "failed sdcext-any-sdist: sdcext-1.7.0.tar.gz lacks 1 source file(s) of" in said, said
     assert "sdist: sdcext-1.7.0.tar.gz lacks 1 source file(s) of" in said and ": src/sdcext/sdcext.h; add them" in said
