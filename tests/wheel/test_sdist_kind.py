@@ -260,3 +260,11 @@ def test_shipyard_build_records_the_sdist_and_fails_when_a_header_leaves_it(tmp_
     said = " ".join(capsys.readouterr().err.split())
     assert "failed sdcext-any-sdist: sdcext-1.7.0.tar.gz lacks 1 source file(s) of" in said, said
     assert "sdist: sdcext-1.7.0.tar.gz lacks 1 source file(s) of" in said and ": src/sdcext/sdcext.h; add them" in said
+    # release.yaml overrides the project's version: the wheels would be 1.7.1, the sdist 1.7.0. Refused.
+    (root / "library" / "sdcext" / "MANIFEST.in").write_text("include src/sdcext/sdcext.h\n")
+    (root / "release.yaml").write_text((root / "release.yaml").read_text().replace(
+        "import_name: sdcext,", "import_name: sdcext, version: 1.7.1,"))
+    assert main(["--root", str(root), "build", "--variant", "cpu", "--no-tests"]) == 5
+    said = " ".join(capsys.readouterr().err.split())
+    assert ("failed sdcext-any-sdist: sdcext-1.7.0.tar.gz: version 1.7.0 is its project's own, but release.yaml's "
+            "components.sdcext.version 1.7.1 is its wheels'; set the version in the project") in said, said
