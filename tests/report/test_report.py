@@ -253,6 +253,48 @@ def test_not_applicable_cells_are_shown_as_such_with_their_reason(spec_copy, tmp
     assert "✗ failed embervision-cpu-linux-x86_64-cp39" not in text
 
 
+def test_an_sdist_is_a_row_of_its_own_that_names_the_wheels_built_from_it(spec_copy, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """ember (native) and emberaudio (pure) make sdists: each sits in a row of its own, `<component> ·
+    sdist`, never in the pure wheel's slot, with the wheels built from it; exclusions of some variants
+    and platforms leave the one sdist whole."""
+    from shipyard.record.manifest import ArtifactRecord
+
+    spec_copy.edit("release.yaml", "    import_name: ember\n    package_types: [wheel, conda]\n",
+                   "    import_name: ember\n    package_types: [wheel, conda, sdist]\n")
+    spec_copy.edit("release.yaml", "    import_name: emberaudio\n    package_types: [wheel, conda]\n",
+                   "    import_name: emberaudio\n    package_types: [wheel, conda, sdist]\n")
+    spec = load_spec(spec_copy.root)
+    dist = tmp_path / "dist"
+    write_release_dist(spec, dist)
+
+    def sdist(component: str, proven_by: tuple[str, ...]) -> ArtifactRecord:
+        (dist / "sdist").mkdir(exist_ok=True)
+        path = dist / "sdist" / f"{component}-1.7.0.tar.gz"
+        path.write_bytes(b"sdist")
+        return ArtifactRecord(name=path.name, path=f"sdist/{path.name}", sha256="0" * 64, size=5,
+                              cell_id=f"{component}-any-sdist", component=component, package_type="sdist",
+                              variant="any", variant_tag="any", platform="any", python=None, version="1.7.0",
+                              features=(), tests=None, build={"result": "built", "seconds": 1.5},
+                              proven_by=proven_by)
+
+    merge_artifacts(dist / "manifest.json", release="ember", version="1.7.0",
+                    records=[sdist("ember", (PASSED, UNTESTED)), sdist("emberaudio", (CACHED,))])
+    page, out = _page(spec, dist)
+    assert {c: s for c, s in page.state.items() if c.endswith("-sdist")} == {
+        "ember-any-sdist": "skipped", "emberaudio-any-sdist": "skipped"}  # no excluded sdist of a variant
+    assert f"the wheels built from it prove it: {PASSED}, {UNTESTED}" in " ".join(page.text["ember-any-sdist"].split())
+    rows = re.findall(r'<th scope="row">([^<]+)</th>', out.read_text())
+    assert "ember · sdist" in rows and "emberaudio · sdist" in rows
+    assert main(["--root", str(spec_copy.root), "report", "--format", "text", "--dist", str(dist)]) == 0
+    text = capsys.readouterr().out
+    assert "d docker, s sdist; columns of excluded cells only are left out" in " ".join(text.split())  # the legend
+    audio = next(line for line in text.splitlines() if "emberaudio · no Python" in line)
+    assert "w✓" in audio and "s" not in audio.split("│")[-2], audio  # the pure wheel's slot holds no sdist
+    row = next(line for line in text.splitlines() if "emberaudio · sdist" in line)
+    assert row.split("│")[-2].strip() == "s–", row  # built, not tested: its wheels are its tests
+
+
 def test_broken_manifest_names_the_file(spec: Spec, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "manifest.json").write_text('{"release": "ember", "version": "1.7.0", "artifacts": [{"name": 1}]}')
     assert main(["--root", str(REPO), "report", "--dist", str(tmp_path)]) == 2

@@ -92,6 +92,30 @@ def test_compare_names_each_differing_file_and_shows_diffoscope(tmp_path):
     assert "x/_ext.so" in report.different["whl/cpu/x/x-1.0-py3-none-any.whl"], lines
 
 
+def test_repro_counts_an_sdist_and_a_mobile_tarball_by_their_records_not_their_common_ending(tmp_path):
+    """Both end in .tar.gz: the manifest's record says which kind each is; an unrecorded one is
+    counted by no kind's name it may not have."""
+    from support.synthetic_release import record, write_manifest
+
+    from shipyard.supply.repro import compare, summary_lines
+
+    for run in ("one", "two"):
+        dist = tmp_path / run / "dist"
+        for folder, name in (("sdist", "x-1.0.tar.gz"), ("mobile", "x-lite-1.0-host.tar.gz"),
+                             ("mobile", "x-lite-1.0-host-stray.tar.gz")):
+            (dist / folder).mkdir(parents=True, exist_ok=True)
+            (dist / folder / name).write_bytes(b"same bytes " + name.encode())
+        write_manifest(dist, [record(dist, dist / "sdist" / "x-1.0.tar.gz", component="x", package_type="sdist",
+                                     variant="any", tag="any", tests=None),
+                              record(dist, dist / "mobile" / "x-lite-1.0-host.tar.gz", component="x-lite",
+                                     package_type="mobile", variant="cpu", tag="cpu", tests=None)])
+    report = compare(tmp_path / "one" / "dist", tmp_path / "two" / "dist")
+    assert report.ok
+    lines = list(summary_lines(report))
+    assert "sdist: 1 of 1 identical" in lines and "mobile: 1 of 1 identical" in lines, lines
+    assert "other: 1 of 1 identical" in lines, lines  # the unrecorded tarball: no kind guessed for it
+
+
 def test_image_sbom_lists_wheels_pins_and_bases_and_is_stable():
     from shipyard.supply.sbom import ImageContents, image_sbom
 

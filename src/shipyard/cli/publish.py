@@ -37,6 +37,10 @@ def _print_report(report, title: str) -> None:  # noqa: ANN001 - a run.PublishRe
     for target in report.targets:  # the moving tags: where each went, or why it stayed
         for line in target.moving:
             console.print(f"{target.target}: {line}", markup=False, soft_wrap=True)
+    if report.held_back:  # what was built and is not sent is said, never left out silently
+        console.print(f"held back from {report.channel}: {', '.join(report.held_back)} ({report.channel} publishes "
+                      f"no sdists: an sdist carries its project's own version, not the nightly's development "
+                      f"version; test and release publish them)", markup=False, soft_wrap=True)
     uploaded = sum(len(t.uploaded) for t in report.targets)
     unchanged = sum(len(t.unchanged) for t in report.targets)
     console.print(f"{report.version} on {report.channel}: {uploaded} files published, {unchanged} already there")

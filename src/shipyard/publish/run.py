@@ -35,9 +35,9 @@ from shipyard.publish.target import Backend, TargetContext, name_taken, names_ta
 from shipyard.record.gate import Gating, gate
 from shipyard.record.manifest import ArtifactRecord, Manifest, release_manifest
 from shipyard.redaction import redact
-from shipyard.release.channel_version import require_channel_version
+from shipyard.release.channel_version import NIGHTLY, require_channel_version
 from shipyard.release.destinations import S3_CONDA_ROUTE, PublishTarget, ReleaseChannel
-from shipyard.release.kinds import WHEEL, kinds_taken_by
+from shipyard.release.kinds import WHEEL, kind_of, kinds_taken_by
 from shipyard.release.spec import Spec
 
 T = TypeVar("T")
@@ -70,6 +70,8 @@ class PublishReport:
     version: str
     gating: Gating
     targets: list[TargetReport]
+    # The manifest's artifacts of a kind this channel does not take (an sdist on nightly), by name.
+    held_back: tuple[str, ...] = ()
 
 
 def load_manifest(spec: Spec, dist: Path) -> Manifest:
@@ -131,16 +133,28 @@ def publish(spec: Spec, request: PublishRequest, progress: Progress = lambda _: 
     for version in sorted({manifest.version, *(a.version for a in manifest.artifacts)}):
         require_channel_version(version, channel.name, f"publish --channel {channel.name}: "
                                                        f"{request.dist / 'manifest.json'}")
-    gating = gate(channel, manifest.artifacts, statuses=spec.statuses)
+    held_back = held_back_from(channel.name, manifest.artifacts)
+    sent = [a for a in manifest.artifacts if a.name not in held_back]
+    gating = gate(channel, sent, statuses=spec.statuses, records=manifest.artifacts)
     derived = request.state / "publish" / "plain"
     # A release of pure packages only puts them in every variant's index (ember's go beside its native wheels).
     pure_only = not any(c.kind != "python-pure" for c in spec.release.components.values()
                         if WHEEL.name in c.package_types)
     tags = tuple(v.tag for v in spec.release.variants.values()) if pure_only else ()
-    plans = {t.name: files_for(t, manifest.artifacts, request.dist, derived, tags) if t.takes(channel.name) else []
+    plans = {t.name: files_for(t, sent, request.dist, derived, tags) if t.takes(channel.name) else []
              for t in targets}
     session = Session(spec, targets, [t for t in targets if plans[t.name]], request.state, request.policy, progress)
-    return _release(session, channel.name, manifest.version, gating, plans)
+    report = _release(session, channel.name, manifest.version, gating, plans)
+    report.held_back = held_back
+    return report
+
+
+def held_back_from(channel: str, artifacts: Sequence[ArtifactRecord]) -> tuple[str, ...]:
+    """The names of `artifacts` that `channel` does not take: on nightly, those of a kind that is
+    not published there (an sdist, whose version is the project's, not the nightly's)."""
+    if channel != NIGHTLY:
+        return ()
+    return tuple(a.name for a in artifacts if not kind_of(a.package_type).on_nightly)
 
 
 def _release(session: Session, channel: str, version: str, gating: Gating,

@@ -64,6 +64,14 @@ class ArtifactKind(Protocol):
         ...
 
     @property
+    def on_nightly(self) -> bool:
+        """`shipyard publish --channel nightly` sends it. A nightly's wheels carry the development
+        version (1.7.0.dev20261206), made by rewriting their metadata; an sdist keeps the version its
+        backend reads from the sources (a pyproject field, setup.py, a git tag), so it goes to test and
+        release only, as PyTorch's nightlies ship no sdist."""
+        ...
+
+    @property
     def on_mobile_targets(self) -> bool:
         """Its cells are the release's mobile targets, cross-built from Linux x86_64 (so from this
         host), with no Python; not its platforms."""
@@ -177,6 +185,7 @@ class KindDescription:
     plural: str
     installers: tuple[str, ...] = ()
     publish_targets: tuple[str, ...] = ()
+    on_nightly: bool = True
     on_mobile_targets: bool = False
     pure_once: bool = False
     once_per_component: bool = False
@@ -229,10 +238,13 @@ IMAGE: Final = KindDescription(
     ci_after_lanes=("wheel-linux", "wheel-pure"))
 
 # No installer or lane of its own: pip installs it where no wheel fits (`--no-binary :all:`), and
-# `shipyard build` makes it in the wheel lanes, then builds that component's wheels from it.
+# `shipyard build` makes it in the wheel lanes, then builds that component's wheels from it. Not on
+# nightly: beside wheels of 1.7.0.dev20261206 an sdist of 1.7.0 is the newer version, and pip would
+# build it from source instead of installing the nightly's wheel.
 SDIST: Final = KindDescription(
     name="sdist", letter="s", noun="source distribution", plural="source distributions",
-    publish_targets=("devpi", "pypi"), pure_once=True, once_per_component=True, file_suffixes=(".tar.gz",),
+    publish_targets=("devpi", "pypi"), on_nightly=False, pure_once=True, once_per_component=True,
+    file_suffixes=(".tar.gz",),
     contents_check="source-sbom")
 
 # Every kind, by package type; the order is the workflows' lane order and the get-started page's
@@ -242,8 +254,8 @@ KINDS: Final[dict[str, ArtifactKind]] = {
     CONDA.name: CONDA,
     MOBILE.name: MOBILE,
     IMAGE.name: IMAGE,
-    # Last: the mobile tarball's ending is `.tar.gz` too, and supply/repro.py counts a dist/ file as
-    # the first kind whose ending it has.
+    # The mobile tarball's ending is `.tar.gz` too: supply/repro.py asks a file's manifest record
+    # which kind it is, and goes by the ending only where one kind has it.
     SDIST.name: SDIST,
 }
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.host.toolchains.resolve import Missing, resolve
 from shipyard.record.manifest import ArtifactRecord, Manifest, NotApplicableRecord
-from shipyard.release.kinds import KINDS
+from shipyard.release.kinds import KINDS, kind_of
 from shipyard.release.matrix import Cell, builder_platform, excluded_cells, expand, not_applicable
 from shipyard.release.pytest_selection import left_out_text
 from shipyard.release.spec import Release
@@ -86,11 +86,15 @@ def collect_cells(release: Release, manifest: Manifest | None, inventory: Invent
     ruled_out |= {n.cell.id: NotApplicableRecord(**NotApplicableRecord.identity(n.cell), reason=n.reason)
                   for n in not_applicable(release) if n.cell.id not in ruled_out}
     cells += [_not_applicable(r) for r in ruled_out.values() if r.cell_id not in records]
+    made: set[tuple[str, str]] = set()
     for cell in expand(release):
+        made.add((cell.component, cell.package_type))
         if cell.id not in records and cell.id not in ruled_out:
             cells.append(_unbuilt(release, cell, inventory))
     for cell, exclusion in excluded_cells(release):
-        cells.append(_from_matrix(cell, "excluded", "excluded", exclusion.reason))
+        # An sdist is one for every variant and platform: an exclusion of some of them leaves it whole.
+        if not (KINDS[cell.package_type].once_per_component and (cell.component, cell.package_type) in made):
+            cells.append(_from_matrix(cell, "excluded", "excluded", exclusion.reason))
     return cells
 
 
@@ -108,6 +112,11 @@ def recorded_cell(record: ArtifactRecord) -> ReportCell:
     build: Mapping[str, Any] = record.build
     state = _recorded_state(record)
     reason = str(build.get("detail") or tests.get("detail") or "; ".join(map(str, tests.get("problems") or ())))
+    if not reason and kind_of(record.package_type).once_per_component:
+        # No tests of its own: the wheels built from it (proven_by) are what tested it.
+        reason = (f"made once from {record.component}'s sources for every variant, platform and Python; "
+                  + (f"the wheels built from it prove it: {', '.join(record.proven_by)}" if record.proven_by
+                     else "no wheel was built from it in this run"))
     # build.result "cached": the build and the verdict of its bytes both came from the cache.
     from_cache = build.get("result") == "cached"
     verdict_cached = from_cache and bool(tests)

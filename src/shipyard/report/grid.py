@@ -16,10 +16,21 @@ from shipyard.report.cells import ReportCell
 class Row:
     component: str
     python: str | None
+    # A kind made once per component (an sdist) has a row of its own, named after it: it is no
+    # Python's and no variant's, and beside a pure wheel it would hide in that wheel's slot.
+    package_type: str = ""
 
     @property
     def label(self) -> str:
+        if self.package_type:
+            return f"{self.component} · {self.package_type}"
         return f"{self.component} · py{self.python}" if self.python else f"{self.component} · no Python"
+
+
+def row_of(cell: ReportCell) -> Row:
+    """The grid row `cell` sits in."""
+    own = kind_of(cell.package_type).once_per_component
+    return Row(cell.component, None if own else cell.python, cell.package_type if own else "")
 
 
 @dataclass(frozen=True)
@@ -80,8 +91,9 @@ def _section(title: str, release: Release, cells: list[ReportCell]) -> GridSecti
     platforms = {name: i for i, name in enumerate([*release.platforms, *release.mobile_targets])}
     last = len(components) + len(pythons) + len(variants) + len(platforms)  # unknown names sort after known ones
 
-    def row_key(row: Row) -> tuple[int, str, int, str]:
-        return (components.get(row.component, last), row.component,
+    def row_key(row: Row) -> tuple[int, str, str, int, str]:
+        # A component's own-kind rows (its sdist) after its Python rows.
+        return (components.get(row.component, last), row.component, row.package_type,
                 -1 if row.python is None else pythons.get(row.python, last), row.python or "")
 
     def column_key(column: Column) -> tuple[int, int, str, str]:
@@ -91,7 +103,7 @@ def _section(title: str, release: Release, cells: list[ReportCell]) -> GridSecti
 
     slots: dict[tuple[Row, Column], list[ReportCell]] = {}
     for cell in cells:
-        key = (Row(cell.component, cell.python), Column(cell.variant, cell.platform))
+        key = (row_of(cell), Column(cell.variant, cell.platform))
         slots.setdefault(key, []).append(cell)
     types = Counter((column, c.package_type) for (_, column), held in slots.items() for c in held)
     kinds = Counter(column for column, _ in types)

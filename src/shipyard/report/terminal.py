@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from shipyard.release.kinds import kind_of
+from shipyard.release.kinds import KINDS, kind_of
 from shipyard.report.cells import ReportCell, left_out_groups
 from shipyard.report.document import ReleaseReport
 from shipyard.report.html import ICONS, STATE_NAMES
@@ -78,5 +78,6 @@ def _legend(report: ReleaseReport) -> Text:
     if cached:
         text.append(f"↻ {cached} built from the cache", style="cyan")
     if any(s.mixed_types for s in report.sections):
-        text.append("\nw wheel, c conda, d docker, m mobile; columns of excluded cells only are left out")
+        letters = ", ".join(f"{kind.letter} {kind.name}" for kind in KINDS.values())
+        text.append(f"\n{letters}; columns of excluded cells only are left out")
     return text

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shipyard.errors import BuildError, ToolError, UsageError
+from shipyard.errors import BuildError, InputError, ToolError, UsageError
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.record.manifest import read_manifest
@@ -57,6 +57,9 @@ class ReproReport:
     only_in_one: list[str] = field(default_factory=list)
     images: list[ImageComparison] = field(default_factory=list)
     commit: str = ""  # the commit both builds were made from
+    # The package type of each file a build's manifest records (dist-relative path -> sdist, mobile …):
+    # an sdist and a mobile tarball share the ending .tar.gz, and only the record says which it is.
+    recorded: dict[str, str] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -69,26 +72,44 @@ class ReproReport:
 
     def by_kind(self) -> dict[str, tuple[int, int]]:
         """{artifact kind: (identical, total)}."""
-        same = Counter(artifact_kind(p) for p in self.identical)
-        every = Counter(artifact_kind(p) for p in [*self.identical, *self.different, *self.only_in_one])
+        same = Counter(self.kind_of_file(p) for p in self.identical)
+        every = Counter(self.kind_of_file(p) for p in [*self.identical, *self.different, *self.only_in_one])
         kinds = {kind: (same[kind], every[kind]) for kind in sorted(every)}
         if self.images:
             kinds["image"] = (sum(image.reproducible for image in self.images), len(self.images))
         return kinds
 
+    def kind_of_file(self, path: str) -> str:
+        """The kind of a dist-relative file: its manifest record's package type, else by its ending."""
+        return self.recorded.get(path) or artifact_kind(path)
 
-# What a dist/ file is, by its ending: an SBOM before the index pages and JSON files, an artifact
-# kind's file by the kind's own endings.
-_SUFFIXES = ((".cdx.json", "sbom"), *((suffix, kind.name) for kind in KINDS.values() for suffix in kind.file_suffixes),
+
+# What a dist/ file the manifest does not record is, by its ending: an SBOM before the index pages
+# and JSON files, an artifact kind's file by the kind's own endings where only one kind has that
+# ending (.tar.gz is a mobile tarball's and an sdist's: the record decides, ReproReport.recorded).
+_KIND_SUFFIXES = Counter(suffix for kind in KINDS.values() for suffix in kind.file_suffixes)
+_SUFFIXES = ((".cdx.json", "sbom"), *((suffix, kind.name) for kind in KINDS.values() for suffix in kind.file_suffixes
+                                      if _KIND_SUFFIXES[suffix] == 1),
              (".html", "index"), (".json", "index"), (".json.zst", "index"))
 
 
 def artifact_kind(path: str) -> str:
+    """What an unrecorded dist/ file is by its ending (sbom, index, a kind's name), or "other"."""
     name = path.rsplit("/", 1)[-1]
     for suffix, kind in _SUFFIXES:
         if name.endswith(suffix):
             return kind
     return "other"
+
+
+def recorded_kinds(dist: Path) -> dict[str, str]:
+    """{dist-relative path: package type} of every file dist/manifest.json records; {} without a
+    readable manifest (the files are then told apart by their endings)."""
+    try:
+        manifest = read_manifest(dist / "manifest.json")
+    except InputError:
+        return {}
+    return {a.path: a.package_type for a in (manifest.artifacts if manifest else ()) if a.path}
 
 
 def _clone(source: Path, dest: Path, commit: str) -> None:
@@ -155,7 +176,7 @@ def diffoscope(first: Path, second: Path) -> str:
 def compare(first: Path, second: Path) -> ReproReport:
     """Compare two dist folders file by file."""
     one, two = _files(first), _files(second)
-    report = ReproReport()
+    report = ReproReport(recorded=recorded_kinds(second) | recorded_kinds(first))
     for path in sorted(one.keys() | two.keys()):
         if path not in one or path not in two:
             report.only_in_one.append(path)

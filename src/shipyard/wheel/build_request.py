@@ -70,10 +70,12 @@ class CellOutcome:
     test_json: dict[str, object] | None = None
     cuda_archs: CudaArchs | None = None  # what its binaries verifiably carry (None: no kernels)
     tested_pythons: tuple[str, ...] = ()  # an abi3 cell's: the Pythons whose tests ran on its one wheel
+    file: Path | None = None  # the artifact of a cell that makes no wheel (a component's sdist)
 
     @property
     def size(self) -> int | None:
-        return self.wheel.stat().st_size if self.wheel and self.wheel.exists() else None
+        made = self.wheel or self.file
+        return made.stat().st_size if made and made.exists() else None
 
 
 # `shipyard build`'s exit status: STABLE_FEATURE_FAILED when a tested cell's tests said no (its

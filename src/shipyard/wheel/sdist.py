@@ -171,6 +171,12 @@ def make_component_sdist(ctx: BuildContext, cell: Cell, component: Component,
             entry = ctx.cache.put(key, [made], {"kind": "sdist", "cell": cell.id, "seconds": time.monotonic() - start})
         built = entry.files()[0]
     contents = check_sdist(built, source)  # every run: the message names what is missing each time
+    if component.version and contents.version != component.version:
+        # Its wheels are relabelled to release.yaml's version; an sdist cannot be: pip builds it
+        # with the version its backend reads, so the two would be published under different versions.
+        raise BuildError(f"{built.name}: version {contents.version} is its project's own, but release.yaml's "
+                         f"components.{component.name}.version {component.version} is its wheels'; set the "
+                         f"version in the project, or drop sdist from components.{component.name}.package_types")
     target = ctx.request.dist / "sdist" / built.name
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(built, target)

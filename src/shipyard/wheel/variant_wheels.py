@@ -124,7 +124,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     with AuditwheelWorkers(limit=request.jobs, ahead=platform_cells) as auditwheel:
         ctx = BuildContext(spec, request, release.variants[request.variant], inventory, git_info(spec.root),
                            BuildCache(request.state / "cache"), progress, auditwheel, dependencies)
-        sdists, unbuilt = _make_sdists(ctx, buildable, resolved)
+        sdists, unbuilt, sdist_outcomes = _make_sdists(ctx, buildable, resolved)
         ctx = replace(ctx, projects={name: made.project for name, made in sdists.items()})
         unbuilt_components = {o.cell.component for o in unbuilt}
         built = unbuilt + _build_all(ctx, [c for c in buildable if c.component not in unbuilt_components], resolved)
@@ -144,19 +144,22 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
     outcomes += built
     _record(ctx, built, ruled_out, sdists)
     order = {c.id: i for i, c in enumerate([*cells, *(n.cell for n in ruled_out)])}
-    return sorted(outcomes, key=lambda o: order[o.cell.id])
+    # Each sdist first, as it was made first: the summary shows it beside the wheels built from it.
+    return sdist_outcomes + sorted(outcomes, key=lambda o: order[o.cell.id])
 
 
 # --- build ----------------------------------------------------------------------------------
 
-def _make_sdists(ctx: BuildContext, cells: list[Cell],
-                 resolved: dict[str, Toolchain]) -> tuple[dict[str, ComponentSdist], list[CellOutcome]]:
+def _make_sdists(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolchain]
+                 ) -> tuple[dict[str, ComponentSdist], list[CellOutcome], list[CellOutcome]]:
     """The sdist of each component of `cells` that the release makes one for, built with the
     interpreter of its first cell; the wheel cells of a component whose sdist failed, failed with
-    the reason (a broken sdist fails the release, as `python -m build` would)."""
+    the reason (a broken sdist fails the release, as `python -m build` would); and each sdist
+    cell's own outcome, for the summary."""
     components = list(dict.fromkeys(c.component for c in cells))
     made: dict[str, ComponentSdist] = {}
     failed: list[CellOutcome] = []
+    own: list[CellOutcome] = []
     for name, sdist_cell in sdist_cells(ctx, components).items():
         first = next(c for c in cells if c.component == name)
         interpreter = resolved[first.id].interpreter
@@ -166,8 +169,13 @@ def _make_sdists(ctx: BuildContext, cells: list[Cell],
             made[name] = make_component_sdist(ctx, sdist_cell, ctx.spec.release.components[name], interpreter)
         except ShipyardError as exc:
             seconds = time.monotonic() - start
+            own.append(CellOutcome(sdist_cell, "failed", seconds, detail=str(exc)))
             failed += [CellOutcome(c, "failed", seconds, detail=f"sdist: {exc}") for c in cells if c.component == name]
-    return made, failed
+            continue
+        sdist = made[name]
+        own.append(CellOutcome(sdist_cell, str(sdist.build["result"]), time.monotonic() - start, file=sdist.sdist,
+                               detail="its wheels build from it"))
+    return made, failed, own
 
 
 def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
