@@ -139,7 +139,7 @@ def test_a_pure_component_is_one_job_for_the_whole_release(repo, capsys):
         assert [e for e in include if e["component"] == component] == [{
             "id": f"{component}-any-{kind}", "component": component, "variant": "any", "variant_tag": "any",
             "cuda": "", "platform": "any", "os": "linux", "runner": "ubuntu-22.04", "python": "",
-            "package_type": kind} for kind in ("wheel", "conda")]
+            "package_type": kind, "test_pythons": ""} for kind in ("wheel", "conda")]
     cells = {c.id: c for c in expand(load_spec(repo).release)}
     # The pure cell stands for every variant, and for the platforms the exclusions leave it.
     assert cells["emberaudio-any-wheel"].variant_tags == ("cpu", "cu102", "cu118", "cu124", "cu130")
