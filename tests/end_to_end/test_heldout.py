@@ -30,11 +30,18 @@ from shipyard.testing.container import run_tests_in_container
 from shipyard.testing.verdict import feature_gate, fold_feature_report
 from shipyard.wheel.limited_api import abi3_problems
 
-pytestmark = [pytest.mark.slow, pytest.mark.heldout]
+# Two cold builds of 11 cells each (about 10 minutes here) fall in the first test: beyond the suite's 1200 s.
+pytestmark = [pytest.mark.slow, pytest.mark.heldout, pytest.mark.timeout(3600)]
 
 RELEASE = Path(__file__).resolve().parents[1] / "heldout"
-# release.yaml's platforms: the tag auditwheel must find each wheel consistent with.
+# release.yaml's platforms and the glibc each promises: a wheel is labelled with the promise, and
+# auditwheel must find it consistent with that glibc or an older one (it names the oldest it fits).
 PROMISES = {"linux-x86_64": "manylinux_2_17_x86_64", "linux-x86_64-glibc231": "manylinux_2_31_x86_64"}
+
+
+def _glibc(tag: str) -> tuple[int, int]:
+    found = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", tag)
+    return (int(found.group(1)), int(found.group(2))) if found else (99, 99)
 BULLSEYE_PYTHON = "3.9"  # Debian 11's own python3: the one Python a bullseye user pip-installs into
 IMPORTS = {"msgpack": "msgpack._cmsgpack", "ujson": "ujson", "argon2-cffi-bindings": "_argon2_cffi_bindings"}
 
@@ -105,15 +112,17 @@ def test_every_project_builds_and_passes_its_tests_for_every_python_on_both_prom
                     summaries += f" on {' '.join(sorted(tests['pythons'], key=lambda p: int(p.split('.')[1])))}"
                 if artifact["build"]["result"] != "passed" or tests["result"] != "passed":
                     problems.append(f"{cell}: {artifact['build']['result']}, tests {tests['result']}")
-                if audited != tag:
-                    problems.append(f"{cell}: auditwheel says {audited}, release.yaml promises {tag}")
+                if _glibc(audited) > _glibc(tag) or tag not in wheel.name:
+                    problems.append(f"{cell}: {wheel.name}: auditwheel says {audited}, release.yaml promises {tag}")
                 with zipfile.ZipFile(wheel) as zf:  # the compiled module is in the wheel, not a pure fallback
                     if not any(n.endswith(".so") for n in zf.namelist()):
                         problems.append(f"{cell}: no extension module in {wheel.name}")
+                label = wheel.name.removesuffix(".whl").rsplit("-", 1)[-1]
                 rows.append((component.name, artifact["version"], platform, python if not component.limited_api
-                             else f"{python} (abi3)", artifact["build"]["result"], summaries, audited, abi3))
-    print("\n" + _table(("project", "version", "platform", "Python", "build", "tests", "auditwheel tag",
-                         "abi3audit"), rows))
+                             else f"{python} (abi3)", artifact["build"]["result"], summaries,
+                             f"{label} (fits {audited})", abi3))
+    print("\n" + _table(("project", "version", "platform", "Python", "build", "tests",
+                         "wheel tag (auditwheel show: oldest it fits)", "abi3audit"), rows))
     print("wall time of `shipyard build`: " + ", ".join(f"{p} {s:.0f} s" for p, s in built.seconds.items()))
     assert not problems, "\n".join(problems)
 
