@@ -43,7 +43,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         platform=args.platform)
     with live_progress(err_console, f"build {args.variant}") as progress:
         if args.install_toolchain:
-            install_toolchain_if_obtainable(spec, args.variant, progress)
+            install_toolchain_if_obtainable(spec, args.variant, progress, args.platform)
         outcomes = build_variant(spec, request, progress)
     console.print(summary_table(outcomes, f"{spec.release.release.name} {spec.release.release.version} "
                                           f"variant {args.variant}"))
