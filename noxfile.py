@@ -293,7 +293,8 @@ def tests(session: nox.Session) -> None:
     _install_shipyard(session, "test", bytecode=True)  # the suite starts thousands of Pythons from it
     with scratch_tmpfs.scratch_env(session.log, session.warn) as env:  # ci/scratch_tmpfs.py
         session.run("pytest", "-n", "auto", "--dist", "loadgroup",
-                    *(session.posargs or ["-m", "not tutorial and not bare_toolkits", "tests"]), env=env)
+                    *(session.posargs or ["-m", "not tutorial and not bare_toolkits and not heldout", "tests"]),
+                    env=env)
 
 
 @nox.session(name="toolkits-bare")
@@ -317,6 +318,19 @@ def tutorial(session: nox.Session) -> None:
     with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
         session.run("pytest", "-n", "0", "-m", "tutorial", "tests/end_to_end/test_tutorial.py", *session.posargs,
                     env=env)
+
+
+@nox.session(name="heldout")
+def heldout(session: nox.Session) -> None:
+    """The held-out check (tests/heldout/release.yaml): msgpack, ujson and argon2-cffi-bindings, pinned
+    sdists from PyPI, built for every Python on manylinux2014 and manylinux_2_31 (toolchains installed
+    first) and tested with their own tests, then their Python 3.9 wheels pip-installed and tested in a
+    debian:bullseye container; prints what it saw as tables. About 15 minutes here."""
+    _all_system_packages(session)  # docker, debootstrap
+    _install_shipyard(session, "test")
+    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
+        session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-s", "-m", "heldout",
+                    "tests/end_to_end/test_heldout.py", *session.posargs, env=env)
 
 
 @nox.session(name="fuzz")

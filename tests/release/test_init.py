@@ -190,3 +190,30 @@ def test_init_pins_a_released_sdist_given_as_url_and_sha256(tmp_path, capsys, mo
     err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("fetching ")]
     assert len(err) == 1 and err[0].startswith(f"error: init: {sdist.as_uri()} ") and digest in err[0], err
     assert not (other / "release.yaml").exists()
+
+
+def test_init_gives_a_later_project_whose_version_is_dynamic_its_own_version(tmp_path, capsys, monkeypatch):
+    # A released sdist whose [project] table leaves the version to the build (setuptools_scm's, or
+    # an attr/file) is another project's release all the same: its version comes from its backend's
+    # hook, not the first project's (its tags would be v1.2.0 and its features since 1.2.0).
+    import hashlib
+
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "tutorial"
+    project = tmp_path / "src" / "tinypure"
+    shutil.copytree(fixture / "tinypure", project)
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('version = "0.3.1"', 'dynamic = ["version"]')
+                         + '\n[tool.setuptools.dynamic]\nversion = {file = "VERSION"}\n')
+    (project / "VERSION").write_text("0.4.0\n")
+    (project / "MANIFEST.in").write_text((project / "MANIFEST.in").read_text() + "include VERSION\n")
+    sdist = _sdist(project, tmp_path / "sdists")
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    root = tmp_path / "release"
+    shutil.copytree(fixture / "tinyext", root / "tinyext")
+    assert _init(root, str(root / "tinyext"), f"{sdist.as_uri()}#sha256={digest}") == 0, capsys.readouterr().err
+    spec = load_spec(root, backend_reader=backend_requires_python)
+    assert spec.release.release.version == "1.2.0"
+    assert spec.release.components["tinypure"].version == "0.4.0"
+    assert next(f for f in spec.features.features if f.component == "tinypure").since == "0.4.0"
+    assert "its tags are tinypure-v0.4.0" in (root / "release.yaml").read_text()

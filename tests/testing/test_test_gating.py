@@ -361,3 +361,37 @@ def test_a_test_runs_pythons_keep_their_bytecode_in_the_run_folder_only(tmp_path
     work = tmp_path / "work"
     assert [p.name for p in (work / "pycache").rglob("helper_mod*.pyc")], sorted((work).rglob("*.pyc"))
     assert not list((work / "tests").rglob("__pycache__")), sorted((work / "tests").rglob("__pycache__"))
+
+
+def test_a_feature_proved_by_its_whole_tests_folder_counts_every_test(tmp_path: Path) -> None:
+    # `shipyard init` writes `tests: [tests/]`: the folder itself, which is the empty id once made
+    # relative to the tests folder; it names every test, it is not one that nothing matches.
+    listed = judge.listed_tests([("s.all", ("tests/",)), ("s.bare", ("tests",))], tmp_path / "tests", tmp_path)
+    assert listed == {"": ("s.all", "s.bare")}
+    files = {"test_a.py": "def test_one():\n    pass\n", "sub/test_b.py": "def test_two():\n    pass\n"}
+    judged = _judge_folder(tmp_path, files, {"s.all": "stable", "s.bare": "stable"}, listed)
+    assert {f.id: (f.passed, f.result) for f in judged.features} == {"s.all": (2, "passed"), "s.bare": (2, "passed")}
+    assert judged.problems == ()
+
+
+def test_two_projects_tests_folders_of_the_same_name_prove_each_its_own_features(tmp_path: Path, capsys,
+                                                                                monkeypatch) -> None:
+    # Projects outside the release (or pinned sdists) name their tests as their own runs do:
+    # both say `tests/`, and each folder is its own project's, never the other's.
+    monkeypatch.setenv("SHIPYARD_CACHE", str(tmp_path / "cache"))
+    for name in ("alpha", "beta"):
+        project = tmp_path / name
+        (project / "src" / name).mkdir(parents=True)
+        (project / "src" / name / "__init__.py").write_text("")
+        (project / "tests").mkdir()
+        (project / "tests" / f"test_{name}.py").write_text("def test_it():\n    pass\n")
+        (project / "pyproject.toml").write_text(f'[project]\nname = "{name}"\nversion = "1.0"\n'
+                                                'requires-python = ">=3.9"\n')
+    root = tmp_path / "release"
+    root.mkdir()
+    assert main(["init", "--root", str(root), str(tmp_path / "alpha"), str(tmp_path / "beta")]) == 0, \
+        capsys.readouterr().err
+    spec = load_spec(root)
+    alpha = spec.release.components["alpha"]
+    gate = judge.feature_gate(spec, "alpha", "linux-x86_64", alpha.tests_folder(root), alpha.test_id_root(root))
+    assert dict(gate.listed) == {"": ("alpha.tests",)}

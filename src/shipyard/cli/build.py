@@ -39,10 +39,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         test_pythons=tuple(args.test_python or ()),
         dist=dist_folder(args), state=state_folder(args),
         jobs=args.jobs, test_jobs=args.test_jobs or default_test_jobs(),
-        test_installer=args.test_installer, nightly=builds_nightly(args, spec), wheelhouse=_wheelhouse(args))
+        test_installer=args.test_installer, nightly=builds_nightly(args, spec), wheelhouse=_wheelhouse(args),
+        platform=args.platform)
     with live_progress(err_console, f"build {args.variant}") as progress:
         if args.install_toolchain:
-            install_toolchain_if_obtainable(spec, args.variant, progress)
+            install_toolchain_if_obtainable(spec, args.variant, progress, args.platform)
         outcomes = build_variant(spec, request, progress)
     console.print(summary_table(outcomes, f"{spec.release.release.name} {spec.release.release.version} "
                                           f"variant {args.variant}"))
@@ -129,6 +130,9 @@ def add_build_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
     p.add_argument("--python", action="append", help="only this Python (repeatable), e.g. 3.11")
     p.add_argument("--component", action="append", help="only this component (repeatable)")
+    p.add_argument("--platform", metavar="NAME",
+                   help="build this platform's cells: one of release.yaml's with this host's os and arch under "
+                        "another name and promise (linux-x86_64-glibc231); default: the one named like this host")
     p.add_argument("--skip-unavailable", action="store_true",
                    help="report cells whose toolchain is missing as skipped instead of failing")
     p.add_argument("--container", action="store_true",

@@ -121,7 +121,7 @@ def _start_all(root: Path, projects: Sequence[Path | PinnedSdistProject], read_m
                repository: Path, progress: Progress) -> list[StartingProject]:
     """Each project read: refused when it is no Python project or repeats a name."""
     started: list[StartingProject] = []
-    for number, given in enumerate(projects):
+    for given in projects:
         pinned = given if isinstance(given, PinnedSdistProject) else None
         if isinstance(given, PinnedSdistProject):
             try:
@@ -133,7 +133,7 @@ def _start_all(root: Path, projects: Sequence[Path | PinnedSdistProject], read_m
         if not project.is_dir() or not is_python_project(project):
             raise input_error(project, "(folder)", "is no Python project (no pyproject.toml, no setup.py)",
                               "give the folder that holds the project's pyproject.toml or setup.py")
-        metadata = _metadata(project, read_metadata, first=number == 0)
+        metadata = _metadata(project, read_metadata)
         name = canonicalize_name(metadata.name or project.resolve().name)
         if any(s.name == name for s in started):
             raise input_error(project, "(folder)", f"is a second project named {name}",
@@ -163,16 +163,19 @@ def project_path(project: Path, root: Path) -> str:
     return Path(os.path.relpath(project, base)).as_posix()
 
 
-def _metadata(project: Path, read_metadata: MetadataReader, *, first: bool) -> ProjectMetadata:
-    """The project's metadata from its [project] table, else from its backend's hook. The first
-    project's version is the release's: when only the hook knows it and the hook fails, the table's
-    other facts still serve (the version is then left to decide)."""
-    if (static := static_metadata(project, need_version=first)) is not None:
+def _metadata(project: Path, read_metadata: MetadataReader) -> ProjectMetadata:
+    """The project's metadata from its [project] table, else from its backend's hook. Every
+    project's version is needed, not the first one's alone: the first's is the release's, and any
+    other whose version differs gets its own `version:` (its tags, its features' `since:`), so a
+    version the table leaves dynamic (setuptools_scm's, in a released sdist too) is asked of the
+    hook. When the hook fails, the table's other facts still serve (the version is then left to
+    decide)."""
+    if (static := static_metadata(project, need_version=True)) is not None:
         return static
     try:
         return read_metadata(project)
     except ToolError as exc:
-        if first and (fallback := static_metadata(project, need_version=False)) is not None:
+        if (fallback := static_metadata(project, need_version=False)) is not None:
             return fallback
         raise input_error(project, "(metadata)", str(exc),
                           "fix the project so that its build backend prepares its metadata") from exc

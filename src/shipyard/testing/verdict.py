@@ -334,20 +334,26 @@ def feature_outcomes(report: Mapping[str, object], gate: FeatureGate) -> tuple[F
 def listed_tests(features: Iterable[tuple[str, Sequence[str]]], tests_dir: Path, root: Path
                  ) -> dict[str, tuple[str, ...]]:
     """The YAML's test ids that fall under `tests_dir`, made relative to it, each with the
-    features that list it. `features` gives (feature id, test ids relative to `root`)."""
+    features that list it; the tests folder itself (`tests/`, `tests`) is the empty id, which
+    selects every test. `features` gives (feature id, test ids relative to `root`)."""
     prefix = tests_dir.resolve().relative_to(root.resolve()).as_posix().rstrip("/") + "/"
     out: dict[str, list[str]] = {}
     for fid, tests in features:
         for test_id in tests:
-            if test_id.startswith(prefix):
+            if test_id.startswith(prefix) or test_id == prefix[:-1]:
                 out.setdefault(test_id[len(prefix):], []).append(fid)
     return {k: tuple(sorted(set(v))) for k, v in sorted(out.items())}
 
 
 def feature_gate(spec: Spec, component: str, platform: str, tests_dir: Path, root: Path) -> FeatureGate:
-    """What `component`'s tests in `tests_dir` are held to on `platform` (FeatureGate)."""
+    """What `component`'s tests in `tests_dir` are held to on `platform` (FeatureGate). `root` is
+    what the component's test ids are relative to (Component.test_id_root); only the features whose
+    ids are relative to the same root can name its tests: two sdists' `tests/` are two folders."""
+    components, own_root = spec.release.components, root.resolve()
+    same_root = [f for f in spec.features.features
+                 if f.component not in components or components[f.component].test_id_root(spec.root) == own_root]
     return FeatureGate(
         statuses=spec.gating_statuses(component, platform),
         present=frozenset(fid for fid, _, _ in spec.features_for(component, platform)),
-        listed=listed_tests(((f.id, f.tests) for f in spec.features.features), tests_dir, root),
+        listed=listed_tests(((f.id, f.tests) for f in same_root), tests_dir, root),
         vocabulary=spec.statuses)

@@ -52,6 +52,9 @@ class BuildRequest:
     # Repaired wheels built elsewhere (cibuildwheel's wheelhouse on a Windows or macOS runner) that
     # the native cells take instead of building: labelled, checked, tested and recorded the same way.
     wheelhouse: Path | None = None
+    # Build the cells of this platform of release.yaml (same os and arch as this host, another name
+    # and promise) instead of the one named like this host (Inventory.as_platform).
+    platform: str | None = None
 
 
 @dataclass

@@ -93,7 +93,7 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
                             f"{', '.join(release.variants)})")
     if variant.name != request.variant:
         request = replace(request, variant=variant.name)
-    inventory = discover()
+    inventory = discover() if request.platform is None else discover().as_platform(release, request.platform)
     cells, ruled_out = selected_cells(spec, request, inventory)
     if not cells:
         raise UsageError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "

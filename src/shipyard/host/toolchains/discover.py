@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shipyard.errors import ToolError
+from shipyard.errors import ToolError, UsageError
 from shipyard.host.toolchains.glibc import glibc_tuple, host_glibc
 from shipyard.host.toolchains.sysroot import Sysroot, find_installed_sysroots
 from shipyard.host.toolchains.zig import ZigCompiler, find_installed_zig_compilers
@@ -118,6 +118,19 @@ class Inventory:
 
     def interpreter(self, version: str) -> Interpreter | None:
         return next((i for i in self.interpreters if i.version == version), None)
+
+    def as_platform(self, release: Release, name: str) -> Inventory:
+        """This host seen as release.yaml's platform `name`: one of the same os and arch under another
+        name and promise (`linux-x86_64-glibc231` beside `linux-x86_64`), whose cells build here too.
+        Refused in one line when release.yaml has no such platform or it is another host's."""
+        platform = release.platforms.get(name)
+        if platform is None:
+            raise UsageError(f"--platform {name}: release.yaml has no such platform; give one of "
+                             f"{', '.join(release.platforms)}")
+        if f"{platform.os}-{platform.arch}" != this_platform():
+            raise UsageError(f"--platform {name}: its cells build on a {platform.os}-{platform.arch} host, this is "
+                             f"{this_platform()}; build them there")
+        return replace(self, host_platform=name)
 
     def compiler_at_most(self, major: int | None, *, glibc: str | None = None) -> Compiler | None:
         """The newest gcc not newer than `major` (any, when None). With `glibc`, only compilers

@@ -52,15 +52,17 @@ def obtain_cuda_toolkit(variant: Variant, progress: Progress) -> InstalledCudaTo
         discover.cache_clear()
 
 
-def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Progress) -> None:
+def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Progress,
+                                    platform_name: str | None = None) -> None:
     """Assemble the sysroot (or write the zig wrappers) this host's wheels need to keep their glibc
     promise, and the variant's CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc
-    older than manylinux2014's)."""
+    older than manylinux2014's). `platform_name`: the platform built (build --platform), default the
+    one named like this host."""
     from shipyard.errors import ToolchainMissing
     from shipyard.host.toolchains.discover import discover
     from shipyard.release.build_routes import SysrootRecipe, ZigTarget, route_for_glibc
 
-    platform = spec.release.platforms.get(discover().host_platform)
+    platform = spec.release.platforms.get(platform_name or discover().host_platform)
     glibc = platform.promised_glibc if platform else None
     route = route_for_glibc(glibc) if glibc else None
     if isinstance(route, ZigTarget) and discover().zig_compiler(route.glibc) is None:

@@ -6,7 +6,8 @@ component's environment, where shipyard is not installed.
 A test id is relative to one root (the repository for validate, the tests folder at run time):
 `sub/` (a folder), `test_x.py` (a file), `test_x.py::TestA` (a class), `test_x.py::test_y` (a
 test, every case of it when parametrised) or `test_x.py::test_y[case]` (one parametrised case,
-spelled as pytest spells its node id).
+spelled as pytest spells its node id). The empty id is the root folder itself, every test: a
+feature proved by its whole tests folder (`tests/`, as `shipyard init` writes it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def selects(test_id: str, node_id: str) -> bool:
     if case_of(test_id) is None and "::" in test_id and node_id.startswith(test_id + "["):
         return True  # every case of a parametrised test
     folder = test_id.rstrip("/")
+    if not folder:  # the root folder itself: every test under it
+        return True
     return "::" not in test_id and node_id.partition("::")[0].startswith(folder + "/")
 
 
