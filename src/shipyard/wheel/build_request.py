@@ -37,6 +37,8 @@ class BuildRequest:
     variant: str
     pythons: tuple[str, ...] = ()
     components: tuple[str, ...] = ()
+    # Only these of the platforms this host builds (a CI job's one); empty: every one of them.
+    platforms: tuple[str, ...] = ()
     skip_unavailable: bool = False
     container: bool = False
     run_tests: bool = True

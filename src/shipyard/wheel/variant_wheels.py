@@ -170,13 +170,13 @@ def _make_sdists(ctx: BuildContext, cells: list[Cell],
     return made, failed
 
 
-def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
+def _spec_section(ctx: BuildContext, component: Component, platform_name: str) -> dict[str, object]:
     release = ctx.spec.release
     # What the checks and tests hold a wheel to does not change its bytes: no rebuild for it.
     section = component.model_dump(mode="json", exclude={"vendored_libraries", "console_scripts", "test_requires"})
     if component.kind == "python-pure":  # one build for every variant and platform
         return {"component": section, "version": release.release.version}
-    platform = release.platforms[ctx.inventory.host_platform]
+    platform = release.platforms[platform_name]
     return {"component": section, "variant": ctx.variant.model_dump(mode="json"),
             "platform": platform.model_dump(mode="json"), "version": release.release.version}
 
@@ -184,9 +184,10 @@ def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
 def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolchain]) -> list[CellOutcome]:
     """Every cell, on every core: one component's per-Python builds run in the pool while the next
     component's core compiles, and the build venvs are made while the first core compiles."""
-    by_component: dict[str, list[Cell]] = {}
+    # A native core per platform: a second Linux platform's promise takes another compiler (zig's).
+    by_component: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells:
-        by_component.setdefault(cell.component, []).append(cell)
+        by_component.setdefault((cell.component, cell.platform), []).append(cell)
     # One build more than there are cores: every build has serial stretches (interpreter
     # start-up, CMake's configure, auditwheel) that another build's compiler can fill.
     workers = max(1, min(ctx.request.jobs + 1, len(cells)))
@@ -209,7 +210,7 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
     with ThreadPoolExecutor(max_workers=workers) as pool:
         try:
             _prepare_build_envs(ctx, pool, cells, resolved)
-            for name, component_cells in by_component.items():
+            for (name, platform), component_cells in by_component.items():
                 component = ctx.spec.release.components[name]
                 core: NativeCoreBuild | None = None
                 hooks: dict[str, Future[PrestartedPython | None]] = {}
@@ -217,7 +218,7 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
                 if component.native_core is not None and not _taken(ctx, component_cells[0]):
                     try:
                         core_toolchain = resolved[component_cells[0].id]
-                        core_key = _core_key(ctx, component, core_toolchain)
+                        core_key = _core_key(ctx, component, platform, core_toolchain)
                         if ctx.cache.get(core_key) is None:
                             # Each Python's build hook starts and imports its backend while the core
                             # compiles: the core's serial stretches (configure, its last files) leave
@@ -225,7 +226,7 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
                             hooks = {c.id: pool.submit(_prestart_hook, ctx, c, component, resolved[c.id], jobs_each)
                                      for c in component_cells}
                             prestarts += hooks.values()
-                        core = _ensure_core(ctx, component, core_toolchain, core_key)
+                        core = _ensure_core(ctx, component, platform, core_toolchain, core_key)
                     except ShipyardError as exc:
                         results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                         continue
@@ -294,30 +295,36 @@ class NativeCoreBuild:
     platform: dict[str, dict[str, str]]
 
 
-def _core_key(ctx: BuildContext, component: Component, toolchain: Toolchain) -> str:
+def _core_key(ctx: BuildContext, component: Component, platform: str, toolchain: Toolchain) -> str:
     assert component.native_core is not None
     source = component.source_dir(ctx.root) / component.native_core.source
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
-    return cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
-                     toolchain=core_toolchain.identity, python=None)
+    return cache_key(kind="native-core", sources=hash_tree(source),
+                     spec_section=_spec_section(ctx, component, platform), toolchain=core_toolchain.identity,
+                     python=None)
 
 
-def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain, key: str) -> NativeCoreBuild:
+def _ensure_core(ctx: BuildContext, component: Component, platform: str, toolchain: Toolchain,
+                 key: str) -> NativeCoreBuild:
+    # The host's own platform keeps the folder names cached cores were stored under; another platform
+    # built here (linux-x86_64-manylinux2014) has its own, since both cores may build in one run.
+    name = f"{component.name}-{ctx.variant.tag}" + ("" if platform == ctx.inventory.host_platform else f"-{platform}")
+    for_what = ctx.variant.tag if platform == ctx.inventory.host_platform else f"{ctx.variant.tag} on {platform}"
     with ctx.cache.building(key):
         entry = ctx.cache.get(key)
         if entry is None:
-            ctx.progress(f"{component.name}: native core for {ctx.variant.tag} (once for every Python)")
+            ctx.progress(f"{component.name}: native core for {for_what} (once for every Python)")
             start = time.monotonic()
-            build_dir = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core"
-            staging = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core-install"
+            build_dir = ctx.request.state / "build" / f"{name}-core"
+            staging = ctx.request.state / "build" / f"{name}-core-install"
             build_native_core(component, ctx.variant, toolchain, source_root=ctx.root, build_dir=build_dir,
                               prefix=staging, epoch=ctx.git.commit_time, jobs=ctx.request.jobs)
             entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start,
                                                    "probes": toolchain_probes(build_dir),
                                                    "cmake_platform": cmake_platform(build_dir)})
         else:
-            ctx.progress(f"{component.name}: native core for {ctx.variant.tag} cached")
-    return NativeCoreBuild(entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key,
+            ctx.progress(f"{component.name}: native core for {for_what} cached")
+    return NativeCoreBuild(entry.path / f"{name}-core-install", key,
                            entry.metadata().get("probes", {}), entry.metadata().get("cmake_platform", {}))
 
 
@@ -360,13 +367,13 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
     taken = wheelhouse_wheel(ctx.request.wheelhouse, cell) if ctx.request.wheelhouse and not pure else None
     if taken is not None:
         # Built and repaired by cibuildwheel: its bytes are the build's whole input here.
-        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
+        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component, cell.platform),
                         toolchain=f"wheelhouse/{sha256_of(taken)}", python=cell.python)
     else:
         env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
         # A version computed from git (setuptools_scm) changes with a tag, not with the sources.
         vcs = vcs_state(component.source_dir(ctx.root)) if uses_vcs_version(env.requirements) else ""
-        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
+        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component, cell.platform),
                         toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                         python=None if pure else cell.python,
                         extra={"core": core.key if core else "", "container": str(ctx.request.container),

@@ -116,6 +116,14 @@ class Inventory:
     sysroot_compilers: tuple[Compiler, ...] = ()  # assembled sysroots' (toolchains.sysroot)
     zig_compilers: tuple[Compiler, ...] = ()  # zig's, one per glibc target installed (toolchains.zig)
 
+    def platforms_built_here(self, release: Release) -> tuple[str, ...]:
+        """The platforms of `release` whose wheels this host builds, its own first: the one named as
+        the host is (linux-x86_64), and every other of the same OS and architecture, which differs
+        only in its glibc promise (linux-x86_64-manylinux2014), kept by that promise's compiler."""
+        same = [name for name, p in release.platforms.items()
+                if name == self.host_platform or f"{p.os}-{p.arch.lower()}" == self.host_platform]
+        return tuple(sorted(same, key=lambda name: name != self.host_platform))
+
     def interpreter(self, version: str) -> Interpreter | None:
         return next((i for i in self.interpreters if i.version == version), None)
 
