@@ -46,6 +46,7 @@ from shipyard.wheel.build_env import BuildEnv, copy_project, ensure_build_env
 from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
 from shipyard.wheel.cell_selection import dependency_cells, selected_cells
 from shipyard.wheel.cell_tests import prefetch_test_wheelhouse, run_cell_tests
+from shipyard.wheel.glibc_verdict import glibc_verdict
 from shipyard.wheel.index import add_wheel, write_index
 from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import (
@@ -427,6 +428,14 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
     if problem := requires_python_problem(labelled, component.name, toolchain.interpreter.full_version,
                                           component.requires_python):
         failures.append(problem)
+    promised = ctx.spec.release.platforms[cell.platform].promised_glibc if not pure else None
+    if promised and toolchain.compiler is not None and toolchain.compiler.zig is not None:
+        # No sysroot was proved for a zig-route promise (manylinux2014): auditwheel's verdict and the
+        # symbol versions each binary needs are shown for every wheel, and held to the promise.
+        verdict = glibc_verdict(labelled, ctx.auditwheel)
+        ctx.progress(verdict.line())
+        if glibc_problem := verdict.problem(promised):
+            failures.append(glibc_problem)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
                   "toolchain": "pure" if pure else toolchain.identity,
                   "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,
