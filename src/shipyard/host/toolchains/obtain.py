@@ -60,8 +60,12 @@ def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Pro
     from shipyard.errors import ToolchainMissing
     from shipyard.host.toolchains.discover import discover
     from shipyard.release.build_routes import SysrootRecipe, ZigTarget, route_for_glibc
+    from shipyard.release.matrix import expand, select
 
+    cells = select(expand(spec.release), variant=variant_name, package_type="wheel")
     for name in discover().platforms_built_here(spec.release):
+        if not any(c.platform == name for c in cells):
+            continue  # nothing of the variant builds there (a CUDA build: manylinux2014 is CPU only)
         glibc = spec.release.platforms[name].promised_glibc
         route = route_for_glibc(glibc) if glibc else None
         if isinstance(route, ZigTarget) and discover().zig_compiler(route.glibc) is None:
