@@ -122,9 +122,11 @@ def _docker_session(variant: str, spec: dict) -> None:
     def session_func(session: nox.Session) -> None:
         _all_system_packages(session)
         _install_shipyard(session, "test")
-        python = RELEASE["images"]["python"]
-        # The images hold the variant's tested wheels: build (cached when unchanged) and test them first.
-        session.run("shipyard", "build", "--variant", variant, "--python", python, "--install-toolchain")
+        python, platform = RELEASE["images"]["python"], RELEASE["images"]["platform"]
+        # The images hold the variant's tested wheels: build (cached when unchanged) and test them first,
+        # the images' platform's only (pip picks those in the image, not a second Linux platform's).
+        session.run("shipyard", "build", "--variant", variant, "--python", python, "--platform", platform,
+                    "--install-toolchain")
         # The tests build the images (shipyard.image.build_images, what `shipyard image build` runs)
         # from those wheels in dist/, then test them; their fixture starts dockerd when none runs.
         marks = "slow" if spec.get("cuda") else "slow and not cuda_image"

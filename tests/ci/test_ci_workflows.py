@@ -355,7 +355,8 @@ def test_the_build_step_records_its_status_and_fails_only_for_an_unfinished_buil
     job = _load(repo / WORKFLOWS[1])["jobs"]["wheel-linux"]
     script = next(s for s in job["steps"] if s.get("id") == "build")["run"]
     assert _build_line(script) == ('shipyard build --variant "$VARIANT" "${component_args[@]}" '
-                                   '--publish-channel "$SHIPYARD_CHANNEL" "${python_args[@]}" || status=$?')
+                                   '--publish-channel "$SHIPYARD_CHANNEL" --platform "$BUILDER" "${python_args[@]}" '
+                                   '|| status=$?')
     assert _run_build_step(script, 0, tmp_path) == (0, "status=0\n")
     # A stable feature failed: the step passes, the upload runs, the judge step fails the job.
     passed = (0, f"status={STABLE_FEATURE_FAILED}\n")
@@ -365,16 +366,18 @@ def test_the_build_step_records_its_status_and_fails_only_for_an_unfinished_buil
         assert _run_build_step(script, status, tmp_path) == (status, f"status={status}\n")
 
 
-def _build_argv(script: str, pythons: str, tmp_path: Path, components: str = "ember") -> list[str]:
-    """The arguments the generated build step gives `shipyard` for matrix.pythons `pythons` and
-    matrix.components `components`: the step under bash as GitHub runs it, `shipyard` a shell
-    function writing its argv, one per line."""
+def _build_argv(script: str, pythons: str, tmp_path: Path, components: str = "ember",
+                builder: str = "linux-x86_64") -> list[str]:
+    """The arguments the generated build step gives `shipyard` for matrix.pythons `pythons`,
+    matrix.components `components` and matrix.builder `builder`: the step under bash as GitHub runs it,
+    `shipyard` a shell function writing its argv, one per line."""
     argv = tmp_path / "argv"
     step = tmp_path / "build-step.sh"
     step.write_text(f"shipyard() {{ printf '%s\\n' \"$@\" > {argv}; }}\n{script}")
     done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(step)],
                           env={"GITHUB_OUTPUT": str(tmp_path / "output"), "PATH": "/usr/bin:/bin", "PYTHONS": pythons,
-                               "VARIANT": "cpu", "COMPONENTS": components, "SHIPYARD_CHANNEL": "nightly"},
+                               "VARIANT": "cpu", "COMPONENTS": components, "SHIPYARD_CHANNEL": "nightly",
+                               "BUILDER": builder},
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return argv.read_text().splitlines()
@@ -384,7 +387,9 @@ def _build_argv(script: str, pythons: str, tmp_path: Path, components: str = "em
 def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path):
     """A narrowed plan (a dispatched run's `python` input) gives a job fewer matrix.pythons; the
     build step passes each as `--python`, so it never builds a Python the job was not given. Each
-    of matrix.components (a pure job's are several) is one `--component`."""
+    of matrix.components (a pure job's are several) is one `--component`. A Linux wheel job builds
+    only its own platform (its builder's: a pure job's is linux-x86_64), never the runner's other Linux
+    x86_64 platform (linux-x86_64-manylinux2014), which has a job of its own."""
     checked = []
     for job_id, job in _load(repo / name)["jobs"].items():
         build = next((s for s in job.get("steps", []) if s.get("id") == "build"), None)
@@ -398,12 +403,18 @@ def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path
         command = _build_argv(build["run"], "3.11 3.12", tmp_path)
         # The Windows and macOS wheel lanes take cibuildwheel's wheels (test_cibuildwheel_config.py).
         taken = ["--wheelhouse", "wheelhouse"] if job_id in ("wheel-windows", "wheel-macos") else []
+        if job_id in ("wheel-linux", "wheel-pure"):
+            assert build["env"]["BUILDER"] == "${{ matrix.builder }}", job_id
+            taken = ["--platform", "linux-x86_64"]
         # The workflow's channel (nightly's development versions), then one --python per Python.
         assert command[command.index("--variant"):] == [
             "--variant", "cpu", "--component", "ember", "--publish-channel", "nightly", *taken,
             "--python", "3.11", "--python", "3.12"], job_id
         assert _build_argv(build["run"], "", tmp_path, "emberaudio emberelastic")[-6 - len(taken):] == [
             "--component", "emberaudio", "--component", "emberelastic", "--publish-channel", "nightly", *taken], job_id
+        if job_id == "wheel-linux":
+            assert _build_argv(build["run"], "3.11", tmp_path, builder="linux-x86_64-manylinux2014")[-4:] == [
+                "--platform", "linux-x86_64-manylinux2014", "--python", "3.11"]
         checked.append(job_id)
     assert len(checked) == 8, checked
 
@@ -742,18 +753,19 @@ def test_the_manifest_job_fails_unless_every_cell_of_the_plan_is_recorded(repo, 
         (folder / f"fragment-{job}" / "manifest.json").write_text("{}")
     cells = [c for c in select(list(expand(load_spec(repo).release)), variant="cpu", package_type="wheel")
              if c.python in (None, "3.11")]
-    assert len(cells) == 9
+    # ember: linux-x86_64, linux-x86_64-manylinux2014, windows, macos; embervision: 3 platforms; 3 pure
+    assert len(cells) == 10
     recorded = [c for c in cells if c.id not in ("ember-cpu-macos-arm64-cp311-wheel", "emberaudio-any-wheel")]
     dist = _dist_recording(tmp_path, recorded)
     argv = ["--root", str(repo), "ci", "fragments", "--plan", str(plan), "--dist", str(dist), str(folder)]
     assert main(argv) == MergeError.exit_code
     err = " ".join(capsys.readouterr().err.split())
-    assert (f"error: {dist}/manifest.json: 2 of 9 cells of the plan have no record, so the release is incomplete "
+    assert (f"error: {dist}/manifest.json: 2 of 10 cells of the plan have no record, so the release is incomplete "
             "and is not published; the logs of their jobs say why: ember-cpu-macos-arm64-cp311-wheel, "
             "emberaudio-any-wheel") in err
     _dist_recording(tmp_path, cells)
     assert main(argv) == 0
-    assert "every cell of the plan is in the merged manifest (9)" in capsys.readouterr().out
+    assert "every cell of the plan is in the merged manifest (10)" in capsys.readouterr().out
     # A conda package or mobile archive whose tests failed is withheld from dist/ (no record): on
     # nightly the release still publishes, marked, so those jobs are checked by their fragment.
     plan = _plan_file(repo, tmp_path, capsys, "--variant", "cpu", "--python", "3.11")
@@ -762,7 +774,7 @@ def test_the_manifest_job_fails_unless_every_cell_of_the_plan_is_recorded(repo, 
             (folder / f"fragment-{entry['id']}").mkdir(exist_ok=True)
             (folder / f"fragment-{entry['id']}" / "manifest.json").write_text("{}")
     assert main(argv) == 0
-    assert "every cell of the plan is in the merged manifest (9)" in capsys.readouterr().out
+    assert "every cell of the plan is in the merged manifest (10)" in capsys.readouterr().out
 
 
 def test_the_release_channel_is_published_only_from_a_tag(repo, capsys):

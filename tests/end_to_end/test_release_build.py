@@ -51,7 +51,9 @@ def test_build_cpu_main_job(repo, tmp_path, suite_state, capsys, monkeypatch):
     assert supply_chain is not None and supply_chain.signing_key_env
     monkeypatch.setenv(supply_chain.signing_key_env, key.read_text())
     dist = tmp_path / "dist"
-    code = main(["--root", str(repo), "build", "--variant", "cpu", "--dist", str(dist), "--state", str(suite_state)])
+    # --install-toolchain as the nox session passes: the bullseye sysroot and zig's wrappers for glibc 2.17
+    code = main(["--root", str(repo), "build", "--variant", "cpu", "--install-toolchain", "--dist", str(dist),
+                 "--state", str(suite_state)])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "provenance: " in out and "signed" in out, out
@@ -60,6 +62,9 @@ def test_build_cpu_main_job(repo, tmp_path, suite_state, capsys, monkeypatch):
     cells = _manifest(dist)
     expected = {f"{c}-cpu-linux-x86_64-cp{p.replace('.', '')}-wheel": "1.7.0+cpu"
                 for c in NATIVE_COMPONENTS for p in pythons} | {f"{c}-any-wheel": "1.7.0" for c in PURE_COMPONENTS}
+    # and ember's manylinux2014 wheels (zig's clang for glibc 2.17), each tested with its own wheel
+    older = {f"ember-cpu-linux-x86_64-manylinux2014-cp{p.replace('.', '')}-wheel": "1.7.0+cpu" for p in pythons}
+    expected |= older
     assert {c for c in cells if c.endswith("-wheel")} >= set(expected)
     for cell_id, installed in expected.items():
         record = cells[cell_id]
@@ -67,6 +72,11 @@ def test_build_cpu_main_job(repo, tmp_path, suite_state, capsys, monkeypatch):
         assert record["tests"]["installed"] == installed
         failed = {f: r for f, r in record["tests"]["features"].items() if r["result"] == "failed"}
         assert not {f for f, r in failed.items() if r["status"] == "stable"}, failed
+    for cell_id in older:  # the C++ API's consumer built with zig's c++, as libember was
+        assert cells[cell_id]["tests"]["features"]["ember.cpp-api"]["result"] == "passed", cells[cell_id]["tests"]
+        assert cells[cell_id]["name"].endswith("-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"), cells[cell_id]
+        for member, needed in _glibc_needs(dist / "whl" / "cpu" / "ember" / cells[cell_id]["name"]).items():
+            assert not needed or glibc_tuple(needed) <= (2, 17), (cell_id, member, needed)
     # The Windows prototype's native tests (mingw + wine) ran and passed; a skip is no pass.
     windows = cells["ember-cpu-linux-x86_64-cp313-wheel"]["tests"]["features"]["distributed.windows"]
     assert windows["result"] == "passed" and windows["skipped"] == 0, windows

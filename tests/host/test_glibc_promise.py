@@ -189,3 +189,53 @@ def test_toolchain_install_refuses_a_glibc_the_zig_route_does_not_target(capsys:
     assert " ".join(captured.err.split()) == (
         "error: 'zig-2.12' names no glibc the zig route targets: zig-<glibc> with a glibc from 2.17 up to the "
         "oldest sysroot's (e.g. zig-2.17); newer promises build with a sysroot (bullseye)")
+
+
+def test_a_second_linux_platform_of_this_host_builds_here_with_its_promises_compiler() -> None:
+    """ember's linux-x86_64-manylinux2014 (issue #53): this host's OS and architecture with an older glibc
+    promise. Its cells build here with zig for glibc 2.17, beside linux-x86_64's with the bullseye sysroot,
+    and the doctor lists both; another OS's platform still builds on its runner."""
+    from shipyard.host.doctor import diagnose
+
+    release = _release()
+    inventory = _inventory(zig=(ZIG_217,))
+    assert inventory.platforms_built_here(release) == ("linux-x86_64", "linux-x86_64-manylinux2014")
+    older = resolve(_cell("ember-cpu-linux-x86_64-manylinux2014-cp311-wheel"), release, inventory)
+    assert isinstance(older, Toolchain) and older.compiler == ZIG_217
+    own = resolve(_cell("ember-cpu-linux-x86_64-cp311-wheel"), release, inventory)
+    assert isinstance(own, Toolchain) and own.compiler == SYSROOT_10
+    rows = {row.cell.id: row for row in diagnose(release, inventory, "cpu")}
+    assert rows["ember-cpu-linux-x86_64-manylinux2014-cp311-wheel"].detail == (
+        "python 3.11.1, zig 0.17.1 for glibc 2.17 (clang 22.1.8)")
+    assert not any(cell_id.startswith(("embervision-cpu-linux-x86_64-manylinux2014", "libember-cpu-linux-x86_64-"
+                                       "manylinux2014")) for cell_id in rows)  # release.yaml's exclusions
+    windows = resolve(_cell("ember-cpu-windows-amd64-cp311-wheel"), release, inventory)
+    assert isinstance(windows, Missing) and windows.what == "windows-amd64 cells do not build on this linux-x86_64 host"
+    # Without zig's wrappers the fix writes them; the platform is not sent to a runner.
+    missing = resolve(_cell("ember-cpu-linux-x86_64-manylinux2014-cp311-wheel"), release, _inventory())
+    assert isinstance(missing, Missing) and missing.fix.startswith("shipyard toolchain install zig-2.17")
+
+
+def test_a_build_selects_every_platform_of_this_host_unless_told_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """`shipyard build` builds the cells of every platform this host builds (nox -s build-cpu builds the
+    manylinux2014 wheels too); `--platform` narrows it (what a CI job passes), and names only a platform
+    of release.yaml."""
+    from shipyard.cli import main
+    from shipyard.wheel.build_request import BuildRequest
+    from shipyard.wheel.cell_selection import selected_cells
+
+    spec = load_spec(REPO)
+    inventory = _inventory(zig=(ZIG_217,))
+    everything, _ = selected_cells(spec, BuildRequest("cpu", pythons=("3.11",)), inventory)
+    assert [c.id for c in everything if not c.is_pure] == [
+        "ember-cpu-linux-x86_64-cp311-wheel", "ember-cpu-linux-x86_64-manylinux2014-cp311-wheel",
+        "embervision-cpu-linux-x86_64-cp311-wheel"]
+    own, _ = selected_cells(spec, BuildRequest("cpu", pythons=("3.11",), platforms=("linux-x86_64",)), inventory)
+    assert [c.id for c in own] == [c.id for c in everything if "manylinux2014" not in c.id]
+    older, _ = selected_cells(spec, BuildRequest("cpu", platforms=("linux-x86_64-manylinux2014",)), inventory)
+    # the pure wheels stand for every platform, this one too
+    assert {c.id for c in older if not c.is_pure} == {
+        f"ember-cpu-linux-x86_64-manylinux2014-cp3{m}-wheel" for m in range(9, 14)}
+    assert main(["--root", str(REPO), "build", "--variant", "cpu", "--platform", "linux-x86_64-manylinux2010"]) == 2
+    assert capsys.readouterr().err.startswith("error: --platform linux-x86_64-manylinux2010: not a platform or "
+                                              "mobile target of release.yaml")

@@ -60,6 +60,10 @@ def _expected(spec: Spec, platform: str, installer: str, variant: str, channel: 
         return "reason", "(no CUDA on macOS)"
     if platform == "windows-amd64" and variant == "cuda10.2":
         return "reason", "CUDA 10.2 Windows builds were dropped"
+    if platform == "linux-x86_64-manylinux2014" and variant != "cpu":
+        return "reason", "nvcc takes gcc as its host compiler, not zig's clang"
+    if platform == "linux-x86_64-manylinux2014" and installer == "conda":
+        return "reason", "only wheels promise a glibc"
     if installer == "docker" and platform != "linux-x86_64":
         return "reason", "The Docker images are linux-x86_64 images"
     if installer == "docker" and variant not in ("cpu", "cuda11"):
@@ -100,7 +104,8 @@ def test_chromium_shows_the_right_command_for_every_combination(page: tuple[Spec
     # release channel's gate keeps this manifest out, and the page says so.
     initial = seen.pop("initial")
     assert initial == seen["linux-x86_64|pip|cpu|release"] and "release channel's gate blocks" in initial[0], initial
-    assert len(seen) == len(combinations) == 3 * 4 * 5 * 3
+    # 4 platforms: linux-x86_64-manylinux2014 is one, labelled with the glibc it needs (below)
+    assert len(seen) == len(combinations) == 4 * 4 * 5 * 3
     commands = 0
     for combination in combinations:
         shown = seen["|".join(combination)]
@@ -126,6 +131,10 @@ def test_without_script_the_default_choice_shows_its_command_and_every_control_h
     radios = re.findall(r'<input class="radio" type="radio" name="(\w+)" id="([\w-]+)"', dom)
     assert {name for name, _ in radios} == {"platform", "installer", "variant", "channel"}
     assert all(f'<label for="{ident}">' in dom for _, ident in radios)
+    # Two Linux x86_64 platforms, told apart by the glibc their wheels need.
+    assert ">Linux (x86_64, glibc 2.31 or newer)</label>" in dom
+    assert ">Linux (x86_64, glibc 2.17 or newer)</label>" in dom
+    assert ">Windows (amd64)</label>" in dom
     assert dom.count("<legend") == 4 and "tabindex" not in dom
     assert "display: none" not in re.search(r"\.radio \{[^}]*\}", text).group()  # hidden, yet in the tab order
     assert sum(" checked" in tag for tag in re.findall(r'<input class="radio"[^>]*>', dom)) == 4  # one per group

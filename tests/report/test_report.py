@@ -327,22 +327,25 @@ def test_notes_list_failing_beta_and_status_change(spec: Spec, tmp_path: Path) -
     notes = release_notes(report, spec.features, load_previous(REPO, str(previous)))
 
     beta = _section(notes, "## Beta features")
-    assert "- **NumPy-compatible ember.fft** (`ember.fft`, ember): linux-x86_64, windows-amd64, macos-arm64" in beta
+    # ember's CPU wheels for linux-x86_64-manylinux2014 carry it too
+    assert ("- **NumPy-compatible ember.fft** (`ember.fft`, ember): linux-x86_64, linux-x86_64-manylinux2014, "
+            "windows-amd64, macos-arm64") in beta
     issues = _section(notes, "## Known issues")
     fft = next(line for line in issues.splitlines() if "`ember.fft`" in line)
     assert f"failed on linux-x86_64: failed, 1 of 1 tests in 1 of 1 cells ({PASSED})" in fft
-    assert "not tested on windows-amd64, macos-arm64 (no cell of those platforms is in this manifest)" in fft
+    assert ("not tested on linux-x86_64-manylinux2014, windows-amd64, macos-arm64 (no cell of those platforms is "
+            "in this manifest)") in fft
     blockers = _section(notes, "## Release blockers")
     assert "`vision.transforms`, stable): failed on linux-x86_64" in blockers and FAILED in blockers
     changes = _section(notes, "### Status changes")
-    assert "- **set_deterministic** (`ember.deterministic`): prototype → beta on linux-x86_64, windows-amd64, " \
-           "macos-arm64" in changes
+    assert "- **set_deterministic** (`ember.deterministic`): prototype → beta on linux-x86_64, " \
+           "linux-x86_64-manylinux2014, windows-amd64, macos-arm64" in changes
     assert "`audio.core`" in _section(notes, "### New features")
     assert "`ember.fft`" not in _section(notes, f"## Changes since {previous}")
     # A promotion is a highlight; a feature new since then too.
     highlights = _section(notes, "## Highlights")
-    assert "- set_deterministic (`ember.deterministic`) is now beta on linux-x86_64, windows-amd64, macos-arm64 " \
-           "(was prototype)." in highlights
+    assert "- set_deterministic (`ember.deterministic`) is now beta on linux-x86_64, linux-x86_64-manylinux2014, " \
+           "windows-amd64, macos-arm64 (was prototype)." in highlights
     assert f"- New since {previous}: audio: WAV IO, resampling, spectrograms (`audio.core`)." in highlights
 
 

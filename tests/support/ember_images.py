@@ -53,8 +53,11 @@ class EmberImages:
             # As `shipyard build --install-toolchain` does: on a bare machine no other test may
             # have assembled the variant's CUDA toolkit yet.
             install_toolchain_if_obtainable(self.spec, variant, lambda _: None)
+            # The images' platform's wheels only (not linux-x86_64-manylinux2014's: the images hold
+            # what pip picks in them by name).
             outcomes = build_variant(self.spec, BuildRequest(variant=variant, pythons=(settings.python,),
-                                                             components=settings.components, run_tests=False,
+                                                             components=settings.components,
+                                                             platforms=(settings.platform,), run_tests=False,
                                                              dist=dist, state=self._state))
             assert all(o.result in ("built", "cached") for o in outcomes), [(o.cell.id, o.detail) for o in outcomes]
             self._dists[variant] = dist

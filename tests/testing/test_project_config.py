@@ -165,3 +165,35 @@ def test_the_copy_leaves_out_what_could_be_imported_cached_or_built(tmp_path: Pa
     inside = copy_for_tests(project / "src" / "pkg" / "tests", project, tmp_path / "copy2", keep_out=work)
     assert (inside.tests / "test_in_package.py").is_file()
     assert not (inside.root / "src" / "other").exists() and not (inside.root / "src" / "mod.py").exists()
+
+
+def test_the_tests_see_the_compilers_the_cell_was_built_with(tmp_path: Path) -> None:
+    """A test that compiles a program against the installed package (ember's C++ API) must link the C++
+    library the package was built with: the cell's tests get its compilers as SHIPYARD_CC/SHIPYARD_CXX
+    (zig's for a manylinux2014 cell), and a pure cell's none; CC and CXX stay the host's."""
+    from shipyard.host.toolchains.discover import Compiler
+    from shipyard.host.toolchains.zig import ZigCompiler
+    from shipyard.wheel.cell_tests import built_with_compilers
+
+    zig = ZigCompiler(tmp_path / "zig" / "0.17.1-glibc2.17", "0.17.1", "22.1.8", "2.17", "0123456789abcdef")
+    compilers = built_with_compilers(Compiler(22, zig.cc, zig.cxx, "0.17.1", "2.17", zig=zig))
+    assert compilers == {"SHIPYARD_CC": str(zig.cc), "SHIPYARD_CXX": str(zig.cxx)}
+    assert built_with_compilers(None) == {}
+    project = tmp_path / "consumer"
+    _write(project, {"tests/test_consumer.py": f"""
+        import os
+
+
+        def test_the_cells_compilers():
+            assert os.environ["SHIPYARD_CXX"] == {str(zig.cxx)!r}
+            assert os.environ["SHIPYARD_CC"] == {str(zig.cc)!r}
+            assert os.environ.get("CXX") != os.environ["SHIPYARD_CXX"]
+    """})
+    gate = FeatureGate(statuses={"consumer.cpp": "stable"}, present=frozenset({"consumer.cpp"}),
+                       listed={"test_consumer.py": ("consumer.cpp",)})
+    work = tmp_path / "work"
+    (work / "tmp").mkdir(parents=True)
+    judged = run_and_judge_tests(Path(sys.executable), tests_dir=project / "tests", gate=gate, source_dir=project,
+                                 state=tmp_path / "state", work=work, timeout=120, extra_env=compilers)
+    assert judged.problems == (), judged.log_tail
+    assert _results(judged) == {"consumer.cpp": ("passed", 1, 0)}, judged.log_tail

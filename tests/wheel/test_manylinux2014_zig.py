@@ -36,6 +36,25 @@ def test_a_manylinux2014_wheel_carries_both_names_of_its_policy() -> None:
     assert check_platform_tag(Path("zigc-0.1.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"), expected) != []
 
 
+def test_a_zig_route_wheels_glibc_verdict_is_one_line_held_to_the_promise() -> None:
+    """What `shipyard build` prints for each wheel of a manylinux2014 platform (no sysroot was proved
+    for that promise): auditwheel's verdict and each binary's symbol versions, on one line; a wheel
+    that needs a newer glibc than promised fails its checks, saying so."""
+    from shipyard.wheel.glibc_verdict import BinaryNeeds, GlibcVerdict
+
+    wheel = "ember-1.7.0+cpu-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    kept = GlibcVerdict(wheel, "manylinux_2_17_x86_64", (BinaryNeeds("ember/_C.so", "2.3", ""),
+                                                        BinaryNeeds("ember/lib/libember.so", "2.14", "")))
+    assert kept.line() == (f"{wheel}: auditwheel: consistent with manylinux_2_17_x86_64; needs ember/_C.so "
+                           "GLIBC_2.3 GLIBCXX_-, ember/lib/libember.so GLIBC_2.14 GLIBCXX_-")
+    assert kept.problem("2.17") is None
+    newer = GlibcVerdict(wheel, "manylinux_2_31_x86_64", (BinaryNeeds("ember/lib/libember.so", "2.29", "3.4.22"),))
+    assert str(newer.problem("2.17")).startswith(f"{wheel}: glibc promise: the platform promises glibc 2.17, and "
+                                                 "the wheel needs more")
+    unread = GlibcVerdict(wheel, "", ())  # auditwheel named no policy: not a verdict that keeps the promise
+    assert unread.problem("2.17") is not None
+
+
 def _checkout(dest: Path) -> Path:
     shutil.copytree(FIXTURE, dest)
     env = {**os.environ, **GIT_ENV}

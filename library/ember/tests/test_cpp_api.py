@@ -15,7 +15,11 @@ SOURCE = Path(__file__).resolve().parent / "cpp_api"
 # Ninja where it is installed (as every build of ember uses), else make: cmake's default
 # generator needs make, which a machine with cmake may lack (Debian's cmake only recommends it).
 GENERATOR = ["-G", "Ninja"] if shutil.which("ninja") else []
-MISSING = [tool for tool in ("cmake", "g++") if shutil.which(tool) is None]
+# The consumer links libember's C++ API, so it must use the C++ library libember was built with: the
+# compiler shipyard built the wheel with (SHIPYARD_CXX: zig's clang and libc++ for a manylinux2014
+# wheel, the sysroot's g++ and libstdc++ for manylinux_2_31), else g++ (a wheel built elsewhere).
+CXX = os.environ.get("SHIPYARD_CXX") or "g++"
+MISSING = [tool for tool in ("cmake", CXX) if shutil.which(tool) is None]
 if not (GENERATOR or shutil.which("make")):
     MISSING.append("ninja or make")
 
@@ -39,7 +43,7 @@ def test_wheel_ships_the_cpp_api():
 @pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)} on PATH")
 def test_cpp_program_builds_against_installed_wheel_and_runs(tmp_path):
     build = tmp_path / "build"
-    env = dict(os.environ, CXX=shutil.which("g++"))
+    env = dict(os.environ, CXX=shutil.which(CXX))
     _run(["cmake", "-S", str(SOURCE), "-B", str(build), *GENERATOR, "-DCMAKE_BUILD_TYPE=Release",
           f"-DCMAKE_PREFIX_PATH={ember.cmake_prefix_path}"], env=env)
     _run(["cmake", "--build", str(build), "-j2"], env=env)

@@ -21,7 +21,7 @@ from shipyard.ci.steps import (
     signing_env,
 )
 from shipyard.release.build_routes import SysrootRecipe, route_for_glibc
-from shipyard.release.kinds import KINDS
+from shipyard.release.kinds import KINDS, WHEEL
 from shipyard.release.spec import Spec
 
 
@@ -54,8 +54,14 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
                              f"  {install} || {{ apt-get update -qq && {install}; }}\n"
                              "fi\n"
                              "shipyard toolchain install \"$VARIANT\"\n"})
-    steps += build_upload_and_judge("Build and test every Python", {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)},
-                                    for_job(command))
+    env = {**MATRIX_ENV, **PYTHONS_ENV, **signing_env(spec)}
+    if lane.kind == WHEEL.name:
+        # `shipyard build` builds every platform of the runner's OS and architecture (linux-x86_64 and
+        # linux-x86_64-manylinux2014): each job only its own (a pure job: the platform it is tested on),
+        # so that no two jobs build, and upload, the same cells.
+        env["BUILDER"] = "${{ matrix.builder }}"
+        command = command.rstrip() + " --platform \"$BUILDER\""
+    steps += build_upload_and_judge("Build and test every Python", env, for_job(command))
     return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
 
 

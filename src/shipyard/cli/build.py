@@ -31,19 +31,19 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     spec = load_release(args)
     check_filters(spec.release, variant=args.variant, python=args.python, component=args.component,
-                  test_python=args.test_python)
+                  platform=args.platform, test_python=args.test_python)
     _check_test_pythons(args)
     request = BuildRequest(
         variant=args.variant, pythons=tuple(args.python or ()), components=tuple(args.component or ()),
-        skip_unavailable=args.skip_unavailable, container=args.container, run_tests=not args.no_tests,
+        platforms=tuple(args.platform or ()), skip_unavailable=args.skip_unavailable, container=args.container,
+        run_tests=not args.no_tests,
         test_pythons=tuple(args.test_python or ()),
         dist=dist_folder(args), state=state_folder(args),
         jobs=args.jobs, test_jobs=args.test_jobs or default_test_jobs(),
-        test_installer=args.test_installer, nightly=builds_nightly(args, spec), wheelhouse=_wheelhouse(args),
-        platform=args.platform)
+        test_installer=args.test_installer, nightly=builds_nightly(args, spec), wheelhouse=_wheelhouse(args))
     with live_progress(err_console, f"build {args.variant}") as progress:
         if args.install_toolchain:
-            install_toolchain_if_obtainable(spec, args.variant, progress, args.platform)
+            install_toolchain_if_obtainable(spec, args.variant, progress)
         outcomes = build_variant(spec, request, progress)
     console.print(summary_table(outcomes, f"{spec.release.release.name} {spec.release.release.version} "
                                           f"variant {args.variant}"))
@@ -130,9 +130,9 @@ def add_build_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--variant", required=True, help="variant name or tag: cpu, cuda11, cu118, …")
     p.add_argument("--python", action="append", help="only this Python (repeatable), e.g. 3.11")
     p.add_argument("--component", action="append", help="only this component (repeatable)")
-    p.add_argument("--platform", metavar="NAME",
-                   help="build this platform's cells: one of release.yaml's with this host's os and arch under "
-                        "another name and promise (linux-x86_64-glibc231); default: the one named like this host")
+    p.add_argument("--platform", action="append",
+                   help="only this platform (repeatable; default: every platform this host builds: its own, and "
+                        "another of the same OS and architecture with an older glibc promise)")
     p.add_argument("--skip-unavailable", action="store_true",
                    help="report cells whose toolchain is missing as skipped instead of failing")
     p.add_argument("--container", action="store_true",

@@ -34,12 +34,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     console.print(table)
     ready = sum(r.ready for r in rows)
     console.print(f"{ready} of {len(rows)} cells ready on this host")
+    here = inventory.platforms_built_here(spec.release)
     ruled_out = [n for n in not_applicable(spec.release)
-                 if select([n.cell], variant=args.variant, platform=inventory.host_platform)]
+                 if any(select([n.cell], variant=args.variant, platform=p) for p in here)]
     if ruled_out:  # their Pythons need no interpreter here
         console.print(f"not applicable, not checked: {not_applicable_summary(ruled_out)}")
     others = [c for c in select(expand(spec.release), variant=args.variant)
-              if c.platform != inventory.host_platform and not KINDS[c.package_type].on_mobile_targets
+              if c.platform not in here and not KINDS[c.package_type].on_mobile_targets
               and not c.is_pure]
     if others:
         by_platform = Counter(c.platform for c in others)

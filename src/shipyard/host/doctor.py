@@ -20,10 +20,11 @@ class DoctorRow:
 
 
 def host_cells(release: Release, inventory: Inventory, variant: str | None = None) -> list[Cell]:
-    """Cells of this host's platform plus the mobile targets (cross-built from here) and pure wheels."""
+    """Cells of the platforms this host builds (its own, and another of the same OS and architecture
+    with an older glibc promise) plus the mobile targets (cross-built from here) and pure wheels."""
     cells = select(expand(release), variant=variant)
-    return [c for c in cells
-            if inventory.host_platform in (c.platform, *c.platforms) or KINDS[c.package_type].on_mobile_targets]
+    here = set(inventory.platforms_built_here(release))
+    return [c for c in cells if here & {c.platform, *c.platforms} or KINDS[c.package_type].on_mobile_targets]
 
 
 def diagnose(release: Release, inventory: Inventory, variant: str | None = None) -> list[DoctorRow]:

@@ -241,12 +241,13 @@ def excluded_cells(release: Release) -> list[tuple[Cell, Exclusion]]:
     return out
 
 
-def excluded_builds(release: Release) -> dict[tuple[str, str, str], Exclusion]:
-    """(component, variant, platform) of every build an exclusion removes any cell of, with the
-    first exclusion that does (excluded_cells' order): one pass, for callers that ask per build."""
-    out: dict[tuple[str, str, str], Exclusion] = {}
+def excluded_builds(release: Release) -> dict[tuple[str, str, str, str], Exclusion]:
+    """(component, variant, platform, package type) of every build an exclusion removes any cell of,
+    with the first exclusion that does (excluded_cells' order): one pass, for callers that ask per
+    build. By package type: an exclusion of a platform's conda packages leaves its wheels."""
+    out: dict[tuple[str, str, str, str], Exclusion] = {}
     for cell, exclusion in excluded_cells(release):
-        out.setdefault((cell.component, cell.variant, cell.platform), exclusion)
+        out.setdefault((cell.component, cell.variant, cell.platform, cell.package_type), exclusion)
     return out
 
 

@@ -29,7 +29,7 @@ from shipyard.redaction import redact
 from shipyard.release.channel_version import NIGHTLY
 from shipyard.release.destinations import PublishTarget
 from shipyard.release.fields import DEFAULT_STATUSES, StatusVocabulary
-from shipyard.release.kinds import KINDS, kind_of, kinds_taken_by
+from shipyard.release.kinds import KINDS, WHEEL, kind_of, kinds_taken_by
 from shipyard.release.matrix import ANY, excluded_builds
 from shipyard.release.spec import Exclusion, Release
 
@@ -75,7 +75,7 @@ def get_started(release: Release, manifest: Manifest | None,
                 statuses: StatusVocabulary = DEFAULT_STATUSES) -> GetStarted:
     """Every combination of the release's platforms, the installers, its variants and channels;
     `statuses` (feature_status.yaml's vocabulary) says which failing features a gate blocks."""
-    platforms = tuple(Choice(p.name, f"{_OS_NAMES[p.os]} ({p.arch})") for p in release.platforms.values())
+    platforms = tuple(Choice(p, _platform_label(release, p)) for p in release.platforms)
     variants = tuple(Choice(v, _variant_label(release, v)) for v in release.variants)
     channels = tuple(Choice(c, "stable (release)" if c == "release" else c) for c in release.channels)
     excluded = excluded_builds(release)  # once: each answer asks it
@@ -99,7 +99,7 @@ def write_get_started(release: Release, manifest: Manifest | None, out: Path,
 
 
 def install_answer(release: Release, manifest: Manifest | None, platform: str, installer: str, variant: str,
-            channel: str, excluded: dict[tuple[str, str, str], Exclusion],
+            channel: str, excluded: dict[tuple[str, str, str, str], Exclusion],
             statuses: StatusVocabulary = DEFAULT_STATUSES) -> Answer:
     """The command for one combination, or why there is none; `excluded`: excluded_builds(release)."""
     def no(reason: str) -> Answer:
@@ -110,7 +110,9 @@ def install_answer(release: Release, manifest: Manifest | None, platform: str, i
 
     main = _main_component(release)
     package_type = _PACKAGE_TYPE[installer]
-    if (exclusion := excluded.get((main, variant, platform))) is not None:
+    # An image holds the variant's wheels: what rules them out rules it out.
+    built_from = WHEEL.name if KINDS[package_type].is_image else package_type
+    if (exclusion := excluded.get((main, variant, platform, built_from))) is not None:
         return no(f"Not built: {main} has no {_variant_label(release, variant)} build for {platform} "
                   f"({exclusion.reason}).")
     images = release.images
@@ -184,8 +186,14 @@ def _variant_label(release: Release, variant: str) -> str:
 
 
 def _platform_label(release: Release, platform: str) -> str:
+    """'Linux (x86_64)'; with the glibc its wheels need where two platforms share the OS and architecture
+    (linux-x86_64 and linux-x86_64-manylinux2014): 'Linux (x86_64, glibc 2.17 or newer)'."""
     found = release.platforms.get(platform)
-    return f"{_OS_NAMES[found.os]} ({found.arch})" if found else platform
+    if found is None:
+        return platform
+    twins = [p for p in release.platforms.values() if (p.os, p.arch) == (found.os, found.arch)]
+    needs = f", glibc {found.promised_glibc} or newer" if len(twins) > 1 and found.promised_glibc else ""
+    return f"{_OS_NAMES[found.os]} ({found.arch}{needs})"
 
 
 def publish_targets_for(release: Release, package_type: str) -> list[PublishTarget]:
@@ -211,7 +219,7 @@ def wheel_index_url(target: PublishTarget, channel: str, tag: str, variant: str)
 
 
 def _held(release: Release, manifest: Manifest, package_type: str, variant: str, platform: str,
-          excluded: dict[tuple[str, str, str], Exclusion]) -> dict[str, ArtifactRecord]:
+          excluded: dict[tuple[str, str, str, str], Exclusion]) -> dict[str, ArtifactRecord]:
     """The Python components the manifest holds a `package_type` artifact of for `variant` on
     `platform` (a pure one stands for every variant and platform its component is not excluded
     from), in release.yaml order. The variant provider is a tool a user runs before installing
@@ -223,7 +231,7 @@ def _held(release: Release, manifest: Manifest, package_type: str, variant: str,
         if record.package_type != package_type or component is None or not component.is_python \
                 or record.component == provider:
             continue
-        if (record.component, variant, platform) in excluded:
+        if (record.component, variant, platform, package_type) in excluded:
             continue
         if (record.variant, record.platform) == (variant, platform) or record.platform == ANY:
             found.setdefault(record.component, record)

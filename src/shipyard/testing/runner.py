@@ -56,11 +56,15 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
                         gate: FeatureGate, other_features: Sequence[str] = (), source_dir: Path,
                         state: Path, work: Path, local_projects: set[NormalizedName],
                         installer: str = "uv", ports: range | None = None, timeout: float = 1800,
-                        test_requires: Sequence[str] = (), selection: PytestSelection | None = None) -> TestRun:
+                        test_requires: Sequence[str] = (), selection: PytestSelection | None = None,
+                        by_file: bool = False, extra_env: Mapping[str, str] | None = None) -> TestRun:
     """Install the wheel's project by name from `variant_index` into a fresh venv of
     `interpreter` (with `installer`), run `tests_dir` against it, and judge the run by `gate`.
     The tests' requirements are pytest, `tests_dir/requirements.txt` and `test_requires`
-    (release.yaml's, for a project whose tests folder it does not own).
+    (release.yaml's, for a project whose tests folder it does not own). `by_file`: install `wheel`
+    itself, its dependencies from the index (a wheel that resolution by name does not pick on this
+    host: a manylinux2014 wheel beside the manylinux_2_31 one). `extra_env`: more of the tests'
+    environment (the compilers the cell was built with, SHIPYARD_CC/SHIPYARD_CXX).
 
     Everything the run writes stays under `work` (its TMPDIR too); `ports`, when given, is the
     range the tests pick fixed ports from (SHIPYARD_PORT_RANGE), so cells run side by side."""
@@ -72,8 +76,8 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
         house = ensure_test_wheelhouse(wheel, interpreter, tests_dir=tests_dir, local_projects=local_projects,
                                        test_requires=test_requires, state=state)
         python = make_test_env(installer, interpreter=interpreter, venv=work / "venv", wheelhouse=house,
-                               requirements=requirements, index=variant_index, project=str(name),
-                               state=state)
+                               requirements=requirements, index=variant_index,
+                               project=str(wheel.resolve()) if by_file else str(name), state=state)
         installed = command.run([python, "-c", f"import importlib.metadata as m; print(m.version({str(name)!r}))"]
                                 ).stdout.strip()
         if installed != expected:
@@ -83,7 +87,7 @@ def run_component_tests(*, wheel: Path, variant_index: Path, interpreter: Interp
 
     return run_installed_tests(install, installer, tests_dir=tests_dir, gate=gate, other_features=other_features,
                                source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout,
-                               selection=selection)
+                               selection=selection, extra_env=extra_env)
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,8 @@ class Installed:
 def run_installed_tests(install: Callable[[], Installed], installer: str, *, tests_dir: Path, gate: FeatureGate,
                         other_features: Sequence[str] = (), source_dir: Path, state: Path, work: Path,
                         ports: range | None = None, timeout: float = 1800,
-                        selection: PytestSelection | None = None) -> TestRun:
+                        selection: PytestSelection | None = None,
+                        extra_env: Mapping[str, str] | None = None) -> TestRun:
     """The one shape of every package test: a fresh `work` folder (with its TMPDIR), `install` the
     package into an environment there (a venv, a conda prefix), run the tests with its Python and
     judge them by `gate`; the TestRun says what was installed by `installer`, and how long it took."""
@@ -113,7 +118,7 @@ def run_installed_tests(install: Callable[[], Installed], installer: str, *, tes
                        span=(started_at, time.time()))
     judged = run_and_judge_tests(installed.python, tests_dir=tests_dir, gate=gate, other_features=other_features,
                                  source_dir=source_dir, state=state, work=work, ports=ports, timeout=timeout,
-                                 selection=selection)
+                                 selection=selection, extra_env=extra_env)
     return TestRun(installed.version, judged.features, time.monotonic() - start, judged.log_tail,
                    installed.problems + judged.problems, installer, judged.slowest, (started_at, time.time()),
                    judged.left_out)
@@ -132,7 +137,8 @@ class JudgedTests:
 
 def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, other_features: Sequence[str] = (),
                         source_dir: Path, state: Path, work: Path, ports: range | None = None,
-                        timeout: float = 1800, selection: PytestSelection | None = None) -> JudgedTests:
+                        timeout: float = 1800, selection: PytestSelection | None = None,
+                        extra_env: Mapping[str, str] | None = None) -> JudgedTests:
     """Run `tests_dir` in a copy of the project `source_dir` with `python` (whose environment
     holds the installed package: a venv for wheels, a conda prefix for conda packages) and judge
     the run by `gate`.
@@ -145,7 +151,8 @@ def run_and_judge_tests(python: Path, *, tests_dir: Path, gate: FeatureGate, oth
     # For tests that build native code from sources (e.g. Windows executables under wine), and where
     # they keep what depends on neither the Python nor the wheel (a cross-built executable, say),
     # keyed by its inputs: one build for every cell.
-    env |= {"SHIPYARD_COMPONENT_SOURCE": str(source_dir), "SHIPYARD_TEST_CACHE": str(state / "test-cache")}
+    env |= {"SHIPYARD_COMPONENT_SOURCE": str(source_dir), "SHIPYARD_TEST_CACHE": str(state / "test-cache"),
+            **(extra_env or {})}
     if ports is not None:
         env["SHIPYARD_PORT_RANGE"] = f"{ports.start}-{ports.stop - 1}"
     exit_status: int | None = None

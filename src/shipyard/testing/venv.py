@@ -61,7 +61,8 @@ def make_test_env(installer: str, *, interpreter: Interpreter, venv: Path, wheel
                   requirements: Sequence[str], index: Path, project: str, state: Path) -> Path:
     """Create `venv` from `interpreter` and install `requirements` from `wheelhouse` only (both
     with uv), then `project` by name from `index` (third-party dependencies from the wheelhouse)
-    with `installer`; return the venv's python."""
+    with `installer`, or a wheel file's path as `project` with its dependencies from there; return
+    the venv's python."""
     env = _isolated_env(state)
     python = venv / "bin" / "python"
     uv = uv_binary()
@@ -80,7 +81,8 @@ def make_test_env(installer: str, *, interpreter: Interpreter, venv: Path, wheel
         install = [uv, "pip", "install", "--quiet", "--python", python]
     else:
         raise ValueError(f"unknown installer {installer!r} (one of {', '.join(INSTALLERS)})")
-    # The project by name from the variant index: resolution is what a user gets.
+    # The project by name from the variant index: resolution is what a user gets (a wheel that
+    # resolution does not pick on this host, by its path: what a user of an older glibc gets).
     command.run([*install, "--index-url", index.resolve().as_uri(), "--find-links", wheelhouse, project], env=env,
                 timeout=900, what=f"{installer} install {project} from {index}")
     return python

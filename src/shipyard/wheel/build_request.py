@@ -37,6 +37,8 @@ class BuildRequest:
     variant: str
     pythons: tuple[str, ...] = ()
     components: tuple[str, ...] = ()
+    # Only these of the platforms this host builds (a CI job's one); empty: every one of them.
+    platforms: tuple[str, ...] = ()
     skip_unavailable: bool = False
     container: bool = False
     run_tests: bool = True
@@ -52,9 +54,6 @@ class BuildRequest:
     # Repaired wheels built elsewhere (cibuildwheel's wheelhouse on a Windows or macOS runner) that
     # the native cells take instead of building: labelled, checked, tested and recorded the same way.
     wheelhouse: Path | None = None
-    # Build the cells of this platform of release.yaml (same os and arch as this host, another name
-    # and promise) instead of the one named like this host (Inventory.as_platform).
-    platform: str | None = None
 
 
 @dataclass

@@ -13,14 +13,18 @@ from shipyard.errors import UsageError
 from shipyard.host.toolchains.discover import Inventory
 from shipyard.plumbing.progress import Progress
 from shipyard.release.matrix import Cell, NotApplicable, expand, not_applicable, select
-from shipyard.release.spec import Spec
+from shipyard.release.spec import Release, Spec
 from shipyard.wheel.build_request import BuildRequest
 from shipyard.wheel.release_dependencies import selection_dependencies
 
 
-def _matching(cells: list[Cell], request: BuildRequest, inventory: Inventory) -> list[Cell]:
+def _matching(cells: list[Cell], request: BuildRequest, inventory: Inventory, release: Release) -> list[Cell]:
     # A pure cell builds once for every variant, on any platform it stands for: each variant's build makes it.
-    cells = select(cells, variant=request.variant, platform=inventory.host_platform, package_type="wheel")
+    cells = select(cells, variant=request.variant, package_type="wheel")
+    # Every platform this host builds (a second Linux x86_64 platform with an older glibc promise too),
+    # or those the request names.
+    here = [p for p in inventory.platforms_built_here(release) if not request.platforms or p in request.platforms]
+    cells = [c for c in cells if c.platform in here or set(c.platforms) & set(here)]
     if request.components:
         cells = [c for c in cells if c.component in request.components]
     if request.pythons:
@@ -38,8 +42,9 @@ def selected_cells(spec: Spec, request: BuildRequest, inventory: Inventory) -> t
             raise UsageError(f"unknown component(s) {', '.join(sorted(unknown))}; release.yaml has "
                                 f"{', '.join(spec.release.components)}")
     ruled_out = not_applicable(spec.release)
-    kept = {c.id for c in _matching([n.cell for n in ruled_out], request, inventory)}
-    return (_matching(expand(spec.release), request, inventory), [n for n in ruled_out if n.cell.id in kept])
+    kept = {c.id for c in _matching([n.cell for n in ruled_out], request, inventory, spec.release)}
+    return (_matching(expand(spec.release), request, inventory, spec.release),
+            [n for n in ruled_out if n.cell.id in kept])
 
 
 def dependency_cells(spec: Spec, request: BuildRequest, inventory: Inventory,
@@ -54,7 +59,8 @@ def dependency_cells(spec: Spec, request: BuildRequest, inventory: Inventory,
     if not needed:
         return [], {}
     variant_dir = request.dist / "whl" / spec.release.variants[request.variant].tag
-    cells = [c for c in _matching(expand(spec.release), replace(request, components=tuple(needed)), inventory)
+    cells = [c for c in _matching(expand(spec.release), replace(request, components=tuple(needed)), inventory,
+                                spec.release)
              if not _indexed(spec, c, variant_dir)]
     added = {name: needed[name] for name in dict.fromkeys(c.component for c in cells)}
     for name, dependent in added.items():

@@ -13,7 +13,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from shipyard.errors import ShipyardError
 from shipyard.host.source_tree import hash_tree
-from shipyard.host.toolchains.discover import Interpreter
+from shipyard.host.toolchains.discover import Compiler, Interpreter
 from shipyard.host.toolchains.resolve import Toolchain
 from shipyard.plumbing.build_cache import cache_key
 from shipyard.plumbing.port_ranges import claimed_port_range
@@ -36,6 +36,8 @@ class _TestTask:
     others: list[str]
     installer: str
     local_deps: list[Path]  # the wheels of the variant index its install can pull in
+    compiler: Compiler | None  # what the cell's native code was built with (None: a pure wheel)
+    by_file: bool  # installed from its file, not by name (resolution here picks another platform's wheel)
     key: str = ""
     test_json: dict[str, Any] | None = None  # its run's verdict (TestRun.to_json), once it ran
 
@@ -74,8 +76,12 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
         gate = feature_gate(ctx.spec, component.name, platform, tests_dir, component.test_id_root(ctx.root))
         others = sorted(f.id for f in ctx.spec.features.features if f.component != component.name)
         deps = _local_dependency_wheels(outcome.wheel, variant_dir, local)
+        # pip and uv pick the host's own platform's wheel by name (manylinux_2_31 over manylinux2014):
+        # a second platform's cell is tested with its own wheel, installed from its file.
+        by_file = not outcome.cell.is_pure and outcome.cell.platform != ctx.inventory.host_platform
+        compiler = resolved[outcome.cell.id].compiler
         tasks += [_TestTask(outcome, interpreter, tests_dir, gate, others, installer=ctx.request.test_installer,
-                            local_deps=deps) for interpreter in interpreters]
+                            local_deps=deps, compiler=compiler, by_file=by_file) for interpreter in interpreters]
     if ctx.request.test_installer == "uv":
         _choose_pip_cells(tasks)
     pending = []
@@ -108,6 +114,17 @@ def run_cell_tests(ctx: BuildContext, outcomes: list[CellOutcome], resolved: dic
         else:
             outcome.test_json = next(iter(runs.values()))
         _judge(group[0], cached=all(task not in pending for task in group))
+
+
+def built_with_compilers(compiler: Compiler | None) -> dict[str, str]:
+    """SHIPYARD_CC and SHIPYARD_CXX for a cell's tests: the compilers its native code was built with
+    (the bullseye sysroot's gcc, zig's clang for manylinux2014), so that a test compiling a program
+    against the installed package (ember's C++ API) links the same C++ library as the package; nothing
+    for a cell built without one (a pure wheel). Not CC/CXX: the tests' own builds of other things
+    (ember-lite's host build, shared between cells) keep the host's compilers."""
+    if compiler is None:
+        return {}
+    return {"SHIPYARD_CC": str(compiler.cc), "SHIPYARD_CXX": str(compiler.cxx)}
 
 
 def _test_interpreters(ctx: BuildContext, outcome: CellOutcome, resolved: dict[str, Toolchain]) -> list[Interpreter]:
@@ -193,6 +210,8 @@ def _test_key(ctx: BuildContext, task: _TestTask) -> str:
                    "console_scripts": list(component.console_scripts),
                    "test_requires": list(component.test_requires), "judge": judge_identity(),
                    "pytest_args": list(component.pytest_args),
+                   # The compilers a test builds consumers with, and how the wheel was installed.
+                   "compiler": task.compiler.identity if task.compiler else "", "by_file": task.by_file,
                    # The tests run in a copy of the project: its pytest configuration, root conftest.py
                    # and the files beside the tests change the verdict as the tests do.
                    "project": hash_tree(component.source_dir(ctx.root))}
@@ -216,7 +235,8 @@ def _run_tests(ctx: BuildContext, task: _TestTask, variant_dir: Path, local: set
                 tests_dir=task.tests_dir, gate=task.gate, other_features=task.others,
                 source_dir=component.source_dir(ctx.root), state=ctx.request.state, work=work,
                 local_projects=local, installer=task.installer, ports=ports,
-                test_requires=component.test_requires, selection=selection_of(component.pytest_args))
+                test_requires=component.test_requires, selection=selection_of(component.pytest_args),
+                by_file=task.by_file, extra_env=built_with_compilers(task.compiler))
             # In the venv the tests ran in: each declared console script is there and runs.
             scripts = console_script_problems(work / "venv", component.console_scripts)
     except ShipyardError as exc:

@@ -46,6 +46,7 @@ from shipyard.wheel.build_env import BuildEnv, copy_project, ensure_build_env
 from shipyard.wheel.build_request import BuildContext, BuildRequest, CellOutcome
 from shipyard.wheel.cell_selection import dependency_cells, selected_cells
 from shipyard.wheel.cell_tests import prefetch_test_wheelhouse, run_cell_tests
+from shipyard.wheel.glibc_verdict import glibc_verdict
 from shipyard.wheel.index import add_wheel, write_index
 from shipyard.wheel.labels import package_files
 from shipyard.wheel.native_core import (
@@ -93,7 +94,13 @@ def build_variant(spec: Spec, request: BuildRequest, progress: Progress = lambda
                             f"{', '.join(release.variants)})")
     if variant.name != request.variant:
         request = replace(request, variant=variant.name)
-    inventory = discover() if request.platform is None else discover().as_platform(release, request.platform)
+    inventory = discover()
+    here = inventory.platforms_built_here(release)
+    for name in request.platforms:
+        if name in release.platforms and name not in here:
+            other = release.platforms[name]
+            raise UsageError(f"--platform {name}: its cells build on a {other.os}-{other.arch} host, this is "
+                             f"{inventory.host_platform}; build them there")
     cells, ruled_out = selected_cells(spec, request, inventory)
     if not cells:
         raise UsageError(f"no wheel cells of variant {request.variant} for {inventory.host_platform} "
@@ -178,13 +185,13 @@ def _make_sdists(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolc
     return made, failed, own
 
 
-def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
+def _spec_section(ctx: BuildContext, component: Component, platform_name: str) -> dict[str, object]:
     release = ctx.spec.release
     # What the checks and tests hold a wheel to does not change its bytes: no rebuild for it.
     section = component.model_dump(mode="json", exclude={"vendored_libraries", "console_scripts", "test_requires"})
     if component.kind == "python-pure":  # one build for every variant and platform
         return {"component": section, "version": release.release.version}
-    platform = release.platforms[ctx.inventory.host_platform]
+    platform = release.platforms[platform_name]
     return {"component": section, "variant": ctx.variant.model_dump(mode="json"),
             "platform": platform.model_dump(mode="json"), "version": release.release.version}
 
@@ -192,9 +199,10 @@ def _spec_section(ctx: BuildContext, component: Component) -> dict[str, object]:
 def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolchain]) -> list[CellOutcome]:
     """Every cell, on every core: one component's per-Python builds run in the pool while the next
     component's core compiles, and the build venvs are made while the first core compiles."""
-    by_component: dict[str, list[Cell]] = {}
+    # A native core per platform: a second Linux platform's promise takes another compiler (zig's).
+    by_component: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells:
-        by_component.setdefault(cell.component, []).append(cell)
+        by_component.setdefault((cell.component, cell.platform), []).append(cell)
     # One build more than there are cores: every build has serial stretches (interpreter
     # start-up, CMake's configure, auditwheel) that another build's compiler can fill.
     workers = max(1, min(ctx.request.jobs + 1, len(cells)))
@@ -217,7 +225,7 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
     with ThreadPoolExecutor(max_workers=workers) as pool:
         try:
             _prepare_build_envs(ctx, pool, cells, resolved)
-            for name, component_cells in by_component.items():
+            for (name, platform), component_cells in by_component.items():
                 component = ctx.spec.release.components[name]
                 core: NativeCoreBuild | None = None
                 hooks: dict[str, Future[PrestartedPython | None]] = {}
@@ -225,7 +233,7 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
                 if component.native_core is not None and not _taken(ctx, component_cells[0]):
                     try:
                         core_toolchain = resolved[component_cells[0].id]
-                        core_key = _core_key(ctx, component, core_toolchain)
+                        core_key = _core_key(ctx, component, platform, core_toolchain)
                         if ctx.cache.get(core_key) is None:
                             # Each Python's build hook starts and imports its backend while the core
                             # compiles: the core's serial stretches (configure, its last files) leave
@@ -233,7 +241,7 @@ def _build_all(ctx: BuildContext, cells: list[Cell], resolved: dict[str, Toolcha
                             hooks = {c.id: pool.submit(_prestart_hook, ctx, c, component, resolved[c.id], jobs_each)
                                      for c in component_cells}
                             prestarts += hooks.values()
-                        core = _ensure_core(ctx, component, core_toolchain, core_key)
+                        core = _ensure_core(ctx, component, platform, core_toolchain, core_key)
                     except ShipyardError as exc:
                         results += [CellOutcome(c, "failed", detail=f"native core: {exc}") for c in component_cells]
                         continue
@@ -302,30 +310,36 @@ class NativeCoreBuild:
     platform: dict[str, dict[str, str]]
 
 
-def _core_key(ctx: BuildContext, component: Component, toolchain: Toolchain) -> str:
+def _core_key(ctx: BuildContext, component: Component, platform: str, toolchain: Toolchain) -> str:
     assert component.native_core is not None
     source = component.source_dir(ctx.root) / component.native_core.source
     core_toolchain = Toolchain(None, toolchain.compiler, toolchain.cuda, toolchain.cuda_host_compiler)
-    return cache_key(kind="native-core", sources=hash_tree(source), spec_section=_spec_section(ctx, component),
-                     toolchain=core_toolchain.identity, python=None)
+    return cache_key(kind="native-core", sources=hash_tree(source),
+                     spec_section=_spec_section(ctx, component, platform), toolchain=core_toolchain.identity,
+                     python=None)
 
 
-def _ensure_core(ctx: BuildContext, component: Component, toolchain: Toolchain, key: str) -> NativeCoreBuild:
+def _ensure_core(ctx: BuildContext, component: Component, platform: str, toolchain: Toolchain,
+                 key: str) -> NativeCoreBuild:
+    # The host's own platform keeps the folder names cached cores were stored under; another platform
+    # built here (linux-x86_64-manylinux2014) has its own, since both cores may build in one run.
+    name = f"{component.name}-{ctx.variant.tag}" + ("" if platform == ctx.inventory.host_platform else f"-{platform}")
+    for_what = ctx.variant.tag if platform == ctx.inventory.host_platform else f"{ctx.variant.tag} on {platform}"
     with ctx.cache.building(key):
         entry = ctx.cache.get(key)
         if entry is None:
-            ctx.progress(f"{component.name}: native core for {ctx.variant.tag} (once for every Python)")
+            ctx.progress(f"{component.name}: native core for {for_what} (once for every Python)")
             start = time.monotonic()
-            build_dir = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core"
-            staging = ctx.request.state / "build" / f"{component.name}-{ctx.variant.tag}-core-install"
+            build_dir = ctx.request.state / "build" / f"{name}-core"
+            staging = ctx.request.state / "build" / f"{name}-core-install"
             build_native_core(component, ctx.variant, toolchain, source_root=ctx.root, build_dir=build_dir,
                               prefix=staging, epoch=ctx.git.commit_time, jobs=ctx.request.jobs)
             entry = ctx.cache.put(key, [staging], {"kind": "native-core", "seconds": time.monotonic() - start,
                                                    "probes": toolchain_probes(build_dir),
                                                    "cmake_platform": cmake_platform(build_dir)})
         else:
-            ctx.progress(f"{component.name}: native core for {ctx.variant.tag} cached")
-    return NativeCoreBuild(entry.path / f"{component.name}-{ctx.variant.tag}-core-install", key,
+            ctx.progress(f"{component.name}: native core for {for_what} cached")
+    return NativeCoreBuild(entry.path / f"{name}-core-install", key,
                            entry.metadata().get("probes", {}), entry.metadata().get("cmake_platform", {}))
 
 
@@ -368,13 +382,13 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
     taken = wheelhouse_wheel(ctx.request.wheelhouse, cell) if ctx.request.wheelhouse and not pure else None
     if taken is not None:
         # Built and repaired by cibuildwheel: its bytes are the build's whole input here.
-        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
+        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component, cell.platform),
                         toolchain=f"wheelhouse/{sha256_of(taken)}", python=cell.python)
     else:
         env = ensure_build_env(toolchain.interpreter, project, ctx.request.state)
         # A version computed from git (setuptools_scm) changes with a tag, not with the sources.
         vcs = vcs_state(component.source_dir(ctx.root)) if uses_vcs_version(env.requirements) else ""
-        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component),
+        key = cache_key(kind="wheel", sources=sources, spec_section=_spec_section(ctx, component, cell.platform),
                         toolchain="pure" if pure else f"{toolchain.identity}/{env.identity}",
                         python=None if pure else cell.python,
                         extra={"core": core.key if core else "", "container": str(ctx.request.container),
@@ -428,6 +442,14 @@ def _build_cell_unchecked(ctx: BuildContext, cell: Cell, component: Component, t
     if problem := requires_python_problem(labelled, component.name, toolchain.interpreter.full_version,
                                           component.requires_python):
         failures.append(problem)
+    promised = ctx.spec.release.platforms[cell.platform].promised_glibc if not pure else None
+    if promised and toolchain.compiler is not None and toolchain.compiler.zig is not None:
+        # No sysroot was proved for a zig-route promise (manylinux2014): auditwheel's verdict and the
+        # symbol versions each binary needs are shown for every wheel, and held to the promise.
+        verdict = glibc_verdict(labelled, ctx.auditwheel)
+        ctx.progress(verdict.line())
+        if glibc_problem := verdict.problem(promised):
+            failures.append(glibc_problem)
     build_info = {"cache_key": key, "cached": cached, "seconds": round(time.monotonic() - start, 2),
                   "toolchain": "pure" if pure else toolchain.identity,
                   "git_sha": ctx.git.sha, "git_dirty": ctx.git.dirty,

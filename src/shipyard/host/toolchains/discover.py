@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shipyard.errors import ToolError, UsageError
+from shipyard.errors import ToolError
 from shipyard.host.toolchains.glibc import glibc_tuple, host_glibc
 from shipyard.host.toolchains.sysroot import Sysroot, find_installed_sysroots
 from shipyard.host.toolchains.zig import ZigCompiler, find_installed_zig_compilers
@@ -116,21 +116,16 @@ class Inventory:
     sysroot_compilers: tuple[Compiler, ...] = ()  # assembled sysroots' (toolchains.sysroot)
     zig_compilers: tuple[Compiler, ...] = ()  # zig's, one per glibc target installed (toolchains.zig)
 
+    def platforms_built_here(self, release: Release) -> tuple[str, ...]:
+        """The platforms of `release` whose wheels this host builds, its own first: the one named as
+        the host is (linux-x86_64), and every other of the same OS and architecture, which differs
+        only in its glibc promise (linux-x86_64-manylinux2014), kept by that promise's compiler."""
+        same = [name for name, p in release.platforms.items()
+                if name == self.host_platform or f"{p.os}-{p.arch.lower()}" == self.host_platform]
+        return tuple(sorted(same, key=lambda name: name != self.host_platform))
+
     def interpreter(self, version: str) -> Interpreter | None:
         return next((i for i in self.interpreters if i.version == version), None)
-
-    def as_platform(self, release: Release, name: str) -> Inventory:
-        """This host seen as release.yaml's platform `name`: one of the same os and arch under another
-        name and promise (`linux-x86_64-glibc231` beside `linux-x86_64`), whose cells build here too.
-        Refused in one line when release.yaml has no such platform or it is another host's."""
-        platform = release.platforms.get(name)
-        if platform is None:
-            raise UsageError(f"--platform {name}: release.yaml has no such platform; give one of "
-                             f"{', '.join(release.platforms)}")
-        if f"{platform.os}-{platform.arch}" != this_platform():
-            raise UsageError(f"--platform {name}: its cells build on a {platform.os}-{platform.arch} host, this is "
-                             f"{this_platform()}; build them there")
-        return replace(self, host_platform=name)
 
     def compiler_at_most(self, major: int | None, *, glibc: str | None = None) -> Compiler | None:
         """The newest gcc not newer than `major` (any, when None). With `glibc`, only compilers

@@ -52,23 +52,26 @@ def obtain_cuda_toolkit(variant: Variant, progress: Progress) -> InstalledCudaTo
         discover.cache_clear()
 
 
-def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Progress,
-                                    platform_name: str | None = None) -> None:
-    """Assemble the sysroot (or write the zig wrappers) this host's wheels need to keep their glibc
-    promise, and the variant's CUDA toolkit, unless present or not obtainable here (CUDA 10.2, a glibc
-    older than manylinux2014's). `platform_name`: the platform built (build --platform), default the
-    one named like this host."""
+def install_toolchain_if_obtainable(spec: Spec, variant_name: str, progress: Progress) -> None:
+    """Assemble the sysroot (or write the zig wrappers) that the wheels of every platform this host
+    builds need to keep their glibc promise (linux-x86_64's bullseye sysroot, and zig for a second
+    platform promising manylinux2014), and the variant's CUDA toolkit, unless present or not obtainable
+    here (CUDA 10.2, a glibc older than manylinux2014's)."""
     from shipyard.errors import ToolchainMissing
     from shipyard.host.toolchains.discover import discover
     from shipyard.release.build_routes import SysrootRecipe, ZigTarget, route_for_glibc
+    from shipyard.release.matrix import expand, select
 
-    platform = spec.release.platforms.get(platform_name or discover().host_platform)
-    glibc = platform.promised_glibc if platform else None
-    route = route_for_glibc(glibc) if glibc else None
-    if isinstance(route, ZigTarget) and discover().zig_compiler(route.glibc) is None:
-        obtain_zig_compiler(route, progress)
-    elif isinstance(route, SysrootRecipe) and discover().compiler_at_most(None, glibc=glibc) is None:
-        obtain_sysroot(route.name, progress)
+    cells = select(expand(spec.release), variant=variant_name, package_type="wheel")
+    for name in discover().platforms_built_here(spec.release):
+        if not any(c.platform == name for c in cells):
+            continue  # nothing of the variant builds there (a CUDA build: manylinux2014 is CPU only)
+        glibc = spec.release.platforms[name].promised_glibc
+        route = route_for_glibc(glibc) if glibc else None
+        if isinstance(route, ZigTarget) and discover().zig_compiler(route.glibc) is None:
+            obtain_zig_compiler(route, progress)
+        elif isinstance(route, SysrootRecipe) and discover().compiler_at_most(None, glibc=glibc) is None:
+            obtain_sysroot(route.name, progress)
     variant = spec.release.find_variant(variant_name)
     if variant is None or not variant.cuda:
         return

@@ -52,7 +52,7 @@ def resolve(cell: Cell, release: Release, inventory: Inventory) -> Toolchain | M
     if cell.is_pure:
         return _resolve_pure(release, inventory)
     platform = release.platforms[cell.platform]
-    if cell.platform != inventory.host_platform:
+    if cell.platform not in inventory.platforms_built_here(release):
         # The runner's name lives in release.yaml only.
         return Missing(f"{cell.platform} cells do not build on this {inventory.host_platform} host",
                        f"they build on GitHub's {platform.github_runner} runners in the release pipeline (ci/)")
