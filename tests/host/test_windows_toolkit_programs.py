@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.host.toolchains.discover import find_cuda_toolkits, toolkit_program
+from shipyard.host.toolchains.cuda_recipes import toolkit_program
+from shipyard.host.toolchains.discover import find_cuda_toolkits
 
 
 def _toolkit(home: Path, name: str) -> Path:

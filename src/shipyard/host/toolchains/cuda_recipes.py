@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from shipyard.errors import SpecError, ToolchainMissing, ToolError
-from shipyard.host.toolchains.discover import toolkit_program
 from shipyard.plumbing import command
 from shipyard.release.cuda_archs import parse_arch_list
 from shipyard.release.cuda_archs import supported_archs as arch_table
@@ -235,6 +235,11 @@ def _refuse_unsupported_archs(recipe: ToolkitRecipe, archs: tuple[str, ...],
         f"CUDA {recipe.version} cannot compile SASS for {';'.join(bad)}: it supports "
         f"{recipe.arch_min}-{recipe.arch_max}{listed}. Fix: drop {';'.join(bad)} from the arch list"
         + (f", or build it with CUDA {', '.join(others)}" if others else ""))
+
+
+def toolkit_program(bin_dir: Path, name: str) -> Path:
+    """A program of a toolkit's bin/ folder: `nvcc`, or `nvcc.exe` on Windows (NVIDIA's installer)."""
+    return bin_dir / (f"{name}.exe" if sys.platform == "win32" else name)
 
 
 def _local_home(recipe: ToolkitRecipe) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard.errors import ToolError
+from shipyard.host.toolchains.cuda_recipes import toolkit_program
 from shipyard.host.toolchains.glibc import glibc_tuple, host_glibc
 from shipyard.host.toolchains.sysroot import Sysroot, find_installed_sysroots
 from shipyard.host.toolchains.zig import ZigCompiler, find_installed_zig_compilers
@@ -30,11 +31,6 @@ __all__ = ["cache_root"]  # re-exported: the one definition is plumbing/cache_fo
 
 def toolchain_cache() -> Path:
     return cache_root() / "toolchains"
-
-
-def toolkit_program(bin_dir: Path, name: str) -> Path:
-    """A program of a toolkit's bin/ folder: `nvcc`, or `nvcc.exe` on Windows (NVIDIA's installer)."""
-    return bin_dir / (f"{name}.exe" if sys.platform == "win32" else name)
 
 
 def pyenv_root() -> Path:
