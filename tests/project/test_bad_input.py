@@ -218,7 +218,7 @@ def _cases() -> list[Case]:
         c("exclusion typo", R, "  - variant: cuda10.2\n", "  - variant: cuda10.3\n", "exclusions.3.variant",
           "matches no variant", got="'cuda10.3'"),
         c("exclusion shadowed", R, "publish:\n", "  - variant: cuda11\n    platform: macos-arm64\n"
-          "    reason: covered by the first one\n\npublish:\n", "exclusions.4",
+          "    reason: covered by the first one\n\npublish:\n", "exclusions.7",
           "already removed by exclusions.0 (no CUDA on macOS)", at="  - variant: cuda11\n"),
         c("exclusion matches no cell", R, "exclusions:\n", "exclusions:\n  - component: emberaudio\n"
           "    package_type: mobile\n    reason: audio is not a mobile package\n", "exclusions.0",
