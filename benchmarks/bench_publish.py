@@ -204,19 +204,20 @@ def main(argv: list[str]) -> int:
         rows = run_rows(Path(tmp), args.profile and args.profile.resolve())
     print(f"bench-publish: {ARTIFACTS} artifacts per kind, each kind published alone; "
           f"goal: an unchanged re-publish <= {GOAL_SECONDS:.1f} s")
-    print(f"  {'target kind':18} {'first':>8} {'re-publish':>11} {'ratio':>6}  files")
+    width = max(len("target kind"), *(len(label) for label, _ in rows))
+    print(f"  {'target kind':{width}} {'first':>8} {'re-publish':>11} {'ratio':>6}  files")
     met = []
     for label, figures in rows:
         if isinstance(figures, str):
             met.append(False)
-            print(f"  {label:18} {figures}: NOT met")
+            print(f"  {label:{width}} {figures}: NOT met")
             continue
         uploaded = sum(len(t.uploaded) for t in figures.first.targets)
         unchanged = sum(len(t.unchanged) for t in figures.again.targets)
         again = sum(len(t.uploaded) for t in figures.again.targets)
         ok = figures.warm <= GOAL_SECONDS and again == 0
         met.append(ok)
-        print(f"  {label:18} {figures.cold:7.2f}s {figures.warm:10.2f}s {figures.cold / figures.warm:5.1f}x  "
+        print(f"  {label:{width}} {figures.cold:7.2f}s {figures.warm:10.2f}s {figures.cold / figures.warm:5.1f}x  "
               f"{uploaded} uploaded, then {unchanged} already there and {again} uploaded: "
               f"{'met' if ok else 'NOT met'}")
     # The figures are wall times on a machine that may be shared: its load says how far to trust them.

@@ -5,6 +5,7 @@ publish to, no real store being reachable from the machine the suite runs on."""
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +45,8 @@ def s3_standin() -> Iterator[S3StandIn]:
     import boto3
     from moto.server import ThreadedMotoServer
 
+    # Its web server logs every request at INFO: thousands of lines in a benchmark or the fault suite.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
