@@ -31,6 +31,7 @@ from shipyard.conda.bootstrap import (
     release_requirements,
 )
 from shipyard.conda.bootstrap_plan import bootstrap_cuda_versions
+from shipyard.conda.cuda_packages import cuda_conda_packages
 from shipyard.conda.rattler_glue import index_channel
 from shipyard.conda.solve_install import InstallRequest, InstallResult, solve_and_install
 from shipyard.errors import BuildError, ToolchainMissing
@@ -102,7 +103,10 @@ def test_index_lists_sha256_and_size_of_every_package(bootstrap: BootstrapChanne
     assert ("python_abi", PYTHON) in names
     assert {v for n, v in names if n == "python"} == {v for n, v in names if n == "python" and v.startswith(PYTHON)}
     assert "11.8" in cuda_versions  # this machine assembles CUDA 11.8, so its runtime must be in the channel
-    assert {v for n, v in names if n == "cuda-version"} == set(cuda_versions)
+    # Each CUDA's runtime as conda-forge names it: cudatoolkit up to 11, cuda-version (+ cuda-cudart) from 12.
+    for cuda in cuda_versions:
+        runtime = cuda_conda_packages(cuda).runtime_packages()[0]
+        assert any(n == runtime and (v == cuda or v.startswith(f"{cuda}.")) for n, v in names), (cuda, runtime)
 
 
 @pytest.mark.slow
@@ -120,6 +124,8 @@ def test_every_repack_says_where_its_bytes_came_from(bootstrap: BootstrapChannel
                 assert "__glibc >=2.36" in record["depends"]
             elif record["name"] in ("python_abi", "cuda-version"):
                 continue  # metadata only: no bytes to come from anywhere
+            elif "runs" in origin:  # a build tool or compiler stand-in: wrappers of this machine's program
+                assert origin["publish"] == "never" and origin["runs"] in text and "never publish" in text, text
             elif record["name"] in ("libpng", "libjpeg-turbo"):
                 assert origin["repacked_from"].startswith("debian:") and origin["repacked_from"].endswith(".deb")
                 assert origin["sha256"] in text and origin["repacked_from"][len("debian:"):] in text

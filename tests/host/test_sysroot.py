@@ -82,7 +82,7 @@ def test_debian_pythons_split_pyconfig_compiles_with_the_sysroot_compiler(tmp_pa
                           timeout=60).stdout.strip()
     assert "x86_64-linux-gnu/python3." in Path(include, "pyconfig.h").read_text(), "not Debian's split pyconfig.h"
     sysroot = installed_sysroot("bullseye")
-    toolchain = SimpleNamespace(compiler=SimpleNamespace(sysroot=sysroot))
+    toolchain = SimpleNamespace(compiler=SimpleNamespace(sysroot=sysroot, searches_host_headers=False))
     source = tmp_path / "module.c"
     source.write_text("#include <Python.h>\nint answer(void) { return PY_MAJOR_VERSION + SIZEOF_VOID_P; }\n")
     compile_module = [str(sysroot.cc), "-fPIC", "-c", str(source), "-I", include, "-o", str(tmp_path / "module.o")]
