@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from build import BuildBackendException, ProjectBuilder
 
@@ -52,10 +53,17 @@ def build_wheel(project: Path, env: BuildEnv, out_dir: Path, *, cmake_defines: d
     what = f"build {project.name} wheel for Python {env.interpreter.version}"
     runner = hook_runner(what, _hook_process_environment(env, extra_env, jobs), prestarted=prestarted)
     builder = ProjectBuilder(project, python_executable=str(env.python), runner=runner)
+    return run_backend(builder, "wheel", out_dir, what, config_settings=settings)
+
+
+def run_backend(builder: ProjectBuilder, distribution: Literal["wheel", "sdist"], out_dir: Path, what: str, *,
+                config_settings: dict[str, str | list[str]] | None = None) -> Path:
+    """Build `distribution` ("wheel" or "sdist") with the project's backend into `out_dir`; the
+    backend's failure is a BuildError naming `what` (a ToolError from the hook runner as it is)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="shipyard-wheel-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"shipyard-{distribution}-") as tmp:
         try:
-            made = Path(builder.build("wheel", tmp, config_settings=settings))
+            made = Path(builder.build(distribution, tmp, config_settings=config_settings))
         except BuildBackendException as exc:
             cause = exc.exception
             if isinstance(cause, ToolError):

@@ -8,13 +8,12 @@ from __future__ import annotations
 import shutil
 import sys
 import tarfile
-import tempfile
 import time
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
-from build import BuildBackendException, ProjectBuilder
+from build import ProjectBuilder
 
 from shipyard.errors import BuildError, ToolError
 from shipyard.host.source_tree import hash_tree, list_files
@@ -31,6 +30,7 @@ from shipyard.supply.binaries import archive_files
 from shipyard.supply.sbom import sdist_sbom
 from shipyard.wheel.build_env import BuildEnv, copy_project, ensure_build_env, hook_runner
 from shipyard.wheel.build_request import BuildContext
+from shipyard.wheel.pep517 import run_backend
 
 
 # Sources that belong to the repository, not to a source distribution: VCS and CI metadata and
@@ -56,18 +56,7 @@ def build_sdist(project: Path, env: BuildEnv, out_dir: Path, *, epoch: int) -> P
     what = f"build {project.name} sdist"
     runner = hook_runner(what, {**env.path_env(), "SOURCE_DATE_EPOCH": str(epoch)}, timeout=600)
     builder = ProjectBuilder(project, python_executable=str(env.python), runner=runner)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="shipyard-sdist-") as tmp:
-        try:
-            made = Path(builder.build("sdist", tmp))
-        except BuildBackendException as exc:
-            cause = exc.exception
-            if isinstance(cause, ToolError):
-                raise cause from None
-            raise BuildError(f"{what} failed: {exc}") from exc
-        target = out_dir / made.name
-        shutil.move(made, target)
-        return target
+    return run_backend(builder, "sdist", out_dir, what)
 
 
 def read_sdist(sdist: Path) -> SdistContents:
