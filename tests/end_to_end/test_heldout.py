@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.bullseye_python import bullseye_python_image
 
 from shipyard.cli import main
-from shipyard.host import docker_base
 from shipyard.image.deps import ensure_wheelhouse
 from shipyard.plumbing import command
 from shipyard.release.validate import load_spec
@@ -130,17 +130,7 @@ def test_every_project_builds_and_passes_its_tests_for_every_python_on_both_prom
 @pytest.fixture(scope="module")
 def bullseye_python(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A bullseye image with Debian's python3 (3.9) and venv, nothing else, made once per base image."""
-    base = docker_base.bootstrap_base_image(suite="bullseye")
-    tag = f"shipyard/bullseye-python3:{docker_base.image_id(base).removeprefix('sha256:')[:16]}"
-    if docker_base.image_labels(tag) is None:
-        context = tmp_path_factory.mktemp("bullseye-python3")
-        (context / "Dockerfile").write_text(
-            f"FROM {base}\n"
-            "RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \\\n"
-            " && rm -rf /var/lib/apt/lists/*\n")
-        command.run(["docker", "build", "--tag", tag, context], extra_env={"DOCKER_BUILDKIT": "0"},
-                    timeout=1800, what=f"docker build {tag}")
-    return tag
+    return bullseye_python_image(tmp_path_factory)
 
 
 def test_the_python_39_wheels_install_with_pip_and_pass_their_tests_in_bullseye(
