@@ -52,7 +52,7 @@ def test_variant_config_comes_from_release_yaml(spec_copy, tmp_path):
 
 
 def test_conda_channels_are_validated_in_release_yaml(spec_copy):
-    spec_copy.edit("release.yaml", "channels: [conda-forge]", "channels: [conda forge, 'https://me:pw@x.org/c']")
+    spec_copy.edit("release.yaml", "channels: [conda-forge]", "channels: [conda forge, 'https://me:Kq7vZw3Xp@x.org/c']")
     with pytest.raises(SpecError) as error:
         load_spec(spec_copy.root)
     text = str(error.value)
@@ -60,7 +60,7 @@ def test_conda_channels_are_validated_in_release_yaml(spec_copy):
                      r"conda-forge, or a URL \(https://…, file:///…\) \(got 'conda forge'\)", text)
     assert re.search(r"release\.yaml:\d+: conda\.channels\.1: a channel URL carries credentials .+ "
                      r"\(got 'https://x\.org/c'\)", text)
-    assert "pw" not in text
+    assert "Kq7vZw3Xp" not in text  # a secret no temp path can hold by chance
 
 
 def test_a_conda_package_type_needs_the_conda_section(spec_copy):

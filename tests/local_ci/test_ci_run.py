@@ -165,13 +165,13 @@ def test_the_host_share_holds_the_trust_store_and_pip_settings_only(tmp_path, ho
 
 def test_a_secret_file_others_can_read_is_refused(tmp_path, repo, capsys):
     loose = tmp_path / "secrets.env"
-    loose.write_text("SHIPYARD_SIGNING_KEY=abc\n")
+    loose.write_text("SHIPYARD_SIGNING_KEY=Wq4nRt8Ly\n")
     loose.chmod(0o644)
     status = main(["--root", str(repo), "ci", "run", "--job", "plan", "--secret-file", str(loose)])
     err = capsys.readouterr().err
     assert status == 2
     assert f"{loose}: secret file: readable or writable by others; chmod 600 {loose} (got 0644)" in err
-    assert "abc" not in err and "Traceback" not in err
+    assert "Wq4nRt8Ly" not in err and "Traceback" not in err
 
 
 def test_a_given_secret_file_is_passed_as_it_is(tmp_path):
