@@ -71,8 +71,9 @@ EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 # Where an engine step's time goes, by the step's name: the first prefix that matches. "work" is
 # what the direct side runs too; every other kind is what only a runner needs.
 STEP_KINDS: tuple[tuple[str, str], ...] = (
-    ("Container packages", "container packages (apt-get in the bare job container)"),
-    ("Install shipyard", "install shipyard (venv, uv pip install shipyard==<version>, the lane's apt packages)"),
+    ("The Linux job image", "the Linux job image (plan job: built once per content, else found)"),
+    ("shipyard and the lane's packages", "checkout, setup-python (the local stand-ins)"),
+    ("Install shipyard", "install shipyard (venv, uv pip install shipyard==<version>)"),
     ("Check out", "checkout, setup-python (the local stand-ins)"),
     ("Python for shipyard", "checkout, setup-python (the local stand-ins)"),
     ("Cache key", "build cache (key, restore, save)"),

@@ -20,6 +20,7 @@ import yaml
 import shipyard
 from shipyard.ci.actions import PINNED
 from shipyard.ci.jobs import Lane, build_jobs, check_lane_size, lanes
+from shipyard.ci.linux_job_image import dockerfile
 from shipyard.ci.workflow import generate
 from shipyard.cli import main
 from shipyard.errors import CRASHED, STABLE_FEATURE_FAILED, MatrixTooLarge, MergeError, UsageError, WorkflowDrift
@@ -158,9 +159,16 @@ def test_hygiene(repo, name):
     for job_id, job in workflow["jobs"].items():
         assert int(job["timeout-minutes"]) > 0, job_id
         assert job["permissions"]["contents"] == "read", job_id
-        # The OIDC token and the registry's write belong to the publish job alone.
-        assert set(job["permissions"]) <= ({"contents", "id-token", "packages"} if job_id == "publish"
-                                           else {"contents"}), job_id
+        # The OIDC token belongs to the publish job alone; the registry's write to it and to the
+        # plan job, which pushes the Linux job image the container lanes read.
+        allowed = {"publish": {"contents", "id-token", "packages"}, "plan": {"contents", "packages"}}
+        assert set(job["permissions"]) <= allowed.get(job_id, {"contents", "packages"}), job_id
+        if job["permissions"].get("packages") == "write":
+            assert job_id in ("publish", "plan"), job_id
+        if "container" in job:  # the Linux job image, pulled with the job's token
+            assert job["container"]["image"] == "${{ needs.plan.outputs.linux_job_image }}", job_id
+            assert job["permissions"] == {"contents": "read", "packages": "read"}, job_id
+            assert "credentials" not in job["container"], job_id  # a hosted runner gives GHCR the job's token
         if "strategy" in job:
             assert job["strategy"]["fail-fast"] == "false", job_id
         for step in job["steps"]:
@@ -209,7 +217,9 @@ def test_no_secret_value_in_the_workflows_only_secret_references(ci_copy, monkey
         publish = yaml.load(text, Loader=yaml.BaseLoader)["jobs"]["publish"]
         step = next(s for s in publish["steps"] if "shipyard publish" in s.get("run", ""))
         assert step["env"] == {name: f"${{{{ secrets.{name} }}}}" for name in names}
-        assert re.findall(r"secrets\.(\w+)", text) and set(re.findall(r"secrets\.(\w+)", text)) == names | {signing}
+        # GITHUB_TOKEN: the Linux job image's push (plan job) and pulls (container lanes)
+        assert re.findall(r"secrets\.(\w+)", text) and \
+            set(re.findall(r"secrets\.(\w+)", text)) == names | {signing, "GITHUB_TOKEN"}
         # The signing key reaches every step that builds, and no other.
         builds = re.compile(r"shipyard (conda |image )?build")
         for job_id, job in yaml.load(text, Loader=yaml.BaseLoader)["jobs"].items():
@@ -419,28 +429,30 @@ def test_each_build_step_builds_only_the_pythons_of_its_job(repo, name, tmp_path
     assert len(checked) == 8, checked
 
 
-@pytest.mark.parametrize("name", WORKFLOWS)
-def test_each_container_lane_installs_only_its_bootstrap_set(repo, name):
-    """A Linux lane's container gets the apt packages of its own set (`shipyard ci bootstrap
-    <lane>`, from the package's data), a part of the full list a dev machine gets from
-    ci/bootstrap.sh: no wine, qemu or cross compilers in a wheel job."""
+def test_the_linux_job_image_installs_each_container_lanes_bootstrap_set(repo):
+    """The Linux job image every container lane starts in gets the apt packages of those lanes'
+    sets (`shipyard ci bootstrap <lane>`, from the package's data), a part of the full list a dev
+    machine gets from ci/bootstrap.sh: no wine, qemu or cross compilers."""
     bootstrap = (repo / "ci" / "bootstrap.sh").read_text()
     everything = re.search(r"^APT_PACKAGES=\((.*?)^\)", bootstrap, re.M | re.S)
     assert everything
     full = {word for line in everything.group(1).splitlines() for word in line.split("#")[0].split()}
     sets = lane_packages()
-    lanes_seen = []
-    for job_id, job in _load(repo / name)["jobs"].items():
-        if "container" not in job:
-            continue
-        install = next(s["run"] for s in job["steps"] if s.get("name", "").startswith("Install shipyard=="))
-        assert f"\n.venv/bin/shipyard ci bootstrap {job_id}\n" in install, job_id
+    spec = load_spec(repo)
+    text = dockerfile(spec)
+    lanes_seen = re.findall(r"shipyard ci bootstrap (\S+)", text)
+    for workflow in WORKFLOWS:
+        containers = [job_id for job_id, job in _load(repo / workflow)["jobs"].items() if "container" in job]
+        assert sorted(containers) == sorted(lanes_seen), workflow
+    for lane in lanes_seen:
         # python3-dev: the container builds against Debian's python3; a dev machine has pyenv's.
         # libsndfile1: the conda-pure lane's, for the soundfile the bootstrap channel repacks
-        assert set(sets[job_id]) <= full | {"python3-dev", "libsndfile1"}, job_id
-        assert "wine64" not in sets[job_id] and "qemu-user" not in sets[job_id], job_id
-        lanes_seen.append(job_id)
+        assert set(sets[lane]) <= full | {"python3-dev", "libsndfile1"}, lane
+        assert "wine64" not in sets[lane] and "qemu-user" not in sets[lane], lane
     assert sorted(lanes_seen) == sorted(sets) == ["conda-linux", "conda-pure", "wheel-linux", "wheel-pure"]
+    # the CUDA jobs' host compilers (11.8 takes gcc <= 11), and the glibc routes' toolchains
+    assert "\nRUN apt-get install -y -qq --no-install-recommends g++-11 g++-12 >/dev/null\n" in text
+    assert "\nRUN shipyard toolchain install bullseye && shipyard toolchain install zig-2.17\n" in text
 
 
 def test_an_unknown_lane_is_refused_by_ci_bootstrap_the_script_and_the_generator(ci_copy, capsys, repo, monkeypatch):
@@ -841,15 +853,11 @@ def test_the_msvc_step_exports_only_what_vcvars_changed(repo, name):
     assert sum("GITHUB_ENV" in line for line in lines) == 1
 
 
-def test_an_older_glibc_promise_installs_zig_for_it_in_the_wheel_lane(ci_copy):
-    """manylinux2014 builds with zig's clang for glibc 2.17 (release/build_routes.py): the Linux wheel jobs
-    write its wrappers where they wrote the bullseye sysroot, from the release.yaml value alone."""
+def test_an_older_glibc_promise_installs_zig_for_it_in_the_linux_job_image(ci_copy):
+    """manylinux2014 builds with zig's clang for glibc 2.17 (release/build_routes.py): the Linux job
+    image holds its wrappers where it held the bullseye sysroot, from the release.yaml value alone."""
     ci_copy.edit("release.yaml", "wheel_platform_tag: manylinux_2_31_x86_64",
                  "wheel_platform_tag: manylinux2014_x86_64")
-    workflow = yaml.load(generate(load_spec(ci_copy.root))[Path(".github/workflows/release.yml")],
-                         Loader=yaml.BaseLoader)
-    job = workflow["jobs"]["wheel-linux"]
-    step = "zig-2.17 compiler (shipyard toolchain install zig-2.17)"
-    assert step in _steps(job)
-    assert _run_of(job, step) == "shipyard toolchain install zig-2.17\n"
-    assert not any("bullseye" in step for step in _steps(job))
+    text = dockerfile(load_spec(ci_copy.root))
+    assert "\nRUN shipyard toolchain install zig-2.17\n" in text
+    assert "bullseye" not in text

@@ -14,8 +14,10 @@ import yaml
 from packaging.requirements import Requirement
 
 import shipyard
+from shipyard.ci.linux_job_image import dockerfile
 from shipyard.ci.steps import SHIPYARD_SOURCE, shipyard_source_env, uv_requirement
 from shipyard.cli import main
+from shipyard.release.validate import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 THIRDPARTY = REPO / "tests" / "fixtures" / "thirdparty"
@@ -47,10 +49,18 @@ def test_workflows_generated_in_a_repository_without_shipyard_install_this_versi
                     assert step["env"]["SHIPYARD_REQUIREMENT"] == f"shipyard=={shipyard.__version__}", job_id
                     assert step["env"]["SHIPYARD_INDEX_URL"] == "${{ vars.SHIPYARD_INDEX_URL }}", job_id
                     assert SHIPYARD_SOURCE in script, job_id
-            # every job that runs shipyard installs it first
+            # every job that runs shipyard installs it first, or starts in the Linux job image
             runs_shipyard = any(re.search(r"^\s*shipyard ", s.get("run", ""), re.M) for s in job["steps"])
-            assert not runs_shipyard or any("${shipyard_from[@]}" in s.get("run", "") for s in job["steps"]), job_id
-    assert installs >= 8
+            in_image = job.get("container", {}).get("image") == "${{ needs.plan.outputs.linux_job_image }}"
+            assert not runs_shipyard or in_image or any("${shipyard_from[@]}" in s.get("run", "")
+                                                        for s in job["steps"]), job_id
+    assert installs >= 6  # plan, manifest, publish: on the runner, in each workflow
+    # the image installs the same pinned version from the same places (the plan job passes the
+    # repository variables as build arguments)
+    image = dockerfile(load_spec(user_repo))
+    assert f"SHIPYARD_REQUIREMENT='shipyard=={shipyard.__version__}'" in image
+    assert "ARG SHIPYARD_INDEX_URL=\nARG SHIPYARD_WHEEL_URL=\n" in image and '"${shipyard_from[@]}"' in image
+    assert not re.search(r"pip install[^\n]* \.( |$)", image, re.M)
     assert main(["--root", str(user_repo), "ci", "check"]) == 0
 
 

@@ -41,12 +41,12 @@ COMMITTED = "2026-12-01T12:00:00+00:00"
 VERSION = "1.7.0.dev20261201"  # the nightly's development version: its commit's date
 # Every job of the narrowed nightly that runs here, and what it is.
 RUNS_HERE = {
-    "plan": "runner", "wheel-linux wheel-ember-cpu-linux-x86_64": "debian:bookworm",
-    "wheel-linux wheel-embervision-cpu-linux-x86_64": "debian:bookworm",
-    "wheel-pure wheel-pure-cpu-linux-x86_64-any": "debian:bookworm",
-    "conda-linux conda-ember-cpu-linux-x86_64": "debian:bookworm",
-    "conda-linux conda-embervision-cpu-linux-x86_64": "debian:bookworm",
-    "conda-pure conda-pure-cpu-linux-x86_64-any": "debian:bookworm",
+    "plan": "runner", "wheel-linux wheel-ember-cpu-linux-x86_64": "job image",
+    "wheel-linux wheel-embervision-cpu-linux-x86_64": "job image",
+    "wheel-pure wheel-pure-cpu-linux-x86_64-any": "job image",
+    "conda-linux conda-ember-cpu-linux-x86_64": "job image",
+    "conda-linux conda-embervision-cpu-linux-x86_64": "job image",
+    "conda-pure conda-pure-cpu-linux-x86_64-any": "job image",
     f"docker docker-{PIPELINE_IMAGES}-cpu-linux-x86_64": "runner",
     "manifest": "runner", "publish": "runner",
 }
@@ -63,16 +63,20 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         # checkout holds no key file): every artifact comes out signed with it.
         private, public, _ = generate_key(tmp_path / "ci-secret" / "key.pem")
         secrets = {**pipeline.secrets, "SHIPYARD_SIGNING_KEY": private.read_text()}
-        # linux-x86_64 only: the manylinux2014 job (zig's libc++ built in a bare container, about 3 min) is
+        # linux-x86_64 only: the manylinux2014 job (another build of ember, with zig's clang) is
         # the same wheel job on another promise, which nox -s build-cpu and test_manylinux2014_zig.py prove.
         run = run_pipeline(pipeline.repo, tmp_path / "run", secrets, "--workflow", "nightly",
                            "--variant", "cpu", "--python", "3.11", "--package-type", "wheel,conda,docker",
                            "--platform", "linux-x86_64")
         assert run.returncode == 0, run.output[-5000:] + run.failed_jobs_log()
         assert run.ran() == dict.fromkeys(RUNS_HERE, "success"), run.table()
+        # every container job in the one Linux job image the plan job built (or found) in the engine
+        outputs = read_log(run.folder / "act.log.jsonl").outputs["plan"]
+        job_image = outputs["linux_job_image"]
+        assert job_image.startswith("shipyard/act-job:"), job_image
         for row in run.jobs:
             if row["name"] in RUNS_HERE:
-                assert (row["container"] == "debian:bookworm") == (RUNS_HERE[row["name"]] == "debian:bookworm"), row
+                assert (row["container"] == job_image) == (RUNS_HERE[row["name"]] == "job image"), row
         foreign = [row for row in run.jobs if row["result"] == NOT_RUNNABLE]
         assert foreign and all("-windows-" in r["name"] or "-macos-" in r["name"] for r in foreign), run.table()
         # the table as printed, and the plan job's own narrowing (its inputs, not the runner's)
@@ -80,7 +84,6 @@ def test_embers_nightly_runs_green_under_act_and_users_install_what_it_published
         assert printed[0].split() == ["job", "container", "seconds", "result"]
         plan_row = next(line.split() for line in printed if line.startswith("plan "))
         assert plan_row[1].startswith("shipyard/act-runner:") and int(plan_row[2]) > 0 and plan_row[3] == "success"
-        outputs = read_log(run.folder / "act.log.jsonl").outputs["plan"]
         wheel_linux = json.loads(outputs["wheel_linux"])["include"]
         assert {e["variant"] for e in wheel_linux} == {"cpu"} and {e["pythons"] for e in wheel_linux} == {"3.11"}
         assert json.loads(outputs["wheel_linux_cuda_image"]) == {"include": []}

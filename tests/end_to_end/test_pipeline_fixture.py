@@ -25,6 +25,7 @@ from support.shipyard_process import run_shipyard, without_shipyard_settings
 
 import shipyard
 from shipyard.errors import RunFailed
+from shipyard.local_ci.act_report import read_log
 from shipyard.plumbing.hashing import sha256_of
 from shipyard.plumbing.port_ranges import claimed_port_range
 from shipyard.record.manifest import read_manifest
@@ -120,10 +121,16 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         # uv hardlinked shipyard's dependencies from a cache on the venv's file system: no job
         # unpacked every file and then copied it (steps.INSTALL_ENV)
         assert run.steps_printing("Failed to hardlink") == [], run.folder
-        # every job that ran installed the shipyard that generated the workflows, from the index
+        # every job on the runner installed the shipyard that generated the workflows, from the
+        # index; the container job ran it from the Linux job image the plan job made of it
         installed = {job.split(" (")[0] for job, step in run.steps_printing(f" + shipyard=={shipyard.__version__}")
                      if step.startswith(f"Install shipyard=={shipyard.__version__}")}  # the log's name, less its (…)
-        assert installed == {r["name"] for r in run.jobs}, (installed, run.table())
+        job_image = read_log(run.folder / "act.log.jsonl").outputs["plan"]["linux_job_image"]
+        in_image = {r["name"] for r in run.jobs if r["container"] == job_image}
+        assert in_image == {JOBS[1]} and installed == {r["name"] for r in run.jobs} - in_image, \
+            (installed, run.table())
+        assert run.steps_printing(f"shipyard {shipyard.__version__}") == [
+            (JOBS[1], "shipyard and the lane's packages, from the Linux job image")], run.folder
     assert not list(repo.rglob("shipyard")) and not (repo / "ci").exists()  # a user's repository
 
 

@@ -314,7 +314,7 @@ def test_the_workflows_take_the_narrowing_inputs_in_the_plan_job_only(repo):
         text = (repo / ".github" / "workflows" / f"{name}.yml").read_text()
         assert text.count("inputs.variant") == 1 and text.count("inputs.python") == 1
         assert text.count("inputs.platform") == 1 and text.count("inputs.package_type") == 1
-        plan_step = workflow["jobs"]["plan"]["steps"][-1]
+        plan_step = next(s for s in workflow["jobs"]["plan"]["steps"] if s.get("id") == "plan")
         assert plan_step["env"] == {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "${{ inputs.python }}",
                                     "ONLY_PLATFORMS": "${{ inputs.platform }}",
                                     "ONLY_PACKAGE_TYPES": "${{ inputs.package_type }}"}

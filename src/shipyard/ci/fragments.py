@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, StrictStr
 
+from shipyard.ci.linux_job_image import OUTPUT as JOB_IMAGE_OUTPUT
 from shipyard.errors import InputError
 from shipyard.plumbing.input_files import input_error, parse_json_input, read_json_input, validated
 from shipyard.record.manifest import Manifest
@@ -48,6 +49,8 @@ def read_plan_jobs(path: Path) -> list[PlannedJob]:
         raise input_error(path, "(file)", PLAN_SHAPE, PLAN_FIX)
     jobs: list[PlannedJob] = []
     for lane, matrix in outputs.items():
+        if lane == JOB_IMAGE_OUTPUT:  # the image the container lanes start in, not a lane
+            continue
         try:
             entries = validated(_LaneMatrix, parse_json_input(matrix, path, restore_fix=PLAN_FIX), path,
                                 fix=PLAN_FIX).include

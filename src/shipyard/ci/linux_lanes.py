@@ -4,33 +4,38 @@ runtime on the runner itself."""
 from __future__ import annotations
 
 from shipyard.ci.jobs import Lane, lanes
-from shipyard.ci.runners import LINUX_BUILDER_IMAGE
+from shipyard.ci.linux_job_image import OUTPUT, VENV
 from shipyard.ci.steps import (
     MATRIX_ENV,
     PYTHONS_ENV,
     Job,
-    Step,
+    bootstrap_set,
     build_upload_and_judge,
     checkout,
-    container_packages,
-    container_tools,
     download_fragments,
     for_job,
     host_tools,
+    job_image_paths,
     pythons_and_cache,
     signing_env,
 )
-from shipyard.release.build_routes import SysrootRecipe, route_for_glibc
-from shipyard.release.kinds import KINDS, WHEEL
+from shipyard.release.kinds import WHEEL
 from shipyard.release.spec import Spec
+
+# The job container: the Linux job image the plan job made (ci/linux_job_image.py), found in the
+# engine the runners share, or pulled from GHCR. No `credentials:`: a hosted runner pulls a ghcr.io
+# image with the job's own token when none are given (its `packages: read`; actions/runner's
+# ContainerRegistryManager.UpdateRegistryAuthForGitHubToken), and act refuses empty ones.
+JOB_CONTAINER = {"image": f"${{{{ needs.plan.outputs.{OUTPUT} }}}}"}
 
 
 def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
-    """Wheels or conda packages in debian:bookworm, with shipyard from its index and the lane's apt
-    packages (`shipyard ci bootstrap <lane>`). Conda packages solve from release.yaml's
-    conda.channels (conda-forge), never from the bootstrap channel, which needs this host's pyenv
-    Pythons."""
-    steps = [container_packages(), checkout(), *container_tools(lane.name), *pythons_and_cache()]
+    """Wheels or conda packages in the Linux job image: Debian 12 with shipyard, every container
+    lane's apt packages (`shipyard ci bootstrap <lane>`) and the toolchains, made once by the plan
+    job. Conda packages solve from release.yaml's conda.channels (conda-forge), never from the
+    bootstrap channel, which needs this host's pyenv Pythons."""
+    bootstrap_set(lane.name)  # the image installs the lane's apt set: a lane without one is refused here
+    steps = [checkout(), job_image_paths(f"{VENV}/bin"), *pythons_and_cache()]
     # A pure lane is tested against its builder's native packages, where the release has any (a
     # release of pure components only has nothing to download, and its merge would find nothing).
     natives = [other for other in lanes(spec.release) if other.name == f"{lane.kind}-linux"]
@@ -41,7 +46,6 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
         steps += download_fragments(f"fragment-{kind}-*-{first.variant_tag}-{first.builder}",
                                     f"the {first.variant_tag} {first.builder} {kind} fragments it is tested against",
                                     when=f"fromJSON(needs.plan.outputs.{natives[0].output}).include[0] != null")
-    steps += _glibc_route_steps(spec, lane)
     if any(job.cuda for job in lane.jobs):
         # Only a CUDA job installs its toolkit's host compiler (nvcc 11.8 takes gcc <= 11): the
         # lane's apt set has the builder image's own g++ alone.
@@ -62,19 +66,7 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
         env["BUILDER"] = "${{ matrix.builder }}"
         command = command.rstrip() + " --platform \"$BUILDER\""
     steps += build_upload_and_judge("Build and test every Python", env, for_job(command))
-    return {"container": {"image": LINUX_BUILDER_IMAGE}, "steps": steps}
-
-
-def _glibc_route_steps(spec: Spec, lane: Lane) -> list[Step]:
-    """Platform wheels whose glibc promise is older than the builder image's own compile against a
-    sysroot (toolchains.sysroot), assembled from Debian's mirror like here, or with zig's clang
-    (toolchains.zig, from the ziglang package shipyard installed)."""
-    promises = {spec.release.platforms[job.platform].promised_glibc for job in lane.jobs
-                if KINDS[job.kind].keeps_glibc_promise and job.platform in spec.release.platforms}
-    routes = {r.name: r for glibc in promises if glibc and (r := route_for_glibc(glibc))}
-    return [{"name": f"{name} {'sysroot' if isinstance(route, SysrootRecipe) else 'compiler'} "
-                     f"(shipyard toolchain install {name})",
-             "run": f"shipyard toolchain install {name}\n"} for name, route in sorted(routes.items())]
+    return {"container": JOB_CONTAINER, "steps": steps}
 
 
 def mobile_lane(spec: Spec, lane: Lane, command: str) -> Job:

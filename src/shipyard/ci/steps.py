@@ -119,16 +119,6 @@ def host_tools(spec: Spec, also: Sequence[str] = ()) -> list[Step]:
     ]
 
 
-def container_packages() -> Step:
-    """What the bare builder image lacks to check out with git and make shipyard's venv."""
-    return {"name": "Container packages (git for the checkout, Python for shipyard)",
-            "run": "if ! python3 -c 'import ensurepip, venv' 2>/dev/null || ! command -v git >/dev/null; then\n"
-                   "  apt-get update -qq\n"
-                   "  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \\\n"
-                   "    python3 python3-venv git ca-certificates >/dev/null\n"
-                   "fi\n"}
-
-
 def bootstrap_set(name: str) -> str:
     """`name`, checked to be a lane with an apt package set (resources/ci_lane_packages.toml)."""
     if name not in lane_packages():
@@ -137,21 +127,16 @@ def bootstrap_set(name: str) -> str:
     return name
 
 
-def container_tools(apt_set: str) -> list[Step]:
-    """shipyard in the Linux builder container, in a venv of the container's python3, then the
-    lane's apt packages (`shipyard ci bootstrap <lane>`)."""
-    return [{"name": f"Install {shipyard_requirement()} and the {apt_set} lane's apt packages",
-             "env": {"UV_REQUIREMENT": uv_requirement(), **shipyard_source_env(), **INSTALL_ENV},
-             "run": "git config --global --add safe.directory \"$GITHUB_WORKSPACE\"  # the checkout belongs to the "
-                    "runner's user\n"
-                    # Debian's python3 has no pip of its own: the venv's (ensurepip) puts uv in, uv the rest.
-                    "python3 -m venv .venv\n"
-                    ".venv/bin/python -m pip install --quiet --disable-pip-version-check \"$UV_REQUIREMENT\"\n"
-                    + SHIPYARD_SOURCE +
-                    f".venv/bin/uv pip install --python .venv/bin/python {SHIPYARD_SOURCE_ARGS}\n"
-                    f".venv/bin/shipyard ci bootstrap {bootstrap_set(apt_set)}\n"
-                    "echo \"$PWD/.venv/bin\" >> \"$GITHUB_PATH\"\n"
-                    "echo \"$HOME/.local/bin\" >> \"$GITHUB_PATH\"\n"}]
+def job_image_paths(venv_bin: str) -> Step:
+    """A Linux container job's first step after the checkout: shipyard from the Linux job image
+    (ci/linux_job_image.py) on PATH, and the checkout trusted by git (it belongs to the runner's
+    user, not the container's root)."""
+    return {"name": "shipyard and the lane's packages, from the Linux job image",
+            "env": {"SHIPYARD_BIN": venv_bin},
+            "run": "git config --global --add safe.directory \"$GITHUB_WORKSPACE\"\n"
+                   "echo \"$SHIPYARD_BIN\" >> \"$GITHUB_PATH\"\n"
+                   "echo \"$HOME/.local/bin\" >> \"$GITHUB_PATH\"\n"
+                   "\"$SHIPYARD_BIN/shipyard\" --version\n"}
 
 
 PYTHONS_ENV = {"PYTHONS": "${{ matrix.pythons }}"}  # the job's Pythons, space-separated

@@ -26,6 +26,8 @@ from shipyard.ci.cuda_builder import cuda_builder_lane
 from shipyard.ci.docker_lane import docker_lane
 from shipyard.ci.host_lanes import host_lane
 from shipyard.ci.jobs import Lane, host_runner, lanes
+from shipyard.ci.linux_job_image import OUTPUT as JOB_IMAGE_OUTPUT
+from shipyard.ci.linux_job_image import PUSH_VARIABLE, REPOSITORY_VARIABLE, container_lanes
 from shipyard.ci.linux_lanes import linux_lane, mobile_lane
 from shipyard.ci.release_folder import in_release_folder, release_folder
 from shipyard.ci.runners import TIMEOUT_MINUTES
@@ -79,8 +81,9 @@ def _lane_job(spec: Spec, lane: Lane, all_lanes: list[Lane]) -> Job:
         "strategy": {"fail-fast": False,
                      "matrix": f"${{{{ fromJSON(needs.plan.outputs.{lane.output}) }}}}"},
     }
-    if "container" in body:
+    if "container" in body:  # the Linux job image, which the job's token pulls from GHCR
         job["container"] = body.pop("container")
+        job["permissions"] = {"contents": "read", "packages": "read"}
     job.update(body)
     return job
 
@@ -100,13 +103,38 @@ _PLAN_INPUTS_ENV = {"ONLY_VARIANTS": "${{ inputs.variant }}", "ONLY_PYTHONS": "$
                     "ONLY_PLATFORMS": "${{ inputs.platform }}", "ONLY_PACKAGE_TYPES": "${{ inputs.package_type }}"}
 
 
+def _job_image_step() -> Step:
+    """The plan job's last step: the Linux job image every container lane starts in, built unless
+    the registry (GHCR, pushed with the job's token) or the shared engine holds it already."""
+    return {"name": "The Linux job image (built once per content: shipyard ci linux-job-image)",
+            "id": "job-image",
+            "env": {"JOB_IMAGE_REPOSITORY": f"${{{{ vars.{REPOSITORY_VARIABLE} }}}}",
+                    "JOB_IMAGE_PUSH": f"${{{{ vars.{PUSH_VARIABLE} }}}}",
+                    "SHIPYARD_INDEX_URL": "${{ vars.SHIPYARD_INDEX_URL }}",
+                    "SHIPYARD_WHEEL_URL": "${{ vars.SHIPYARD_WHEEL_URL }}",
+                    "REGISTRY_USER": "${{ github.actor }}", "REGISTRY_TOKEN": "${{ secrets.GITHUB_TOKEN }}"},
+            # GITHUB_TOKEN logs in to GHCR only: another registry's login is the runner's own.
+            "run": "registry=${JOB_IMAGE_REPOSITORY:-ghcr.io}; registry=${registry%%/*}\n"
+                   "if [ \"$JOB_IMAGE_PUSH\" != false ] && [ \"$registry\" = ghcr.io ]; then\n"
+                   "  printf '%s' \"$REGISTRY_TOKEN\" | docker login ghcr.io --username \"$REGISTRY_USER\" "
+                   "--password-stdin >/dev/null\n"
+                   "fi\n"
+                   "shipyard ci linux-job-image --repository \"$JOB_IMAGE_REPOSITORY\" --push \"$JOB_IMAGE_PUSH\" "
+                   "--index-url \"$SHIPYARD_INDEX_URL\" --wheel-url \"$SHIPYARD_WHEEL_URL\" >> \"$GITHUB_OUTPUT\"\n"}
+
+
 def _plan_job(spec: Spec, all_lanes: list[Lane]) -> Job:
+    image = bool(container_lanes(spec))
+    outputs = {lane.output: f"${{{{ steps.plan.outputs.{lane.output} }}}}" for lane in all_lanes}
+    if image:
+        outputs[JOB_IMAGE_OUTPUT] = f"${{{{ steps.job-image.outputs.{JOB_IMAGE_OUTPUT} }}}}"
     return {
         "name": "plan (release.yaml decides the fan-out)",
         "runs-on": host_runner(spec.release),
         "timeout-minutes": TIMEOUT_MINUTES["plan"],
-        "permissions": {"contents": "read"},
-        "outputs": {lane.output: f"${{{{ steps.plan.outputs.{lane.output} }}}}" for lane in all_lanes},
+        # packages: write, to push the Linux job image to GHCR
+        "permissions": {"contents": "read", **({"packages": "write"} if image else {})},
+        "outputs": outputs,
         "steps": [checkout(), *host_tools(spec),
                   {"name": "The workflows match release.yaml", "run": "shipyard ci check\n"},
                   # A dispatched run may narrow the fan-out (inputs variant, python, platform,
@@ -115,7 +143,8 @@ def _plan_job(spec: Spec, all_lanes: list[Lane]) -> Job:
                   {"name": "Matrix of every job", "id": "plan", "env": dict(_PLAN_INPUTS_ENV),
                    "run": "shipyard ci plan --channel \"$SHIPYARD_CHANNEL\" --ref \"$GITHUB_REF\" "
                           "--variant \"$ONLY_VARIANTS\" --python \"$ONLY_PYTHONS\" --platform \"$ONLY_PLATFORMS\" "
-                          "--package-type \"$ONLY_PACKAGE_TYPES\" >> \"$GITHUB_OUTPUT\"\n"}],
+                          "--package-type \"$ONLY_PACKAGE_TYPES\" >> \"$GITHUB_OUTPUT\"\n"},
+                  *([_job_image_step()] if image else [])],
     }
 
 

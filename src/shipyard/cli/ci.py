@@ -315,6 +315,20 @@ def cmd_ci_bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ci_linux_job_image(args: argparse.Namespace) -> int:
+    import os
+
+    from shipyard.ci.linux_job_image import JobImageRequest, default_repository, ensure_job_image
+
+    spec = load_release(args)
+    push = args.push.strip().lower() not in ("false", "no", "0")
+    request = JobImageRequest(repository=args.repository or default_repository(os.environ.get("GITHUB_REPOSITORY", "")),
+                              push=push, index_url=args.index_url or "", wheel_url=args.wheel_url or "")
+    ref = ensure_job_image(spec, request, progress=lambda text: err_console.print(text, markup=False))
+    print(f"linux_job_image={ref}")
+    return 0
+
+
 def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("ci", help="the GitHub Actions release pipeline: generate and check its workflows")
     csub = p.add_subparsers(dest="ci_command", required=True)
@@ -365,6 +379,15 @@ def add_ci_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
     nc.add_argument("--prefix", required=True, help="the install prefix every Python's build links")
     nc.add_argument("--state", help="work folder (default: <root>/.shipyard)")
     nc.set_defaults(func=cmd_ci_native_core)
+    ji = csub.add_parser("linux-job-image", help="(the plan job) build the image every Linux container job starts "
+                                                 "in, unless the registry (or the engine) holds it; prints "
+                                                 "linux_job_image=<reference> for GITHUB_OUTPUT")
+    ji.add_argument("--repository", help="where the image goes (default: ghcr.io/<GITHUB_REPOSITORY>/shipyard-job)")
+    ji.add_argument("--push", default="true", help="false: keep the image in this Docker engine, which the jobs "
+                                                   "share (runners on one machine, shipyard ci run); default: true")
+    ji.add_argument("--index-url", help="an index searched for shipyard before PyPI (SHIPYARD_INDEX_URL)")
+    ji.add_argument("--wheel-url", help="the URL of this version's shipyard wheel (SHIPYARD_WHEEL_URL)")
+    ji.set_defaults(func=cmd_ci_linux_job_image)
     b = csub.add_parser("bootstrap", help="(Linux container jobs) install the apt packages a CI lane needs, "
                                           "those not installed yet (as root)")
     from shipyard.host.apt_install import lane_packages

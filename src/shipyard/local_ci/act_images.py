@@ -22,7 +22,7 @@ from pathlib import Path
 
 from shipyard.errors import BuildError
 from shipyard.host import docker_base
-from shipyard.local_ci.act_host import CONTAINER_HOST_DIR, HostShare
+from shipyard.local_ci.act_host import CA_VARIABLES, CONTAINER_CA, CONTAINER_HOST_DIR, CONTAINER_PIP_CONF, HostShare
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
@@ -31,8 +31,12 @@ RUNNER_REPOSITORY = "shipyard/act-runner"
 RECIPE = resources.files("shipyard.resources").joinpath("act", "Dockerfile.runner")
 _LABEL = "org.shipyard.act-runner.inputs"
 _JOB_LABEL = "org.shipyard.act-job.inputs"
-# The host share (act_host.py), the last layer of both kinds of image.
-SHARE_LAYER = f"COPY host/ {CONTAINER_HOST_DIR}/\n"
+# The host share (act_host.py), the last layers of both kinds of image: its files, and the variables
+# that point pip, uv, requests, curl and git at its trust store, for what runs outside a job's
+# steps too (a `docker build` FROM the image: the plan job's Linux job image).
+SHARE_LAYER = (f"COPY host/ {CONTAINER_HOST_DIR}/\n"
+               f"ENV {' '.join(f'{name}={CONTAINER_CA}' for name in CA_VARIABLES)} "
+               f"PIP_CONFIG_FILE={CONTAINER_PIP_CONF}\n")
 # Job container images a debootstrapped suite can stand for: debian:<suite>, nothing else.
 _DEBIAN = re.compile(r"^(?:docker\.io/)?(?:library/)?debian:(?P<suite>[a-z]+)$")
 
@@ -71,7 +75,8 @@ def runner_image(share: HostShare, progress: Progress | None = None) -> str:
     """Build (or reuse) the bare runner image; returns its tag, named after its inputs."""
     base = docker_base.bootstrap_base_image(progress=progress)
     recipe = RECIPE.read_text()
-    inputs = {"base": docker_base.image_id(base), "recipe": sha256_hex(recipe.encode()), **share.digest_inputs()}
+    inputs = {"base": docker_base.image_id(base), "recipe": sha256_hex(recipe.encode()),
+              "share_layer": sha256_hex(SHARE_LAYER.encode()), **share.digest_inputs()}
     tag = f"{RUNNER_REPOSITORY}:{sha256_hex(json.dumps(inputs, sort_keys=True).encode())[:16]}"
     dockerfile = recipe.replace("${BASE_IMAGE}", base) + SHARE_LAYER
     return _build(tag, dockerfile, share, _LABEL, inputs, progress, "the bare runner image")
@@ -86,7 +91,8 @@ def job_image(name: str, share: HostShare, progress: Progress | None = None) -> 
             return JobImage(name, True, "engine (without this host's trust store)")
         return JobImage(name, False, f"{name} is not in the Docker engine and no registry can be pulled from here")
     base = docker_base.bootstrap_base_image(suite=found.group("suite"), progress=progress)
-    inputs = {"base": docker_base.image_id(base), "name": name, **share.digest_inputs()}
+    inputs = {"base": docker_base.image_id(base), "name": name, "share_layer": sha256_hex(SHARE_LAYER.encode()),
+              **share.digest_inputs()}
     _build(name, f"FROM {base}\n{SHARE_LAYER}", share, _JOB_LABEL, inputs, progress,
            f"the job container image (debootstrapped {found.group('suite')})")
     return JobImage(name, True, "debootstrap")

@@ -20,7 +20,9 @@ import yaml
 
 from shipyard.ci.cuda_builder import builder_image_tag
 from shipyard.ci.jobs import PlanFilter, plan_outputs
-from shipyard.ci.runners import CUDA_BUILDER_IMAGES
+from shipyard.ci.linux_job_image import OUTPUT as JOB_IMAGE_OUTPUT
+from shipyard.ci.linux_job_image import PUSH_VARIABLE, REPOSITORY_VARIABLE
+from shipyard.ci.runners import CUDA_BUILDER_IMAGES, LINUX_BUILDER_IMAGE
 from shipyard.errors import UsageError, public_url
 from shipyard.host import docker_base
 from shipyard.local_ci import act_images, act_run
@@ -58,9 +60,8 @@ def not_runnable_here(release: Release, workflow: Mapping[str, Any],
             out[platform.github_runner] = (f"runs on {platform.github_runner}, a {platform.os} runner; act runs "
                                            f"jobs in Linux containers only")
     for job_id, body in workflow.get("jobs", {}).items():
-        image = (body.get("container") or {}).get("image") if isinstance(body.get("container"), dict) \
-            else body.get("container")
-        if isinstance(image, str) and image in unavailable_images:
+        image = made_here(body)
+        if image is not None and image in unavailable_images:
             out[job_id] = unavailable_images[image]
         if "-cuda-image" in job_id:
             missing = [builder_image_tag(c) for c in CUDA_BUILDER_IMAGES
@@ -145,20 +146,48 @@ def left_out_by_platform(release: Release, workflow: Mapping[str, Any], request:
     return out
 
 
+def made_here(job: Mapping[str, Any]) -> str | None:
+    """The image a job's container needs made here before the run: the one it names, or for the
+    Linux job image (the plan job's output) the builder base that image is made FROM; None for a
+    job on the runner, or an image only an expression names."""
+    container = job.get("container")
+    image = container.get("image") if isinstance(container, dict) else container
+    if not isinstance(image, str):
+        return None
+    if f"outputs.{JOB_IMAGE_OUTPUT}" in image:
+        return LINUX_BUILDER_IMAGE
+    return None if "${{" in image else image
+
+
 def prepare_images(workflow: Mapping[str, Any], job_ids: list[str], share: HostShare,
                    progress: Progress | None) -> tuple[str, dict[str, str]]:
     """The runner image, and the job container images that cannot be made here (with why)."""
     docker_base.ensure_docker_engine(required=True)
     runner = act_images.runner_image(share, progress=progress)
     unavailable = {}
-    for job_id in job_ids:
-        container = workflow["jobs"][job_id].get("container")
-        image = container.get("image") if isinstance(container, dict) else container
-        if isinstance(image, str) and "${{" not in image:
-            made = act_images.job_image(image, share, progress=progress)
-            if not made.available:
-                unavailable[image] = made.origin
+    for image in dict.fromkeys(filter(None, (made_here(workflow["jobs"][job_id]) for job_id in job_ids))):
+        made = act_images.job_image(image, share, progress=progress)
+        if not made.available:
+            unavailable[image] = made.origin
     return runner, unavailable
+
+
+# The repository variables a local run gives the workflow unless told otherwise (--var): the Linux
+# job image stays in this machine's engine, which act's jobs share, under a name of its own.
+LOCAL_VARIABLES = {REPOSITORY_VARIABLE: "shipyard/act-job", PUSH_VARIABLE: "false"}
+
+
+def forget_older_job_images(kept: str, progress: Progress | None) -> None:
+    """Remove the local Linux job images (LOCAL_VARIABLES' repository) but `kept`, the one this run
+    used: each run of a changed shipyard builds a new one, and the engine would keep them all."""
+    repository = LOCAL_VARIABLES[REPOSITORY_VARIABLE]
+    found = command.run(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", repository], timeout=60,
+                        check=False, what="docker image ls").stdout.split()
+    older = [tag for tag in found if tag != kept]
+    if older:
+        if progress:
+            progress(f"removing {len(older)} older Linux job image(s): {', '.join(older)}")
+        command.run(["docker", "image", "rm", *older], timeout=300, check=False, what="docker image rm")
 
 
 def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, work: Path | None = None,
@@ -219,7 +248,8 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
                              runner_labels=linux, share=share, pythons=pythons_mount(),
                              stand_ins=act_run.stage_stand_ins(folder), inputs=inputs, job=request.job,
                              cache_server=folder.root / "cache-server", served_folders=folders,
-                             variables=act_run.workflow_variables(text, environ, request.variables),
+                             variables=act_run.workflow_variables(text, environ,
+                                                                  {**LOCAL_VARIABLES, **request.variables}),
                              read_only_files=(stand_ins.file,) if stand_ins else ())
     log = ActLog()
 
@@ -234,6 +264,9 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
                  + "".join(f", {k}={v}" for k, v in inputs.items()) + f"; log: {folder.log}")
     with one_run_per_engine(str(workflow.get("name") or request.workflow), progress), claimed_port_range() as ports:
         status = act_run.run_act(replace(setup, server_ports=(ports[0], ports[1])), event)
+    used = log.outputs.get("plan", {}).get(JOB_IMAGE_OUTPUT, "")
+    if used.startswith(LOCAL_VARIABLES[REPOSITORY_VARIABLE] + ":"):
+        forget_older_job_images(used, progress)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
     why_not = not_runnable_here(release, workflow, unavailable)
     expected += left_out_by_platform(release, workflow, request, selected, expected, why_not)
