@@ -287,6 +287,11 @@ def dist_shipyard(session: nox.Session) -> None:
     session.run("uv", "build", "--wheel", "--sdist", "--out-dir", str(ROOT / "dist" / "shipyard"), str(ROOT))
 
 
+# What `nox -s tests` (and .ci/run) leaves to sessions of their own: each takes ten minutes or more
+# beyond what .ci/run's 30 minutes on 2 cores leave.
+SUITE_MARKERS = "not tutorial and not bare_toolkits and not heldout and not ember_nightly"
+
+
 @nox.session(name="tests")
 def tests(session: nox.Session) -> None:
     """shipyard's own test suite, fast and slow tiers (`-- -m "not slow"` for the fast one), on
@@ -295,7 +300,7 @@ def tests(session: nox.Session) -> None:
     _install_shipyard(session, "test", bytecode=True)  # the suite starts thousands of Pythons from it
     with scratch_tmpfs.scratch_env(session.log, session.warn) as env:  # ci/scratch_tmpfs.py
         session.run("pytest", "-n", "auto", "--dist", "loadgroup",
-                    *(session.posargs or ["-m", "not tutorial and not bare_toolkits and not heldout", "tests"]),
+                    *(session.posargs or ["-m", SUITE_MARKERS, "tests"]),
                     env=env)
 
 
@@ -320,6 +325,19 @@ def tutorial(session: nox.Session) -> None:
     with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
         session.run("pytest", "-n", "0", "-m", "tutorial", "tests/end_to_end/test_tutorial.py", *session.posargs,
                     env=env)
+
+
+@nox.session(name="nightly-ember")
+def nightly_ember(session: nox.Session) -> None:
+    """ember's committed nightly under `shipyard ci run` (act, bare runners), narrowed to cpu, Python 3.11 and
+    linux-x86_64: plan (the Linux job image), the wheel, conda, pure and docker lanes, manifest and publish into
+    devpi, a static tree, a conda channel and a registry on loopback; then pip, a conda solve and `docker pull`
+    get the bytes it built. About ten minutes here. The small fixture release's nightlies stay in `nox -s tests`."""
+    _all_system_packages(session)  # docker, Debian's docker-registry
+    _install_shipyard(session, "test")
+    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
+        session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-m", "ember_nightly",
+                    "tests/end_to_end/test_pipeline_ember.py", *session.posargs, env=env)
 
 
 @nox.session(name="heldout")
