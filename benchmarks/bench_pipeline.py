@@ -72,7 +72,7 @@ EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 # what the direct side runs too; every other kind is what only a runner needs.
 STEP_KINDS: tuple[tuple[str, str], ...] = (
     ("The Linux job image", "the Linux job image (plan job: built once per content, else found)"),
-    ("shipyard and the lane's packages", "checkout, setup-python (the local stand-ins)"),
+    ("shipyard, from the Linux job image", "checkout, setup-python (the local stand-ins)"),
     ("Install shipyard", "install shipyard (venv, uv pip install shipyard==<version>)"),
     ("Check out", "checkout, setup-python (the local stand-ins)"),
     ("Python for shipyard", "checkout, setup-python (the local stand-ins)"),

@@ -442,7 +442,8 @@ def test_the_linux_job_image_installs_each_container_lanes_bootstrap_set(repo):
     text = dockerfile(spec)
     lanes_seen = re.findall(r"shipyard ci bootstrap (\S+)", text)
     for workflow in WORKFLOWS:
-        containers = [job_id for job_id, job in _load(repo / workflow)["jobs"].items() if "container" in job]
+        containers = [job_id for job_id, job in _load(repo / workflow)["jobs"].items()
+                      if "container" in job and job_id != "manifest"]  # manifest: shipyard alone
         assert sorted(containers) == sorted(lanes_seen), workflow
     for lane in lanes_seen:
         # python3-dev: the container builds against Debian's python3; a dev machine has pyenv's.

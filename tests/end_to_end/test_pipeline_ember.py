@@ -49,7 +49,7 @@ RUNS_HERE = {
     "conda-linux conda-embervision-cpu-linux-x86_64": "job image",
     "conda-pure conda-pure-cpu-linux-x86_64-any": "job image",
     f"docker docker-{PIPELINE_IMAGES}-cpu-linux-x86_64": "runner",
-    "manifest": "runner", "publish": "runner",
+    "manifest": "job image", "publish": "runner",
 }
 
 

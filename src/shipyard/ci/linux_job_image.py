@@ -44,6 +44,11 @@ PUSH_VARIABLE = "SHIPYARD_JOB_IMAGE_PUSH"
 # The plan job's output the container lanes start in.
 OUTPUT = "linux_job_image"
 _LABEL = "org.shipyard.linux-job-image.key"
+# A job's `container:` in it: found in the engine the runners share, or pulled from GHCR. No
+# `credentials:`: a hosted runner pulls a ghcr.io image with the job's own token when none are given
+# (its `packages: read`; actions/runner's ContainerRegistryManager.UpdateRegistryAuthForGitHubToken),
+# and act refuses empty ones.
+JOB_CONTAINER = {"image": f"${{{{ needs.plan.outputs.{OUTPUT} }}}}"}
 
 
 def container_lanes(spec: Spec) -> list[Lane]:

@@ -4,7 +4,7 @@ runtime on the runner itself."""
 from __future__ import annotations
 
 from shipyard.ci.jobs import Lane, lanes
-from shipyard.ci.linux_job_image import OUTPUT, VENV
+from shipyard.ci.linux_job_image import JOB_CONTAINER, VENV
 from shipyard.ci.steps import (
     MATRIX_ENV,
     PYTHONS_ENV,
@@ -21,12 +21,6 @@ from shipyard.ci.steps import (
 )
 from shipyard.release.kinds import WHEEL
 from shipyard.release.spec import Spec
-
-# The job container: the Linux job image the plan job made (ci/linux_job_image.py), found in the
-# engine the runners share, or pulled from GHCR. No `credentials:`: a hosted runner pulls a ghcr.io
-# image with the job's own token when none are given (its `packages: read`; actions/runner's
-# ContainerRegistryManager.UpdateRegistryAuthForGitHubToken), and act refuses empty ones.
-JOB_CONTAINER = {"image": f"${{{{ needs.plan.outputs.{OUTPUT} }}}}"}
 
 
 def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:

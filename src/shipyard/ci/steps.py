@@ -131,7 +131,7 @@ def job_image_paths(venv_bin: str) -> Step:
     """A Linux container job's first step after the checkout: shipyard from the Linux job image
     (ci/linux_job_image.py) on PATH, and the checkout trusted by git (it belongs to the runner's
     user, not the container's root)."""
-    return {"name": "shipyard and the lane's packages, from the Linux job image",
+    return {"name": "shipyard, from the Linux job image",
             "env": {"SHIPYARD_BIN": venv_bin},
             "run": "git config --global --add safe.directory \"$GITHUB_WORKSPACE\"\n"
                    "echo \"$SHIPYARD_BIN\" >> \"$GITHUB_PATH\"\n"
