@@ -327,17 +327,23 @@ def tutorial(session: nox.Session) -> None:
                     env=env)
 
 
+def _marked_tests(session: nox.Session, marker: str, path: str, *pytest_args: str) -> None:
+    """A check too long for `nox -s tests`: the tests of `path` marked `marker`, one at a time, with what the
+    suite's docker tests need (the system packages, shipyard with its test extra, the scratch tmpfs)."""
+    _all_system_packages(session)  # docker, debootstrap, Debian's docker-registry
+    _install_shipyard(session, "test")
+    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
+        session.run("pytest", "-p", "no:cacheprovider", "-n", "0", *pytest_args, "-m", marker, path,
+                    *session.posargs, env=env)
+
+
 @nox.session(name="nightly-ember")
 def nightly_ember(session: nox.Session) -> None:
     """ember's committed nightly under `shipyard ci run` (act, bare runners), narrowed to cpu, Python 3.11 and
     linux-x86_64: plan (the Linux job image), the wheel, conda, pure and docker lanes, manifest and publish into
     devpi, a static tree, a conda channel and a registry on loopback; then pip, a conda solve and `docker pull`
     get the bytes it built. About ten minutes here. The small fixture release's runs are `nox -s pipeline-fixture`."""
-    _all_system_packages(session)  # docker, Debian's docker-registry
-    _install_shipyard(session, "test")
-    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
-        session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-m", "ember_nightly",
-                    "tests/end_to_end/test_pipeline_ember.py", *session.posargs, env=env)
+    _marked_tests(session, "ember_nightly", "tests/end_to_end/test_pipeline_ember.py")
 
 
 @nox.session(name="pipeline-fixture")
@@ -345,11 +351,7 @@ def pipeline_fixture(session: nox.Session) -> None:
     """The small fixture release through the committed workflows under `shipyard ci run`, four runs: a failing
     stable feature published marked to nightly and refused for test, the fix a day later, tag v0.4.0-rc1 to test
     and `shipyard promote` to release, into a devpi server on loopback. About seven minutes here."""
-    _all_system_packages(session)  # docker, Debian's docker-registry
-    _install_shipyard(session, "test")
-    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
-        session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-m", "fixture_pipeline",
-                    "tests/end_to_end/test_pipeline_fixture.py", *session.posargs, env=env)
+    _marked_tests(session, "fixture_pipeline", "tests/end_to_end/test_pipeline_fixture.py")
 
 
 @nox.session(name="heldout")
@@ -358,11 +360,7 @@ def heldout(session: nox.Session) -> None:
     sdists from PyPI, built for every Python on manylinux2014 and manylinux_2_31 (toolchains installed
     first) and tested with their own tests, then their Python 3.9 wheels pip-installed and tested in a
     debian:bullseye container; prints what it saw as tables. About 15 minutes here."""
-    _all_system_packages(session)  # docker, debootstrap
-    _install_shipyard(session, "test")
-    with scratch_tmpfs.scratch_env(session.log, session.warn) as env:
-        session.run("pytest", "-p", "no:cacheprovider", "-n", "0", "-s", "-m", "heldout",
-                    "tests/end_to_end/test_heldout.py", *session.posargs, env=env)
+    _marked_tests(session, "heldout", "tests/end_to_end/test_heldout.py", "-s")  # -s: its tables
 
 
 @nox.session(name="fuzz")

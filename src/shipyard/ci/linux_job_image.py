@@ -24,8 +24,9 @@ from pathlib import Path
 
 from shipyard.ci.jobs import Lane, lanes
 from shipyard.ci.runners import CUDA_BUILDER_IMAGES, LINUX_BUILDER_IMAGE
-from shipyard.ci.steps import SHIPYARD_SOURCE, SHIPYARD_SOURCE_ARGS, shipyard_requirement, uv_requirement
-from shipyard.errors import BuildError, UsageError
+from shipyard.ci.steps import SHIPYARD_SOURCE, SHIPYARD_SOURCE_ARGS, Step, shipyard_requirement, uv_requirement
+from shipyard.errors import UsageError
+from shipyard.host import docker_base
 from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
@@ -49,6 +50,17 @@ _LABEL = "org.shipyard.linux-job-image.key"
 # (its `packages: read`; actions/runner's ContainerRegistryManager.UpdateRegistryAuthForGitHubToken),
 # and act refuses empty ones.
 JOB_CONTAINER = {"image": f"${{{{ needs.plan.outputs.{OUTPUT} }}}}"}
+
+
+def job_image_step() -> Step:
+    """A job's first step after the checkout in the Linux job image: shipyard's venv on PATH, and
+    the checkout trusted by git (it belongs to the runner's user, not the container's root)."""
+    return {"name": "shipyard, from the Linux job image",
+            "env": {"SHIPYARD_BIN": f"{VENV}/bin"},
+            "run": "git config --global --add safe.directory \"$GITHUB_WORKSPACE\"\n"
+                   "echo \"$SHIPYARD_BIN\" >> \"$GITHUB_PATH\"\n"
+                   "echo \"$HOME/.local/bin\" >> \"$GITHUB_PATH\"\n"
+                   "\"$SHIPYARD_BIN/shipyard\" --version\n"}
 
 
 def container_lanes(spec: Spec) -> list[Lane]:
@@ -162,14 +174,10 @@ def _build(text: str, ref: str, key: str, request: JobImageRequest, progress: Pr
     with tempfile.TemporaryDirectory(prefix="shipyard-job-image-") as context:
         (Path(context) / "Dockerfile").write_text(text)
         # the host's network: an index on the runner's loopback (a local run's) is reachable
-        done = command.run(["docker", "build", "--network", "host", "--label", f"{_LABEL}={key}", "--tag", ref,
-                            *(arg for name, value in request.source().items() if value
-                              for arg in ("--build-arg", f"{name}={value}")), context],
-                           extra_env={"DOCKER_BUILDKIT": "0"}, timeout=3600, check=False,
-                           what="docker build (the Linux job image)")
-    if done.returncode != 0:
-        tail = "\n    ".join(done.output.splitlines()[-30:])
-        raise BuildError(f"building the Linux job image {ref} failed (exit {done.returncode}):\n    {tail}")
+        docker_base.legacy_build(["--network", "host", "--label", f"{_LABEL}={key}",
+                                  *(arg for name, value in request.source().items() if value
+                                    for arg in ("--build-arg", f"{name}={value}")), context],
+                                 ref, "the Linux job image", timeout=3600)
 
 
 def ensure_job_image(spec: Spec, request: JobImageRequest, progress: Progress) -> str:
@@ -179,7 +187,7 @@ def ensure_job_image(spec: Spec, request: JobImageRequest, progress: Progress) -
     key = image_key(text, installed_shipyard())
     ref = f"{request.repository}:{key}"
     if not request.push:
-        if _docker("image", "inspect", ref, check=False).returncode == 0:
+        if docker_base.image_labels(ref) is not None:
             progress(f"the Linux job image {ref} is in the engine: built by an earlier run")
         else:
             _build(text, ref, key, request, progress)

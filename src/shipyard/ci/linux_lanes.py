@@ -4,7 +4,7 @@ runtime on the runner itself."""
 from __future__ import annotations
 
 from shipyard.ci.jobs import Lane, lanes
-from shipyard.ci.linux_job_image import JOB_CONTAINER, VENV
+from shipyard.ci.linux_job_image import JOB_CONTAINER, job_image_step
 from shipyard.ci.steps import (
     MATRIX_ENV,
     PYTHONS_ENV,
@@ -15,7 +15,6 @@ from shipyard.ci.steps import (
     download_fragments,
     for_job,
     host_tools,
-    job_image_paths,
     pythons_and_cache,
     signing_env,
 )
@@ -29,7 +28,7 @@ def linux_lane(spec: Spec, lane: Lane, command: str) -> Job:
     job. Conda packages solve from release.yaml's conda.channels (conda-forge), never from the
     bootstrap channel, which needs this host's pyenv Pythons."""
     bootstrap_set(lane.name)  # the image installs the lane's apt set: a lane without one is refused here
-    steps = [checkout(), job_image_paths(f"{VENV}/bin"), *pythons_and_cache()]
+    steps = [checkout(), job_image_step(), *pythons_and_cache()]
     # A pure lane is tested against its builder's native packages, where the release has any (a
     # release of pure components only has nothing to download, and its merge would find nothing).
     natives = [other for other in lanes(spec.release) if other.name == f"{lane.kind}-linux"]

@@ -127,18 +127,6 @@ def bootstrap_set(name: str) -> str:
     return name
 
 
-def job_image_paths(venv_bin: str) -> Step:
-    """A Linux container job's first step after the checkout: shipyard from the Linux job image
-    (ci/linux_job_image.py) on PATH, and the checkout trusted by git (it belongs to the runner's
-    user, not the container's root)."""
-    return {"name": "shipyard, from the Linux job image",
-            "env": {"SHIPYARD_BIN": venv_bin},
-            "run": "git config --global --add safe.directory \"$GITHUB_WORKSPACE\"\n"
-                   "echo \"$SHIPYARD_BIN\" >> \"$GITHUB_PATH\"\n"
-                   "echo \"$HOME/.local/bin\" >> \"$GITHUB_PATH\"\n"
-                   "\"$SHIPYARD_BIN/shipyard\" --version\n"}
-
-
 PYTHONS_ENV = {"PYTHONS": "${{ matrix.pythons }}"}  # the job's Pythons, space-separated
 
 # A build step's `--component` per component of the job ($COMPONENTS: one, or a pure job's every

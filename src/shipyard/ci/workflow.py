@@ -26,7 +26,13 @@ from shipyard.ci.cuda_builder import cuda_builder_lane
 from shipyard.ci.docker_lane import docker_lane
 from shipyard.ci.host_lanes import host_lane
 from shipyard.ci.jobs import Lane, host_runner, lanes
-from shipyard.ci.linux_job_image import JOB_CONTAINER, PUSH_VARIABLE, REPOSITORY_VARIABLE, VENV, container_lanes
+from shipyard.ci.linux_job_image import (
+    JOB_CONTAINER,
+    PUSH_VARIABLE,
+    REPOSITORY_VARIABLE,
+    container_lanes,
+    job_image_step,
+)
 from shipyard.ci.linux_job_image import OUTPUT as JOB_IMAGE_OUTPUT
 from shipyard.ci.linux_lanes import linux_lane, mobile_lane
 from shipyard.ci.release_folder import in_release_folder, release_folder
@@ -38,7 +44,6 @@ from shipyard.ci.steps import (
     Step,
     checkout,
     host_tools,
-    job_image_paths,
 )
 from shipyard.errors import SpecError
 from shipyard.release.destinations import PublishTarget, registry_base
@@ -166,7 +171,7 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
     # In the Linux job image, where the release has one: shipyard is there, and the job needs no
     # docker (the publish job loads and pushes the images).
     image = bool(container_lanes(spec))
-    job: Job = {
+    return {
         "name": "manifest (merge the fragments, write the release report)",
         "needs": ["plan", *[lane.job_id for lane in all_lanes]],
         "if": AFTER_FAILED_LANES,
@@ -174,7 +179,7 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
         "timeout-minutes": TIMEOUT_MINUTES["manifest"],
         "permissions": {"contents": "read", **({"packages": "read"} if image else {})},
         **({"container": JOB_CONTAINER} if image else {}),
-        "steps": [checkout(), *([job_image_paths(f"{VENV}/bin")] if image else host_tools(spec)),
+        "steps": [checkout(), *([job_image_step()] if image else host_tools(spec)),
                   {"name": "Download every fragment", "uses": uses("actions/download-artifact"),
                    "with": {"pattern": "fragment-*", "path": "fragments"}},
                   # A component tag's run built what the component depends on too: the manifest
@@ -205,7 +210,6 @@ def _manifest_job(spec: Spec, all_lanes: list[Lane]) -> Job:
                           "shipyard ci fragments --plan \"$RUNNER_TEMP/plan.json\" --ref \"$GITHUB_REF\" --dist dist "
                           "fragments\n"}],
     }
-    return job
 
 
 def trusted_publishing(target: PublishTarget) -> bool:

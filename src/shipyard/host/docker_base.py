@@ -388,18 +388,22 @@ def build_manylinux_image(pythons: Sequence[InterpreterLike | PythonPrefix], *,
         labels = {f"{_LABEL}.manylinux.inputs": digest,
                   f"{_LABEL}.manylinux.base": base_tag,
                   f"{_LABEL}.manylinux.pythons": " ".join(f"{p.abi_dir}={p.prefix}" for p in ordered)}
-        done = command.run(
-            ["docker", "build", "--force-rm", "--file", context / "Dockerfile.manylinux", "--tag", tag,
-             "--build-arg", f"BASE_IMAGE={base_tag}",
-             *[arg for k, v in labels.items() for arg in ("--label", f"{k}={v}")], context],
-            # The legacy builder is what every docker.io client still carries; BuildKit needs
-            # the separate buildx plugin, which Debian ships apart.
-            extra_env={"DOCKER_BUILDKIT": "0"}, timeout=3600, check=False, what=f"docker build {tag}")
-        if done.returncode != 0:
-            # The failing step's own output is on stdout; stderr holds only docker's summary.
-            tail = "\n    ".join(done.output.splitlines()[-40:])
-            raise BuildError(f"building the manylinux image {tag} failed (exit {done.returncode}):\n    {tail}")
+        legacy_build(["--force-rm", "--file", context / "Dockerfile.manylinux", "--build-arg", f"BASE_IMAGE={base_tag}",
+                      *[arg for k, v in labels.items() for arg in ("--label", f"{k}={v}")], context],
+                     tag, "the manylinux image", timeout=3600, tail_lines=40)
     return tag
+
+
+def legacy_build(args: Sequence[object], tag: str, what: str, *, timeout: float, tail_lines: int = 30) -> None:
+    """`docker build --tag TAG ARGS` with the legacy builder: what every docker.io client still
+    carries (BuildKit needs the separate buildx plugin, which Debian ships apart). A failure is a
+    BuildError naming `what` and the tag, with the last `tail_lines` lines: the failing step's own
+    output is on stdout, and stderr holds only docker's summary."""
+    done = command.run(["docker", "build", "--tag", tag, *args], extra_env={"DOCKER_BUILDKIT": "0"},
+                       timeout=timeout, check=False, what=f"docker build {tag}")
+    if done.returncode != 0:
+        tail = "\n    ".join(done.output.splitlines()[-tail_lines:])
+        raise BuildError(f"building {what} {tag} failed (exit {done.returncode}):\n    {tail}")
 
 
 def docker_client() -> docker.DockerClient:

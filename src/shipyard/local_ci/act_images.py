@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from shipyard.errors import BuildError
 from shipyard.host import docker_base
 from shipyard.local_ci.act_host import CA_VARIABLES, CONTAINER_CA, CONTAINER_HOST_DIR, CONTAINER_PIP_CONF, HostShare
-from shipyard.plumbing import command
 from shipyard.plumbing.hashing import sha256_hex
 from shipyard.plumbing.progress import Progress
 
@@ -63,11 +61,7 @@ def _build(tag: str, dockerfile: str, share: HostShare, label: str, inputs: dict
     with tempfile.TemporaryDirectory(prefix="shipyard-act-image-", dir="/var/tmp") as work:
         (Path(work) / "Dockerfile").write_text(dockerfile)
         shutil.copytree(share.staged, Path(work) / "host")
-        done = command.run(["docker", "build", "--force-rm", "--tag", tag, "--label", f"{label}={digest}", work],
-                           extra_env={"DOCKER_BUILDKIT": "0"}, timeout=1800, check=False, what=f"docker build {tag}")
-    if done.returncode != 0:
-        tail = "\n    ".join(done.output.splitlines()[-30:])
-        raise BuildError(f"building {what} {tag} failed (exit {done.returncode}):\n    {tail}")
+        docker_base.legacy_build(["--force-rm", "--label", f"{label}={digest}", work], tag, what, timeout=1800)
     return tag
 
 
