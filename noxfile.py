@@ -289,7 +289,8 @@ def dist_shipyard(session: nox.Session) -> None:
 
 # What `nox -s tests` (and .ci/run) leaves to sessions of their own: each takes ten minutes or more
 # beyond what .ci/run's 30 minutes on 2 cores leave.
-SUITE_MARKERS = "not tutorial and not bare_toolkits and not heldout and not ember_nightly and not fixture_pipeline"
+SUITE_MARKERS = ("not tutorial and not bare_toolkits and not heldout and not ember_nightly and not fixture_pipeline "
+                 "and not pipeline_linux")
 
 
 @nox.session(name="tests")
@@ -344,6 +345,16 @@ def nightly_ember(session: nox.Session) -> None:
     devpi, a static tree, a conda channel and a registry on loopback; then pip, a conda solve and `docker pull`
     get the bytes it built. About ten minutes here. The small fixture release's runs are `nox -s pipeline-fixture`."""
     _marked_tests(session, "ember_nightly", "tests/end_to_end/test_pipeline_ember.py")
+
+
+@nox.session(name="pipeline-linux")
+def pipeline_linux(session: nox.Session) -> None:
+    """Every Linux job of ember's release under `shipyard ci run`: the release workflow for tag v1.7.0-rc1 (channel
+    test), cpu, cu118, cu124 and cu130, wheel, conda, mobile and docker lanes, Python 3.11, publishing into devpi, a
+    pypiserver, a static tree, a conda channel and a registry on loopback; then pip, conda and `docker pull` get the
+    bytes it built. Prints the job table, its wall time and what cannot run here (CUDA 10.2's builder image, the other
+    Pythons, the Android NDK). Hours on 2 cores."""
+    _marked_tests(session, "pipeline_linux", "tests/end_to_end/test_pipeline_linux.py", "-s")  # -s: its job table
 
 
 @nox.session(name="pipeline-fixture")

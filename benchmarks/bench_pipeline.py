@@ -10,9 +10,11 @@ is the machine's toolchain cache (~/.cache/shipyard: the bullseye sysroot, the c
 channel) and the Docker engine's layer cache.
 
 1. Direct (first): the workflow file's own `run:` scripts of the steps that do the work (plan,
-   the toolchain, build, conda build, build-mobile, image build, report and notes, gate,
-   publish), job after job in the order the jobs' `needs` imply, one after another, in a clean
-   clone, with the matrices of that side's own plan step (narrowed by the inputs `ci run` gives).
+   build, conda build, build-mobile, image build, report and notes, gate, publish), job after
+   job in the order the jobs' `needs` imply, one after another, in a clean clone, with the
+   matrices of that side's own plan step (narrowed by the inputs `ci run` gives).
+   Before its timer, the toolchains the Linux job image holds (`shipyard toolchain install` of the
+   glibc routes) are installed here, as the engine's jobs find them in the image.
    What only a runner needs (container packages, installing shipyard, checkout and setup-python,
    the build cache, artifact uploads, downloads and merges of fragments, apt-get on the runner)
    is not run: that is the engine's overhead, and the table says where it goes.
@@ -48,6 +50,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the pipeline tests' servers and fixture commit, as bench_publish uses them
 
+from support.docker_daemon import ensure_engine, stop_started_engine  # noqa: E402
 from support.pipeline_run import (  # noqa: E402
     PipelineRun,
     clone_checkout,
@@ -83,6 +86,7 @@ STEP_KINDS: tuple[tuple[str, str], ...] = (
     ("Merge", "artifacts: upload, download, merge fragments, load images"),
     ("Load the images", "artifacts: upload, download, merge fragments, load images"),
     ("Every build job of the plan uploaded", "artifacts: upload, download, merge fragments, load images"),
+    ("Every cell of the plan is in the manifest", "artifacts: upload, download, merge fragments, load images"),
     ("Fail the job", "failing the job after the upload (a stable feature failed)"),
     ("Android NDK", "runner packages (apt-get on the runner: NDK, cross compilers, docker client)"),
     ("Docker client", "runner packages (apt-get on the runner: NDK, cross compilers, docker client)"),
@@ -106,7 +110,8 @@ class Side:
 @contextmanager
 def ember_side(base: Path) -> Iterator[Side]:
     """ember's release with every target (devpi, static tree, conda channel, registry) served here."""
-    from shipyard.conda.bootstrap import bootstrap_cuda_versions, ensure_bootstrap_channel, release_requirements
+    from shipyard.conda.bootstrap import ensure_bootstrap_channel, release_requirements
+    from shipyard.conda.bootstrap_plan import bootstrap_cuda_versions
     from shipyard.release.validate import load_spec
 
     spec = load_spec(REPO)
@@ -372,9 +377,22 @@ def dispatch_inputs(repo: Path) -> dict[str, str]:
     return {"variant": "cpu", "python": "3.11", "platform": ",".join(platforms)}
 
 
+def job_image_toolchains(repo: Path) -> None:
+    """What the Linux job image holds beside shipyard and apt packages, on this host too: the glibc
+    routes' toolchains (`shipyard toolchain install`, into the machine's cache both sides share).
+    The engine's jobs find them in the image, which is set-up; so is this, before the timer."""
+    from shipyard.ci.linux_job_image import toolchain_routes
+    from shipyard.release.validate import load_spec
+
+    for route in toolchain_routes(load_spec(repo)):
+        subprocess.run([sys.executable, "-m", "shipyard.cli", "toolchain", "install", route], cwd=repo, check=True,
+                       timeout=3600)
+
+
 def run_direct(side: Side, logs: Path) -> tuple[float, Direct]:
     """Every Linux job of the plan, by the commands of its work steps, in `needs` order, one at a
     time. The CUDA toolkit-image lanes are left out, as `ci run` leaves them (empty for cpu)."""
+    job_image_toolchains(side.repo)
     workflow = yaml.safe_load((side.repo / WORKFLOW).read_text())
     direct = Direct(side.repo, side.secrets, dispatch_inputs(side.repo), logs)
     done: set[str] = set()
@@ -467,20 +485,30 @@ def main(argv: list[str] | None = None) -> int:
                         help="ember's own release (default; 20-30 min), or the small fixture release (quick)")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
-    setup = SIDES[args.release]
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-", dir="/var/tmp") as tmp:
         base = args.keep or Path(tmp)
-        # the folders' names also name the stand-in base images of ember's sides: one per run
-        engine_base, direct_base = base / f"engine-{os.getpid()}", base / f"direct-{os.getpid()}"
-        # the direct side first: whatever the Docker engine's layer cache keeps favours the engine's side
-        with setup(direct_base) as side:
-            direct_wall, direct = run_direct(side, base / "direct-logs")
-        print(f"bench-pipeline: direct side done in {direct_wall:.1f} s; the engine's side now", flush=True)
-        with setup(engine_base) as side:
-            engine = run_engine(side, base / "engine-run")
-        print(report(args.release, engine, direct_wall, direct))
-        print("\n  engine's job table (jobs.json):")
-        print("\n".join(f"    {line}" for line in engine.run.table().splitlines()))
+        # a docker engine: the running one, else a dockerd started here and stopped at the end, as
+        # the suite's docker_engine fixture does
+        ensure_engine(base)
+        try:
+            return _run_sides(args.release, base)
+        finally:
+            stop_started_engine(base)
+
+
+def _run_sides(release: str, base: Path) -> int:
+    setup = SIDES[release]
+    # the folders' names also name the stand-in base images of ember's sides: one per run
+    engine_base, direct_base = base / f"engine-{os.getpid()}", base / f"direct-{os.getpid()}"
+    # the direct side first: whatever the Docker engine's layer cache keeps favours the engine's side
+    with setup(direct_base) as side:
+        direct_wall, direct = run_direct(side, base / "direct-logs")
+    print(f"bench-pipeline: direct side done in {direct_wall:.1f} s; the engine's side now", flush=True)
+    with setup(engine_base) as side:
+        engine = run_engine(side, base / "engine-run")
+    print(report(release, engine, direct_wall, direct))
+    print("\n  engine's job table (jobs.json):")
+    print("\n".join(f"    {line}" for line in engine.run.table().splitlines()))
     return 0
 
 

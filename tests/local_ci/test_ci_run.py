@@ -236,7 +236,7 @@ def test_a_local_run_plans_the_linux_jobs_and_lists_the_others_as_not_runnable(r
     still rows, saying why."""
     from shipyard.ci.jobs import PlanFilter, plan_outputs
     from shipyard.local_ci.act_run import RunRequest
-    from shipyard.local_ci.workflow_run import left_out_by_platform
+    from shipyard.local_ci.workflow_run import left_out_here
 
     workflow = _nightly(repo)
     release = load_spec(repo).release
@@ -249,7 +249,7 @@ def test_a_local_run_plans_the_linux_jobs_and_lists_the_others_as_not_runnable(r
     selected = needed_jobs(workflow, None)
     expected = expected_jobs(workflow, outputs, selected)
     why_not = not_runnable_here(release, workflow, {})
-    left = left_out_by_platform(release, workflow, request, selected, expected, why_not)
+    left = left_out_here(release, workflow, request, selected, expected, why_not)
     assert left and {job.job_id for job in left} == {"wheel-windows", "wheel-macos", "conda-windows", "conda-macos"}
     rows = job_table(ActLog(), expected + left, why_not)
     foreign = [row for row in rows if row.job_id in {job.job_id for job in left}]
@@ -268,6 +268,40 @@ def test_cuda_image_lanes_are_not_runnable_while_the_image_is_missing(repo):
     assert "shipyard/cuda-builder:10.2-" in reasons["wheel-linux-cuda-image"]
     assert "NVIDIA's archived installer" in reasons["wheel-linux-cuda-image"]
     assert reasons["wheel-linux"] == "cannot be made"
+
+
+def test_a_local_run_leaves_the_cuda_builder_variants_out_of_the_plan_and_lists_their_jobs(repo, monkeypatch):
+    """Without --variant, `ci run` plans every variant but those whose CUDA builds in a builder image
+    the engine lacks (CUDA 10.2): a plan holding them would make the manifest job refuse a release
+    missing their cells. Their jobs are rows of the table, not runnable, saying why."""
+    from shipyard.ci.jobs import PlanFilter, plan_outputs
+    from shipyard.local_ci import workflow_run
+    from shipyard.local_ci.act_run import RunRequest
+
+    monkeypatch.setattr(workflow_run.docker_base, "image_labels", lambda tag: None)  # an engine without it
+    release = load_spec(repo).release
+    left_out = workflow_run.variants_without_builder(release)
+    assert left_out == ("cuda10.2",)
+    workflow = _nightly(repo)
+    variants = tuple(name for name in release.variants if name not in left_out)
+    request = RunRequest("nightly", variants=variants, pythons=("3.11",), left_out_variants=left_out)
+    outputs = plan_outputs(release, PlanFilter(variants, ("3.11",)))
+    assert json.loads(outputs["wheel_linux_cuda_image"]) == {"include": []}
+    selected = needed_jobs(workflow, None)
+    expected = expected_jobs(workflow, outputs, selected)
+    why_not = workflow_run.not_runnable_here(release, workflow, {})
+    left = workflow_run.left_out_here(release, workflow, request, selected, expected, why_not)
+    assert {job.job_id for job in left} == {"wheel-linux-cuda-image", "conda-linux-cuda-image"}
+    assert {job.matrix_id for job in left} == {f"{kind}-{c}-cu102-linux-x86_64" for kind in ("wheel", "conda")
+                                               for c in ("ember", "embervision")}
+    rows = job_table(ActLog(), expected + left, why_not)
+    listed = [row for row in rows if row.job_id.endswith("-cuda-image")]
+    assert len(listed) == 4 and all(row.result == NOT_RUNNABLE for row in listed)
+    assert all("NVIDIA's archived installer" in row.reason
+               and row.reason.endswith("(left out of the plan: variants cuda10.2)") for row in listed)
+    # a run asked for variants keeps them as asked: nothing is left out for it
+    assert workflow_run.left_out_here(release, workflow, RunRequest("nightly", variants=("cpu",)), selected,
+                                      expected, dict(why_not)) == []
 
 
 def test_run_refuses_a_job_and_an_input_the_workflow_lacks(repo, capsys):

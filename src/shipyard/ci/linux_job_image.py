@@ -71,7 +71,7 @@ def container_lanes(spec: Spec) -> list[Lane]:
             if lane.os == "linux" and len(KINDS[lane.kind].ci_lanes) > 1 and not lane.name.endswith("-cuda-image")]
 
 
-def _toolchain_routes(spec: Spec) -> list[str]:
+def toolchain_routes(spec: Spec) -> list[str]:
     """`shipyard toolchain install` names of the glibc routes the container lanes' platforms need."""
     promises = {spec.release.platforms[job.platform].promised_glibc for lane in container_lanes(spec)
                 for job in lane.jobs if KINDS[job.kind].keeps_glibc_promise and job.platform in spec.release.platforms}
@@ -112,7 +112,7 @@ def dockerfile(spec: Spec) -> str:
     if compilers := _host_compilers(spec):
         lines += ["# the host compilers of the CUDA jobs' toolkits (cuda_toolkits.toml)",
                   f"RUN {apt} {' '.join(compilers)} >/dev/null"]
-    if routes := _toolchain_routes(spec):
+    if routes := toolchain_routes(spec):
         lines += ["# the compilers that keep the older glibc promises (release/build_routes.py)",
                   "RUN " + " && ".join(f"shipyard toolchain install {name}" for name in routes)]
     return "\n".join(lines) + "\n"

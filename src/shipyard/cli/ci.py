@@ -212,15 +212,23 @@ def cmd_ci_run(args: argparse.Namespace) -> int:
 
     from shipyard.local_ci.act_report import render_table
     from shipyard.local_ci.act_run import RunRequest
-    from shipyard.local_ci.workflow_run import run_workflow
+    from shipyard.local_ci.workflow_run import run_workflow, variants_without_builder
 
     spec = load_release(args)  # with --targets, the stand-ins: what the publish job will publish to
     platforms = _names(",".join(args.platform or [])) or tuple(
         name for name, platform in spec.release.platforms.items() if platform.os == "linux")
-    request = RunRequest(workflow=args.workflow, job=args.job, variants=_names(",".join(args.variant or [])),
+    variants = _names(",".join(args.variant or []))
+    left_out: tuple[str, ...] = ()
+    if not variants and (left_out := variants_without_builder(spec.release)):
+        # as for Windows and macOS: a plan without them, so the manifest job finishes a release of what ran
+        variants = tuple(name for name in spec.release.variants if name not in left_out)
+        err_console.print(f"leaving {', '.join(left_out)} out of the plan: its jobs build in a CUDA builder image "
+                          f"this engine does not hold (made from NVIDIA's archived installer); the table lists them "
+                          f"as not runnable", markup=False, highlight=False)
+    request = RunRequest(workflow=args.workflow, job=args.job, variants=variants,
                          pythons=_names(",".join(args.python or [])), platforms=platforms,
                          package_types=_names(",".join(args.package_type or [])), channel=args.channel, ref=args.ref,
-                         variables=_variables(args.var or []))
+                         variables=_variables(args.var or []), left_out_variants=left_out)
     from shipyard.release.cell_filters import check_filters
 
     check_filters(spec.release, variant=request.variants, python=request.pythons, platform=request.platforms,

@@ -61,6 +61,9 @@ class RunRequest:
     ref: str | None = None
     # the repository variables the workflow reads as ${{ vars.NAME }} (act's --var-file)
     variables: Mapping[str, str] = field(default_factory=dict)
+    # variants `ci run` left out of `variants` because they cannot build here (a CUDA builder image
+    # this engine lacks): the table lists their jobs as not runnable
+    left_out_variants: tuple[str, ...] = ()
 
     def inputs(self, workflow_inputs: Mapping[str, object]) -> dict[str, str]:
         """The workflow_dispatch inputs this request sets; refuses one the workflow lacks."""

@@ -72,6 +72,15 @@ def not_runnable_here(release: Release, workflow: Mapping[str, Any],
     return out
 
 
+def variants_without_builder(release: Release) -> tuple[str, ...]:
+    """The variants whose CUDA builds only in a builder image (CUDA_BUILDER_IMAGES) this engine does
+    not hold: `ci run` leaves them out of the plan when no --variant is given, as it leaves out the
+    platforms act cannot run, so that the manifest job finishes a release of what ran."""
+    return tuple(name for name, variant in release.variants.items()
+                 if variant.cuda in CUDA_BUILDER_IMAGES
+                 and docker_base.image_labels(builder_image_tag(variant.cuda)) is None)
+
+
 # act names a job's container after the workflow's and the job's names only (act-nightly-plan-…),
 # so two runs of one workflow on one Docker engine would take each other's containers: runs on
 # this machine take turns.
@@ -126,23 +135,28 @@ def served_folders(release: Release) -> tuple[tuple[Path, ...], list[str]]:
     return tuple(dict.fromkeys(folders)), notes
 
 
-def left_out_by_platform(release: Release, workflow: Mapping[str, Any], request: act_run.RunRequest,
-                         selected: list[str], expected: list[ExpectedJob],
-                         why_not: dict[str, str]) -> list[ExpectedJob]:
-    """The jobs of the plan that the run's `platform` input left out because act cannot run them
-    here (Windows, macOS), so that the table lists them as not runnable instead of dropping them.
-    The run narrows them out of the plan: a manifest job then finishes a release of what ran."""
-    if not request.platforms:
+def left_out_here(release: Release, workflow: Mapping[str, Any], request: act_run.RunRequest,
+                  selected: list[str], expected: list[ExpectedJob], why_not: dict[str, str]) -> list[ExpectedJob]:
+    """The jobs of the plan that the run's inputs left out because act cannot run them here: the
+    `platform` input's (Windows, macOS runners) and the variants of `request.left_out_variants`
+    (CUDA builder images this engine lacks), so that the table lists them as not runnable instead
+    of dropping them. The run narrows them out of the plan: a manifest job then finishes a release
+    of what ran."""
+    if not request.platforms and not request.left_out_variants:
         return []
-    whole = plan_outputs(release, PlanFilter(variants=request.variants, pythons=request.pythons,
+    variants = (*request.variants, *request.left_out_variants) if request.left_out_variants else request.variants
+    whole = plan_outputs(release, PlanFilter(variants=variants, pythons=request.pythons,
                                              package_types=request.package_types))
     kept = {(job.job_id, job.matrix_id) for job in expected}
     out = []
     for job in expected_jobs(workflow, whole, selected):
-        if job.matrix_id and (job.job_id, job.matrix_id) not in kept and job.runner in why_not:
+        if job.matrix_id and (job.job_id, job.matrix_id) not in kept and \
+                (job.runner in why_not or job.job_id in why_not):
             out.append(job)
-    for runner in {job.runner for job in out}:
+    for runner in {job.runner for job in out if job.runner in why_not}:
         why_not[runner] += f" (left out of the plan: --platform {','.join(request.platforms)})"
+    for job_id in {job.job_id for job in out if job.job_id in why_not}:
+        why_not[job_id] += f" (left out of the plan: variants {','.join(request.left_out_variants)})"
     return out
 
 
@@ -269,7 +283,7 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
         forget_older_job_images(used, progress)
     expected = expected_jobs(workflow, log.outputs.get("plan", {}), selected)
     why_not = not_runnable_here(release, workflow, unavailable)
-    expected += left_out_by_platform(release, workflow, request, selected, expected, why_not)
+    expected += left_out_here(release, workflow, request, selected, expected, why_not)
     expected.sort(key=lambda job: list(jobs).index(job.job_id))  # in the workflow's order, as act ran them
     rows = job_table(log, expected, why_not)
     folder.job_table.write_text(json.dumps([{"job": r.job_id, "name": r.name, "container": r.container,
