@@ -110,3 +110,38 @@ def test_verified_cuda_archs_travel_through_a_merge_and_old_manifests_still_load
     (fragment / "manifest.json").write_text(json.dumps(manifest))
     loaded = read_manifest(fragment / "manifest.json")
     assert loaded is not None and loaded.artifacts[0].cuda_archs is None
+
+
+def test_a_package_two_jobs_built_stays_proven_by_the_cells_of_either(repo, tmp_path, capsys):
+    """The conda mutex (ember-variant-1.0-cpu) is built, the same bytes, by every conda job of its
+    variant, and proven by the packages that depend on it in each job; the pure packages' job has
+    none. Seen in `nox -s pipeline-linux`: the merge kept that job's record alone, and the test
+    channel's gate refused the release ("its tests did not run"). Both merges, of fragments and
+    into a dist/ that holds one already, keep the cells of either."""
+    import shutil
+
+    from shipyard.record.manifest import read_manifest
+
+    tested = _fragment(tmp_path, "fragment-conda-ember", "ember", "cpu")
+    shared = make_wheel(tmp_path / "shared", "embershared", "1.7.0")
+    [ember] = read_manifest(tested / "manifest.json").artifacts
+    fragments = []
+    for name, proven_by, extra in (("fragment-conda-ember", (ember.cell_id,), [ember]),
+                                   ("fragment-conda-pure", (), [])):
+        dist = tmp_path / name
+        copy = dist / "whl" / "cpu" / "embershared" / shared.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shared, copy)
+        untested = record(dist, copy, component="embershared", package_type="wheel", variant="cpu", tag="cpu",
+                          tests=None).model_copy(update={"proven_by": proven_by})
+        write_manifest(dist, [*extra, untested], "1.7.0")
+        fragments.append(dist)
+    for merged, steps in (("dist-at-once", [fragments]), ("dist-one-by-one", [[f] for f in fragments])):
+        dist = tmp_path / merged
+        for step in steps:
+            assert _merge(repo, dist, *step) == 0
+        records = {r.component: r for r in read_manifest(dist / "manifest.json").artifacts}
+        assert records["embershared"].proven_by == (ember.cell_id,), (merged, records["embershared"])
+        capsys.readouterr()
+        assert main(["--root", str(repo), "manifest", "gate", "--dist", str(dist), "--channel", "test"]) == 0, \
+            capsys.readouterr().err

@@ -327,6 +327,17 @@ def artifact_file(path: Path, record: ArtifactRecord, *, missing: Callable[[], E
     return path
 
 
+def rebuilt_record(old: ArtifactRecord | None, new: ArtifactRecord) -> ArtifactRecord:
+    """The record of a cell that two builds both recorded: `new`. When both are the same bytes and
+    neither was tested itself (a package every conda job of a variant builds, e.g. the mutex, is
+    proven by the packages that depend on it in each job: `proven_by`), the cells of both that
+    prove it: one job's (the pure packages') has none, and a merge keeping only that one would
+    leave the package unproven."""
+    if old is None or old.sha256 != new.sha256 or old.tests is not None or new.tests is not None:
+        return new
+    return new.model_copy(update={"proven_by": tuple(sorted({*old.proven_by, *new.proven_by}))})
+
+
 def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable[ArtifactRecord],
                     not_applicable: Iterable[NotApplicableRecord] = ()) -> Manifest:
     """Replace the records of the same cells, keep every other, write atomically. A cell is either
@@ -337,7 +348,7 @@ def merge_artifacts(path: Path, *, release: str, version: str, records: Iterable
         by_cell = current.by_cell() if current and same else {}
         ruled_out = {r.cell_id: r for r in current.not_applicable} if current and same else {}
         for record in records:
-            by_cell[record.cell_id] = record
+            by_cell[record.cell_id] = rebuilt_record(by_cell.get(record.cell_id), record)
             ruled_out.pop(record.cell_id, None)
         for skipped in not_applicable:
             ruled_out[skipped.cell_id] = skipped

@@ -2,7 +2,8 @@
 
 Each GitHub job uploads its dist/: its artifacts and a manifest.json recording only them. The
 merge checks every recorded file against its record (sha256 and size) before anything is
-written, refuses two fragments that disagree about a cell or a file name, then puts wheels into
+written, refuses two fragments that disagree about a cell or a file name (a package two jobs built
+with the same bytes, such as the conda mutex, is one record proven by the cells of both), then puts wheels into
 the variant indexes (and rewrites them), conda packages into the channel (re-indexed in one
 step), other files (saved images) beside them, and the records into dist/manifest.json, so the
 merged manifest is the one record of the release. Merging a fragment twice changes nothing.
@@ -29,6 +30,7 @@ from shipyard.record.manifest import (
     NotApplicableRecord,
     merge_artifacts,
     read_manifest,
+    rebuilt_record,
     recorded_file,
     require_manifest,
 )
@@ -124,7 +126,7 @@ def merge_fragments(fragments: Sequence[Path], dist: Path, *, release: str, vers
                 raise MergeError(f"cell {record.cell_id}: {seen[1]} and {fragment} hold different artifacts "
                                  f"for it ({seen[0].name} {seen[0].sha256[:12]}…, {record.name} "
                                  f"{record.sha256[:12]}…); one cell must be built by one job only")
-            records[record.cell_id] = (record, fragment)
+            records[record.cell_id] = (rebuilt_record(seen[0] if seen else None, record), fragment)
         fragment_wheels, fragment_conda, fragment_other = _fragment_files(fragment, manifest.artifacts)
         for path in [*fragment_wheels, *fragment_conda, *fragment_other]:
             if path in skipped:
