@@ -145,3 +145,29 @@ def test_a_package_two_jobs_built_stays_proven_by_the_cells_of_either(repo, tmp_
         capsys.readouterr()
         assert main(["--root", str(repo), "manifest", "gate", "--dist", str(dist), "--channel", "test"]) == 0, \
             capsys.readouterr().err
+
+
+def test_the_merge_carries_every_recorded_file_a_kind_places_nowhere_else(repo, tmp_path, capsys):
+    """A mobile job's archives (and an sdist) are recorded with their path in the fragment; the merged
+    dist/ holds each at that path, with the recorded bytes. Seen in `nox -s pipeline-linux`: the
+    merge copied only unrecorded files beside the wheels and conda packages, so the release's
+    manifest named mobile archives its dist/ did not hold."""
+    from shipyard.plumbing.hashing import sha256_of
+    from shipyard.record.manifest import read_manifest
+
+    fragments = []
+    for name, folder, file_name, kind in (("fragment-mobile", "mobile", "ember-lite-1.7.0-host.tar.gz", "mobile"),
+                                          ("fragment-sdist", "sdist", "emberaudio-1.7.0.tar.gz", "sdist")):
+        dist = tmp_path / name
+        made = dist / folder / file_name
+        made.parent.mkdir(parents=True)
+        made.write_bytes(name.encode() * 100)
+        write_manifest(dist, [record(dist, made, component="ember-lite", package_type=kind, variant="cpu",
+                                     tag="cpu", tests=features())], "1.7.0")
+        fragments.append(dist)
+    dist = tmp_path / "dist"
+    assert _merge(repo, dist, *fragments) == 0, capsys.readouterr().err
+    records = read_manifest(dist / "manifest.json").artifacts
+    assert sorted(r.path for r in records) == ["mobile/ember-lite-1.7.0-host.tar.gz", "sdist/emberaudio-1.7.0.tar.gz"]
+    for made in records:
+        assert sha256_of(dist / made.path) == made.sha256, made.path

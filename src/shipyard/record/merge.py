@@ -53,12 +53,13 @@ class MergeReport:
 
 
 def _fragment_files(fragment: Path, records: Sequence[ArtifactRecord]) -> tuple[list[Path], list[Path], list[Path]]:
+    """A fragment's wheels and conda packages (each placed by its kind's function) and every other
+    file, recorded or not (a mobile archive, an sdist, a saved image, provenance, SBOMs), copied
+    to the same path in dist/."""
     wheels = sorted(fragment.glob("whl/*/*/*.whl"))
     conda = [fragment / r.path for r in records if r.package_type == CONDA.name and r.path]
-    recorded = {fragment / r.path for r in records if r.path}
     other = sorted(p for p in fragment.rglob("*") if p.is_file() and p.name != "manifest.json"
-                   and not p.name.startswith(".") and p.relative_to(fragment).parts[0] not in ("whl", "conda")
-                   and p not in recorded)
+                   and not p.name.startswith(".") and p.relative_to(fragment).parts[0] not in ("whl", "conda"))
     return wheels, conda, other
 
 
