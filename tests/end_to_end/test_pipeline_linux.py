@@ -25,6 +25,7 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
+from secrets import token_urlsafe
 
 import docker
 import pytest
@@ -59,7 +60,7 @@ def test_every_linux_job_of_the_release_runs_green_under_act_and_users_install_w
         site, registry = pipeline.site, pipeline.registry
         # TestPyPI's stand-in: the test channel's pypi target, as the committed file has it, at
         # this test's pypiserver
-        testpypi_password = "tp-" + registry.password[:12]
+        testpypi_password = token_urlsafe(18)
         testpypi.add_user("ember-test", testpypi_password)
         release = pipeline.repo / "release.yaml"
         text = release.read_text()

@@ -55,6 +55,7 @@ def not_runnable_here(release: Release, workflow: Mapping[str, Any],
     (act starts Linux containers), the CUDA toolkit-image lanes whose image the engine lacks,
     and jobs whose container image cannot be made here."""
     out: dict[str, str] = {}
+    missing = missing_builder_images()
     for platform in release.platforms.values():
         if platform.os != "linux":
             out[platform.github_runner] = (f"runs on {platform.github_runner}, a {platform.os} runner; act runs "
@@ -63,22 +64,24 @@ def not_runnable_here(release: Release, workflow: Mapping[str, Any],
         image = made_here(body)
         if image is not None and image in unavailable_images:
             out[job_id] = unavailable_images[image]
-        if "-cuda-image" in job_id:
-            missing = [builder_image_tag(c) for c in CUDA_BUILDER_IMAGES
-                       if docker_base.image_labels(builder_image_tag(c)) is None]
-            if missing:
-                out[job_id] = (f"builds in {', '.join(missing)}, which the job makes from NVIDIA's archived "
-                               f"installer (a host this machine cannot reach) and this engine does not hold")
+        if "-cuda-image" in job_id and missing:
+            out[job_id] = (f"builds in {', '.join(missing.values())}, which the job makes from NVIDIA's archived "
+                           f"installer (a host this machine cannot reach) and this engine does not hold")
     return out
+
+
+def missing_builder_images() -> dict[str, str]:
+    """CUDA version -> builder image tag (CUDA_BUILDER_IMAGES), for those this engine does not hold."""
+    return {cuda: builder_image_tag(cuda) for cuda in CUDA_BUILDER_IMAGES
+            if docker_base.image_labels(builder_image_tag(cuda)) is None}
 
 
 def variants_without_builder(release: Release) -> tuple[str, ...]:
     """The variants whose CUDA builds only in a builder image (CUDA_BUILDER_IMAGES) this engine does
     not hold: `ci run` leaves them out of the plan when no --variant is given, as it leaves out the
     platforms act cannot run, so that the manifest job finishes a release of what ran."""
-    return tuple(name for name, variant in release.variants.items()
-                 if variant.cuda in CUDA_BUILDER_IMAGES
-                 and docker_base.image_labels(builder_image_tag(variant.cuda)) is None)
+    missing = missing_builder_images()
+    return tuple(name for name, variant in release.variants.items() if variant.cuda in missing)
 
 
 # act names a job's container after the workflow's and the job's names only (act-nightly-plan-…),
@@ -144,8 +147,8 @@ def left_out_here(release: Release, workflow: Mapping[str, Any], request: act_ru
     of what ran."""
     if not request.platforms and not request.left_out_variants:
         return []
-    variants = (*request.variants, *request.left_out_variants) if request.left_out_variants else request.variants
-    whole = plan_outputs(release, PlanFilter(variants=variants, pythons=request.pythons,
+    whole = plan_outputs(release, PlanFilter(variants=(*request.variants, *request.left_out_variants),
+                                             pythons=request.pythons,
                                              package_types=request.package_types))
     kept = {(job.job_id, job.matrix_id) for job in expected}
     out = []
