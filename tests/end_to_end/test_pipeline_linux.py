@@ -128,11 +128,13 @@ def test_every_linux_job_of_the_release_runs_green_under_act_and_users_install_w
                                          tmp_path / "pip" / component / tag) == artifact.sha256
                 assert pip_installed_sha(f"{site.tree_url}test/{tag}/", requirement,
                                          tmp_path / "tree" / component / tag) == artifact.sha256
-        # TestPyPI's stand-in: the cpu wheels under the plain version, as PyPI refuses +cpu
+        # TestPyPI's stand-in: the cpu wheels under the plain version, as PyPI refuses +cpu; of ember's
+        # two cp311 wheels (manylinux_2_31, manylinux2014) pip takes the newer glibc's on this glibc 2.36
         served = testpypi.files()
-        assert any(name.startswith(f"ember-{VERSION}-") for name in served), sorted(served)
-        assert pip_installed_sha(testpypi.simple, f"ember=={VERSION}", tmp_path / "testpypi-pip") == \
-            served[next(name for name in served if name.startswith(f"ember-{VERSION}-cp311"))]
+        newer_glibc = f"ember-{VERSION}-cp311-cp311-manylinux_2_31_x86_64.whl"
+        assert sorted(n for n in served if n.startswith(f"ember-{VERSION}-cp311-")) == [
+            f"ember-{VERSION}-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", newer_glibc], sorted(served)
+        assert pip_installed_sha(testpypi.simple, f"ember=={VERSION}", tmp_path / "testpypi-pip") == served[newer_glibc]
 
         # conda: a solve from the published test channel, cpu and CUDA 11.8 builds of ember
         conda = {(a.name.rsplit("-", 2)[0], a.variant): a for a in manifest.artifacts if a.package_type == "conda"}
