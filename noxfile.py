@@ -353,7 +353,7 @@ def pipeline_linux(session: nox.Session) -> None:
     test), cpu, cu118, cu124 and cu130, wheel, conda, mobile and docker lanes, Python 3.11, publishing into devpi, a
     pypiserver, a static tree, a conda channel and a registry on loopback; then pip, conda and `docker pull` get the
     bytes it built. Prints the job table, its wall time and what cannot run here (CUDA 10.2's builder image, the other
-    Pythons, the Android NDK). Hours on 2 cores."""
+    Pythons, the Android NDK). About 22 minutes on 2 cores."""
     _marked_tests(session, "pipeline_linux", "tests/end_to_end/test_pipeline_linux.py", "-s")  # -s: its job table
 
 

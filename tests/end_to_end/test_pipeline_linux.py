@@ -16,7 +16,7 @@ What cannot run here, and why (the test prints it beside the job table):
   act's runner image has none and Google's download site is out of reach, so the job builds and
   tests the host and qemu targets and records the Android ones as unavailable.
 
-Too long for .ci/run (hours of CUDA builds on 2 cores): `nox -s pipeline-linux` runs it, with -s,
+Too long for .ci/run (about 22 minutes of CUDA and conda builds on 2 cores): `nox -s pipeline-linux` runs it, with -s,
 so the job table and the wall time are printed.
 """
 
