@@ -1,5 +1,7 @@
 """The release pipeline end to end on the small fixture release (tests/fixtures/pipeline): the
 committed workflows under `shipyard ci run`, several times, publishing into a real devpi server.
+The committed release.yaml names the project's own devpi, off this machine, as a user's does; the
+runs map it to the devpi started here with a local targets file (`shipyard --targets FILE ci run`).
 
 One fixture commit after another, in a repository of its own that holds no shipyard source, as a
 user's does: every job installs shipyard from an index (a loopback one holding this checkout's wheel,
@@ -22,7 +24,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.pipeline_run import NOT_RUNNABLE, PipelineRun, commit, fresh_repository, lay_fixture_release, run_pipeline
+from support.pipeline_run import (
+    NOT_RUNNABLE,
+    PipelineRun,
+    commit,
+    fixture_stand_in_targets,
+    fresh_repository,
+    lay_fixture_release,
+    run_pipeline,
+)
 from support.publish_servers import devpi_server, pip_installed_sha, unbound_port
 from support.shipyard_process import run_shipyard, without_shipyard_settings
 
@@ -52,13 +62,21 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         password = devpi.add_user("fixture")
         secrets = {"SHIPYARD_PYPI_USERNAME": "fixture", "SHIPYARD_PYPI_PASSWORD": password}
         repo = fresh_repository(tmp_path / "repo")
+        # The committed release.yaml names the project's own devpi; the runs publish to this one instead.
+        targets = fixture_stand_in_targets(tmp_path / "local-targets.yaml", devpi.url)
         nightly = f"{devpi.url}/fixture/nightly-cpu/+simple/"
 
         # 1. A stable feature fails: nightly publishes it marked, the report names it, test refuses.
-        lay_fixture_release(repo, devpi.url, broken=True)
+        lay_fixture_release(repo, broken=True)
         commit(repo, "fixture: fixpipe's stable feature breaks", "2026-11-30T12:00:00+00:00")
-        broken = run_pipeline(repo, tmp_path / "run-broken", secrets, "--workflow", "nightly")
+        committed = (repo / "release.yaml").read_text() + "".join(
+            p.read_text() for p in (repo / ".github" / "workflows").glob("*.yml"))
+        assert "127.0.0.1" not in committed and "https://devpi.pipeline-fixture.example/" in committed
+        broken = run_pipeline(repo, tmp_path / "run-broken", secrets, "--workflow", "nightly", targets=targets)
         assert broken.returncode == RunFailed.exit_code, broken.output[-4000:]
+        # The stand-in's credentials reach the publish step as the workflow passes the real target's:
+        # from the run's secrets, under the same names; no warning that they are missing.
+        assert "name credential variables" not in broken.output, broken.output[:4000]
         results = broken.ran()
         assert results == {"plan": "success", JOBS[1]: "failure", "manifest": "success", "publish": "success"}, \
             broken.table()
@@ -74,7 +92,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert marked.version == "0.4.0.dev20261130", marked.version
         assert pip_installed_sha(nightly, "fixpipe==0.4.0.dev20261130", tmp_path / "pip-broken") == marked.sha256
         refused = run_pipeline(repo, tmp_path / "run-broken-test", secrets, "--workflow", "release",
-                               "--channel", "test", "--ref", "refs/tags/v0.4.0-rc1")
+                               "--channel", "test", "--ref", "refs/tags/v0.4.0-rc1", targets=targets)
         assert refused.returncode == RunFailed.exit_code, refused.output[-4000:]
         assert refused.results()["publish"] == "failure", refused.table()
         refusal = next(r for r in refused.jobs if r["name"] == "publish")["reason"]
@@ -82,9 +100,9 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert _served(devpi.url, "fixture/test-cpu", "fixpipe") == {}
 
         # 2. The fix, a day later: new development versions beside the first nightly's.
-        lay_fixture_release(repo, devpi.url, broken=False)
+        lay_fixture_release(repo, broken=False)
         commit(repo, "fixture: fixpipe's stable feature fixed", "2026-12-01T12:00:00+00:00")
-        fixed = run_pipeline(repo, tmp_path / "run-fixed", secrets, "--workflow", "nightly")
+        fixed = run_pipeline(repo, tmp_path / "run-fixed", secrets, "--workflow", "nightly", targets=targets)
         _ran_green(fixed)
         dist = fixed.artifact("release-dist", tmp_path / "dist-fixed")
         manifest = read_manifest(dist / "manifest.json")
@@ -98,7 +116,7 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         # 3. A release candidate: test gets 0.4.0, and promotion serves the same bytes on release.
         subprocess.run(["git", "tag", "v0.4.0-rc1"], cwd=repo, check=True, timeout=60)
         candidate = run_pipeline(repo, tmp_path / "run-rc", secrets, "--workflow", "release", "--channel", "test",
-                                 "--ref", "refs/tags/v0.4.0-rc1")
+                                 "--ref", "refs/tags/v0.4.0-rc1", targets=targets)
         _ran_green(candidate)
         dist = candidate.artifact("release-dist", tmp_path / "dist-rc")
         manifest = read_manifest(dist / "manifest.json")
@@ -107,8 +125,8 @@ def test_nightlies_a_failing_stable_feature_and_a_release_candidate_through_the_
         assert released.version == "0.4.0", released.version
         test_index = f"{devpi.url}/fixture/test-cpu/+simple/"
         assert pip_installed_sha(test_index, "fixpipe==0.4.0", tmp_path / "pip-test") == released.sha256
-        promoted = run_shipyard("--root", repo, "promote", "0.4.0", "--from", "test", "--to", "release", "--dist", dist,
-                                env=without_shipyard_settings(secrets), timeout=600)
+        promoted = run_shipyard("--root", repo, "--targets", targets, "promote", "0.4.0", "--from", "test",
+                                "--to", "release", "--dist", dist, env=without_shipyard_settings(secrets), timeout=600)
         assert promoted.returncode == 0, promoted.stdout + promoted.stderr
         assert password not in promoted.stdout + promoted.stderr
         release_index = f"{devpi.url}/fixture/release-cpu/+simple/"

@@ -59,19 +59,29 @@ def regenerate_workflows(repo: Path) -> None:
     run_shipyard("--root", repo, "ci", "generate", check=True)
 
 
-def lay_fixture_release(repo: Path, devpi_url: str, *, broken: bool) -> None:
-    """The small fixture release (tests/fixtures/pipeline) in `repo`, its devpi target at
-    `devpi_url`; `broken`: the stable feature's test fails."""
+def lay_fixture_release(repo: Path, *, broken: bool) -> None:
+    """The small fixture release (tests/fixtures/pipeline) in `repo`, as committed: its target is the
+    project's own devpi, off this machine (fixture_stand_in_targets maps it to one here); `broken`:
+    the stable feature's test fails."""
     for name in ("release.yaml", "feature_status.yaml"):
         shutil.copy(FIXTURE / name, repo / name)
     shutil.rmtree(repo / "library" / "fixpipe", ignore_errors=True)
     shutil.copytree(FIXTURE / "library" / "fixpipe", repo / "library" / "fixpipe")
-    release = repo / "release.yaml"
-    release.write_text(release.read_text().replace("url: http://127.0.0.1:8081/", f"url: {devpi_url}/"))
     if broken:
         test = repo / "library" / "fixpipe" / "tests" / "test_fixpipe.py"
         test.write_text(test.read_text().replace("== 42", "== 43"))
     regenerate_workflows(repo)
+
+
+def fixture_stand_in_targets(dest: Path, devpi_url: str) -> Path:
+    """A local targets file (the shape of release.yaml's `publish:`) mapping the fixture release's
+    target to the devpi at `devpi_url`, under the same credential variables."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("publish:\n  wheels-staging:\n    kind: devpi\n"
+                    f"    url: {devpi_url}/\n"
+                    "    username_env: SHIPYARD_PYPI_USERNAME\n    password_env: SHIPYARD_PYPI_PASSWORD\n"
+                    "    default_variant: cpu\n")
+    return dest
 
 
 @dataclass
@@ -130,10 +140,12 @@ class PipelineRun:
         return dest
 
 
-def run_pipeline(repo: Path, work: Path, secrets: dict[str, str], *args: str, timeout: float = 3600) -> PipelineRun:
+def run_pipeline(repo: Path, work: Path, secrets: dict[str, str], *args: str, timeout: float = 3600,
+                 targets: Path | None = None) -> PipelineRun:
     """`shipyard ci run ARGS` in `repo`, its secrets from a 0600 file (never the environment or
     the command line), its run folder `work`, shipyard for its jobs from a loopback index holding
-    the wheel of this checkout."""
+    the wheel of this checkout; `targets`: a local targets file, whose stand-ins the publish job
+    publishes to (`shipyard --targets FILE ci run`)."""
     work.parent.mkdir(parents=True, exist_ok=True)
     secret_file = work.parent / f"{work.name}.secrets"
     secret_file.touch(mode=0o600)
@@ -142,8 +154,8 @@ def run_pipeline(repo: Path, work: Path, secrets: dict[str, str], *args: str, ti
     # Every job installs shipyard from an index, as in a user's repository; this one holds the
     # wheel of the checkout the run is of.
     with shipyard_index(REPO, work.parent / "shipyard-index") as index:
-        done = run_shipyard("ci", "run", "--work", work, "--secret-file", secret_file,
-                            "--var", f"SHIPYARD_INDEX_URL={index}", *args,
+        done = run_shipyard(*(("--targets", targets) if targets else ()), "ci", "run", "--work", work,
+                            "--secret-file", secret_file, "--var", f"SHIPYARD_INDEX_URL={index}", *args,
                             cwd=repo, env=without_shipyard_settings(), timeout=timeout)
     output = done.stdout + done.stderr
     for name, value in secrets.items():

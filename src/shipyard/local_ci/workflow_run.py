@@ -254,11 +254,15 @@ def run_workflow(release: Release, repo: Path, request: act_run.RunRequest, *, w
             progress(note)
     clone = act_run.clean_clone(repo, folder)
     stand_ins = None if targets_file is None else stage_stand_in_targets(targets_file, folder, release, environ)
-    if progress and stand_ins is not None and stand_ins.unset and "publish" in selected:
-        progress(f"the stand-ins of {targets_file} name credential variables this environment does not set: "
-                 f"{', '.join(stand_ins.unset)}; the publish job will stop at the first")
     act_run.write_env_file(share, folder, stand_ins.env if stand_ins else None)
-    secrets = act_run.write_secret_file(folder, act_run.workflow_secrets(text), environ, secret_file)
+    workflow_secrets = act_run.workflow_secrets(text)
+    secrets = act_run.write_secret_file(folder, workflow_secrets, environ, secret_file)
+    # A stand-in's variable the workflow passes from a secret of the run reaches the publish step that way.
+    passed = set(secrets) & set(workflow_secrets)
+    unset = [name for name in stand_ins.unset if name not in passed] if stand_ins else []
+    if progress and unset and "publish" in selected:
+        progress(f"the stand-ins of {targets_file} name credential variables neither this environment nor the "
+                 f"run's secrets set: {', '.join(unset)}; the publish job will stop at the first")
     act_run.write_event(folder, inputs, request.ref)
     linux = tuple(dict.fromkeys(p.github_runner for p in release.platforms.values() if p.os == "linux"))
     setup = act_run.ActSetup(act=act, repo=clone, workflow_file=workflow_file, folder=folder, runner_image=runner,
