@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from support.synthetic_release import features, make_wheel, record, write_manifest
 
 from shipyard.cli import main
 from shipyard.errors import MergeError
+from shipyard.plumbing.hashing import sha256_of
+from shipyard.record.manifest import read_manifest
 
 
 def _fragment(root: Path, name: str, project: str, tag: str, *, payload: str = "", stable: str = "passed",
@@ -88,7 +91,7 @@ def test_gate_blocks_a_failing_stable_feature_on_a_block_channel_only(repo, tmp_
 
 
 def test_verified_cuda_archs_travel_through_a_merge_and_old_manifests_still_load(repo, tmp_path):
-    from shipyard.record.manifest import CudaArchs, read_manifest
+    from shipyard.record.manifest import CudaArchs
     from shipyard.release.cuda_archs import DeviceCode
 
     # Two kernel-bearing binaries that disagree: only what both carry is a "runs on" fact.
@@ -118,10 +121,6 @@ def test_a_package_two_jobs_built_stays_proven_by_the_cells_of_either(repo, tmp_
     none. Seen in `nox -s pipeline-linux`: the merge kept that job's record alone, and the test
     channel's gate refused the release ("its tests did not run"). Both merges, of fragments and
     into a dist/ that holds one already, keep the cells of either."""
-    import shutil
-
-    from shipyard.record.manifest import read_manifest
-
     tested = _fragment(tmp_path, "fragment-conda-ember", "ember", "cpu")
     shared = make_wheel(tmp_path / "shared", "embershared", "1.7.0")
     [ember] = read_manifest(tested / "manifest.json").artifacts
@@ -152,9 +151,6 @@ def test_the_merge_carries_every_recorded_file_a_kind_places_nowhere_else(repo, 
     dist/ holds each at that path, with the recorded bytes. Seen in `nox -s pipeline-linux`: the
     merge copied only unrecorded files beside the wheels and conda packages, so the release's
     manifest named mobile archives its dist/ did not hold."""
-    from shipyard.plumbing.hashing import sha256_of
-    from shipyard.record.manifest import read_manifest
-
     fragments = []
     for name, folder, file_name, kind in (("fragment-mobile", "mobile", "ember-lite-1.7.0-host.tar.gz", "mobile"),
                                           ("fragment-sdist", "sdist", "emberaudio-1.7.0.tar.gz", "sdist")):

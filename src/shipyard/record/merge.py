@@ -2,11 +2,12 @@
 
 Each GitHub job uploads its dist/: its artifacts and a manifest.json recording only them. The
 merge checks every recorded file against its record (sha256 and size) before anything is
-written, refuses two fragments that disagree about a cell or a file name (a package two jobs built
-with the same bytes, such as the conda mutex, is one record proven by the cells of both), then puts wheels into
-the variant indexes (and rewrites them), conda packages into the channel (re-indexed in one
-step), other files (saved images) beside them, and the records into dist/manifest.json, so the
-merged manifest is the one record of the release. Merging a fragment twice changes nothing.
+written, refuses two fragments that disagree about a cell or a file name (a package two jobs
+built with the same bytes, such as the conda mutex, is one record proven by the cells of both),
+then puts wheels into the variant indexes (and rewrites them), conda packages into the channel
+(re-indexed in one step), every other file (mobile archives, sdists, saved images, provenance)
+at its own path beside them, and the records into dist/manifest.json, so the merged manifest is
+the one record of the release. Merging a fragment twice changes nothing.
 
 How a kind's files enter dist/ (a wheel into its variant's index, a conda package into the
 channel) is the kind's own business, on a floor above this one: the caller hands it in, by package
